@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The client modules (XignProtocol, XignCrypto, XignDevice, XignTerminal, XignCore) end up inside
+// pam_xign.so, so they import FoundationEssentials only and stay synchronous (DESIGN.md).
+let package = Package(
+    name: "xign",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "xign-setup", targets: ["xign-setup"]),
+        .executable(name: "xign-manager", targets: ["xign-manager"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/sql-kit", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // System libraries.
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CQREncode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CPAM", providers: [.apt(["libpam0g-dev"])]),
+        .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev"])]),
+
+        // Leaf modules.
+        .target(name: "XignProtocol", dependencies: ["XignCrypto"]),
+        .target(name: "XignCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "XignDevice", dependencies: ["XignCrypto"]),
+        .target(name: "XignTerminal", dependencies: ["CQREncode"]),
+
+        // The SDK core used by every front end.
+        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignTerminal", "CCurl"]),
+
+        // The identity manager.
+        .target(
+            name: "XignManager",
+            dependencies: [
+                "XignProtocol", "XignCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Front ends.
+        .executableTarget(
+            name: "xign-setup",
+            dependencies: ["XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "xign-manager",
+            dependencies: ["XignManager", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
+        // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
+        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto"], path: "Tests/XignTestSupport"),
+        .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol"]),
+        .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto"]),
+        .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
+        .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignTestSupport"]),
+        .testTarget(
+            name: "XignManagerTests",
+            dependencies: ["XignManager", "XignTestSupport", .product(name: "Yams", package: "Yams")]
+        ),
+        .testTarget(name: "XignSetupTests", dependencies: ["XignCore", "XignTestSupport"]),
+    ]
+)

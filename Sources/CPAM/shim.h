@@ -1,0 +1,2 @@
+#include <security/pam_appl.h>
+#include <security/pam_modules.h>

@@ -1,0 +1,92 @@
+import COpenSSL
+import FoundationEssentials
+
+public enum SHA256 {
+    public static func hash(_ data: Data) -> Data {
+        var digest = [UInt8](repeating: 0, count: 32)
+        data.withUnsafeBytes { raw in
+            _ = COpenSSL.SHA256(raw.bindMemory(to: UInt8.self).baseAddress, raw.count, &digest)
+        }
+        return Data(digest)
+    }
+
+    public static func hash(_ string: String) -> Data { hash(Data(string.utf8)) }
+}
+
+public enum HMACSHA256 {
+    public static func authenticationCode(for message: Data, key: Data) -> Data {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        key.withUnsafeBytes { k in
+            message.withUnsafeBytes { m in
+                _ = HMAC(
+                    EVP_sha256(), k.baseAddress, Int32(k.count),
+                    m.bindMemory(to: UInt8.self).baseAddress, m.count, &out, &length
+                )
+            }
+        }
+        return Data(out.prefix(Int(length)))
+    }
+}
+
+public enum PBKDF2 {
+    /// PBKDF2-HMAC-SHA256 with a 32-byte output.
+    public static func deriveKey(password: Data, salt: Data, iterations: Int) throws -> Data {
+        guard iterations > 0, iterations <= 10_000_000 else { throw CryptoError("PBKDF2 iteration count out of range") }
+        var out = [UInt8](repeating: 0, count: 32)
+        let ok = password.withUnsafeBytes { p in
+            salt.withUnsafeBytes { s in
+                PKCS5_PBKDF2_HMAC(
+                    p.bindMemory(to: CChar.self).baseAddress, Int32(p.count),
+                    s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
+                    Int32(iterations), EVP_sha256(), Int32(out.count), &out
+                )
+            }
+        }
+        guard ok == 1 else { throw CryptoError("PKCS5_PBKDF2_HMAC") }
+        return Data(out)
+    }
+}
+
+public enum SecureRandom {
+    public static func bytes(_ count: Int) throws -> Data {
+        var out = [UInt8](repeating: 0, count: count)
+        guard RAND_bytes(&out, Int32(count)) == 1 else { throw CryptoError("RAND_bytes") }
+        return Data(out)
+    }
+
+    /// A random token of `byteCount` bytes, base64url without padding.
+    public static func token(byteCount: Int = 32) throws -> String { Base64URL.encode(try bytes(byteCount)) }
+}
+
+/// Compares in time that depends only on the lengths, never on where the bytes differ.
+public func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
+    guard a.count == b.count else { return false }
+    if a.isEmpty { return true }
+    return a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, x.count) == 0 } }
+}
+
+/// base64url without padding (RFC 4648 §5), as JWS and our payloads use it.
+public enum Base64URL {
+    public static func encode(_ data: Data) -> String {
+        data.base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
+    }
+
+    /// Returns nil for anything outside the base64url alphabet, including padding and whitespace.
+    public static func decode(_ text: String) -> Data? {
+        guard text.utf8.allSatisfy({ isAlphabet($0) }), text.utf8.count % 4 != 1 else { return nil }
+        var base64 = text.replacing("-", with: "+").replacing("_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+
+    static func isAlphabet(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            return true
+        default:
+            return false
+        }
+    }
+}

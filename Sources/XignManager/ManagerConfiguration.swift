@@ -1,0 +1,162 @@
+import Foundation
+import XignProtocol
+
+/// Everything the manager reads from its config file, with the defaults a fresh install runs with.
+public struct ManagerConfiguration: Sendable {
+    public struct Category: Sendable {
+        public var id: String
+        public var types: [String]
+        public var attributes: [AttributeMessage]
+    }
+
+    public struct Lockout: Sendable {
+        /// Failures that are answered without a wait. Later failures wait `baseDelay * 2^(n-1)`, capped at `maxDelay`.
+        public var freeAttempts = 0
+        public var baseDelayMilliseconds: Int64 = 5_000
+        public var maxDelayMilliseconds: Int64 = 3_600_000
+        /// The failure that makes the lock permanent. It cannot be switched off (DESIGN.md invariant 6).
+        public var maxAttempts = 10
+
+        /// The lock after the `failures`-th consecutive failure at time `now`.
+        public func lock(afterFailures failures: Int, now: Int64) -> LockoutMessage {
+            if failures >= maxAttempts { return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures) }
+            let delayed = failures - freeAttempts
+            guard delayed > 0 else { return LockoutMessage(isPermanent: false, lockedUntil: now, failedAttempts: failures) }
+            let doublings = min(delayed - 1, 40)
+            let (scaled, overflow) = baseDelayMilliseconds.multipliedReportingOverflow(by: Int64(1) << doublings)
+            let delay = overflow ? maxDelayMilliseconds : min(scaled, maxDelayMilliseconds)
+            return LockoutMessage(isPermanent: false, lockedUntil: now + delay, failedAttempts: failures)
+        }
+    }
+
+    public var listenHost = "127.0.0.1"
+    public var listenPort = 8440
+    /// The address clients reach; goes into the activation data. Defaults to http://listenHost:listenPort.
+    public var publicURL: ManagerURL?
+    public var databasePath = "/var/lib/xign-manager/manager.sqlite"
+    public var signingKeyPath = "/var/lib/xign-manager/signing-key.pem"
+    public var pepperPath = "/var/lib/xign-manager/pin-pepper"
+    public var outboxPath = "/var/lib/xign-manager/outbox"
+    public var mailFrom = "xign-manager@localhost"
+    /// host:port of an SMTP relay; mail goes to the outbox when unset.
+    public var smtpRelay: String?
+    public var pinPolicy = PinPolicyMessage(
+        minLength: 5, maxLength: 32, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2,
+        blacklist: ["12345", "54321", "11111", "00000", "12121", "13579", "98765"]
+    )
+    /// PBKDF2 iterations of the PIN verifier; the pepper is the main protection, this slows a stolen pepper down.
+    public var pinHashIterations = 60_000
+    public var aliasPolicy = AliasPolicyMessage(minLength: 1, maxLength: 48)
+    public var categories = [
+        Category(id: "email", types: ["email"], attributes: [
+            AttributeMessage(name: "email", isRequired: true),
+            AttributeMessage(name: "givenName", isRequired: false),
+            AttributeMessage(name: "familyName", isRequired: false),
+        ])
+    ]
+    /// Service-mapping ids of linked services; arbitrary user attributes are kept only for these.
+    public var linkedServices: [String] = []
+    public var lockout = Lockout()
+    public var sessionLifetimeMilliseconds: Int64 = 300_000
+    public var requireHardwareKey = false
+
+    public init() {}
+
+    public var effectivePublicURL: ManagerURL {
+        if let publicURL { return publicURL }
+        let host = listenHost.contains(":") ? "[\(listenHost)]" : listenHost
+        return (try? ManagerURL("http://\(host):\(listenPort)")) ?? (try! ManagerURL("http://127.0.0.1:8440"))
+    }
+
+    static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth"]
+
+    public init(file: ConfigFile) throws {
+        var known: Set<String> = [
+            "server.listen", "server.public_url",
+            "storage.driver", "storage.path",
+            "keys.signing_key", "keys.pin_pepper",
+            "mail.outbox", "mail.from", "mail.smtp_relay",
+            "pin.min_length", "pin.max_length", "pin.digits_only", "pin.max_sequence_length", "pin.max_similar_digits",
+            "pin.blacklist", "pin.hash_iterations",
+            "registration.categories", "registration.alias_min_length", "registration.alias_max_length",
+            "registration.linked_services",
+            "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
+            "session.lifetime", "policy.require_hardware_key",
+        ]
+        func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
+            ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
+        }
+        if let listen = file.string("server.listen") {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+                throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440")
+            }
+            listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            listenPort = port
+        }
+        if let url = file.string("server.public_url") {
+            do { publicURL = try ManagerURL(url) } catch { throw fail("server.public_url", "is not valid: \(error)") }
+        }
+        if let driver = file.string("storage.driver"), driver != "sqlite" {
+            throw fail("storage.driver", "must be sqlite (PostgreSQL support is not built yet)")
+        }
+        databasePath = file.string("storage.path") ?? databasePath
+        signingKeyPath = file.string("keys.signing_key") ?? signingKeyPath
+        pepperPath = file.string("keys.pin_pepper") ?? pepperPath
+        outboxPath = file.string("mail.outbox") ?? outboxPath
+        mailFrom = file.string("mail.from") ?? mailFrom
+        smtpRelay = file.string("mail.smtp_relay")
+        pinPolicy.minLength = try file.integer("pin.min_length", in: 4...64) ?? pinPolicy.minLength
+        pinPolicy.maxLength = try file.integer("pin.max_length", in: 4...64) ?? pinPolicy.maxLength
+        guard pinPolicy.minLength <= pinPolicy.maxLength else { throw fail("pin.min_length", "must not exceed pin.max_length") }
+        pinPolicy.digitsOnly = try file.bool("pin.digits_only") ?? pinPolicy.digitsOnly
+        pinPolicy.maxSequenceLength = try file.integer("pin.max_sequence_length", in: 2...64) ?? pinPolicy.maxSequenceLength
+        pinPolicy.maxSimilarDigits = try file.integer("pin.max_similar_digits", in: 1...64) ?? pinPolicy.maxSimilarDigits
+        pinPolicy.blacklist = file.list("pin.blacklist") ?? pinPolicy.blacklist
+        pinHashIterations = try file.integer("pin.hash_iterations", in: 1_000...5_000_000) ?? pinHashIterations
+        aliasPolicy.minLength = try file.integer("registration.alias_min_length", in: 1...128) ?? aliasPolicy.minLength
+        aliasPolicy.maxLength = try file.integer("registration.alias_max_length", in: 1...128) ?? aliasPolicy.maxLength
+        linkedServices = file.list("registration.linked_services") ?? linkedServices
+        if let ids = file.list("registration.categories") {
+            guard !ids.isEmpty else { throw fail("registration.categories", "must name at least one category") }
+            categories = try ids.map { id in
+                let typesKey = "category.\(id).types", attributesKey = "category.\(id).attributes"
+                known.formUnion([typesKey, attributesKey])
+                let types = file.list(typesKey) ?? [id]
+                for type in types where !["anonymous", "email", "phone", "idCard"].contains(type) {
+                    throw fail(typesKey, "names '\(type)'; use anonymous, email, phone or idCard")
+                }
+                // "email!" marks a required attribute.
+                let attributes = try (file.list(attributesKey) ?? ["email!"]).map { item in
+                    let name = item.hasSuffix("!") ? String(item.dropLast()) : item
+                    guard Self.knownAttributes.contains(name) else {
+                        throw fail(attributesKey, "names '\(name)'; known attributes: \(Self.knownAttributes.sorted().joined(separator: ", "))")
+                    }
+                    return AttributeMessage(name: name, isRequired: item.hasSuffix("!"))
+                }
+                return Category(id: id, types: types, attributes: attributes)
+            }
+        }
+        lockout.freeAttempts = try file.integer("lockout.free_attempts", in: 0...20) ?? lockout.freeAttempts
+        lockout.baseDelayMilliseconds = try file.milliseconds("lockout.base_delay", in: 100...86_400_000) ?? lockout.baseDelayMilliseconds
+        lockout.maxDelayMilliseconds = try file.milliseconds("lockout.max_delay", in: 100...(30 * 86_400_000)) ?? lockout.maxDelayMilliseconds
+        lockout.maxAttempts = try file.integer("lockout.max_attempts", in: 1...100) ?? lockout.maxAttempts
+        guard lockout.freeAttempts < lockout.maxAttempts else { throw fail("lockout.free_attempts", "must be below lockout.max_attempts") }
+        sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
+        requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
+        try file.rejectUnknownKeys(known)
+    }
+
+    public static func load(path: String) throws -> ManagerConfiguration {
+        let text: String
+        do {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            guard data.count <= ConfigFile.maximumSize else { throw ConfigFile.ParseError(description: "\(path): larger than 64 KiB") }
+            text = String(decoding: data, as: UTF8.self)
+        } catch let error as ConfigFile.ParseError {
+            throw error
+        } catch {
+            throw ConfigFile.ParseError(description: "cannot read config \(path): \(error.localizedDescription)")
+        }
+        return try ManagerConfiguration(file: ConfigFile(text: text, source: path))
+    }
+}

@@ -1,0 +1,29 @@
+import HTTPTypes
+import XignProtocol
+
+/// An error the API answers with: a status and the JSON error body.
+public struct ManagerError: Error, CustomStringConvertible {
+    public let status: HTTPResponse.Status
+    public let detail: ErrorBody.Detail
+
+    public var description: String { detail.message }
+
+    init(_ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, attributes: [String: AttributeErrorCode]? = nil,
+         pinError: String? = nil, lockout: LockoutMessage? = nil) {
+        self.status = status
+        self.detail = ErrorBody.Detail(code: code, message: message, attributes: attributes, pinError: pinError, lockout: lockout)
+    }
+
+    static func badRequest(_ message: String) -> ManagerError { ManagerError(.badRequest, .badRequest, message) }
+    static func internalFailure(_ message: String) -> ManagerError { ManagerError(.internalServerError, .internalError, message) }
+
+    static func lockedOut(_ lock: LockoutMessage) -> ManagerError {
+        ManagerError(
+            HTTPResponse.Status(code: 423, reasonPhrase: "Locked"), .lockedOut,
+            lock.isPermanent
+                ? "This activation is locked permanently after too many wrong PINs. Register again or ask your administrator."
+                : "This activation is locked after a wrong PIN. Try again after the time given in lockedUntil.",
+            lockout: lock
+        )
+    }
+}

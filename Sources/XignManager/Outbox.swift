@@ -1,0 +1,79 @@
+import Foundation
+import XignProtocol
+
+/// Mail the manager sends, written as RFC 5322 messages into a maildir (`new/`), one file each.
+///
+/// The maildir is the durable queue: an SMTP relay, where one is configured, is fed from it.
+public struct Outbox: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    public struct Mail: Sendable {
+        var to: String
+        var subject: String
+        var headers: [(String, String)] = []
+        var body: String
+    }
+
+    /// Writes the message with tmp/ then a rename into new/, as maildir readers expect. Returns its path.
+    @discardableResult
+    func deliver(_ mail: Mail, from: String) throws -> String {
+        for sub in ["tmp", "new", "cur"] { try AtomicFile.makeDirectory("\(path)/\(sub)", mode: 0o700) }
+        let name = "\(Int64(Date().timeIntervalSince1970 * 1000)).\(UUID().uuidString).xign"
+        var text = "From: \(from)\r\nTo: \(mail.to)\r\nSubject: \(mail.subject)\r\n"
+        text += "Date: \(Self.rfc5322Date())\r\nMessage-ID: <\(name)@xign-manager>\r\n"
+        text += "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n"
+        for (key, value) in mail.headers { text += "\(key): \(value)\r\n" }
+        text += "\r\n" + mail.body.replacingOccurrences(of: "\n", with: "\r\n")
+        let temporary = "\(path)/tmp/\(name)"
+        let final = "\(path)/new/\(name)"
+        try AtomicFile.write(Data(text.utf8), to: temporary, mode: 0o600)
+        guard rename(temporary, final) == 0 else {
+            throw ManagerError.internalFailure("cannot move mail into \(path)/new: \(String(cString: strerror(errno)))")
+        }
+        return final
+    }
+
+    /// The messages waiting in new/, oldest first.
+    public func pending() throws -> [String] {
+        let directory = "\(path)/new"
+        guard FileManager.default.fileExists(atPath: directory) else { return [] }
+        return try FileManager.default.contentsOfDirectory(atPath: directory).sorted().map { "\(directory)/\($0)" }
+    }
+
+    static func rfc5322Date() -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
+        return formatter.string(from: Date())
+    }
+
+    static func activationMail(to email: String, alias: String, payload: PersonalizationPayload, backup: Bool = false) -> Mail {
+        let body = """
+            Hello,
+
+            \(backup ? "here is a backup of the activation" : "your XignIn account is ready. Activate") "\(alias)" on your Linux machine with:
+
+                xign-setup personalize --mail THIS-MAIL-FILE
+
+            or paste this link into `xign-setup personalize`:
+
+                \(payload.deepLink)
+
+            A phone with the XignIn app can scan the QR code that `xign-setup qr` draws from the link,
+            or open: \(payload.appLink)
+
+            You will be asked for the activation PIN you chose at registration. Nobody from
+            your organization will ever ask you for it.
+
+            """
+        return Mail(
+            to: email,
+            subject: backup ? "Backup of your XignIn activation \"\(alias)\"" : "Activate your XignIn device",
+            headers: [(PersonalizationPayload.mailHeader, payload.deepLink)],
+            body: body
+        )
+    }
+}

@@ -1,0 +1,367 @@
+import FoundationEssentials
+import XignCrypto
+
+// The manager's HTTP API, version 1. docs/protocol.md describes each message; docs/openapi.yaml is the schema.
+// Times on the wire are milliseconds since the Unix epoch.
+
+public enum APIPath {
+    public static let health = "/health"
+    public static let registrationParameters = "/v1/registration/parameters"
+    public static let registrations = "/v1/registrations"
+    public static let personalizationDecrypt = "/v1/personalization/decrypt"
+    public static let personalizations = "/v1/personalizations"
+    public static let challenges = "/v1/challenges"
+    public static let deviceRevocations = "/v1/devices/revoke"
+}
+
+/// The media type of a signed (JWS) answer.
+public enum SignedAnswerType {
+    public static let decrypt = "xign-decrypt+jwt"
+    public static let personalization = "xign-personalization+jwt"
+    public static let revocation = "xign-revocation+jwt"
+}
+
+// MARK: Registration
+
+public struct PinPolicyMessage: Codable, Equatable, Sendable {
+    public var minLength: Int
+    public var maxLength: Int
+    public var digitsOnly: Bool
+    /// The longest allowed run of consecutive ascending or descending digits (e.g. 3 allows "123", refuses "1234").
+    public var maxSequenceLength: Int
+    /// The longest allowed run of one repeated digit (e.g. 2 allows "11", refuses "111").
+    public var maxSimilarDigits: Int
+    public var blacklist: [String]
+
+    public init(minLength: Int, maxLength: Int, digitsOnly: Bool, maxSequenceLength: Int, maxSimilarDigits: Int, blacklist: [String]) {
+        self.minLength = minLength
+        self.maxLength = maxLength
+        self.digitsOnly = digitsOnly
+        self.maxSequenceLength = maxSequenceLength
+        self.maxSimilarDigits = maxSimilarDigits
+        self.blacklist = blacklist
+    }
+}
+
+public struct AliasPolicyMessage: Codable, Equatable, Sendable {
+    public var minLength: Int
+    public var maxLength: Int
+
+    public init(minLength: Int, maxLength: Int) {
+        self.minLength = minLength
+        self.maxLength = maxLength
+    }
+}
+
+public struct AttributeMessage: Codable, Equatable, Sendable {
+    public var name: String
+    public var isRequired: Bool
+
+    public init(name: String, isRequired: Bool) {
+        self.name = name
+        self.isRequired = isRequired
+    }
+}
+
+public struct CategoryMessage: Codable, Equatable, Sendable {
+    public var id: String
+    /// anonymous, email, phone, idCard.
+    public var types: [String]
+    public var attributes: [AttributeMessage]
+    public var identificationAttributes: [String]
+
+    public init(id: String, types: [String], attributes: [AttributeMessage], identificationAttributes: [String]) {
+        self.id = id
+        self.types = types
+        self.attributes = attributes
+        self.identificationAttributes = identificationAttributes
+    }
+}
+
+public struct RegistrationParametersMessage: Codable, Equatable, Sendable {
+    public var pinSpec: PinPolicyMessage
+    public var categories: [CategoryMessage]
+    public var alias: AliasPolicyMessage
+    /// Echoed when the request named a linked service the manager knows; nil otherwise.
+    public var serviceMappingId: String?
+
+    public init(pinSpec: PinPolicyMessage, categories: [CategoryMessage], alias: AliasPolicyMessage, serviceMappingId: String?) {
+        self.pinSpec = pinSpec
+        self.categories = categories
+        self.alias = alias
+        self.serviceMappingId = serviceMappingId
+    }
+}
+
+public struct RegisterRequest: Codable, Equatable, Sendable {
+    public var categoryId: String
+    public var pin: String
+    public var attributes: [String: String]
+    public var alias: String?
+    public var serviceMappingId: String?
+    public var arbitraryUserAttributes: [String: String]?
+
+    public init(
+        categoryId: String, pin: String, attributes: [String: String], alias: String?,
+        serviceMappingId: String?, arbitraryUserAttributes: [String: String]?
+    ) {
+        self.categoryId = categoryId
+        self.pin = pin
+        self.attributes = attributes
+        self.alias = alias
+        self.serviceMappingId = serviceMappingId
+        self.arbitraryUserAttributes = arbitraryUserAttributes
+    }
+}
+
+public struct RegisterResponse: Codable, Equatable, Sendable {
+    public var managerUrl: String
+    public var activationAlias: String
+
+    public init(managerUrl: String, activationAlias: String) {
+        self.managerUrl = managerUrl
+        self.activationAlias = activationAlias
+    }
+}
+
+/// Per-attribute server verdicts, as RegistrationInformation.error in the seeds.
+public enum AttributeErrorCode: String, Codable, Sendable, CaseIterable {
+    case none, invalid, notAvailable, required
+}
+
+// MARK: Personalization
+
+/// What the machine tells the manager about itself (Nevis's DeviceInformation).
+public struct DeviceInformationMessage: Codable, Equatable, Sendable {
+    public var name: String
+    public var platform: String
+
+    public init(name: String, platform: String) {
+        self.name = name
+        self.platform = platform
+    }
+}
+
+public enum KeyKind: String, Codable, Sendable, CaseIterable {
+    case software, tpm
+}
+
+public struct DecryptRequest: Codable, Equatable, Sendable {
+    public var activationId: String
+    public var activationSecret: String
+    public var pin: String
+    /// Fresh client nonce; the signed answer must echo it.
+    public var nonce: String
+    /// Device ids this machine already holds at this manager, so the manager can tell
+    /// alreadyPersonalized and mergePersonalization from the other cases.
+    public var knownDeviceIds: [String]
+
+    public init(activationId: String, activationSecret: String, pin: String, nonce: String, knownDeviceIds: [String]) {
+        self.activationId = activationId
+        self.activationSecret = activationSecret
+        self.pin = pin
+        self.nonce = nonce
+        self.knownDeviceIds = knownDeviceIds
+    }
+}
+
+public enum PersonalizationOutcome: String, Codable, Sendable, CaseIterable {
+    case newPersonalization, rePersonalization, alreadyPersonalized, mergePersonalization, lockout
+}
+
+public struct LockoutMessage: Codable, Equatable, Sendable {
+    public var isPermanent: Bool
+    /// For a permanent lock this is the time the lock was set.
+    public var lockedUntil: Int64
+    public var failedAttempts: Int
+
+    public init(isPermanent: Bool, lockedUntil: Int64, failedAttempts: Int) {
+        self.isPermanent = isPermanent
+        self.lockedUntil = lockedUntil
+        self.failedAttempts = failedAttempts
+    }
+}
+
+public struct SessionMessage: Codable, Equatable, Sendable {
+    public var id: String
+    /// Single use; the next device-signed request covers it.
+    public var challenge: String
+    public var expiresAt: Int64
+
+    public init(id: String, challenge: String, expiresAt: Int64) {
+        self.id = id
+        self.challenge = challenge
+        self.expiresAt = expiresAt
+    }
+}
+
+public struct MergeMessage: Codable, Equatable, Sendable {
+    /// The local device whose account the new registration could be merged into.
+    public var existingDeviceId: String
+    public var existingAccountEmail: String
+    public var invitedEmail: String
+    public var organization: String
+
+    public init(existingDeviceId: String, existingAccountEmail: String, invitedEmail: String, organization: String) {
+        self.existingDeviceId = existingDeviceId
+        self.existingAccountEmail = existingAccountEmail
+        self.invitedEmail = invitedEmail
+        self.organization = organization
+    }
+}
+
+/// The signed payload of a decrypt answer.
+public struct DecryptResult: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var outcome: PersonalizationOutcome
+    public var activationId: String
+    public var accountEmail: String?
+    public var activationAlias: String?
+    /// Present for every outcome except lockout.
+    public var session: SessionMessage?
+    /// The device that holds the activation now (rePersonalization, alreadyPersonalized).
+    public var personalizedDeviceId: String?
+    /// For the NewActivationTrigger of rePersonalization.
+    public var pinSpec: PinPolicyMessage?
+    public var aliasSpec: AliasPolicyMessage?
+    public var canSendEmail: Bool?
+    public var merge: MergeMessage?
+    public var lockout: LockoutMessage?
+
+    public init(nonce: String, outcome: PersonalizationOutcome, activationId: String) {
+        self.nonce = nonce
+        self.outcome = outcome
+        self.activationId = activationId
+    }
+}
+
+/// How a personalization continues after decrypt.
+public enum PersonalizationMode: String, Codable, Sendable, CaseIterable {
+    /// newPersonalization, or mergePersonalization continued with its parameters (the invite becomes its own account).
+    case new
+    /// rePersonalization or alreadyPersonalized: this device replaces the one that held the activation.
+    case override
+    /// rePersonalization with the NewActivationTrigger: a second activation on the same account, for this device.
+    case newActivation
+}
+
+public struct NewActivationMessage: Codable, Equatable, Sendable {
+    public var pin: String
+    public var alias: String?
+    public var shouldSendEmail: Bool
+
+    public init(pin: String, alias: String?, shouldSendEmail: Bool) {
+        self.pin = pin
+        self.alias = alias
+        self.shouldSendEmail = shouldSendEmail
+    }
+}
+
+/// Device-signed: the signature covers the session's challenge and proves possession of `deviceKey`.
+public struct PersonalizeRequest: Codable, Equatable, Sendable {
+    public var sessionId: String
+    public var mode: PersonalizationMode
+    /// SPKI DER, base64url.
+    public var deviceKey: String
+    public var keyKind: KeyKind
+    public var device: DeviceInformationMessage
+    public var nonce: String
+    public var newActivation: NewActivationMessage?
+
+    public init(
+        sessionId: String, mode: PersonalizationMode, deviceKey: String, keyKind: KeyKind,
+        device: DeviceInformationMessage, nonce: String, newActivation: NewActivationMessage?
+    ) {
+        self.sessionId = sessionId
+        self.mode = mode
+        self.deviceKey = deviceKey
+        self.keyKind = keyKind
+        self.device = device
+        self.nonce = nonce
+        self.newActivation = newActivation
+    }
+}
+
+/// The signed payload of a personalization answer.
+public struct PersonalizationResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var deviceId: String
+    public var activationId: String
+    public var activationAlias: String
+    public var accountEmail: String
+    /// SPKI of the device key the manager registered, so the client can check it is its own.
+    public var deviceKey: String
+
+    public init(nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String, deviceKey: String) {
+        self.nonce = nonce
+        self.deviceId = deviceId
+        self.activationId = activationId
+        self.activationAlias = activationAlias
+        self.accountEmail = accountEmail
+        self.deviceKey = deviceKey
+    }
+}
+
+// MARK: Device-signed requests
+
+public struct ChallengeRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public init(deviceId: String) { self.deviceId = deviceId }
+}
+
+public struct ChallengeMessage: Codable, Equatable, Sendable {
+    public var challenge: String
+    public var expiresAt: Int64
+
+    public init(challenge: String, expiresAt: Int64) {
+        self.challenge = challenge
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Device-signed with the key of `deviceId`; `challenge` comes from POST /v1/challenges and is single use.
+public struct RevokeRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var nonce: String
+
+    public init(deviceId: String, challenge: String, nonce: String) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.nonce = nonce
+    }
+}
+
+public struct RevocationResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var deviceId: String
+
+    public init(nonce: String, deviceId: String) {
+        self.nonce = nonce
+        self.deviceId = deviceId
+    }
+}
+
+public struct HealthMessage: Codable, Equatable, Sendable {
+    public var status: String
+    public var version: String
+    public var managerKeyFingerprint: String
+
+    public init(status: String, version: String, managerKeyFingerprint: String) {
+        self.status = status
+        self.version = version
+        self.managerKeyFingerprint = managerKeyFingerprint
+    }
+}
+
+/// The canonical encoding a device signs (invariant 4):
+/// `xign-request-v1 LF METHOD LF path LF base64url(SHA-256(body)) LF challenge`.
+/// The path is the API path ("/v1/…"), independent of any prefix the manager is mounted under.
+public enum SignedRequest {
+    public static let signatureHeader = "X-Xign-Signature"
+
+    public static func canonicalMessage(method: String, path: String, body: Data, challenge: String) -> Data {
+        let lines = ["xign-request-v1", method.uppercased(), path, Base64URL.encode(SHA256.hash(body)), challenge]
+        return Data(lines.joined(separator: "\n").utf8)
+    }
+}

@@ -1,0 +1,84 @@
+import FoundationEssentials
+
+/// PinValidator.ResultCode from the seeds, with OneWelcome's policy codes added.
+public enum PinValidationResult: String, Codable, Sendable, CaseIterable {
+    case valid, empty, onlyNumbers, tooShort, tooLong
+    case blacklisted, sequence, similarDigits
+}
+
+extension PinPolicyMessage {
+    public func validate(_ pin: String) -> PinValidationResult {
+        if pin.isEmpty { return .empty }
+        // Length limit before any other work: the PIN is user input.
+        let length = pin.unicodeScalars.count
+        if length > maxLength { return .tooLong }
+        if digitsOnly && !pin.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) }) { return .onlyNumbers }
+        if length < minLength { return .tooShort }
+        if blacklist.contains(pin) { return .blacklisted }
+        let digits = pin.unicodeScalars.map { Int($0.value) }
+        if longestRun(digits, step: 1) > maxSequenceLength || longestRun(digits, step: -1) > maxSequenceLength { return .sequence }
+        if longestRun(digits, step: 0) > maxSimilarDigits { return .similarDigits }
+        return .valid
+    }
+
+    /// The longest run where each element is the previous plus `step`.
+    private func longestRun(_ values: [Int], step: Int) -> Int {
+        var longest = values.isEmpty ? 0 : 1
+        var current = 1
+        for index in values.indices.dropFirst() {
+            current = values[index] == values[index - 1] + step ? current + 1 : 1
+            longest = max(longest, current)
+        }
+        return longest
+    }
+}
+
+/// AliasValidator.ResultCode from the seeds.
+public enum AliasValidationResult: String, Codable, Sendable, CaseIterable {
+    case valid, empty, tooShort, tooLong
+}
+
+extension AliasPolicyMessage {
+    public func validate(_ alias: String) -> AliasValidationResult {
+        if alias.trimmed.isEmpty { return .empty }
+        let length = alias.count
+        if length > maxLength { return .tooLong }
+        if length < minLength { return .tooShort }
+        return .valid
+    }
+}
+
+/// EmailValidator.ResultCode from the seeds.
+public enum EmailValidationResult: String, Codable, Sendable, CaseIterable {
+    case valid, empty, invalid
+}
+
+public enum EmailValidator {
+    public static let maximumLength = 254
+
+    /// A deliberately plain check: one "@", a dotted domain, no spaces or control characters.
+    public static func validate(_ email: String) -> EmailValidationResult {
+        if email.isEmpty { return .empty }
+        guard email.utf8.count <= maximumLength, email.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
+            return .invalid
+        }
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].utf8.count <= 64 else { return .invalid }
+        let labels = parts[1].split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && !$0.hasPrefix("-") && !$0.hasSuffix("-") }) else { return .invalid }
+        return .valid
+    }
+}
+
+/// Free-text attributes (names, places): bounded, printable, single line.
+public enum TextAttributeValidator {
+    public static let maximumLength = 128
+
+    public static func validate(_ value: String) -> EmailValidationResult {
+        if value.trimmed.isEmpty { return .empty }
+        guard value.count <= maximumLength, value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            return .invalid
+        }
+        return .valid
+    }
+}

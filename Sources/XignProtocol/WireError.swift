@@ -1,0 +1,53 @@
+import FoundationEssentials
+
+/// Machine-readable error codes of the manager's API. Unknown codes from a newer manager decode as `.unknown`.
+public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
+    case badRequest
+    case payloadTooLarge
+    case notFound
+    case activationNotFound
+    case activationRevoked
+    case lockedOut
+    case pinPolicy
+    case registrationRejected
+    case sessionInvalid
+    case challengeInvalid
+    case signatureInvalid
+    case securityInsufficient
+    case deviceNotFound
+    case internalError
+    case unknown
+
+    public init(from decoder: any Decoder) throws {
+        let raw = try decoder.singleValueContainer().decode(String.self)
+        self = WireErrorCode(rawValue: raw) ?? .unknown
+    }
+}
+
+/// The body of every non-2xx answer: `{"error": {...}}`.
+public struct ErrorBody: Codable, Equatable, Sendable {
+    public struct Detail: Codable, Equatable, Sendable {
+        public var code: WireErrorCode
+        /// For people: says what went wrong and what to do.
+        public var message: String
+        /// registrationRejected: the verdict for each attribute ("pin" and "alias" included).
+        public var attributes: [String: AttributeErrorCode]?
+        /// pinPolicy: the PinValidator code.
+        public var pinError: String?
+        /// lockedOut: the pending lock.
+        public var lockout: LockoutMessage?
+
+        public init(code: WireErrorCode, message: String, attributes: [String: AttributeErrorCode]? = nil,
+                    pinError: String? = nil, lockout: LockoutMessage? = nil) {
+            self.code = code
+            self.message = message
+            self.attributes = attributes
+            self.pinError = pinError
+            self.lockout = lockout
+        }
+    }
+
+    public var error: Detail
+
+    public init(_ error: Detail) { self.error = error }
+}

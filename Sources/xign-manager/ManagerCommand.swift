@@ -1,0 +1,200 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import XignManager
+import XignProtocol
+
+@main
+struct ManagerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "xign-manager",
+        abstract: "The xign identity manager: registration, personalization and the lockout, over HTTP.",
+        version: XignManagerVersion.string,
+        subcommands: [Serve.self, Admin.self]
+    )
+}
+
+/// Where the manager's config comes from: a file, a data directory for everything, or both.
+struct ConfigOptions: ParsableArguments {
+    @Option(help: "Config file (default: /etc/xign-manager/manager.conf when it exists).")
+    var config: String?
+
+    @Option(help: "Keep the database, keys and outbox in this directory instead of the paths in the config.")
+    var dataDir: String?
+
+    func load() throws -> ManagerConfiguration {
+        var configuration: ManagerConfiguration
+        do {
+            if let config {
+                configuration = try ManagerConfiguration.load(path: config)
+            } else if FileManager.default.fileExists(atPath: "/etc/xign-manager/manager.conf") && dataDir == nil {
+                configuration = try ManagerConfiguration.load(path: "/etc/xign-manager/manager.conf")
+            } else {
+                configuration = ManagerConfiguration()
+            }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        if let dataDir {
+            configuration.databasePath = "\(dataDir)/manager.sqlite"
+            configuration.signingKeyPath = "\(dataDir)/signing-key.pem"
+            configuration.pepperPath = "\(dataDir)/pin-pepper"
+            configuration.outboxPath = "\(dataDir)/outbox"
+        }
+        return configuration
+    }
+
+    func open() async throws -> IdentityManager {
+        umask(0o077)
+        var logger = Logger(label: "xign-manager")
+        logger.logLevel = .warning
+        do {
+            return try await IdentityManager.open(configuration: try load(), logger: logger)
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("cannot open the manager's data: \(error)")
+        }
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the HTTP server.")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Option(help: "HOST:PORT to listen on; port 0 picks a free port. Overrides server.listen.")
+    var listen: String?
+
+    @Option(help: "Write the bound port to this file once listening (for scripts and tests).")
+    var portFile: String?
+
+    func run() async throws {
+        umask(0o077)
+        var configuration = try options.load()
+        if let listen {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+                throw ValidationError("--listen must be HOST:PORT, for example 127.0.0.1:8440")
+            }
+            configuration.listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            configuration.listenPort = port
+        }
+        var logger = Logger(label: "xign-manager")
+        logger.logLevel = .info
+        let manager: IdentityManager
+        do {
+            manager = try await IdentityManager.open(configuration: configuration, logger: logger)
+        } catch {
+            throw ValidationError("cannot open the manager's data: \(error)")
+        }
+        let portFile = self.portFile
+        let host = configuration.listenHost
+        let app = Application(
+            router: ManagerRoutes.router(for: manager),
+            configuration: .init(address: .hostname(host, port: configuration.listenPort), serverName: nil),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                manager.didBind(host: host, port: port)
+                if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
+                let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
+                FileHandle.standardOutput.write(Data(line.utf8))
+            },
+            logger: logger
+        )
+        try await app.runService()
+        await manager.database.close()
+    }
+}
+
+struct Admin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Inspect and change accounts, activations, lockouts and the outbox.",
+        subcommands: [Accounts.self, Activations.self, Unlock.self, Invite.self, Outbox.self]
+    )
+
+    struct Accounts: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List accounts.")
+        @OptionGroup var options: ConfigOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let manager = try await options.open()
+            let accounts = try await manager.accounts()
+            if json { return try printJSON(accounts) }
+            for account in accounts {
+                let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
+                print("\(account.email)\t\(kind)\t\(account.activations) activation(s)")
+            }
+        }
+    }
+
+    struct Activations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List activations with their lockout state.")
+        @OptionGroup var options: ConfigOptions
+        @Option(help: "Only this account.") var email: String?
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let manager = try await options.open()
+            let activations = try await manager.activations(email: email)
+            if json { return try printJSON(activations) }
+            for a in activations {
+                var lock = "not locked"
+                if a.permanentlyLocked {
+                    lock = "locked permanently"
+                } else if a.lockedUntil > Int64(Date().timeIntervalSince1970 * 1000) {
+                    lock = "locked until \(Date(timeIntervalSince1970: Double(a.lockedUntil) / 1000))"
+                }
+                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state)\t\(a.keyKind ?? "-")\t\(a.failedAttempts) failure(s), \(lock)")
+            }
+        }
+    }
+
+    struct Unlock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lift the lockout of an activation, permanent ones included.")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
+
+        func run() async throws {
+            let manager = try await options.open()
+            do { try await manager.unlock(activationId: activation) } catch { throw ValidationError("\(error)") }
+            print("Lockout lifted for \(activation).")
+        }
+    }
+
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Invite an email address into an organization.",
+            discussion: "Creates a temporary account and mails its activation data. The activation PIN is printed here, once: hand it over by another channel than mail."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Option(help: "The address to invite.") var email: String
+        @Option(help: "The inviting organization.") var organization: String
+
+        func run() async throws {
+            let manager = try await options.open()
+            let pin: String
+            do { pin = try await manager.invite(email: email, organization: organization) } catch { throw ValidationError("\(error)") }
+            print("Invitation mailed to \(email).")
+            print("Activation PIN (give it to the user by phone or in person): \(pin)")
+        }
+    }
+
+    struct Outbox: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List mail waiting in the outbox.")
+        @OptionGroup var options: ConfigOptions
+
+        func run() async throws {
+            let manager = try await options.open()
+            for path in try manager.pendingMail() { print(path) }
+        }
+    }
+}
+
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
