@@ -1,0 +1,58 @@
+import FoundationEssentials
+
+/// Draws a QR code for a terminal: one character per module across, two modules per line down (half blocks).
+public enum QRStyle: String, CaseIterable, Sendable {
+    /// Dark modules drawn in the text colour: for dark text on a light background.
+    case utf8
+    /// Light modules drawn in the text colour: for light text on a dark background.
+    case utf8Inverted = "utf8-inverted"
+    /// Explicit black and white ANSI colours: right on any background, needs a colour terminal.
+    case ansi
+}
+
+public enum QRRenderer {
+    public struct TooWide: Error, Equatable, CustomStringConvertible {
+        public let needed: Int
+        public let available: Int
+        public var description: String {
+            "the QR code needs \(needed) columns but the terminal has \(available); widen the window, or use --png FILE to save it as an image"
+        }
+    }
+
+    static let upper = "\u{2580}", lower = "\u{2584}", full = "\u{2588}"
+
+    /// The text to print, lines ending in "\n". Throws if it is wider than `columns`.
+    public static func render(_ code: QRCode, style: QRStyle, columns: Int) throws -> String {
+        let side = code.paddedSize
+        guard side <= columns else { throw TooWide(needed: side, available: columns) }
+        var out = ""
+        for y in stride(from: 0, to: side, by: 2) {
+            for x in 0..<side {
+                let top = code.isDark(x: x, y: y)
+                // The symbol has an odd side, so the last line's lower half lies outside it: leave that blank.
+                let hasBottom = y + 1 < side
+                let bottom = hasBottom && code.isDark(x: x, y: y + 1)
+                switch style {
+                case .utf8: out += glyph(top: top, bottom: bottom)
+                case .utf8Inverted: out += glyph(top: !top, bottom: hasBottom && !bottom)
+                case .ansi:
+                    // Foreground paints the upper half, background the lower half.
+                    let foreground = top ? 30 : 97
+                    let background = hasBottom ? (bottom ? 40 : 107) : 49
+                    out += "\u{1B}[\(foreground);\(background)m" + upper
+                }
+            }
+            out += style == .ansi ? "\u{1B}[0m\n" : "\n"
+        }
+        return out
+    }
+
+    static func glyph(top: Bool, bottom: Bool) -> String {
+        switch (top, bottom) {
+        case (true, true): return full
+        case (true, false): return upper
+        case (false, true): return lower
+        case (false, false): return " "
+        }
+    }
+}
