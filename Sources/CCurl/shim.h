@@ -10,4 +10,5 @@ static inline CURLcode xign_curl_setopt_write(CURL *h, size_t (*f)(char *, size_
     return curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, f);
 }
 static inline CURLcode xign_curl_response_code(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
+static inline CURLcode xign_curl_content_type(CURL *h, char **type) { return curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, type); }
 #endif

@@ -1,0 +1,61 @@
+import FoundationEssentials
+import XignProtocol
+
+/// /etc/xign/xign.conf: settings for xign-setup and the PAM module. Never read from the environment.
+public struct ClientConfiguration: Sendable, Equatable {
+    public static let defaultPath = "/etc/xign/xign.conf"
+
+    public var stateDirectory = "/var/lib/xign"
+    /// The manager `xign-setup register` uses when none is given.
+    public var managerURL: ManagerURL?
+    public var http = HTTPClient.Configuration()
+    public var deviceKey = DeviceKeyPreference.software
+
+    public enum DeviceKeyPreference: String, Sendable, CaseIterable {
+        case tpm, software, auto
+    }
+
+    public init() {}
+
+    public init(file: ConfigFile) throws {
+        func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
+            ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
+        }
+        try file.rejectUnknownKeys(["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key"])
+        if let directory = file.string("state_dir") {
+            guard directory.hasPrefix("/") else { throw fail("state_dir", "must be an absolute path") }
+            stateDirectory = directory
+        }
+        if let url = file.string("manager_url") {
+            do { managerURL = try ManagerURL(url) } catch { throw fail("manager_url", "is not valid: \(error)") }
+        }
+        if let caFile = file.string("ca_file") {
+            guard caFile.hasPrefix("/") else { throw fail("ca_file", "must be an absolute path") }
+            http.caFile = caFile
+        }
+        http.proxy = file.string("proxy").flatMap { $0.isEmpty ? nil : $0 }
+        http.timeoutMilliseconds = Int(try file.milliseconds("timeout", in: 500...120_000) ?? Int64(http.timeoutMilliseconds))
+        http.connectTimeoutMilliseconds = Int(try file.milliseconds("connect_timeout", in: 200...60_000) ?? Int64(http.connectTimeoutMilliseconds))
+        if let kind = file.string("device_key") {
+            guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
+            deviceKey = preference
+        }
+    }
+
+    /// Reads the file at `path`; a missing file at the default path means defaults, anywhere else it is an error.
+    public static func load(path: String = defaultPath) throws -> ClientConfiguration {
+        let data: Data?
+        do { data = try AtomicFile.read(path, limit: ConfigFile.maximumSize) } catch {
+            throw XignSdkError(.invalidInput, "cannot read the config file: \(error)")
+        }
+        guard let data else {
+            if path == defaultPath { return ClientConfiguration() }
+            throw XignSdkError(.invalidInput, "the config file \(path) does not exist")
+        }
+        do {
+            return try ClientConfiguration(file: ConfigFile(text: String(decoding: data, as: UTF8.self), source: path))
+        } catch {
+            throw XignSdkError(.invalidInput, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import XignProtocol
+
+/// Every error the SDK raises. `errorCode` says what happened; `message` says it for people, with the next step.
+public enum XignSdkErrorCode: String, Sendable, CaseIterable {
+    // Input
+    case invalidInput
+    case activationDataInvalid
+    case parametersIncomplete
+    // Transport
+    case insecureTransport
+    case managerUnreachable
+    case timeout
+    case tlsFailure
+    // The manager's answers
+    case invalidManagerResponse
+    case managerSignatureInvalid
+    case managerKeyMismatch
+    case managerRejectedRequest
+    case managerInternalError
+    // Activation state
+    case activationNotFound
+    case activationRevoked
+    case lockedOut
+    case sessionExpired
+    case pinPolicyViolation
+    case securityInsufficient
+    case deviceNotEnrolled
+    // This machine
+    case stateUnavailable
+    case deviceKeyFailure
+    case identityManagerNotFound
+}
+
+public class XignSdkError: Error, CustomStringConvertible, @unchecked Sendable {
+    public let errorCode: XignSdkErrorCode
+    public let message: String
+
+    public init(_ errorCode: XignSdkErrorCode, _ message: String) {
+        self.errorCode = errorCode
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// A lock that was set by an earlier attempt and has not run out (or never will).
+public struct PendingLockoutInformation: Sendable, Equatable {
+    public let isPermanent: Bool
+    public let lockedUntil: Date
+}
+
+/// The lock a wrong PIN just caused.
+public struct LockoutAttemptInformation: Sendable, Equatable {
+    public let isPermanent: Bool
+    public let lockedUntil: Date
+    public let failedAttempts: Int
+
+    init(_ message: LockoutMessage) {
+        isPermanent = message.isPermanent
+        lockedUntil = Date(millisecondsSince1970: message.lockedUntil)
+        failedAttempts = message.failedAttempts
+    }
+}
+
+public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
+    public let information: PendingLockoutInformation
+
+    public init(_ information: PendingLockoutInformation) {
+        self.information = information
+        super.init(
+            .lockedOut,
+            information.isPermanent
+                ? "this activation is locked permanently after too many wrong PINs; register again with `xign-setup register` or ask your administrator to unlock it"
+                : "this activation is locked until \(information.lockedUntil.localDescription) after a wrong PIN; try again after that time"
+        )
+    }
+}
+
+/// The manager refuses this device's security level, e.g. a software key where it requires a TPM-bound one.
+public final class XignSdkSecurityInsufficientError: XignSdkError, @unchecked Sendable {
+    public init(_ message: String) { super.init(.securityInsufficient, message) }
+}
+
+/// The codes `Registry.initializationSynchronous` can raise.
+public enum RegistrationInitializationErrorCodes: Sendable {
+    case insecureTransport, managerUnreachable, invalidManagerResponse, general
+
+    public static func from(_ code: XignSdkErrorCode) -> Self {
+        switch code {
+        case .insecureTransport: return .insecureTransport
+        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
+        case .invalidManagerResponse: return .invalidManagerResponse
+        default: return .general
+        }
+    }
+}
+
+/// The codes `Registry.registerSynchronous` can raise (a rejected attribute is a `.failure` response, not an error).
+public enum RegisterErrorCodes: Sendable {
+    case parametersIncomplete, insecureTransport, managerUnreachable, invalidManagerResponse, general
+
+    public static func from(_ code: XignSdkErrorCode) -> Self {
+        switch code {
+        case .parametersIncomplete, .pinPolicyViolation: return .parametersIncomplete
+        case .insecureTransport: return .insecureTransport
+        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
+        case .invalidManagerResponse: return .invalidManagerResponse
+        default: return .general
+        }
+    }
+}
+
+/// The codes `Personalizer.decryptPersonalizationInitializationDataSynchronous` can raise.
+public enum DecryptPersonalizationInitializationDataErrorCodes: Sendable {
+    case activationDataInvalid, activationNotFound, activationRevoked, managerKeyMismatch, managerSignatureInvalid
+    case insecureTransport, managerUnreachable, invalidManagerResponse, stateUnavailable, general
+
+    public static func from(_ code: XignSdkErrorCode) -> Self {
+        switch code {
+        case .activationDataInvalid, .invalidInput: return .activationDataInvalid
+        case .activationNotFound: return .activationNotFound
+        case .activationRevoked: return .activationRevoked
+        case .managerKeyMismatch: return .managerKeyMismatch
+        case .managerSignatureInvalid: return .managerSignatureInvalid
+        case .insecureTransport: return .insecureTransport
+        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
+        case .invalidManagerResponse: return .invalidManagerResponse
+        case .stateUnavailable: return .stateUnavailable
+        default: return .general
+        }
+    }
+}
+
+/// The codes `Personalizer.personalizeIdentityManagerSynchronous` can raise.
+public enum PersonalizeIdentityManagerErrorCodes: Sendable {
+    case sessionExpired, pinPolicyViolation, deviceKeyFailure, stateUnavailable, managerSignatureInvalid
+    case managerUnreachable, invalidManagerResponse, general
+
+    public static func from(_ code: XignSdkErrorCode) -> Self {
+        switch code {
+        case .sessionExpired: return .sessionExpired
+        case .pinPolicyViolation: return .pinPolicyViolation
+        case .deviceKeyFailure: return .deviceKeyFailure
+        case .stateUnavailable: return .stateUnavailable
+        case .managerSignatureInvalid, .managerKeyMismatch: return .managerSignatureInvalid
+        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
+        case .invalidManagerResponse: return .invalidManagerResponse
+        default: return .general
+        }
+    }
+}
+
+extension Date {
+    init(millisecondsSince1970 ms: Int64) { self.init(timeIntervalSince1970: Double(ms) / 1000) }
+
+    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    /// "2026-11-21 14:05:09 CET": local time, as a user reading a lockout message expects.
+    public var localDescription: String {
+        var seconds = time_t(timeIntervalSince1970.rounded(.up))
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let length = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S %Z", &parts)
+        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,140 @@
+import CCurl
+import FoundationEssentials
+import XignProtocol
+
+/// Blocking HTTP over libcurl's easy interface: no threads, no signals, hard timeouts, a bounded response.
+/// This is the only way XignCore talks to a manager, so it is also the one place that enforces invariant 1.
+public struct HTTPClient: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        /// The whole exchange, connect included.
+        public var timeoutMilliseconds = 10_000
+        public var connectTimeoutMilliseconds = 5_000
+        /// PEM bundle to trust instead of the system CAs.
+        public var caFile: String?
+        /// An explicit proxy; nil means none. Proxy variables in the environment are never read.
+        public var proxy: String?
+        public var maximumResponseBytes = 64 * 1024
+
+        public init() {}
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: Data
+        public var contentType: String?
+    }
+
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case insecureTransport(String)
+        case timedOut(String)
+        case unreachable(String)
+        case tls(String)
+        case responseTooLarge(Int)
+        case transport(String)
+
+        public var description: String {
+            switch self {
+            case .insecureTransport(let why): return why
+            case .timedOut(let url): return "the manager at \(url) did not answer in time"
+            case .unreachable(let why): return "cannot reach the manager: \(why)"
+            case .tls(let why): return "TLS failed: \(why); check the manager's certificate or ca_file in /etc/xign/xign.conf"
+            case .responseTooLarge(let limit): return "the manager's answer is larger than \(limit) bytes; is the manager URL right?"
+            case .transport(let why): return "HTTP failed: \(why)"
+            }
+        }
+    }
+
+    public var configuration: Configuration
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+
+    public func send(_ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = []) throws -> Response {
+        do { try manager.checkTransportPolicy() } catch { throw Failure.insecureTransport("\(error)") }
+        let url = manager.endpoint(path)
+        guard Self.globalInit == CURLE_OK, let handle = curl_easy_init() else { throw Failure.transport("libcurl could not start") }
+        defer { curl_easy_cleanup(handle) }
+
+        final class Sink {
+            var data = Data()
+            let limit: Int
+            var overflowed = false
+            init(limit: Int) { self.limit = limit }
+        }
+        let sink = Sink(limit: configuration.maximumResponseBytes)
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(list) }
+        for (name, value) in headers + [("Accept", "application/json, application/jose"), ("Expect", "")] {
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
+        if body != nil { list = curl_slist_append(list, "Content-Type: application/json") }
+
+        let writer: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { pointer, size, count, context in
+            let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard sink.data.count + length <= sink.limit else {
+                sink.overflowed = true
+                return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+            }
+            if let pointer { sink.data.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length) }
+            return length
+        }
+
+        let code: CURLcode = withExtendedLifetime(sink) {
+            errorBuffer.withUnsafeMutableBufferPointer { errors -> CURLcode in
+                var setup = [
+                    xign_curl_setopt_string(handle, CURLOPT_URL, url),
+                    xign_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1),
+                    xign_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds),
+                    xign_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds),
+                    xign_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"),
+                    xign_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0),
+                    xign_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1),
+                    xign_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2),
+                    // An empty proxy disables proxies, including any the environment names.
+                    xign_curl_setopt_string(handle, CURLOPT_PROXY, configuration.proxy ?? ""),
+                    xign_curl_setopt_string(handle, CURLOPT_USERAGENT, "xign/\(XignCoreVersion.string)"),
+                    xign_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)),
+                    xign_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errors.baseAddress)),
+                    xign_curl_setopt_write(handle, writer),
+                    xign_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()),
+                ]
+                if let caFile = configuration.caFile { setup.append(xign_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+                if let body {
+                    setup.append(xign_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
+                    setup.append(body.withUnsafeBytes { xign_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)) })
+                }
+                if method != "GET" && method != "POST" { setup.append(xign_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method)) }
+                if let failed = setup.first(where: { $0 != CURLE_OK }) { return failed }
+                return curl_easy_perform(handle)
+            }
+        }
+        let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        switch code {
+        case CURLE_OK: break
+        case CURLE_WRITE_ERROR where sink.overflowed: throw Failure.responseTooLarge(configuration.maximumResponseBytes)
+        case CURLE_OPERATION_TIMEDOUT: throw Failure.timedOut(url)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: throw Failure.unreachable(reason)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM:
+            throw Failure.tls(reason)
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+            throw Failure.unreachable("the connection broke off (\(reason))")
+        default: throw Failure.transport(reason)
+        }
+        var status = 0
+        xign_curl_response_code(handle, &status)
+        var type: UnsafeMutablePointer<CChar>?
+        xign_curl_content_type(handle, &type)
+        return Response(status: status, body: sink.data, contentType: type.map { String(cString: $0) })
+    }
+}
+
+public enum XignCoreVersion {
+    public static let string = "0.1.0"
+}

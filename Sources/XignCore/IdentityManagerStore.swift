@@ -1,0 +1,104 @@
+import FoundationEssentials
+import XignProtocol
+
+/// One personalized activation on this machine, bound to one local user (the seeds' IdentityManagerEntity).
+public struct IdentityManagerEntity: Codable, Sendable, Equatable {
+    /// The device id the manager assigned; names this enrolment everywhere.
+    public var idmIdentifier: String
+    public var managerURL: ManagerURL
+    /// The manager's signing key (SPKI, base64url), pinned at personalization.
+    public var managerKey: String
+    public var activationId: String
+    public var accountEmail: String
+    public var alias: String
+    public var localUser: String
+    public var keyKind: String
+    /// The device key's name in its key store.
+    public var keyReference: String
+    public var personalizedAt: Int64
+}
+
+/// The machine's enrolments, in `<state_dir>/identity-managers.json`, mode 0600 in a 0700 directory.
+///
+/// Every change is a locked read-modify-write that replaces the file atomically, so a crash or a
+/// full disk leaves the previous file in place. A damaged file is reported, never overwritten.
+public struct IdentityManagerStore: Sendable {
+    public let directory: String
+    public static let maximumSize = 1024 * 1024
+
+    struct Contents: Codable {
+        var version = 1
+        var entries: [IdentityManagerEntity] = []
+        /// Lockouts the manager reported, by activation id, so the next attempt stops before asking again.
+        var pendingLockouts: [String: PendingLockoutRecord] = [:]
+    }
+
+    struct PendingLockoutRecord: Codable, Equatable {
+        var isPermanent: Bool
+        var lockedUntil: Int64
+    }
+
+    public init(directory: String) { self.directory = directory }
+
+    var path: String { "\(directory)/identity-managers.json" }
+    var keyDirectory: String { "\(directory)/keys" }
+
+    /// All enrolments; an empty list when nothing was ever personalized here.
+    public func list() throws -> [IdentityManagerEntity] { try read().entries }
+
+    func read() throws -> Contents {
+        let data: Data?
+        do { data = try AtomicFile.read(path, limit: Self.maximumSize) } catch {
+            throw XignSdkError(.stateUnavailable, "cannot read the xign state: \(error); are you root?")
+        }
+        guard let data else { return Contents() }
+        guard let contents = try? JSONDecoder().decode(Contents.self, from: data), contents.version == 1 else {
+            throw XignSdkError(.stateUnavailable, "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again")
+        }
+        return contents
+    }
+
+    /// Makes sure the state directory exists, is private and can be written, before anything irreversible happens.
+    public func checkWritable() throws {
+        do {
+            try AtomicFile.makeDirectory(directory, mode: 0o700, enforceMode: true)
+            try AtomicFile.withExclusiveLock("\(directory)/.lock") {}
+        } catch {
+            throw XignSdkError(.stateUnavailable, "the state directory \(directory) cannot be written (\(error)); run as root or set state_dir in \(ClientConfiguration.defaultPath)")
+        }
+    }
+
+    @discardableResult
+    func update<T>(_ change: (inout Contents) throws -> T) throws -> T {
+        try checkWritable()
+        do {
+            return try AtomicFile.withExclusiveLock("\(directory)/.lock") {
+                var contents = try read()
+                let result = try change(&contents)
+                let encoder = JSONEncoder.canonical
+                encoder.outputFormatting.insert(.prettyPrinted)
+                try AtomicFile.write(try encoder.encode(contents), to: path, mode: 0o600)
+                return result
+            }
+        } catch let error as XignSdkError {
+            throw error
+        } catch {
+            throw XignSdkError(.stateUnavailable, "cannot save the xign state in \(directory): \(error)")
+        }
+    }
+
+    func pendingLockout(activationId: String) throws -> PendingLockoutInformation? {
+        guard let record = try read().pendingLockouts[activationId] else { return nil }
+        let until = Date(millisecondsSince1970: record.lockedUntil)
+        guard record.isPermanent || until > Date() else { return nil }
+        return PendingLockoutInformation(isPermanent: record.isPermanent, lockedUntil: until)
+    }
+
+    func recordLockout(activationId: String, _ lock: LockoutAttemptInformation?) throws {
+        try update { contents in
+            contents.pendingLockouts[activationId] = lock.map {
+                PendingLockoutRecord(isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970)
+            }
+        }
+    }
+}

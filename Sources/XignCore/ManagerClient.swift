@@ -1,0 +1,92 @@
+import FoundationEssentials
+import XignCrypto
+import XignProtocol
+
+/// The manager's API, typed. Every answer is treated as hostile: bounded, decoded strictly,
+/// and signed answers are verified before anything in them is believed.
+struct ManagerClient {
+    let url: ManagerURL
+    let http: HTTPClient
+
+    func get<T: Decodable>(_ path: String, query: String = "") throws -> T {
+        try decode(try exchange("GET", path + query, body: nil))
+    }
+
+    func post<T: Decodable>(_ path: String, _ body: some Encodable) throws -> T {
+        try decode(try exchange("POST", path, body: try JSONEncoder.canonical.encode(body)))
+    }
+
+    /// POSTs `body` and returns the compact JWS the manager signed.
+    func postSigned(_ path: String, body: Data, headers: [(String, String)] = []) throws -> String {
+        let response = try exchange("POST", path, body: body, headers: headers)
+        guard response.contentType?.hasPrefix("application/jose") == true else {
+            throw XignSdkError(.invalidManagerResponse, "the manager at \(url) answered \(path) without a signature; is it an xign manager?")
+        }
+        return String(decoding: response.body, as: UTF8.self)
+    }
+
+    /// Sends the request and turns non-2xx answers into SDK errors.
+    func exchange(_ method: String, _ path: String, body: Data?, headers: [(String, String)] = []) throws -> HTTPClient.Response {
+        let response: HTTPClient.Response
+        do {
+            response = try http.send(method, to: url, path: path, body: body, headers: headers)
+        } catch let failure as HTTPClient.Failure {
+            switch failure {
+            case .insecureTransport: throw XignSdkError(.insecureTransport, failure.description)
+            case .timedOut: throw XignSdkError(.timeout, failure.description)
+            case .tls: throw XignSdkError(.tlsFailure, failure.description)
+            case .responseTooLarge: throw XignSdkError(.invalidManagerResponse, failure.description)
+            case .unreachable, .transport: throw XignSdkError(.managerUnreachable, "\(failure.description) (\(url))")
+            }
+        }
+        guard (200..<300).contains(response.status) else { throw error(from: response) }
+        return response
+    }
+
+    private func decode<T: Decodable>(_ response: HTTPClient.Response) throws -> T {
+        do { return try JSONDecoder().decode(T.self, from: response.body) } catch {
+            throw XignSdkError(.invalidManagerResponse, "the manager at \(url) sent an answer that cannot be read (\(response.body.count) bytes); is the URL right and the manager up to date?")
+        }
+    }
+
+    private func error(from response: HTTPClient.Response) -> XignSdkError {
+        guard let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body) else {
+            return XignSdkError(.invalidManagerResponse, "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
+        }
+        let detail = body.error
+        let message = "the manager says: \(detail.message.prefix(300))"
+        switch detail.code {
+        case .lockedOut:
+            guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+            return XignSdkLockoutError(PendingLockoutInformation(isPermanent: lock.isPermanent, lockedUntil: Date(millisecondsSince1970: lock.lockedUntil)))
+        case .securityInsufficient: return XignSdkSecurityInsufficientError(message)
+        case .activationNotFound: return XignSdkError(.activationNotFound, message)
+        case .activationRevoked: return XignSdkError(.activationRevoked, message)
+        case .sessionInvalid, .challengeInvalid: return XignSdkError(.sessionExpired, message)
+        case .pinPolicy: return XignSdkError(.pinPolicyViolation, message)
+        case .registrationRejected: return RegistrationRejectedError(detail)
+        case .deviceNotFound: return XignSdkError(.deviceNotEnrolled, message)
+        case .internalError: return XignSdkError(.managerInternalError, message)
+        default: return XignSdkError(.managerRejectedRequest, message)
+        }
+    }
+
+    /// Verifies a signed answer with the pinned key and checks it echoes our nonce.
+    static func verify<T: Decodable & Sendable>(_ compact: String, type: String, key: P256PublicKey, as: T.Type, nonce: String, nonceOf: (T) -> String) throws -> T {
+        let payload: Data
+        do { payload = try JWS.verify(compact, expectedType: type, key: key) } catch {
+            throw XignSdkError(.managerSignatureInvalid, "the manager's answer is not signed by the manager key this machine pinned (\(error)); someone may be intercepting the connection")
+        }
+        guard let value = try? JSONDecoder().decode(T.self, from: payload) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's signed answer has an unexpected shape")
+        }
+        guard nonceOf(value) == nonce else {
+            throw XignSdkError(.managerSignatureInvalid, "the manager's signed answer is for another request (nonce mismatch); it may be a replay")
+        }
+        return value
+    }
+
+    static func nonce() throws -> String {
+        do { return try SecureRandom.token(byteCount: 16) } catch { throw XignSdkError(.deviceKeyFailure, "no randomness available: \(error)") }
+    }
+}

@@ -1,0 +1,271 @@
+import FoundationEssentials
+import XignCrypto
+import XignDevice
+import XignProtocol
+
+/// The activation data from a QR code, deep link or activation mail.
+public struct PersonalizationInitializationData: Sendable, Equatable {
+    public let payload: PersonalizationPayload
+
+    public init(payload: PersonalizationPayload) { self.payload = payload }
+
+    /// A deep link (xign://personalize?…) or an App-Link (https://…/link/personalize#…).
+    public init(parsing text: String) throws {
+        do { payload = try PersonalizationPayload(parsing: text) } catch {
+            throw XignSdkError(.activationDataInvalid, "\(error)")
+        }
+    }
+
+    /// The activation mail as a file's contents.
+    public init(parsingMail text: String) throws {
+        do { payload = try PersonalizationPayload(parsingMail: text) } catch {
+            throw XignSdkError(.activationDataInvalid, "\(error)")
+        }
+    }
+}
+
+/// What a successful PIN check allows next; pass it to `personalizeIdentityManagerSynchronous`.
+public final class PersonalizationParameters {
+    public let outcome: PersonalizationOutcome
+    public let accountEmail: String
+    public let activationAlias: String
+    /// The device that holds the activation now, for rePersonalization and alreadyPersonalized.
+    public let personalizedDeviceId: String?
+    let managerURL: ManagerURL
+    let managerKey: P256PublicKey
+    let activationId: String
+    let session: SessionMessage
+    /// A local enrolment this personalization replaces (merge continued as a new account).
+    let replacesIdmIdentifier: String?
+
+    init(result: DecryptResult, managerURL: ManagerURL, managerKey: P256PublicKey, session: SessionMessage, replaces: String?) {
+        outcome = result.outcome
+        accountEmail = result.accountEmail ?? ""
+        activationAlias = result.activationAlias ?? ""
+        personalizedDeviceId = result.personalizedDeviceId
+        self.managerURL = managerURL
+        self.managerKey = managerKey
+        activationId = result.activationId
+        self.session = session
+        replacesIdmIdentifier = replaces
+    }
+
+    var mode: PersonalizationMode {
+        switch outcome {
+        case .rePersonalization, .alreadyPersonalized: return .override
+        case .newPersonalization, .mergePersonalization, .lockout: return .new
+        }
+    }
+}
+
+/// rePersonalization's other way on: a second activation for this device, leaving the original one intact.
+public final class NewActivationTrigger {
+    public let pinSpec: PinSpecification
+    public let validatorAlias: AliasValidator
+    /// Whether this manager can mail a backup of the new activation data.
+    public let canSendEmail: Bool
+    public var shouldSendEmail = false
+    public private(set) var alias: String?
+    let parameters: PersonalizationParameters
+
+    init(pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool, parameters: PersonalizationParameters) {
+        self.pinSpec = PinSpecification(pinSpec)
+        validatorAlias = AliasValidator(policy: aliasSpec)
+        self.canSendEmail = canSendEmail
+        self.parameters = parameters
+    }
+
+    @discardableResult
+    public func setAlias(_ alias: String) -> AliasValidator.ResultCode {
+        let result = validatorAlias.validate(alias)
+        self.alias = result == .valid ? alias : nil
+        return result
+    }
+}
+
+/// The data to merge an organization invite into the account this machine already holds.
+/// Confirming the merge is an authentication with the existing device (see the authentication process).
+public struct AuthenticationInitializationDataWithSession: Sendable, Equatable {
+    public let existingIdmIdentifier: String
+    public let existingAccountEmail: String
+    public let invitedEmail: String
+    public let organization: String
+}
+
+public enum PersonalizationResponse {
+    case newPersonalization(PersonalizationParameters)
+    case rePersonalization(PersonalizationParameters, NewActivationTrigger)
+    case alreadyPersonalized(PersonalizationParameters)
+    case mergePersonalization(PersonalizationParameters, AuthenticationInitializationDataWithSession)
+    case lockout(lockoutInformation: LockoutAttemptInformation, personalizationInitializationData: PersonalizationInitializationData)
+}
+
+public struct PersonalizationResult: Sendable, Equatable {
+    public let idmIdentifier: String
+    public let entity: IdentityManagerEntity
+}
+
+/// Personalization (activation) of this machine for one local user (the seeds' Personalizer).
+public struct Personalizer {
+    let http: HTTPClient
+    let store: IdentityManagerStore
+    let keyStore: any DeviceKeyStore
+    let localUser: String
+    let device: DeviceInformationMessage
+    /// Nevis's rule: a given URL replaces scheme, host and port of the one in the activation data.
+    let managerURLOverride: ManagerURL?
+
+    func managerURL(for data: PersonalizationInitializationData) -> ManagerURL {
+        managerURLOverride.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL
+    }
+
+    /// Asks the manager to check `pin` against the activation. Every call counts toward the lockout.
+    public func decryptPersonalizationInitializationDataSynchronous(data: PersonalizationInitializationData, pin: String) throws -> PersonalizationResponse {
+        let payload = data.payload
+        let url = managerURL(for: data)
+        // Before anything that changes state anywhere: the state directory must be writable here.
+        try store.checkWritable()
+        if let pending = try store.pendingLockout(activationId: payload.activationId) { throw XignSdkLockoutError(pending) }
+        let mine = try store.list().filter { $0.managerURL == url }
+        if let other = mine.first(where: { $0.activationId == payload.activationId && $0.localUser != localUser }) {
+            throw XignSdkError(.invalidInput, "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`")
+        }
+        guard !pin.isEmpty, pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
+        let nonce = try ManagerClient.nonce()
+        let request = DecryptRequest(
+            activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce,
+            knownDeviceIds: mine.filter { $0.localUser == localUser }.map(\.idmIdentifier)
+        )
+        let client = ManagerClient(url: url, http: http)
+        let compact: String
+        do {
+            compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
+        } catch let lockout as XignSdkLockoutError {
+            try? store.recordLockout(activationId: payload.activationId, LockoutAttemptInformation(
+                LockoutMessage(isPermanent: lockout.information.isPermanent, lockedUntil: lockout.information.lockedUntil.millisecondsSince1970, failedAttempts: 0)))
+            throw lockout
+        }
+        let managerKey = try pinManagerKey(from: compact, fingerprint: payload.managerKeyFingerprint)
+        let result = try ManagerClient.verify(compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
+        guard result.activationId == payload.activationId else {
+            throw XignSdkError(.invalidManagerResponse, "the manager answered for another activation")
+        }
+        if result.outcome == .lockout {
+            guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+            let information = LockoutAttemptInformation(lock)
+            try store.recordLockout(activationId: payload.activationId, information)
+            return .lockout(lockoutInformation: information, personalizationInitializationData: data)
+        }
+        try store.recordLockout(activationId: payload.activationId, nil)
+        guard let session = result.session, session.challenge.utf8.count <= 128, session.id.utf8.count <= 64 else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's answer has no usable personalization session")
+        }
+        let replaces = result.merge.flatMap { merge in mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier }
+        let parameters = PersonalizationParameters(result: result, managerURL: url, managerKey: managerKey, session: session, replaces: replaces)
+        switch result.outcome {
+        case .newPersonalization:
+            return .newPersonalization(parameters)
+        case .alreadyPersonalized:
+            return .alreadyPersonalized(parameters)
+        case .rePersonalization:
+            guard let pinSpec = result.pinSpec, let aliasSpec = result.aliasSpec, pinSpec.minLength <= pinSpec.maxLength, pinSpec.maxLength <= 64 else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's rePersonalization answer lacks a usable PIN specification")
+            }
+            let trigger = NewActivationTrigger(pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: result.canSendEmail ?? false, parameters: parameters)
+            return .rePersonalization(parameters, trigger)
+        case .mergePersonalization:
+            guard let merge = result.merge else { throw XignSdkError(.invalidManagerResponse, "the manager's merge answer lacks the merge data") }
+            return .mergePersonalization(parameters, AuthenticationInitializationDataWithSession(
+                existingIdmIdentifier: merge.existingDeviceId, existingAccountEmail: merge.existingAccountEmail,
+                invitedEmail: merge.invitedEmail, organization: merge.organization
+            ))
+        case .lockout:
+            throw XignSdkError(.invalidManagerResponse, "the manager's lockout answer is inconsistent")
+        }
+    }
+
+    /// The first signed answer carries the manager's key; it is believed only if it matches the fingerprint from the activation data.
+    private func pinManagerKey(from compact: String, fingerprint: String) throws -> P256PublicKey {
+        guard let header = try? JWS.parse(compact).header, let spki = header.spki, let der = Base64URL.decode(spki),
+              let key = try? P256PublicKey(derRepresentation: der) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
+        }
+        guard constantTimeEquals(Data(key.fingerprint.utf8), Data(fingerprint.utf8)) else {
+            throw XignSdkError(.managerKeyMismatch, "the manager's signing key does not match the fingerprint in the activation data; the activation data may be forged or the connection intercepted")
+        }
+        return key
+    }
+
+    /// Creates the device key, registers it and stores the enrolment.
+    public func personalizeIdentityManagerSynchronous(parameters: PersonalizationParameters) throws -> PersonalizationResult {
+        try personalize(parameters, mode: parameters.mode, newActivation: nil)
+    }
+
+    /// Finishes a rePersonalization with a new activation; the trigger needs a valid PIN set first.
+    public func personalizeIdentityManagerSynchronous(trigger: NewActivationTrigger) throws -> PersonalizationResult {
+        guard let pin = trigger.pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid PIN on the trigger's pinSpec first") }
+        let newActivation = NewActivationMessage(pin: pin, alias: trigger.alias, shouldSendEmail: trigger.shouldSendEmail && trigger.canSendEmail)
+        return try personalize(trigger.parameters, mode: .newActivation, newActivation: newActivation)
+    }
+
+    private func personalize(_ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?) throws -> PersonalizationResult {
+        try store.checkWritable()
+        let (key, pending): (any DeviceKey, String)
+        do { (key, pending) = try keyStore.createPendingKey() } catch {
+            throw XignSdkError(.deviceKeyFailure, "cannot create the device key: \(error)")
+        }
+        var committed = false
+        defer { if !committed { try? keyStore.delete(pending) } }
+        let publicKey: String
+        do { publicKey = Base64URL.encode(try key.publicKey.derRepresentation) } catch {
+            throw XignSdkError(.deviceKeyFailure, "cannot read the new device key: \(error)")
+        }
+        let nonce = try ManagerClient.nonce()
+        let request = PersonalizeRequest(
+            sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
+            keyKind: KeyKind(rawValue: keyStore.kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
+        )
+        let body = try JSONEncoder.canonical.encode(request)
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: parameters.session.challenge)
+        let signature: Data
+        do { signature = try key.signature(for: message) } catch {
+            throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)")
+        }
+        let client = ManagerClient(url: parameters.managerURL, http: http)
+        let compact = try client.postSigned(APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        let result = try ManagerClient.verify(
+            compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce, nonceOf: \.nonce
+        )
+        guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
+              !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
+              result.deviceId.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_") })
+        else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
+        }
+        let entity = IdentityManagerEntity(
+            idmIdentifier: result.deviceId, managerURL: parameters.managerURL, managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
+            activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
+            keyKind: keyStore.kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
+        )
+        do { try keyStore.commit(pending: pending, as: entity.keyReference) } catch {
+            throw XignSdkError(.deviceKeyFailure, "the manager accepted this device but its key could not be stored (\(error)); free the disk and personalize again")
+        }
+        committed = true
+        let replaced: [IdentityManagerEntity]
+        do {
+            replaced = try store.update { contents in
+                let gone = contents.entries.filter {
+                    $0.managerURL == entity.managerURL && ($0.activationId == entity.activationId || $0.idmIdentifier == parameters.replacesIdmIdentifier)
+                }
+                contents.entries.removeAll { old in gone.contains(old) }
+                contents.entries.append(entity)
+                return gone
+            }
+        } catch {
+            try? keyStore.delete(entity.keyReference)
+            throw XignSdkError(.stateUnavailable, "the manager accepted this device but the enrolment could not be saved (\(error)); fix that and personalize again")
+        }
+        for old in replaced where old.keyReference != entity.keyReference { try? keyStore.delete(old.keyReference) }
+        return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
+    }
+}

@@ -1,0 +1,229 @@
+import FoundationEssentials
+import XignProtocol
+
+public enum PinValidator {
+    public typealias ResultCode = PinValidationResult
+}
+
+extension EmailValidator {
+    public typealias ResultCode = EmailValidationResult
+}
+
+/// The PIN rules of a manager, and the PIN once it passes them.
+public final class PinSpecification {
+    let policy: PinPolicyMessage
+    public var minLength: Int { policy.minLength }
+    public var maxLength: Int { policy.maxLength }
+    public var isDigitsOnly: Bool { policy.digitsOnly }
+    public var maxSequenceLength: Int { policy.maxSequenceLength }
+    public var maxSimilarDigits: Int { policy.maxSimilarDigits }
+    private(set) var pin: String?
+
+    init(_ policy: PinPolicyMessage) { self.policy = policy }
+
+    /// Keeps the PIN only when it is valid; any other result clears it.
+    @discardableResult
+    public func setPin(_ pin: String) -> PinValidator.ResultCode {
+        let result = policy.validate(pin)
+        self.pin = result == .valid ? pin : nil
+        return result
+    }
+
+    /// A message for a person, naming the rule that was broken.
+    public func explain(_ result: PinValidator.ResultCode) -> String {
+        switch result {
+        case .valid: return "PIN accepted"
+        case .empty: return "The PIN must not be empty."
+        case .onlyNumbers: return "Only digits are allowed in the PIN."
+        case .tooShort: return "The PIN needs at least \(minLength) digits."
+        case .tooLong: return "The PIN may have at most \(maxLength) digits."
+        case .blacklisted: return "This PIN is too common; choose another."
+        case .sequence: return "The PIN must not contain more than \(maxSequenceLength) consecutive ascending or descending digits."
+        case .similarDigits: return "The PIN must not repeat a digit more than \(maxSimilarDigits) times in a row."
+        }
+    }
+}
+
+public struct AliasValidator: Sendable {
+    public typealias ResultCode = AliasValidationResult
+    let policy: AliasPolicyMessage
+    public var minLength: Int { policy.minLength }
+    public var maxLength: Int { policy.maxLength }
+
+    public func validate(_ alias: String) -> ResultCode { policy.validate(alias) }
+
+    public func explain(_ result: ResultCode) -> String {
+        switch result {
+        case .valid: return "alias accepted"
+        case .empty: return "The alias must not be empty."
+        case .tooShort: return "The alias needs at least \(minLength) characters."
+        case .tooLong: return "The alias may have at most \(maxLength) characters."
+        }
+    }
+}
+
+/// The manager's verdict on one attribute.
+public typealias RegistrationInformationErrorCode = AttributeErrorCode
+
+/// One attribute of a registration: its rules, its value and the manager's verdict.
+public final class RegistrationInformation {
+    public let name: String
+    public let isRequired: Bool
+    public private(set) var value: String?
+    /// Set from the manager's answer after a failed registration.
+    public internal(set) var error: RegistrationInformationErrorCode = .none
+
+    init(name: String, isRequired: Bool) {
+        self.name = name
+        self.isRequired = isRequired
+    }
+
+    /// Keeps the value only when it is valid; any other result clears it.
+    @discardableResult
+    public func setValue(value: String) -> EmailValidator.ResultCode {
+        let result = name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+        self.value = result == .valid ? value : nil
+        if result == .valid { error = .none }
+        return result
+    }
+}
+
+/// The attributes a category asks for.
+public final class RegistrationPersonalInformation {
+    public let attributes: [RegistrationInformation]
+
+    init(_ attributes: [AttributeMessage]) {
+        self.attributes = attributes.map { RegistrationInformation(name: $0.name, isRequired: $0.isRequired) }
+    }
+
+    public subscript(name: String) -> RegistrationInformation? { attributes.first { $0.name == name } }
+    public var email: RegistrationInformation? { self["email"] }
+    public var givenName: RegistrationInformation? { self["givenName"] }
+    public var familyName: RegistrationInformation? { self["familyName"] }
+}
+
+public enum IdentificationType: String, Sendable, CaseIterable {
+    case anonymous, email, phone, idCard
+}
+
+public final class IdentificationCategory {
+    public let id: String
+    public let types: Set<IdentificationType>
+    public let info: RegistrationPersonalInformation
+    public let identificationAttributes: [String]
+
+    init(_ message: CategoryMessage) {
+        id = message.id
+        types = Set(message.types.compactMap(IdentificationType.init(rawValue:)))
+        info = RegistrationPersonalInformation(message.attributes)
+        identificationAttributes = message.identificationAttributes
+    }
+}
+
+/// What a registration needs, as the manager configured it; filled in by the caller, then sent with `register`.
+public final class RegistrationParameters {
+    public let managerURL: ManagerURL
+    public let pinSpec: PinSpecification
+    public let categories: [IdentificationCategory]
+    public let validatorAlias: AliasValidator
+    public let serviceMappingId: String?
+    public private(set) var selection: IdentificationCategory?
+    public private(set) var alias: String?
+    public private(set) var arbitraryUserAttributes: [String: String]?
+    /// After a failed registration: why the PIN was refused, if it was.
+    public internal(set) var pinError: PinValidator.ResultCode?
+    /// After a failed registration: the manager's verdict on the alias, if it refused it.
+    public internal(set) var aliasError: AttributeErrorCode?
+
+    init(managerURL: ManagerURL, message: RegistrationParametersMessage) {
+        self.managerURL = managerURL
+        pinSpec = PinSpecification(message.pinSpec)
+        categories = message.categories.map(IdentificationCategory.init)
+        validatorAlias = AliasValidator(policy: message.alias)
+        serviceMappingId = message.serviceMappingId
+        selection = categories.count == 1 ? categories[0] : nil
+    }
+
+    /// Selects one of `categories`; returns false for a category from elsewhere.
+    @discardableResult
+    public func setSelection(_ category: IdentificationCategory) -> Bool {
+        guard categories.contains(where: { $0 === category }) else { return false }
+        selection = category
+        return true
+    }
+
+    @discardableResult
+    public func setAlias(_ alias: String) -> AliasValidator.ResultCode {
+        let result = validatorAlias.validate(alias)
+        self.alias = result == .valid ? alias : nil
+        return result
+    }
+
+    /// Kept by the manager only for a linked service (a serviceMappingId it knows), until the first personalization.
+    public func setArbitraryUserAttributes(_ attributes: [String: String]) {
+        arbitraryUserAttributes = attributes
+    }
+}
+
+public enum RegistrationResponse {
+    case success(managerUrl: String)
+    /// The same parameters, with `error` set on each attribute the manager refused.
+    case failure(RegistrationParameters)
+}
+
+/// Registration at a manager (the seeds' Registry).
+public struct Registry: Sendable {
+    let http: HTTPClient
+
+    public func initializationSynchronous(url: ManagerURL, serviceMappingId: String? = nil) throws -> RegistrationParameters {
+        let client = ManagerClient(url: url, http: http)
+        let query = serviceMappingId.map { "?serviceMappingId=" + PercentEncoding.encode($0) } ?? ""
+        let message: RegistrationParametersMessage = try client.get(APIPath.registrationParameters, query: query)
+        guard message.pinSpec.minLength >= 1, message.pinSpec.minLength <= message.pinSpec.maxLength, message.pinSpec.maxLength <= 64,
+              !message.categories.isEmpty, message.categories.count <= 16 else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's registration parameters are inconsistent (PIN lengths or categories)")
+        }
+        return RegistrationParameters(managerURL: url, message: message)
+    }
+
+    public func registerSynchronous(data parameters: RegistrationParameters) throws -> RegistrationResponse {
+        guard let category = parameters.selection else {
+            throw XignSdkError(.parametersIncomplete, "no identification category is selected")
+        }
+        guard let pin = parameters.pinSpec.pin else {
+            throw XignSdkError(.parametersIncomplete, "the activation PIN is not set (or was not valid)")
+        }
+        var attributes: [String: String] = [:]
+        for info in category.info.attributes {
+            if let value = info.value { attributes[info.name] = value } else if info.isRequired {
+                throw XignSdkError(.parametersIncomplete, "the required attribute \(info.name) is not set")
+            }
+        }
+        let request = RegisterRequest(
+            categoryId: category.id, pin: pin, attributes: attributes, alias: parameters.alias,
+            serviceMappingId: parameters.serviceMappingId, arbitraryUserAttributes: parameters.arbitraryUserAttributes
+        )
+        let client = ManagerClient(url: parameters.managerURL, http: http)
+        do {
+            let response: RegisterResponse = try client.post(APIPath.registrations, request)
+            return .success(managerUrl: response.managerUrl)
+        } catch let rejection as RegistrationRejectedError {
+            for info in category.info.attributes { info.error = rejection.attributes[info.name] ?? .none }
+            parameters.pinError = rejection.pinError
+            parameters.aliasError = rejection.attributes["alias"]
+            return .failure(parameters)
+        }
+    }
+}
+
+/// The manager refused attributes of a registration; Registry turns this into `.failure(parameters)`.
+final class RegistrationRejectedError: XignSdkError, @unchecked Sendable {
+    let attributes: [String: AttributeErrorCode]
+    let pinError: PinValidationResult?
+
+    init(_ detail: ErrorBody.Detail) {
+        attributes = detail.attributes ?? [:]
+        pinError = detail.pinError.flatMap(PinValidationResult.init(rawValue:))
+        super.init(.managerRejectedRequest, detail.message)
+    }
+}

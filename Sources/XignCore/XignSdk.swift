@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import XignCrypto
+import XignDevice
+import XignProtocol
+
+/// The SDK's entry point for one local user on this machine.
+public struct XignSdk {
+    public let configuration: ClientConfiguration
+    public let localUser: String
+    public let store: IdentityManagerStore
+    public let http: HTTPClient
+    let keyStore: any DeviceKeyStore
+    /// Set when `device_key = auto` fell back to a software key.
+    public let keyWarning: String?
+
+    public init(configuration: ClientConfiguration, localUser: String) throws {
+        guard !localUser.isEmpty, localUser.utf8.count <= 64, !localUser.contains("/") else {
+            throw XignSdkError(.invalidInput, "'\(localUser.prefix(64))' is not a valid local user name")
+        }
+        self.configuration = configuration
+        self.localUser = localUser
+        store = IdentityManagerStore(directory: configuration.stateDirectory)
+        http = HTTPClient(configuration: configuration.http)
+        switch configuration.deviceKey {
+        case .software:
+            keyWarning = nil
+        case .auto:
+            keyWarning = "no TPM support in this build; using a software device key (device_key = auto)"
+        case .tpm:
+            throw XignSdkError(.deviceKeyFailure, "device_key = tpm is not supported by this build yet; set device_key = software or auto in \(ClientConfiguration.defaultPath)")
+        }
+        keyStore = SoftwareDeviceKeyStore(directory: store.keyDirectory)
+    }
+
+    public var registry: Registry { Registry(http: http) }
+
+    public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
+        Personalizer(http: http, store: store, keyStore: keyStore, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
+    }
+
+    /// Nevis's DeviceInformation for this machine: its host name and platform.
+    static func deviceInformation() -> DeviceInformationMessage {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        var system = utsname()
+        uname(&system)
+        func text<T>(_ field: T) -> String {
+            withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return DeviceInformationMessage(name: String(host.prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
+    }
+
+    /// The enrolment named by `idmIdentifier`, for this machine.
+    public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
+        guard let entity = try store.list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
+            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
+        }
+        return entity
+    }
+
+    public enum RemovalOutcome: Sendable, Equatable {
+        /// The manager revoked the device, and it is gone here too.
+        case revoked
+        /// The manager did not know the device any more; it is gone here.
+        case alreadyGoneAtManager
+        /// Removed here only, as asked.
+        case localOnly
+    }
+
+    /// Deregisters: revokes the device at the manager (signed with its key), then forgets it here.
+    /// If the manager cannot be reached nothing is removed, unless `localOnly`.
+    public func remove(idmIdentifier: String, localOnly: Bool) throws -> RemovalOutcome {
+        let entity = try entity(idmIdentifier)
+        try store.checkWritable()
+        var outcome = RemovalOutcome.localOnly
+        if !localOnly {
+            do {
+                try revoke(entity)
+                outcome = .revoked
+            } catch let error as XignSdkError where error.errorCode == .deviceNotEnrolled {
+                outcome = .alreadyGoneAtManager
+            }
+        }
+        try store.update { contents in contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier } }
+        try? keyStore.delete(entity.keyReference)
+        return outcome
+    }
+
+    private func revoke(_ entity: IdentityManagerEntity) throws {
+        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; use --local-only")
+        }
+        let key: any DeviceKey
+        do { key = try keyStore.load(entity.keyReference) } catch {
+            throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")
+        }
+        let client = ManagerClient(url: entity.managerURL, http: http)
+        let challenge: ChallengeMessage = try client.post(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
+        guard challenge.challenge.utf8.count <= 128 else { throw XignSdkError(.invalidManagerResponse, "the manager's challenge is too long") }
+        let nonce = try ManagerClient.nonce()
+        let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge.challenge, nonce: nonce))
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.deviceRevocations, body: body, challenge: challenge.challenge)
+        let signature: Data
+        do { signature = try key.signature(for: message) } catch { throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)") }
+        let compact = try client.postSigned(APIPath.deviceRevocations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        let result = try ManagerClient.verify(compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
+        guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
+    }
+}
