@@ -57,6 +57,12 @@ public enum SecureRandom {
 
     /// A random token of `byteCount` bytes, base64url without padding.
     public static func token(byteCount: Int = 32) throws -> String { Base64URL.encode(try bytes(byteCount)) }
+
+    /// 16 random bytes as 32 lowercase hex digits: ids that are safe in file names and on a command line.
+    public static func identifier() throws -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: try bytes(16).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
+    }
 }
 
 /// Compares in time that depends only on the lengths, never on where the bytes differ.

@@ -128,7 +128,7 @@ public final class IdentityManager: Sendable {
 
     /// Creates an account with its first activation and returns the activation data.
     func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> (PersonalizationPayload, String) {
-        let accountId = try SecureRandom.token(byteCount: 16)
+        let accountId = try SecureRandom.identifier()
         let activation = try makeActivation(pin: pin)
         let chosenAlias = alias ?? "Activation 1"
         let attributes = String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self)
@@ -166,7 +166,7 @@ public final class IdentityManager: Sendable {
     private func makeActivation(pin: String) throws -> ActivationSecrets {
         let salt = try SecureRandom.bytes(16)
         return ActivationSecrets(
-            id: try SecureRandom.token(byteCount: 16),
+            id: try SecureRandom.identifier(),
             secret: try SecureRandom.token(byteCount: 32),
             pinSalt: salt,
             pinVerifier: try secrets.pinVerifier(pin: pin, salt: salt, iterations: configuration.pinHashIterations),
@@ -309,7 +309,7 @@ public final class IdentityManager: Sendable {
             } else {
                 result.outcome = .newPersonalization
             }
-            let session = SessionMessage(id: try SecureRandom.token(byteCount: 16), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
+            let session = SessionMessage(id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
             try await sql.raw("""
                 INSERT INTO personalization_sessions (id, activation_id, outcome, challenge, expires_at)
                 VALUES (\(bind: session.id), \(bind: activation.id), \(bind: result.outcome.rawValue), \(bind: session.challenge), \(bind: session.expiresAt))
@@ -372,7 +372,7 @@ public final class IdentityManager: Sendable {
             }
             newActivation = try makeActivation(pin: trigger.pin)
         }
-        let deviceId = try SecureRandom.token(byteCount: 16)
+        let deviceId = try SecureRandom.identifier()
         let frozenNewActivation = newActivation
         let (result, mail) = try await database.transaction { sql -> (PersonalizationResultMessage, Outbox.Mail?) in
             guard let session = try await sql.raw("""

@@ -7,7 +7,7 @@ import XignCrypto
 /// the activation secret only lets its holder *ask the manager*, which counts every guess.
 public struct PersonalizationPayload: Equatable, Sendable {
     public var managerURL: ManagerURL
-    /// The activation id (pid), 16 random bytes, base64url.
+    /// The activation id (pid): 16 random bytes as 32 lowercase hex digits.
     public var activationId: String
     /// 32 random bytes, base64url. Without it nobody can even ask the manager about this activation.
     public var activationSecret: String
@@ -76,9 +76,12 @@ public struct PersonalizationPayload: Equatable, Sendable {
             }
             return value
         }
+        guard let activationId = fields["a"], activationId.utf8.count == 32,
+              activationId.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+        else { throw fail("the activation id (a) is missing or malformed") }
         self.init(
             managerURL: managerURL,
-            activationId: try token("a", bytes: 16, "activation id"),
+            activationId: activationId,
             activationSecret: try token("s", bytes: 32, "activation secret"),
             managerKeyFingerprint: try token("k", bytes: 32, "manager key fingerprint")
         )

@@ -1,0 +1,110 @@
+import ArgumentParser
+import FoundationEssentials
+import XignCore
+import XignProtocol
+import XignTerminal
+
+extension QRStyle: ExpressibleByArgument {}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the identity managers this machine is personalized for.")
+
+    @OptionGroup var common: CommonOptions
+
+    func run() throws {
+        try reportingErrors(json: common.json) {
+            let store = IdentityManagerStore(directory: try common.loadConfiguration().stateDirectory)
+            let entries = try store.list()
+            if common.json {
+                Output(json: true).emit(["identityManagers": .array(entries.map { entity in
+                    .object([
+                        "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
+                        "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
+                        "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind),
+                        "personalizedAt": .string(Date(timeIntervalSince1970: Double(entity.personalizedAt) / 1000).iso8601),
+                    ])
+                })])
+                return
+            }
+            if entries.isEmpty { print("This machine is not personalized yet. Start with `xign-setup register`.") }
+            for entity in entries {
+                print("\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key")
+            }
+        }
+    }
+}
+
+struct QR: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Draw any payload as a QR code in the terminal, or save it as PNG.")
+
+    @Argument(help: "The text to encode; '-' reads one line from standard input.") var payload: String
+    @Option(help: "utf8 (dark on light), utf8-inverted (light on dark) or ansi (explicit colours).") var style: QRStyle = .utf8
+    @Option(help: "Save a PNG here instead of drawing.") var png: String?
+    @Option(help: "Terminal width to fit (default: the terminal's, else 80).") var columns: Int?
+
+    func run() throws {
+        try reportingErrors(json: false) {
+            let text: String
+            if payload == "-" {
+                do { text = try Terminal.readLine(limit: QRCode.maximumPayloadBytes) } catch {
+                    throw XignSdkError(.invalidInput, "cannot read the payload: \(error)")
+                }
+            } else {
+                text = payload
+            }
+            let code: QRCode
+            do { code = try QRCode(encoding: text) } catch { throw XignSdkError(.invalidInput, "\(error)") }
+            if let png {
+                do { try AtomicFile.write(PNGWriter.png(for: code), to: png, mode: 0o644) } catch {
+                    throw XignSdkError(.invalidInput, "cannot write \(png): \(error)")
+                }
+                print("Saved a \(code.paddedSize)×\(code.paddedSize)-module QR code to \(png).")
+                return
+            }
+            do {
+                print(try QRRenderer.render(code, style: style, columns: columns ?? Terminal.columns() ?? 80), terminator: "")
+            } catch {
+                throw XignSdkError(.invalidInput, "\(error)")
+            }
+        }
+    }
+}
+
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Deregister: revoke this machine's device at the manager and forget the enrolment here.",
+        aliases: ["deregister"]
+    )
+
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "The idmIdentifier, as `xign-setup list` shows it.") var idmIdentifier: String
+    @Flag(help: "Forget the enrolment here even though the manager cannot be told.") var localOnly = false
+
+    func run() throws {
+        try reportingErrors(json: common.json) {
+            let configuration = try common.loadConfiguration()
+            let sdk = try XignSdk(configuration: configuration, localUser: CommonOptions.invokingUser())
+            let outcome = try sdk.remove(idmIdentifier: idmIdentifier, localOnly: localOnly)
+            let output = Output(json: common.json)
+            switch outcome {
+            case .revoked: output.say("Revoked at the manager and removed from this machine.")
+            case .alreadyGoneAtManager: output.say("The manager no longer knew this device; removed from this machine.")
+            case .localOnly: output.say("Removed from this machine only; the manager still lists the device until an administrator removes it.")
+            }
+            output.emit(["status": .string("removed"), "idmIdentifier": .string(idmIdentifier), "manager": .string("\(outcome)")])
+        }
+    }
+}
+
+/// Runs a command body; errors become a message on stderr and the documented exit status.
+func reportingErrors(json: Bool, _ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as ValidationError {
+        throw error
+    } catch {
+        throw exit(with: error, json: json)
+    }
+}

@@ -1,0 +1,171 @@
+import ArgumentParser
+import FoundationEssentials
+import XignCore
+import XignProtocol
+import XignTerminal
+
+struct Personalize: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Activate this machine for a user with the activation data from the mail.",
+        discussion: """
+            Give the link from the activation mail, or the mail file with --mail. Without a terminal, pass
+            PINs with --pin-stdin (activation PIN first; a new PIN second when --on-existing new-activation)
+            and decide what happens to an existing activation with --on-existing / --on-merge.
+            """,
+        aliases: ["activate"]
+    )
+
+    enum ExistingChoice: String, ExpressibleByArgument, CaseIterable {
+        case override, newActivation = "new-activation", cancel
+    }
+
+    enum MergeChoice: String, ExpressibleByArgument, CaseIterable {
+        case replace, cancel
+    }
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var pins: PinSource
+
+    @Argument(help: "The xign://personalize link or https App-Link; '-' reads it from standard input.") var payload: String?
+    @Option(help: "Read the activation data from this mail file.") var mail: String?
+    @Option(help: "Use this manager's scheme, host and port instead of the activation data's (the path is kept).") var managerUrl: String?
+    @Option(help: "The local user this activation is for (default: you).") var user: String?
+    @Option(help: "When the activation is already in use: override it, add a new activation, or cancel.") var onExisting: ExistingChoice?
+    @Option(help: "For an organization invite on a machine that holds another account: replace, or cancel.") var onMerge: MergeChoice?
+    @Option(help: "Alias of a new activation (with new-activation).") var alias: String?
+    @Flag(help: "Mail a backup of a new activation's data (with new-activation).") var sendEmail = false
+    @Flag(help: "Do not draw the activation QR code.") var noQr = false
+    @Option(help: "QR style: utf8, utf8-inverted or ansi.") var style: QRStyle = .utf8
+
+    func validate() throws {
+        if (payload == nil) == (mail == nil) { throw ValidationError("give the activation link or --mail FILE (one of them)") }
+        if payload == "-" && pins.pinStdin { throw ValidationError("standard input cannot carry both the link and the PIN; use --pin-fd") }
+    }
+
+    func run() throws {
+        try reportingErrors(json: common.json) { try personalize(Output(json: common.json)) }
+    }
+
+    private func readActivationData() throws -> PersonalizationInitializationData {
+        if let mail {
+            let data: Data?
+            do { data = try AtomicFile.read(mail, limit: 256 * 1024) } catch {
+                throw XignSdkError(.activationDataInvalid, "cannot read the mail file: \(error)")
+            }
+            guard let data else { throw XignSdkError(.activationDataInvalid, "the mail file \(mail) does not exist") }
+            return try PersonalizationInitializationData(parsingMail: String(decoding: data, as: UTF8.self))
+        }
+        if payload == "-" {
+            do { return try PersonalizationInitializationData(parsing: try Terminal.readLine(limit: PersonalizationPayload.maximumLength)) } catch let error as Terminal.InputError {
+                throw XignSdkError(.activationDataInvalid, "cannot read the activation link: \(error)")
+            }
+        }
+        return try PersonalizationInitializationData(parsing: payload ?? "")
+    }
+
+    private func personalize(_ output: Output) throws {
+        let data = try readActivationData()
+        let sdk = try common.sdk(user: user)
+        let override = try managerUrl.map(parseManagerURL)
+        let personalizer = sdk.personalizer(managerURLOverride: override)
+        let url = override.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL
+        try url.checkTransportPolicyAsSdkError()
+        let interactive = pins.descriptor == nil && Terminal.isInteractive
+        if !noQr && !common.json { drawQR(data.payload.deepLink) }
+
+        output.say("Activating for local user \(sdk.localUser) at \(url).")
+        let pin = try pins.read("Activation PIN: ")
+        let result: PersonalizationResult
+        var outcome = ""
+        switch try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin) {
+        case .newPersonalization(let parameters):
+            outcome = "newPersonalization"
+            output.say("New activation \"\(parameters.activationAlias)\" of \(parameters.accountEmail).")
+            result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        case .alreadyPersonalized(let parameters):
+            outcome = "alreadyPersonalized"
+            output.say("This machine already holds \"\(parameters.activationAlias)\" of \(parameters.accountEmail).")
+            let choice = try onExisting ?? ask("Create a new device key for it (override) or leave it (cancel)?", [.override, .cancel], interactive: interactive)
+            guard choice == .override else { return cancelled(output, outcome) }
+            result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        case .rePersonalization(let parameters, let trigger):
+            outcome = "rePersonalization"
+            output.say("\"\(parameters.activationAlias)\" of \(parameters.accountEmail) is already personalized on a device (\(parameters.personalizedDeviceId ?? "unknown")).")
+            output.say("override: move it to this machine; the other device stops working. new-activation: add a second activation for this machine.")
+            switch try onExisting ?? ask("What now?", ExistingChoice.allCases, interactive: interactive) {
+            case .cancel:
+                return cancelled(output, outcome)
+            case .override:
+                result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+            case .newActivation:
+                try chooseNewPin(trigger.pinSpec, interactive: interactive)
+                if let alias {
+                    let check = trigger.setAlias(alias)
+                    guard check == .valid else { throw ValidationError(trigger.validatorAlias.explain(check)) }
+                }
+                trigger.shouldSendEmail = sendEmail
+                result = try personalizer.personalizeIdentityManagerSynchronous(trigger: trigger)
+            }
+        case .mergePersonalization(let parameters, let merge):
+            outcome = "mergePersonalization"
+            output.say("This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail).")
+            output.say("replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere).")
+            output.say("Merging both accounts needs the authentication process, which comes with pam_xign; until then choose replace or cancel.")
+            let choice = try onMerge ?? ask("What now?", MergeChoice.allCases, interactive: interactive)
+            guard choice == .replace else { return cancelled(output, outcome) }
+            result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        case .lockout(let lock, _):
+            let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
+            Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
+            Terminal.write(lock.isPermanent
+                ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
+                : "Run the same command again after that time.\n")
+            output.emit([
+                "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
+                "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
+            ])
+            throw ExitCode(2)
+        }
+        let entity = result.entity
+        output.say("Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key).")
+        output.emit([
+            "status": .string("personalized"), "outcome": .string(outcome), "idmIdentifier": .string(entity.idmIdentifier),
+            "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
+            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind), "managerUrl": .string(entity.managerURL.description),
+        ])
+    }
+
+    private func cancelled(_ output: Output, _ outcome: String) {
+        output.say("Nothing changed.")
+        output.emit(["status": .string("cancelled"), "outcome": .string(outcome)])
+    }
+
+    private func ask<Choice: RawRepresentable<String>>(_ question: String, _ choices: [Choice], interactive: Bool) throws -> Choice {
+        guard interactive else {
+            throw ValidationError("\(question) Decide with --on-existing or --on-merge (\(choices.map(\.rawValue).joined(separator: ", "))).")
+        }
+        while true {
+            let answer = try Terminal.ask("\(question) [\(choices.map(\.rawValue).joined(separator: "/"))]: ")
+            if let choice = choices.first(where: { $0.rawValue == answer }) { return choice }
+        }
+    }
+
+    private func chooseNewPin(_ spec: PinSpecification, interactive: Bool) throws {
+        while true {
+            let result = spec.setPin(try pins.read("New activation PIN (\(spec.minLength)–\(spec.maxLength) digits): "))
+            if result == .valid { return }
+            guard interactive else { throw XignSdkError(.pinPolicyViolation, spec.explain(result)) }
+            Terminal.write(spec.explain(result) + "\n")
+        }
+    }
+
+    private func drawQR(_ payload: String) {
+        do {
+            let text = try QRRenderer.render(try QRCode(encoding: payload), style: style, columns: Terminal.columns() ?? 80)
+            print("Activation QR code (scan it with the XignIn app to activate a phone instead):")
+            print(text, terminator: "")
+        } catch {
+            Terminal.write("(QR code not shown: \(error))\n")
+        }
+    }
+}

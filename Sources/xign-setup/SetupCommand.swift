@@ -1,0 +1,158 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import XignCore
+import XignProtocol
+import XignTerminal
+
+@main
+struct SetupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "xign-setup",
+        abstract: "Register with an xign identity manager and make this machine an XignIn device.",
+        discussion: """
+            Exit status: 0 success, 1 error, 2 locked out, 3 manager unreachable, 4 security level insufficient,
+            5 registration rejected, 64 bad usage.
+            """,
+        version: XignCoreVersion.string,
+        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self]
+    )
+}
+
+/// Options every command that touches the manager or the state shares.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "Config file.")
+    var config: String = ClientConfiguration.defaultPath
+
+    @Option(help: "Keep state here instead of state_dir from the config (for tests and demos).")
+    var stateDir: String?
+
+    @Flag(help: "Print one JSON object on stdout instead of text.")
+    var json = false
+
+    func loadConfiguration() throws -> ClientConfiguration {
+        var configuration = try ClientConfiguration.load(path: config)
+        if let stateDir { configuration.stateDirectory = stateDir }
+        return configuration
+    }
+
+    func sdk(user: String?) throws -> XignSdk {
+        let sdk = try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
+        if let warning = sdk.keyWarning { Terminal.write("warning: \(warning)\n") }
+        return sdk
+    }
+
+    /// The user who ran the command, also through sudo.
+    static func invokingUser() -> String {
+        if getuid() == 0, let sudoUser = ProcessInfo.processInfo.environment["SUDO_USER"], !sudoUser.isEmpty { return sudoUser }
+        guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return "uid\(getuid())" }
+        return String(cString: name)
+    }
+}
+
+/// Where a non-interactive PIN comes from: never argv, never the environment.
+struct PinSource: ParsableArguments {
+    @Flag(help: "Read PINs from standard input, one per line, instead of prompting.")
+    var pinStdin = false
+
+    @Option(help: "Read PINs from this open file descriptor, one per line.")
+    var pinFd: Int32?
+
+    var descriptor: Int32? { pinFd ?? (pinStdin ? STDIN_FILENO : nil) }
+
+    func validate() throws {
+        if pinStdin && pinFd != nil { throw ValidationError("use either --pin-stdin or --pin-fd") }
+        if let pinFd, pinFd < 0 { throw ValidationError("--pin-fd needs a file descriptor number") }
+    }
+
+    /// The next PIN: a line from the descriptor, or a prompt with echo off.
+    func read(_ prompt: String) throws -> String {
+        do {
+            if let descriptor { return try Terminal.readLine(from: descriptor, limit: 128) }
+            guard Terminal.isInteractive else {
+                throw XignSdkError(.invalidInput, "no terminal to ask for the PIN; pass --pin-stdin or --pin-fd N")
+            }
+            return try Terminal.askSecret(prompt)
+        } catch let error as Terminal.InputError {
+            throw XignSdkError(.invalidInput, "cannot read the PIN: \(error)")
+        }
+    }
+}
+
+/// Prints text or JSON for a command's result.
+struct Output {
+    let json: Bool
+
+    func say(_ text: String) {
+        if !json { print(text) }
+    }
+
+    func emit(_ fields: [String: JSONValue]) {
+        guard json else { return }
+        let encoder = JSONEncoder.canonical
+        encoder.outputFormatting.insert(.prettyPrinted)
+        print(String(decoding: (try? encoder.encode(fields)) ?? Data("{}".utf8), as: UTF8.self))
+    }
+}
+
+enum JSONValue: Encodable {
+    case string(String), bool(Bool), int(Int), array([JSONValue]), object([String: JSONValue]), null
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        }
+    }
+}
+
+/// Maps an error to a message on stderr and the documented exit status.
+func exit(with error: any Error, json: Bool) -> ExitCode {
+    let status: Int32
+    var message = "\(error)"
+    switch error {
+    case let lockout as XignSdkLockoutError:
+        status = 2
+        if json {
+            Output(json: true).emit([
+                "status": .string("lockedOut"), "isPermanent": .bool(lockout.information.isPermanent),
+                "lockedUntil": .string(lockout.information.lockedUntil.iso8601),
+            ])
+        }
+    case is XignSdkSecurityInsufficientError:
+        status = 4
+    case let sdk as XignSdkError:
+        switch sdk.errorCode {
+        case .managerUnreachable, .timeout, .tlsFailure: status = 3
+        default: status = 1
+        }
+        message = sdk.message
+    default:
+        status = 1
+    }
+    Terminal.write("xign-setup: \(message)\n")
+    return ExitCode(status)
+}
+
+extension Date {
+    var iso8601: String { formatted(.iso8601) }
+}
+
+/// Reads a manager URL option; the transport policy is checked where the URL is used.
+func parseManagerURL(_ text: String) throws -> ManagerURL {
+    do { return try ManagerURL(text) } catch { throw ValidationError("\(error)") }
+}
+
+extension ManagerURL {
+    /// Invariant 1, checked before any prompt so the user learns it first.
+    func checkTransportPolicyAsSdkError() throws {
+        do { try checkTransportPolicy() } catch { throw XignSdkError(.insecureTransport, "\(error)") }
+    }
+}
