@@ -1,0 +1,147 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with posix_spawn and an empty signal mask.
+///
+/// Foundation.Process children inherit Swift Testing's blocked SIGTERM, so `terminate()` would hang (DESIGN.md).
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    public let stdoutPath: String
+    public let stderrPath: String
+    private var exitStatus: Int32?
+
+    public struct Result: Sendable {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
+    }
+
+    /// Starts `executable` with `arguments`. `stdin` is written to a file the child reads; nil gives /dev/null.
+    public init(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
+                extraFileDescriptor: (fd: Int32, contents: String)? = nil, in directory: TemporaryDirectory) throws {
+        let tag = UUID().uuidString
+        stdoutPath = directory.path + "/\(tag).out"
+        stderrPath = directory.path + "/\(tag).err"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let inputPath = directory.path + "/\(tag).in"
+        FileManager.default.createFile(atPath: inputPath, contents: Data((stdin ?? "").utf8))
+        posix_spawn_file_actions_addopen(&actions, 0, stdin == nil ? "/dev/null" : inputPath, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        if let extra = extraFileDescriptor {
+            let path = directory.path + "/\(tag).fd"
+            FileManager.default.createFile(atPath: path, contents: Data(extra.contents.utf8))
+            posix_spawn_file_actions_addopen(&actions, extra.fd, path, O_RDONLY, 0)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGTERM)
+        sigaddset(&defaults, SIGINT)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var env = environment ?? ProcessInfo.processInfo.environment
+        env["TZ"] = env["TZ"] ?? "UTC"
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(result)))") }
+        pid = child
+    }
+
+    /// Waits up to `timeout` seconds; kills the child if it has not exited by then.
+    @discardableResult
+    public func wait(timeout: Double = 60) throws -> Result {
+        let deadline = Date().addingTimeInterval(timeout)
+        while exitStatus == nil {
+            var status: Int32 = 0
+            let done = waitpid(pid, &status, WNOHANG)
+            if done == pid {
+                exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                break
+            }
+            if Date() > deadline {
+                kill(pid, SIGKILL)
+                _ = waitpid(pid, &status, 0)
+                throw TestFailure("process \(pid) did not finish within \(timeout) s; stderr: \(read(stderrPath))")
+            }
+            usleep(5_000)
+        }
+        return Result(status: exitStatus ?? -1, stdout: read(stdoutPath), stderr: read(stderrPath))
+    }
+
+    public func stop() {
+        guard exitStatus == nil else { return }
+        kill(pid, SIGTERM)
+        if (try? wait(timeout: 10)) == nil { kill(pid, SIGKILL) }
+    }
+
+    func read(_ path: String) -> String {
+        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+
+    deinit { stop() }
+}
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A directory removed when the value goes away.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init() {
+        var template = Array("/tmp/xign-test-XXXXXX".utf8CString)
+        path = String(cString: mkdtemp(&template)!)
+    }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    public func write(_ name: String, _ contents: String, mode: Int = 0o600) throws -> String {
+        let file = file(name)
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
+        chmod(file, mode_t(mode))
+        return file
+    }
+
+    deinit {
+        // Files from a test run as another user may be read-only; make them removable first.
+        _ = try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Locates the built executables next to the test bundle.
+public enum Products {
+    public static let directory: String = {
+        var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        for _ in 0..<6 {
+            url.deleteLastPathComponent()
+            if FileManager.default.isExecutableFile(atPath: url.path + "/xign-manager") { return url.path }
+        }
+        return FileManager.default.currentDirectoryPath + "/.build/debug"
+    }()
+
+    public static func path(_ name: String) throws -> String {
+        let path = directory + "/" + name
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestFailure("\(path) is not built; run `swift build` before `swift test` (make test does)")
+        }
+        return path
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP responder on 127.0.0.1 that answers every request with bytes the test chooses.
+///
+/// It stands in for a manager misbehaving in ways the real one cannot be made to: truncated bodies,
+/// oversized answers, forged signatures, replayed answers, or silence.
+public final class FaultyServer: @unchecked Sendable {
+    public let port: Int
+    private let socket: Int32
+    private let respond: @Sendable (_ request: String) -> [UInt8]?
+    private let lock = NSLock()
+    private var _requests: [String] = []
+    private var running = true
+
+    /// `respond` gets the request (headers and body) and returns the raw answer; nil means never answer.
+    public init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
+        self.respond = respond
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("FaultyServer cannot listen: \(String(cString: strerror(errno)))") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        socket = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [weak self] in self?.serve() }
+        thread.start()
+    }
+
+    public var requests: [String] { lock.withLock { _requests } }
+
+    private func serve() {
+        while lock.withLock({ running }) {
+            let client = accept(socket, nil, nil)
+            if client < 0 { continue }
+            let request = readRequest(client)
+            lock.withLock { _requests.append(request) }
+            if let answer = respond(request) {
+                answer.withUnsafeBytes { _ = send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(client)
+            } else {
+                // Hold the connection open and silent until the server stops.
+                let keep = client
+                Thread.detachNewThread { sleep(30); close(keep) }
+            }
+        }
+    }
+
+    private func readRequest(_ client: Int32) -> String {
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        while true {
+            let n = recv(client, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            data += buffer.prefix(n)
+            let text = String(decoding: data, as: UTF8.self)
+            if let end = text.range(of: "\r\n\r\n") {
+                let headers = text[..<end.lowerBound].lowercased()
+                let length = headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                if text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length { break }
+            }
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    public func stop() {
+        lock.withLock { running = false }
+        shutdown(socket, Int32(SHUT_RDWR))
+        close(socket)
+    }
+
+    deinit { stop() }
+
+    /// An HTTP/1.1 answer with the given body; `declaredLength` lets a test lie about the length.
+    public static func http(status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil) -> [UInt8] {
+        let head = "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"
+        return Array(head.utf8) + body
+    }
+}
