@@ -14,6 +14,10 @@ public enum QRRenderer {
     public struct TooWide: Error, Equatable, CustomStringConvertible {
         public let needed: Int
         public let available: Int
+        public init(needed: Int, available: Int) {
+            self.needed = needed
+            self.available = available
+        }
         public var description: String {
             "the QR code needs \(needed) columns but the terminal has \(available); widen the window, or use --png FILE to save it as an image"
         }
@@ -28,18 +32,16 @@ public enum QRRenderer {
         var out = ""
         for y in stride(from: 0, to: side, by: 2) {
             for x in 0..<side {
+                // The side is odd, so the last line's lower half lies outside the symbol; isDark calls it light,
+                // which extends the quiet zone there in every style.
                 let top = code.isDark(x: x, y: y)
-                // The symbol has an odd side, so the last line's lower half lies outside it: leave that blank.
-                let hasBottom = y + 1 < side
-                let bottom = hasBottom && code.isDark(x: x, y: y + 1)
+                let bottom = code.isDark(x: x, y: y + 1)
                 switch style {
                 case .utf8: out += glyph(top: top, bottom: bottom)
-                case .utf8Inverted: out += glyph(top: !top, bottom: hasBottom && !bottom)
+                case .utf8Inverted: out += glyph(top: !top, bottom: !bottom)
                 case .ansi:
                     // Foreground paints the upper half, background the lower half.
-                    let foreground = top ? 30 : 97
-                    let background = hasBottom ? (bottom ? 40 : 107) : 49
-                    out += "\u{1B}[\(foreground);\(background)m" + upper
+                    out += "\u{1B}[\(top ? 30 : 97);\(bottom ? 40 : 107)m" + upper
                 }
             }
             out += style == .ansi ? "\u{1B}[0m\n" : "\n"

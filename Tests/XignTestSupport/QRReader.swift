@@ -9,7 +9,7 @@ public enum QRReader {
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) where !line.isEmpty {
             var top: [Bool] = [], bottom: [Bool] = []
             if line.contains("\u{1B}[") {
-                // ANSI: ESC[<fg>;<bg>m▀ per cell; 30 = black ink, 97 = white; 40 black, 107 white, 49 default (outside).
+                // ANSI: ESC[<fg>;<bg>m▀ per cell; 30 = black ink, 97 = white; 40 black, 107 white.
                 let cells = line.components(separatedBy: "\u{1B}[").dropFirst()
                 for cell in cells {
                     guard let m = cell.firstIndex(of: "m") else { throw TestFailure("malformed ANSI cell '\(cell)'") }
