@@ -123,6 +123,7 @@ public final class Database: Sendable {
             expires_at BIGINT NOT NULL
         )
         """,
+        "CREATE TABLE manager_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         """
         CREATE TABLE device_challenges (
             challenge TEXT PRIMARY KEY,

@@ -30,7 +30,9 @@ public final class IdentityManager: Sendable {
         try AtomicFile.makeDirectory(AtomicFile.parent(of: configuration.databasePath))
         let secrets = try ManagerSecrets.loadOrCreate(signingKeyPath: configuration.signingKeyPath, pepperPath: configuration.pepperPath)
         let database = try await Database.openSQLite(path: configuration.databasePath, logger: logger)
-        return try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: logger)
+        let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: logger)
+        try await manager.loadBoundURL()
+        return manager
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -39,9 +41,24 @@ public final class IdentityManager: Sendable {
     public var managerURL: ManagerURL { configuration.publicURL ?? boundURL.withLockedValue { $0 } ?? configuration.effectivePublicURL }
 
     /// Called once the server listens, so that port 0 ("any free port") still yields a usable URL.
-    public func didBind(host: String, port: Int) {
+    /// The URL is kept in the database, so `xign-manager admin` names the same one in the mail it sends.
+    public func didBind(host: String, port: Int) async throws {
         let host = host.contains(":") ? "[\(host)]" : host
-        boundURL.withLockedValue { $0 = try? ManagerURL("http://\(host):\(port)") }
+        let url = try ManagerURL("http://\(host):\(port)")
+        boundURL.withLockedValue { $0 = url }
+        try await database.transaction { sql in
+            try await sql.raw("""
+                INSERT INTO manager_settings (name, value) VALUES ('bound_url', \(bind: url.description))
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """).run()
+        }
+    }
+
+    private func loadBoundURL() async throws {
+        let stored = try await database.transaction { sql in
+            try await sql.raw("SELECT value FROM manager_settings WHERE name = 'bound_url'").first()?.decode(column: "value", as: String.self)
+        }
+        boundURL.withLockedValue { $0 = stored.flatMap { try? ManagerURL($0) } }
     }
 
     public func health() -> HealthMessage {

@@ -45,16 +45,29 @@ struct ConfigOptions: ParsableArguments {
         return configuration
     }
 
-    func open() async throws -> IdentityManager {
+    /// Opens the manager's data, runs `body` and closes the database whatever happens.
+    func withManager<T>(_ body: (IdentityManager) async throws -> T) async throws -> T {
         umask(0o077)
         var logger = Logger(label: "xign-manager")
         logger.logLevel = .warning
+        let manager: IdentityManager
         do {
-            return try await IdentityManager.open(configuration: try load(), logger: logger)
+            manager = try await IdentityManager.open(configuration: try load(), logger: logger)
         } catch let error as ValidationError {
             throw error
         } catch {
             throw ValidationError("cannot open the manager's data: \(error)")
+        }
+        do {
+            let result = try await body(manager)
+            await manager.database.close()
+            return result
+        } catch let error as ManagerError {
+            await manager.database.close()
+            throw ValidationError("\(error)")
+        } catch {
+            await manager.database.close()
+            throw error
         }
     }
 }
@@ -90,12 +103,15 @@ struct Serve: AsyncParsableCommand {
         }
         let portFile = self.portFile
         let host = configuration.listenHost
+        let log = logger
         let app = Application(
             router: ManagerRoutes.router(for: manager),
             configuration: .init(address: .hostname(host, port: configuration.listenPort), serverName: nil),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                manager.didBind(host: host, port: port)
+                do { try await manager.didBind(host: host, port: port) } catch {
+                    log.error("cannot record the bound URL: \(error)")
+                }
                 if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
                 let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
                 FileHandle.standardOutput.write(Data(line.utf8))
@@ -119,8 +135,7 @@ struct Admin: AsyncParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let manager = try await options.open()
-            let accounts = try await manager.accounts()
+            let accounts = try await options.withManager { try await $0.accounts() }
             if json { return try printJSON(accounts) }
             for account in accounts {
                 let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
@@ -136,8 +151,7 @@ struct Admin: AsyncParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let manager = try await options.open()
-            let activations = try await manager.activations(email: email)
+            let activations = try await options.withManager { try await $0.activations(email: email) }
             if json { return try printJSON(activations) }
             for a in activations {
                 var lock = "not locked"
@@ -157,8 +171,7 @@ struct Admin: AsyncParsableCommand {
         @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
 
         func run() async throws {
-            let manager = try await options.open()
-            do { try await manager.unlock(activationId: activation) } catch { throw ValidationError("\(error)") }
+            try await options.withManager { try await $0.unlock(activationId: activation) }
             print("Lockout lifted for \(activation).")
         }
     }
@@ -173,9 +186,7 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "The inviting organization.") var organization: String
 
         func run() async throws {
-            let manager = try await options.open()
-            let pin: String
-            do { pin = try await manager.invite(email: email, organization: organization) } catch { throw ValidationError("\(error)") }
+            let pin = try await options.withManager { try await $0.invite(email: email, organization: organization) }
             print("Invitation mailed to \(email).")
             print("Activation PIN (give it to the user by phone or in person): \(pin)")
         }
@@ -186,8 +197,7 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {
-            let manager = try await options.open()
-            for path in try manager.pendingMail() { print(path) }
+            for path in try await options.withManager({ try $0.pendingMail() }) { print(path) }
         }
     }
 }

@@ -63,20 +63,27 @@ public final class ChildProcess: @unchecked Sendable {
         pid = child
     }
 
+    /// The result if the child has exited, without waiting and without killing it.
+    public func poll() -> Result? {
+        if exitStatus == nil {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            }
+        }
+        return exitStatus.map { Result(status: $0, stdout: read(stdoutPath), stderr: read(stderrPath)) }
+    }
+
     /// Waits up to `timeout` seconds; kills the child if it has not exited by then.
     @discardableResult
     public func wait(timeout: Double = 60) throws -> Result {
         let deadline = Date().addingTimeInterval(timeout)
-        while exitStatus == nil {
-            var status: Int32 = 0
-            let done = waitpid(pid, &status, WNOHANG)
-            if done == pid {
-                exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-                break
-            }
+        while poll() == nil {
             if Date() > deadline {
+                var status: Int32 = 0
                 kill(pid, SIGKILL)
                 _ = waitpid(pid, &status, 0)
+                exitStatus = 137
                 throw TestFailure("process \(pid) did not finish within \(timeout) s; stderr: \(read(stderrPath))")
             }
             usleep(5_000)

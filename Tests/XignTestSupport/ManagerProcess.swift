@@ -46,7 +46,7 @@ public final class ManagerProcess: @unchecked Sendable {
                 port = bound
                 return
             }
-            if let result = try? child.wait(timeout: 0) {
+            if let result = child.poll() {
                 throw TestFailure("xign-manager exited with \(result.status): \(result.stderr)")
             }
             usleep(10_000)

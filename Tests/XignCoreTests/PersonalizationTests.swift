@@ -1,0 +1,196 @@
+import Foundation
+import Testing
+@testable import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// Every PersonalizationResponse case, reached through the real manager.
+@Suite struct PersonalizationTests {
+    @Test func newPersonalizationGivesAnIdmIdentifierAndAnEnrolment() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("new@example.org", alias: "Laptop")
+        let result = try fixture.personalize(data)
+        let entries = try fixture.sdk().store.list()
+        #expect(entries == [result.entity])
+        #expect(result.entity.alias == "Laptop")
+        #expect(result.entity.accountEmail == "new@example.org")
+        #expect(result.entity.localUser == "alice")
+        #expect(result.entity.keyKind == "software")
+        #expect(result.entity.managerURL == fixture.manager.url)
+        // The device key and the state are private to root.
+        let keyFile = fixture.directory.file("state/keys/\(result.idmIdentifier).pem")
+        #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
+        #expect(try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int == 0o700)
+    }
+
+    @Test func scanningAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("again@example.org")
+        let first = try fixture.personalize(data)
+        let personalizer = try fixture.sdk().personalizer()
+        guard case .alreadyPersonalized(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected alreadyPersonalized")
+            return
+        }
+        #expect(parameters.personalizedDeviceId == first.idmIdentifier)
+        let second = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        #expect(second.idmIdentifier != first.idmIdentifier)
+        #expect(try fixture.sdk().store.list().map(\.idmIdentifier) == [second.idmIdentifier])
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(first.idmIdentifier).pem")))
+    }
+
+    @Test func afterALocalResetOverrideMovesTheActivationHere() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("reset@example.org")
+        let first = try fixture.personalize(data)
+        let fresh = fixture.directory.file("fresh-state")  // a reinstalled machine
+        let personalizer = try fixture.sdk(stateDirectory: fresh).personalizer()
+        guard case .rePersonalization(let parameters, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected rePersonalization")
+            return
+        }
+        #expect(parameters.personalizedDeviceId == first.idmIdentifier)
+        let moved = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        #expect(moved.entity.activationId == first.entity.activationId)
+        // The old device is revoked at the manager: it can no longer get a challenge.
+        let client = ManagerClient(url: fixture.manager.url, http: HTTPClient())
+        #expect(throws: XignSdkError.self) {
+            let _: ChallengeMessage = try client.post(APIPath.challenges, ChallengeRequest(deviceId: first.idmIdentifier))
+        }
+        let activation = try #require(try fixture.activations().first { $0["email"] as? String == "reset@example.org" })
+        #expect(activation["deviceId"] as? String == moved.idmIdentifier)
+    }
+
+    @Test func afterALocalResetANewActivationLeavesTheOriginalIntact() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("second@example.org")
+        let first = try fixture.personalize(data)
+        let mailsBefore = try fixture.manager.mails().count
+        let personalizer = try fixture.sdk(stateDirectory: fixture.directory.file("other-state")).personalizer()
+        guard case .rePersonalization(_, let trigger) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected rePersonalization")
+            return
+        }
+        #expect(trigger.pinSpec.setPin("1111") == .tooShort)
+        #expect(throws: XignSdkError.self) { try personalizer.personalizeIdentityManagerSynchronous(trigger: trigger) }
+        try expectSetPin(trigger.pinSpec.setPin("97531"))
+        #expect(trigger.setAlias("Workstation") == .valid)
+        trigger.shouldSendEmail = true
+        let added = try personalizer.personalizeIdentityManagerSynchronous(trigger: trigger)
+        #expect(added.entity.activationId != first.entity.activationId)
+        #expect(added.entity.alias == "Workstation")
+        let activations = try fixture.activations().filter { $0["email"] as? String == "second@example.org" }
+        #expect(activations.count == 2)
+        #expect(activations.first { $0["id"] as? String == first.entity.activationId }?["deviceId"] as? String == first.idmIdentifier)
+        // The backup mail carries the new activation's data.
+        #expect(try fixture.manager.mails().count == mailsBefore + 1)
+        let backup = try PersonalizationPayload(parsingMail: String(contentsOfFile: try fixture.manager.mails().last!, encoding: .utf8))
+        #expect(backup.activationId == added.entity.activationId)
+    }
+
+    @Test func anOrganizationInviteForAnotherEmailOffersAMerge() throws {
+        let fixture = try Fixture()
+        let existing = try fixture.personalize(try fixture.register("alice@example.org"))
+        let invite = try fixture.manager.admin(["invite", "--email", "alice@acme.example", "--organization", "Acme"])
+        #expect(invite.status == 0, "\(invite.stderr)")
+        let pin = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "alice@acme.example"))
+        let personalizer = try fixture.sdk().personalizer()
+        guard case .mergePersonalization(let parameters, let merge) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin) else {
+            Issue.record("expected mergePersonalization")
+            return
+        }
+        #expect(merge.existingIdmIdentifier == existing.idmIdentifier)
+        #expect(merge.existingAccountEmail == "alice@example.org")
+        #expect(merge.invitedEmail == "alice@acme.example")
+        #expect(merge.organization == "Acme")
+        // Continuing with the parameters makes the invite an account of its own, replacing the local enrolment.
+        let replaced = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        #expect(try fixture.sdk().store.list().map(\.accountEmail) == ["alice@acme.example"])
+        #expect(replaced.entity.accountEmail == "alice@acme.example")
+        let accounts = try fixture.manager.admin(["accounts", "--json"])
+        let list = try JSONSerialization.jsonObject(with: Data(accounts.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(list.first { $0["email"] as? String == "alice@acme.example" }?["isTemporary"] as? Bool == false)
+    }
+
+    @Test func wrongPINsEscalateTheLockoutUntilItIsPermanent() throws {
+        let fixture = try Fixture()  // base delay 300 ms, doubling, permanent at the 4th failure
+        let data = try fixture.register("locked@example.org")
+        let personalizer = try fixture.sdk().personalizer()
+        var delays: [TimeInterval] = []
+        for attempt in 1...4 {
+            let before = Date()
+            guard case .lockout(let lock, let again) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570") else {
+                Issue.record("attempt \(attempt) was not a lockout")
+                return
+            }
+            #expect(again == data)
+            #expect(lock.failedAttempts == attempt)
+            if attempt < 4 {
+                #expect(!lock.isPermanent)
+                delays.append(lock.lockedUntil.timeIntervalSince(before))
+                // The client remembers the lock and stops before asking the manager, even with the right PIN.
+                #expect(throws: XignSdkLockoutError.self) { try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") }
+                Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
+            } else {
+                #expect(lock.isPermanent)
+            }
+        }
+        #expect(delays.count == 3)
+        #expect(delays[1] > delays[0] && delays[2] > delays[1], "lockedUntil grows: \(delays)")
+        // Permanent: the right PIN is refused, also on a machine with no memory of the lock (the manager enforces it).
+        for stateDirectory in [nil, fixture.directory.file("elsewhere")] {
+            do {
+                _ = try fixture.sdk(stateDirectory: stateDirectory).personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+                Issue.record("a permanently locked activation accepted the right PIN")
+            } catch let error as XignSdkLockoutError {
+                #expect(error.information.isPermanent)
+                #expect(error.message.contains("xign-setup register"))
+            }
+        }
+    }
+
+    @Test func aRightPINAfterAWrongOneResetsTheCounter() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("reset-counter@example.org")
+        let personalizer = try fixture.sdk().personalizer()
+        guard case .lockout(let lock, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570") else {
+            Issue.record("expected a lockout")
+            return
+        }
+        Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
+        guard case .newPersonalization = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected newPersonalization")
+            return
+        }
+        #expect(try fixture.activations().first { $0["email"] as? String == "reset-counter@example.org" }?["failedAttempts"] as? Int == 0)
+    }
+
+    @Test func removeRevokesAtTheManagerAndForgetsLocally() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("gone@example.org")
+        let result = try fixture.personalize(data)
+        #expect(try fixture.sdk().remove(idmIdentifier: result.idmIdentifier, localOnly: false) == .revoked)
+        #expect(try fixture.sdk().store.list().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(result.idmIdentifier).pem")))
+        do {
+            _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            Issue.record("a revoked activation was accepted")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .activationRevoked)
+        }
+    }
+
+    @Test func anActivationBelongsToOneLocalUser() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("shared@example.org")
+        _ = try fixture.personalize(data, user: "alice")
+        do {
+            _ = try fixture.sdk(user: "bob").personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            Issue.record("bob took alice's activation")
+        } catch let error as XignSdkError {
+            #expect(error.message.contains("bound to the local user alice"))
+        }
+    }
+}
