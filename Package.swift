@@ -65,7 +65,7 @@ let package = Package(
         .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignTestSupport"]),
         .testTarget(
             name: "XignManagerTests",
-            dependencies: ["XignManager", "XignTestSupport", .product(name: "Yams", package: "Yams")]
+            dependencies: ["XignManager", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(name: "XignSetupTests", dependencies: ["XignCore", "XignTestSupport"]),
     ]

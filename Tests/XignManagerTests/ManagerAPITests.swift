@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// Talks to the real manager over HTTP and checks every answer against docs/openapi.yaml.
+struct API {
+    let manager: ManagerProcess
+    /// Read once; never mutated after loading.
+    nonisolated(unsafe) static let spec = Result { try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml")) }
+
+    struct Answer {
+        let status: Int
+        let body: Data
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+        var error: [String: Any] { json["error"] as? [String: Any] ?? [:] }
+        var errorCode: String? { error["code"] as? String }
+        /// The payload of a signed answer, after checking the signature with the manager's key.
+        func signedPayload(key: P256PublicKey, type: String) throws -> [String: Any] {
+            let payload = try JWS.verify(String(decoding: body, as: UTF8.self), expectedType: type, key: key)
+            return try JSONSerialization.jsonObject(with: payload) as? [String: Any] ?? [:]
+        }
+    }
+
+    @discardableResult
+    func call(_ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []) throws -> Answer {
+        let response = try HTTPClient().send(method, to: manager.url, path: path + query, body: body, headers: headers)
+        try API.spec.get().validate(path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
+        return Answer(status: response.status, body: response.body)
+    }
+
+    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) throws -> Answer {
+        try call("POST", path, body: try JSONEncoder.canonical.encode(value), headers: headers)
+    }
+
+    func post(_ path: String, json: String) throws -> Answer { try call("POST", path, body: Data(json.utf8)) }
+
+    var managerKey: P256PublicKey {
+        get throws { try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey }
+    }
+
+    func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
+        let answer = try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        guard answer.status == 201 else { throw TestFailure("registration failed: \(answer.json)") }
+        return try PersonalizationPayload(parsing: manager.activationLink(for: email))
+    }
+
+    func decrypt(_ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)") throws -> Answer {
+        try post(APIPath.personalizationDecrypt, DecryptRequest(activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce, knownDeviceIds: []))
+    }
+
+    /// The body and signature of a personalization request signed with `key` over `challenge`.
+    func signedPersonalization(session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil) throws -> (Data, String) {
+        let request = PersonalizeRequest(
+            sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: keyKind,
+            device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil
+        )
+        let body = try JSONEncoder.canonical.encode(request)
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+        return (body, Base64URL.encode(try (signer ?? key).signature(for: message)))
+    }
+}
+
+@Suite struct ManagerAPITests {
+    @Test func healthAndParametersMatchTheSpec() throws {
+        let api = API(manager: try ManagerProcess())
+        let health = try api.call("GET", APIPath.health)
+        #expect(health.json["managerKeyFingerprint"] as? String == (try api.managerKey.fingerprint))
+        let parameters = try api.call("GET", APIPath.registrationParameters)
+        #expect((parameters.json["pinSpec"] as? [String: Any])?["minLength"] as? Int == 5)
+        // An unknown service mapping id is not echoed: attributes for it would be dropped.
+        #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=nope").json["serviceMappingId"] == nil)
+    }
+
+    @Test func registrationReportsEveryAttributeThatIsWrong() throws {
+        let api = API(manager: try ManagerProcess())
+        _ = try api.register("taken@example.org")
+        let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"TAKEN@example.org"}}"#)
+        #expect(taken.status == 422)
+        #expect(taken.errorCode == "registrationRejected")
+        #expect(taken.error["attributes"] as? [String: String] == ["email": "notAvailable"])
+        let bad = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"12345","attributes":{"email":"nope","givenName":"  ","shoeSize":"44"},"alias":""}"#)
+        #expect(bad.error["attributes"] as? [String: String] == ["email": "invalid", "givenName": "invalid", "shoeSize": "invalid", "pin": "invalid", "alias": "invalid"])
+        #expect(bad.error["pinError"] as? String == "blacklisted")
+        let missing = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{}}"#)
+        #expect(missing.error["attributes"] as? [String: String] == ["email": "required"])
+        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"phone","pin":"24680","attributes":{}}"#).status == 400)
+        #expect(try api.post(APIPath.registrations, json: "{not json").errorCode == "badRequest")
+        let huge = try api.post(APIPath.registrations, json: "{\"pad\":\"" + String(repeating: "x", count: 20_000) + "\"}")
+        #expect(huge.status == 413)
+        #expect(huge.errorCode == "payloadTooLarge")
+    }
+
+    @Test func personalizationRequiresTheDeviceSignatureAndIsSingleUse() throws {
+        let api = API(manager: try ManagerProcess())
+        let payload = try api.register("signed@example.org")
+        let key = try api.managerKey
+        let decrypted = try api.decrypt(payload, pin: "24680", nonce: "n1")
+        let result = try decrypted.signedPayload(key: key, type: SignedAnswerType.decrypt)
+        #expect(result["outcome"] as? String == "newPersonalization")
+        #expect(result["nonce"] as? String == "n1")
+        let session = try #require(result["session"] as? [String: Any])
+        let device = try P256PrivateKey()
+        let (body, signature) = try api.signedPersonalization(session: session, key: device)
+
+        #expect(try api.call("POST", APIPath.personalizations, body: body).errorCode == "signatureInvalid")
+        let (_, forged) = try api.signedPersonalization(session: session, key: device, signWith: P256PrivateKey())
+        #expect(try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, forged)]).status == 401)
+        var tampered = body
+        tampered[tampered.count - 2] = UInt8(ascii: "X")
+        #expect(try api.call("POST", APIPath.personalizations, body: tampered, headers: [(SignedRequest.signatureHeader, signature)]).status != 200)
+
+        let accepted = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        #expect(accepted.status == 200)
+        #expect(try accepted.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceKey"] as? String == Base64URL.encode(try device.publicKey.derRepresentation))
+        let replay = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        #expect(replay.status == 409)
+        #expect(replay.errorCode == "sessionInvalid")
+    }
+
+    @Test func aLockedActivationIsNotEvenAskedThePIN() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h")))
+        let payload = try api.register("lock@example.org")
+        let wrong = try api.decrypt(payload, pin: "13570").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let lock = try #require(wrong["lockout"] as? [String: Any])
+        #expect(lock["failedAttempts"] as? Int == 1)
+        // During the lock even the right PIN is refused unchecked, and the refusal does not count as a guess.
+        let refused = try api.decrypt(payload, pin: "24680")
+        #expect(refused.status == 423)
+        #expect(refused.errorCode == "lockedOut")
+        #expect((refused.error["lockout"] as? [String: Any])?["failedAttempts"] as? Int == 1)
+        #expect(try api.call("POST", APIPath.personalizationDecrypt, body: Data("[]".utf8)).status == 400)
+    }
+
+    @Test func softwareKeysAreRefusedWhereHardwareKeysAreRequired() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n"))
+        let payload = try api.register("hw@example.org")
+        let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let session = try #require(result["session"] as? [String: Any])
+        let (body, signature) = try api.signedPersonalization(session: session, key: P256PrivateKey())
+        let refused = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        #expect(refused.status == 403)
+        #expect(refused.errorCode == "securityInsufficient")
+        // The client raises XignSdkSecurityInsufficientError for it, with what to do.
+        let sdk = try XignSdk(configuration: { var c = ClientConfiguration(); c.stateDirectory = api.manager.directory.file("state"); return c }(), localUser: "u")
+        let data = try PersonalizationInitializationData(payload: try api.register("hw2@example.org"))
+        let personalizer = sdk.personalizer()
+        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected newPersonalization")
+            return
+        }
+        #expect(throws: XignSdkSecurityInsufficientError.self) { try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters) }
+    }
+
+    @Test func challengesAndRevocationAreDeviceSignedAndSingleUse() throws {
+        let api = API(manager: try ManagerProcess())
+        let payload = try api.register("revoke@example.org")
+        let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let device = try P256PrivateKey()
+        let (body, signature) = try api.signedPersonalization(session: try #require(result["session"] as? [String: Any]), key: device)
+        let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let deviceId = try #require(try personalized.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
+
+        #expect(try api.post(APIPath.challenges, ChallengeRequest(deviceId: "0123456789abcdef0123456789abcdef")).status == 404)
+        let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let revoke = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: deviceId, challenge: challenge, nonce: "rn"))
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.deviceRevocations, body: revoke, challenge: challenge)
+        let wrongKey = Base64URL.encode(try P256PrivateKey().signature(for: message))
+        #expect(try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, wrongKey)]).status == 401)
+        let good = Base64URL.encode(try device.signature(for: message))
+        let revoked = try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)])
+        #expect(revoked.status == 200)
+        #expect(try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)]).status == 404)
+        #expect(try api.decrypt(payload, pin: "24680").errorCode == "activationRevoked")
+    }
+
+    @Test func secretsAndDataArePrivateFiles() throws {
+        let manager = try ManagerProcess()
+        _ = try API(manager: manager).register("files@example.org")
+        for file in ["signing-key.pem", "pin-pepper", "manager.sqlite"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: manager.dataDirectory + "/" + file)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
+        }
+        for mail in try manager.mails() {
+            #expect(try FileManager.default.attributesOfItem(atPath: mail)[.posixPermissions] as? Int == 0o600)
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import Testing
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// DESIGN.md invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
+@Suite struct PinSecrecyTests {
+    func sqlite(_ database: String, _ query: String, in directory: TemporaryDirectory) throws -> [String] {
+        let result = try ChildProcess("/usr/bin/sqlite3", ["-readonly", database, query], in: directory).wait()
+        guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
+        return result.stdout.split(separator: "\n").map(String.init)
+    }
+
+    @Test func thePayloadCarriesNothingDerivedFromThePIN() throws {
+        let manager = try ManagerProcess()
+        let api = API(manager: manager)
+        // Same PIN, two registrations: every field other than the manager's address and key differs,
+        // so no field can be a function of the PIN.
+        let first = try api.register("same1@example.org", pin: "24680")
+        let second = try api.register("same2@example.org", pin: "24680")
+        #expect(first.managerURL == second.managerURL && first.managerKeyFingerprint == second.managerKeyFingerprint)
+        #expect(first.activationId != second.activationId)
+        #expect(first.activationSecret != second.activationSecret)
+        #expect(Set(first.deepLink.split(separator: "?")[1].split(separator: "&").map { $0.split(separator: "=")[0] }) == ["v", "m", "a", "s", "k"])
+        // The manager stores only a hash of the activation secret.
+        let database = manager.dataDirectory + "/manager.sqlite"
+        let stored = try sqlite(database, "SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'", in: manager.directory)
+        #expect(stored == [Base64URL.encode(SHA256.hash(first.activationSecret))])
+    }
+
+    @Test func theDatabaseAloneCannotCheckAPIN() throws {
+        let manager = try ManagerProcess()
+        let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
+        let database = manager.dataDirectory + "/manager.sqlite"
+        let row = try sqlite(database, "SELECT pin_salt || '|' || pin_verifier || '|' || pin_iterations FROM activations WHERE id = '\(payload.activationId)'", in: manager.directory)
+        let fields = try #require(row.first?.split(separator: "|").map(String.init))
+        let salt = try #require(Base64URL.decode(fields[0]))
+        let stored = try #require(Base64URL.decode(fields[1]))
+        let iterations = try #require(Int(fields[2]))
+        let stretched = try PBKDF2.deriveKey(password: Data("24680".utf8), salt: salt, iterations: iterations)
+        // With the pepper file (kept outside the database) the right PIN reproduces the verifier ...
+        let pepper = try Data(contentsOf: URL(fileURLWithPath: manager.dataDirectory + "/pin-pepper"))
+        #expect(HMACSHA256.authenticationCode(for: stretched, key: pepper) == stored)
+        // ... without it, the salted hash of the right PIN matches nothing an attacker can compute.
+        #expect(stretched != stored)
+        #expect(HMACSHA256.authenticationCode(for: stretched, key: Data(count: 32)) != stored)
+    }
+
+    @Test func guessesWithThePayloadAloneGoThroughTheLockout() throws {
+        // An attacker with the QR code but not the SDK: raw requests, no local lockout memory.
+        let api = API(manager: try ManagerProcess())
+        let payload = try api.register("guess@example.org", pin: "24680")
+        let key = try api.managerKey
+        var lastLock: [String: Any] = [:]
+        for guess in ["11112", "11113", "11114", "11115"] {
+            var answer = try api.decrypt(payload, pin: guess)
+            while answer.status == 423 {  // wait out each escalating delay, as a patient attacker would
+                let until = (answer.error["lockout"] as? [String: Any])?["lockedUntil"] as? Double ?? 0
+                Thread.sleep(until: Date(timeIntervalSince1970: until / 1000 + 0.05))
+                answer = try api.decrypt(payload, pin: guess)
+            }
+            lastLock = try #require(try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
+        }
+        #expect(lastLock["isPermanent"] as? Bool == true)
+        #expect(lastLock["failedAttempts"] as? Int == 4)
+        // Four guesses spent, and now the right PIN is worthless too.
+        let right = try api.decrypt(payload, pin: "24680")
+        #expect(right.status == 423)
+        #expect((right.error["lockout"] as? [String: Any])?["isPermanent"] as? Bool == true)
+        // The administrator can lift it for a user who proved who they are.
+        let unlock = try api.manager.admin(["unlock", payload.activationId])
+        #expect(unlock.status == 0, "\(unlock.stderr)")
+        #expect(try api.decrypt(payload, pin: "24680").status == 200)
+    }
+
+    @Test func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization() throws {
+        let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
+        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n")
+        let api = API(manager: manager)
+        let database = manager.dataDirectory + "/manager.sqlite"
+        #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
+        func register(_ email: String, mapping: String?) throws {
+            let request = RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil,
+                                          serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
+            #expect(try api.post(APIPath.registrations, request).status == 201)
+        }
+        try register("unlinked@example.org", mapping: nil)
+        try register("unknown@example.org", mapping: "not-linked")
+        try register("linked@example.org", mapping: linked)
+        let kept = try sqlite(database, "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email", in: manager.directory)
+        #expect(kept == ["linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-", "unlinked@example.org=-"])
+
+        // The first personalization hands them to the linked service and deletes them.
+        let sdk = try XignSdk(configuration: { var c = ClientConfiguration(); c.stateDirectory = manager.directory.file("state"); return c }(), localUser: "u")
+        let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "linked@example.org"))
+        guard case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            Issue.record("expected newPersonalization")
+            return
+        }
+        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
+        #expect(try sqlite(database, "SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'", in: manager.directory) == ["-"])
+        let delivered = try FileManager.default.contentsOfDirectory(atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
+        #expect(delivered.count == 1)
+        #expect(try String(contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8) == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
+    }
+}
+
+@Suite struct OpenAPIValidatorTests {
+    let spec = try! OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml"))
+
+    func problems(_ path: String, _ status: Int, _ body: String, type: String = "application/json", method: String = "GET") -> String? {
+        do {
+            try spec.validate(path: path, method: method, status: status, contentType: type, body: Data(body.utf8))
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func itCatchesWhatItShould() {
+        let good = #"{"managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
+        #expect(problems(APIPath.health, 200, good) == nil)
+        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains("unexpected property 'extra'") == true)
+        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"fine","version":"1"}"#)?.contains("is not one of") == true)
+        #expect(problems(APIPath.health, 200, #"{"status":"ok","version":"1"}"#)?.contains("missing 'managerKeyFingerprint'") == true)
+        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"a b","status":"ok","version":"1"}"#)?.contains("does not match") == true)
+        #expect(problems(APIPath.health, 500, good)?.contains("does not list") == true)
+        #expect(problems(APIPath.health, 200, good, type: "text/plain")?.contains("not documented") == true)
+        #expect(problems(APIPath.challenges, 201, #"{"challenge":"x","expiresAt":true}"#, method: "POST")?.contains("expected integer") == true)
+        #expect(problems(APIPath.personalizationDecrypt, 200, "a.b.c", type: "application/jose", method: "POST") != nil)
+    }
+}
