@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The main job end to end on the embedded default (SQLite), in a temporary directory:
+# start the manager, register, show the activation QR code, personalize, list, remove.
+set -euo pipefail
+BIN=${1:?usage: demo.sh BIN_DIR}
+WORK=$(mktemp -d /tmp/xign-demo.XXXXXX)
+MANAGER_PID=
+cleanup() {
+    [ -n "$MANAGER_PID" ] && kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+PIN=24680   # the demo user's activation PIN; real users are prompted, or pipe it with --pin-stdin
+
+step "Start xign-manager with SQLite in $WORK/manager"
+"$BIN/xign-manager" serve --data-dir "$WORK/manager" --listen 127.0.0.1:0 --port-file "$WORK/port" >"$WORK/manager.log" 2>&1 &
+MANAGER_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+[ -s "$WORK/port" ] || { cat "$WORK/manager.log"; echo "the manager did not start" >&2; exit 1; }
+URL="http://127.0.0.1:$(cat "$WORK/port")"
+grep 'listening' "$WORK/manager.log"
+
+step "Register demo@example.org at $URL"
+printf '%s\n' "$PIN" | "$BIN/xign-setup" register --manager "$URL" --email demo@example.org --alias "Demo laptop" \
+    --pin-stdin --state-dir "$WORK/state"
+
+step "The activation mail in the manager's outbox"
+MAIL=$(ls "$WORK"/manager/outbox/new/* | head -n 1)
+sed -n '1,/^\r$/p' "$MAIL" | tr -d '\r'
+
+step "The activation QR code, drawn from the mail's link"
+LINK=$(grep -m 1 '^X-Xign-Personalization:' "$MAIL" | cut -d ' ' -f 2 | tr -d '\r')
+"$BIN/xign-setup" qr "$LINK" --columns 100
+
+step "Personalize this machine for local user 'demo' (software key)"
+printf '%s\n' "$PIN" | "$BIN/xign-setup" personalize --mail "$MAIL" --user demo --pin-stdin --no-qr --state-dir "$WORK/state"
+
+step "List the identity managers of this machine"
+"$BIN/xign-setup" list --state-dir "$WORK/state"
+"$BIN/xign-setup" list --state-dir "$WORK/state" --json
+
+step "What the manager knows"
+"$BIN/xign-manager" admin activations --data-dir "$WORK/manager"
+
+step "Remove: revoke at the manager and forget it here"
+ID=$("$BIN/xign-setup" list --state-dir "$WORK/state" --json | sed -n 's/.*"idmIdentifier" : "\([0-9a-f]*\)".*/\1/p')
+"$BIN/xign-setup" remove "$ID" --state-dir "$WORK/state"
+"$BIN/xign-setup" list --state-dir "$WORK/state"
+
+step "Done; the temporary directory is removed"
