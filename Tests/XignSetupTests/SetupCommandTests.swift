@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+import XignCore
+import XignProtocol
+import XignTestSupport
+
+/// xign-setup as a user or a script runs it: the real binary against the real manager.
+final class Setup: @unchecked Sendable {
+    let manager: ManagerProcess
+    let directory = TemporaryDirectory()
+    var state: String { directory.file("state") }
+
+    init() throws { manager = try ManagerProcess() }
+
+    func run(_ arguments: [String], stdin: String? = nil, asUser: String? = nil) throws -> ChildProcess.Result {
+        var executable = try Products.path("xign-setup")
+        var arguments = arguments
+        if let asUser {
+            arguments = ["--reuid=\(asUser)", "--regid=\(asUser)", "--clear-groups", "--", executable] + arguments
+            executable = "/usr/bin/setpriv"
+        }
+        return try ChildProcess(executable, arguments, stdin: stdin, in: directory).wait()
+    }
+
+    func register(_ email: String, pin: String = "24680") throws {
+        let result = try run(["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state], stdin: pin + "\n")
+        guard result.status == 0 else { throw TestFailure("register failed (\(result.status)): \(result.stderr)") }
+    }
+
+    func personalize(_ email: String, pin: String = "24680", extra: [String] = [], state: String? = nil) throws -> ChildProcess.Result {
+        try run(["personalize", "--mail", try manager.mailPath(for: email), "--pin-stdin", "--no-qr", "--user", "alice",
+                 "--state-dir", state ?? self.state, "--json"] + extra, stdin: pin + "\n")
+    }
+
+    func json(_ text: String) throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else { throw TestFailure("not a JSON object: \(text)") }
+        return object
+    }
+
+    func snapshot() -> [String: Data] {
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: state)
+        while let relative = enumerator?.nextObject() as? String {
+            if relative != ".lock", let data = FileManager.default.contents(atPath: state + "/" + relative) { files[relative] = data }
+        }
+        return files
+    }
+}
+
+@Suite struct SetupCommandTests {
+    @Test func registerPersonalizeAndListEndToEnd() throws {
+        let setup = try Setup()
+        try setup.register("cli@example.org")
+        let mail = try String(contentsOfFile: setup.manager.mailPath(for: "cli@example.org"), encoding: .utf8)
+        #expect(mail.contains("xign://personalize?"))
+        let result = try setup.personalize("cli@example.org")
+        #expect(result.status == 0, "\(result.stderr)")
+        let personalized = try setup.json(result.stdout)
+        #expect(personalized["outcome"] as? String == "newPersonalization")
+        let id = try #require(personalized["idmIdentifier"] as? String)
+        let list = try setup.json(try setup.run(["list", "--json", "--state-dir", setup.state]).stdout)
+        let entries = try #require(list["identityManagers"] as? [[String: Any]])
+        #expect(entries.map { $0["idmIdentifier"] as? String } == [id])
+        #expect(entries.first?["email"] as? String == "cli@example.org")
+        #expect(entries.first?["localUser"] as? String == "alice")
+    }
+
+    @Test(arguments: ["utf8", "utf8-inverted", "ansi"])
+    func qrDrawsADecodableCodeInEachStyle(style: String) throws {
+        let setup = try Setup()
+        let payload = PersonalizationPayload(
+            managerURL: setup.manager.url, activationId: "0123456789abcdef0123456789abcdef",
+            activationSecret: String(repeating: "s", count: 43), managerKeyFingerprint: String(repeating: "k", count: 43)
+        ).deepLink
+        let result = try setup.run(["qr", payload, "--style", style, "--columns", "80"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let bitmap = try QRReader.bitmap(fromTerminalText: result.stdout, inverted: style == "utf8-inverted")
+        #expect(try QRReader.decode(bitmap: bitmap, in: setup.directory) == payload)
+    }
+
+    @Test func qrRefusesWhatDoesNotFitAndExportsPNG() throws {
+        let setup = try Setup()
+        let long = String(repeating: "w", count: 500)
+        let narrow = try setup.run(["qr", long, "--columns", "60"])
+        #expect(narrow.status == 1)
+        #expect(narrow.stderr.contains("--png"))
+        let png = setup.directory.file("code.png")
+        #expect(try setup.run(["qr", long, "--png", png]).status == 0)
+        #expect(try QRReader.zbarimg(png, in: setup.directory) == long)
+    }
+
+    @Test func badInputGivesAClearErrorAndChangesNothing() throws {
+        let setup = try Setup()
+        try setup.register("bad@example.org")
+        #expect(try setup.personalize("bad@example.org").status == 0)
+        let before = setup.snapshot()
+        let mailPath = try setup.manager.mailPath(for: "bad@example.org")
+
+        let malformed = try setup.run(["personalize", "xign://personalize?v=1&m=x", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(malformed.status == 1)
+        #expect(malformed.stderr.contains("activation data is not valid"))
+
+        let garbageMail = try setup.directory.write("garbage.eml", "Subject: hi\r\n\r\nno link\r\n")
+        let noLink = try setup.run(["personalize", "--mail", garbageMail, "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(noLink.status == 1)
+        #expect(noLink.stderr.contains("contains no activation data"))
+
+        let plain = try setup.run(["register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(plain.status == 1)
+        #expect(plain.stderr.contains("plain http to a host that is not loopback"))
+
+        let undecided = try setup.run(["personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(undecided.status == 64)
+        #expect(undecided.stderr.contains("--on-existing"))
+
+        let pinInArgv = try setup.run(["personalize", "--mail", mailPath, "--pin", "24680", "--state-dir", setup.state])
+        #expect(pinInArgv.status == 64, "there is no way to pass a PIN in argv")
+
+        let wrong = try setup.personalize("bad@example.org", pin: "13570")
+        #expect(wrong.status == 2)
+        #expect(try setup.json(wrong.stdout)["status"] as? String == "lockout")
+        #expect(wrong.stderr.contains("Run the same command again after that time"))
+
+        setup.manager.stop()
+        let down = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(down.status == 3)
+        #expect(down.stderr.contains("cannot reach the manager"))
+
+        #expect(setup.snapshot().filter { $0.key != "identity-managers.json" } == before.filter { $0.key != "identity-managers.json" })
+        // The only change in the state file is the remembered lockout of the wrong PIN.
+        let stored = try JSONSerialization.jsonObject(with: try #require(setup.snapshot()["identity-managers.json"])) as? [String: Any]
+        let original = try JSONSerialization.jsonObject(with: try #require(before["identity-managers.json"])) as? [String: Any]
+        #expect((stored?["entries"] as? [[String: Any]])?.count == (original?["entries"] as? [[String: Any]])?.count)
+    }
+
+    @Test func aStateDirectoryThatCannotBeWrittenIsReportedAndLeftAlone() throws {
+        let setup = try Setup()
+        try setup.register("ro@example.org")
+        #expect(try setup.personalize("ro@example.org").status == 0)
+        try setup.register("ro2@example.org")
+        let before = setup.snapshot()
+        let result: ChildProcess.Result
+        if getuid() == 0 {
+            // Root writes anywhere; an ordinary user cannot write root's 0700 state directory.
+            // The user saved the activation mail where they can read it.
+            chmod(setup.directory.path, 0o755)
+            let mail = try setup.directory.write("activation.eml", String(contentsOfFile: setup.manager.mailPath(for: "ro2@example.org"), encoding: .utf8), mode: 0o644)
+            result = try setup.run(["personalize", "--mail", mail, "--pin-stdin", "--no-qr", "--state-dir", setup.state], stdin: "24680\n", asUser: "65534")
+        } else {
+            chmod(setup.state, 0o500)
+            defer { chmod(setup.state, 0o700) }
+            result = try setup.personalize("ro2@example.org")
+        }
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("cannot be written") || result.stderr.contains("cannot read the xign state"), "\(result.stderr)")
+        #expect(setup.snapshot() == before)
+        #expect(try setup.manager.admin(["activations", "--json"]).stdout.contains("\"failedAttempts\" : 0"))
+    }
+
+    @Test func rePersonalizationWithANewActivationFromAScript() throws {
+        let setup = try Setup()
+        try setup.register("re@example.org")
+        #expect(try setup.personalize("re@example.org").status == 0)
+        let fresh = setup.directory.file("fresh")
+        let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr", "--user", "alice",
+                                    "--state-dir", fresh, "--json", "--on-existing", "new-activation", "--alias", "Second"], stdin: "24680\n97531\n")
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try setup.json(result.stdout)
+        #expect(json["outcome"] as? String == "rePersonalization")
+        #expect(json["alias"] as? String == "Second")
+    }
+
+    @Test func aRejectedRegistrationListsTheReasons() throws {
+        let setup = try Setup()
+        try setup.register("dup@example.org")
+        let again = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin", "--json",
+                                   "--state-dir", setup.state], stdin: "24680\n")
+        #expect(again.status == 5)
+        #expect(again.stderr.contains("email: already in use or blocked"))
+        #expect((try setup.json(again.stdout)["errors"] as? [String: String]) == ["email": "notAvailable"])
+        let weak = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "12345\n")
+        #expect(weak.status == 1)
+        #expect(weak.stderr.contains("too common"))
+    }
+}
