@@ -91,7 +91,7 @@ extension IdentityManager {
         let account = NewAccount(email: email.lowercased(), attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
         let alias = "\(organization) invite"
         let (payload, _) = try await createAccount(account, pin: pin, alias: alias)
-        try outbox.deliver(Outbox.activationMail(to: email, alias: alias, payload: payload), from: configuration.mailFrom)
+        try send(Outbox.activationMail(to: email, alias: alias, payload: payload))
         logger.info("organization invite", metadata: ["email": "\(email)", "organization": "\(organization)"])
         return pin
     }

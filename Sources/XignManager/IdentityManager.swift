@@ -15,6 +15,9 @@ public final class IdentityManager: Sendable {
     /// The manager's public key and its fingerprint, computed once.
     let publicKey: P256PublicKey
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
+    /// Wakes the relay loop when mail was queued.
+    private let mailQueued: AsyncStream<Void>.Continuation
+    private let mailQueue: AsyncStream<Void>
 
     public init(configuration: ManagerConfiguration, database: Database, secrets: ManagerSecrets, logger: Logger) throws {
         self.configuration = configuration
@@ -23,6 +26,7 @@ public final class IdentityManager: Sendable {
         self.outbox = Outbox(path: configuration.outboxPath)
         self.logger = logger
         self.publicKey = try secrets.signingKey.publicKey
+        (mailQueue, mailQueued) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Opens the store and the secrets named in `configuration`; the owner of the process sets umask 077 first.
@@ -124,7 +128,7 @@ public final class IdentityManager: Sendable {
             organization: nil
         )
         let (payload, alias) = try await createAccount(account, pin: request.pin, alias: request.alias)
-        try outbox.deliver(Outbox.activationMail(to: email, alias: alias, payload: payload), from: configuration.mailFrom)
+        try send(Outbox.activationMail(to: email, alias: alias, payload: payload))
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }
@@ -452,7 +456,7 @@ public final class IdentityManager: Sendable {
             )
             return (result, mail)
         }
-        if let mail { try outbox.deliver(mail, from: configuration.mailFrom) }
+        if let mail { try send(mail) }
         logger.info("device personalized", metadata: [
             "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)", "keyKind": "\(request.keyKind.rawValue)",
         ])
@@ -534,6 +538,40 @@ public final class IdentityManager: Sendable {
         }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
         return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)
+    }
+
+    // MARK: Mail
+
+    /// Queues mail in the outbox (durable), then wakes the SMTP relay loop if one runs.
+    func send(_ mail: Outbox.Mail) throws {
+        try outbox.deliver(mail, from: configuration.mailFrom)
+        mailQueued.yield()
+    }
+
+    /// Feeds the outbox to the configured SMTP relay: at start, whenever mail is queued, and every
+    /// `interval` for mail a failed round left behind. Returns at once without a relay; runs until cancelled.
+    public func relayMail(every interval: Duration = .seconds(30)) async {
+        guard let relayAddress = configuration.smtpRelay, let relay = try? SMTPRelay(relayAddress) else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    self.mailQueued.yield()
+                    try? await Task.sleep(for: interval)
+                }
+            }
+            group.addTask {
+                for await _ in self.mailQueue {
+                    do {
+                        let sent = try await self.outbox.flush(through: relay, from: self.configuration.mailFrom)
+                        if sent > 0 { self.logger.info("mail relayed", metadata: ["count": "\(sent)", "relay": "\(relayAddress)"]) }
+                    } catch {
+                        self.logger.warning("mail stays in the outbox: \(error)")
+                    }
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     func sign(_ value: some Encodable, type: String, includeKey: Bool = false) throws -> String {

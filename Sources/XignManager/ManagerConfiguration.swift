@@ -17,6 +17,8 @@ public struct ManagerConfiguration: Sendable {
         /// The failure that makes the lock permanent. It cannot be switched off (DESIGN.md invariant 6).
         public var maxAttempts = 10
 
+        public init() {}
+
         /// The lock after the `failures`-th consecutive failure at time `now`.
         public func lock(afterFailures failures: Int, now: Int64) -> LockoutMessage {
             if failures >= maxAttempts { return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures) }
@@ -104,7 +106,10 @@ public struct ManagerConfiguration: Sendable {
         pepperPath = file.string("keys.pin_pepper") ?? pepperPath
         outboxPath = file.string("mail.outbox") ?? outboxPath
         mailFrom = file.string("mail.from") ?? mailFrom
-        smtpRelay = file.string("mail.smtp_relay")
+        if let relay = file.string("mail.smtp_relay") {
+            guard (try? SMTPRelay(relay)) != nil else { throw fail("mail.smtp_relay", "must be HOST:PORT, for example 127.0.0.1:25") }
+            smtpRelay = relay
+        }
         pinPolicy.minLength = try file.integer("pin.min_length", in: 4...64) ?? pinPolicy.minLength
         pinPolicy.maxLength = try file.integer("pin.max_length", in: 4...64) ?? pinPolicy.maxLength
         guard pinPolicy.minLength <= pinPolicy.maxLength else { throw fail("pin.min_length", "must not exceed pin.max_length") }
@@ -119,7 +124,7 @@ public struct ManagerConfiguration: Sendable {
         if let ids = file.list("registration.categories") {
             guard !ids.isEmpty else { throw fail("registration.categories", "must name at least one category") }
             categories = try ids.map { id in
-                let typesKey = "category.\(id).types", attributesKey = "category.\(id).attributes"
+                let typesKey = "registration.category.\(id).types", attributesKey = "registration.category.\(id).attributes"
                 known.formUnion([typesKey, attributesKey])
                 let types = file.list(typesKey) ?? [id]
                 for type in types where !["anonymous", "email", "phone", "idCard"].contains(type) {

@@ -118,7 +118,10 @@ struct Serve: AsyncParsableCommand {
             },
             logger: logger
         )
+        let relay = Task { await manager.relayMail() }
+        defer { relay.cancel() }
         try await app.runService()
+        relay.cancel()
         await manager.database.close()
     }
 }

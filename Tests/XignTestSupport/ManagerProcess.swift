@@ -54,6 +54,12 @@ public final class ManagerProcess: @unchecked Sendable {
         throw TestFailure("xign-manager did not start within 30 s")
     }
 
+    /// What the server printed so far (its log).
+    public var log: String {
+        guard let process else { return "" }
+        return ((try? String(contentsOfFile: process.stdoutPath, encoding: .utf8)) ?? "") + ((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "")
+    }
+
     public func stop() {
         process?.stop()
         process = nil

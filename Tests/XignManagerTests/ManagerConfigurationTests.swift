@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import XignManager
+import XignProtocol
+
+@Suite struct ManagerConfigurationTests {
+    @Test func theShippedSampleIsValidAndMatchesTheDefaults() throws {
+        let sample = try ManagerConfiguration.load(path: OpenAPIValidator.repositoryFile("packaging/config/manager.conf"))
+        let defaults = ManagerConfiguration()
+        #expect(sample.pinPolicy == defaults.pinPolicy)
+        #expect(sample.lockout.maxAttempts == defaults.lockout.maxAttempts)
+        #expect(sample.lockout.baseDelayMilliseconds == defaults.lockout.baseDelayMilliseconds)
+        #expect(sample.categories.map(\.attributes) == defaults.categories.map(\.attributes))
+        #expect(sample.databasePath == defaults.databasePath)
+    }
+
+    @Test func categoriesAndTheirAttributesAreConfigurable() throws {
+        let file = try ConfigFile(text: """
+            [registration]
+            categories = email, idcheck
+            category.idcheck.types = idCard
+            category.idcheck.attributes = email!, givenName!, familyName!, birthdate!, placeOfBirth!
+            """, source: "t.conf")
+        let configuration = try ManagerConfiguration(file: file)
+        #expect(configuration.categories.map(\.id) == ["email", "idcheck"])
+        #expect(configuration.categories[1].types == ["idCard"])
+        #expect(configuration.categories[1].attributes.filter(\.isRequired).count == 5)
+    }
+
+    @Test(arguments: [
+        ("[lockout]\nmax_attempts = 0\n", "lockout.max_attempts must be a whole number from 1 to 100"),
+        ("[lockout]\nbase_delay = 0s\n", "lockout.base_delay must be a duration"),
+        ("[pin]\nmin_length = 9\nmax_length = 6\n", "pin.min_length must not exceed pin.max_length"),
+        ("[registration]\ncategories = email\ncategory.email.attributes = email!, shoeSize\n", "names 'shoeSize'"),
+        ("[storage]\ndriver = mysql\n", "storage.driver must be sqlite"),
+        ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
+        ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
+    ])
+    func mistakesAreErrorsThatNameTheLine(text: String, message: String) {
+        do {
+            _ = try ManagerConfiguration(file: ConfigFile(text: text, source: "m.conf"))
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect("\(error)".hasPrefix("m.conf:"), "\(error)")
+            #expect("\(error)".contains(message), "\(error)")
+        }
+    }
+
+    @Test func theLockoutEscalatesAndCannotBeSwitchedOff() {
+        var lockout = ManagerConfiguration.Lockout()
+        lockout.baseDelayMilliseconds = 1_000
+        lockout.maxDelayMilliseconds = 5_000
+        lockout.maxAttempts = 6
+        let delays = (1...5).map { lockout.lock(afterFailures: $0, now: 0).lockedUntil }
+        #expect(delays == [1_000, 2_000, 4_000, 5_000, 5_000])
+        #expect(lockout.lock(afterFailures: 6, now: 0).isPermanent)
+        lockout.freeAttempts = 2
+        #expect(lockout.lock(afterFailures: 2, now: 7).lockedUntil == 7)
+        #expect(lockout.lock(afterFailures: 3, now: 0).lockedUntil == 1_000)
+    }
+}
