@@ -56,6 +56,8 @@ let package = Package(
             name: "xign-manager",
             dependencies: ["XignManager", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // `make bench`: figures, never timed tests.
+        .executableTarget(name: "xign-bench", dependencies: ["XignCore"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
         .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto"], path: "Tests/XignTestSupport"),
