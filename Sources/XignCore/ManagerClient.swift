@@ -1,5 +1,6 @@
 import FoundationEssentials
 import XignCrypto
+import XignDevice
 import XignProtocol
 
 /// The manager's API, typed. Every answer is treated as hostile: bounded, decoded strictly,
@@ -23,6 +24,16 @@ struct ManagerClient {
             throw XignSdkError(.invalidManagerResponse, "the manager at \(url) answered \(path) without a signature; is it an xign manager?")
         }
         return String(decoding: response.body, as: UTF8.self)
+    }
+
+    /// POSTs `body` signed by `key` over the canonical encoding with `challenge` (invariant 4); returns the signed answer.
+    func postDeviceSigned(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> String {
+        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+        let signature: Data
+        do { signature = try key.signature(for: message) } catch {
+            throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)")
+        }
+        return try postSigned(path, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
     }
 
     /// Sends the request and turns non-2xx answers into SDK errors.

@@ -225,14 +225,10 @@ public struct Personalizer {
             sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
             keyKind: KeyKind(rawValue: keyStore.kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
         )
-        let body = try JSONEncoder.canonical.encode(request)
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: parameters.session.challenge)
-        let signature: Data
-        do { signature = try key.signature(for: message) } catch {
-            throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)")
-        }
         let client = ManagerClient(url: parameters.managerURL, http: http)
-        let compact = try client.postSigned(APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        let compact = try client.postDeviceSigned(
+            APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
+        )
         let result = try ManagerClient.verify(
             compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce, nonceOf: \.nonce
         )

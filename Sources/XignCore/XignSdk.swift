@@ -103,10 +103,7 @@ public struct XignSdk {
         guard challenge.challenge.utf8.count <= 128 else { throw XignSdkError(.invalidManagerResponse, "the manager's challenge is too long") }
         let nonce = try ManagerClient.nonce()
         let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge.challenge, nonce: nonce))
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.deviceRevocations, body: body, challenge: challenge.challenge)
-        let signature: Data
-        do { signature = try key.signature(for: message) } catch { throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)") }
-        let compact = try client.postSigned(APIPath.deviceRevocations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        let compact = try client.postDeviceSigned(APIPath.deviceRevocations, body: body, challenge: challenge.challenge, key: key)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
     }

@@ -105,6 +105,6 @@ func reportingErrors(json: Bool, _ body: () throws -> Void) throws {
     } catch let error as ValidationError {
         throw error
     } catch {
-        throw exit(with: error, json: json)
+        throw exitCode(for: error, json: json)
     }
 }

@@ -114,7 +114,7 @@ enum JSONValue: Encodable {
 }
 
 /// Maps an error to a message on stderr and the documented exit status.
-func exit(with error: any Error, json: Bool) -> ExitCode {
+func exitCode(for error: any Error, json: Bool) -> ExitCode {
     let status: Int32
     var message = "\(error)"
     switch error {

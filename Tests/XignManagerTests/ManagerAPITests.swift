@@ -41,6 +41,13 @@ struct API {
         get throws { try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey }
     }
 
+    /// A client SDK with its state next to this manager's.
+    func sdk() throws -> XignSdk {
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = manager.directory.file("state")
+        return try XignSdk(configuration: configuration, localUser: "u")
+    }
+
     func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
         let answer = try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
         guard answer.status == 201 else { throw TestFailure("registration failed: \(answer.json)") }
@@ -144,8 +151,8 @@ struct API {
         #expect(refused.status == 403)
         #expect(refused.errorCode == "securityInsufficient")
         // The client raises XignSdkSecurityInsufficientError for it, with what to do.
-        let sdk = try XignSdk(configuration: { var c = ClientConfiguration(); c.stateDirectory = api.manager.directory.file("state"); return c }(), localUser: "u")
-        let data = try PersonalizationInitializationData(payload: try api.register("hw2@example.org"))
+        let sdk = try api.sdk()
+        let data = PersonalizationInitializationData(payload: try api.register("hw2@example.org"))
         let personalizer = sdk.personalizer()
         guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
             Issue.record("expected newPersonalization")

@@ -93,7 +93,7 @@ import XignTestSupport
         #expect(kept == ["linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-", "unlinked@example.org=-"])
 
         // The first personalization hands them to the linked service and deletes them.
-        let sdk = try XignSdk(configuration: { var c = ClientConfiguration(); c.stateDirectory = manager.directory.file("state"); return c }(), localUser: "u")
+        let sdk = try api.sdk()
         let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "linked@example.org"))
         guard case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
             Issue.record("expected newPersonalization")

@@ -18,19 +18,9 @@ public final class FaultyServer: @unchecked Sendable {
     /// `respond` gets the request (headers and body) and returns the raw answer; nil means never answer.
     public init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
         self.respond = respond
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("FaultyServer cannot listen: \(String(cString: strerror(errno)))") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let (fd, bound) = try LoopbackSocket.listen()
         socket = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = bound
         let thread = Thread { [weak self] in self?.serve() }
         thread.start()
     }
@@ -88,5 +78,41 @@ public final class FaultyServer: @unchecked Sendable {
     public static func http(status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil) -> [UInt8] {
         let head = "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body
+    }
+}
+
+/// A TCP socket on 127.0.0.1 with a port the kernel picked.
+public enum LoopbackSocket {
+    /// Binds and listens; returns the socket and its port.
+    public static func listen() throws -> (fd: Int32, port: Int) {
+        let (fd, port) = try bind()
+        guard Glibc.listen(fd, 16) == 0 else {
+            close(fd)
+            throw TestFailure("cannot listen on 127.0.0.1: \(String(cString: strerror(errno)))")
+        }
+        return (fd, port)
+    }
+
+    /// A loopback port that was free a moment ago and has no listener.
+    public static func unusedPort() throws -> Int {
+        let (fd, port) = try bind()
+        close(fd)
+        return port
+    }
+
+    private static func bind() throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard fd >= 0, ok else {
+            close(fd)
+            throw TestFailure("cannot bind 127.0.0.1: \(String(cString: strerror(errno)))")
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 }

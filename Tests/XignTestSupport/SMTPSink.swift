@@ -11,16 +11,9 @@ public final class SMTPSink: @unchecked Sendable {
     private var _messages: [(recipient: String, data: String)] = []
 
     public init() throws {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 8) == 0 else { throw TestFailure("SMTPSink cannot listen") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let (fd, bound) = try LoopbackSocket.listen()
         socket = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = bound
         // Serves until the test process ends; each test makes its own sink.
         Thread.detachNewThread { self.serve() }
     }
