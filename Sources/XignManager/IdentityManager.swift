@@ -111,7 +111,10 @@ public final class IdentityManager: Sendable {
         guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
             throw ManagerError(.unprocessableContent, .registrationRejected, "an email address is required", attributes: errors.merging(["email": .required]) { a, _ in a })
         }
-        if errors["email"] == nil, try await accountExists(email: email) { errors["email"] = .notAvailable }
+        if errors["email"] == nil {
+            let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
+            if blocked { errors["email"] = .notAvailable } else if try await accountExists(email: email) { errors["email"] = .notAvailable }
+        }
         guard errors.isEmpty else {
             throw ManagerError(
                 .unprocessableContent, .registrationRejected, "the registration was rejected; correct the attributes marked in 'attributes'",

@@ -58,6 +58,8 @@ public struct ManagerConfiguration: Sendable {
     ]
     /// Service-mapping ids of linked services; arbitrary user attributes are kept only for these.
     public var linkedServices: [String] = []
+    /// Email domains that may not register (answered as notAvailable).
+    public var blockedDomains: [String] = []
     public var lockout = Lockout()
     public var sessionLifetimeMilliseconds: Int64 = 300_000
     public var requireHardwareKey = false
@@ -81,7 +83,7 @@ public struct ManagerConfiguration: Sendable {
             "pin.min_length", "pin.max_length", "pin.digits_only", "pin.max_sequence_length", "pin.max_similar_digits",
             "pin.blacklist", "pin.hash_iterations",
             "registration.categories", "registration.alias_min_length", "registration.alias_max_length",
-            "registration.linked_services",
+            "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key",
         ]
@@ -121,6 +123,7 @@ public struct ManagerConfiguration: Sendable {
         aliasPolicy.minLength = try file.integer("registration.alias_min_length", in: 1...128) ?? aliasPolicy.minLength
         aliasPolicy.maxLength = try file.integer("registration.alias_max_length", in: 1...128) ?? aliasPolicy.maxLength
         linkedServices = file.list("registration.linked_services") ?? linkedServices
+        blockedDomains = (file.list("registration.blocked_domains") ?? blockedDomains).map { $0.lowercased() }
         if let ids = file.list("registration.categories") {
             guard !ids.isEmpty else { throw fail("registration.categories", "must name at least one category") }
             categories = try ids.map { id in

@@ -100,6 +100,13 @@ struct API {
         #expect(huge.errorCode == "payloadTooLarge")
     }
 
+    @Test func blockedDomainsAreNotAvailable() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n"))
+        let blocked = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@SPAM.example"}}"#)
+        #expect(blocked.error["attributes"] as? [String: String] == ["email": "notAvailable"])
+        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@fine.example"}}"#).status == 201)
+    }
+
     @Test func personalizationRequiresTheDeviceSignatureAndIsSingleUse() throws {
         let api = API(manager: try ManagerProcess())
         let payload = try api.register("signed@example.org")

@@ -12,14 +12,19 @@ final class Setup: @unchecked Sendable {
 
     init() throws { manager = try ManagerProcess() }
 
-    func run(_ arguments: [String], stdin: String? = nil, asUser: String? = nil) throws -> ChildProcess.Result {
+    func run(_ arguments: [String], stdin: String? = nil, asUser: String? = nil, environment: [String: String]? = nil,
+             extraFileDescriptor: (fd: Int32, contents: String)? = nil) throws -> ChildProcess.Result {
         var executable = try Products.path("xign-setup")
         var arguments = arguments
         if let asUser {
-            arguments = ["--reuid=\(asUser)", "--regid=\(asUser)", "--clear-groups", "--", executable] + arguments
+            // A copy the other user can surely execute, wherever the build tree lives.
+            let copy = directory.file("xign-setup")
+            if !FileManager.default.fileExists(atPath: copy) { try FileManager.default.copyItem(atPath: executable, toPath: copy) }
+            chmod(copy, 0o755)
+            arguments = ["--reuid=\(asUser)", "--regid=\(asUser)", "--clear-groups", "--", copy] + arguments
             executable = "/usr/bin/setpriv"
         }
-        return try ChildProcess(executable, arguments, stdin: stdin, in: directory).wait()
+        return try ChildProcess(executable, arguments, stdin: stdin, environment: environment, extraFileDescriptor: extraFileDescriptor, in: directory).wait()
     }
 
     func register(_ email: String, pin: String = "24680") throws {
@@ -181,5 +186,33 @@ final class Setup: @unchecked Sendable {
         let weak = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "12345\n")
         #expect(weak.status == 1)
         #expect(weak.stderr.contains("too common"))
+    }
+
+    @Test func thePINCanComeFromAFileDescriptor() throws {
+        let setup = try Setup()
+        try setup.register("fd@example.org")
+        let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "fd@example.org"), "--pin-fd", "5", "--no-qr",
+                                    "--state-dir", setup.state, "--json"], extraFileDescriptor: (5, "24680\n"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try setup.json(result.stdout)["status"] as? String == "personalized")
+    }
+
+    @Test func proxyVariablesInTheEnvironmentAreIgnoredAndTheConfiguredProxyIsUsed() throws {
+        let setup = try Setup()
+        let trap = try FaultyServer { _ in FaultyServer.http(status: 502, contentType: "text/plain", body: Array("proxy".utf8)) }
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = trap.url }
+        environment["no_proxy"] = nil
+        environment["NO_PROXY"] = nil
+        let direct = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "proxy@example.org", "--pin-stdin",
+                                    "--state-dir", setup.state], stdin: "24680\n", environment: environment)
+        #expect(direct.status == 0, "\(direct.stderr)")
+        #expect(trap.requests.isEmpty, "a proxy from the environment was used")
+        // The proxy named in the config file is used.
+        let config = try setup.directory.write("xign.conf", "proxy = \(trap.url)\n")
+        let proxied = try setup.run(["register", "--config", config, "--manager", setup.manager.url.description, "--email", "proxy2@example.org",
+                                     "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        #expect(proxied.status == 1)
+        #expect(trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters") == true)
     }
 }
