@@ -98,7 +98,7 @@ struct Personalize: ParsableCommand {
             case .override:
                 result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
             case .newActivation:
-                try chooseNewPin(trigger.pinSpec, interactive: interactive)
+                try pins.choose(trigger.pinSpec, prompt: "New activation PIN", interactive: interactive)
                 if let alias {
                     let check = trigger.setAlias(alias)
                     guard check == .valid else { throw ValidationError(trigger.validatorAlias.explain(check)) }
@@ -147,15 +147,6 @@ struct Personalize: ParsableCommand {
         while true {
             let answer = try Terminal.ask("\(question) [\(choices.map(\.rawValue).joined(separator: "/"))]: ")
             if let choice = choices.first(where: { $0.rawValue == answer }) { return choice }
-        }
-    }
-
-    private func chooseNewPin(_ spec: PinSpecification, interactive: Bool) throws {
-        while true {
-            let result = spec.setPin(try pins.read("New activation PIN (\(spec.minLength)–\(spec.maxLength) digits): "))
-            if result == .valid { return }
-            guard interactive else { throw XignSdkError(.pinPolicyViolation, spec.explain(result)) }
-            Terminal.write(spec.explain(result) + "\n")
         }
     }
 

@@ -34,7 +34,7 @@ struct Register: ParsableCommand {
         let parameters = try sdk.registry.initializationSynchronous(url: url, serviceMappingId: serviceMappingId)
         let interactive = pins.descriptor == nil && Terminal.isInteractive
 
-        try choosePin(parameters.pinSpec, interactive: interactive)
+        try pins.choose(parameters.pinSpec, prompt: "Choose an activation PIN", interactive: interactive)
         let category = try chooseCategory(parameters, interactive: interactive)
         var given = try namedValues(attributes, option: "--attribute")
         if let email { given["email"] = email }
@@ -75,7 +75,7 @@ struct Register: ParsableCommand {
                     throw ExitCode(5)
                 }
                 // Ask again for what was refused, then retry.
-                if rejected.pinError != nil { try choosePin(rejected.pinSpec, interactive: true) }
+                if rejected.pinError != nil { try pins.choose(rejected.pinSpec, prompt: "Choose an activation PIN", interactive: true) }
                 for info in category.info.attributes where info.error != .none { try fill(info, given: nil, interactive: true, force: true) }
             }
         }
@@ -87,23 +87,6 @@ struct Register: ParsableCommand {
         case .invalid: return "not in a valid form"
         case .notAvailable: return "already in use or blocked; use another"
         case .required: return "required"
-        }
-    }
-
-    private func choosePin(_ spec: PinSpecification, interactive: Bool) throws {
-        while true {
-            let pin = try pins.read("Choose an activation PIN (\(spec.minLength)–\(spec.maxLength) digits): ")
-            let result = spec.setPin(pin)
-            if result == .valid {
-                if interactive, try pins.read("Repeat the PIN: ") != pin {
-                    spec.setPin("")
-                    Terminal.write("The PINs differ.\n")
-                    continue
-                }
-                return
-            }
-            guard interactive else { throw XignSdkError(.pinPolicyViolation, spec.explain(result)) }
-            Terminal.write(spec.explain(result) + "\n")
         }
     }
 
@@ -143,7 +126,7 @@ struct Register: ParsableCommand {
             if answer.isEmpty && !info.isRequired { return }
             let result = info.setValue(value: answer)
             if result == .valid { return }
-            Terminal.write("\(Self.explain(result))\n")
+            Terminal.write("The \(info.name) \(Self.explain(result)).\n")
         }
     }
 

@@ -67,6 +67,23 @@ struct PinSource: ParsableArguments {
         if let pinFd, pinFd < 0 { throw ValidationError("--pin-fd needs a file descriptor number") }
     }
 
+    /// Asks for a new PIN until `spec` accepts it; at a terminal the PIN is typed twice.
+    func choose(_ spec: PinSpecification, prompt: String, interactive: Bool) throws {
+        while true {
+            let pin = try read("\(prompt) (\(spec.minLength)–\(spec.maxLength) digits): ")
+            let result = spec.setPin(pin)
+            if result == .valid {
+                guard interactive else { return }
+                if try read("Repeat the PIN: ") == pin { return }
+                spec.setPin("")
+                Terminal.write("The PINs differ.\n")
+                continue
+            }
+            guard interactive else { throw XignSdkError(.pinPolicyViolation, spec.explain(result)) }
+            Terminal.write(spec.explain(result) + "\n")
+        }
+    }
+
     /// The next PIN: a line from the descriptor, or a prompt with echo off.
     func read(_ prompt: String) throws -> String {
         do {
