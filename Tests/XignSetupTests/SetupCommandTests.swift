@@ -19,8 +19,9 @@ final class Setup: @unchecked Sendable {
         if let asUser {
             // A copy the other user can surely execute, wherever the build tree lives.
             let copy = directory.file("xign-setup")
-            if !FileManager.default.fileExists(atPath: copy) { try FileManager.default.copyItem(atPath: executable, toPath: copy) }
-            chmod(copy, 0o755)
+            if !FileManager.default.fileExists(atPath: copy) {
+                try writeTestFile(copy, try Data(contentsOf: URL(fileURLWithPath: executable)), mode: 0o755)
+            }
             arguments = ["--reuid=\(asUser)", "--regid=\(asUser)", "--clear-groups", "--", copy] + arguments
             executable = "/usr/bin/setpriv"
         }

@@ -35,7 +35,7 @@ import XignTestSupport
 
     @Test func pngExportDecodes() throws {
         let path = directory.file("code.png")
-        try PNGWriter.png(for: QRCode(encoding: Self.payload), scale: 4).write(to: URL(fileURLWithPath: path))
+        try writeTestFile(path, PNGWriter.png(for: QRCode(encoding: Self.payload), scale: 4))
         #expect(try QRReader.zbarimg(path, in: directory) == Self.payload)
     }
 

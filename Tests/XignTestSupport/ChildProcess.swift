@@ -28,13 +28,13 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         let inputPath = directory.path + "/\(tag).in"
-        FileManager.default.createFile(atPath: inputPath, contents: Data((stdin ?? "").utf8))
+        try writeTestFile(inputPath, Data((stdin ?? "").utf8))
         posix_spawn_file_actions_addopen(&actions, 0, stdin == nil ? "/dev/null" : inputPath, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         if let extra = extraFileDescriptor {
             let path = directory.path + "/\(tag).fd"
-            FileManager.default.createFile(atPath: path, contents: Data(extra.contents.utf8))
+            try writeTestFile(path, Data(extra.contents.utf8))
             posix_spawn_file_actions_addopen(&actions, extra.fd, path, O_RDONLY, 0)
         }
         var attributes = posix_spawnattr_t()
@@ -104,6 +104,16 @@ public final class ChildProcess: @unchecked Sendable {
     deinit { stop() }
 }
 
+/// Writes a file through an O_CLOEXEC descriptor. Tests spawn processes in parallel; a descriptor
+/// inherited by another child would keep a file open for writing, and exec'ing it would fail with ETXTBSY.
+public func writeTestFile(_ path: String, _ data: Data, mode: mode_t = 0o600) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+    guard fd >= 0 else { throw TestFailure("cannot write \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    guard written == data.count, fchmod(fd, mode) == 0 else { throw TestFailure("cannot write \(path)") }
+}
+
 public struct TestFailure: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
@@ -122,8 +132,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
 
     public func write(_ name: String, _ contents: String, mode: Int = 0o600) throws -> String {
         let file = file(name)
-        try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
-        chmod(file, mode_t(mode))
+        try writeTestFile(file, Data(contents.utf8), mode: mode_t(mode))
         return file
     }
 

@@ -49,7 +49,7 @@ public enum QRReader {
             for _ in 0..<scale { pgm += line }
         }
         let path = directory.file("qr-\(UUID().uuidString).pgm")
-        try Data(pgm).write(to: URL(fileURLWithPath: path))
+        try writeTestFile(path, Data(pgm))
         return try zbarimg(path, in: directory)
     }
 
