@@ -274,21 +274,20 @@ public final class IdentityManager: Sendable {
             .first().map(ActivationRow.init)
     }
 
-    /// Checks the PIN for an activation. Every guess is charged to the lockout *before* the slow hash runs,
-    /// so concurrent guesses cannot slip past the counter; a right PIN refunds the charge.
-    public func decrypt(_ request: DecryptRequest) async throws -> String {
-        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
-              request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
-              request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
-            throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
-        }
+    struct PINVerdict: Sendable {
+        var activation: ActivationRow
+        /// nil when the PIN was right; else the lock this wrong PIN caused.
+        var lockout: LockoutMessage?
+    }
+
+    /// Checks a PIN against an activation, with the lockout (invariants 5 and 6). Every guess is charged to the
+    /// lockout *before* the slow hash runs, so concurrent guesses cannot slip past the counter; a right PIN
+    /// refunds the charge. While a lock is in force the PIN is not checked at all. `admit` sees the activation
+    /// (nil if unknown) inside the charging transaction and throws to refuse before anything is charged.
+    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> PINVerdict {
         let lockout = configuration.lockout
-        let presentedSecretHash = Data(Base64URL.encode(SHA256.hash(request.activationSecret)).utf8)
         let (activation, charged) = try await database.transaction { sql -> (ActivationRow, LockoutMessage) in
-            guard let activation = try await self.activation(id: request.activationId, on: sql),
-                  constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
-                throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
-            }
+            let activation = try admit(try await self.activation(id: activationId, on: sql))
             guard activation.state != "revoked" else {
                 throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
             }
@@ -303,13 +302,37 @@ public final class IdentityManager: Sendable {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
-        let presented = try secrets.pinVerifier(pin: request.pin, salt: salt, iterations: activation.pinIterations)
-        var result = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: activation.id)
+        let presented = try secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations)
         guard constantTimeEquals(presented, stored) else {
-            logger.notice("wrong activation PIN", metadata: ["activation": "\(activation.id)", "failures": "\(charged.failedAttempts)", "permanent": "\(charged.isPermanent)"])
-            result.lockout = charged
+            logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(charged.failedAttempts)", "permanent": "\(charged.isPermanent)"])
+            return PINVerdict(activation: activation, lockout: charged)
+        }
+        try await database.transaction { sql in
+            try await sql.raw("UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0 WHERE id = \(bind: activation.id)").run()
+        }
+        return PINVerdict(activation: activation, lockout: nil)
+    }
+
+    /// Answers the activation PIN check of a personalization with one of the five outcomes.
+    public func decrypt(_ request: DecryptRequest) async throws -> String {
+        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
+              request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
+              request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
+            throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
+        }
+        let presentedSecretHash = Data(Base64URL.encode(SHA256.hash(request.activationSecret)).utf8)
+        let verdict = try await checkPIN(request.pin, activationId: request.activationId) { activation in
+            guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
+                throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
+            }
+            return activation
+        }
+        var result = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: verdict.activation.id)
+        guard verdict.lockout == nil else {
+            result.lockout = verdict.lockout
             return try sign(result, type: SignedAnswerType.decrypt, includeKey: true)
         }
+        let activation = verdict.activation
         result.accountEmail = activation.email
         result.activationAlias = activation.alias
         let known = Set(request.knownDeviceIds)
@@ -317,7 +340,6 @@ public final class IdentityManager: Sendable {
         let accepted = result
         result = try await database.transaction { sql in
             var result = accepted
-            try await sql.raw("UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0 WHERE id = \(bind: activation.id)").run()
             if activation.state == "personalized", let device = activation.deviceId, known.contains(device) {
                 result.outcome = .alreadyPersonalized
                 result.personalizedDeviceId = device
