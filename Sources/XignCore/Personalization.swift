@@ -141,8 +141,7 @@ public struct Personalizer {
         do {
             compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
         } catch let lockout as XignSdkLockoutError {
-            try? store.recordLockout(activationId: payload.activationId, LockoutAttemptInformation(
-                LockoutMessage(isPermanent: lockout.information.isPermanent, lockedUntil: lockout.information.lockedUntil.millisecondsSince1970, failedAttempts: 0)))
+            try? store.recordLockout(activationId: payload.activationId, lockout.information)
             throw lockout
         }
         let managerKey = try pinManagerKey(from: compact, fingerprint: payload.managerKeyFingerprint)

@@ -50,7 +50,9 @@ public final class Database: Sendable {
         }
     }
 
-    static let schemaVersion = 1
+    /// Each entry takes the schema from version i to i + 1.
+    static let migrations = [schema, authenticationSchema]
+    static var schemaVersion: Int { migrations.count }
 
     private func migrate() async throws {
         try await transaction { sql in
@@ -63,11 +65,32 @@ public final class Database: Sendable {
                 }
                 return
             }
-            for statement in Self.schema { try await sql.raw(SQLQueryString(statement)).run() }
+            for step in Self.migrations[current...] {
+                for statement in step { try await sql.raw(SQLQueryString(statement)).run() }
+            }
             try await sql.raw("DELETE FROM schema_version").run()
             try await sql.raw("INSERT INTO schema_version (version) VALUES (\(bind: Self.schemaVersion))").run()
         }
     }
+
+    static let authenticationSchema = [
+        """
+        CREATE TABLE authentications (
+            id TEXT PRIMARY KEY,
+            device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+            activation_id TEXT NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            service TEXT NOT NULL,
+            host TEXT NOT NULL,
+            local_user TEXT NOT NULL,
+            challenge TEXT,
+            expires_at BIGINT NOT NULL,
+            role TEXT,
+            code TEXT UNIQUE,
+            code_expires_at BIGINT,
+            attributes TEXT
+        )
+        """,
+    ]
 
     static let schema = [
         """

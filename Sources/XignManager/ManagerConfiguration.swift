@@ -9,6 +9,17 @@ public struct ManagerConfiguration: Sendable {
         public var attributes: [AttributeMessage]
     }
 
+    /// A service users authenticate to, such as the machine logins of pam_xign.
+    public struct Service: Sendable {
+        public var id: String
+        public var relyingPartyName: String
+        /// Each role names the factor combinations it accepts; the PAM service picks the role.
+        public var roles: [RoleMessage]
+        /// Attributes the service asks for; required ones must be confirmed.
+        public var attributes: [AttributeMessage]
+        public var tokenLifetimeMilliseconds: Int64
+    }
+
     public struct Lockout: Sendable {
         /// Failures that are answered without a wait. Later failures wait `baseDelay * 2^(n-1)`, capped at `maxDelay`.
         public var freeAttempts = 0
@@ -62,6 +73,15 @@ public struct ManagerConfiguration: Sendable {
     public var blockedDomains: [String] = []
     public var lockout = Lockout()
     public var sessionLifetimeMilliseconds: Int64 = 300_000
+    /// The default: machine logins, where sudo can be made to demand more than login.
+    public var services = [
+        Service(
+            id: "pam", relyingPartyName: "Linux login",
+            roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]]),
+                    RoleMessage(name: "sudo", requestedAuthenticators: [[.device, .pin]])],
+            attributes: [], tokenLifetimeMilliseconds: 60_000
+        )
+    ]
     public var requireHardwareKey = false
 
     public init() {}
@@ -151,7 +171,46 @@ public struct ManagerConfiguration: Sendable {
         guard lockout.freeAttempts < lockout.maxAttempts else { throw fail("lockout.free_attempts", "must be below lockout.max_attempts") }
         sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
+        known.insert("services.names")
+        if let ids = file.list("services.names") {
+            guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
+            services = try ids.map { id in
+                let prefix = "service.\(id)."
+                known.formUnion(["name", "roles", "attributes", "token_lifetime"].map { prefix + $0 })
+                guard let roleNames = file.list(prefix + "roles"), !roleNames.isEmpty else {
+                    throw fail("services.names", "names '\(id)', which needs \(prefix)roles")
+                }
+                let roles = try roleNames.map { role in
+                    let key = prefix + "role.\(role).authenticators"
+                    known.insert(key)
+                    return RoleMessage(name: role, requestedAuthenticators: try Self.authenticators(file.string(key) ?? "device+pin", key: key, fail: fail))
+                }
+                let attributes = try (file.list(prefix + "attributes") ?? []).map { item in
+                    let name = item.hasSuffix("!") ? String(item.dropLast()) : item
+                    guard Self.knownAttributes.contains(name) else { throw fail(prefix + "attributes", "names '\(name)', which is not a known attribute") }
+                    return AttributeMessage(name: name, isRequired: item.hasSuffix("!"))
+                }
+                return Service(
+                    id: id, relyingPartyName: file.string(prefix + "name") ?? id, roles: roles, attributes: attributes,
+                    tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000) ?? 60_000
+                )
+            }
+        }
         try file.rejectUnknownKeys(known)
+    }
+
+    /// "device+pin | device+biometric": alternatives of factors that must all be given.
+    static func authenticators(_ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> [[AuthenticatorType]] {
+        try text.split(separator: "|").map { alternative in
+            let factors = try alternative.split(separator: "+").map { name in
+                guard let factor = AuthenticatorType(rawValue: name.trimmed) else {
+                    throw fail(key, "names '\(name.trimmed)'; factors are \(AuthenticatorType.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return factor
+            }
+            guard factors.contains(.device) else { throw fail(key, "needs the device factor in every alternative") }
+            return factors
+        }
     }
 
     public static func load(path: String) throws -> ManagerConfiguration {

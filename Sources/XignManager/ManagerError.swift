@@ -9,9 +9,11 @@ public struct ManagerError: Error, CustomStringConvertible {
     public var description: String { detail.message }
 
     init(_ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, attributes: [String: AttributeErrorCode]? = nil,
-         pinError: String? = nil, lockout: LockoutMessage? = nil) {
+         pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil) {
         self.status = status
-        self.detail = ErrorBody.Detail(code: code, message: message, attributes: attributes, pinError: pinError, lockout: lockout)
+        self.detail = ErrorBody.Detail(
+            code: code, message: message, attributes: attributes, pinError: pinError, lockout: lockout, authenticationAttributes: authenticationAttributes
+        )
     }
 
     static func badRequest(_ message: String) -> ManagerError { ManagerError(.badRequest, .badRequest, message) }

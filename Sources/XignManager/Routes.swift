@@ -50,6 +50,24 @@ public enum ManagerRoutes {
                 return jose(try await manager.revoke(body: body, signature: request.headers[signatureField]))
             }
         }
+        router.post(RouterPath(APIPath.authentications)) { request, _ in
+            try await answer(manager.logger) {
+                let body: AuthenticationStartRequest = try decode(try await collect(request))
+                return jose(try await manager.startAuthentication(body))
+            }
+        }
+        router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
+            try await answer(manager.logger) {
+                let body = try await collect(request)
+                return jose(try await manager.finishAuthentication(body: body, signature: request.headers[signatureField]))
+            }
+        }
+        router.post(RouterPath(APIPath.token)) { request, _ in
+            try await answer(manager.logger) {
+                let body: TokenRequest = try decode(try await collect(request))
+                return jose(try await manager.token(body))
+            }
+        }
         return router
     }
 

@@ -10,6 +10,7 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case lockedOut
     case pinPolicy
     case registrationRejected
+    case attributesRejected
     case sessionInvalid
     case challengeInvalid
     case signatureInvalid
@@ -36,14 +37,17 @@ public struct ErrorBody: Codable, Equatable, Sendable {
         public var pinError: String?
         /// lockedOut: the pending lock.
         public var lockout: LockoutMessage?
+        /// attributesRejected: the verdict for each attribute of an authentication.
+        public var authenticationAttributes: [String: AuthenticationAttributeErrorCode]?
 
         public init(code: WireErrorCode, message: String, attributes: [String: AttributeErrorCode]? = nil,
-                    pinError: String? = nil, lockout: LockoutMessage? = nil) {
+                    pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil) {
             self.code = code
             self.message = message
             self.attributes = attributes
             self.pinError = pinError
             self.lockout = lockout
+            self.authenticationAttributes = authenticationAttributes
         }
     }
 

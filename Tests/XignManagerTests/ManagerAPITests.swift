@@ -201,4 +201,47 @@ struct API {
             #expect(try FileManager.default.attributesOfItem(atPath: mail)[.posixPermissions] as? Int == 0o600)
         }
     }
+
+    @Test func authenticationStartFinishAndTokenMatchTheSpecAndAreSingleUse() throws {
+        let api = API(manager: try ManagerProcess())
+        let payload = try api.register("login@example.org")
+        let key = try api.managerKey
+        let result = try api.decrypt(payload, pin: "24680").signedPayload(key: key, type: SignedAnswerType.decrypt)
+        let device = try P256PrivateKey()
+        let (body, signature) = try api.signedPersonalization(session: try #require(result["session"] as? [String: Any]), key: device)
+        let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let deviceId = try #require(try personalized.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceId"] as? String)
+
+        func start() throws -> [String: Any] {
+            try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s"))
+                .signedPayload(key: key, type: SignedAnswerType.authenticationStart)
+        }
+        func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
+            let request = AuthenticationFinishRequest(authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
+                                                      pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
+            let body = try JSONEncoder.canonical.encode(request)
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
+            return try api.call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try (signer ?? device).signature(for: message)))])
+        }
+        #expect(try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "nope", host: "h", localUser: "u", nonce: "s")).status == 404)
+        let first = try start()
+        #expect(try finish(first, pin: "24680", signer: P256PrivateKey()).errorCode == "signatureInvalid")
+        let wrong = try finish(first, pin: "13570").signedPayload(key: key, type: SignedAnswerType.authenticationResult)
+        #expect(wrong["outcome"] as? String == "lockout")
+        #expect(wrong["nextChallenge"] is String)
+        #expect(try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s")).status == 423)
+        let lock = try #require(wrong["lockout"] as? [String: Any])
+        Thread.sleep(until: Date(timeIntervalSince1970: (lock["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+
+        let second = try start()
+        let accepted = try finish(second, pin: "24680")
+        let login = try #require(try accepted.signedPayload(key: key, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
+        #expect(try finish(second, pin: "24680").status == 409, "a finished authentication cannot be finished again")
+        let code = try #require(login["authorizationCode"] as? String)
+        let token = try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).signedPayload(key: key, type: SignedAnswerType.loginToken)
+        #expect(token["host"] as? String == "h")
+        #expect(token["localUser"] as? String == "u")
+        #expect(token["nonce"] as? String == "t")
+        #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
+    }
 }

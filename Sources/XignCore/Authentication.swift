@@ -1,0 +1,361 @@
+import FoundationEssentials
+import XignCrypto
+import XignDevice
+import XignProtocol
+
+public typealias AuthenticatorType = XignProtocol.AuthenticatorType
+public typealias AuthenticationInformationErrorCode = AuthenticationAttributeErrorCode
+
+/// What starts an InApp authentication: which enrolment, which service, and who logs in where.
+public struct AuthenticationInitializationData: Sendable, Equatable {
+    public let idmIdentifier: String
+    public let service: String
+    public let host: String
+    public let localUser: String
+}
+
+public struct Role: Sendable, Equatable {
+    public let name: String
+    public let requestedAuthenticators: [[AuthenticatorType]]
+}
+
+public struct PersonalInformationAlias: Sendable, Hashable {
+    public let alias: String
+    public let isPrimary: Bool
+}
+
+/// One attribute a service asks for. Its values stay at the manager; the device sees aliases.
+public final class AuthenticationInformation {
+    public let name: String
+    public let isRequired: Bool
+    public let isDataMissing: Bool
+    public let aliases: [PersonalInformationAlias]
+    public private(set) var value: String?
+    public private(set) var selection: PersonalInformationAlias?
+    public internal(set) var error: AuthenticationInformationErrorCode = .none
+
+    init(_ message: AuthenticationAttributeMessage) {
+        name = message.name
+        isRequired = message.isRequired
+        isDataMissing = message.isDataMissing
+        aliases = message.aliases.map { PersonalInformationAlias(alias: $0.alias, isPrimary: $0.isPrimary) }
+        // A single alias needs no choice.
+        selection = aliases.count == 1 ? aliases[0] : nil
+    }
+
+    /// For missing data: keeps the value only when it is valid.
+    @discardableResult
+    public func setValue(value: String) -> EmailValidator.ResultCode {
+        let result = name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+        self.value = result == .valid ? value : nil
+        return result
+    }
+
+    /// Chooses one of `aliases`; returns nil for an alias from elsewhere.
+    @discardableResult
+    public func setSelection(_ alias: PersonalInformationAlias) -> PersonalInformationAlias? {
+        guard aliases.contains(alias) else { return nil }
+        selection = alias
+        return alias
+    }
+}
+
+public final class AuthenticationPersonalInformation {
+    public let attributes: [AuthenticationInformation]
+
+    init(_ messages: [AuthenticationAttributeMessage]) { attributes = messages.map(AuthenticationInformation.init) }
+
+    public subscript(name: String) -> AuthenticationInformation? { attributes.first { $0.name == name } }
+    public var email: AuthenticationInformation? { self["email"] }
+    public var givenName: AuthenticationInformation? { self["givenName"] }
+    public var familyName: AuthenticationInformation? { self["familyName"] }
+}
+
+/// The manager's answer to a start: roles to choose from and attributes to confirm.
+public final class AuthenticateRequest {
+    public let roles: [Role]
+    public let info: AuthenticationPersonalInformation
+    public let relyingPartyName: String
+    public private(set) var selection: Role?
+    let session: AuthenticationSession
+
+    init(start: AuthenticationStartMessage, session: AuthenticationSession) {
+        roles = start.roles.map { Role(name: $0.name, requestedAuthenticators: $0.requestedAuthenticators) }
+        info = AuthenticationPersonalInformation(start.attributes)
+        relyingPartyName = start.relyingPartyName
+        selection = roles.count == 1 ? roles[0] : nil
+        self.session = session
+    }
+
+    /// Selects one of `roles`; returns nil for a role from elsewhere.
+    @discardableResult
+    public func setSelection(_ role: Role) -> Role? {
+        guard roles.contains(role) else { return nil }
+        selection = role
+        return role
+    }
+}
+
+/// What an authentication needs across its steps.
+final class AuthenticationSession {
+    let data: AuthenticationInitializationData
+    let entity: IdentityManagerEntity
+    let managerKey: P256PublicKey
+    let authenticationId: String
+    var challenge: String
+
+    init(data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String) {
+        self.data = data
+        self.entity = entity
+        self.managerKey = managerKey
+        self.authenticationId = authenticationId
+        self.challenge = challenge
+    }
+}
+
+public enum PrepareAuthenticationUserInformationResult {
+    /// The request again, with `error` set on each attribute to correct.
+    case failure(AuthenticateRequest)
+    case success(AuthenticationUserInformation)
+}
+
+/// A factor to sign an authentication with.
+public protocol AuthenticationFactor {
+    var type: AuthenticatorType { get }
+}
+
+/// Possession of this machine's device key.
+public struct DeviceFactor: AuthenticationFactor {
+    public var type: AuthenticatorType { .device }
+    public init() {}
+}
+
+/// Knowledge of the PIN; only the manager checks it.
+public struct PinFactor: AuthenticationFactor {
+    public var type: AuthenticatorType { .pin }
+    let pin: String
+    public init(_ pin: String) { self.pin = pin }
+}
+
+/// A biometric factor. Linux devices cannot enrol one yet, so signing with it fails with a clear error.
+public struct BiometricFactor: AuthenticationFactor {
+    public var type: AuthenticatorType { .biometric }
+    public init() {}
+}
+
+/// The confirmed request, to be signed with one alternative of `requestedAuthenticators`.
+public final class AuthenticationUserInformation {
+    public let requestedAuthenticators: [[AuthenticatorType]]
+    let request: AuthenticateRequest
+    let role: Role
+    private(set) var factors: [AuthenticatorType] = []
+    private(set) var pin: String?
+
+    init(request: AuthenticateRequest, role: Role) {
+        self.request = request
+        self.role = role
+        requestedAuthenticators = role.requestedAuthenticators
+    }
+
+    public func sign(factor: any AuthenticationFactor) throws {
+        switch factor {
+        case is DeviceFactor:
+            break
+        case let pinFactor as PinFactor:
+            guard !pinFactor.pin.isEmpty, pinFactor.pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
+            pin = pinFactor.pin
+        default:
+            throw XignSdkError(.invalidInput, "this device has no \(factor.type.rawValue) factor enrolled; use another combination of \(requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+        }
+        if !factors.contains(factor.type) { factors.append(factor.type) }
+    }
+
+    /// Signatures are spent after a lockout; the next attempt signs again.
+    func clearSignatures() {
+        factors = []
+        pin = nil
+    }
+}
+
+public struct ServiceLoginResult: Sendable, Equatable {
+    public let relyingPartyName: String
+    public let roleName: String
+    let authorizationCode: String
+    let expiresAt: Int64
+    let idmIdentifier: String
+}
+
+public enum AuthenticationResult {
+    /// The end of an InApp authentication; continue with `fetchAuthorizationCode`.
+    case serviceLogin(ServiceLoginResult)
+    /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
+    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+}
+
+public struct AuthorizationCode: Sendable, Equatable {
+    let code: String
+    let idmIdentifier: String
+}
+
+/// The manager-signed proof of a login, checked against the pinned key, the host, the user and the nonce.
+public struct LoginToken: Sendable, Equatable {
+    public let subject: String
+    public let service: String
+    public let role: String
+    public let host: String
+    public let localUser: String
+    public let attributes: [String: String]
+    public let expiresAt: Date
+}
+
+/// Authentication with this machine's enrolment (the seeds' Authenticator), synchronous for the PAM path.
+public struct Authenticator {
+    let http: HTTPClient
+    let store: IdentityManagerStore
+    let keyStore: any DeviceKeyStore
+
+    /// InApp initialization needs no round trip: the enrolment names the manager, the service is configured locally.
+    public func fetchInAppAuthenticationInitializationData(idmIdentifier: String, service: String, host: String, localUser: String) throws -> AuthenticationInitializationData {
+        guard (1...64).contains(service.utf8.count), (1...253).contains(host.utf8.count), (1...64).contains(localUser.utf8.count) else {
+            throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
+        }
+        _ = try entity(idmIdentifier)
+        return AuthenticationInitializationData(idmIdentifier: idmIdentifier, service: service, host: host, localUser: localUser)
+    }
+
+    private func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
+        guard let entity = try store.list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
+            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
+        }
+        return entity
+    }
+
+    /// Round trip 1: the roles, attributes and challenge. Stops early on a lockout this machine remembers.
+    public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
+        let entity = try entity(data.idmIdentifier)
+        if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
+        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; personalize again")
+        }
+        let nonce = try ManagerClient.nonce()
+        let client = ManagerClient(url: entity.managerURL, http: http)
+        let request = AuthenticationStartRequest(deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce)
+        let compact: String
+        do {
+            compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
+        } catch let lockout as XignSdkLockoutError {
+            try? store.recordLockout(activationId: entity.activationId, lockout.information)
+            throw lockout
+        }
+        let start = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
+        guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64 else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
+        }
+        let session = AuthenticationSession(data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge)
+        return AuthenticateRequest(start: start, session: session)
+    }
+
+    /// Checks the confirmed attributes here; the manager checks them again at finish.
+    public func prepareAuthenticationUserInformationSynchronous(request: AuthenticateRequest) throws -> PrepareAuthenticationUserInformationResult {
+        guard let role = request.selection else { throw XignSdkError(.parametersIncomplete, "no role is selected; choose one of \(request.roles.map(\.name))") }
+        var failed = false
+        for info in request.info.attributes {
+            info.error = .none
+            if info.isDataMissing {
+                if info.value == nil && info.isRequired { info.error = .dataMissing }
+            } else if info.selection == nil && info.isRequired {
+                info.error = .noAliasSelected
+            }
+            failed = failed || info.error != .none
+        }
+        return failed ? .failure(request) : .success(AuthenticationUserInformation(request: request, role: role))
+    }
+
+    /// Round trip 2: signs with the device key, sends the PIN, and returns serviceLogin or lockout.
+    public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> AuthenticationResult {
+        let session = userInfo.request.session
+        guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
+            throw XignSdkError(.parametersIncomplete, "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+        }
+        let key: any DeviceKey
+        do { key = try keyStore.load(session.entity.keyReference) } catch {
+            throw XignSdkError(.deviceKeyFailure, "\(error)")
+        }
+        var values: [String: String] = [:]
+        var selections: [String: String] = [:]
+        for info in userInfo.request.info.attributes {
+            if let value = info.value { values[info.name] = value }
+            if let alias = info.selection { selections[info.name] = alias.alias }
+        }
+        let nonce = try ManagerClient.nonce()
+        let request = AuthenticationFinishRequest(
+            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, pin: userInfo.pin,
+            attributeValues: values, attributeSelections: selections, nonce: nonce
+        )
+        let client = ManagerClient(url: session.entity.managerURL, http: http)
+        let compact = try client.postDeviceSigned(APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
+        let result = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
+        switch result.outcome {
+        case .serviceLogin:
+            guard let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
+            }
+            try store.recordLockout(activationId: session.entity.activationId, nil)
+            return .serviceLogin(ServiceLoginResult(
+                relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
+                expiresAt: login.expiresAt, idmIdentifier: session.entity.idmIdentifier
+            ))
+        case .lockout:
+            guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+            let information = LockoutAttemptInformation(lock)
+            try? store.recordLockout(activationId: session.entity.activationId, information)
+            if let next = result.nextChallenge, next.utf8.count <= 128 { session.challenge = next }
+            userInfo.clearSignatures()
+            return .lockout(lockoutInformation: information, authenticationUserInformation: userInfo)
+        }
+    }
+
+    /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.
+    public func fetchAuthorizationCode(_ login: ServiceLoginResult) throws -> AuthorizationCode {
+        guard login.expiresAt > Date().millisecondsSince1970 else { throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again") }
+        return AuthorizationCode(code: login.authorizationCode, idmIdentifier: login.idmIdentifier)
+    }
+
+    /// Round trip 3: the login token. It is believed only if the pinned manager key signed it for our nonce,
+    /// for this host, this local user and this service, and it has not expired.
+    public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
+        let entity = try entity(code.idmIdentifier)
+        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; personalize again")
+        }
+        let nonce = try ManagerClient.nonce()
+        let client = ManagerClient(url: entity.managerURL, http: http)
+        let compact = try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
+        let token = try ManagerClient.verify(compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
+        guard token.host == data.host else {
+            throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(token.host.prefix(64))', not this one")
+        }
+        guard token.localUser == data.localUser else {
+            throw XignSdkError(.managerSignatureInvalid, "the login token is for the user '\(token.localUser.prefix(64))', not '\(data.localUser)'")
+        }
+        guard token.deviceId == entity.idmIdentifier, token.activationId == entity.activationId, token.service == data.service else {
+            throw XignSdkError(.managerSignatureInvalid, "the login token is for another device or service")
+        }
+        guard token.expiresAt > Date().millisecondsSince1970 else { throw XignSdkError(.sessionExpired, "the login token has already expired; check this machine's clock") }
+        return LoginToken(
+            subject: token.subject, service: token.service, role: token.role, host: token.host, localUser: token.localUser,
+            attributes: token.attributes, expiresAt: Date(millisecondsSince1970: token.expiresAt)
+        )
+    }
+}
+
+extension XignSdk {
+    public var authenticator: Authenticator { Authenticator(http: http, store: store, keyStore: keyStore) }
+}
+
+extension IdentityManagerStore {
+    func recordLockout(activationId: String, _ pending: PendingLockoutInformation) throws {
+        try recordLockout(activationId: activationId, LockoutAttemptInformation(
+            LockoutMessage(isPermanent: pending.isPermanent, lockedUntil: pending.lockedUntil.millisecondsSince1970, failedAttempts: 0)))
+    }
+}

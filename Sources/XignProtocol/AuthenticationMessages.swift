@@ -1,0 +1,206 @@
+import FoundationEssentials
+
+// Authentication (InApp, as pam_xign uses it) in three round trips:
+// start → finish (device-signed, PIN checked, authorization code batched in) → token.
+
+extension APIPath {
+    public static let authentications = "/v1/authentications"
+    public static let authenticationFinish = "/v1/authentications/finish"
+    public static let token = "/v1/token"
+}
+
+extension SignedAnswerType {
+    public static let authenticationStart = "xign-authentication+jwt"
+    public static let authenticationResult = "xign-authentication-result+jwt"
+    public static let loginToken = "xign-token+jwt"
+}
+
+/// The factors a request can be signed with (the seeds' AuthenticatorType).
+public enum AuthenticatorType: String, Codable, Sendable, CaseIterable {
+    case device, pin, biometric, otp, yubikey
+}
+
+public struct RoleMessage: Codable, Equatable, Sendable {
+    public var name: String
+    /// Alternatives (outer) of factors that must all be given (inner).
+    public var requestedAuthenticators: [[AuthenticatorType]]
+
+    public init(name: String, requestedAuthenticators: [[AuthenticatorType]]) {
+        self.name = name
+        self.requestedAuthenticators = requestedAuthenticators
+    }
+}
+
+public struct PersonalInformationAliasMessage: Codable, Equatable, Sendable {
+    public var alias: String
+    public var isPrimary: Bool
+
+    public init(alias: String, isPrimary: Bool) {
+        self.alias = alias
+        self.isPrimary = isPrimary
+    }
+}
+
+/// An attribute the service asks for. Values never travel to the device, only aliases for them.
+public struct AuthenticationAttributeMessage: Codable, Equatable, Sendable {
+    public var name: String
+    public var isRequired: Bool
+    public var isDataMissing: Bool
+    public var aliases: [PersonalInformationAliasMessage]
+
+    public init(name: String, isRequired: Bool, isDataMissing: Bool, aliases: [PersonalInformationAliasMessage]) {
+        self.name = name
+        self.isRequired = isRequired
+        self.isDataMissing = isDataMissing
+        self.aliases = aliases
+    }
+}
+
+/// The seeds' AuthenticationInformationErrorCode.
+public enum AuthenticationAttributeErrorCode: String, Codable, Sendable, CaseIterable {
+    case none, invalid, notAvailable, dataMissing, noAliasSelected
+}
+
+public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var service: String
+    /// The host the login happens on; the token will be bound to it.
+    public var host: String
+    /// The local account being logged in to; the token will be bound to it.
+    public var localUser: String
+    public var nonce: String
+
+    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String) {
+        self.deviceId = deviceId
+        self.service = service
+        self.host = host
+        self.localUser = localUser
+        self.nonce = nonce
+    }
+}
+
+/// The signed payload of a start answer.
+public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var authenticationId: String
+    public var challenge: String
+    public var expiresAt: Int64
+    public var service: String
+    public var relyingPartyName: String
+    public var roles: [RoleMessage]
+    public var attributes: [AuthenticationAttributeMessage]
+
+    public init(nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, service: String, relyingPartyName: String,
+                roles: [RoleMessage], attributes: [AuthenticationAttributeMessage]) {
+        self.nonce = nonce
+        self.authenticationId = authenticationId
+        self.challenge = challenge
+        self.expiresAt = expiresAt
+        self.service = service
+        self.relyingPartyName = relyingPartyName
+        self.roles = roles
+        self.attributes = attributes
+    }
+}
+
+/// Device-signed over the start answer's challenge.
+public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
+    public var authenticationId: String
+    public var role: String
+    /// The factors given, one alternative of the role's requestedAuthenticators.
+    public var factors: [AuthenticatorType]
+    public var pin: String?
+    /// Values for attributes whose data was missing.
+    public var attributeValues: [String: String]
+    /// The chosen alias for attributes with several values.
+    public var attributeSelections: [String: String]
+    public var nonce: String
+
+    public init(authenticationId: String, role: String, factors: [AuthenticatorType], pin: String?,
+                attributeValues: [String: String], attributeSelections: [String: String], nonce: String) {
+        self.authenticationId = authenticationId
+        self.role = role
+        self.factors = factors
+        self.pin = pin
+        self.attributeValues = attributeValues
+        self.attributeSelections = attributeSelections
+        self.nonce = nonce
+    }
+}
+
+public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
+    case serviceLogin, lockout
+}
+
+public struct ServiceLoginMessage: Codable, Equatable, Sendable {
+    /// Single use, short-lived; exchanged at /v1/token.
+    public var authorizationCode: String
+    public var expiresAt: Int64
+    public var service: String
+    public var relyingPartyName: String
+    public var role: String
+
+    public init(authorizationCode: String, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
+        self.authorizationCode = authorizationCode
+        self.expiresAt = expiresAt
+        self.service = service
+        self.relyingPartyName = relyingPartyName
+        self.role = role
+    }
+}
+
+/// The signed payload of a finish answer.
+public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var outcome: AuthenticationOutcome
+    public var serviceLogin: ServiceLoginMessage?
+    public var lockout: LockoutMessage?
+    /// After a lockout: the challenge to sign the next attempt with, once the lock has run out.
+    public var nextChallenge: String?
+
+    public init(nonce: String, outcome: AuthenticationOutcome) {
+        self.nonce = nonce
+        self.outcome = outcome
+    }
+}
+
+public struct TokenRequest: Codable, Equatable, Sendable {
+    public var authorizationCode: String
+    public var nonce: String
+
+    public init(authorizationCode: String, nonce: String) {
+        self.authorizationCode = authorizationCode
+        self.nonce = nonce
+    }
+}
+
+/// The login token: signed by the manager, bound to the host, the local user and the client's nonce.
+public struct LoginTokenMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    /// The account (its email address).
+    public var subject: String
+    public var deviceId: String
+    public var activationId: String
+    public var service: String
+    public var role: String
+    public var host: String
+    public var localUser: String
+    public var attributes: [String: String]
+    public var issuedAt: Int64
+    public var expiresAt: Int64
+
+    public init(nonce: String, subject: String, deviceId: String, activationId: String, service: String, role: String, host: String,
+                localUser: String, attributes: [String: String], issuedAt: Int64, expiresAt: Int64) {
+        self.nonce = nonce
+        self.subject = subject
+        self.deviceId = deviceId
+        self.activationId = activationId
+        self.service = service
+        self.role = role
+        self.host = host
+        self.localUser = localUser
+        self.attributes = attributes
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}
