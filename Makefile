@@ -5,7 +5,18 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev \
 	zbar-tools sqlite3 ca-certificates
 
-.PHONY: all deps build test demo bench clean
+# pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
+# and nodelete so libpam's dlclose at every pam_end does not unload a runtime (DESIGN.md).
+PAM_BUILD := .build-pam
+PAM_SO := $(PAM_BUILD)/pam_xign.so
+# lld, not gold: gold keeps GOT-referenced Swift symbols in .dynsym even when the version script hides them.
+PAM_TOOLSET := $(PAM_BUILD)/toolset.json
+PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset $(PAM_TOOLSET) --disable-local-rpath \
+	-Xswiftc -static-stdlib \
+	-Xlinker --version-script=$(CURDIR)/pam/pam_xign.map \
+	-Xlinker -z -Xlinker nodelete -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
+
+.PHONY: all deps build pam test demo bench clean
 
 all: build
 
@@ -19,7 +30,14 @@ deps:
 build: deps
 	$(SWIFT) build
 
-test: deps
+pam: deps
+	@mkdir -p $(PAM_BUILD)
+	@printf '{"schemaVersion": "1.0", "linker": {"path": "%s/ld.lld"}}\n' "$$(dirname "$$(readlink -f "$$(command -v swiftc)")")" > $(PAM_TOOLSET)
+	$(SWIFT) build $(PAM_FLAGS)
+	install -m 0644 $(PAM_BUILD)/release/libpam_xign.so $(PAM_SO)
+	@echo "built $(PAM_SO)"
+
+test: deps pam
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
@@ -31,4 +49,4 @@ bench: deps
 	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench"
 
 clean:
-	rm -rf .build
+	rm -rf .build $(PAM_BUILD)

@@ -9,6 +9,8 @@ let package = Package(
     products: [
         .executable(name: "xign-setup", targets: ["xign-setup"]),
         .executable(name: "xign-manager", targets: ["xign-manager"]),
+        // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
+        .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -34,6 +36,10 @@ let package = Package(
 
         // The SDK core used by every front end.
         .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignTerminal", "CCurl"]),
+
+        // The PAM module: the C entry points in pam/, the login in Swift.
+        .target(name: "CXignPAM", dependencies: ["CPAM"], path: "pam", exclude: ["pam_xign.map", "tests"], publicHeadersPath: "include"),
+        .target(name: "XignPAM", dependencies: ["XignCore", "CXignPAM", "CPAM"]),
 
         // The identity manager.
         .target(
@@ -70,5 +76,6 @@ let package = Package(
             dependencies: ["XignManager", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(name: "XignSetupTests", dependencies: ["XignCore", "XignTestSupport"]),
+        .testTarget(name: "XignPAMTests", dependencies: ["XignPAM", "XignCore", "XignTestSupport"]),
     ]
 )

@@ -10,6 +10,16 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var managerURL: ManagerURL?
     public var http = HTTPClient.Configuration()
     public var deviceKey = DeviceKeyPreference.software
+    /// The manager's service that PAM logins authenticate to.
+    public var pamService = "pam"
+    /// The role a PAM service asks for; services not listed use `pamDefaultRole`.
+    public var pamRoles = ["sudo": "sudo"]
+    public var pamDefaultRole = "login"
+
+    /// The role for a PAM service name (sudo, login, gdm-password, sshd, …).
+    public func role(forPAMService service: String?) -> String {
+        service.flatMap { pamRoles[$0] } ?? pamDefaultRole
+    }
 
     public enum DeviceKeyPreference: String, Sendable, CaseIterable {
         case tpm, software, auto
@@ -21,7 +31,10 @@ public struct ClientConfiguration: Sendable, Equatable {
         func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
         }
-        try file.rejectUnknownKeys(["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key"])
+        try file.rejectUnknownKeys(
+            ["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "pam.service", "pam.default_role"],
+            prefixes: ["pam.role."]
+        )
         if let directory = file.string("state_dir") {
             guard directory.hasPrefix("/") else { throw fail("state_dir", "must be an absolute path") }
             stateDirectory = directory
@@ -36,6 +49,11 @@ public struct ClientConfiguration: Sendable, Equatable {
         http.proxy = file.string("proxy").flatMap { $0.isEmpty ? nil : $0 }
         http.timeoutMilliseconds = Int(try file.milliseconds("timeout", in: 500...120_000) ?? Int64(http.timeoutMilliseconds))
         http.connectTimeoutMilliseconds = Int(try file.milliseconds("connect_timeout", in: 200...60_000) ?? Int64(http.connectTimeoutMilliseconds))
+        pamService = file.string("pam.service") ?? pamService
+        pamDefaultRole = file.string("pam.default_role") ?? pamDefaultRole
+        for (key, entry) in file.entries where key.hasPrefix("pam.role.") {
+            pamRoles[String(key.dropFirst("pam.role.".count))] = entry.value
+        }
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
             deviceKey = preference

@@ -1,0 +1,226 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CPAM
+import CXignPAM
+import FoundationEssentials
+import XignCore
+
+/// Talks to the user. Under PAM this is the application's conversation function.
+protocol Conversation {
+    /// Asks and returns the answer; throws when the conversation fails (PAM_CONV_ERR).
+    func ask(_ text: String, echo: Bool) throws -> String
+    /// Shows text; an error is shown as such.
+    func show(_ text: String, isError: Bool) throws
+}
+
+struct ConversationFailed: Error {}
+
+/// One login, as `pam_sm_authenticate` runs it: synchronous, no environment, nothing on stdout or stderr.
+struct PAMLogin {
+    struct Caller {
+        var user: String
+        var service: String?
+        var ruser: String?
+        var rhost: String?
+    }
+
+    let caller: Caller
+    let options: PAMOptions
+    let conversation: any Conversation
+    let log: (_ priority: Int32, _ message: String) -> Void
+
+    /// Runs the login and logs one line with the result, the service, the user, ruser and rhost. Never the PIN.
+    func run() -> Int32 {
+        let (code, outcome) = authenticate()
+        let fields = [
+            "result=\(outcome)", "service=\(caller.service ?? "-")", "user=\(caller.user)",
+            "ruser=\(caller.ruser ?? "-")", "rhost=\(caller.rhost ?? "-")",
+        ]
+        log(code == PAM_SUCCESS ? LOG_NOTICE : LOG_WARNING, fields.joined(separator: " "))
+        return code
+    }
+
+    private func debug(_ message: String) {
+        if options.debug { log(LOG_DEBUG, message) }
+    }
+
+    /// The PAM code and a word for the log.
+    private func authenticate() -> (Int32, String) {
+        var configuration: ClientConfiguration
+        do { configuration = try ClientConfiguration.load(path: options.configPath) } catch {
+            log(LOG_ERR, "configuration error: \(error)")
+            return (PAM_SERVICE_ERR, "config-error")
+        }
+        if let seconds = options.timeoutSeconds {
+            configuration.http.timeoutMilliseconds = seconds * 1000
+            configuration.http.connectTimeoutMilliseconds = min(configuration.http.connectTimeoutMilliseconds, seconds * 1000)
+        }
+        let sdk: XignSdk
+        let enrolment: IdentityManagerEntity
+        do {
+            sdk = try XignSdk(configuration: configuration, localUser: caller.user)
+            guard let found = try sdk.store.list().first(where: { $0.localUser == caller.user }) else {
+                debug("no enrolment for \(caller.user) in \(configuration.stateDirectory)")
+                return options.ignoreUnknownUser ? (PAM_IGNORE, "unknown-user-ignored") : (PAM_USER_UNKNOWN, "unknown-user")
+            }
+            enrolment = found
+        } catch {
+            log(LOG_ERR, "cannot use the xign state: \(error)")
+            return (PAM_SERVICE_ERR, "state-error")
+        }
+        let role = options.role ?? configuration.role(forPAMService: caller.service)
+        debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
+        do {
+            return try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+        } catch is ConversationFailed {
+            return (PAM_CONV_ERR, "conversation-error")
+        } catch let lockout as XignSdkLockoutError {
+            return lockedOut(permanent: lockout.information.isPermanent, until: lockout.information.lockedUntil)
+        } catch let error as XignSdkSecurityInsufficientError {
+            tell("XignIn refuses this device: \(error.message)", isError: true)
+            return (PAM_AUTH_ERR, "security-insufficient")
+        } catch let error as XignSdkError {
+            switch error.errorCode {
+            case .managerUnreachable, .timeout, .tlsFailure, .insecureTransport:
+                log(LOG_ERR, "manager unreachable: \(error.message)")
+                if options.failMode == .safe { return (PAM_IGNORE, "unreachable-ignored") }
+                tell("XignIn: the identity manager cannot be reached.", isError: true)
+                return (PAM_AUTHINFO_UNAVAIL, "unreachable")
+            case .deviceNotEnrolled:
+                tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
+                return (PAM_AUTH_ERR, "not-enrolled")
+            default:
+                log(LOG_ERR, "login refused: \(error.message)")
+                return (PAM_AUTH_ERR, "refused")
+            }
+        } catch {
+            log(LOG_ERR, "login failed: \(error)")
+            return (PAM_AUTH_ERR, "error")
+        }
+    }
+
+    private func login(sdk: XignSdk, enrolment: IdentityManagerEntity, service: String, role roleName: String) throws -> (Int32, String) {
+        let authenticator = sdk.authenticator
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: enrolment.idmIdentifier, service: service, host: Self.hostName(), localUser: caller.user
+        )
+        let request = try authenticator.startAuthenticationSynchronous(data: data)
+        guard let role = request.roles.first(where: { $0.name == roleName }) else {
+            log(LOG_ERR, "the manager's service \(service) has no role \(roleName) (it offers \(request.roles.map(\.name).joined(separator: ", ")))")
+            return (PAM_SERVICE_ERR, "no-role")
+        }
+        request.setSelection(role)
+        for info in request.info.attributes where info.isDataMissing && info.isRequired {
+            let answer = try ask("\(request.relyingPartyName) needs your \(info.name): ", echo: true)
+            guard info.setValue(value: answer) == .valid else {
+                tell("That \(info.name) is not valid.", isError: true)
+                return (PAM_AUTH_ERR, "attribute-invalid")
+            }
+        }
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            tell("XignIn: the requested information is incomplete.", isError: true)
+            return (PAM_AUTH_ERR, "attribute-missing")
+        }
+        guard let factors = information.requestedAuthenticators.first(where: { Set($0).isSubset(of: [.device, .pin]) }) else {
+            let wanted = information.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") }.joined(separator: " or ")
+            tell("XignIn: role \(roleName) needs \(wanted), which this machine has not enrolled.", isError: true)
+            return (PAM_AUTH_ERR, "factor-missing")
+        }
+        for factor in factors {
+            switch factor {
+            case .pin:
+                let pin = try ask(options.prompt.replacing("%a", with: enrolment.alias), echo: false)
+                guard !pin.isEmpty else { return (PAM_AUTH_ERR, "no-pin") }
+                try information.sign(factor: PinFactor(pin))
+            default:
+                try information.sign(factor: DeviceFactor())
+            }
+        }
+        switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
+        case .lockout(let lock, _):
+            if lock.isPermanent { return lockedOut(permanent: true, until: lock.lockedUntil) }
+            tell("Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
+            return (PAM_AUTH_ERR, "wrong-pin")
+        case .serviceLogin(let login):
+            let token = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
+            debug("token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)")
+            return (PAM_SUCCESS, "success")
+        }
+    }
+
+    private func lockedOut(permanent: Bool, until: Date) -> (Int32, String) {
+        if permanent {
+            tell("XignIn is locked permanently after too many wrong PINs. Register again with xign-setup register, or ask your administrator.", isError: true)
+            return (PAM_MAXTRIES, "locked-permanently")
+        }
+        tell("XignIn is locked until \(until.localDescription) after a wrong PIN; try again after that time.", isError: true)
+        return (PAM_MAXTRIES, "locked")
+    }
+
+    private func ask(_ text: String, echo: Bool) throws -> String {
+        do { return try conversation.ask(text, echo: echo) } catch { throw ConversationFailed() }
+    }
+
+    /// Text the user must see now. OpenSSH shows PAM_TEXT_INFO only after the next prompt (bug 2876),
+    /// so under sshd it goes into a prompt.
+    private func tell(_ text: String, isError: Bool) {
+        if caller.service == "sshd" {
+            _ = try? conversation.ask(text + " Press Enter.", echo: true)
+        } else {
+            try? conversation.show(text, isError: isError)
+        }
+    }
+
+    static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "localhost" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// The PAM application's conversation, through the C shim.
+struct PAMConversation: Conversation {
+    let pamh: UnsafeMutableRawPointer?
+
+    func ask(_ text: String, echo: Bool) throws -> String {
+        var answer: UnsafeMutablePointer<CChar>?
+        guard xign_pam_converse(pamh, echo ? XIGN_PAM_PROMPT_ECHO_ON : XIGN_PAM_PROMPT_ECHO_OFF, text, &answer) == PAM_SUCCESS else {
+            throw ConversationFailed()
+        }
+        defer { xign_pam_free_answer(answer) }
+        guard let answer else { return "" }
+        let bytes = UnsafeBufferPointer(start: answer, count: strnlen(answer, 1024)).map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func show(_ text: String, isError: Bool) throws {
+        guard xign_pam_converse(pamh, isError ? XIGN_PAM_ERROR_MSG : XIGN_PAM_TEXT_INFO, text, nil) == PAM_SUCCESS else {
+            throw ConversationFailed()
+        }
+    }
+}
+
+/// The entry point the C shim calls from pam_sm_authenticate.
+@_cdecl("xign_pam_authenticate")
+public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    guard let context = context?.pointee, let user = context.user else { return PAM_SERVICE_ERR }
+    let pamh = context.pamh
+    func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        guard let pointer else { return nil }
+        let bytes = UnsafeBufferPointer(start: pointer, count: strnlen(pointer, 1024)).map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, message) }
+    var arguments: [String] = []
+    if let argv = context.argv {
+        for index in 0..<Int(max(0, min(context.argc, 64))) { if let argument = string(argv[index]) { arguments.append(argument) } }
+    }
+    let options: PAMOptions
+    do { options = try PAMOptions(arguments: arguments) } catch {
+        log(LOG_ERR, "configuration error: \(error)")
+        return PAM_SERVICE_ERR
+    }
+    let caller = PAMLogin.Caller(user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost))
+    return PAMLogin(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
+}

@@ -1,0 +1,59 @@
+import CPAM
+import FoundationEssentials
+import XignCore
+
+/// The module arguments of a `pam_xign.so` line. Unknown or malformed arguments are configuration errors.
+struct PAMOptions: Equatable {
+    enum FailMode: String, Equatable {
+        /// Manager unreachable: PAM_AUTHINFO_UNAVAIL, so a `required` line fails the login.
+        case secure
+        /// Manager unreachable: PAM_IGNORE, so the rest of the stack decides (for example a password).
+        case safe
+    }
+
+    var configPath = ClientConfiguration.defaultPath
+    var role: String?
+    var timeoutSeconds: Int?
+    var debug = false
+    /// The PIN prompt; `%a` is replaced by the activation's alias.
+    var prompt = "XignIn PIN for %a: "
+    var failMode = FailMode.secure
+    var ignoreUnknownUser = false
+
+    struct Invalid: Error, Equatable, CustomStringConvertible {
+        let description: String
+    }
+
+    init(arguments: [String]) throws {
+        for argument in arguments {
+            guard argument.utf8.count <= 512 else { throw Invalid(description: "module argument longer than 512 bytes") }
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            let value = parts.count == 2 ? String(parts[1]) : nil
+            switch (name, value) {
+            case ("config", let path?) where path.hasPrefix("/"):
+                configPath = path
+            case ("role", let role?) where !role.isEmpty && role.utf8.count <= 64:
+                self.role = role
+            case ("timeout", let seconds?):
+                guard let number = Int(seconds), (1...120).contains(number) else {
+                    throw Invalid(description: "timeout=\(seconds.prefix(20)) must be 1 to 120 seconds")
+                }
+                timeoutSeconds = number
+            case ("debug", nil):
+                debug = true
+            case ("prompt", let text?) where !text.isEmpty && text.utf8.count <= 128:
+                prompt = text
+            case ("failmode", let mode?):
+                guard let parsed = FailMode(rawValue: mode) else { throw Invalid(description: "failmode=\(mode.prefix(20)) must be secure or safe") }
+                failMode = parsed
+            case ("ignore_unknown_user", nil):
+                ignoreUnknownUser = true
+            default:
+                throw Invalid(description: "unknown or malformed module argument '\(argument.prefix(64))' (see pam_xign(8))")
+            }
+        }
+    }
+
+    init() {}
+}

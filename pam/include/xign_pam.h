@@ -1,0 +1,34 @@
+/* The C ABI between the PAM shim (pam_xign.c) and XignPAM (Swift). */
+#ifndef XIGN_PAM_H
+#define XIGN_PAM_H
+
+/* Message styles, as PAM's, so the shim passes them through. */
+#define XIGN_PAM_PROMPT_ECHO_OFF 1
+#define XIGN_PAM_PROMPT_ECHO_ON 2
+#define XIGN_PAM_ERROR_MSG 3
+#define XIGN_PAM_TEXT_INFO 4
+
+typedef struct xign_pam_context {
+    const char *user;    /* never NULL */
+    const char *service; /* may be NULL, like the items below */
+    const char *ruser;
+    const char *rhost;
+    const char *tty;
+    int argc;
+    const char *const *argv;
+    void *pamh;
+} xign_pam_context;
+
+/* Runs the login; returns a PAM_* code. */
+int xign_pam_authenticate(const xign_pam_context *context);
+
+/* Shows text, or asks and stores a malloc'd answer in *answer (for prompts). Returns a PAM_* code. */
+int xign_pam_converse(void *pamh, int style, const char *text, char **answer);
+
+/* Zeroes and frees an answer from xign_pam_converse. */
+void xign_pam_free_answer(char *answer);
+
+/* One line to syslog (AUTHPRIV), prefixed with the PAM service by libpam. */
+void xign_pam_log(void *pamh, int priority, const char *message);
+
+#endif

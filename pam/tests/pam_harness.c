@@ -1,0 +1,82 @@
+/* Drives real libpam for tests and benchmarks: pam_start_confdir, a scripted conversation, and facts
+ * about the host process. Usage: pam_harness CONFDIR SERVICE USER [RUNS]
+ * Answers for prompts are read from stdin, one line each; when they run out the conversation fails.
+ * Prints every message the module sends as "[STYLE] text", then "result=N (text)", and with RUNS > 1
+ * the time of each pam_authenticate in microseconds. */
+#define _GNU_SOURCE
+#include <security/pam_appl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int quiet;
+
+static int converse(int count, const struct pam_message **messages, struct pam_response **responses, void *data) {
+    (void)data;
+    struct pam_response *out = calloc((size_t)count, sizeof *out);
+    if (out == NULL) return PAM_BUF_ERR;
+    for (int i = 0; i < count; i++) {
+        const struct pam_message *m = messages[i];
+        const char *style = m->msg_style == PAM_PROMPT_ECHO_OFF ? "PROMPT_ECHO_OFF"
+                          : m->msg_style == PAM_PROMPT_ECHO_ON ? "PROMPT_ECHO_ON"
+                          : m->msg_style == PAM_ERROR_MSG ? "ERROR_MSG" : "TEXT_INFO";
+        if (!quiet) printf("[%s] %s\n", style, m->msg);
+        if (m->msg_style == PAM_PROMPT_ECHO_OFF || m->msg_style == PAM_PROMPT_ECHO_ON) {
+            char *line = NULL;
+            size_t size = 0;
+            ssize_t n = getline(&line, &size, stdin);
+            if (n < 0) {
+                free(line);
+                for (int j = 0; j < i; j++) free(out[j].resp);
+                free(out);
+                return PAM_CONV_ERR;
+            }
+            if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
+            out[i].resp = line;
+        }
+    }
+    *responses = out;
+    return PAM_SUCCESS;
+}
+
+static long status_field(const char *name) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) return -1;
+    char line[256];
+    long value = -1;
+    size_t length = strlen(name);
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, name, length) == 0) value = strtol(line + length, NULL, 10);
+    }
+    fclose(f);
+    return value;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s CONFDIR SERVICE USER [RUNS]\n", argv[0]);
+        return 2;
+    }
+    int runs = argc > 4 ? atoi(argv[4]) : 1;
+    quiet = runs > 1;
+    struct pam_conv conversation = { converse, NULL };
+    long threads_before = status_field("Threads:");
+    long rss_before = status_field("VmRSS:");
+    int rc = PAM_SUCCESS;
+    for (int run = 0; run < runs; run++) {
+        pam_handle_t *pamh = NULL;
+        struct timespec start, end;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        rc = pam_start_confdir(argv[2], argv[3], &conversation, argv[1], &pamh);
+        if (rc == PAM_SUCCESS) rc = pam_authenticate(pamh, 0);
+        int end_rc = pam_end(pamh, rc);
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        if (runs > 1) printf("time_us=%ld\n", (end.tv_sec - start.tv_sec) * 1000000L + (end.tv_nsec - start.tv_nsec) / 1000);
+        if (end_rc != PAM_SUCCESS) fprintf(stderr, "pam_end: %d\n", end_rc);
+    }
+    printf("result=%d (%s)\n", rc, pam_strerror(NULL, rc));
+    printf("threads_before=%ld threads_after=%ld\n", threads_before, status_field("Threads:"));
+    printf("rss_before_kb=%ld rss_after_kb=%ld\n", rss_before, status_field("VmRSS:"));
+    return 0;
+}
