@@ -1,0 +1,115 @@
+import Foundation
+import XignCore
+import XignProtocol
+import XignTestSupport
+
+/// A real manager, a user personalized on this "machine", and pam.d service files that load the built pam_xign.so.
+final class PAMFixture: @unchecked Sendable {
+    let manager: ManagerProcess
+    let directory = TemporaryDirectory()
+    var state: String { directory.file("state") }
+    var confdir: String { directory.file("pam.d") }
+    let configPath: String
+
+    static let repository: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.path + "/Package.swift") { return url.path }
+        }
+        return FileManager.default.currentDirectoryPath
+    }()
+
+    static var module: String {
+        get throws {
+            let path = repository + "/.build-pam/pam_xign.so"
+            guard FileManager.default.fileExists(atPath: path) else { throw TestFailure("\(path) is not built; run `make pam` (make test does)") }
+            return path
+        }
+    }
+
+    /// The libpam harness, compiled once per test run.
+    static let harness: Result<String, any Error> = Result {
+        let directory = TemporaryDirectory()
+        let output = "/tmp/xign-pam-harness-\(getpid())"
+        let result = try ChildProcess("/usr/bin/cc", ["-O2", "-o", output, repository + "/pam/tests/pam_harness.c", "-lpam"], in: directory).wait()
+        guard result.status == 0 else { throw TestFailure("cannot build the PAM harness: \(result.stderr)") }
+        return output
+    }
+
+    init(managerConfig: String = ManagerProcess.testConfig, users: [String] = ["alice"]) throws {
+        manager = try ManagerProcess(config: managerConfig)
+        let state = directory.file("state")
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = state
+        for user in users {
+            let email = "\(user)@example.org"
+            let sdk = try XignSdk(configuration: configuration, localUser: user)
+            let parameters = try sdk.registry.initializationSynchronous(url: manager.url)
+            parameters.pinSpec.setPin("24680")
+            parameters.selection?.info.email?.setValue(value: email)
+            parameters.setAlias("\(user)'s laptop")
+            _ = try sdk.registry.registerSynchronous(data: parameters)
+            let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
+            guard case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+                throw TestFailure("expected newPersonalization")
+            }
+            _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
+        }
+        configPath = try directory.write("xign.conf", "state_dir = \(state)\n")
+        try FileManager.default.createDirectory(atPath: confdir, withIntermediateDirectories: true)
+        for name in ["login", "sudo"] { try service(name, arguments: "timeout=3") }
+    }
+
+    /// Writes pam.d/NAME with the module's auth line, and `then` after it.
+    func service(_ name: String, arguments: String, then: String = "") throws {
+        _ = try directory.write("pam.d/\(name)", "auth required \(try Self.module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
+    }
+
+    struct Login {
+        let code: Int
+        /// The conversation, one "[STYLE] text" line per message, times replaced by <TIME>.
+        let conversation: String
+        let threadsBefore: Int
+        let threadsAfter: Int
+        let output: String
+    }
+
+    /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`.
+    func login(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = []) throws -> Login {
+        let result = try ChildProcess(wrapper.first ?? (try Self.harness.get()), Array(wrapper.dropFirst()) + (wrapper.isEmpty ? [] : [try Self.harness.get()]) + [confdir, service, user],
+                                      stdin: answers.map { $0 + "\n" }.joined(), in: directory).wait(timeout: 60)
+        guard result.status == 0 else { throw TestFailure("harness failed (\(result.status)): \(result.stderr)") }
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        func number(_ key: String) -> Int {
+            for line in lines {
+                for field in line.split(separator: " ") where field.hasPrefix(key + "=") {
+                    return Int(field.dropFirst(key.count + 1)) ?? -1
+                }
+            }
+            return -1
+        }
+        let conversation = lines.filter { $0.hasPrefix("[") }.map {
+            $0.replacingOccurrences(of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+:-]+"#, with: "<TIME>", options: .regularExpression)
+        }.joined(separator: "\n")
+        return Login(code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"), output: result.stdout)
+    }
+
+    /// The golden conversation named `name`.
+    static func golden(_ name: String) throws -> String {
+        try String(contentsOfFile: repository + "/Tests/XignPAMTests/Golden/\(name).txt", encoding: .utf8).trimmingCharacters(in: .newlines)
+    }
+
+    func activation(_ email: String) throws -> [String: Any] {
+        let result = try manager.admin(["activations", "--json", "--email", email])
+        let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]
+        guard let first = list?.first else { throw TestFailure("no activation for \(email): \(result.stderr)") }
+        return first
+    }
+}
+
+/// PAM return codes (security/_pam_types.h), by name, for readable expectations.
+enum PAMCode {
+    static let success = 0, serviceError = 3, authError = 7, authInfoUnavailable = 9, userUnknown = 10, maxTries = 11
+    static let conversationError = 19
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Testing
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// pam_xign.so as libpam loads it: built by `make pam`, driven through pam_start_confdir against the real manager.
+@Suite struct PAMModuleTests {
+    @Test func theRightPINLogsIn() throws {
+        let fixture = try PAMFixture()
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.success, "\(login.output)")
+        #expect(login.conversation == (try PAMFixture.golden("success")))
+        #expect(login.threadsBefore == login.threadsAfter, "pam_authenticate left threads behind")
+    }
+
+    @Test func aWrongPINFailsAndCountsTowardTheLockout() throws {
+        let fixture = try PAMFixture()
+        let login = try fixture.login(answers: ["13570"])
+        #expect(login.code == PAMCode.authError)
+        #expect(login.conversation == (try PAMFixture.golden("wrong-pin")))
+        #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 1)
+        #expect(login.threadsBefore == login.threadsAfter)
+    }
+
+    @Test func aLockedUserSeesUntilWhenAndGetsMaxTries() throws {
+        let fixture = try PAMFixture()
+        _ = try fixture.login(answers: ["13570"])
+        let locked = try fixture.login()
+        #expect(locked.code == PAMCode.maxTries)
+        #expect(locked.conversation == (try PAMFixture.golden("locked")))
+    }
+
+    @Test func aPermanentLockPointsToXignSetup() throws {
+        let fixture = try PAMFixture()  // permanent at the 4th failure
+        for _ in 1...4 {
+            // Wait out each lock; the machine remembers it too, so forget it locally to let the next guess through.
+            Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+            try forgetLocalLockouts(fixture)
+            _ = try fixture.login(answers: ["13570"])
+        }
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.maxTries)
+        #expect(login.conversation == (try PAMFixture.golden("locked-permanently")))
+    }
+
+    /// Clears the lockouts the machine remembers, leaving the enrolment.
+    func forgetLocalLockouts(_ fixture: PAMFixture) throws {
+        let path = fixture.state + "/identity-managers.json"
+        var contents = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+        contents["pendingLockouts"] = [String: Any]()
+        try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents))
+    }
+
+    @Test func anUnknownUserIsUnknownOrIgnored() throws {
+        let fixture = try PAMFixture()
+        // With pam_permit after it, an ignored line leaves the decision to the rest of the stack.
+        try fixture.service("login", arguments: "", then: "auth required pam_permit.so")
+        #expect(try fixture.login("bob").code == PAMCode.userUnknown)
+        try fixture.service("login", arguments: "ignore_unknown_user", then: "auth required pam_permit.so")
+        #expect(try fixture.login("bob").code == PAMCode.success)
+        #expect(try fixture.login("alice", answers: ["13570"]).code == PAMCode.authError, "known users are still checked")
+    }
+
+    @Test func anUnreachableManagerIsAuthInfoUnavailableWithinTheTimeout() throws {
+        let fixture = try PAMFixture()
+        fixture.manager.stop()
+        let stopped = try fixture.login()
+        #expect(stopped.code == PAMCode.authInfoUnavailable)
+        #expect(stopped.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+        // A manager that accepts and never answers: the module gives up after timeout= seconds.
+        let silent = try FaultyServer { _ in nil }
+        let path = fixture.state + "/identity-managers.json"
+        let stored = try String(contentsOfFile: path, encoding: .utf8)
+        try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: silent.url).utf8))
+        try fixture.service("login", arguments: "timeout=1")
+        let started = Date()
+        #expect(try fixture.login().code == PAMCode.authInfoUnavailable)
+        #expect(Date().timeIntervalSince(started) < 10, "the login must not hang past its timeout")
+        try fixture.service("login", arguments: "timeout=1 failmode=safe", then: "auth required pam_permit.so")
+        #expect(try fixture.login().code == PAMCode.success, "failmode=safe leaves the decision to the rest of the stack")
+    }
+
+    @Test func badArgumentsAndConfigAreServiceErrors() throws {
+        let fixture = try PAMFixture()
+        for arguments in ["timeout=0", "failmode=maybe", "nonsense", "config=relative.conf", "role="] {
+            try fixture.service("login", arguments: arguments)
+            #expect(try fixture.login().code == PAMCode.serviceError, "\(arguments)")
+        }
+        let broken = try fixture.directory.write("broken.conf", "state_dir = /x\ntimeout = soon\n")
+        _ = try fixture.directory.write("pam.d/login", "auth required \(try PAMFixture.module) config=\(broken)\n", mode: 0o644)
+        #expect(try fixture.login().code == PAMCode.serviceError)
+    }
+
+    @Test func aFailedConversationIsAConversationError() throws {
+        let fixture = try PAMFixture()
+        let login = try fixture.login(answers: [])
+        #expect(login.code == PAMCode.conversationError)
+        #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 0, "no PIN, no guess")
+    }
+
+    @Test func sudoCanDemandMoreThanLogin() throws {
+        let config = ManagerProcess.testConfig + """
+
+            [services]
+            names = pam
+            [service.pam]
+            name = Linux login
+            roles = login, sudo
+            role.login.authenticators = device+pin
+            role.sudo.authenticators = device+pin+biometric
+            """
+        let fixture = try PAMFixture(managerConfig: config)
+        #expect(try fixture.login(service: "login").code == PAMCode.success)
+        let sudo = try fixture.login(service: "sudo")
+        #expect(sudo.code == PAMCode.authError)
+        #expect(sudo.conversation == (try PAMFixture.golden("sudo-needs-biometric")))
+        // role= picks the role explicitly.
+        try fixture.service("sudo", arguments: "role=login")
+        #expect(try fixture.login(service: "sudo").code == PAMCode.success)
+    }
+
+    @Test func aManagerAnswerWithABadSignatureIsRefused() throws {
+        let fixture = try PAMFixture()
+        let attacker = try P256PrivateKey()
+        let forger = try FaultyServer { request in
+            let nonce = (try? JSONDecoder().decode(AuthenticationStartRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
+            let start = AuthenticationStartMessage(nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c", expiresAt: Int64.max / 2,
+                                                   service: "pam", relyingPartyName: "x", roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: [])
+            let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: (try? attacker.publicKey.fingerprint) ?? "")
+            return FaultyServer.http(contentType: "application/jose", body: Array(((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))
+        }
+        let path = fixture.state + "/identity-managers.json"
+        let stored = try String(contentsOfFile: path, encoding: .utf8)
+        try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: forger.url).utf8))
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.authError)
+        #expect(login.conversation.isEmpty, "no PIN is asked for a forged answer")
+    }
+
+    @Test func itLoadsAndLogsInWithTheSwiftToolchainHidden() throws {
+        let fixture = try PAMFixture()
+        // A private mount namespace where /opt/swift (the toolchain and its runtime) is an empty tmpfs.
+        let script = "mount -t tmpfs none /opt/swift && test ! -e /opt/swift/usr && exec \"$0\" \"$@\""
+        let login = try fixture.login(wrapper: ["/usr/bin/unshare", "--mount", "--map-root-user", "--", "/bin/sh", "-c", script])
+        #expect(login.code == PAMCode.success, "\(login.output)")
+    }
+
+    @Test func pamtesterUnderPAMWrapperAuthenticates() throws {
+        let fixture = try PAMFixture()
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = "libpam_wrapper.so"
+        environment["PAM_WRAPPER"] = "1"
+        environment["PAM_WRAPPER_SERVICE_DIR"] = fixture.confdir
+        let good = try ChildProcess("/usr/bin/pamtester", ["-v", "login", "alice", "authenticate"], stdin: "24680\n", environment: environment, in: fixture.directory).wait()
+        #expect(good.status == 0, "\(good.stdout) \(good.stderr)")
+        #expect(good.stderr.contains("successfully authenticated") || good.stdout.contains("successfully authenticated"))
+        let bad = try ChildProcess("/usr/bin/pamtester", ["-v", "login", "alice", "authenticate"], stdin: "13570\n", environment: environment, in: fixture.directory).wait()
+        #expect(bad.status != 0)
+        #expect((bad.stdout + bad.stderr).contains("Wrong PIN"))
+    }
+}
+
+/// The built .so is self-contained and exports only the PAM entry points (DESIGN.md).
+@Suite struct PAMModuleBuildTests {
+    let directory = TemporaryDirectory()
+
+    func tool(_ path: String, _ arguments: [String]) throws -> String {
+        let result = try ChildProcess(path, arguments, in: directory).wait()
+        guard result.status == 0 else { throw TestFailure("\(path) failed: \(result.stderr)") }
+        return result.stdout
+    }
+
+    @Test func onlyThePAMEntryPointsAreExported() throws {
+        let symbols = try tool("/usr/bin/nm", ["-D", "--defined-only", try PAMFixture.module]).split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+        #expect(symbols.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
+    }
+
+    @Test func itNeedsNoSwiftRuntimeAndHasNoRPATHAndStaysLoaded() throws {
+        let dynamic = try tool("/usr/bin/readelf", ["-d", try PAMFixture.module])
+        let needed = dynamic.split(separator: "\n").filter { $0.contains("(NEEDED)") }
+        #expect(!needed.isEmpty)
+        #expect(!needed.contains { $0.contains("libswift") || $0.contains("Foundation") || $0.contains("dispatch") }, "\(needed)")
+        #expect(!dynamic.contains("RPATH") && !dynamic.contains("RUNPATH"))
+        #expect(dynamic.contains("NODELETE") && dynamic.contains("BIND_NOW"))
+        #expect(try tool("/usr/bin/readelf", ["-lW", try PAMFixture.module]).contains("GNU_RELRO"))
+    }
+}
