@@ -2,7 +2,8 @@
 # The main job end to end on the embedded default (SQLite), in a temporary directory:
 # start the manager, register, show the activation QR code, personalize, list, remove.
 set -euo pipefail
-BIN=${1:?usage: demo.sh BIN_DIR}
+BIN=${1:?usage: demo.sh BIN_DIR PAM_MODULE}
+PAM_MODULE=${2:?usage: demo.sh BIN_DIR PAM_MODULE}
 WORK=$(mktemp -d /tmp/xign-demo.XXXXXX)
 MANAGER_PID=
 cleanup() {
@@ -39,6 +40,21 @@ printf '%s\n' "$PIN" | "$BIN/xign-setup" personalize --mail "$MAIL" --user demo 
 step "List the identity managers of this machine"
 "$BIN/xign-setup" list --state-dir "$WORK/state"
 "$BIN/xign-setup" list --state-dir "$WORK/state" --json
+
+step "Log in through PAM: pamtester loads $PAM_MODULE (the right PIN)"
+printf 'state_dir = %s\n' "$WORK/state" > "$WORK/xign.conf"
+mkdir -p "$WORK/pam.d"
+printf 'auth required %s config=%s timeout=5\n' "$PAM_MODULE" "$WORK/xign.conf" > "$WORK/pam.d/login"
+printf 'auth required pam_deny.so\n' > "$WORK/pam.d/other"
+cat "$WORK/pam.d/login"
+pamtester() {
+    LD_PRELOAD=libpam_wrapper.so PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$WORK/pam.d" command pamtester -v login demo authenticate
+}
+printf '%s\n' "$PIN" | pamtester
+
+step "A wrong PIN fails, and the lockout is shown"
+if printf '13570\n' | pamtester; then echo "a wrong PIN was accepted" >&2; exit 1; fi
+if printf '%s\n' "$PIN" | pamtester; then echo "the lockout did not hold" >&2; exit 1; fi
 
 step "What the manager knows"
 "$BIN/xign-manager" admin activations --data-dir "$WORK/manager"

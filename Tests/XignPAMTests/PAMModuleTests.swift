@@ -160,6 +160,22 @@ import XignTestSupport
         #expect(bad.status != 0)
         #expect((bad.stdout + bad.stderr).contains("Wrong PIN"))
     }
+
+    @Test func eachLoginLogsOneLineWithResultServiceUserRuserAndRhostButNeverThePIN() throws {
+        let fixture = try PAMFixture()
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = "libpam_wrapper.so"
+        environment["PAM_WRAPPER"] = "1"
+        environment["PAM_WRAPPER_SERVICE_DIR"] = fixture.confdir
+        environment["PAM_WRAPPER_DEBUGLEVEL"] = "3"  // pam_wrapper prints what modules send to syslog
+        let arguments = ["-v", "-I", "ruser=bob", "-I", "rhost=192.0.2.5", "sudo", "alice", "authenticate"]
+        let wrong = try ChildProcess("/usr/bin/pamtester", arguments, stdin: "13570\n", environment: environment, in: fixture.directory).wait()
+        let lines = wrong.stderr.split(separator: "\n").filter { $0.contains("SYSLOG(") }
+        #expect(lines.contains { $0.hasSuffix("SYSLOG(4): result=wrong-pin service=sudo user=alice ruser=bob rhost=192.0.2.5") }, "\(lines)")
+        #expect(!(wrong.stdout + wrong.stderr).contains("13570"), "the PIN must not be logged")
+        let right = try ChildProcess("/usr/bin/pamtester", arguments, stdin: "24680\n", environment: environment, in: fixture.directory).wait()
+        #expect(right.stderr.contains("SYSLOG(4): result=locked service=sudo user=alice ruser=bob rhost=192.0.2.5"), "\(right.stderr)")
+    }
 }
 
 /// The built .so is self-contained and exports only the PAM entry points (DESIGN.md).
