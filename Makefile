@@ -44,9 +44,9 @@ test: deps pam
 demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"
 
-bench: deps
+bench: deps pam
 	$(SWIFT) build -c release
-	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench"
+	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
 
 clean:
 	rm -rf .build $(PAM_BUILD)

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import XignCore
+import XignCrypto
 import XignProtocol
 
 /// `make bench`: the client's operations against a real manager on loopback, each as a median and p95,
@@ -85,12 +86,204 @@ struct Bench {
             _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
         }
 
-        print("")
-        print("operation".padding(toLength: 54, withPad: " ", startingAt: 0) + "runs   median ms   p95 ms   × floor")
-        for figure in [floor, parameters, registration, decrypt, personalization] {
-            let ratio = figure.median / floor.median
-            print(figure.name.padding(toLength: 54, withPad: " ", startingAt: 0)
-                + String(format: "%4d   %9.2f   %6.2f   %7.1f", figure.milliseconds.count, figure.median, figure.percentile(0.95), ratio))
+        table("Registration and personalization (client ↔ manager on loopback)", [floor, parameters, registration, decrypt, personalization], floor: floor)
+
+        // Authentication as pam_xign runs it, step by step in this process, to break a login down.
+        guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no enrolment to log in with") }
+        let authenticator = sdk.authenticator
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "bench", localUser: "bench")
+        var starts: [Double] = [], finishes: [Double] = [], tokens: [Double] = []
+        for _ in 0..<50 {
+            var t = DispatchTime.now().uptimeNanoseconds
+            func lap() -> Double {
+                let now = DispatchTime.now().uptimeNanoseconds
+                defer { t = now }
+                return Double(now - t) / 1_000_000
+            }
+            let request = try authenticator.startAuthenticationSynchronous(data: data)
+            starts.append(lap())
+            request.setSelection(request.roles[0])
+            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { break }
+            try information.sign(factor: DeviceFactor())
+            try information.sign(factor: PinFactor(pin))
+            _ = lap()
+            guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else { break }
+            finishes.append(lap())
+            _ = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
+            tokens.append(lap())
         }
+        let key = try P256PrivateKey()
+        let message = Data(repeating: 7, count: 200)
+        let signing = try measure("client: ECDSA P-256 sign (software key)", runs: 200) { _ in _ = try key.signature(for: message) }
+        let jws = try JWS.sign(payload: message, header: JWS.Header(typ: "t", kid: try key.publicKey.fingerprint), with: key)
+        let publicKey = try key.publicKey
+        let verifying = try measure("client: JWS ES256 verify", runs: 200) { _ in _ = try JWS.verify(jws, expectedType: "t", key: publicKey) }
+        let hashing = try measure("manager: PIN verifier (PBKDF2 60000 + HMAC)", runs: 20) { _ in
+            _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 60_000)
+        }
+        table("One login, step by step", [
+            Figure(name: "round trip 1: start", milliseconds: starts),
+            Figure(name: "round trip 2: finish (device signature, PIN check)", milliseconds: finishes),
+            Figure(name: "round trip 3: token", milliseconds: tokens),
+            signing, verifying, hashing,
+        ], floor: floor)
+
+        // The module inside a host process, through real libpam, against pam_permit.so as the floor.
+        if CommandLine.arguments.count >= 3 {
+            try pamFigures(module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port, pin: pin)
+        } else {
+            print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
+        }
+    }
+
+    static func table(_ title: String, _ figures: [Figure], floor: Figure) {
+        print("\n\(title)")
+        print("operation".padding(toLength: 54, withPad: " ", startingAt: 0) + "runs   median ms   p95 ms   × floor")
+        for figure in figures {
+            print(figure.name.padding(toLength: 54, withPad: " ", startingAt: 0)
+                + String(format: "%4d   %9.3f   %6.3f   %7.1f", figure.milliseconds.count, figure.median, figure.percentile(0.95), figure.median / floor.median))
+        }
+    }
+
+    /// Runs the libpam harness for pam_xign.so and pam_permit.so, 200 logins each, and counts round trips through a proxy.
+    static func pamFigures(module: String, harnessSource: String, work: String, state: String, managerPort: Int, pin: String) throws {
+        let harness = work + "/pam_harness"
+        try run("/usr/bin/cc", ["-O2", "-o", harness, harnessSource, "-lpam"])
+        let proxy = try CountingProxy(to: managerPort)
+        // The enrolment talks to the manager through the proxy, which counts connections (libcurl opens one per request).
+        let storePath = state + "/identity-managers.json"
+        let stored = try String(contentsOfFile: storePath, encoding: .utf8)
+        try stored.replacingOccurrences(of: "127.0.0.1:\(managerPort)", with: "127.0.0.1:\(proxy.port)").write(toFile: storePath, atomically: true, encoding: .utf8)
+        try "state_dir = \(state)\n".write(toFile: work + "/xign.conf", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: work + "/pam.d", withIntermediateDirectories: true)
+        try "auth required \(module) config=\(work)/xign.conf\n".write(toFile: work + "/pam.d/xign", atomically: true, encoding: .utf8)
+        try "auth required pam_permit.so\n".write(toFile: work + "/pam.d/permit", atomically: true, encoding: .utf8)
+        let runs = 200
+        let xign = try run(harness, [work + "/pam.d", "xign", "bench", String(runs)], input: String(repeating: pin + "\n", count: runs))
+        let roundTrips = Double(proxy.connections) / Double(runs)
+        let permit = try run(harness, [work + "/pam.d", "permit", "bench", String(runs)], input: "")
+        func times(_ output: String) -> [Double] {
+            output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }
+        }
+        func field(_ output: String, _ name: String) -> Int {
+            output.split(whereSeparator: { $0 == "\n" || $0 == " " }).first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) } ?? -1
+        }
+        guard xign.contains("result=0 ") else { throw XignSdkError(.invalidManagerResponse, "the benchmark logins failed:\n\(xign.suffix(400))") }
+        let xignTimes = times(xign), permitTimes = times(permit)
+        let permitFigure = Figure(name: "pam_authenticate with pam_permit.so (floor)", milliseconds: permitTimes)
+        let steady = Figure(name: "pam_authenticate with pam_xign.so, runs 2…\(runs)", milliseconds: Array(xignTimes.dropFirst()))
+        table("PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)", [
+            permitFigure,
+            steady,
+            Figure(name: "first pam_authenticate (loads the module)", milliseconds: Array(xignTimes.prefix(1))),
+        ], floor: permitFigure)
+        print(String(format: "module load (first login − median of the rest): %.2f ms", (xignTimes.first ?? 0) - steady.median))
+        print(String(format: "HTTP round trips per login: %.2f (counted at a proxy over %d logins)", roundTrips, runs))
+        print("threads in the host before/after: \(field(xign, "threads_before")) / \(field(xign, "threads_after"))")
+        let xignRSS = field(xign, "rss_after_kb") - field(xign, "rss_before_kb")
+        let permitRSS = field(permit, "rss_after_kb") - field(permit, "rss_before_kb")
+        print("RSS the module adds to the host: \(xignRSS - permitRSS) KiB (pam_xign \(xignRSS) KiB, pam_permit \(permitRSS) KiB over the same runs)")
+    }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe(), stdin = Pipe()
+        process.standardOutput = output
+        process.standardInput = stdin
+        try process.run()
+        stdin.fileHandleForWriting.write(Data((input ?? "").utf8))
+        try stdin.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw XignSdkError(.invalidInput, "\(executable) failed with \(process.terminationStatus)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A TCP forwarder on loopback that counts the connections it relays.
+final class CountingProxy: @unchecked Sendable {
+    let port: Int
+    private let target: Int
+    private let listener: Int32
+    private let lock = NSLock()
+    private var count = 0
+
+    var connections: Int { lock.withLock { count } }
+
+    init(to target: Int) throws {
+        self.target = target
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = Self.loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound, listen(fd, 64) == 0 else { throw XignSdkError(.invalidInput, "the proxy cannot listen") }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { self.accepting() }
+    }
+
+    static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return address
+    }
+
+    private func accepting() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 { return }
+            lock.withLock { count += 1 }
+            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = Self.loopback(port: target)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            guard connected else {
+                close(client)
+                close(upstream)
+                continue
+            }
+            let pair = Pair(client, upstream)
+            Thread.detachNewThread { Self.pump(from: client, to: upstream); pair.finishOne() }
+            Thread.detachNewThread { Self.pump(from: upstream, to: client); pair.finishOne() }
+        }
+    }
+
+    /// Both sockets of a relayed connection, closed when both directions are done.
+    private final class Pair: @unchecked Sendable {
+        let a: Int32, b: Int32
+        private let lock = NSLock()
+        private var open = 2
+
+        init(_ a: Int32, _ b: Int32) {
+            self.a = a
+            self.b = b
+        }
+
+        func finishOne() {
+            let last = lock.withLock { open -= 1; return open == 0 }
+            if last {
+                close(a)
+                close(b)
+            }
+        }
+    }
+
+    private static func pump(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = recv(source, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            if send(destination, buffer, n, Int32(MSG_NOSIGNAL)) < 0 { break }
+        }
+        shutdown(destination, Int32(SHUT_WR))
+        shutdown(source, Int32(SHUT_RD))
     }
 }
