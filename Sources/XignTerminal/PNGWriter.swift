@@ -15,8 +15,8 @@ public enum PNGWriter {
         return png(width: side, height: side, greyscale: pixels)
     }
 
-    public static func png(width: Int, height: Int, greyscale pixels: [UInt8]) -> Data {
-        precondition(pixels.count == width * height)
+    /// `pixels` holds width × height bytes; png(for:) builds it so.
+    static func png(width: Int, height: Int, greyscale pixels: [UInt8]) -> Data {
         var raw: [UInt8] = []
         raw.reserveCapacity((width + 1) * height)
         for row in 0..<height {

@@ -31,12 +31,6 @@ public struct QRCode: Equatable, Sendable {
         modules = (0..<(width * width)).map { code.pointee.data[$0] & 1 == 1 }
     }
 
-    public init(size: Int, modules: [Bool]) {
-        precondition(modules.count == size * size)
-        self.size = size
-        self.modules = modules
-    }
-
     /// The module at (x, y), where coordinates include the quiet zone; outside the symbol is light.
     public func isDark(x: Int, y: Int) -> Bool {
         let mx = x - Self.quietZone, my = y - Self.quietZone
