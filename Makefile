@@ -16,7 +16,10 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 	-Xlinker --version-script=$(CURDIR)/pam/pam_xign.map \
 	-Xlinker -z -Xlinker nodelete -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
-.PHONY: all deps build pam test demo bench clean
+# Where `make install` puts the module: Debian's multiarch PAM directory.
+PAM_DIR ?= /lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
+
+.PHONY: all deps build pam install test demo bench clean
 
 all: build
 
@@ -36,6 +39,10 @@ pam: deps
 	$(SWIFT) build $(PAM_FLAGS)
 	install -m 0644 $(PAM_BUILD)/release/libpam_xign.so $(PAM_SO)
 	@echo "built $(PAM_SO)"
+
+install: pam
+	install -D -m 0644 $(PAM_SO) $(DESTDIR)$(PAM_DIR)/pam_xign.so
+	@echo "installed $(DESTDIR)$(PAM_DIR)/pam_xign.so; enable it with a line such as: auth required pam_xign.so"
 
 test: deps pam
 	$(SWIFT) build --build-tests
