@@ -234,18 +234,12 @@ public struct Authenticator {
     public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
         let entity = try entity(data.idmIdentifier)
         if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
-        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
-            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; personalize again")
-        }
+        let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let request = AuthenticationStartRequest(deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce)
-        let compact: String
-        do {
-            compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
-        } catch let lockout as XignSdkLockoutError {
-            try? store.recordLockout(activationId: entity.activationId, lockout.information)
-            throw lockout
+        let compact = try store.rememberingLockout(of: entity.activationId) {
+            try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
         }
         let start = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64 else {
@@ -325,9 +319,7 @@ public struct Authenticator {
     /// for this host, this local user and this service, and it has not expired.
     public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
         let entity = try entity(code.idmIdentifier)
-        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
-            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; personalize again")
-        }
+        let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let compact = try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import XignCrypto
 import XignProtocol
 
 /// One personalized activation on this machine, bound to one local user (the seeds' IdentityManagerEntity).
@@ -16,6 +17,14 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     /// The device key's name in its key store.
     public var keyReference: String
     public var personalizedAt: Int64
+
+    /// The manager's signing key as pinned at personalization.
+    func pinnedManagerKey() throws -> P256PublicKey {
+        guard let der = Base64URL.decode(managerKey), let key = try? P256PublicKey(derRepresentation: der) else {
+            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(idmIdentifier) is damaged; personalize again, or use xign-setup remove --local-only")
+        }
+        return key
+    }
 }
 
 /// The machine's enrolments, in `<state_dir>/identity-managers.json`, mode 0600 in a 0700 directory.
@@ -92,6 +101,16 @@ public struct IdentityManagerStore: Sendable {
         let until = Date(millisecondsSince1970: record.lockedUntil)
         guard record.isPermanent || until > Date() else { return nil }
         return PendingLockoutInformation(isPermanent: record.isPermanent, lockedUntil: until)
+    }
+
+    /// Runs a request; a lockout the manager reports is remembered before it is rethrown.
+    func rememberingLockout<T>(of activationId: String, _ request: () throws -> T) throws -> T {
+        do {
+            return try request()
+        } catch let lockout as XignSdkLockoutError {
+            try? recordLockout(activationId: activationId, lockout.information)
+            throw lockout
+        }
     }
 
     func recordLockout(activationId: String, _ lock: LockoutAttemptInformation?) throws {

@@ -137,12 +137,8 @@ public struct Personalizer {
             knownDeviceIds: mine.filter { $0.localUser == localUser }.map(\.idmIdentifier)
         )
         let client = ManagerClient(url: url, http: http)
-        let compact: String
-        do {
-            compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
-        } catch let lockout as XignSdkLockoutError {
-            try? store.recordLockout(activationId: payload.activationId, lockout.information)
-            throw lockout
+        let compact = try store.rememberingLockout(of: payload.activationId) {
+            try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
         }
         let managerKey = try pinManagerKey(from: compact, fingerprint: payload.managerKeyFingerprint)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)

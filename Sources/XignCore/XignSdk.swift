@@ -91,9 +91,7 @@ public struct XignSdk {
     }
 
     private func revoke(_ entity: IdentityManagerEntity) throws {
-        guard let keyBytes = Base64URL.decode(entity.managerKey), let managerKey = try? P256PublicKey(derRepresentation: keyBytes) else {
-            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(entity.idmIdentifier) is damaged; use --local-only")
-        }
+        let managerKey = try entity.pinnedManagerKey()
         let key: any DeviceKey
         do { key = try keyStore.load(entity.keyReference) } catch {
             throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")

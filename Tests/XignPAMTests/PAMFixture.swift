@@ -95,6 +95,16 @@ final class PAMFixture: @unchecked Sendable {
         return Login(code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"), output: result.stdout)
     }
 
+    /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
+    func pamtester(_ arguments: [String], stdin: String, debugLevel: Int? = nil) throws -> ChildProcess.Result {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = "libpam_wrapper.so"
+        environment["PAM_WRAPPER"] = "1"
+        environment["PAM_WRAPPER_SERVICE_DIR"] = confdir
+        environment["PAM_WRAPPER_DEBUGLEVEL"] = debugLevel.map(String.init)
+        return try ChildProcess("/usr/bin/pamtester", arguments, stdin: stdin, environment: environment, in: directory).wait()
+    }
+
     /// The golden conversation named `name`.
     static func golden(_ name: String) throws -> String {
         try String(contentsOfFile: repository + "/Tests/XignPAMTests/Golden/\(name).txt", encoding: .utf8).trimmingCharacters(in: .newlines)

@@ -149,31 +149,22 @@ import XignTestSupport
 
     @Test func pamtesterUnderPAMWrapperAuthenticates() throws {
         let fixture = try PAMFixture()
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = "libpam_wrapper.so"
-        environment["PAM_WRAPPER"] = "1"
-        environment["PAM_WRAPPER_SERVICE_DIR"] = fixture.confdir
-        let good = try ChildProcess("/usr/bin/pamtester", ["-v", "login", "alice", "authenticate"], stdin: "24680\n", environment: environment, in: fixture.directory).wait()
+        let good = try fixture.pamtester(["-v", "login", "alice", "authenticate"], stdin: "24680\n")
         #expect(good.status == 0, "\(good.stdout) \(good.stderr)")
         #expect(good.stderr.contains("successfully authenticated") || good.stdout.contains("successfully authenticated"))
-        let bad = try ChildProcess("/usr/bin/pamtester", ["-v", "login", "alice", "authenticate"], stdin: "13570\n", environment: environment, in: fixture.directory).wait()
+        let bad = try fixture.pamtester(["-v", "login", "alice", "authenticate"], stdin: "13570\n")
         #expect(bad.status != 0)
         #expect((bad.stdout + bad.stderr).contains("Wrong PIN"))
     }
 
     @Test func eachLoginLogsOneLineWithResultServiceUserRuserAndRhostButNeverThePIN() throws {
         let fixture = try PAMFixture()
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = "libpam_wrapper.so"
-        environment["PAM_WRAPPER"] = "1"
-        environment["PAM_WRAPPER_SERVICE_DIR"] = fixture.confdir
-        environment["PAM_WRAPPER_DEBUGLEVEL"] = "3"  // pam_wrapper prints what modules send to syslog
         let arguments = ["-v", "-I", "ruser=bob", "-I", "rhost=192.0.2.5", "sudo", "alice", "authenticate"]
-        let wrong = try ChildProcess("/usr/bin/pamtester", arguments, stdin: "13570\n", environment: environment, in: fixture.directory).wait()
+        let wrong = try fixture.pamtester(arguments, stdin: "13570\n", debugLevel: 3)
         let lines = wrong.stderr.split(separator: "\n").filter { $0.contains("SYSLOG(") }
         #expect(lines.contains { $0.hasSuffix("SYSLOG(4): result=wrong-pin service=sudo user=alice ruser=bob rhost=192.0.2.5") }, "\(lines)")
         #expect(!(wrong.stdout + wrong.stderr).contains("13570"), "the PIN must not be logged")
-        let right = try ChildProcess("/usr/bin/pamtester", arguments, stdin: "24680\n", environment: environment, in: fixture.directory).wait()
+        let right = try fixture.pamtester(arguments, stdin: "24680\n", debugLevel: 3)
         #expect(right.stderr.contains("SYSLOG(4): result=locked service=sudo user=alice ruser=bob rhost=192.0.2.5"), "\(right.stderr)")
     }
 }
