@@ -212,7 +212,7 @@ public struct LoginToken: Sendable, Equatable {
 public struct Authenticator {
     let http: HTTPClient
     let store: IdentityManagerStore
-    let keyStore: any DeviceKeyStore
+    let keys: DeviceKeys
 
     /// InApp initialization needs no round trip: the enrolment names the manager, the service is configured locally.
     public func fetchInAppAuthenticationInitializationData(idmIdentifier: String, service: String, host: String, localUser: String) throws -> AuthenticationInitializationData {
@@ -272,8 +272,8 @@ public struct Authenticator {
             throw XignSdkError(.parametersIncomplete, "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
         }
         let key: any DeviceKey
-        do { key = try keyStore.load(session.entity.keyReference) } catch {
-            throw XignSdkError(.deviceKeyFailure, "\(error)")
+        do { key = try keys.store(for: session.entity.keyKind).load(session.entity.keyReference) } catch {
+            throw DeviceKeys.error(error, doing: "cannot load the device key")
         }
         var values: [String: String] = [:]
         var selections: [String: String] = [:]
@@ -342,7 +342,7 @@ public struct Authenticator {
 }
 
 extension XignSdk {
-    public var authenticator: Authenticator { Authenticator(http: http, store: store, keyStore: keyStore) }
+    public var authenticator: Authenticator { Authenticator(http: http, store: store, keys: keys) }
 }
 
 extension IdentityManagerStore {

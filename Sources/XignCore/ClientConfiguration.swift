@@ -10,6 +10,8 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var managerURL: ManagerURL?
     public var http = HTTPClient.Configuration()
     public var deviceKey = DeviceKeyPreference.software
+    /// How to reach the TPM. Always named: libtss2 given no TCTI quietly tries a simulator on localhost:2321.
+    public var tcti = "device:/dev/tpmrm0"
     /// The manager's service that PAM logins authenticate to.
     public var pamService = "pam"
     /// The role a PAM service asks for; services not listed use `pamDefaultRole`.
@@ -32,7 +34,7 @@ public struct ClientConfiguration: Sendable, Equatable {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
         }
         try file.rejectUnknownKeys(
-            ["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "pam.service", "pam.default_role"],
+            ["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role"],
             prefixes: ["pam.role."]
         )
         if let directory = file.string("state_dir") {
@@ -53,6 +55,12 @@ public struct ClientConfiguration: Sendable, Equatable {
         pamDefaultRole = file.string("pam.default_role") ?? pamDefaultRole
         for (key, entry) in file.entries where key.hasPrefix("pam.role.") {
             pamRoles[String(key.dropFirst("pam.role.".count))] = entry.value
+        }
+        if let tcti = file.string("tcti") {
+            guard !tcti.isEmpty, tcti.utf8.count <= 256, tcti.contains(":") || ["device", "swtpm", "mssim", "tabrmd"].contains(tcti) else {
+                throw fail("tcti", "must name a TCTI such as device:/dev/tpmrm0 or swtpm:path=/run/swtpm.sock")
+            }
+            self.tcti = tcti
         }
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }

@@ -32,6 +32,8 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     // This machine
     case stateUnavailable
     case deviceKeyFailure
+    /// The TPM is missing, busy or in dictionary-attack lockout; trying later may work.
+    case tpmUnavailable
     case identityManagerNotFound
 }
 

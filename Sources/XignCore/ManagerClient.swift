@@ -31,7 +31,7 @@ struct ManagerClient {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         let signature: Data
         do { signature = try key.signature(for: message) } catch {
-            throw XignSdkError(.deviceKeyFailure, "the device key cannot sign: \(error)")
+            throw DeviceKeys.error(error, doing: "the device key cannot sign")
         }
         return try postSigned(path, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
     }

@@ -109,7 +109,7 @@ public struct PersonalizationResult: Sendable, Equatable {
 public struct Personalizer {
     let http: HTTPClient
     let store: IdentityManagerStore
-    let keyStore: any DeviceKeyStore
+    let keys: DeviceKeys
     let localUser: String
     let device: DeviceInformationMessage
     /// Nevis's rule: a given URL replaces scheme, host and port of the one in the activation data.
@@ -205,9 +205,10 @@ public struct Personalizer {
 
     private func personalize(_ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?) throws -> PersonalizationResult {
         try store.checkWritable()
+        let keyStore = keys.preferred
         let (key, pending): (any DeviceKey, String)
         do { (key, pending) = try keyStore.createPendingKey() } catch {
-            throw XignSdkError(.deviceKeyFailure, "cannot create the device key: \(error)")
+            throw DeviceKeys.error(error, doing: "cannot create the device key")
         }
         var committed = false
         defer { if !committed { try? keyStore.delete(pending) } }
@@ -256,7 +257,7 @@ public struct Personalizer {
             try? keyStore.delete(entity.keyReference)
             throw XignSdkError(.stateUnavailable, "the manager accepted this device but the enrolment could not be saved (\(error)); fix that and personalize again")
         }
-        for old in replaced where old.keyReference != entity.keyReference { try? keyStore.delete(old.keyReference) }
+        for old in replaced where old.keyReference != entity.keyReference { try? keys.store(for: old.keyKind).delete(old.keyReference) }
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
     }
 }

@@ -12,7 +12,7 @@ public struct XignSdk {
     public let localUser: String
     public let store: IdentityManagerStore
     public let http: HTTPClient
-    let keyStore: any DeviceKeyStore
+    let keys: DeviceKeys
     /// Set when `device_key = auto` fell back to a software key.
     public let keyWarning: String?
 
@@ -24,21 +24,32 @@ public struct XignSdk {
         self.localUser = localUser
         store = IdentityManagerStore(directory: configuration.stateDirectory)
         http = HTTPClient(configuration: configuration.http)
+        let software = SoftwareDeviceKeyStore(directory: store.keyDirectory)
+        let tpm = TPMDeviceKeyStore(directory: store.keyDirectory, tcti: configuration.tcti)
+        var preferred: any DeviceKeyStore = software
+        var warning: String?
         switch configuration.deviceKey {
         case .software:
-            keyWarning = nil
-        case .auto:
-            keyWarning = "no TPM support in this build; using a software device key (device_key = auto)"
+            break
         case .tpm:
-            throw XignSdkError(.deviceKeyFailure, "device_key = tpm is not supported by this build yet; set device_key = software or auto in \(ClientConfiguration.defaultPath)")
+            preferred = tpm
+        case .auto:
+            // The TPM when it works; else a software key, said out loud.
+            do {
+                _ = try tpm.probe()
+                preferred = tpm
+            } catch {
+                warning = "no usable TPM (\(error)); using a software device key (device_key = auto)"
+            }
         }
-        keyStore = SoftwareDeviceKeyStore(directory: store.keyDirectory)
+        keyWarning = warning
+        keys = DeviceKeys(software: software, tpm: tpm, preferred: preferred)
     }
 
     public var registry: Registry { Registry(http: http) }
 
     public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
-        Personalizer(http: http, store: store, keyStore: keyStore, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
+        Personalizer(http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
     }
 
     /// Nevis's DeviceInformation for this machine: its host name and platform.
@@ -86,14 +97,14 @@ public struct XignSdk {
             }
         }
         try store.update { contents in contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier } }
-        try? keyStore.delete(entity.keyReference)
+        try? keys.store(for: entity.keyKind).delete(entity.keyReference)
         return outcome
     }
 
     private func revoke(_ entity: IdentityManagerEntity) throws {
         let managerKey = try entity.pinnedManagerKey()
         let key: any DeviceKey
-        do { key = try keyStore.load(entity.keyReference) } catch {
+        do { key = try keys.store(for: entity.keyKind).load(entity.keyReference) } catch {
             throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")
         }
         let client = ManagerClient(url: entity.managerURL, http: http)

@@ -87,6 +87,14 @@ struct PAMLogin {
                 if options.failMode == .safe { return (PAM_IGNORE, "unreachable-ignored") }
                 tell("XignIn: the identity manager cannot be reached.", isError: true)
                 return (PAM_AUTHINFO_UNAVAIL, "unreachable")
+            case .tpmUnavailable:
+                log(LOG_ERR, "TPM unavailable: \(error.message)")
+                tell("XignIn: \(error.message)", isError: true)
+                return (PAM_AUTHINFO_UNAVAIL, "tpm-unavailable")
+            case .deviceKeyFailure:
+                log(LOG_ERR, "device key: \(error.message)")
+                tell("XignIn: \(error.message)", isError: true)
+                return (PAM_AUTH_ERR, "device-key")
             case .deviceNotEnrolled:
                 tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
                 return (PAM_AUTH_ERR, "not-enrolled")

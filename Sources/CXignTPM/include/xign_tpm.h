@@ -1,0 +1,44 @@
+/* TPM2 device keys over libtss2-esys: create, sign, and the SRK that wraps them. */
+#ifndef XIGN_TPM_H
+#define XIGN_TPM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct xign_tpm xign_tpm;
+
+/* Return codes are TSS2_RC values (0 is success) or one of these. */
+#define XIGN_TPM_RC_SRK_MISMATCH 0x58490001u /* the SRK is not the one the key was created under (TPM cleared, or another TPM) */
+#define XIGN_TPM_RC_BAD_BLOB     0x58490002u /* the stored blob does not unmarshal */
+#define XIGN_TPM_RC_MEMORY       0x58490003u
+
+/* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
+typedef struct xign_tpm_blob {
+    uint8_t public_area[1024];
+    size_t public_size;
+    uint8_t private_area[1024];
+    size_t private_size;
+    uint8_t srk_name[68];
+    size_t srk_name_size;
+} xign_tpm_blob;
+
+/* Opens the TPM through a TCTI configuration such as "device:/dev/tpmrm0" or "swtpm:path=/run/s". Never NULL. */
+uint32_t xign_tpm_open(const char *tcti, xign_tpm **out);
+void xign_tpm_close(xign_tpm *tpm);
+
+/* The SRK's name, created on demand (for `xign-setup doctor`). */
+uint32_t xign_tpm_srk_name(xign_tpm *tpm, uint8_t name[68], size_t *name_size);
+
+/* Creates a P-256 signing key under the SRK. point receives the uncompressed public point (65 bytes). */
+uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]);
+
+/* The public point of a stored key, without the TPM. */
+uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]);
+
+/* Loads the key under its SRK and signs a SHA-256 digest; signature receives r || s (64 bytes). */
+uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]);
+
+/* A short text for a return code. */
+const char *xign_tpm_describe(uint32_t rc);
+
+#endif

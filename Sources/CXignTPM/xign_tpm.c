@@ -1,0 +1,248 @@
+#include "xign_tpm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <tss2/tss2_esys.h>
+#include <tss2/tss2_mu.h>
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tctildr.h>
+
+struct xign_tpm {
+    TSS2_TCTI_CONTEXT *tcti;
+    ESYS_CONTEXT *esys;
+};
+
+#define SRK_PERSISTENT_HANDLE 0x81000001u
+
+uint32_t xign_tpm_open(const char *tcti, xign_tpm **out) {
+    *out = NULL;
+    if (tcti == NULL || *tcti == '\0') return TSS2_TCTI_RC_BAD_VALUE;
+    xign_tpm *tpm = calloc(1, sizeof *tpm);
+    if (tpm == NULL) return XIGN_TPM_RC_MEMORY;
+    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti, &tpm->tcti);
+    if (rc == TSS2_RC_SUCCESS) rc = Esys_Initialize(&tpm->esys, tpm->tcti, NULL);
+    if (rc != TSS2_RC_SUCCESS) {
+        xign_tpm_close(tpm);
+        return rc;
+    }
+    *out = tpm;
+    return TSS2_RC_SUCCESS;
+}
+
+void xign_tpm_close(xign_tpm *tpm) {
+    if (tpm == NULL) return;
+    if (tpm->esys != NULL) Esys_Finalize(&tpm->esys);
+    if (tpm->tcti != NULL) Tss2_TctiLdr_Finalize(&tpm->tcti);
+    free(tpm);
+}
+
+/* The TCG ECC SRK template (TCG TPM v2.0 Provisioning Guidance): a restricted P-256 decryption key. */
+static TPM2B_PUBLIC srk_template(void) {
+    TPM2B_PUBLIC template = { 0 };
+    TPMT_PUBLIC *area = &template.publicArea;
+    area->type = TPM2_ALG_ECC;
+    area->nameAlg = TPM2_ALG_SHA256;
+    area->objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                             TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
+    area->parameters.eccDetail.symmetric.algorithm = TPM2_ALG_AES;
+    area->parameters.eccDetail.symmetric.keyBits.aes = 128;
+    area->parameters.eccDetail.symmetric.mode.aes = TPM2_ALG_CFB;
+    area->parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+    area->parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+    area->parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    area->unique.ecc.x.size = 32;
+    area->unique.ecc.y.size = 32;
+    return template;
+}
+
+/* The device key: P-256, ECDSA-SHA256, fixedTPM|fixedParent|sensitiveDataOrigin|sign|noDA. */
+static TPM2B_PUBLIC key_template(void) {
+    TPM2B_PUBLIC template = { 0 };
+    TPMT_PUBLIC *area = &template.publicArea;
+    area->type = TPM2_ALG_ECC;
+    area->nameAlg = TPM2_ALG_SHA256;
+    area->objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                             TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_NODA;
+    area->parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area->parameters.eccDetail.scheme.scheme = TPM2_ALG_ECDSA;
+    area->parameters.eccDetail.scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
+    area->parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+    area->parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    return template;
+}
+
+static uint32_t name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *name_size) {
+    TPM2B_NAME *value = NULL;
+    TSS2_RC rc = Esys_TR_GetName(tpm->esys, handle, &value);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    if (value->size > 68) {
+        Esys_Free(value);
+        return XIGN_TPM_RC_MEMORY;
+    }
+    memcpy(name, value->name, value->size);
+    *name_size = value->size;
+    Esys_Free(value);
+    return TSS2_RC_SUCCESS;
+}
+
+/* The SRK: the persistent one if its name is `expected`, else created from the template.
+ * *transient says whether the caller must flush it. With `expected`, a different SRK is an error. */
+static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size, ESYS_TR *handle, int *transient) {
+    uint8_t name[68];
+    size_t name_size = 0;
+    ESYS_TR persistent = ESYS_TR_NONE;
+    *transient = 0;
+    if (expected != NULL &&
+        Esys_TR_FromTPMPublic(tpm->esys, SRK_PERSISTENT_HANDLE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &persistent) == TSS2_RC_SUCCESS) {
+        if (name_of(tpm, persistent, name, &name_size) == TSS2_RC_SUCCESS && name_size == expected_size &&
+            memcmp(name, expected, name_size) == 0) {
+            *handle = persistent;
+            return TSS2_RC_SUCCESS;
+        }
+        Esys_TR_Close(tpm->esys, &persistent);
+    }
+    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
+    TPM2B_PUBLIC template = srk_template();
+    TPM2B_DATA outside = { 0 };
+    TPML_PCR_SELECTION pcrs = { 0 };
+    TPM2B_PUBLIC *out_public = NULL;
+    TPM2B_CREATION_DATA *creation_data = NULL;
+    TPM2B_DIGEST *creation_hash = NULL;
+    TPMT_TK_CREATION *ticket = NULL;
+    TSS2_RC rc = Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template,
+                                    &outside, &pcrs, handle, &out_public, &creation_data, &creation_hash, &ticket);
+    Esys_Free(out_public);
+    Esys_Free(creation_data);
+    Esys_Free(creation_hash);
+    Esys_Free(ticket);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    *transient = 1;
+    if (expected != NULL) {
+        rc = name_of(tpm, *handle, name, &name_size);
+        if (rc == TSS2_RC_SUCCESS && (name_size != expected_size || memcmp(name, expected, name_size) != 0)) rc = XIGN_TPM_RC_SRK_MISMATCH;
+        if (rc != TSS2_RC_SUCCESS) {
+            Esys_FlushContext(tpm->esys, *handle);
+            *transient = 0;
+        }
+    }
+    return rc;
+}
+
+uint32_t xign_tpm_srk_name(xign_tpm *tpm, uint8_t name[68], size_t *name_size) {
+    ESYS_TR handle = ESYS_TR_NONE;
+    int transient = 0;
+    TSS2_RC rc = srk(tpm, NULL, 0, &handle, &transient);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = name_of(tpm, handle, name, name_size);
+    if (transient) Esys_FlushContext(tpm->esys, handle);
+    return rc;
+}
+
+static uint32_t point_of(const TPM2B_PUBLIC *public_key, uint8_t point[65]) {
+    const TPMS_ECC_POINT *ecc = &public_key->publicArea.unique.ecc;
+    if (public_key->publicArea.type != TPM2_ALG_ECC || ecc->x.size > 32 || ecc->y.size > 32) return XIGN_TPM_RC_BAD_BLOB;
+    memset(point, 0, 65);
+    point[0] = 0x04;
+    memcpy(point + 1 + (32 - ecc->x.size), ecc->x.buffer, ecc->x.size);
+    memcpy(point + 33 + (32 - ecc->y.size), ecc->y.buffer, ecc->y.size);
+    return TSS2_RC_SUCCESS;
+}
+
+uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]) {
+    memset(blob, 0, sizeof *blob);
+    ESYS_TR parent = ESYS_TR_NONE;
+    int transient = 0;
+    TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
+    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
+    TPM2B_PUBLIC template = key_template();
+    TPM2B_DATA outside = { 0 };
+    TPML_PCR_SELECTION pcrs = { 0 };
+    TPM2B_PRIVATE *out_private = NULL;
+    TPM2B_PUBLIC *out_public = NULL;
+    TPM2B_CREATION_DATA *creation_data = NULL;
+    TPM2B_DIGEST *creation_hash = NULL;
+    TPMT_TK_CREATION *ticket = NULL;
+    if (rc == TSS2_RC_SUCCESS) {
+        rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs,
+                         &out_private, &out_public, &creation_data, &creation_hash, &ticket);
+    }
+    if (rc == TSS2_RC_SUCCESS) {
+        size_t offset = 0;
+        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(out_public, blob->public_area, sizeof blob->public_area, &offset);
+        blob->public_size = offset;
+        offset = 0;
+        if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(out_private, blob->private_area, sizeof blob->private_area, &offset);
+        blob->private_size = offset;
+        if (rc == TSS2_RC_SUCCESS) rc = point_of(out_public, point);
+    }
+    Esys_Free(out_private);
+    Esys_Free(out_public);
+    Esys_Free(creation_data);
+    Esys_Free(creation_hash);
+    Esys_Free(ticket);
+    if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+static uint32_t unmarshal(const xign_tpm_blob *blob, TPM2B_PUBLIC *public_key, TPM2B_PRIVATE *private_key) {
+    size_t offset = 0;
+    if (blob->public_size > sizeof blob->public_area || blob->private_size > sizeof blob->private_area) return XIGN_TPM_RC_BAD_BLOB;
+    if (Tss2_MU_TPM2B_PUBLIC_Unmarshal(blob->public_area, blob->public_size, &offset, public_key) != TSS2_RC_SUCCESS ||
+        offset != blob->public_size) return XIGN_TPM_RC_BAD_BLOB;
+    offset = 0;
+    if (private_key != NULL &&
+        (Tss2_MU_TPM2B_PRIVATE_Unmarshal(blob->private_area, blob->private_size, &offset, private_key) != TSS2_RC_SUCCESS ||
+         offset != blob->private_size)) return XIGN_TPM_RC_BAD_BLOB;
+    return TSS2_RC_SUCCESS;
+}
+
+uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]) {
+    TPM2B_PUBLIC public_key = { 0 };
+    TSS2_RC rc = unmarshal(blob, &public_key, NULL);
+    return rc == TSS2_RC_SUCCESS ? point_of(&public_key, point) : rc;
+}
+
+uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]) {
+    TPM2B_PUBLIC public_key = { 0 };
+    TPM2B_PRIVATE private_key = { 0 };
+    TSS2_RC rc = unmarshal(blob, &public_key, &private_key);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    ESYS_TR parent = ESYS_TR_NONE, key = ESYS_TR_NONE;
+    int transient = 0;
+    rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, &key);
+    if (rc == TSS2_RC_SUCCESS) {
+        TPM2B_DIGEST to_sign = { .size = 32 };
+        memcpy(to_sign.buffer, digest, 32);
+        TPMT_SIG_SCHEME scheme = { .scheme = TPM2_ALG_ECDSA, .details.ecdsa.hashAlg = TPM2_ALG_SHA256 };
+        TPMT_TK_HASHCHECK validation = { .tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL };
+        TPMT_SIGNATURE *out = NULL;
+        rc = Esys_Sign(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &to_sign, &scheme, &validation, &out);
+        if (rc == TSS2_RC_SUCCESS) {
+            const TPMS_SIGNATURE_ECC *ecc = &out->signature.ecdsa;
+            if (ecc->signatureR.size > 32 || ecc->signatureS.size > 32) {
+                rc = XIGN_TPM_RC_BAD_BLOB;
+            } else {
+                memset(signature, 0, 64);
+                memcpy(signature + (32 - ecc->signatureR.size), ecc->signatureR.buffer, ecc->signatureR.size);
+                memcpy(signature + 32 + (32 - ecc->signatureS.size), ecc->signatureS.buffer, ecc->signatureS.size);
+            }
+        }
+        Esys_Free(out);
+        Esys_FlushContext(tpm->esys, key);
+    }
+    if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+const char *xign_tpm_describe(uint32_t rc) {
+    switch (rc) {
+    case XIGN_TPM_RC_SRK_MISMATCH: return "the storage root key differs from the one the device key was created under";
+    case XIGN_TPM_RC_BAD_BLOB: return "the stored key blob is damaged";
+    case XIGN_TPM_RC_MEMORY: return "out of memory";
+    default: return Tss2_RC_Decode(rc);
+    }
+}
