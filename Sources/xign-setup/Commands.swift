@@ -108,3 +108,39 @@ func reportingErrors(json: Bool, _ body: () throws -> Void) throws {
         throw exitCode(for: error, json: json)
     }
 }
+
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check the TPM, the device keys, the managers and the PAM configuration.",
+        discussion: "Exits 0 when nothing failed (warnings included), 1 otherwise."
+    )
+
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Where the PAM service files are.") var pamDir = "/etc/pam.d"
+
+    func run() throws {
+        try reportingErrors(json: common.json) {
+            let configuration = try common.loadConfiguration()
+            // The doctor reports a missing TPM instead of refusing to start, so it never probes for `auto` here.
+            var probeFree = configuration
+            if probeFree.deviceKey == .auto { probeFree.deviceKey = .tpm }
+            let diagnosis = try XignSdk(configuration: probeFree, localUser: CommonOptions.invokingUser()).diagnose(pamDirectory: pamDir)
+            if common.json {
+                Output(json: true).emit([
+                    "status": .string(diagnosis.status.rawValue),
+                    "items": .array(diagnosis.items.map { item in
+                        .object(["name": .string(item.name), "status": .string(item.status.rawValue), "detail": .string(item.detail),
+                                 "hint": item.hint.map(JSONValue.string) ?? .null])
+                    }),
+                ])
+            } else {
+                for item in diagnosis.items {
+                    let label = item.status.rawValue.uppercased()
+                    print(label + String(repeating: " ", count: max(1, 8 - label.count)) + "\(item.name): \(item.detail)")
+                    if let hint = item.hint { print("        → \(hint)") }
+                }
+            }
+            if diagnosis.status == .failure { throw ExitCode(1) }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import XignCrypto
+import XignDevice
+import XignProtocol
+
+/// What `xign-setup doctor` reports: each part of a working setup, checked for real.
+public struct Diagnosis: Sendable {
+    public enum Status: String, Sendable, Comparable {
+        case ok, warning, failure
+
+        public static func < (a: Status, b: Status) -> Bool {
+            let order: [Status] = [.ok, .warning, .failure]
+            return order.firstIndex(of: a)! < order.firstIndex(of: b)!
+        }
+    }
+
+    public struct Item: Sendable {
+        public let name: String
+        public let status: Status
+        public let detail: String
+        /// What to do, when the status is not ok.
+        public let hint: String?
+    }
+
+    public let items: [Item]
+    public var status: Status { items.map(\.status).max() ?? .ok }
+}
+
+extension XignSdk {
+    /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`.
+    public func diagnose(pamDirectory: String = "/etc/pam.d") -> Diagnosis {
+        var items: [Diagnosis.Item] = []
+        let wantsTPM = configuration.deviceKey != .software
+        items.append(.init(name: "tcti", status: .ok, detail: configuration.tcti, hint: nil))
+        do {
+            let name = try keys.tpm.probe()
+            items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
+            items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
+        } catch {
+            items.append(.init(
+                name: "tpm", status: wantsTPM ? .failure : .warning, detail: "\(error)",
+                hint: wantsTPM ? "start the TPM resource manager or fix tcti; or set device_key = software" : "keys are software keys (device_key = software)"
+            ))
+        }
+        let enrolments: [IdentityManagerEntity]
+        do { enrolments = try store.list() } catch {
+            items.append(.init(name: "state", status: .failure, detail: "\(error)", hint: "check \(configuration.stateDirectory)"))
+            enrolments = []
+        }
+        if enrolments.isEmpty {
+            items.append(.init(name: "enrolments", status: .warning, detail: "this machine is not personalized", hint: "xign-setup register, then xign-setup personalize"))
+        }
+        for entity in enrolments {
+            items.append(checkKey(entity))
+        }
+        for url in Set(enrolments.map(\.managerURL)).sorted(by: { $0.description < $1.description }) {
+            items.append(checkManager(url, pinned: enrolments.first { $0.managerURL == url }!))
+        }
+        items.append(checkPAM(pamDirectory))
+        return Diagnosis(items: items)
+    }
+
+    private func checkKey(_ entity: IdentityManagerEntity) -> Diagnosis.Item {
+        let name = "key \(entity.idmIdentifier.prefix(8)) (\(entity.localUser), \(entity.keyKind))"
+        do {
+            let key = try keys.store(for: entity.keyKind).load(entity.keyReference)
+            let message = Data("xign-doctor".utf8)
+            guard try key.publicKey.isValidSignature(try key.signature(for: message), for: message) else {
+                return .init(name: name, status: .failure, detail: "the key signs, but the signature does not verify", hint: "enroll again with xign-setup personalize")
+            }
+            return .init(name: name, status: .ok, detail: "loads and signs", hint: nil)
+        } catch {
+            let failure = DeviceKeys.error(error, doing: "cannot use the key")
+            return .init(name: name, status: .failure, detail: failure.message,
+                         hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+        }
+    }
+
+    private func checkManager(_ url: ManagerURL, pinned entity: IdentityManagerEntity) -> Diagnosis.Item {
+        let name = "manager \(url)"
+        do {
+            let health: HealthMessage = try ManagerClient(url: url, http: http).get(APIPath.health)
+            let pinned = try entity.pinnedManagerKey().fingerprint
+            guard health.managerKeyFingerprint == pinned else {
+                return .init(name: name, status: .failure, detail: "answers with signing key \(health.managerKeyFingerprint.prefix(12))…, but this machine pinned \(pinned.prefix(12))…",
+                             hint: "if the manager's key was replaced on purpose, personalize again; otherwise someone may be impersonating it")
+            }
+            return .init(name: name, status: .ok, detail: "reachable, version \(health.version), key as pinned", hint: nil)
+        } catch {
+            return .init(name: name, status: .failure, detail: "\(error)", hint: "check the network, the manager service and ca_file/proxy in the config")
+        }
+    }
+
+    private func checkPAM(_ directory: String) -> Diagnosis.Item {
+        var lines: [String] = []
+        for file in (try? Self.directoryEntries(directory)) ?? [] {
+            guard let data = try? AtomicFile.read("\(directory)/\(file)", limit: 64 * 1024) else { continue }
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.contains("pam_xign.so") && !line.trimmed.hasPrefix("#") {
+                lines.append("\(file): \(line.trimmed)")
+            }
+        }
+        if lines.isEmpty {
+            return .init(name: "pam", status: .warning, detail: "no PAM service in \(directory) uses pam_xign.so",
+                         hint: "add `auth required pam_xign.so` to /etc/pam.d/sudo (or enable the pam-auth-update profile)")
+        }
+        return .init(name: "pam", status: .ok, detail: lines.joined(separator: "; "), hint: nil)
+    }
+
+    static func directoryEntries(_ path: String) throws -> [String] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func hex(_ data: Data) -> String {
+        let digits = Array("0123456789abcdef")
+        return String(data.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] })
+    }
+}
