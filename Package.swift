@@ -67,7 +67,7 @@ let package = Package(
             dependencies: ["XignManager", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // `make bench`: figures, never timed tests.
-        .executableTarget(name: "xign-bench", dependencies: ["XignCore"]),
+        .executableTarget(name: "xign-bench", dependencies: ["XignCore", "XignDevice"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
         .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto"], path: "Tests/XignTestSupport"),

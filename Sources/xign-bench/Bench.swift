@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import XignCore
 import XignCrypto
+import XignDevice
 import XignProtocol
 
 /// `make bench`: the client's operations against a real manager on loopback, each as a median and p95,
@@ -121,12 +122,14 @@ struct Bench {
         let hashing = try measure("manager: PIN verifier (PBKDF2 60000 + HMAC)", runs: 20) { _ in
             _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 60_000)
         }
-        table("One login, step by step", [
+        var steps = [
             Figure(name: "round trip 1: start", milliseconds: starts),
             Figure(name: "round trip 2: finish (device signature, PIN check)", milliseconds: finishes),
             Figure(name: "round trip 3: token", milliseconds: tokens),
             signing, verifying, hashing,
-        ], floor: floor)
+        ]
+        if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }
+        table("One login, step by step", steps, floor: floor)
 
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
         if CommandLine.arguments.count >= 3 {
@@ -134,6 +137,30 @@ struct Bench {
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
         }
+    }
+
+    /// ECDSA in swtpm (a software TPM: a real chip is slower, typically tens of ms). Nil without swtpm.
+    static func tpmSignLatency(work: String) throws -> Figure? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm") else {
+            print("(no swtpm: TPM signing not measured)")
+            return nil
+        }
+        let directory = work + "/tpm"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // Not through run(): it reads output to the end, and a daemon would hold the pipe open.
+        let swtpm = Process()
+        swtpm.executableURL = URL(fileURLWithPath: "/usr/bin/swtpm")
+        swtpm.arguments = ["socket", "--tpm2", "--server", "type=unixio,path=\(directory)/s", "--ctrl", "type=unixio,path=\(directory)/s.ctrl",
+                           "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory)"]
+        swtpm.standardOutput = FileHandle.nullDevice
+        swtpm.standardError = FileHandle.nullDevice
+        try swtpm.run()
+        defer { kill(swtpm.processIdentifier, SIGKILL) }
+        for _ in 0..<500 where !FileManager.default.fileExists(atPath: directory + "/s") { usleep(10_000) }
+        let store = TPMDeviceKeyStore(directory: directory + "/keys", tcti: "swtpm:path=\(directory)/s")
+        let key = try store.createPendingKey().key
+        let message = Data(repeating: 7, count: 200)
+        return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in _ = try key.signature(for: message) }
     }
 
     static func table(_ title: String, _ figures: [Figure], floor: Figure) {

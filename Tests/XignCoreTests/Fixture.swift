@@ -12,8 +12,15 @@ final class Fixture: @unchecked Sendable {
         manager = try ManagerProcess(config: managerConfig)
     }
 
+    /// Set to use TPM keys from this simulator.
+    var tpm: SoftwareTPM?
+
     func configuration(stateDirectory: String? = nil, timeout: Int = 5_000) -> ClientConfiguration {
         var configuration = ClientConfiguration()
+        if let tpm {
+            configuration.deviceKey = .tpm
+            configuration.tcti = tpm.tcti
+        }
         configuration.stateDirectory = stateDirectory ?? directory.file("state")
         configuration.http.timeoutMilliseconds = timeout
         configuration.http.connectTimeoutMilliseconds = min(timeout, 2_000)

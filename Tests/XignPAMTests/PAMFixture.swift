@@ -37,11 +37,21 @@ final class PAMFixture: @unchecked Sendable {
         return output
     }
 
-    init(managerConfig: String = ManagerProcess.testConfig, users: [String] = ["alice"]) throws {
+    /// The simulator behind TPM keys, when the fixture uses them.
+    let tpm: SoftwareTPM?
+
+    init(managerConfig: String = ManagerProcess.testConfig, users: [String] = ["alice"], tpm: SoftwareTPM? = nil) throws {
         manager = try ManagerProcess(config: managerConfig)
+        self.tpm = tpm
         let state = directory.file("state")
         var configuration = ClientConfiguration()
         configuration.stateDirectory = state
+        var keyLines = ""
+        if let tpm {
+            configuration.deviceKey = .tpm
+            configuration.tcti = tpm.tcti
+            keyLines = "device_key = tpm\ntcti = \(tpm.tcti)\n"
+        }
         for user in users {
             let email = "\(user)@example.org"
             let sdk = try XignSdk(configuration: configuration, localUser: user)
@@ -56,7 +66,7 @@ final class PAMFixture: @unchecked Sendable {
             }
             _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
         }
-        configPath = try directory.write("xign.conf", "state_dir = \(state)\n")
+        configPath = try directory.write("xign.conf", "state_dir = \(state)\n" + keyLines)
         try FileManager.default.createDirectory(atPath: confdir, withIntermediateDirectories: true)
         for name in ["login", "sudo"] { try service(name, arguments: "timeout=3") }
     }

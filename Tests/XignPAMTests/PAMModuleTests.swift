@@ -15,6 +15,25 @@ import XignTestSupport
         #expect(login.threadsBefore == login.threadsAfter, "pam_authenticate left threads behind")
     }
 
+    @Test func aTPMKeyLogsInAndAClearedTPMSaysToEnrollAgain() throws {
+        let tpm = try SoftwareTPM()
+        let fixture = try PAMFixture(tpm: tpm)
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.success, "\(login.output)")
+        #expect(login.conversation == (try PAMFixture.golden("success")))
+        #expect(try fixture.login(answers: ["13570"]).conversation == (try PAMFixture.golden("wrong-pin")))
+        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        try forgetLocalLockouts(fixture)
+        try tpm.clear()
+        let cleared = try fixture.login()
+        #expect(cleared.code == PAMCode.authError)
+        #expect(cleared.conversation == (try PAMFixture.golden("tpm-cleared")))
+        tpm.stop()
+        let gone = try fixture.login()
+        #expect(gone.code == PAMCode.authInfoUnavailable, "no TPM: the login cannot be checked now")
+        #expect(gone.conversation.contains("no TPM is available"))
+    }
+
     @Test func aWrongPINFailsAndCountsTowardTheLockout() throws {
         let fixture = try PAMFixture()
         let login = try fixture.login(answers: ["13570"])

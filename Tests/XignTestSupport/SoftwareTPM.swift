@@ -1,0 +1,49 @@
+import Foundation
+
+/// One swtpm per test, on a unix socket in a temporary directory (DESIGN.md's measured recipe).
+public final class SoftwareTPM: @unchecked Sendable {
+    public let directory = TemporaryDirectory()
+    private var process: ChildProcess?
+
+    /// The TCTI configuration that reaches this TPM.
+    public var tcti: String { "swtpm:path=\(directory.file("s"))" }
+
+    /// Quiet libtss2 in child processes.
+    public static let environment = ["TSS2_LOG": "all+none"]
+
+    public init() throws { try start() }
+
+    /// Starts (or restarts, as after a reboot) the simulator on the same state.
+    public func start() throws {
+        try? FileManager.default.removeItem(atPath: directory.file("s"))
+        process = try ChildProcess("/usr/bin/swtpm", [
+            "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl", "type=unixio,path=\(directory.file("s.ctrl"))",
+            "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory.path)",
+        ], in: directory)
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: directory.file("s")) {
+            if let result = process?.poll() { throw TestFailure("swtpm exited with \(result.status): \(result.stderr)") }
+            guard Date() < deadline else { throw TestFailure("swtpm did not start") }
+            usleep(2_000)
+        }
+        // Keys are noDA, but keep the dictionary-attack parameters known and lenient.
+        try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout"])
+    }
+
+    public func stop() {
+        process?.stop()
+        process = nil
+    }
+
+    /// tpm2_clear: a new storage seed; keys made before can no longer load.
+    public func clear() throws { try tool("tpm2_clear", []) }
+
+    public func tool(_ name: String, _ arguments: [String]) throws {
+        var environment = ProcessInfo.processInfo.environment.merging(Self.environment) { _, new in new }
+        environment["TPM2TOOLS_TCTI"] = tcti
+        let result = try ChildProcess("/usr/bin/\(name)", arguments, environment: environment, in: directory).wait(timeout: 30)
+        guard result.status == 0 else { throw TestFailure("\(name) failed (\(result.status)): \(result.stderr)") }
+    }
+
+    deinit { stop() }
+}
