@@ -73,6 +73,7 @@ let package = Package(
         .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto"], path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto"]),
+        .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
         .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
         .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignTestSupport"]),
         .testTarget(

@@ -16,7 +16,7 @@ struct DeviceKeys {
     static func error(_ error: any Error, doing what: String) -> XignSdkError {
         if let failure = error as? TPMFailure {
             switch failure {
-            case .unavailable, .busy, .lockout: return XignSdkError(.tpmUnavailable, failure.description)
+            case .unavailable, .busy, .lockout, .ownerAuthorization: return XignSdkError(.tpmUnavailable, failure.description)
             default: return XignSdkError(.deviceKeyFailure, failure.description)
             }
         }

@@ -17,6 +17,8 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
     case keyDoesNotLoad(String)
     /// The TPM's dictionary-attack protection is in lockout.
     case lockout
+    /// The owner hierarchy has a password, so the storage root key cannot be derived.
+    case ownerAuthorization
     case other(String)
 
     public var description: String {
@@ -26,6 +28,7 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         case .cleared: return "the TPM was cleared, so this machine's device key is gone; enroll again with xign-setup personalize"
         case .keyDoesNotLoad(let why): return "the device key does not load into this TPM (\(why)); enroll again with xign-setup personalize"
         case .lockout: return "the TPM is in dictionary-attack lockout; wait for it to recover or have an administrator reset it (tpm2_dictionarylockout --clear-lockout)"
+        case .ownerAuthorization: return "the TPM's owner hierarchy has a password, so xign cannot derive its storage key; an administrator can remove it (tpm2_changeauth -c owner -p OLD)"
         case .other(let why): return "the TPM failed: \(why)"
         }
     }
@@ -46,7 +49,9 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
             if base & 0x080 != 0 {
                 // TPM_RC_INTEGRITY, TPM_RC_KEY, TPM_RC_SIZE, TPM_RC_VALUE on a load: the blob was not made by this TPM's current seed.
                 let number = 0x080 | (base & 0x03F)
-                return [0x09F, 0x09C, 0x095, 0x084].contains(number) ? .keyDoesNotLoad(text) : .other(text)
+                if [0x09F, 0x09C, 0x095, 0x084].contains(number) { return .keyDoesNotLoad(text) }
+                if number == 0x0A2 || number == 0x08E { return .ownerAuthorization }  // TPM_RC_BAD_AUTH, TPM_RC_AUTH_FAIL
+                return .other(text)
             }
             switch base {
             case 0x921: return .lockout

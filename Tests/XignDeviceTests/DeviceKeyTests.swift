@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+@testable import XignDevice
+import XignTestSupport
+
+@Suite struct TPMFailureTests {
+    @Test(arguments: [
+        (UInt32(0x0000_0921), TPMFailure.lockout),             // TPM_RC_LOCKOUT
+        (UInt32(0x0000_0922), .busy("")),                      // TPM_RC_RETRY
+        (UInt32(0x0000_01DF), .keyDoesNotLoad("")),            // TPM_RC_INTEGRITY on parameter 1: another seed
+        (UInt32(0x0000_09A2), .ownerAuthorization),            // TPM_RC_BAD_AUTH on session 1
+        (UInt32(0x000A_000A), .unavailable("")),               // TCTI: IO error
+        (UInt32(0x000A_0009), .busy("")),                      // TCTI: try again
+        (UInt32(0x000C_0921), .lockout),                       // LOCKOUT passed on by the resource manager
+        (UInt32(0x5849_0001), .cleared),                      // XIGN_TPM_RC_SRK_MISMATCH
+    ])
+    func returnCodesMapToWhatTheUserCanDo(rc: UInt32, expected: TPMFailure) {
+        let failure = TPMFailure.from(rc)
+        switch (failure, expected) {
+        case (.busy, .busy), (.unavailable, .unavailable), (.keyDoesNotLoad, .keyDoesNotLoad): break
+        default: #expect(failure == expected, "0x\(String(rc, radix: 16)) → \(failure)")
+        }
+        #expect(!failure.description.isEmpty)
+    }
+}
+
+@Suite struct TPMDeviceKeyStoreTests {
+    @Test func anOwnerPasswordIsNamed() throws {
+        let tpm = try SoftwareTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti)
+        #expect(throws: Never.self) { _ = try store.createPendingKey() }
+        try tpm.tool("tpm2_changeauth", ["-c", "owner", "admin-secret"])
+        #expect(throws: TPMFailure.ownerAuthorization) { _ = try store.createPendingKey() }
+        // Hierarchy authorizations are not dictionary-attack protected and the keys are noDA,
+        // so failing again does not lock the TPM: the same error, not TPM_RC_LOCKOUT.
+        #expect(throws: TPMFailure.ownerAuthorization) { _ = try store.createPendingKey() }
+    }
+
+    @Test func aPersistentSRKIsUsedOnlyWhenItIsTheKeysOwn() throws {
+        let tpm = try SoftwareTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti)
+        let (key, reference) = try store.createPendingKey()
+        // Someone persisted a different primary (an RSA one) at 0x81000001: its name differs, so the key's own SRK is derived instead.
+        try tpm.tool("tpm2_createprimary", ["-C", "o", "-G", "rsa", "-c", directory.file("rsa.ctx")])
+        try tpm.tool("tpm2_evictcontrol", ["-C", "o", "-c", directory.file("rsa.ctx"), "0x81000001"])
+        try tpm.tool("tpm2_flushcontext", ["--transient-object"])  // no resource manager in front of swtpm
+        let message = Data("persistent".utf8)
+        #expect(try key.publicKey.isValidSignature(try store.load(reference).signature(for: message), for: message))
+    }
+
+    @Test func aDamagedKeyFileIsRefusedWithoutTheTPM() throws {
+        let directory = TemporaryDirectory()
+        let store = TPMDeviceKeyStore(directory: directory.path, tcti: "swtpm:path=\(directory.file("none"))")
+        for (name, contents) in [("empty", ""), ("foreign", "-----BEGIN PRIVATE KEY-----"), ("truncated", "XIGNTPM1\u{0}\u{40}abc")] {
+            _ = try directory.write("\(name).tpm", contents)
+            #expect(throws: (any Error).self) { _ = try store.load(name) }
+        }
+    }
+}
+
+@Suite struct SoftwareDeviceKeyStoreTests {
+    @Test func pendingKeysAreCommittedOrDeletedAndStayPrivate() throws {
+        let directory = TemporaryDirectory()
+        let store = SoftwareDeviceKeyStore(directory: directory.file("keys"))
+        let (key, pending) = try store.createPendingKey()
+        #expect(pending.hasPrefix("pending-"))
+        try store.commit(pending: pending, as: "device1")
+        let loaded = try store.load("device1")
+        let message = Data("m".utf8)
+        #expect(try key.publicKey.isValidSignature(try loaded.signature(for: message), for: message))
+        #expect(try FileManager.default.attributesOfItem(atPath: directory.file("keys/device1.pem"))[.posixPermissions] as? Int == 0o600)
+        try store.delete("device1")
+        #expect(throws: DeviceKeyError.self) { _ = try store.load("device1") }
+        #expect(throws: DeviceKeyError.self) { _ = try store.load("../etc/passwd") }
+    }
+}
