@@ -7,8 +7,17 @@ import XignTestSupport
 
 /// Every PersonalizationResponse case, reached through the real manager.
 @Suite struct PersonalizationTests {
-    @Test func newPersonalizationGivesAnIdmIdentifierAndAnEnrolment() throws {
+    /// The core cases run with a software key and with a TPM key.
+    static let keyKinds = ["software", "tpm"]
+
+    func fixture(_ kind: String) throws -> Fixture {
         let fixture = try Fixture()
+        if kind == "tpm" { fixture.tpm = try SoftwareTPM() }
+        return fixture
+    }
+
+    @Test(arguments: keyKinds) func newPersonalizationGivesAnIdmIdentifierAndAnEnrolment(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         let data = try fixture.register("new@example.org", alias: "Laptop")
         let result = try fixture.personalize(data)
         let entries = try fixture.sdk().store.list()
@@ -16,16 +25,16 @@ import XignTestSupport
         #expect(result.entity.alias == "Laptop")
         #expect(result.entity.accountEmail == "new@example.org")
         #expect(result.entity.localUser == "alice")
-        #expect(result.entity.keyKind == "software")
+        #expect(result.entity.keyKind == keyKind)
         #expect(result.entity.managerURL == fixture.manager.url)
         // The device key and the state are private to root.
-        let keyFile = fixture.directory.file("state/keys/\(result.idmIdentifier).pem")
+        let keyFile = fixture.directory.file("state/keys/\(result.idmIdentifier).\(keyKind == "tpm" ? "tpm" : "pem")")
         #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
         #expect(try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int == 0o700)
     }
 
-    @Test func scanningAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey() throws {
-        let fixture = try Fixture()
+    @Test(arguments: keyKinds) func scanningAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         let data = try fixture.register("again@example.org")
         let first = try fixture.personalize(data)
         let personalizer = try fixture.sdk().personalizer()
@@ -37,11 +46,12 @@ import XignTestSupport
         let second = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
         #expect(second.idmIdentifier != first.idmIdentifier)
         #expect(try fixture.sdk().store.list().map(\.idmIdentifier) == [second.idmIdentifier])
-        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(first.idmIdentifier).pem")))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.directory.file("state/keys")).allSatisfy { $0.hasPrefix(second.idmIdentifier) },
+                "the replaced key is gone")
     }
 
-    @Test func afterALocalResetOverrideMovesTheActivationHere() throws {
-        let fixture = try Fixture()
+    @Test(arguments: keyKinds) func afterALocalResetOverrideMovesTheActivationHere(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         let data = try fixture.register("reset@example.org")
         let first = try fixture.personalize(data)
         let fresh = fixture.directory.file("fresh-state")  // a reinstalled machine

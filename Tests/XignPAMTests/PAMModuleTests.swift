@@ -7,8 +7,15 @@ import XignTestSupport
 
 /// pam_xign.so as libpam loads it: built by `make pam`, driven through pam_start_confdir against the real manager.
 @Suite struct PAMModuleTests {
-    @Test func theRightPINLogsIn() throws {
-        let fixture = try PAMFixture()
+    /// The core logins run with a software key and with a TPM key.
+    static let keyKinds = ["software", "tpm"]
+
+    func fixture(_ kind: String) throws -> PAMFixture {
+        try PAMFixture(tpm: kind == "tpm" ? try SoftwareTPM() : nil)
+    }
+
+    @Test(arguments: keyKinds) func theRightPINLogsIn(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         let login = try fixture.login()
         #expect(login.code == PAMCode.success, "\(login.output)")
         #expect(login.conversation == (try PAMFixture.golden("success")))
@@ -34,8 +41,8 @@ import XignTestSupport
         #expect(gone.conversation.contains("no TPM is available"))
     }
 
-    @Test func aWrongPINFailsAndCountsTowardTheLockout() throws {
-        let fixture = try PAMFixture()
+    @Test(arguments: keyKinds) func aWrongPINFailsAndCountsTowardTheLockout(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         let login = try fixture.login(answers: ["13570"])
         #expect(login.code == PAMCode.authError)
         #expect(login.conversation == (try PAMFixture.golden("wrong-pin")))
@@ -43,8 +50,8 @@ import XignTestSupport
         #expect(login.threadsBefore == login.threadsAfter)
     }
 
-    @Test func aLockedUserSeesUntilWhenAndGetsMaxTries() throws {
-        let fixture = try PAMFixture()
+    @Test(arguments: keyKinds) func aLockedUserSeesUntilWhenAndGetsMaxTries(keyKind: String) throws {
+        let fixture = try fixture(keyKind)
         _ = try fixture.login(answers: ["13570"])
         let locked = try fixture.login()
         #expect(locked.code == PAMCode.maxTries)
