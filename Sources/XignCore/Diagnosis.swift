@@ -11,10 +11,15 @@ public struct Diagnosis: Sendable {
     public enum Status: String, Sendable, Comparable {
         case ok, warning, failure
 
-        public static func < (a: Status, b: Status) -> Bool {
-            let order: [Status] = [.ok, .warning, .failure]
-            return order.firstIndex(of: a)! < order.firstIndex(of: b)!
+        var rank: Int {
+            switch self {
+            case .ok: return 0
+            case .warning: return 1
+            case .failure: return 2
+            }
         }
+
+        public static func < (a: Status, b: Status) -> Bool { a.rank < b.rank }
     }
 
     public struct Item: Sendable {
@@ -56,8 +61,9 @@ extension XignSdk {
         for entity in enrolments {
             items.append(checkKey(entity))
         }
-        for url in Set(enrolments.map(\.managerURL)).sorted(by: { $0.description < $1.description }) {
-            items.append(checkManager(url, pinned: enrolments.first { $0.managerURL == url }!))
+        var seen = Set<ManagerURL>()
+        for entity in enrolments where seen.insert(entity.managerURL).inserted {
+            items.append(checkManager(entity.managerURL, pinned: entity))
         }
         items.append(checkPAM(pamDirectory))
         return Diagnosis(items: items)

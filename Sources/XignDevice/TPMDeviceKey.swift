@@ -119,12 +119,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
         }
     }
 
-    private func path(_ reference: String) throws -> String {
-        guard !reference.isEmpty, reference.count <= 80,
-              reference.unicodeScalars.allSatisfy({ ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || $0 == "-" || $0 == "_" })
-        else { throw DeviceKeyError("invalid key reference '\(reference.prefix(80))'") }
-        return "\(directory)/\(reference).tpm"
-    }
+    private var files: KeyFiles { KeyFiles(directory: directory, suffix: ".tpm") }
 
     static let magic = Array("XIGNTPM1".utf8)
 
@@ -170,47 +165,19 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
             let rc = xign_tpm_create_key(tpm, &blob, &point)
             guard rc == 0 else { throw TPMFailure.from(rc) }
         }
-        let reference = "pending-" + (try SecureRandom.token(byteCount: 12))
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw DeviceKeyError("cannot create \(directory): \(String(cString: strerror(errno)))")
-        }
-        try writeNew(Self.encode(blob), to: try path(reference))
+        let reference = try files.writePending(Self.encode(blob))
         return (TPMDeviceKey(tcti: tcti, blob: blob, point: Data(point)), reference)
     }
 
-    public func commit(pending: String, as reference: String) throws {
-        let from = try path(pending), to = try path(reference)
-        guard rename(from, to) == 0 else { throw DeviceKeyError("cannot store the device key as \(to): \(String(cString: strerror(errno)))") }
-    }
+    public func commit(pending: String, as reference: String) throws { try files.commit(pending: pending, as: reference) }
 
     public func load(_ reference: String) throws -> any DeviceKey {
-        let file = try path(reference)
-        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw DeviceKeyError("the device key \(file) cannot be read (\(String(cString: strerror(errno)))); run xign-setup personalize again") }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 4097)
-        let n = read(fd, &buffer, buffer.count)
-        guard n > 0, n < buffer.count else { throw TPMFailure.keyDoesNotLoad("the key file is empty or too large") }
-        let blob = try Self.decode(Data(buffer.prefix(n)))
+        let blob = try Self.decode(try files.read(reference))
         var point = [UInt8](repeating: 0, count: 65)
         var copy = blob
         guard xign_tpm_blob_point(&copy, &point) == 0 else { throw TPMFailure.keyDoesNotLoad("the public part does not parse") }
         return TPMDeviceKey(tcti: tcti, blob: blob, point: Data(point))
     }
 
-    public func delete(_ reference: String) throws {
-        let file = try path(reference)
-        guard unlink(file) == 0 || errno == ENOENT else { throw DeviceKeyError("cannot delete \(file): \(String(cString: strerror(errno)))") }
-    }
-
-    private func writeNew(_ data: Data, to file: String) throws {
-        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw DeviceKeyError("cannot write \(file): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == data.count, fsync(fd) == 0 else {
-            unlink(file)
-            throw DeviceKeyError("cannot write \(file): \(String(cString: strerror(errno)))")
-        }
-    }
+    public func delete(_ reference: String) throws { try files.delete(reference) }
 }

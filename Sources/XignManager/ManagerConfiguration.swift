@@ -89,7 +89,7 @@ public struct ManagerConfiguration: Sendable {
     public var effectivePublicURL: ManagerURL {
         if let publicURL { return publicURL }
         let host = listenHost.contains(":") ? "[\(listenHost)]" : listenHost
-        return (try? ManagerURL("http://\(host):\(listenPort)")) ?? (try! ManagerURL("http://127.0.0.1:8440"))
+        return (try? ManagerURL("http://\(host):\(listenPort)")) ?? .localDefault
     }
 
     static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth"]
@@ -116,6 +116,9 @@ public struct ManagerConfiguration: Sendable {
             }
             listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
             listenPort = port
+            guard (try? ManagerURL("http://\(listenHost.contains(":") ? "[\(listenHost)]" : listenHost):\(max(port, 1))")) != nil else {
+                throw fail("server.listen", "names an invalid host '\(listenHost.prefix(40))'")
+            }
         }
         if let url = file.string("server.public_url") {
             do { publicURL = try ManagerURL(url) } catch { throw fail("server.public_url", "is not valid: \(error)") }

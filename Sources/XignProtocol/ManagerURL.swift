@@ -81,6 +81,9 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
         self.path = path
     }
 
+    /// http://127.0.0.1:8440, the manager's default address.
+    public static let localDefault = ManagerURL(scheme: .http, host: "127.0.0.1", port: 8440, path: "")
+
     public var description: String {
         "\(scheme.rawValue)://\(host)\(port.map { ":\($0)" } ?? "")\(path)"
     }

@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import XignCrypto
+
+/// The files of one key store: `<directory>/<reference><suffix>`, 0600 in a 0700 directory.
+/// References are checked so no name can leave the directory.
+struct KeyFiles {
+    let directory: String
+    let suffix: String
+
+    func path(_ reference: String) throws -> String {
+        guard !reference.isEmpty, reference.count <= 80,
+              reference.unicodeScalars.allSatisfy({ ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || $0 == "-" || $0 == "_" })
+        else { throw DeviceKeyError("invalid key reference '\(reference.prefix(80))'") }
+        return "\(directory)/\(reference)\(suffix)"
+    }
+
+    /// A fresh file named `pending-…` holding `data`; never overwrites.
+    func writePending(_ data: Data) throws -> String {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw DeviceKeyError("cannot create \(directory): \(String(cString: strerror(errno)))")
+        }
+        let reference = "pending-" + (try SecureRandom.token(byteCount: 12))
+        let file = try path(reference)
+        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw DeviceKeyError("cannot write \(file): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(fd) == 0 else {
+            unlink(file)
+            throw DeviceKeyError("cannot write \(file): \(String(cString: strerror(errno)))")
+        }
+        return reference
+    }
+
+    func read(_ reference: String, limit: Int = 4096) throws -> Data {
+        let file = try path(reference)
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            throw DeviceKeyError("the device key \(file) cannot be read (\(String(cString: strerror(errno)))); run xign-setup personalize again")
+        }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: limit + 1)
+        let n = Glibc.read(fd, &buffer, buffer.count)
+        guard n > 0, n <= limit else { throw DeviceKeyError("the device key \(file) is empty or too large") }
+        return Data(buffer.prefix(n))
+    }
+
+    func commit(pending: String, as reference: String) throws {
+        let from = try path(pending), to = try path(reference)
+        guard rename(from, to) == 0 else { throw DeviceKeyError("cannot store the device key as \(to): \(String(cString: strerror(errno)))") }
+    }
+
+    func delete(_ reference: String) throws {
+        let file = try path(reference)
+        guard unlink(file) == 0 || errno == ENOENT else { throw DeviceKeyError("cannot delete \(file): \(String(cString: strerror(errno)))") }
+    }
+}
