@@ -188,6 +188,9 @@ public struct ServiceLoginResult: Sendable, Equatable {
 public enum AuthenticationResult {
     /// The end of an InApp authentication; continue with `fetchAuthorizationCode`.
     case serviceLogin(ServiceLoginResult)
+    /// The merge of an organization invite is done: its address now belongs to this enrolment's account,
+    /// and the invite's activation data is void.
+    case apiAccessMergeComplete(idmIdentifier: String)
     /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
@@ -232,12 +235,27 @@ public struct Authenticator {
 
     /// Round trip 1: the roles, attributes and challenge. Stops early on a lockout this machine remembers.
     public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
+        try start(data, mergeSessionId: nil)
+    }
+
+    /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
+    public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
+        let entity = try entity(merge.existingIdmIdentifier)
+        let data = AuthenticationInitializationData(
+            idmIdentifier: entity.idmIdentifier, service: APIPath.mergeService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
+        )
+        return try start(data, mergeSessionId: merge.sessionId)
+    }
+
+    private func start(_ data: AuthenticationInitializationData, mergeSessionId: String?) throws -> AuthenticateRequest {
         let entity = try entity(data.idmIdentifier)
         if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
-        let request = AuthenticationStartRequest(deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce)
+        let request = AuthenticationStartRequest(
+            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce, mergeSessionId: mergeSessionId
+        )
         let compact = try store.rememberingLockout(of: entity.activationId) {
             try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
         }
@@ -291,7 +309,7 @@ public struct Authenticator {
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         switch result.outcome {
         case .serviceLogin:
-            guard let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name else {
+            guard session.data.service != APIPath.mergeService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
             }
             try store.recordLockout(activationId: session.entity.activationId, nil)
@@ -299,6 +317,12 @@ public struct Authenticator {
                 relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
                 expiresAt: login.expiresAt, idmIdentifier: session.entity.idmIdentifier
             ))
+        case .mergeComplete:
+            guard session.data.service == APIPath.mergeService, result.mergedEmail != nil else {
+                throw XignSdkError(.invalidManagerResponse, "the manager reported a merge for a login")
+            }
+            try store.recordLockout(activationId: session.entity.activationId, nil)
+            return .apiAccessMergeComplete(idmIdentifier: session.entity.idmIdentifier)
         case .lockout:
             guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
             let information = LockoutAttemptInformation(lock)

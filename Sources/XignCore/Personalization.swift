@@ -90,6 +90,8 @@ public struct AuthenticationInitializationDataWithSession: Sendable, Equatable {
     public let existingAccountEmail: String
     public let invitedEmail: String
     public let organization: String
+    /// The invite's personalization session, which the merge authentication refers to.
+    let sessionId: String
 }
 
 public enum PersonalizationResponse {
@@ -172,7 +174,7 @@ public struct Personalizer {
             guard let merge = result.merge else { throw XignSdkError(.invalidManagerResponse, "the manager's merge answer lacks the merge data") }
             return .mergePersonalization(parameters, AuthenticationInitializationDataWithSession(
                 existingIdmIdentifier: merge.existingDeviceId, existingAccountEmail: merge.existingAccountEmail,
-                invitedEmail: merge.invitedEmail, organization: merge.organization
+                invitedEmail: merge.invitedEmail, organization: merge.organization, sessionId: session.id
             ))
         case .lockout:
             throw XignSdkError(.invalidManagerResponse, "the manager's lockout answer is inconsistent")

@@ -51,7 +51,7 @@ public final class Database: Sendable {
     }
 
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [schema, authenticationSchema]
+    static let migrations = [schema, authenticationSchema, mergeSchema]
     static var schemaVersion: Int { migrations.count }
 
     private func migrate() async throws {
@@ -72,6 +72,18 @@ public final class Database: Sendable {
             try await sql.raw("INSERT INTO schema_version (version) VALUES (\(bind: Self.schemaVersion))").run()
         }
     }
+
+    /// Organization-invite merges: more addresses per account, and which device may confirm a merge.
+    static let mergeSchema = [
+        """
+        CREATE TABLE account_emails (
+            email TEXT PRIMARY KEY,
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE
+        )
+        """,
+        "ALTER TABLE personalization_sessions ADD COLUMN merge_device_id TEXT",
+        "ALTER TABLE authentications ADD COLUMN merge_session_id TEXT",
+    ]
 
     static let authenticationSchema = [
         """

@@ -32,7 +32,14 @@ extension IdentityManager {
         )
     }
 
+    /// The merge process, built in: the existing device confirms with device and PIN.
+    static let mergeService = ManagerConfiguration.Service(
+        id: APIPath.mergeService, relyingPartyName: "Account merge",
+        roles: [RoleMessage(name: "merge", requestedAuthenticators: [[.device, .pin]])], attributes: [], tokenLifetimeMilliseconds: 60_000
+    )
+
     func service(_ id: String) throws -> ManagerConfiguration.Service {
+        if id == APIPath.mergeService { return Self.mergeService }
         guard let service = configuration.services.first(where: { $0.id == id }) else {
             throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
         }
@@ -54,6 +61,9 @@ extension IdentityManager {
               (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
+        guard (request.service == APIPath.mergeService) == (request.mergeSessionId != nil), (request.mergeSessionId?.utf8.count ?? 0) <= 64 else {
+            throw ManagerError.badRequest("the merge process needs service \(APIPath.mergeService) together with mergeSessionId")
+        }
         let service = try service(request.service)
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
@@ -66,6 +76,15 @@ extension IdentityManager {
                 throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
             }
             if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
+            if let mergeSession = request.mergeSessionId {
+                // Only the device the decrypt answer named may confirm the merge, while the session lasts.
+                guard try await sql.raw("""
+                    SELECT id FROM personalization_sessions WHERE id = \(bind: mergeSession) AND outcome = 'mergePersonalization'
+                    AND merge_device_id = \(bind: device.id) AND expires_at > \(bind: Self.now())
+                    """).first() != nil else {
+                    throw ManagerError(.conflict, .sessionInvalid, "the merge session is unknown, expired or not for this device; scan the invite again")
+                }
+            }
             let values = try await self.accountAttributes(activationId: activation.id, on: sql)
             let message = AuthenticationStartMessage(
                 nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
@@ -84,9 +103,9 @@ extension IdentityManager {
                 }
             )
             try await sql.raw("""
-                INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at)
+                INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id)
                 VALUES (\(bind: message.authenticationId), \(bind: device.id), \(bind: activation.id), \(bind: service.id), \(bind: request.host),
-                        \(bind: request.localUser), \(bind: message.challenge), \(bind: message.expiresAt))
+                        \(bind: request.localUser), \(bind: message.challenge), \(bind: message.expiresAt), \(bind: request.mergeSessionId))
                 """).run()
             return message
         }
@@ -108,9 +127,9 @@ extension IdentityManager {
             throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no \(SignedRequest.signatureHeader) header")
         }
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { sql -> (device: String, activation: String, service: String) in
+        let authentication = try await database.transaction { sql -> (device: String, activation: String, service: String, mergeSession: String?) in
             guard let row = try await sql.raw("""
-                SELECT device_id, activation_id, service, challenge FROM authentications
+                SELECT device_id, activation_id, service, challenge, merge_session_id FROM authentications
                 WHERE id = \(bind: request.authenticationId) AND challenge IS NOT NULL AND expires_at > \(bind: Self.now())
                 """).first() else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
@@ -126,7 +145,8 @@ extension IdentityManager {
                 """).first() != nil else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (device.id, device.activationId, try row.decode(column: "service", as: String.self))
+            return (device.id, device.activationId, try row.decode(column: "service", as: String.self),
+                    try row.decode(column: "merge_session_id", as: String?.self))
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -167,6 +187,11 @@ extension IdentityManager {
                 return try sign(result, type: SignedAnswerType.authenticationResult)
             }
         }
+        if let mergeSession = authentication.mergeSession {
+            result.outcome = .mergeComplete
+            result.mergedEmail = try await merge(session: mergeSession, into: authentication.activation)
+            return try sign(result, type: SignedAnswerType.authenticationResult)
+        }
         let code = try SecureRandom.token()
         let codeExpiresAt = Self.now() + 60_000
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
@@ -181,6 +206,25 @@ extension IdentityManager {
         )
         logger.info("authenticated", metadata: ["device": "\(authentication.device)", "service": "\(service.id)", "role": "\(role.name)"])
         return try sign(result, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// The invite's address joins the confirming device's account; the temporary account and its activation go.
+    private func merge(session: String, into activationId: String) async throws -> String {
+        try await database.transaction { sql in
+            guard let invite = try await sql.raw("""
+                SELECT c.id, c.email FROM personalization_sessions s JOIN activations a ON a.id = s.activation_id JOIN accounts c ON c.id = a.account_id
+                WHERE s.id = \(bind: session) AND s.outcome = 'mergePersonalization' AND c.is_temporary = 1
+                """).first(), let target = try await sql.raw("SELECT account_id FROM activations WHERE id = \(bind: activationId)").first() else {
+                throw ManagerError(.conflict, .sessionInvalid, "the invite was merged or activated meanwhile")
+            }
+            let email = try invite.decode(column: "email", as: String.self)
+            try await sql.raw("DELETE FROM accounts WHERE id = \(bind: try invite.decode(column: "id", as: String.self))").run()
+            try await sql.raw("""
+                INSERT INTO account_emails (email, account_id) VALUES (\(bind: email), \(bind: try target.decode(column: "account_id", as: String.self)))
+                """).run()
+            self.logger.info("organization invite merged", metadata: ["email": "\(email)"])
+            return email
+        }
     }
 
     /// Checks the attribute part of a finish request; returns the values given for missing data.

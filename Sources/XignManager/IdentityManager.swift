@@ -146,7 +146,10 @@ public final class IdentityManager: Sendable {
 
     private func accountExists(email: String) async throws -> Bool {
         try await database.transaction { sql in
-            try await sql.raw("SELECT id FROM accounts WHERE email = \(bind: email)").first() != nil
+            // An address merged into another account is as taken as an account's own.
+            try await sql.raw("""
+                SELECT email FROM accounts WHERE email = \(bind: email) UNION SELECT email FROM account_emails WHERE email = \(bind: email)
+                """).first() != nil
         }
     }
 
@@ -357,8 +360,9 @@ public final class IdentityManager: Sendable {
             }
             let session = SessionMessage(id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
             try await sql.raw("""
-                INSERT INTO personalization_sessions (id, activation_id, outcome, challenge, expires_at)
-                VALUES (\(bind: session.id), \(bind: activation.id), \(bind: result.outcome.rawValue), \(bind: session.challenge), \(bind: session.expiresAt))
+                INSERT INTO personalization_sessions (id, activation_id, outcome, challenge, expires_at, merge_device_id)
+                VALUES (\(bind: session.id), \(bind: activation.id), \(bind: result.outcome.rawValue), \(bind: session.challenge),
+                        \(bind: session.expiresAt), \(bind: result.merge?.existingDeviceId))
                 """).run()
             result.session = session
             return result

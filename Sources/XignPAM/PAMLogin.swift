@@ -150,6 +150,9 @@ struct PAMLogin {
             if lock.isPermanent { return lockedOut(permanent: true, until: lock.lockedUntil) }
             tell("Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
             return (PAM_AUTH_ERR, "wrong-pin")
+        case .apiAccessMergeComplete:
+            log(LOG_ERR, "the manager answered a login with a merge result")
+            return (PAM_AUTH_ERR, "refused")
         case .serviceLogin(let login):
             let token = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
             debug("token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)")

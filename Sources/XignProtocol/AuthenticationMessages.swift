@@ -69,13 +69,16 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     /// The local account being logged in to; the token will be bound to it.
     public var localUser: String
     public var nonce: String
+    /// For the merge process: the personalization session of the invite (service `merge`).
+    public var mergeSessionId: String?
 
-    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String) {
+    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil) {
         self.deviceId = deviceId
         self.service = service
         self.host = host
         self.localUser = localUser
         self.nonce = nonce
+        self.mergeSessionId = mergeSessionId
     }
 }
 
@@ -130,6 +133,8 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
 
 public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
     case serviceLogin, lockout
+    /// The merge process: the invited address now belongs to the device's account.
+    case mergeComplete
 }
 
 public struct ServiceLoginMessage: Codable, Equatable, Sendable {
@@ -157,6 +162,8 @@ public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
     public var lockout: LockoutMessage?
     /// After a lockout: the challenge to sign the next attempt with, once the lock has run out.
     public var nextChallenge: String?
+    /// mergeComplete: the address that joined the account.
+    public var mergedEmail: String?
 
     public init(nonce: String, outcome: AuthenticationOutcome) {
         self.nonce = nonce

@@ -5,6 +5,8 @@ import XignCrypto
 // Times on the wire are milliseconds since the Unix epoch.
 
 public enum APIPath {
+    /// The built-in service of the merge process.
+    public static let mergeService = "merge"
     public static let health = "/health"
     public static let registrationParameters = "/v1/registration/parameters"
     public static let registrations = "/v1/registrations"

@@ -9,8 +9,8 @@ struct Personalize: ParsableCommand {
         abstract: "Activate this machine for a user with the activation data from the mail.",
         discussion: """
             Give the link from the activation mail, or the mail file with --mail. Without a terminal, pass
-            PINs with --pin-stdin (activation PIN first; a new PIN second when --on-existing new-activation)
-            and decide what happens to an existing activation with --on-existing / --on-merge.
+            PINs with --pin-stdin (activation PIN first; then a new PIN for --on-existing new-activation, or the
+            existing activation's PIN for --on-merge merge) and decide with --on-existing / --on-merge.
             """,
         aliases: ["activate"]
     )
@@ -20,7 +20,7 @@ struct Personalize: ParsableCommand {
     }
 
     enum MergeChoice: String, ExpressibleByArgument, CaseIterable {
-        case replace, cancel
+        case merge, replace, cancel
     }
 
     @OptionGroup var common: CommonOptions
@@ -109,22 +109,18 @@ struct Personalize: ParsableCommand {
         case .mergePersonalization(let parameters, let merge):
             outcome = "mergePersonalization"
             output.say("This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail).")
+            output.say("merge: add \(merge.invitedEmail) to \(merge.existingAccountEmail), confirmed with this machine and that account's PIN.")
             output.say("replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere).")
-            output.say("Merging both accounts needs the authentication process, which comes with pam_xign; until then choose replace or cancel.")
-            let choice = try onMerge ?? ask("What now?", MergeChoice.allCases, interactive: interactive)
-            guard choice == .replace else { return cancelled(output, outcome) }
-            result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+            switch try onMerge ?? ask("What now?", MergeChoice.allCases, interactive: interactive) {
+            case .cancel:
+                return cancelled(output, outcome)
+            case .replace:
+                result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+            case .merge:
+                return try confirmMerge(merge, sdk: sdk, output: output)
+            }
         case .lockout(let lock, _):
-            let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
-            Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
-            Terminal.write(lock.isPermanent
-                ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
-                : "Run the same command again after that time.\n")
-            output.emit([
-                "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
-                "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
-            ])
-            throw ExitCode(2)
+            throw reportLockout(lock, output: output)
         }
         let entity = result.entity
         output.say("Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key).")
@@ -133,6 +129,43 @@ struct Personalize: ParsableCommand {
             "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
             "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind), "managerUrl": .string(entity.managerURL.description),
         ])
+    }
+
+    /// The merge process: an authentication with the existing enrolment's device and PIN.
+    private func confirmMerge(_ merge: AuthenticationInitializationDataWithSession, sdk: XignSdk, output: Output) throws {
+        let authenticator = sdk.authenticator
+        let request = try authenticator.startAuthenticationSynchronous(data: merge)
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager asks for information the merge cannot give")
+        }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor(try pins.read("PIN of \(merge.existingAccountEmail): ")))
+        switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
+        case .apiAccessMergeComplete(let idmIdentifier):
+            output.say("Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
+            output.emit([
+                "status": .string("merged"), "outcome": .string("mergePersonalization"), "idmIdentifier": .string(idmIdentifier),
+                "email": .string(merge.existingAccountEmail), "mergedEmail": .string(merge.invitedEmail),
+            ])
+        case .lockout(let lock, _):
+            throw reportLockout(lock, output: output)
+        case .serviceLogin:
+            throw XignSdkError(.invalidManagerResponse, "the manager answered the merge with a login")
+        }
+    }
+
+    /// A wrong PIN: says until when and what to do; the exit status is 2.
+    private func reportLockout(_ lock: LockoutAttemptInformation, output: Output) -> ExitCode {
+        let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
+        Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
+        Terminal.write(lock.isPermanent
+            ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
+            : "Run the same command again after that time.\n")
+        output.emit([
+            "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
+            "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
+        ])
+        return ExitCode(2)
     }
 
     private func cancelled(_ output: Output, _ outcome: String) {

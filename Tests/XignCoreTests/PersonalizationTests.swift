@@ -203,4 +203,56 @@ import XignTestSupport
             #expect(error.message.contains("bound to the local user alice"))
         }
     }
+
+    @Test func anOrganizationInviteMergesIntoTheExistingAccount() throws {
+        let fixture = try Fixture()
+        let existing = try fixture.personalize(try fixture.register("carol@example.org"))
+        let invite = try fixture.manager.admin(["invite", "--email", "carol@acme.example", "--organization", "Acme"])
+        let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "carol@acme.example"))
+        let sdk = try fixture.sdk()
+        guard case .mergePersonalization(_, let merge) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: invitePIN) else {
+            Issue.record("expected mergePersonalization")
+            return
+        }
+        // Another enrolled device may not confirm this merge.
+        let other = try fixture.personalize(try fixture.register("dave@example.org"), user: "dave")
+        let foreign = AuthenticationInitializationDataWithSession(
+            existingIdmIdentifier: other.idmIdentifier, existingAccountEmail: "dave@example.org", invitedEmail: merge.invitedEmail,
+            organization: merge.organization, sessionId: merge.sessionId
+        )
+        #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.startAuthenticationSynchronous(data: foreign) }
+
+        let authenticator = sdk.authenticator
+        let request = try authenticator.startAuthenticationSynchronous(data: merge)
+        #expect(request.roles.map(\.name) == ["merge"])
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            Issue.record("expected success")
+            return
+        }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor("24680"))
+        guard case .apiAccessMergeComplete(let idmIdentifier) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+            Issue.record("expected apiAccessMergeComplete")
+            return
+        }
+        #expect(idmIdentifier == existing.idmIdentifier)
+        // The invite is gone: its account, its activation data, and its address is now taken.
+        let accounts = try JSONSerialization.jsonObject(with: Data(try fixture.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(accounts.compactMap { $0["email"] as? String }.sorted() == ["carol@example.org", "dave@example.org"])
+        do {
+            _ = try fixture.sdk(stateDirectory: fixture.directory.file("fresh")).personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: invitePIN)
+            Issue.record("the invite still decrypts")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .activationNotFound)
+        }
+        let parameters = try sdk.registry.initializationSynchronous(url: fixture.manager.url)
+        parameters.pinSpec.setPin("24680")
+        parameters.selection?.info.email?.setValue(value: "carol@acme.example")
+        guard case .failure(let rejected) = try sdk.registry.registerSynchronous(data: parameters) else {
+            Issue.record("the merged address registered again")
+            return
+        }
+        #expect(rejected.selection?.info.email?.error == .notAvailable)
+    }
 }

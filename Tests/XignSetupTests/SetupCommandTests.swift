@@ -216,4 +216,17 @@ final class Setup: @unchecked Sendable {
         #expect(proxied.status == 1)
         #expect(trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters") == true)
     }
+
+    @Test func anInviteMergesFromAScript() throws {
+        let setup = try Setup()
+        try setup.register("erin@example.org")
+        #expect(try setup.personalize("erin@example.org").status == 0)
+        let invite = try setup.manager.admin(["invite", "--email", "erin@acme.example", "--organization", "Acme"])
+        let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let result = try setup.personalize("erin@acme.example", pin: invitePIN + "\n24680", extra: ["--on-merge", "merge"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try setup.json(result.stdout)
+        #expect(json["status"] as? String == "merged")
+        #expect(json["mergedEmail"] as? String == "erin@acme.example")
+    }
 }
