@@ -19,7 +19,11 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 # Where `make install` puts the module: Debian's multiarch PAM directory.
 PAM_DIR ?= /lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 
-.PHONY: all deps build pam install test demo bench clean
+# Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
+PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2
+DEB_OUT := .build-deb/debs
+
+.PHONY: all deps build pam install test demo bench package package-test clean
 
 all: build
 
@@ -54,6 +58,19 @@ demo: build pam
 bench: deps pam
 	$(SWIFT) build -c release
 	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+
+package: deps
+	@missing=$$(for p in $(PACKAGE_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+	dpkg-buildpackage -us -uc -b
+	mkdir -p $(DEB_OUT)
+	rm -f $(DEB_OUT)/*
+	mv ../libpam-xign_*.deb ../libpam-xign-dbgsym_*.deb ../xign-setup_*.deb ../xign-setup-dbgsym_*.deb \
+	   ../xign-manager_*.deb ../xign-manager-dbgsym_*.deb ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
+	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
+
+package-test: package
+	bash packaging/package-test.sh $(DEB_OUT)
 
 clean:
 	rm -rf .build $(PAM_BUILD)

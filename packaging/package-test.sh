@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Installs, uses, upgrades, removes and purges the Debian packages inside a throwaway root: an overlay
+# of this machine's / in private mount and network namespaces. The machine's own /etc/pam.d and
+# package database are never touched, and nothing survives the test.
+# Usage: package-test.sh DEB_DIR (with libpam-xign, xign-setup and xign-manager .debs)
+set -euo pipefail
+
+if [ "${XIGN_PACKAGE_TEST_STAGE:-}" = "" ]; then
+    DEBS=$(readlink -f "${1:?usage: package-test.sh DEB_DIR}")
+    WORK=$(mktemp -d /tmp/xign-package-test.XXXXXX)
+    trap 'rm -rf "$WORK"' EXIT
+    # --mount and --net: a private view of the file systems and of the network (port 8440 is ours alone).
+    XIGN_PACKAGE_TEST_STAGE=namespace unshare --mount --net --fork -- "$0" "$DEBS" "$WORK"
+    exit $?
+fi
+
+if [ "$XIGN_PACKAGE_TEST_STAGE" = namespace ]; then
+    DEBS=$1 WORK=$2
+    mount --make-rprivate /
+    # The upper layer lives on its own tmpfs, so it cannot overlap the lower layer (/).
+    mkdir -p "$WORK/layers" "$WORK/root"
+    mount -t tmpfs tmpfs "$WORK/layers"
+    mkdir -p "$WORK/layers/upper" "$WORK/layers/work"
+    mount -t overlay overlay -o "lowerdir=/,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
+    mount -t proc proc "$WORK/root/proc"
+    mount --rbind /dev "$WORK/root/dev"
+    mount -t tmpfs tmpfs "$WORK/root/run"  # no systemd here: maintainer scripts must not reach the host's
+    mkdir -p "$WORK/root/tmp/debs"
+    cp "$DEBS"/*.deb "$WORK/root/tmp/debs/"
+    cp "$0" "$WORK/root/tmp/package-test.sh"
+    ip link set lo up
+    XIGN_PACKAGE_TEST_STAGE=root exec chroot "$WORK/root" /bin/bash /tmp/package-test.sh
+fi
+
+# Inside the throwaway root.
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "package-test: $*" >&2; exit 1; }
+export DEBIAN_FRONTEND=noninteractive
+cd /tmp/debs
+PIN=24680
+
+step "Install the packages"
+apt-get install -y -q ./libpam-xign_*.deb ./xign-setup_*.deb ./xign-manager_*.deb
+dpkg -s libpam-xign xign-setup xign-manager | grep -E '^(Package|Status|Version):'
+test -f /usr/lib/x86_64-linux-gnu/security/pam_xign.so || fail "pam_xign.so is not in the multiarch PAM directory"
+test "$(stat -c %a /var/lib/xign)" = 700 || fail "/var/lib/xign is not 0700"
+getent passwd xign-manager >/dev/null || fail "no xign-manager system user"
+grep -q pam_xign /etc/pam.d/common-auth && fail "the profile must not be enabled by default"
+
+step "Start the manager with its unit's command line (systemd is not PID 1 here)"
+EXEC=$(sed -n 's/^ExecStart=//p' /lib/systemd/system/xign-manager.service)
+echo "$EXEC"
+runuser -u xign-manager -- $EXEC >/tmp/manager.log 2>&1 &
+MANAGER=$!
+for _ in $(seq 100); do grep -q listening /tmp/manager.log && break; sleep 0.1; done
+grep listening /tmp/manager.log || { cat /tmp/manager.log; fail "the manager did not start"; }
+
+step "Enrol a test user with the installed xign-setup"
+id xtest >/dev/null 2>&1 || useradd --create-home xtest
+printf '%s\n' "$PIN" | xign-setup register --manager http://127.0.0.1:8440 --email xtest@example.org --pin-stdin
+MAIL=$(grep -l 'To: xtest@example.org' /var/lib/xign-manager/outbox/new/*)
+printf '%s\n' "$PIN" | xign-setup personalize --mail "$MAIL" --user xtest --pin-stdin --no-qr
+ID=$(xign-setup list --json | sed -n 's/.*"idmIdentifier" : "\([0-9a-f]*\)".*/\1/p')
+[ -n "$ID" ] || fail "no enrolment listed"
+
+step "Enable the module with pam-auth-update"
+pam-auth-update --enable xign
+grep pam_xign /etc/pam.d/common-auth || fail "pam-auth-update did not add the module"
+
+step "Log in through the real /etc/pam.d stack: the right PIN"
+printf '%s\n' "$PIN" | pamtester login xtest authenticate || fail "the right PIN was refused"
+
+step "Upgrade to a rebuilt package; the activation survives"
+for deb in /tmp/debs/libpam-xign_*.deb /tmp/debs/xign-setup_*.deb /tmp/debs/xign-manager_*.deb; do
+    name=$(dpkg-deb -f "$deb" Package)
+    dpkg-deb -R "$deb" "/tmp/rebuild-$name"
+    sed -i 's/^Version: \(.*\)$/Version: \1+rebuild1/' "/tmp/rebuild-$name/DEBIAN/control"
+    dpkg-deb -b "/tmp/rebuild-$name" "/tmp/${name}_rebuild.deb" >/dev/null
+done
+apt-get install -y -q /tmp/libpam-xign_rebuild.deb /tmp/xign-setup_rebuild.deb /tmp/xign-manager_rebuild.deb
+dpkg -s xign-setup | grep '^Version:.*+rebuild1' || fail "the upgrade did not happen"
+xign-setup list | grep -q "$ID" || fail "the upgrade lost the activation"
+printf '%s\n' "$PIN" | pamtester login xtest authenticate || fail "the right PIN was refused after the upgrade"
+
+step "Log in through the real stack: a wrong PIN"
+if printf '13570\n' | pamtester login xtest authenticate; then fail "a wrong PIN was accepted"; fi
+
+step "Remove: the module leaves the PAM stack, the enrolment stays"
+kill "$MANAGER"; wait "$MANAGER" 2>/dev/null || true
+apt-get remove -y -q libpam-xign xign-setup xign-manager
+grep -q pam_xign /etc/pam.d/common-auth && fail "the removed module is still in common-auth"
+test -d /var/lib/xign || fail "remove deleted the enrolments"
+test -d /var/lib/xign-manager || fail "remove deleted the manager's data"
+
+step "Purge: the state goes"
+dpkg --purge libpam-xign xign-setup xign-manager  # apt no longer knows packages that came from local .debs
+test ! -e /var/lib/xign || fail "purge kept /var/lib/xign"
+test ! -e /var/lib/xign-manager || fail "purge kept /var/lib/xign-manager"
+test ! -e /etc/xign/xign.conf || fail "purge kept /etc/xign/xign.conf"
+
+echo
+echo "package-test: 1 passed, 0 failed"
