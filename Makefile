@@ -17,7 +17,7 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 	-Xlinker -z -Xlinker nodelete -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
 # Where `make install` puts the module: Debian's multiarch PAM directory.
-PAM_DIR ?= /lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
+PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 
 # Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2
