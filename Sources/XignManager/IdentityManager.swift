@@ -330,19 +330,18 @@ public final class IdentityManager: Sendable {
             }
             return activation
         }
-        var result = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: verdict.activation.id)
-        guard verdict.lockout == nil else {
-            result.lockout = verdict.lockout
-            return try sign(result, type: SignedAnswerType.decrypt, includeKey: true)
-        }
         let activation = verdict.activation
-        result.accountEmail = activation.email
-        result.activationAlias = activation.alias
+        if let lock = verdict.lockout {
+            var locked = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: activation.id)
+            locked.lockout = lock
+            return try sign(locked, type: SignedAnswerType.decrypt, includeKey: true)
+        }
         let known = Set(request.knownDeviceIds)
         let sessionLifetime = configuration.sessionLifetimeMilliseconds
-        let accepted = result
-        result = try await database.transaction { sql in
-            var result = accepted
+        let result = try await database.transaction { sql -> DecryptResult in
+            var result = DecryptResult(nonce: request.nonce, outcome: .newPersonalization, activationId: activation.id)
+            result.accountEmail = activation.email
+            result.activationAlias = activation.alias
             if activation.state == "personalized", let device = activation.deviceId, known.contains(device) {
                 result.outcome = .alreadyPersonalized
                 result.personalizedDeviceId = device
@@ -355,8 +354,6 @@ public final class IdentityManager: Sendable {
             } else if activation.isTemporary, let merge = try await self.mergeCandidate(for: activation, known: known, on: sql) {
                 result.outcome = .mergePersonalization
                 result.merge = merge
-            } else {
-                result.outcome = .newPersonalization
             }
             let session = SessionMessage(id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
             try await sql.raw("""
