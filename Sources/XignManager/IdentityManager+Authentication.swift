@@ -123,9 +123,7 @@ extension IdentityManager {
               request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 }) else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
-        guard let signature, let rawSignature = Base64URL.decode(signature) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no \(SignedRequest.signatureHeader) header")
-        }
+        let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         let authentication = try await database.transaction { sql -> (device: String, activation: String, service: String, mergeSession: String?) in
             guard let row = try await sql.raw("""

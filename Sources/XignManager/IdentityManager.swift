@@ -401,9 +401,7 @@ public final class IdentityManager: Sendable {
         guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
-        guard let signature, let rawSignature = Base64URL.decode(signature) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no \(SignedRequest.signatureHeader) header")
-        }
+        let rawSignature = try Self.signature(from: signature)
         if configuration.requireHardwareKey && request.keyKind == .software {
             throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
         }
@@ -524,9 +522,7 @@ public final class IdentityManager: Sendable {
 
     /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device's activation id.
     private func verifyDeviceSignature(deviceId: String, challenge: String, path: String, body: Data, signature: String?, on sql: any SQLDatabase) async throws -> String {
-        guard let signature, let raw = Base64URL.decode(signature) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no \(SignedRequest.signatureHeader) header")
-        }
+        let raw = try Self.signature(from: signature)
         guard let device = try await sql.raw("SELECT public_key, activation_id FROM devices WHERE id = \(bind: deviceId) AND revoked = 0").first() else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
@@ -598,6 +594,14 @@ public final class IdentityManager: Sendable {
             await group.next()
             group.cancelAll()
         }
+    }
+
+    /// The raw r || s of a device-signed request's signature header.
+    static func signature(from header: String?) throws -> Data {
+        guard let header, let raw = Base64URL.decode(header) else {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no valid \(SignedRequest.signatureHeader) header")
+        }
+        return raw
     }
 
     func sign(_ value: some Encodable, type: String, includeKey: Bool = false) throws -> String {
