@@ -181,7 +181,9 @@ public struct ServiceLoginResult: Sendable, Equatable {
     public let relyingPartyName: String
     public let roleName: String
     let authorizationCode: String
-    let expiresAt: Int64
+    /// When the code runs out, on the monotonic clock: the finish request's start plus the code's lifetime,
+    /// so neither the host's wall clock nor its difference to the manager's matters.
+    let expiresAt: MonotonicClock.Instant
     let idmIdentifier: String
 }
 
@@ -208,7 +210,10 @@ public struct LoginToken: Sendable, Equatable {
     public let host: String
     public let localUser: String
     public let attributes: [String: String]
+    /// On this host's clock.
     public let expiresAt: Date
+    /// The manager's clock minus this host's, to within the token request's round trip. Logins do not depend on it.
+    public let managerClockOffsetMilliseconds: Int64
 }
 
 /// Authentication with this machine's enrolment (the seeds' Authenticator), synchronous for the PAM path.
@@ -256,9 +261,7 @@ public struct Authenticator {
         let request = AuthenticationStartRequest(
             deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce, mergeSessionId: mergeSessionId
         )
-        let compact = try store.rememberingLockout(of: entity.activationId) {
-            try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
-        }
+        let compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
         let start = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64 else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
@@ -305,17 +308,19 @@ public struct Authenticator {
             attributeValues: values, attributeSelections: selections, nonce: nonce
         )
         let client = ManagerClient(url: session.entity.managerURL, http: http)
+        let sentAt = MonotonicClock.now()
         let compact = try client.postDeviceSigned(APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         switch result.outcome {
         case .serviceLogin:
-            guard session.data.service != APIPath.mergeService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name else {
+            guard session.data.service != APIPath.mergeService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
+                  let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt) else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
             }
             try store.recordLockout(activationId: session.entity.activationId, nil)
             return .serviceLogin(ServiceLoginResult(
                 relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
-                expiresAt: login.expiresAt, idmIdentifier: session.entity.idmIdentifier
+                expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
             ))
         case .mergeComplete:
             guard session.data.service == APIPath.mergeService, result.mergedEmail != nil else {
@@ -335,7 +340,7 @@ public struct Authenticator {
 
     /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.
     public func fetchAuthorizationCode(_ login: ServiceLoginResult) throws -> AuthorizationCode {
-        guard login.expiresAt > Date().millisecondsSince1970 else { throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again") }
+        guard MonotonicClock.now() < login.expiresAt else { throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again") }
         return AuthorizationCode(code: login.authorizationCode, idmIdentifier: login.idmIdentifier)
     }
 
@@ -346,7 +351,9 @@ public struct Authenticator {
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
+        let (sentAt, sentAtWall) = (MonotonicClock.now(), Date())
         let compact = try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
+        let (receivedAt, receivedAtWall) = (MonotonicClock.now(), Date())
         let token = try ManagerClient.verify(compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard token.host == data.host else {
             throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(token.host.prefix(64))', not this one")
@@ -357,10 +364,20 @@ public struct Authenticator {
         guard token.deviceId == entity.idmIdentifier, token.activationId == entity.activationId, token.service == data.service else {
             throw XignSdkError(.managerSignatureInvalid, "the login token is for another device or service")
         }
-        guard token.expiresAt > Date().millisecondsSince1970 else { throw XignSdkError(.sessionExpired, "the login token has already expired; check this machine's clock") }
+        // The nonce proves the token was made after our request left, so its age is at most this round trip:
+        // freshness needs no comparison of the two clocks.
+        guard let lifetime = MonotonicClock.lifetime(from: token.issuedAt, to: token.expiresAt) else {
+            throw XignSdkError(.invalidManagerResponse, "the login token's lifetime is not usable")
+        }
+        let age = receivedAt.milliseconds - sentAt.milliseconds
+        guard age < lifetime else {
+            throw XignSdkError(.sessionExpired, "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again")
+        }
+        let midpoint = (sentAtWall.millisecondsSince1970 / 2) + (receivedAtWall.millisecondsSince1970 / 2)
         return LoginToken(
             subject: token.subject, service: token.service, role: token.role, host: token.host, localUser: token.localUser,
-            attributes: token.attributes, expiresAt: Date(millisecondsSince1970: token.expiresAt)
+            attributes: token.attributes, expiresAt: sentAtWall.addingTimeInterval(Double(lifetime) / 1000),
+            managerClockOffsetMilliseconds: token.issuedAt.subtractingReportingOverflow(midpoint).partialValue
         )
     }
 }
@@ -369,9 +386,3 @@ extension XignSdk {
     public var authenticator: Authenticator { Authenticator(http: http, store: store, keys: keys) }
 }
 
-extension IdentityManagerStore {
-    func recordLockout(activationId: String, _ pending: PendingLockoutInformation) throws {
-        try recordLockout(activationId: activationId, LockoutAttemptInformation(
-            LockoutMessage(isPermanent: pending.isPermanent, lockedUntil: pending.lockedUntil.millisecondsSince1970, failedAttempts: 0)))
-    }
-}

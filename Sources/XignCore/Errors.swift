@@ -55,15 +55,16 @@ public struct PendingLockoutInformation: Sendable, Equatable {
     public let lockedUntil: Date
 }
 
-/// The lock a wrong PIN just caused.
+/// The lock a wrong PIN just caused. `lockedUntil` is on this host's clock: the manager says how long the lock
+/// holds (`lockedUntil - issuedAt` on its clock), and the wait is counted from when its answer arrived.
 public struct LockoutAttemptInformation: Sendable, Equatable {
     public let isPermanent: Bool
     public let lockedUntil: Date
     public let failedAttempts: Int
 
-    init(_ message: LockoutMessage) {
+    init(_ message: LockoutMessage, receivedAt: Date = Date()) {
         isPermanent = message.isPermanent
-        lockedUntil = Date(millisecondsSince1970: message.lockedUntil)
+        lockedUntil = receivedAt.addingTimeInterval(Double(message.remainingMilliseconds) / 1000)
         failedAttempts = message.failedAttempts
     }
 }
@@ -76,8 +77,8 @@ public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
         super.init(
             .lockedOut,
             information.isPermanent
-                ? "this activation is locked permanently after too many wrong PINs; register again with `xign-setup register` or ask your administrator to unlock it"
-                : "this activation is locked until \(information.lockedUntil.localDescription) after a wrong PIN; try again after that time"
+                ? "this activation is locked permanently after too many wrong PINs; ask your administrator to unlock it (xign-manager admin unlock), or register again with `xign-setup register`"
+                : "this activation is locked until \(information.lockedUntil.localDescription); try again after that time"
         )
     }
 }

@@ -38,7 +38,8 @@ public struct IdentityManagerStore: Sendable {
     struct Contents: Codable {
         var version = 1
         var entries: [IdentityManagerEntity] = []
-        /// Lockouts the manager reported, by activation id, so the next attempt stops before asking again.
+        /// Lockouts the manager reported in a signed answer, by activation id, on this host's clock,
+        /// so the next attempt stops before asking again.
         var pendingLockouts: [String: PendingLockoutRecord] = [:]
     }
 
@@ -103,17 +104,11 @@ public struct IdentityManagerStore: Sendable {
         return PendingLockoutInformation(isPermanent: record.isPermanent, lockedUntil: until)
     }
 
-    /// Runs a request; a lockout the manager reports is remembered before it is rethrown.
-    func rememberingLockout<T>(of activationId: String, _ request: () throws -> T) throws -> T {
-        do {
-            return try request()
-        } catch let lockout as XignSdkLockoutError {
-            try? recordLockout(activationId: activationId, lockout.information)
-            throw lockout
-        }
-    }
-
+    /// Remembers (or, with nil, forgets) a lock. Only a lock the manager signed over this attempt's nonce may be
+    /// recorded: an unsigned 423 could come from anyone who answers on the manager's address.
     func recordLockout(activationId: String, _ lock: LockoutAttemptInformation?) throws {
+        // A login that succeeds has nothing to forget most of the time; it then writes nothing.
+        if lock == nil, try read().pendingLockouts[activationId] == nil { return }
         try update { contents in
             contents.pendingLockouts[activationId] = lock.map {
                 PendingLockoutRecord(isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970)

@@ -69,7 +69,9 @@ struct ManagerClient {
         switch detail.code {
         case .lockedOut:
             guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
-            return XignSdkLockoutError(PendingLockoutInformation(isPermanent: lock.isPermanent, lockedUntil: Date(millisecondsSince1970: lock.lockedUntil)))
+            // Unsigned: shown for this attempt, never remembered (a stand-in for the manager could plant it).
+            let information = LockoutAttemptInformation(lock)
+            return XignSdkLockoutError(PendingLockoutInformation(isPermanent: information.isPermanent, lockedUntil: information.lockedUntil))
         case .securityInsufficient: return XignSdkSecurityInsufficientError(message)
         case .activationNotFound: return XignSdkError(.activationNotFound, message)
         case .activationRevoked: return XignSdkError(.activationRevoked, message)
@@ -78,6 +80,7 @@ struct ManagerClient {
         case .registrationRejected: return RegistrationRejectedError(detail)
         case .deviceNotFound: return XignSdkError(.deviceNotEnrolled, message)
         case .internalError: return XignSdkError(.managerInternalError, message)
+        case .busy: return XignSdkError(.timeout, message)
         default: return XignSdkError(.managerRejectedRequest, message)
         }
     }

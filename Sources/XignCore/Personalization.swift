@@ -139,9 +139,7 @@ public struct Personalizer {
             knownDeviceIds: mine.filter { $0.localUser == localUser }.map(\.idmIdentifier)
         )
         let client = ManagerClient(url: url, http: http)
-        let compact = try store.rememberingLockout(of: payload.activationId) {
-            try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
-        }
+        let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
         let managerKey = try pinManagerKey(from: compact, fingerprint: payload.managerKeyFingerprint)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
         guard result.activationId == payload.activationId else {

@@ -51,7 +51,7 @@ public final class Database: Sendable {
     }
 
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [schema, authenticationSchema, mergeSchema]
+    static let migrations = [schema, authenticationSchema, mergeSchema, pinCheckSchema]
     static var schemaVersion: Int { migrations.count }
 
     private func migrate() async throws {
@@ -72,6 +72,11 @@ public final class Database: Sendable {
             try await sql.raw("INSERT INTO schema_version (version) VALUES (\(bind: Self.schemaVersion))").run()
         }
     }
+
+    /// PIN checks of one activation run one at a time; the claim is a row value, so it holds across instances.
+    static let pinCheckSchema = [
+        "ALTER TABLE activations ADD COLUMN pin_check_until BIGINT NOT NULL DEFAULT 0",
+    ]
 
     /// Organization-invite merges: more addresses per account, and which device may confirm a merge.
     static let mergeSchema = [
@@ -204,5 +209,25 @@ final class AsyncLock: @unchecked Sendable {
             return waiters.removeFirst()
         }
         next?.resume()
+    }
+}
+
+/// FIFO locks by key: work for one key waits its turn while other keys run. An entry lives while it is used.
+final class KeyedAsyncLock: @unchecked Sendable {
+    private let mutex = NIOLock()
+    private var locks: [String: (lock: AsyncLock, users: Int)] = [:]
+
+    func withLock<T: Sendable>(_ key: String, _ body: () async throws -> T) async throws -> T {
+        let lock = mutex.withLock { () -> AsyncLock in
+            let entry = locks[key] ?? (AsyncLock(), 0)
+            locks[key] = (entry.lock, entry.users + 1)
+            return entry.lock
+        }
+        defer {
+            mutex.withLock {
+                if let entry = locks[key] { locks[key] = entry.users > 1 ? (entry.lock, entry.users - 1) : nil }
+            }
+        }
+        return try await lock.withLock(body)
     }
 }

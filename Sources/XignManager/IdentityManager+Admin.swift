@@ -70,7 +70,7 @@ extension IdentityManager {
     public func unlock(activationId: String) async throws {
         try await database.transaction { sql in
             guard try await sql.raw("""
-                UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0 WHERE id = \(bind: activationId) RETURNING id
+                UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0 WHERE id = \(bind: activationId) RETURNING id
                 """).first() != nil else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
             }

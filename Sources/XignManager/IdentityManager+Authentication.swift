@@ -191,7 +191,8 @@ extension IdentityManager {
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
         let code = try SecureRandom.token()
-        let codeExpiresAt = Self.now() + 60_000
+        let codeIssuedAt = Self.now()
+        let codeExpiresAt = codeIssuedAt + 60_000
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
         try await database.transaction { sql in
             try await sql.raw("""
@@ -200,7 +201,7 @@ extension IdentityManager {
                 """).run()
         }
         result.serviceLogin = ServiceLoginMessage(
-            authorizationCode: code, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
+            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
         )
         logger.info("authenticated", metadata: ["device": "\(authentication.device)", "service": "\(service.id)", "role": "\(role.name)"])
         return try sign(result, type: SignedAnswerType.authenticationResult)

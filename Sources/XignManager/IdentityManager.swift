@@ -15,6 +15,8 @@ public final class IdentityManager: Sendable {
     /// The manager's public key and its fingerprint, computed once.
     let publicKey: P256PublicKey
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
+    /// Queues this process's PIN checks per activation (IdentityManager+PINCheck).
+    let pinChecks = KeyedAsyncLock()
     /// Wakes the relay loop when mail was queued.
     private let mailQueued: AsyncStream<Void>.Continuation
     private let mailQueue: AsyncStream<Void>
@@ -235,6 +237,8 @@ public final class IdentityManager: Sendable {
         var failedAttempts: Int
         var lockedUntil: Int64
         var permanentlyLocked: Bool
+        /// While a PIN check runs: when its claim runs out (0 when none runs).
+        var pinCheckUntil: Int64
         var email: String
         var isTemporary: Bool
         var organization: String?
@@ -253,67 +257,28 @@ public final class IdentityManager: Sendable {
             failedAttempts = try row.decode(column: "failed_attempts", as: Int.self)
             lockedUntil = try row.decode(column: "locked_until", as: Int64.self)
             permanentlyLocked = try row.decode(column: "permanently_locked", as: Int.self) != 0
+            pinCheckUntil = try row.decode(column: "pin_check_until", as: Int64.self)
             email = try row.decode(column: "email", as: String.self)
             isTemporary = try row.decode(column: "is_temporary", as: Int.self) != 0
             organization = try row.decode(column: "organization", as: String?.self)
         }
 
         var pendingLock: LockoutMessage? {
-            if permanentlyLocked { return LockoutMessage(isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts) }
-            if lockedUntil > IdentityManager.now() {
-                return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts)
-            }
+            let now = IdentityManager.now()
+            if permanentlyLocked { return LockoutMessage(isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
+            if lockedUntil > now { return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
             return nil
         }
     }
 
     static let activationColumns = """
         a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.state, a.device_id,
-        a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, c.email, c.is_temporary, c.organization
+        a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, c.email, c.is_temporary, c.organization
         """
 
     func activation(id: String, on sql: any SQLDatabase) async throws -> ActivationRow? {
         try await sql.raw("SELECT \(unsafeRaw: Self.activationColumns) FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: id)")
             .first().map(ActivationRow.init)
-    }
-
-    struct PINVerdict: Sendable {
-        var activation: ActivationRow
-        /// nil when the PIN was right; else the lock this wrong PIN caused.
-        var lockout: LockoutMessage?
-    }
-
-    /// Checks a PIN against an activation, with the lockout (invariants 5 and 6). Every guess is charged to the
-    /// lockout *before* the slow hash runs, so concurrent guesses cannot slip past the counter; a right PIN
-    /// refunds the charge. While a lock is in force the PIN is not checked at all. `admit` sees the activation
-    /// (nil if unknown) inside the charging transaction and throws to refuse before anything is charged.
-    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> PINVerdict {
-        let lockout = configuration.lockout
-        let (activation, charged) = try await database.transaction { sql -> (ActivationRow, LockoutMessage) in
-            let activation = try admit(try await self.activation(id: activationId, on: sql))
-            guard activation.state != "revoked" else {
-                throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
-            }
-            if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
-            let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
-            try await sql.raw("""
-                UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
-                       permanently_locked = \(bind: lock.isPermanent ? 1 : 0) WHERE id = \(bind: activation.id)
-                """).run()
-            return (activation, lock)
-        }
-        guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
-            throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
-        }
-        let presented = try secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations)
-        guard constantTimeEquals(presented, stored) else {
-            logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(charged.failedAttempts)", "permanent": "\(charged.isPermanent)"])
-            return PINVerdict(activation: activation, lockout: charged)
-        }
-        try await database.transaction { sql in
-            try await sql.raw("UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0 WHERE id = \(bind: activation.id)").run()
-        }
-        return PINVerdict(activation: activation, lockout: nil)
     }
 
     /// Answers the activation PIN check of a personalization with one of the five outcomes.

@@ -32,13 +32,13 @@ public struct ManagerConfiguration: Sendable {
 
         /// The lock after the `failures`-th consecutive failure at time `now`.
         public func lock(afterFailures failures: Int, now: Int64) -> LockoutMessage {
-            if failures >= maxAttempts { return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures) }
+            if failures >= maxAttempts { return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures, issuedAt: now) }
             let delayed = failures - freeAttempts
-            guard delayed > 0 else { return LockoutMessage(isPermanent: false, lockedUntil: now, failedAttempts: failures) }
+            guard delayed > 0 else { return LockoutMessage(isPermanent: false, lockedUntil: now, failedAttempts: failures, issuedAt: now) }
             let doublings = min(delayed - 1, 40)
             let (scaled, overflow) = baseDelayMilliseconds.multipliedReportingOverflow(by: Int64(1) << doublings)
             let delay = overflow ? maxDelayMilliseconds : min(scaled, maxDelayMilliseconds)
-            return LockoutMessage(isPermanent: false, lockedUntil: now + delay, failedAttempts: failures)
+            return LockoutMessage(isPermanent: false, lockedUntil: now + delay, failedAttempts: failures, issuedAt: now)
         }
     }
 

@@ -156,16 +156,21 @@ struct PAMLogin {
         case .serviceLogin(let login):
             let token = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
             debug("token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)")
+            if abs(token.managerClockOffsetMilliseconds) > Self.clockWarningMilliseconds {
+                // Logins do not depend on it (lifetimes are measured here), but TLS and logs do.
+                log(LOG_WARNING, "this host's clock differs from the manager's by \(token.managerClockOffsetMilliseconds / 1000) s (manager minus host); check NTP")
+            }
             return (PAM_SUCCESS, "success")
         }
     }
 
     private func lockedOut(permanent: Bool, until: Date) -> (Int32, String) {
         if permanent {
-            tell("XignIn is locked permanently after too many wrong PINs. Register again with xign-setup register, or ask your administrator.", isError: true)
+            tell("XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.", isError: true)
             return (PAM_MAXTRIES, "locked-permanently")
         }
-        tell("XignIn is locked until \(until.localDescription) after a wrong PIN; try again after that time.", isError: true)
+        // This attempt's PIN was not checked (a lock was already in force), so the message does not blame one.
+        tell("XignIn is locked until \(until.localDescription); try again after that time.", isError: true)
         return (PAM_MAXTRIES, "locked")
     }
 
@@ -182,6 +187,8 @@ struct PAMLogin {
             try? conversation.show(text, isError: isError)
         }
     }
+
+    static let clockWarningMilliseconds: Int64 = 300_000
 
     static func hostName() -> String {
         var name = [CChar](repeating: 0, count: 256)

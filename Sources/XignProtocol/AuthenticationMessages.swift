@@ -140,13 +140,16 @@ public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
 public struct ServiceLoginMessage: Codable, Equatable, Sendable {
     /// Single use, short-lived; exchanged at /v1/token.
     public var authorizationCode: String
+    /// The manager's clock when the code was made; with `expiresAt` it gives the code's lifetime.
+    public var issuedAt: Int64
     public var expiresAt: Int64
     public var service: String
     public var relyingPartyName: String
     public var role: String
 
-    public init(authorizationCode: String, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
+    public init(authorizationCode: String, issuedAt: Int64, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
         self.authorizationCode = authorizationCode
+        self.issuedAt = issuedAt
         self.expiresAt = expiresAt
         self.service = service
         self.relyingPartyName = relyingPartyName

@@ -176,12 +176,19 @@ public struct LockoutMessage: Codable, Equatable, Sendable {
     /// For a permanent lock this is the time the lock was set.
     public var lockedUntil: Int64
     public var failedAttempts: Int
+    /// The manager's clock when it answered. A client counts the wait from `lockedUntil - issuedAt`,
+    /// so a host clock that differs from the manager's neither shortens nor stretches a lock.
+    public var issuedAt: Int64
 
-    public init(isPermanent: Bool, lockedUntil: Int64, failedAttempts: Int) {
+    public init(isPermanent: Bool, lockedUntil: Int64, failedAttempts: Int, issuedAt: Int64) {
         self.isPermanent = isPermanent
         self.lockedUntil = lockedUntil
         self.failedAttempts = failedAttempts
+        self.issuedAt = issuedAt
     }
+
+    /// How long the lock still holds when the manager answered; never negative.
+    public var remainingMilliseconds: Int64 { max(0, lockedUntil.subtractingReportingOverflow(issuedAt).partialValue) }
 }
 
 public struct SessionMessage: Codable, Equatable, Sendable {

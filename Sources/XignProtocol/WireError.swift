@@ -17,6 +17,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case securityInsufficient
     case deviceNotFound
     case internalError
+    /// The manager cannot answer now (another check of the same activation holds it); try again shortly.
+    case busy
     case unknown
 
     public init(from decoder: any Decoder) throws {

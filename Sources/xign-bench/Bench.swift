@@ -131,6 +131,16 @@ struct Bench {
         if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }
         table("One login, step by step", steps, floor: floor)
 
+        // Three more local users with an enrolment each, for parallel logins on different activations.
+        for user in ["bench1", "bench2", "bench3"] {
+            let userSDK = try XignSdk(configuration: configuration, localUser: user)
+            guard case .newPersonalization(let parameters) = try userSDK.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: try register("\(user)@example.org"), pin: pin) else {
+                throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
+            }
+            _ = try userSDK.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
+        }
+
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
         if CommandLine.arguments.count >= 3 {
             try pamFigures(module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port, pin: pin)
@@ -210,6 +220,37 @@ struct Bench {
         let xignRSS = field(xign, "rss_after_kb") - field(xign, "rss_before_kb")
         let permitRSS = field(permit, "rss_after_kb") - field(permit, "rss_before_kb")
         print("RSS the module adds to the host: \(xignRSS - permitRSS) KiB (pam_xign \(xignRSS) KiB, pam_permit \(permitRSS) KiB over the same runs)")
+
+        // Whole logins per second: one client after another, then 4 at once on one enrolment (their PIN checks
+        // queue) and on four (they do not), each client a host process of its own.
+        let each = 40
+        func throughput(_ users: [String]) throws -> Double {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let processes = try users.map { user -> (Process, Pipe) in
+                let process = Process(), output = Pipe(), input = Pipe()
+                process.executableURL = URL(fileURLWithPath: harness)
+                process.arguments = [work + "/pam.d", "xign", user, String(each)]
+                process.standardOutput = output
+                process.standardInput = input
+                try process.run()
+                input.fileHandleForWriting.write(Data(String(repeating: pin + "\n", count: each).utf8))
+                try input.fileHandleForWriting.close()
+                return (process, output)
+            }
+            for (process, output) in processes {
+                let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                guard text.contains("result=0 ") else { throw XignSdkError(.invalidManagerResponse, "parallel logins failed:\n\(text.suffix(400))") }
+            }
+            return Double(users.count * each) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        let serial = try throughput(["bench"])
+        let oneEnrolment = try throughput(Array(repeating: "bench", count: 4))
+        let fourEnrolments = try throughput(["bench", "bench1", "bench2", "bench3"])
+        print("\nWhole PAM logins per second (\(each) per client, each client a harness process)")
+        print(String(format: "1 client:                      %6.1f /s (1.00×)", serial))
+        print(String(format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)", oneEnrolment, oneEnrolment / serial))
+        print(String(format: "4 clients, four enrolments:    %6.1f /s (%.2f× of 1 client)", fourEnrolments, fourEnrolments / serial))
     }
 
     @discardableResult

@@ -95,6 +95,33 @@ import XignTestSupport
         }
     }
 
+    @Test func anUnsignedLockFromAStandInDoesNotStopTheNextPersonalization() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("planted@example.org")
+        try fixture.sdk().store.checkWritable()
+        let before = fixture.snapshot()
+        let standIn = try FaultyServer { _ in
+            FaultyServer.http(status: 423, body: Array("""
+                {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
+                """.utf8))
+        }
+        let planted = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(standIn.url))
+        #expect(code { _ = try planted.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == .lockedOut, "shown for this attempt")
+        #expect(fixture.snapshot() == before, "and nothing is written down")
+        _ = try fixture.personalize(data)
+        // Honest control: a lock the real manager signed is remembered and stops the next attempt early.
+        let second = try fixture.register("signed@example.org")
+        let personalizer = try fixture.sdk().personalizer()
+        guard case .lockout = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: second, pin: "13570") else {
+            throw TestFailure("expected a lockout")
+        }
+        let requests = standIn.requests.count
+        #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: second, pin: "24680") } == .lockedOut)
+        #expect(try fixture.activations().first { $0["email"] as? String == "signed@example.org" }?["failedAttempts"] as? Int == 1,
+                "the remembered lock stopped the attempt before the manager")
+        #expect(standIn.requests.count == requests)
+    }
+
     @Test func aManagerThatStopsMidFlowLosesNothing() throws {
         let fixture = try Fixture()
         let data = try fixture.register("midflow@example.org")

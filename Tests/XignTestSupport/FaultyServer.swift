@@ -74,6 +74,34 @@ public final class FaultyServer: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Passes `request` on to the server on 127.0.0.1:`port` and returns its whole answer (nil if it gives none):
+    /// a stand-in that forwards can delay, count or rewrite what the real manager says.
+    public static func forward(_ request: String, toPort port: Int) -> [UInt8]? {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { return nil }
+        // One request per connection, as libcurl's easy calls here make them.
+        let closing = request.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n", options: [], range: request.range(of: "\r\n\r\n"))
+        let bytes = Array(closing.utf8)
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else { return nil }
+        var answer = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            answer += buffer.prefix(n)
+        }
+        return answer.isEmpty ? nil : answer
+    }
+
     /// An HTTP/1.1 answer with the given body; `declaredLength` lets a test lie about the length.
     public static func http(status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil) -> [UInt8] {
         let head = "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"

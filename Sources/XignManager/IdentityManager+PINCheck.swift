@@ -1,0 +1,125 @@
+import Foundation
+import NIOPosix
+import SQLKit
+import XignCrypto
+import XignProtocol
+
+/// The PIN check with the lockout (invariants 5 and 6), shared by personalization and authentication.
+///
+/// PIN checks of one activation run one at a time, and each result is written before the next check starts,
+/// so parallel guesses cannot outrun the counter and a right PIN never sees another attempt's pending charge
+/// as a lock. The claim lives in the database (`pin_check_until`), so it holds across manager instances; a
+/// claim that ran out without a result (a crash during the hash) is charged as a failure. Within one process a
+/// per-activation FIFO lock queues the waiters, so only other instances ever poll. Checks of different
+/// activations never wait for each other: the slow hash runs on the thread pool, outside every transaction.
+extension IdentityManager {
+    struct PINVerdict: Sendable {
+        var activation: ActivationRow
+        /// nil when the PIN was right; else the lock this wrong PIN caused.
+        var lockout: LockoutMessage?
+    }
+
+    /// How long a claim holds; far above the hash's cost, so it only runs out when a manager died mid-check.
+    static let pinCheckClaimMilliseconds: Int64 = 30_000
+    /// How long a check waits for another instance's claim before it answers "busy".
+    static let pinCheckWaitMilliseconds: Int64 = 10_000
+
+    /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
+    /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
+    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> PINVerdict {
+        try await pinChecks.withLock(activationId) {
+            let activation = try await claimPINCheck(activationId: activationId, admit: admit)
+            return try await settlePINCheck(pin, activation: activation)
+        }
+    }
+
+    private enum Claim: Sendable {
+        case claimed(ActivationRow)
+        case locked(LockoutMessage)
+        case heldElsewhere
+    }
+
+    /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
+    private func claimPINCheck(activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> ActivationRow {
+        let lockout = configuration.lockout
+        let deadline = Self.now() + Self.pinCheckWaitMilliseconds
+        var pause: Int64 = 2
+        while true {
+            let claim = try await database.transaction { sql -> Claim in
+                var activation = try admit(try await self.activation(id: activationId, on: sql))
+                guard activation.state != "revoked" else {
+                    throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
+                }
+                let now = Self.now()
+                if activation.pinCheckUntil > now { return .heldElsewhere }
+                if activation.pinCheckUntil != 0 {
+                    // A check started and never reported: count it, as the guess it may have been.
+                    let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: now)
+                    try await self.recordFailure(lock, activationId: activation.id, on: sql)
+                    (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (lock.failedAttempts, lock.lockedUntil, lock.isPermanent)
+                    self.logger.warning("a PIN check ran out without a result; counted as a failure", metadata: ["activation": "\(activation.id)"])
+                }
+                // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
+                if let lock = activation.pendingLock { return .locked(lock) }
+                try await sql.raw("""
+                    UPDATE activations SET pin_check_until = \(bind: now + Self.pinCheckClaimMilliseconds) WHERE id = \(bind: activation.id)
+                    """).run()
+                return .claimed(activation)
+            }
+            switch claim {
+            case .claimed(let activation):
+                return activation
+            case .locked(let lock):
+                throw ManagerError.lockedOut(lock)
+            case .heldElsewhere:
+                guard Self.now() < deadline else {
+                    throw ManagerError(.serviceUnavailable, .busy, "another PIN check of this activation is still running; try again in a moment")
+                }
+                try await Task.sleep(for: .milliseconds(pause))
+                pause = min(pause * 2, 50)
+            }
+        }
+    }
+
+    /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
+    private func settlePINCheck(_ pin: String, activation: ActivationRow) async throws -> PINVerdict {
+        guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
+            throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
+        }
+        let secrets = self.secrets
+        let presented: Data
+        do {
+            presented = try await NIOThreadPool.singleton.runIfActive {
+                try secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations)
+            }
+        } catch {
+            // Nothing was compared, so nothing is charged. (A verdict that fails to commit below keeps the claim,
+            // which the next check then charges: the guess may have been wrong.)
+            try? await database.transaction { sql in
+                try await sql.raw("UPDATE activations SET pin_check_until = 0 WHERE id = \(bind: activation.id)").run()
+            }
+            throw error
+        }
+        let lockout = configuration.lockout
+        return try await database.transaction { sql in
+            guard constantTimeEquals(presented, stored) else {
+                let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
+                try await self.recordFailure(lock, activationId: activation.id, on: sql)
+                self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
+                return PINVerdict(activation: activation, lockout: lock)
+            }
+            try await sql.raw("""
+                UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0 WHERE id = \(bind: activation.id)
+                """).run()
+            return PINVerdict(activation: activation, lockout: nil)
+        }
+    }
+
+    /// Writes a failure's lock and ends any claim, in the caller's transaction.
+    private func recordFailure(_ lock: LockoutMessage, activationId: String, on sql: any SQLDatabase) async throws {
+        try await sql.raw("""
+            UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
+                   permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
+            """).run()
+    }
+}
