@@ -3,9 +3,37 @@
 #include <security/pam_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "xign_pam.h"
+
+extern char **environ;
+
+/*
+ * In a setuid host (su, sudo) the caller chose the environment, and libraries on the login's path read it
+ * with plain getenv: libtss2 opens TSS2_LOGFILE for its trace, libcurl SSLKEYLOGFILE for TLS secrets, as
+ * root. So there the login runs in an environment of our own, and the host's comes back, unchanged, before
+ * we return and while the host's conversation function runs. Hosts that are not setuid (sshd, login, gdm)
+ * keep theirs. docs/security.md lists what reads which variable, and why the rest is safe.
+ */
+static char *isolated_environment[] = { "TSS2_LOG=all+none", NULL };
+static __thread char **host_environment;
+
+static int caller_controls_environment(void) {
+    return getauxval(AT_SECURE) != 0 || getuid() != geteuid() || getgid() != getegid();
+}
+
+static void leave_host_environment(void) {
+    host_environment = environ;
+    environ = isolated_environment;
+}
+
+static void return_host_environment(void) {
+    environ = host_environment;
+    host_environment = NULL;
+}
 
 static const char *item(pam_handle_t *pamh, int type) {
     const void *value = NULL;
@@ -29,7 +57,11 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
         .argv = argv,
         .pamh = pamh,
     };
-    return xign_pam_authenticate(&context);
+    int isolate = caller_controls_environment();
+    if (isolate) leave_host_environment();
+    rc = xign_pam_authenticate(&context);
+    if (isolate) return_host_environment();
+    return rc;
 }
 
 /* Nothing to set: the login proves the user, it grants no credentials. */
@@ -46,7 +78,11 @@ PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const c
 
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer) {
     char *response = NULL;
+    /* The conversation is the host's own code: it runs in the host's environment. */
+    int isolated = host_environment != NULL;
+    if (isolated) return_host_environment();
     int rc = pam_prompt((pam_handle_t *)pamh, style, &response, "%s", text);
+    if (isolated) leave_host_environment();
     if (rc != PAM_SUCCESS) {
         xign_pam_free_answer(response);
         return PAM_CONV_ERR;

@@ -85,10 +85,14 @@ final class PAMFixture: @unchecked Sendable {
         let output: String
     }
 
-    /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`.
-    func login(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = []) throws -> Login {
-        let result = try ChildProcess(wrapper.first ?? (try Self.harness.get()), Array(wrapper.dropFirst()) + (wrapper.isEmpty ? [] : [try Self.harness.get()]) + [confdir, service, user],
-                                      stdin: answers.map { $0 + "\n" }.joined(), in: directory).wait(timeout: 60)
+    /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`. `wrapper` runs the
+    /// host (`harness`, the libpam harness unless given) inside another command, with `environment` if given.
+    func login(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
+               harness: String? = nil, environment: [String: String]? = nil) throws -> Login {
+        let host = try harness ?? Self.harness.get()
+        let command = wrapper + [host, confdir, service, user]
+        let result = try ChildProcess(command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(),
+                                      environment: environment, in: directory).wait(timeout: 60)
         guard result.status == 0 else { throw TestFailure("harness failed (\(result.status)): \(result.stderr)") }
         let lines = result.stdout.split(separator: "\n").map(String.init)
         func number(_ key: String) -> Int {

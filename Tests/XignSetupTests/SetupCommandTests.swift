@@ -229,4 +229,17 @@ final class Setup: @unchecked Sendable {
         #expect(json["status"] as? String == "merged")
         #expect(json["mergedEmail"] as? String == "erin@acme.example")
     }
+
+    /// xign-setup is not setuid: whoever runs it chose its environment, so the libraries' debugging variables work
+    /// there (docs/security.md), unlike inside pam_xign.so in su or sudo.
+    @Test func aToolThatIsNotSetuidKeepsTheLibrariesDebuggingVariables() throws {
+        let setup = try Setup()
+        let tpm = try SoftwareTPM()
+        let config = try setup.directory.write("xign.conf", "device_key = tpm\ntcti = \(tpm.tcti)\n")
+        let trace = setup.directory.file("tss2.log")
+        let result = try setup.run(["doctor", "--config", config, "--state-dir", setup.state, "--pam-dir", setup.directory.path],
+                                   environment: ["PATH": "/usr/bin:/bin", "TSS2_LOG": "all+trace", "TSS2_LOGFILE": trace])
+        #expect(result.stdout.contains("TPM"), "\(result.stdout)\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: trace), "libtss2 honours TSS2_LOGFILE for the tool's own runs")
+    }
 }

@@ -2,7 +2,8 @@
  * about the host process. Usage: pam_harness CONFDIR SERVICE USER [RUNS]
  * Answers for prompts are read from stdin, one line each; when they run out the conversation fails.
  * Prints every message the module sends as "[STYLE] text", then "result=N (text)", and with RUNS > 1
- * the time of each pam_authenticate in microseconds. */
+ * the time of each pam_authenticate in microseconds, and whether the host's environment was the same after
+ * pam_authenticate and inside every conversation call as before. */
 #define _GNU_SOURCE
 #include <security/pam_appl.h>
 #include <stdio.h>
@@ -10,10 +11,26 @@
 #include <string.h>
 #include <time.h>
 
+extern char **environ;
+
 static int quiet;
+static char **host_environ;
+static int conversation_environment_unchanged = 1;
+
+/* The environment as one string, to compare before and after. */
+static char *environment_text(void) {
+    size_t size = 1;
+    for (char **e = environ; *e != NULL; e++) size += strlen(*e) + 1;
+    char *text = malloc(size), *end = text;
+    if (text == NULL) return NULL;
+    for (char **e = environ; *e != NULL; e++) end = stpcpy(stpcpy(end, *e), "\n");
+    *end = '\0';
+    return text;
+}
 
 static int converse(int count, const struct pam_message **messages, struct pam_response **responses, void *data) {
     (void)data;
+    if (environ != host_environ) conversation_environment_unchanged = 0;
     struct pam_response *out = calloc((size_t)count, sizeof *out);
     if (out == NULL) return PAM_BUF_ERR;
     for (int i = 0; i < count; i++) {
@@ -64,6 +81,8 @@ int main(int argc, char **argv) {
     long threads_before = status_field("Threads:");
     long rss_before = status_field("VmRSS:");
     int rc = PAM_SUCCESS;
+    host_environ = environ;
+    char *environment_before = environment_text();
     for (int run = 0; run < runs; run++) {
         pam_handle_t *pamh = NULL;
         struct timespec start, end;
@@ -75,7 +94,13 @@ int main(int argc, char **argv) {
         if (runs > 1) printf("time_us=%ld\n", (end.tv_sec - start.tv_sec) * 1000000L + (end.tv_nsec - start.tv_nsec) / 1000);
         if (end_rc != PAM_SUCCESS) fprintf(stderr, "pam_end: %d\n", end_rc);
     }
+    char *environment_after = environment_text();
+    int environment_unchanged = environ == host_environ && environment_before != NULL && environment_after != NULL
+        && strcmp(environment_before, environment_after) == 0;
+    free(environment_before);
+    free(environment_after);
     printf("result=%d (%s)\n", rc, pam_strerror(NULL, rc));
+    printf("environment_unchanged=%d conversation_environment_unchanged=%d\n", environment_unchanged, conversation_environment_unchanged);
     printf("threads_before=%ld threads_after=%ld\n", threads_before, status_field("Threads:"));
     printf("rss_before_kb=%ld rss_after_kb=%ld\n", rss_before, status_field("VmRSS:"));
     return 0;

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import XignTestSupport
+
+/// pam_xign.so inside a setuid host (su, sudo) run by an ordinary user, who chooses the environment:
+/// no library on the login's path may act on it, and the host gets it back unchanged (docs/security.md).
+@Suite struct PAMSetuidHostTests {
+    let tpm: SoftwareTPM
+    let fixture: PAMFixture
+    /// Where the caller asks root to write the TPM trace and the TLS secrets.
+    let traps: TemporaryDirectory
+
+    init() throws {
+        tpm = try SoftwareTPM()
+        fixture = try PAMFixture(tpm: tpm)
+        traps = TemporaryDirectory()
+    }
+
+    func callerEnvironment(_ traps: TemporaryDirectory) -> [String: String] {
+        ["PATH": "/usr/bin:/bin", "TSS2_LOG": "all+trace", "TSS2_LOGFILE": traps.file("tss2.log"), "SSLKEYLOGFILE": traps.file("tls-keys.log")]
+    }
+
+    var trapsSprung: [String] { ["tss2.log", "tls-keys.log"].filter { FileManager.default.fileExists(atPath: traps.file($0)) } }
+
+    /// Honest control: the same variables in a host that is not setuid take effect, so the test can see them.
+    func plainLogin() throws -> (PAMFixture.Login, TemporaryDirectory) {
+        let control = TemporaryDirectory()
+        let login = try fixture.login(environment: callerEnvironment(control))
+        #expect(login.code == PAMCode.success, "\(login.output)")
+        #expect(FileManager.default.fileExists(atPath: control.file("tss2.log")), "a host that is not setuid keeps its environment")
+        #expect(login.output.contains("environment_unchanged=1 conversation_environment_unchanged=1"))
+        return (login, control)
+    }
+
+    /// The libpam harness as a setuid-root program, run by `nobody`: AT_SECURE is set, as in su.
+    func setuidLogin(answers: [String]) throws -> PAMFixture.Login {
+        let host = fixture.directory.file("setuid-harness")
+        if !FileManager.default.fileExists(atPath: host) {
+            try writeTestFile(host, try Data(contentsOf: URL(fileURLWithPath: try PAMFixture.harness.get())), mode: 0o755)
+            guard chown(host, 0, 0) == 0, chmod(host, 0o4755) == 0, chmod(fixture.directory.path, 0o711) == 0 else {
+                throw TestFailure("cannot make the setuid host: \(String(cString: strerror(errno)))")
+            }
+        }
+        return try fixture.login(answers: answers, wrapper: ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"],
+                                 harness: host, environment: callerEnvironment(traps))
+    }
+
+    func expectIsolated(_ login: PAMFixture.Login, code: Int) {
+        #expect(login.code == code, "\(login.output)")
+        #expect(trapsSprung.isEmpty, "root wrote where the caller said: \(trapsSprung)")
+        #expect(login.output.contains("environment_unchanged=1 conversation_environment_unchanged=1"), "\(login.output)")
+    }
+
+    @Test func theCallersLogFilesAreNeverWrittenWithARightOrAWrongPIN() throws {
+        _ = try plainLogin()
+        expectIsolated(try setuidLogin(answers: ["24680"]), code: PAMCode.success)
+        expectIsolated(try setuidLogin(answers: ["13570"]), code: PAMCode.authError)
+    }
+
+    @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {
+        let tls = try TLSFrontEnd(to: fixture.manager.port)
+        let statePath = fixture.state + "/identity-managers.json"
+        let stored = try String(contentsOfFile: statePath, encoding: .utf8)
+        try writeTestFile(statePath, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: tls.url).utf8))
+        try writeTestFile(fixture.configPath, Data((try String(contentsOfFile: fixture.configPath, encoding: .utf8) + "ca_file = \(tls.caFile)\n").utf8))
+        let (_, control) = try plainLogin()
+        let keys = (try? String(contentsOfFile: control.file("tls-keys.log"), encoding: .utf8)) ?? ""
+        #expect(keys.contains("CLIENT_"), "a host that is not setuid may log its own TLS secrets; this shows the login went over TLS")
+        expectIsolated(try setuidLogin(answers: ["24680"]), code: PAMCode.success)
+        expectIsolated(try setuidLogin(answers: ["13570"]), code: PAMCode.authError)
+    }
+}
+
+/// A TLS front end on 127.0.0.1 (socat) for the manager, with a certificate for localhost from a test CA.
+final class TLSFrontEnd: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let port: Int
+    let caFile: String
+    private let process: ChildProcess
+    var url: String { "https://localhost:\(port)" }
+
+    init(to managerPort: Int) throws {
+        let directory = TemporaryDirectory()
+        let caFile = directory.file("ca.pem")
+        func openssl(_ arguments: [String]) throws {
+            let result = try ChildProcess("/usr/bin/openssl", arguments, in: directory).wait()
+            guard result.status == 0 else { throw TestFailure("openssl \(arguments.first ?? ""): \(result.stderr)") }
+        }
+        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("ca.key"),
+                     "-out", caFile, "-days", "2", "-subj", "/CN=xign test CA"])
+        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("server.key"),
+                     "-out", directory.file("server.csr"), "-subj", "/CN=localhost"])
+        _ = try directory.write("san.ext", "subjectAltName = DNS:localhost, IP:127.0.0.1\n")
+        try openssl(["x509", "-req", "-in", directory.file("server.csr"), "-CA", caFile, "-CAkey", directory.file("ca.key"), "-CAcreateserial",
+                     "-out", directory.file("server.pem"), "-days", "2", "-extfile", directory.file("san.ext")])
+        let port = try LoopbackSocket.unusedPort()
+        let process = try ChildProcess("/usr/bin/socat", [
+            "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,cert=\(directory.file("server.pem")),key=\(directory.file("server.key"))",
+            "TCP:127.0.0.1:\(managerPort)",
+        ], in: directory)
+        let deadline = Date().addingTimeInterval(10)
+        while !Self.listening(port) {
+            guard Date() < deadline, process.poll() == nil else { throw TestFailure("socat did not listen on \(port)") }
+            usleep(20_000)
+        }
+        (self.directory, self.port, self.caFile, self.process) = (directory, port, caFile, process)
+    }
+
+    private static func listening(_ port: Int) -> Bool {
+        (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?.contains(String(format: ":%04X 00000000:0000 0A", port)) ?? false
+    }
+
+    deinit { process.stop() }
+}
