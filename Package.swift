@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/sql-kit", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
@@ -54,6 +55,7 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 
@@ -80,7 +82,10 @@ let package = Package(
             name: "XignManagerTests",
             dependencies: ["XignManager", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
         ),
-        .testTarget(name: "XignSetupTests", dependencies: ["XignCore", "XignTestSupport"]),
+        .testTarget(
+            name: "XignSetupTests",
+            dependencies: ["xign-setup", "XignCore", "XignTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(name: "XignPAMTests", dependencies: ["XignPAM", "XignCore", "XignTestSupport"], exclude: ["Golden"]),
     ]
 )

@@ -1,5 +1,4 @@
 import Foundation
-import SQLKit
 import XignCrypto
 import XignProtocol
 
@@ -26,52 +25,17 @@ extension IdentityManager {
     }
 
     public func accounts() async throws -> [AccountSummary] {
-        try await database.transaction { sql in
-            try await sql.raw("""
-                SELECT c.email, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
-                FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
-                GROUP BY c.id, c.email, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
-                """).all().map { row in
-                AccountSummary(
-                    email: try row.decode(column: "email", as: String.self),
-                    organization: try row.decode(column: "organization", as: String?.self),
-                    isTemporary: try row.decode(column: "is_temporary", as: Int.self) != 0,
-                    activations: try row.decode(column: "n", as: Int.self),
-                    createdAt: try row.decode(column: "created_at", as: Int64.self)
-                )
-            }
-        }
+        try await database.transaction { store in try await store.accountSummaries() }
     }
 
     public func activations(email: String?) async throws -> [ActivationSummary] {
-        try await database.transaction { sql in
-            let filter = email.map { SQLQueryString("WHERE c.email = \(bind: $0.lowercased())") } ?? SQLQueryString("")
-            return try await sql.raw("""
-                SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, a.failed_attempts, a.locked_until, a.permanently_locked
-                FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
-                \(filter) ORDER BY a.created_at
-                """).all().map { row in
-                ActivationSummary(
-                    id: try row.decode(column: "id", as: String.self),
-                    email: try row.decode(column: "email", as: String.self),
-                    alias: try row.decode(column: "alias", as: String.self),
-                    state: try row.decode(column: "state", as: String.self),
-                    deviceId: try row.decode(column: "device_id", as: String?.self),
-                    keyKind: try row.decode(column: "key_kind", as: String?.self),
-                    failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),
-                    lockedUntil: try row.decode(column: "locked_until", as: Int64.self),
-                    permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0
-                )
-            }
-        }
+        try await database.transaction { store in try await store.activationSummaries(email: email) }
     }
 
     /// Lifts a lockout, including a permanent one: the administrator's way back for a user who proved who they are.
     public func unlock(activationId: String) async throws {
-        try await database.transaction { sql in
-            guard try await sql.raw("""
-                UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0 WHERE id = \(bind: activationId) RETURNING id
-                """).first() != nil else {
+        try await database.transaction { store in
+            guard try await store.clearLockout(activationId: activationId) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
             }
         }
@@ -96,5 +60,4 @@ extension IdentityManager {
         return pin
     }
 
-    public func pendingMail() throws -> [String] { try outbox.pending() }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import SQLKit
 import XignCrypto
 import XignProtocol
 
@@ -8,28 +7,12 @@ extension IdentityManager {
     /// What every device enrolled here can give. Biometrics need their own enrolment, which Linux devices do not have yet.
     static let enrolledFactors: Set<AuthenticatorType> = [.device, .pin]
 
-    struct DeviceRow: Sendable {
-        var id: String
-        var activationId: String
-        var publicKey: P256PublicKey
-        var keyKind: KeyKind
-    }
-
-    func enrolledDevice(_ id: String, on sql: any SQLDatabase) async throws -> DeviceRow {
-        guard let row = try await sql.raw("""
-            SELECT d.id, d.activation_id, d.public_key, d.key_kind FROM devices d JOIN activations a ON a.id = d.activation_id
-            WHERE d.id = \(bind: id) AND d.revoked = 0 AND a.state = 'personalized' AND a.device_id = d.id
-            """).first() else {
+    /// A device that still holds its activation, or the error that says to personalize again.
+    static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
+        guard let device = try await store.device(id, holdingItsActivation: true) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
         }
-        guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
-              let key = try? P256PublicKey(derRepresentation: keyBytes) else {
-            throw ManagerError.internalFailure("stored key of device \(id) is corrupt")
-        }
-        return DeviceRow(
-            id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
-            keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software
-        )
+        return device
     }
 
     /// The merge process, built in: the existing device confirms with device and PIN.
@@ -46,16 +29,6 @@ extension IdentityManager {
         return service
     }
 
-    /// The account's attribute values, email included.
-    func accountAttributes(activationId: String, on sql: any SQLDatabase) async throws -> [String: String] {
-        guard let row = try await sql.raw("""
-            SELECT c.email, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
-            """).first() else { return [:] }
-        var values = (try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
-        values["email"] = try row.decode(column: "email", as: String.self)
-        return values
-    }
-
     public func startAuthentication(_ request: AuthenticationStartRequest) async throws -> String {
         guard request.deviceId.utf8.count <= 64, (1...253).contains(request.host.utf8.count), (1...64).contains(request.localUser.utf8.count),
               (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64 else {
@@ -67,25 +40,22 @@ extension IdentityManager {
         let service = try service(request.service)
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
-        let start = try await database.transaction { sql -> AuthenticationStartMessage in
-            let device = try await self.enrolledDevice(request.deviceId, on: sql)
+        let start = try await database.transaction { store -> AuthenticationStartMessage in
+            let device = try await Self.enrolledDevice(request.deviceId, in: store)
             if requireHardware && device.keyKind == .software {
                 throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
             }
-            guard let activation = try await self.activation(id: device.activationId, on: sql) else {
+            guard let activation = try await store.activation(id: device.activationId) else {
                 throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
             }
             if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
             if let mergeSession = request.mergeSessionId {
                 // Only the device the decrypt answer named may confirm the merge, while the session lasts.
-                guard try await sql.raw("""
-                    SELECT id FROM personalization_sessions WHERE id = \(bind: mergeSession) AND outcome = 'mergePersonalization'
-                    AND merge_device_id = \(bind: device.id) AND expires_at > \(bind: Self.now())
-                    """).first() != nil else {
+                guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
                     throw ManagerError(.conflict, .sessionInvalid, "the merge session is unknown, expired or not for this device; scan the invite again")
                 }
             }
-            let values = try await self.accountAttributes(activationId: activation.id, on: sql)
+            let values = try await store.accountAttributes(activationId: activation.id)
             let message = AuthenticationStartMessage(
                 nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
                 expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: service.relyingPartyName,
@@ -102,11 +72,10 @@ extension IdentityManager {
                     )
                 }
             )
-            try await sql.raw("""
-                INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id)
-                VALUES (\(bind: message.authenticationId), \(bind: device.id), \(bind: activation.id), \(bind: service.id), \(bind: request.host),
-                        \(bind: request.localUser), \(bind: message.challenge), \(bind: message.expiresAt), \(bind: request.mergeSessionId))
-                """).run()
+            try await store.insertAuthentication(ManagerStore.NewAuthentication(
+                id: message.authenticationId, deviceId: device.id, activationId: activation.id, service: service.id, host: request.host,
+                localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt, mergeSessionId: request.mergeSessionId
+            ))
             return message
         }
         return try sign(start, type: SignedAnswerType.authenticationStart)
@@ -125,26 +94,19 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { sql -> (device: String, activation: String, service: String, mergeSession: String?) in
-            guard let row = try await sql.raw("""
-                SELECT device_id, activation_id, service, challenge, merge_session_id FROM authentications
-                WHERE id = \(bind: request.authenticationId) AND challenge IS NOT NULL AND expires_at > \(bind: Self.now())
-                """).first() else {
+        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, mergeSession: String?) in
+            guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
-            let challenge = try row.decode(column: "challenge", as: String.self)
-            let device = try await self.enrolledDevice(try row.decode(column: "device_id", as: String.self), on: sql)
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: challenge)
+            let device = try await Self.enrolledDevice(pending.deviceId, in: store)
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: pending.challenge)
             guard device.publicKey.isValidSignature(rawSignature, for: message) else {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
             }
-            guard try await sql.raw("""
-                UPDATE authentications SET challenge = NULL WHERE id = \(bind: request.authenticationId) AND challenge = \(bind: challenge) RETURNING id
-                """).first() != nil else {
+            guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (device.id, device.activationId, try row.decode(column: "service", as: String.self),
-                    try row.decode(column: "merge_session_id", as: String?.self))
+            return (device.id, device.activationId, pending.service, pending.mergeSessionId)
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -175,10 +137,8 @@ extension IdentityManager {
                     // The next attempt, after the lock, signs a fresh challenge; the previous signatures are spent.
                     let next = try SecureRandom.token()
                     let expiresAt = max(lock.lockedUntil, Self.now()) + configuration.sessionLifetimeMilliseconds
-                    try await database.transaction { sql in
-                        try await sql.raw("""
-                            UPDATE authentications SET challenge = \(bind: next), expires_at = \(bind: expiresAt) WHERE id = \(bind: request.authenticationId)
-                            """).run()
+                    try await database.transaction { store in
+                        try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
                     }
                     result.nextChallenge = next
                 }
@@ -194,11 +154,8 @@ extension IdentityManager {
         let codeIssuedAt = Self.now()
         let codeExpiresAt = codeIssuedAt + 60_000
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
-        try await database.transaction { sql in
-            try await sql.raw("""
-                UPDATE authentications SET role = \(bind: role.name), code = \(bind: code), code_expires_at = \(bind: codeExpiresAt),
-                       attributes = \(bind: values) WHERE id = \(bind: request.authenticationId)
-                """).run()
+        try await database.transaction { store in
+            try await store.recordServiceLogin(request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
         }
         result.serviceLogin = ServiceLoginMessage(
             authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
@@ -209,26 +166,20 @@ extension IdentityManager {
 
     /// The invite's address joins the confirming device's account; the temporary account and its activation go.
     private func merge(session: String, into activationId: String) async throws -> String {
-        try await database.transaction { sql in
-            guard let invite = try await sql.raw("""
-                SELECT c.id, c.email FROM personalization_sessions s JOIN activations a ON a.id = s.activation_id JOIN accounts c ON c.id = a.account_id
-                WHERE s.id = \(bind: session) AND s.outcome = 'mergePersonalization' AND c.is_temporary = 1
-                """).first(), let target = try await sql.raw("SELECT account_id FROM activations WHERE id = \(bind: activationId)").first() else {
+        try await database.transaction { store in
+            guard let invite = try await store.invitedAccount(personalizationSession: session),
+                  let target = try await store.accountId(activationId: activationId) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the invite was merged or activated meanwhile")
             }
-            let email = try invite.decode(column: "email", as: String.self)
-            try await sql.raw("DELETE FROM accounts WHERE id = \(bind: try invite.decode(column: "id", as: String.self))").run()
-            try await sql.raw("""
-                INSERT INTO account_emails (email, account_id) VALUES (\(bind: email), \(bind: try target.decode(column: "account_id", as: String.self)))
-                """).run()
-            self.logger.info("organization invite merged", metadata: ["email": "\(email)"])
-            return email
+            try await store.mergeAccount(invite, into: target)
+            self.logger.info("organization invite merged", metadata: ["email": "\(invite.email)"])
+            return invite.email
         }
     }
 
     /// Checks the attribute part of a finish request; returns the values given for missing data.
     private func checkAttributes(_ request: AuthenticationFinishRequest, service: ManagerConfiguration.Service, activationId: String) async throws -> [String: String] {
-        let known = try await database.transaction { sql in try await self.accountAttributes(activationId: activationId, on: sql) }
+        let known = try await database.transaction { store in try await store.accountAttributes(activationId: activationId) }
         var errors: [String: AuthenticationAttributeErrorCode] = [:]
         for attribute in service.attributes {
             if let value = request.attributeValues[attribute.name] {
@@ -252,23 +203,18 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the token request is empty or too long")
         }
         let now = Self.now()
-        let token = try await database.transaction { sql -> LoginTokenMessage in
-            guard let row = try await sql.raw("""
-                UPDATE authentications SET code = NULL
-                WHERE code = \(bind: request.authorizationCode) AND code_expires_at > \(bind: now)
-                RETURNING device_id, activation_id, service, role, host, local_user, attributes
-                """).first() else {
+        let token = try await database.transaction { store -> LoginTokenMessage in
+            guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
             }
-            let device = try await self.enrolledDevice(try row.decode(column: "device_id", as: String.self), on: sql)
-            let service = try self.service(try row.decode(column: "service", as: String.self))
-            var values = try await self.accountAttributes(activationId: device.activationId, on: sql)
-            let given = (try? JSONDecoder().decode([String: String].self, from: Data((try row.decode(column: "attributes", as: String?.self) ?? "{}").utf8))) ?? [:]
+            let device = try await Self.enrolledDevice(grant.deviceId, in: store)
+            let service = try self.service(grant.service)
+            var values = try await store.accountAttributes(activationId: device.activationId)
+            let given = (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
             values.merge(given) { _, new in new }
             return LoginTokenMessage(
                 nonce: request.nonce, subject: values["email"] ?? "", deviceId: device.id, activationId: device.activationId, service: service.id,
-                role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
-                localUser: try row.decode(column: "local_user", as: String.self),
+                role: grant.role, host: grant.host, localUser: grant.localUser,
                 attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
                 issuedAt: now, expiresAt: now + service.tokenLifetimeMilliseconds
             )

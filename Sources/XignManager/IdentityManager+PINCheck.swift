@@ -1,6 +1,5 @@
 import Foundation
 import NIOPosix
-import SQLKit
 import XignCrypto
 import XignProtocol
 
@@ -14,7 +13,7 @@ import XignProtocol
 /// activations never wait for each other: the slow hash runs on the thread pool, outside every transaction.
 extension IdentityManager {
     struct PINVerdict: Sendable {
-        var activation: ActivationRow
+        var activation: ManagerStore.ActivationRecord
         /// nil when the PIN was right; else the lock this wrong PIN caused.
         var lockout: LockoutMessage?
     }
@@ -26,7 +25,7 @@ extension IdentityManager {
 
     /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
     /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
-    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> PINVerdict {
+    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> PINVerdict {
         try await pinChecks.withLock(activationId) {
             let activation = try await claimPINCheck(activationId: activationId, admit: admit)
             return try await settlePINCheck(pin, activation: activation)
@@ -34,19 +33,19 @@ extension IdentityManager {
     }
 
     private enum Claim: Sendable {
-        case claimed(ActivationRow)
+        case claimed(ManagerStore.ActivationRecord)
         case locked(LockoutMessage)
         case heldElsewhere
     }
 
     /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
-    private func claimPINCheck(activationId: String, admit: @escaping @Sendable (ActivationRow?) throws -> ActivationRow) async throws -> ActivationRow {
+    private func claimPINCheck(activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> ManagerStore.ActivationRecord {
         let lockout = configuration.lockout
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
         while true {
-            let claim = try await database.transaction { sql -> Claim in
-                var activation = try admit(try await self.activation(id: activationId, on: sql))
+            let claim = try await database.transaction { store -> Claim in
+                var activation = try admit(try await store.activation(id: activationId))
                 guard activation.state != "revoked" else {
                     throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
                 }
@@ -55,15 +54,13 @@ extension IdentityManager {
                 if activation.pinCheckUntil != 0 {
                     // A check started and never reported: count it, as the guess it may have been.
                     let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: now)
-                    try await self.recordFailure(lock, activationId: activation.id, on: sql)
+                    try await store.recordPINFailure(lock, activationId: activation.id)
                     (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (lock.failedAttempts, lock.lockedUntil, lock.isPermanent)
                     self.logger.warning("a PIN check ran out without a result; counted as a failure", metadata: ["activation": "\(activation.id)"])
                 }
                 // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
                 if let lock = activation.pendingLock { return .locked(lock) }
-                try await sql.raw("""
-                    UPDATE activations SET pin_check_until = \(bind: now + Self.pinCheckClaimMilliseconds) WHERE id = \(bind: activation.id)
-                    """).run()
+                try await store.claimPINCheck(activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds)
                 return .claimed(activation)
             }
             switch claim {
@@ -82,7 +79,7 @@ extension IdentityManager {
     }
 
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
-    private func settlePINCheck(_ pin: String, activation: ActivationRow) async throws -> PINVerdict {
+    private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord) async throws -> PINVerdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
@@ -95,31 +92,19 @@ extension IdentityManager {
         } catch {
             // Nothing was compared, so nothing is charged. (A verdict that fails to commit below keeps the claim,
             // which the next check then charges: the guess may have been wrong.)
-            try? await database.transaction { sql in
-                try await sql.raw("UPDATE activations SET pin_check_until = 0 WHERE id = \(bind: activation.id)").run()
-            }
+            try? await database.transaction { store in try await store.releasePINCheck(activationId: activation.id) }
             throw error
         }
         let lockout = configuration.lockout
-        return try await database.transaction { sql in
+        return try await database.transaction { store in
             guard constantTimeEquals(presented, stored) else {
                 let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
-                try await self.recordFailure(lock, activationId: activation.id, on: sql)
+                try await store.recordPINFailure(lock, activationId: activation.id)
                 self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
                 return PINVerdict(activation: activation, lockout: lock)
             }
-            try await sql.raw("""
-                UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0 WHERE id = \(bind: activation.id)
-                """).run()
+            try await store.clearLockout(activationId: activation.id)
             return PINVerdict(activation: activation, lockout: nil)
         }
-    }
-
-    /// Writes a failure's lock and ends any claim, in the caller's transaction.
-    private func recordFailure(_ lock: LockoutMessage, activationId: String, on sql: any SQLDatabase) async throws {
-        try await sql.raw("""
-            UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
-                   permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
-            """).run()
     }
 }

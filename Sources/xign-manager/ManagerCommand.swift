@@ -102,26 +102,12 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("cannot open the manager's data: \(error)")
         }
         let portFile = self.portFile
-        let host = configuration.listenHost
-        let log = logger
-        let app = Application(
-            router: ManagerRoutes.router(for: manager),
-            configuration: .init(address: .hostname(host, port: configuration.listenPort), serverName: nil),
-            onServerRunning: { channel in
-                let port = channel.localAddress?.port ?? 0
-                do { try await manager.didBind(host: host, port: port) } catch {
-                    log.error("cannot record the bound URL: \(error)")
-                }
-                if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
-                let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
-                FileHandle.standardOutput.write(Data(line.utf8))
-            },
-            logger: logger
-        )
-        let relay = Task { await manager.relayMail() }
-        defer { relay.cancel() }
+        let app = buildApplication(manager: manager) { port in
+            if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
+            let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
+            FileHandle.standardOutput.write(Data(line.utf8))
+        }
         try await app.runService()
-        relay.cancel()
         await manager.database.close()
     }
 }

@@ -140,7 +140,7 @@ struct Doctor: ParsableCommand {
                     if let hint = item.hint { print("        → \(hint)") }
                 }
             }
-            if diagnosis.status == .failure { throw ExitCode(1) }
+            if diagnosis.status == .failure { throw ExitCode.failure }
         }
     }
 }

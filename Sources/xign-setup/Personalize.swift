@@ -165,7 +165,7 @@ struct Personalize: ParsableCommand {
             "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
             "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
         ])
-        return ExitCode(2)
+        return .lockedOut
     }
 
     private func cancelled(_ output: Output, _ outcome: String) {

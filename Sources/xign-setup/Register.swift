@@ -72,7 +72,7 @@ struct Register: ParsableCommand {
                 }
                 guard interactive else {
                     output.emit(["status": .string("rejected"), "errors": .object(problems)])
-                    throw ExitCode(5)
+                    throw ExitCode.registrationRejected
                 }
                 // Ask again for what was refused, then retry.
                 if rejected.pinError != nil { try pins.choose(rejected.pinSpec, prompt: "Choose an activation PIN", interactive: true) }

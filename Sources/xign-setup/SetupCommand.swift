@@ -132,11 +132,11 @@ enum JSONValue: Encodable {
 
 /// Maps an error to a message on stderr and the documented exit status.
 func exitCode(for error: any Error, json: Bool) -> ExitCode {
-    let status: Int32
+    let status: ExitCode
     var message = "\(error)"
     switch error {
     case let lockout as XignSdkLockoutError:
-        status = 2
+        status = .lockedOut
         if json {
             Output(json: true).emit([
                 "status": .string("lockedOut"), "isPermanent": .bool(lockout.information.isPermanent),
@@ -144,18 +144,18 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
             ])
         }
     case is XignSdkSecurityInsufficientError:
-        status = 4
+        status = .securityInsufficient
     case let sdk as XignSdkError:
         switch sdk.errorCode {
-        case .managerUnreachable, .timeout, .tlsFailure: status = 3
-        default: status = 1
+        case .managerUnreachable, .timeout, .tlsFailure: status = .managerUnreachable
+        default: status = .failure
         }
         message = sdk.message
     default:
-        status = 1
+        status = .failure
     }
     Terminal.write("xign-setup: \(message)\n")
-    return ExitCode(status)
+    return status
 }
 
 extension Date {

@@ -244,4 +244,20 @@ struct API {
         #expect(token["nonce"] as? String == "t")
         #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
     }
+
+    @Test func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails() throws {
+        let api = API(manager: try ManagerProcess())
+        // A database that lost a table under the running manager: the store's query fails with SQLite's own error.
+        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", api.manager.dataDirectory + "/manager.sqlite", "DROP TABLE account_emails;"],
+                                      in: api.manager.directory).wait()
+        #expect(result.status == 0, "\(result.stderr)")
+        let body = try JSONEncoder.canonical.encode(RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": "x@example.org"], alias: nil,
+                                                                    serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let response = try HTTPClient().send("POST", to: api.manager.url, path: APIPath.registrations, body: body)
+        #expect(response.status == 500)
+        let error = try JSONDecoder().decode(ErrorBody.self, from: response.body).error
+        #expect(error.code == .internalError)
+        #expect(!error.message.contains("account_emails"), "the details stay in the log")
+        #expect(api.manager.log.contains("request failed") && api.manager.log.contains("account_emails"), "\(api.manager.log.suffix(500))")
+    }
 }

@@ -1,8 +1,15 @@
 import Foundation
+import ArgumentParser
 import Testing
+@testable import xign_setup
 import XignCore
 import XignProtocol
 import XignTestSupport
+
+extension ChildProcess.Result {
+    /// The status as xign-setup names it (ExitCode+Xign.swift).
+    var exitCode: ExitCode { ExitCode(status) }
+}
 
 /// xign-setup as a user or a script runs it: the real binary against the real manager.
 final class Setup: @unchecked Sendable {
@@ -30,7 +37,7 @@ final class Setup: @unchecked Sendable {
 
     func register(_ email: String, pin: String = "24680") throws {
         let result = try run(["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state], stdin: pin + "\n")
-        guard result.status == 0 else { throw TestFailure("register failed (\(result.status)): \(result.stderr)") }
+        guard result.exitCode == .success else { throw TestFailure("register failed (\(result.status)): \(result.stderr)") }
     }
 
     func personalize(_ email: String, pin: String = "24680", extra: [String] = [], state: String? = nil) throws -> ChildProcess.Result {
@@ -60,7 +67,7 @@ final class Setup: @unchecked Sendable {
         let mail = try String(contentsOfFile: setup.manager.mailPath(for: "cli@example.org"), encoding: .utf8)
         #expect(mail.contains("xign://personalize?"))
         let result = try setup.personalize("cli@example.org")
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.exitCode == .success, "\(result.stderr)")
         let personalized = try setup.json(result.stdout)
         #expect(personalized["outcome"] as? String == "newPersonalization")
         let id = try #require(personalized["idmIdentifier"] as? String)
@@ -79,7 +86,7 @@ final class Setup: @unchecked Sendable {
             activationSecret: String(repeating: "s", count: 43), managerKeyFingerprint: String(repeating: "k", count: 43)
         ).deepLink
         let result = try setup.run(["qr", payload, "--style", style, "--columns", "80"])
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.exitCode == .success, "\(result.stderr)")
         let bitmap = try QRReader.bitmap(fromTerminalText: result.stdout, inverted: style == "utf8-inverted")
         #expect(try QRReader.decode(bitmap: bitmap, in: setup.directory) == payload)
     }
@@ -88,48 +95,48 @@ final class Setup: @unchecked Sendable {
         let setup = try Setup()
         let long = String(repeating: "w", count: 500)
         let narrow = try setup.run(["qr", long, "--columns", "60"])
-        #expect(narrow.status == 1)
+        #expect(narrow.exitCode == .failure)
         #expect(narrow.stderr.contains("--png"))
         let png = setup.directory.file("code.png")
-        #expect(try setup.run(["qr", long, "--png", png]).status == 0)
+        #expect(try setup.run(["qr", long, "--png", png]).exitCode == .success)
         #expect(try QRReader.zbarimg(png, in: setup.directory) == long)
     }
 
     @Test func badInputGivesAClearErrorAndChangesNothing() throws {
         let setup = try Setup()
         try setup.register("bad@example.org")
-        #expect(try setup.personalize("bad@example.org").status == 0)
+        #expect(try setup.personalize("bad@example.org").exitCode == .success)
         let before = setup.snapshot()
         let mailPath = try setup.manager.mailPath(for: "bad@example.org")
 
         let malformed = try setup.run(["personalize", "xign://personalize?v=1&m=x", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(malformed.status == 1)
+        #expect(malformed.exitCode == .failure)
         #expect(malformed.stderr.contains("activation data is not valid"))
 
         let garbageMail = try setup.directory.write("garbage.eml", "Subject: hi\r\n\r\nno link\r\n")
         let noLink = try setup.run(["personalize", "--mail", garbageMail, "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(noLink.status == 1)
+        #expect(noLink.exitCode == .failure)
         #expect(noLink.stderr.contains("contains no activation data"))
 
         let plain = try setup.run(["register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(plain.status == 1)
+        #expect(plain.exitCode == .failure)
         #expect(plain.stderr.contains("plain http to a host that is not loopback"))
 
         let undecided = try setup.run(["personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(undecided.status == 64)
+        #expect(undecided.exitCode == .validationFailure)
         #expect(undecided.stderr.contains("--on-existing"))
 
         let pinInArgv = try setup.run(["personalize", "--mail", mailPath, "--pin", "24680", "--state-dir", setup.state])
-        #expect(pinInArgv.status == 64, "there is no way to pass a PIN in argv")
+        #expect(pinInArgv.exitCode == .validationFailure, "there is no way to pass a PIN in argv")
 
         let wrong = try setup.personalize("bad@example.org", pin: "13570")
-        #expect(wrong.status == 2)
+        #expect(wrong.exitCode == .lockedOut)
         #expect(try setup.json(wrong.stdout)["status"] as? String == "lockout")
         #expect(wrong.stderr.contains("Run the same command again after that time"))
 
         setup.manager.stop()
         let down = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(down.status == 3)
+        #expect(down.exitCode == .managerUnreachable)
         #expect(down.stderr.contains("cannot reach the manager"))
 
         #expect(setup.snapshot().filter { $0.key != "identity-managers.json" } == before.filter { $0.key != "identity-managers.json" })
@@ -142,7 +149,7 @@ final class Setup: @unchecked Sendable {
     @Test func aStateDirectoryThatCannotBeWrittenIsReportedAndLeftAlone() throws {
         let setup = try Setup()
         try setup.register("ro@example.org")
-        #expect(try setup.personalize("ro@example.org").status == 0)
+        #expect(try setup.personalize("ro@example.org").exitCode == .success)
         try setup.register("ro2@example.org")
         let before = setup.snapshot()
         let result: ChildProcess.Result
@@ -157,7 +164,7 @@ final class Setup: @unchecked Sendable {
             defer { chmod(setup.state, 0o700) }
             result = try setup.personalize("ro2@example.org")
         }
-        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.exitCode == .failure, "\(result.stderr)")
         #expect(result.stderr.contains("cannot be written") || result.stderr.contains("cannot read the xign state"), "\(result.stderr)")
         #expect(setup.snapshot() == before)
         #expect(try setup.manager.admin(["activations", "--json"]).stdout.contains("\"failedAttempts\" : 0"))
@@ -166,11 +173,11 @@ final class Setup: @unchecked Sendable {
     @Test func rePersonalizationWithANewActivationFromAScript() throws {
         let setup = try Setup()
         try setup.register("re@example.org")
-        #expect(try setup.personalize("re@example.org").status == 0)
+        #expect(try setup.personalize("re@example.org").exitCode == .success)
         let fresh = setup.directory.file("fresh")
         let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr", "--user", "alice",
                                     "--state-dir", fresh, "--json", "--on-existing", "new-activation", "--alias", "Second"], stdin: "24680\n97531\n")
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.exitCode == .success, "\(result.stderr)")
         let json = try setup.json(result.stdout)
         #expect(json["outcome"] as? String == "rePersonalization")
         #expect(json["alias"] as? String == "Second")
@@ -181,11 +188,11 @@ final class Setup: @unchecked Sendable {
         try setup.register("dup@example.org")
         let again = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin", "--json",
                                    "--state-dir", setup.state], stdin: "24680\n")
-        #expect(again.status == 5)
+        #expect(again.exitCode == .registrationRejected)
         #expect(again.stderr.contains("email: already in use or blocked"))
         #expect((try setup.json(again.stdout)["errors"] as? [String: String]) == ["email": "notAvailable"])
         let weak = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "12345\n")
-        #expect(weak.status == 1)
+        #expect(weak.exitCode == .failure)
         #expect(weak.stderr.contains("too common"))
     }
 
@@ -194,7 +201,7 @@ final class Setup: @unchecked Sendable {
         try setup.register("fd@example.org")
         let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "fd@example.org"), "--pin-fd", "5", "--no-qr",
                                     "--state-dir", setup.state, "--json"], extraFileDescriptor: (5, "24680\n"))
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.exitCode == .success, "\(result.stderr)")
         #expect(try setup.json(result.stdout)["status"] as? String == "personalized")
     }
 
@@ -207,24 +214,24 @@ final class Setup: @unchecked Sendable {
         environment["NO_PROXY"] = nil
         let direct = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "proxy@example.org", "--pin-stdin",
                                     "--state-dir", setup.state], stdin: "24680\n", environment: environment)
-        #expect(direct.status == 0, "\(direct.stderr)")
+        #expect(direct.exitCode == .success, "\(direct.stderr)")
         #expect(trap.requests.isEmpty, "a proxy from the environment was used")
         // The proxy named in the config file is used.
         let config = try setup.directory.write("xign.conf", "proxy = \(trap.url)\n")
         let proxied = try setup.run(["register", "--config", config, "--manager", setup.manager.url.description, "--email", "proxy2@example.org",
                                      "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
-        #expect(proxied.status == 1)
+        #expect(proxied.exitCode == .failure)
         #expect(trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters") == true)
     }
 
     @Test func anInviteMergesFromAScript() throws {
         let setup = try Setup()
         try setup.register("erin@example.org")
-        #expect(try setup.personalize("erin@example.org").status == 0)
+        #expect(try setup.personalize("erin@example.org").exitCode == .success)
         let invite = try setup.manager.admin(["invite", "--email", "erin@acme.example", "--organization", "Acme"])
         let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         let result = try setup.personalize("erin@acme.example", pin: invitePIN + "\n24680", extra: ["--on-merge", "merge"])
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.exitCode == .success, "\(result.stderr)")
         let json = try setup.json(result.stdout)
         #expect(json["status"] as? String == "merged")
         #expect(json["mergedEmail"] as? String == "erin@acme.example")

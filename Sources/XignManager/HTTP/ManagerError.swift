@@ -1,8 +1,10 @@
 import HTTPTypes
+import Hummingbird
 import XignProtocol
 
-/// An error the API answers with: a status and the JSON error body.
-public struct ManagerError: Error, CustomStringConvertible {
+/// An error the API answers with: a status and the JSON error body. It writes its own answer
+/// (`HTTPResponseError`); `ErrorLoggingMiddleware` turns every other error into `internalError`.
+public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let detail: ErrorBody.Detail
 
@@ -16,8 +18,15 @@ public struct ManagerError: Error, CustomStringConvertible {
         )
     }
 
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        try .json(status, ErrorBody(detail))
+    }
+
     static func badRequest(_ message: String) -> ManagerError { ManagerError(.badRequest, .badRequest, message) }
     static func internalFailure(_ message: String) -> ManagerError { ManagerError(.internalServerError, .internalError, message) }
+
+    /// What a client sees of a failure whose details belong in the log only.
+    static let unexpected = ManagerError(.internalServerError, .internalError, "internal error; the manager's log has the details")
 
     static func lockedOut(_ lock: LockoutMessage) -> ManagerError {
         ManagerError(

@@ -1,0 +1,19 @@
+import Hummingbird
+import XignProtocol
+
+/// Authentication in three round trips: start, finish, token.
+struct AuthenticationController<Context: RequestContext> {
+    let manager: IdentityManager
+
+    func addRoutes(to router: Router<Context>) {
+        router.post(RouterPath(APIPath.authentications)) { request, _ in
+            Response.jose(try await manager.startAuthentication(try await request.decodeBody(as: AuthenticationStartRequest.self)))
+        }
+        router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
+            Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.deviceSignature))
+        }
+        router.post(RouterPath(APIPath.token)) { request, _ in
+            Response.jose(try await manager.token(try await request.decodeBody(as: TokenRequest.self)))
+        }
+    }
+}

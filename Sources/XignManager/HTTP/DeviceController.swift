@@ -1,0 +1,16 @@
+import Hummingbird
+import XignProtocol
+
+/// Requests an enrolled device signs over a challenge it fetched first.
+struct DeviceController<Context: RequestContext> {
+    let manager: IdentityManager
+
+    func addRoutes(to router: Router<Context>) {
+        router.post(RouterPath(APIPath.challenges)) { request, _ in
+            try Response.json(.created, try await manager.challenge(for: try await request.decodeBody(as: ChallengeRequest.self)))
+        }
+        router.post(RouterPath(APIPath.deviceRevocations)) { request, _ in
+            Response.jose(try await manager.revoke(body: try await request.collectBody(), signature: request.deviceSignature))
+        }
+    }
+}

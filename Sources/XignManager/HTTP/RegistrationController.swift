@@ -1,0 +1,18 @@
+import Hummingbird
+import XignProtocol
+
+/// Registration: the parameters, and a new account.
+struct RegistrationController<Context: RequestContext> {
+    let manager: IdentityManager
+
+    func addRoutes(to router: Router<Context>) {
+        router.get(RouterPath(APIPath.registrationParameters)) { request, _ in
+            let mapping = request.uri.queryParameters["serviceMappingId"].map(String.init)
+            guard (mapping?.utf8.count ?? 0) <= 64 else { throw ManagerError.badRequest("serviceMappingId is too long") }
+            return try Response.json(.ok, manager.registrationParameters(serviceMappingId: mapping))
+        }
+        router.post(RouterPath(APIPath.registrations)) { request, _ in
+            try Response.json(.created, try await manager.register(try await request.decodeBody(as: RegisterRequest.self)))
+        }
+    }
+}

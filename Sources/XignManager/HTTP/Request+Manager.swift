@@ -1,0 +1,42 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import XignProtocol
+
+extension Request {
+    /// The body, refused past `IdentityManager.maximumBodySize`.
+    func collectBody() async throws -> Data {
+        do {
+            return Data(buffer: try await body.collect(upTo: IdentityManager.maximumBodySize))
+        } catch {
+            throw ManagerError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(IdentityManager.maximumBodySize) bytes")
+        }
+    }
+
+    /// The body decoded as `T`, or badRequest.
+    func decodeBody<T: Decodable>(as type: T.Type = T.self) async throws -> T {
+        do { return try JSONDecoder().decode(T.self, from: try await collectBody()) } catch let error as ManagerError {
+            throw error
+        } catch {
+            throw ManagerError.badRequest("the request body is not valid JSON of the expected shape")
+        }
+    }
+
+    /// The device signature header of a device-signed request.
+    var deviceSignature: String? { headers[Self.signatureField] }
+
+    private static let signatureField = HTTPField.Name(SignedRequest.signatureHeader)!
+}
+
+extension Response {
+    static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
+        let data = try JSONEncoder.canonical.encode(value)
+        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A compact JWS (`application/jose`): the answers that change trust.
+    static func jose(_ compact: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/jose", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(string: compact)))
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import XignCrypto
+import XignProtocol
+
+/// Requests an enrolled device signs over a single-use challenge: today, removing itself (`xign-setup remove`).
+extension IdentityManager {
+    public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
+        guard request.deviceId.utf8.count <= 64 else { throw ManagerError.badRequest("deviceId is too long") }
+        let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
+        try await database.transaction { store in
+            guard try await store.device(request.deviceId) != nil else {
+                throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
+            }
+            try await store.insertDeviceChallenge(challenge, deviceId: request.deviceId, now: Self.now())
+        }
+        return challenge
+    }
+
+    /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device's activation id.
+    private func verifyDeviceSignature(deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore) async throws -> String {
+        let raw = try Self.signature(from: signature)
+        guard let device = try await store.device(deviceId) else {
+            throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
+        }
+        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+        guard device.publicKey.isValidSignature(raw, for: message) else {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
+        }
+        guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
+            throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
+        }
+        return device.activationId
+    }
+
+    /// Removes a device and finishes its activation, signed by the device itself (`xign-setup remove`).
+    public func revoke(body: Data, signature: String?) async throws -> String {
+        let request: RevokeRequest
+        do { request = try JSONDecoder().decode(RevokeRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the revocation request is not valid JSON of the expected shape")
+        }
+        guard request.nonce.utf8.count <= 128, request.challenge.utf8.count <= 128, request.deviceId.utf8.count <= 64 else {
+            throw ManagerError.badRequest("a field of the revocation request is too long")
+        }
+        try await database.transaction { store in
+            let activationId = try await self.verifyDeviceSignature(
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body, signature: signature, in: store
+            )
+            try await store.revokeDevice(request.deviceId)
+            try await store.markRevoked(activationId: activationId)
+        }
+        logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
+        return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)
+    }
+}

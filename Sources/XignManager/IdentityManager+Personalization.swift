@@ -1,0 +1,166 @@
+import Foundation
+import XignCrypto
+import XignProtocol
+
+/// Personalization: the activation PIN check with its five outcomes, then the device-signed personalization.
+extension IdentityManager {
+    /// Answers the activation PIN check of a personalization with one of the five outcomes.
+    public func decrypt(_ request: DecryptRequest) async throws -> String {
+        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
+              request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
+              request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
+            throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
+        }
+        let presentedSecretHash = Data(Base64URL.encode(SHA256.hash(request.activationSecret)).utf8)
+        let verdict = try await checkPIN(request.pin, activationId: request.activationId) { activation in
+            guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
+                throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
+            }
+            return activation
+        }
+        let activation = verdict.activation
+        if let lock = verdict.lockout {
+            var locked = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: activation.id)
+            locked.lockout = lock
+            return try sign(locked, type: SignedAnswerType.decrypt, includeKey: true)
+        }
+        let known = Set(request.knownDeviceIds)
+        let sessionLifetime = configuration.sessionLifetimeMilliseconds
+        let result = try await database.transaction { store -> DecryptResult in
+            var result = DecryptResult(nonce: request.nonce, outcome: .newPersonalization, activationId: activation.id)
+            result.accountEmail = activation.email
+            result.activationAlias = activation.alias
+            if activation.state == "personalized", let device = activation.deviceId, known.contains(device) {
+                result.outcome = .alreadyPersonalized
+                result.personalizedDeviceId = device
+            } else if activation.everPersonalized {
+                result.outcome = .rePersonalization
+                result.personalizedDeviceId = activation.deviceId
+                result.pinSpec = self.configuration.pinPolicy
+                result.aliasSpec = self.configuration.aliasPolicy
+                result.canSendEmail = true
+            } else if activation.isTemporary, let merge = try await Self.mergeCandidate(for: activation, known: known, in: store) {
+                result.outcome = .mergePersonalization
+                result.merge = merge
+            }
+            let session = SessionMessage(id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
+            try await store.insertPersonalizationSession(session, activationId: activation.id, outcome: result.outcome, mergeDeviceId: result.merge?.existingDeviceId)
+            result.session = session
+            return result
+        }
+        logger.info("activation PIN accepted", metadata: ["activation": "\(activation.id)", "outcome": "\(result.outcome.rawValue)"])
+        return try sign(result, type: SignedAnswerType.decrypt, includeKey: true)
+    }
+
+    /// An organization invite scanned on a machine that already holds an activation of another, permanent account.
+    private static func mergeCandidate(for activation: ManagerStore.ActivationRecord, known: Set<String>, in store: ManagerStore) async throws -> MergeMessage? {
+        for deviceId in known.sorted() {
+            if let email = try await store.otherAccountEmail(ofDevice: deviceId, notAccount: activation.accountId) {
+                return MergeMessage(existingDeviceId: deviceId, existingAccountEmail: email, invitedEmail: activation.email, organization: activation.organization ?? "")
+            }
+        }
+        return nil
+    }
+
+    /// Finishes a personalization. The request is signed with the new device key over the session's challenge,
+    /// which is consumed in the same transaction, so a replay finds no challenge.
+    public func personalize(body: Data, signature: String?) async throws -> String {
+        let request: PersonalizeRequest
+        do { request = try JSONDecoder().decode(PersonalizeRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the personalization request is not valid JSON of the expected shape")
+        }
+        guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.device.name.utf8.count <= 128,
+              request.device.platform.utf8.count <= 128, request.sessionId.utf8.count <= 64 else {
+            throw ManagerError.badRequest("a field of the personalization request is empty or too long")
+        }
+        guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
+        }
+        let rawSignature = try Self.signature(from: signature)
+        if configuration.requireHardwareKey && request.keyKind == .software {
+            throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
+        }
+        var newActivation: ActivationSecrets?
+        if request.mode == .newActivation {
+            guard let trigger = request.newActivation else { throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN") }
+            let verdict = configuration.pinPolicy.validate(trigger.pin)
+            guard verdict == .valid else {
+                throw ManagerError(.unprocessableContent, .pinPolicy, "the new activation PIN does not meet the PIN policy (\(verdict.rawValue))", pinError: verdict.rawValue)
+            }
+            if let alias = trigger.alias, configuration.aliasPolicy.validate(alias) != .valid {
+                throw ManagerError(.unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])
+            }
+            newActivation = try makeActivation(pin: trigger.pin)
+        }
+        let deviceId = try SecureRandom.identifier()
+        let frozenNewActivation = newActivation
+        let (result, mail) = try await database.transaction { store -> (PersonalizationResultMessage, Outbox.Mail?) in
+            guard let session = try await store.personalizationSession(request.sessionId) else {
+                throw ManagerError(.conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
+            }
+            guard session.expiresAt > Self.now() else {
+                throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
+            }
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session.challenge)
+            guard deviceKey.isValidSignature(rawSignature, for: message) else {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
+            }
+            guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
+                throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
+            }
+            let outcome = PersonalizationOutcome(rawValue: session.outcome)
+            let allowed: Bool
+            switch request.mode {
+            case .new: allowed = outcome == .newPersonalization || outcome == .mergePersonalization
+            case .override: allowed = outcome == .rePersonalization || outcome == .alreadyPersonalized
+            case .newActivation: allowed = outcome == .rePersonalization
+            }
+            guard allowed else {
+                throw ManagerError(.conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome?.rawValue ?? "?") session")
+            }
+            guard var activation = try await store.activation(id: session.activationId), activation.state != "revoked", !activation.permanentlyLocked else {
+                throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
+            }
+            var mail: Outbox.Mail?
+            if let fresh = frozenNewActivation {
+                let count = try await store.activationCount(accountId: activation.accountId)
+                let alias = request.newActivation?.alias ?? "Activation \(count + 1)"
+                try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId))
+                if request.newActivation?.shouldSendEmail == true {
+                    mail = Outbox.activationMail(to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true)
+                }
+                activation.id = fresh.id
+                activation.alias = alias
+            } else {
+                try await store.personalize(activationId: activation.id, deviceId: deviceId)
+                try await self.finishFirstPersonalization(accountId: activation.accountId, in: store)
+            }
+            try await store.insertDevice(ManagerStore.NewDevice(
+                id: deviceId, activationId: activation.id, publicKey: request.deviceKey, keyKind: request.keyKind,
+                name: request.device.name, platform: request.device.platform, createdAt: Self.now()
+            ))
+            let result = PersonalizationResultMessage(
+                nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
+                accountEmail: activation.email, deviceKey: request.deviceKey
+            )
+            return (result, mail)
+        }
+        if let mail { try send(mail) }
+        logger.info("device personalized", metadata: [
+            "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)", "keyKind": "\(request.keyKind.rawValue)",
+        ])
+        return try sign(result, type: SignedAnswerType.personalization)
+    }
+
+    /// The account is permanent from now on; attributes kept for a linked service are handed over and deleted.
+    private func finishFirstPersonalization(accountId: String, in store: ManagerStore) async throws {
+        try await store.makePermanent(accountId: accountId)
+        guard let kept = try await store.keptAttributes(accountId: accountId) else { return }
+        if let service = kept.service, configuration.linkedServices.contains(service) {
+            let directory = "\(outbox.path)/linked/\(service)"
+            try AtomicFile.makeDirectory(directory, mode: 0o700)
+            try AtomicFile.write(Data(kept.attributes.utf8), to: "\(directory)/\(accountId).json", mode: 0o600)
+        }
+        try await store.forgetKeptAttributes(accountId: accountId)
+    }
+}

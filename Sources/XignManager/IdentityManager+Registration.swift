@@ -1,0 +1,144 @@
+import Foundation
+import XignCrypto
+import XignProtocol
+
+/// Registration: the parameters a client needs, and a new account with its first activation.
+extension IdentityManager {
+    public func registrationParameters(serviceMappingId: String?) -> RegistrationParametersMessage {
+        RegistrationParametersMessage(
+            pinSpec: configuration.pinPolicy,
+            categories: configuration.categories.map { category in
+                CategoryMessage(
+                    id: category.id, types: category.types, attributes: category.attributes,
+                    identificationAttributes: category.attributes.filter(\.isRequired).map(\.name)
+                )
+            },
+            alias: configuration.aliasPolicy,
+            serviceMappingId: serviceMappingId.flatMap { configuration.linkedServices.contains($0) ? $0 : nil }
+        )
+    }
+
+    public func register(_ request: RegisterRequest) async throws -> RegisterResponse {
+        guard let category = configuration.categories.first(where: { $0.id == request.categoryId }) else {
+            throw ManagerError.badRequest("unknown category '\(request.categoryId.prefix(40))'; fetch the registration parameters again")
+        }
+        var errors: [String: AttributeErrorCode] = [:]
+        let allowed = Set(category.attributes.map(\.name))
+        for name in request.attributes.keys where !allowed.contains(name) { errors[name] = .invalid }
+        for attribute in category.attributes {
+            let value = request.attributes[attribute.name] ?? ""
+            if value.isEmpty {
+                if attribute.isRequired { errors[attribute.name] = .required }
+                continue
+            }
+            let verdict = attribute.name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+            if verdict != .valid { errors[attribute.name] = .invalid }
+        }
+        let pinVerdict = configuration.pinPolicy.validate(request.pin)
+        if pinVerdict != .valid { errors["pin"] = .invalid }
+        if let alias = request.alias, configuration.aliasPolicy.validate(alias) != .valid { errors["alias"] = .invalid }
+        let arbitrary = request.arbitraryUserAttributes ?? [:]
+        guard arbitrary.count <= 32, arbitrary.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 1024 }) else {
+            throw ManagerError.badRequest("arbitraryUserAttributes allows at most 32 entries, keys up to 64 and values up to 1024 bytes")
+        }
+        guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
+            throw ManagerError(.unprocessableContent, .registrationRejected, "an email address is required", attributes: errors.merging(["email": .required]) { a, _ in a })
+        }
+        if errors["email"] == nil {
+            let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
+            if blocked { errors["email"] = .notAvailable } else if try await isEmailTaken(email) { errors["email"] = .notAvailable }
+        }
+        guard errors.isEmpty else {
+            throw ManagerError(
+                .unprocessableContent, .registrationRejected, "the registration was rejected; correct the attributes marked in 'attributes'",
+                attributes: errors, pinError: pinVerdict == .valid ? nil : pinVerdict.rawValue
+            )
+        }
+        // Attributes for a linked service are kept until the first personalization; without one they are dropped now.
+        let keepArbitrary = request.serviceMappingId.map { configuration.linkedServices.contains($0) } ?? false
+        let account = NewAccount(
+            email: email,
+            attributes: request.attributes.filter { $0.key != "email" },
+            arbitraryAttributes: keepArbitrary && !arbitrary.isEmpty ? arbitrary : nil,
+            serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
+            organization: nil
+        )
+        let (payload, alias) = try await createAccount(account, pin: request.pin, alias: request.alias)
+        try send(Outbox.activationMail(to: email, alias: alias, payload: payload))
+        logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
+        return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
+    }
+
+    struct NewAccount: Sendable {
+        var email: String
+        var attributes: [String: String]
+        var arbitraryAttributes: [String: String]?
+        var serviceMappingId: String?
+        var organization: String?
+    }
+
+    private func isEmailTaken(_ email: String) async throws -> Bool {
+        try await database.transaction { store in try await store.isEmailTaken(email) }
+    }
+
+    /// Creates an account with its first activation and returns the activation data.
+    func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> (PersonalizationPayload, String) {
+        let activation = try makeActivation(pin: pin)
+        let chosenAlias = alias ?? "Activation 1"
+        let record = ManagerStore.NewAccount(
+            id: try SecureRandom.identifier(), email: account.email,
+            attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
+            arbitraryAttributes: try account.arbitraryAttributes.map { String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self) },
+            serviceMappingId: account.serviceMappingId, organization: account.organization, createdAt: Self.now()
+        )
+        do {
+            try await database.transaction { store in
+                try await store.insertAccount(record)
+                try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
+            }
+        } catch let error as ManagerError {
+            throw error
+        } catch {
+            // The UNIQUE constraint on email lost a race against a concurrent registration.
+            if try await isEmailTaken(account.email) {
+                throw ManagerError(.unprocessableContent, .registrationRejected, "the email address is already registered", attributes: ["email": .notAvailable])
+            }
+            throw error
+        }
+        return (payload(for: activation), chosenAlias)
+    }
+
+    struct ActivationSecrets: Sendable {
+        var id: String
+        var secret: String
+        var pinSalt: Data
+        var pinVerifier: Data
+        var iterations: Int
+
+        func record(accountId: String, alias: String, deviceId: String?) -> ManagerStore.NewActivation {
+            ManagerStore.NewActivation(
+                id: id, accountId: accountId, alias: alias, secretHash: Base64URL.encode(SHA256.hash(secret)),
+                pinSalt: Base64URL.encode(pinSalt), pinVerifier: Base64URL.encode(pinVerifier), pinIterations: iterations,
+                deviceId: deviceId, createdAt: IdentityManager.now()
+            )
+        }
+    }
+
+    func makeActivation(pin: String) throws -> ActivationSecrets {
+        let salt = try SecureRandom.bytes(16)
+        return ActivationSecrets(
+            id: try SecureRandom.identifier(),
+            secret: try SecureRandom.token(byteCount: 32),
+            pinSalt: salt,
+            pinVerifier: try secrets.pinVerifier(pin: pin, salt: salt, iterations: configuration.pinHashIterations),
+            iterations: configuration.pinHashIterations
+        )
+    }
+
+    func payload(for activation: ActivationSecrets) -> PersonalizationPayload {
+        PersonalizationPayload(
+            managerURL: managerURL, activationId: activation.id, activationSecret: activation.secret,
+            managerKeyFingerprint: publicKey.fingerprint
+        )
+    }
+}

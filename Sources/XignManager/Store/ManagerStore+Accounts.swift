@@ -1,0 +1,92 @@
+import Foundation
+import SQLKit
+
+/// Accounts, their addresses and attributes.
+extension ManagerStore {
+    struct NewAccount: Sendable {
+        var id: String
+        var email: String
+        /// Canonical JSON.
+        var attributes: String
+        var arbitraryAttributes: String?
+        var serviceMappingId: String?
+        var organization: String?
+        var createdAt: Int64
+    }
+
+    /// An address merged into another account is as taken as an account's own.
+    func isEmailTaken(_ email: String) async throws -> Bool {
+        try await sql.raw("""
+            SELECT email FROM accounts WHERE email = \(bind: email) UNION SELECT email FROM account_emails WHERE email = \(bind: email)
+            """).first() != nil
+    }
+
+    func insertAccount(_ account: NewAccount) async throws {
+        try await sql.raw("""
+            INSERT INTO accounts (id, email, attributes, arbitrary_attributes, service_mapping_id, organization, is_temporary, created_at)
+            VALUES (\(bind: account.id), \(bind: account.email), \(bind: account.attributes), \(bind: account.arbitraryAttributes),
+                    \(bind: account.serviceMappingId), \(bind: account.organization), \(bind: account.organization == nil ? 0 : 1), \(bind: account.createdAt))
+            """).run()
+    }
+
+    /// The attribute values of the account that holds `activationId`, its email included; empty when there is none.
+    func accountAttributes(activationId: String) async throws -> [String: String] {
+        guard let row = try await sql.raw("""
+            SELECT c.email, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
+            """).first() else { return [:] }
+        var values = (try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
+        values["email"] = try row.decode(column: "email", as: String.self)
+        return values
+    }
+
+    func makePermanent(accountId: String) async throws {
+        try await sql.raw("UPDATE accounts SET is_temporary = 0 WHERE id = \(bind: accountId)").run()
+    }
+
+    /// The arbitrary attributes kept for a linked service until the first personalization, with that service.
+    func keptAttributes(accountId: String) async throws -> (attributes: String, service: String?)? {
+        guard let row = try await sql.raw("""
+            SELECT arbitrary_attributes, service_mapping_id FROM accounts WHERE id = \(bind: accountId) AND arbitrary_attributes IS NOT NULL
+            """).first() else { return nil }
+        return (try row.decode(column: "arbitrary_attributes", as: String.self), try row.decode(column: "service_mapping_id", as: String?.self))
+    }
+
+    func forgetKeptAttributes(accountId: String) async throws {
+        try await sql.raw("UPDATE accounts SET arbitrary_attributes = NULL WHERE id = \(bind: accountId)").run()
+    }
+
+    /// The temporary account an invite's personalization session belongs to, with its address.
+    func invitedAccount(personalizationSession session: String) async throws -> (id: String, email: String)? {
+        guard let row = try await sql.raw("""
+            SELECT c.id, c.email FROM personalization_sessions s JOIN activations a ON a.id = s.activation_id JOIN accounts c ON c.id = a.account_id
+            WHERE s.id = \(bind: session) AND s.outcome = 'mergePersonalization' AND c.is_temporary = 1
+            """).first() else { return nil }
+        return (try row.decode(column: "id", as: String.self), try row.decode(column: "email", as: String.self))
+    }
+
+    func accountId(activationId: String) async throws -> String? {
+        try await sql.raw("SELECT account_id FROM activations WHERE id = \(bind: activationId)").first()?.decode(column: "account_id", as: String.self)
+    }
+
+    /// Deletes `account` (its activations go with it) and gives its address to `target`.
+    func mergeAccount(_ account: (id: String, email: String), into target: String) async throws {
+        try await sql.raw("DELETE FROM accounts WHERE id = \(bind: account.id)").run()
+        try await sql.raw("INSERT INTO account_emails (email, account_id) VALUES (\(bind: account.email), \(bind: target))").run()
+    }
+
+    func accountSummaries() async throws -> [IdentityManager.AccountSummary] {
+        try await sql.raw("""
+            SELECT c.email, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
+            FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
+            GROUP BY c.id, c.email, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
+            """).all().map { row in
+            IdentityManager.AccountSummary(
+                email: try row.decode(column: "email", as: String.self),
+                organization: try row.decode(column: "organization", as: String?.self),
+                isTemporary: try row.decode(column: "is_temporary", as: Int.self) != 0,
+                activations: try row.decode(column: "n", as: Int.self),
+                createdAt: try row.decode(column: "created_at", as: Int64.self)
+            )
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import SQLKit
+import XignProtocol
+
+/// Activations: the PIN verifier, the lockout and which device holds each.
+extension ManagerStore {
+    struct NewActivation: Sendable {
+        var id: String
+        var accountId: String
+        var alias: String
+        var secretHash: String
+        var pinSalt: String
+        var pinVerifier: String
+        var pinIterations: Int
+        /// nil while the activation waits for its first personalization.
+        var deviceId: String?
+        var createdAt: Int64
+    }
+
+    struct ActivationRecord: Sendable {
+        var id: String
+        var accountId: String
+        var alias: String
+        var secretHash: String
+        var pinSalt: String
+        var pinVerifier: String
+        var pinIterations: Int
+        var state: String
+        var deviceId: String?
+        var everPersonalized: Bool
+        var failedAttempts: Int
+        var lockedUntil: Int64
+        var permanentlyLocked: Bool
+        /// While a PIN check runs: when its claim runs out (0 when none runs).
+        var pinCheckUntil: Int64
+        var email: String
+        var isTemporary: Bool
+        var organization: String?
+
+        init(_ row: any SQLRow) throws {
+            id = try row.decode(column: "id", as: String.self)
+            accountId = try row.decode(column: "account_id", as: String.self)
+            alias = try row.decode(column: "alias", as: String.self)
+            secretHash = try row.decode(column: "secret_hash", as: String.self)
+            pinSalt = try row.decode(column: "pin_salt", as: String.self)
+            pinVerifier = try row.decode(column: "pin_verifier", as: String.self)
+            pinIterations = try row.decode(column: "pin_iterations", as: Int.self)
+            state = try row.decode(column: "state", as: String.self)
+            deviceId = try row.decode(column: "device_id", as: String?.self)
+            everPersonalized = try row.decode(column: "ever_personalized", as: Int.self) != 0
+            failedAttempts = try row.decode(column: "failed_attempts", as: Int.self)
+            lockedUntil = try row.decode(column: "locked_until", as: Int64.self)
+            permanentlyLocked = try row.decode(column: "permanently_locked", as: Int.self) != 0
+            pinCheckUntil = try row.decode(column: "pin_check_until", as: Int64.self)
+            email = try row.decode(column: "email", as: String.self)
+            isTemporary = try row.decode(column: "is_temporary", as: Int.self) != 0
+            organization = try row.decode(column: "organization", as: String?.self)
+        }
+
+        var pendingLock: LockoutMessage? {
+            let now = IdentityManager.now()
+            if permanentlyLocked { return LockoutMessage(isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
+            if lockedUntil > now { return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
+            return nil
+        }
+    }
+
+    func activation(id: String) async throws -> ActivationRecord? {
+        try await sql.raw("""
+            SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.state, a.device_id,
+                   a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
+                   c.email, c.is_temporary, c.organization
+            FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: id)
+            """).first().map(ActivationRecord.init)
+    }
+
+    func insertActivation(_ activation: NewActivation) async throws {
+        try await sql.raw("""
+            INSERT INTO activations (id, account_id, alias, secret_hash, pin_salt, pin_verifier, pin_iterations, state, device_id,
+                                     ever_personalized, failed_attempts, locked_until, permanently_locked, created_at)
+            VALUES (\(bind: activation.id), \(bind: activation.accountId), \(bind: activation.alias), \(bind: activation.secretHash),
+                    \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations),
+                    \(bind: activation.deviceId == nil ? "pending" : "personalized"), \(bind: activation.deviceId),
+                    \(bind: activation.deviceId == nil ? 0 : 1), 0, 0, 0, \(bind: activation.createdAt))
+            """).run()
+    }
+
+    func activationCount(accountId: String) async throws -> Int {
+        try await sql.raw("SELECT COUNT(*) AS n FROM activations WHERE account_id = \(bind: accountId)").first()?.decode(column: "n", as: Int.self) ?? 0
+    }
+
+    /// The activation moves to `deviceId`; every device that held it before is revoked.
+    func personalize(activationId: String, deviceId: String) async throws {
+        try await sql.raw("UPDATE devices SET revoked = 1 WHERE activation_id = \(bind: activationId)").run()
+        try await sql.raw("""
+            UPDATE activations SET state = 'personalized', device_id = \(bind: deviceId), ever_personalized = 1 WHERE id = \(bind: activationId)
+            """).run()
+    }
+
+    func markRevoked(activationId: String) async throws {
+        try await sql.raw("UPDATE activations SET state = 'revoked', device_id = NULL WHERE id = \(bind: activationId)").run()
+    }
+
+    // MARK: The PIN check (IdentityManager+PINCheck)
+
+    func claimPINCheck(activationId: String, until: Int64) async throws {
+        try await sql.raw("UPDATE activations SET pin_check_until = \(bind: until) WHERE id = \(bind: activationId)").run()
+    }
+
+    func releasePINCheck(activationId: String) async throws {
+        try await sql.raw("UPDATE activations SET pin_check_until = 0 WHERE id = \(bind: activationId)").run()
+    }
+
+    /// Writes a failure's lock and ends any claim.
+    func recordPINFailure(_ lock: LockoutMessage, activationId: String) async throws {
+        try await sql.raw("""
+            UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
+                   permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
+            """).run()
+    }
+
+    /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation.
+    @discardableResult
+    func clearLockout(activationId: String) async throws -> Bool {
+        try await sql.raw("""
+            UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0
+            WHERE id = \(bind: activationId) RETURNING id
+            """).first() != nil
+    }
+
+    func activationSummaries(email: String?) async throws -> [IdentityManager.ActivationSummary] {
+        let filter = email.map { SQLQueryString("WHERE c.email = \(bind: $0.lowercased())") } ?? SQLQueryString("")
+        return try await sql.raw("""
+            SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, a.failed_attempts, a.locked_until, a.permanently_locked
+            FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
+            \(filter) ORDER BY a.created_at
+            """).all().map { row in
+            IdentityManager.ActivationSummary(
+                id: try row.decode(column: "id", as: String.self),
+                email: try row.decode(column: "email", as: String.self),
+                alias: try row.decode(column: "alias", as: String.self),
+                state: try row.decode(column: "state", as: String.self),
+                deviceId: try row.decode(column: "device_id", as: String?.self),
+                keyKind: try row.decode(column: "key_kind", as: String?.self),
+                failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),
+                lockedUntil: try row.decode(column: "locked_until", as: Int64.self),
+                permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0
+            )
+        }
+    }
+}

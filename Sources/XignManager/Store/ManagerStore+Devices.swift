@@ -1,0 +1,78 @@
+import SQLKit
+import XignCrypto
+import XignProtocol
+
+/// Devices, their keys, and the single-use challenges of device-signed requests.
+extension ManagerStore {
+    struct NewDevice: Sendable {
+        var id: String
+        var activationId: String
+        /// base64url SubjectPublicKeyInfo.
+        var publicKey: String
+        var keyKind: KeyKind
+        var name: String
+        var platform: String
+        var createdAt: Int64
+    }
+
+    struct DeviceRecord: Sendable {
+        var id: String
+        var activationId: String
+        var publicKey: P256PublicKey
+        var keyKind: KeyKind
+    }
+
+    func insertDevice(_ device: NewDevice) async throws {
+        try await sql.raw("""
+            INSERT INTO devices (id, activation_id, public_key, key_kind, name, platform, revoked, created_at)
+            VALUES (\(bind: device.id), \(bind: device.activationId), \(bind: device.publicKey), \(bind: device.keyKind.rawValue),
+                    \(bind: device.name), \(bind: device.platform), 0, \(bind: device.createdAt))
+            """).run()
+    }
+
+    /// A device that is not revoked; with `holdingItsActivation`, only while its activation is personalized to it.
+    func device(_ id: String, holdingItsActivation: Bool = false) async throws -> DeviceRecord? {
+        let holding = holdingItsActivation ? SQLQueryString("AND a.state = 'personalized' AND a.device_id = d.id") : SQLQueryString("")
+        guard let row = try await sql.raw("""
+            SELECT d.id, d.activation_id, d.public_key, d.key_kind FROM devices d JOIN activations a ON a.id = d.activation_id
+            WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
+            """).first() else { return nil }
+        guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
+              let key = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw ManagerError.internalFailure("stored key of device \(id) is corrupt")
+        }
+        return DeviceRecord(
+            id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
+            keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software
+        )
+    }
+
+    func revokeDevice(_ id: String) async throws {
+        try await sql.raw("UPDATE devices SET revoked = 1 WHERE id = \(bind: id)").run()
+    }
+
+    /// The address of the permanent account, other than `accountId`'s, that `deviceId` is enrolled for.
+    func otherAccountEmail(ofDevice deviceId: String, notAccount accountId: String) async throws -> String? {
+        try await sql.raw("""
+            SELECT c.email FROM devices d JOIN activations a ON a.id = d.activation_id JOIN accounts c ON c.id = a.account_id
+            WHERE d.id = \(bind: deviceId) AND d.revoked = 0 AND c.is_temporary = 0 AND c.id <> \(bind: accountId)
+            """).first()?.decode(column: "email", as: String.self)
+    }
+
+    /// Stores a challenge for `deviceId`, dropping the ones that ran out.
+    func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String, now: Int64) async throws {
+        try await sql.raw("DELETE FROM device_challenges WHERE expires_at < \(bind: now)").run()
+        try await sql.raw("""
+            INSERT INTO device_challenges (challenge, device_id, expires_at)
+            VALUES (\(bind: challenge.challenge), \(bind: deviceId), \(bind: challenge.expiresAt))
+            """).run()
+    }
+
+    /// Uses up a device's challenge; false when it is unknown, expired or used.
+    func consumeDeviceChallenge(_ challenge: String, deviceId: String, now: Int64) async throws -> Bool {
+        try await sql.raw("""
+            DELETE FROM device_challenges WHERE challenge = \(bind: challenge) AND device_id = \(bind: deviceId) AND expires_at > \(bind: now)
+            RETURNING device_id
+            """).first() != nil
+    }
+}

@@ -1,0 +1,135 @@
+import SQLKit
+import XignProtocol
+
+/// Personalization sessions and authentications: the short-lived state between one round trip and the next.
+extension ManagerStore {
+    // MARK: Personalization sessions
+
+    struct PersonalizationSession: Sendable {
+        var activationId: String
+        var outcome: String
+        var challenge: String
+        var expiresAt: Int64
+    }
+
+    func insertPersonalizationSession(_ session: SessionMessage, activationId: String, outcome: PersonalizationOutcome, mergeDeviceId: String?) async throws {
+        try await sql.raw("""
+            INSERT INTO personalization_sessions (id, activation_id, outcome, challenge, expires_at, merge_device_id)
+            VALUES (\(bind: session.id), \(bind: activationId), \(bind: outcome.rawValue), \(bind: session.challenge),
+                    \(bind: session.expiresAt), \(bind: mergeDeviceId))
+            """).run()
+    }
+
+    func personalizationSession(_ id: String) async throws -> PersonalizationSession? {
+        guard let row = try await sql.raw("""
+            SELECT activation_id, outcome, challenge, expires_at FROM personalization_sessions WHERE id = \(bind: id)
+            """).first() else { return nil }
+        return PersonalizationSession(
+            activationId: try row.decode(column: "activation_id", as: String.self), outcome: try row.decode(column: "outcome", as: String.self),
+            challenge: try row.decode(column: "challenge", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
+        )
+    }
+
+    /// Deletes the session if it still has `challenge`; false when another request used it first.
+    func consumePersonalizationSession(_ id: String, challenge: String) async throws -> Bool {
+        try await sql.raw("""
+            DELETE FROM personalization_sessions WHERE id = \(bind: id) AND challenge = \(bind: challenge) RETURNING id
+            """).first() != nil
+    }
+
+    /// A merge session that names `deviceId` as the one to confirm it, and has not run out.
+    func isMergeSessionOpen(_ id: String, for deviceId: String, now: Int64) async throws -> Bool {
+        try await sql.raw("""
+            SELECT id FROM personalization_sessions WHERE id = \(bind: id) AND outcome = 'mergePersonalization'
+            AND merge_device_id = \(bind: deviceId) AND expires_at > \(bind: now)
+            """).first() != nil
+    }
+
+    // MARK: Authentications
+
+    struct NewAuthentication: Sendable {
+        var id: String
+        var deviceId: String
+        var activationId: String
+        var service: String
+        var host: String
+        var localUser: String
+        var challenge: String
+        var expiresAt: Int64
+        var mergeSessionId: String?
+    }
+
+    /// An authentication waiting for its finish.
+    struct PendingAuthentication: Sendable {
+        var deviceId: String
+        var service: String
+        var challenge: String
+        var mergeSessionId: String?
+    }
+
+    /// What a redeemed authorization code stood for.
+    struct CodeGrant: Sendable {
+        var deviceId: String
+        var service: String
+        var role: String
+        var host: String
+        var localUser: String
+        /// Canonical JSON of the attribute values given at finish.
+        var attributes: String?
+    }
+
+    func insertAuthentication(_ authentication: NewAuthentication) async throws {
+        try await sql.raw("""
+            INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id)
+            VALUES (\(bind: authentication.id), \(bind: authentication.deviceId), \(bind: authentication.activationId), \(bind: authentication.service),
+                    \(bind: authentication.host), \(bind: authentication.localUser), \(bind: authentication.challenge), \(bind: authentication.expiresAt),
+                    \(bind: authentication.mergeSessionId))
+            """).run()
+    }
+
+    func pendingAuthentication(_ id: String, now: Int64) async throws -> PendingAuthentication? {
+        guard let row = try await sql.raw("""
+            SELECT device_id, service, challenge, merge_session_id FROM authentications
+            WHERE id = \(bind: id) AND challenge IS NOT NULL AND expires_at > \(bind: now)
+            """).first() else { return nil }
+        return PendingAuthentication(
+            deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
+            challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self)
+        )
+    }
+
+    /// Uses up the authentication's challenge; false when another request used it first.
+    func consumeAuthenticationChallenge(_ id: String, challenge: String) async throws -> Bool {
+        try await sql.raw("""
+            UPDATE authentications SET challenge = NULL WHERE id = \(bind: id) AND challenge = \(bind: challenge) RETURNING id
+            """).first() != nil
+    }
+
+    /// After a lockout: the challenge the next attempt signs, valid until `expiresAt`.
+    func renewAuthenticationChallenge(_ id: String, challenge: String, expiresAt: Int64) async throws {
+        try await sql.raw("""
+            UPDATE authentications SET challenge = \(bind: challenge), expires_at = \(bind: expiresAt) WHERE id = \(bind: id)
+            """).run()
+    }
+
+    func recordServiceLogin(_ id: String, role: String, code: String, codeExpiresAt: Int64, attributes: String) async throws {
+        try await sql.raw("""
+            UPDATE authentications SET role = \(bind: role), code = \(bind: code), code_expires_at = \(bind: codeExpiresAt),
+                   attributes = \(bind: attributes) WHERE id = \(bind: id)
+            """).run()
+    }
+
+    /// Uses up an authorization code; nil when it is unknown, expired or used.
+    func redeemAuthorizationCode(_ code: String, now: Int64) async throws -> CodeGrant? {
+        guard let row = try await sql.raw("""
+            UPDATE authentications SET code = NULL
+            WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
+            RETURNING device_id, service, role, host, local_user, attributes
+            """).first() else { return nil }
+        return CodeGrant(
+            deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
+            role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
+            localUser: try row.decode(column: "local_user", as: String.self), attributes: try row.decode(column: "attributes", as: String?.self)
+        )
+    }
+}

@@ -1,0 +1,127 @@
+import SQLKit
+
+/// The schema, as the steps that built it. Written in a dialect SQLite and PostgreSQL both accept
+/// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
+enum Schema {
+    /// Each entry takes the schema from version i to i + 1.
+    static let migrations = [initial, authentications, merges, pinChecks]
+    static var version: Int { migrations.count }
+
+    /// PIN checks of one activation run one at a time; the claim is a row value, so it holds across instances.
+    static let pinChecks = [
+        "ALTER TABLE activations ADD COLUMN pin_check_until BIGINT NOT NULL DEFAULT 0",
+    ]
+
+    /// Organization-invite merges: more addresses per account, and which device may confirm a merge.
+    static let merges = [
+        """
+        CREATE TABLE account_emails (
+            email TEXT PRIMARY KEY,
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE
+        )
+        """,
+        "ALTER TABLE personalization_sessions ADD COLUMN merge_device_id TEXT",
+        "ALTER TABLE authentications ADD COLUMN merge_session_id TEXT",
+    ]
+
+    static let authentications = [
+        """
+        CREATE TABLE authentications (
+            id TEXT PRIMARY KEY,
+            device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+            activation_id TEXT NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            service TEXT NOT NULL,
+            host TEXT NOT NULL,
+            local_user TEXT NOT NULL,
+            challenge TEXT,
+            expires_at BIGINT NOT NULL,
+            role TEXT,
+            code TEXT UNIQUE,
+            code_expires_at BIGINT,
+            attributes TEXT
+        )
+        """,
+    ]
+
+    static let initial = [
+        """
+        CREATE TABLE accounts (
+            id TEXT PRIMARY KEY,
+            email TEXT NOT NULL UNIQUE,
+            attributes TEXT NOT NULL,
+            arbitrary_attributes TEXT,
+            service_mapping_id TEXT,
+            organization TEXT,
+            is_temporary BIGINT NOT NULL,
+            created_at BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE activations (
+            id TEXT PRIMARY KEY,
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+            alias TEXT NOT NULL,
+            secret_hash TEXT NOT NULL,
+            pin_salt TEXT NOT NULL,
+            pin_verifier TEXT NOT NULL,
+            pin_iterations BIGINT NOT NULL,
+            state TEXT NOT NULL,
+            device_id TEXT,
+            ever_personalized BIGINT NOT NULL,
+            failed_attempts BIGINT NOT NULL,
+            locked_until BIGINT NOT NULL,
+            permanently_locked BIGINT NOT NULL,
+            created_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX activations_account ON activations (account_id)",
+        """
+        CREATE TABLE devices (
+            id TEXT PRIMARY KEY,
+            activation_id TEXT NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            public_key TEXT NOT NULL,
+            key_kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            revoked BIGINT NOT NULL,
+            created_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX devices_activation ON devices (activation_id)",
+        """
+        CREATE TABLE personalization_sessions (
+            id TEXT PRIMARY KEY,
+            activation_id TEXT NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            outcome TEXT NOT NULL,
+            challenge TEXT NOT NULL,
+            expires_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE TABLE manager_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """
+        CREATE TABLE device_challenges (
+            challenge TEXT PRIMARY KEY,
+            device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+            expires_at BIGINT NOT NULL
+        )
+        """,
+    ]
+
+    /// Brings the schema to `version`, in the caller's transaction; refuses a database newer than this manager.
+    static func migrate(_ sql: any SQLDatabase) async throws {
+        try await sql.raw("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)").run()
+        let current = try await sql.raw("SELECT version FROM schema_version").first()
+            .map { try $0.decode(column: "version", as: Int.self) } ?? 0
+        guard current < version else {
+            guard current == version else {
+                throw ManagerError.internalFailure("database schema version \(current) is newer than this manager (\(version)); upgrade xign-manager")
+            }
+            return
+        }
+        for step in migrations[current...] {
+            for statement in step { try await sql.raw(SQLQueryString(statement)).run() }
+        }
+        try await sql.raw("DELETE FROM schema_version").run()
+        try await sql.raw("INSERT INTO schema_version (version) VALUES (\(bind: version))").run()
+    }
+}
