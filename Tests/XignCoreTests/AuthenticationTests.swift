@@ -136,15 +136,7 @@ import XignTestSupport
     }
 
     @Test func requestedAttributesAreConfirmedAndMissingDataIsAskedFor() throws {
-        let config = ManagerProcess.testConfig + """
-
-            [services]
-            names = pam
-            [service.pam]
-            name = Linux login
-            roles = login
-            attributes = email!, givenName!
-            """
+        let config = ManagerProcess.testConfig(pamService: "roles = login", "attributes = email!, givenName!")
         let fixture = try Fixture(managerConfig: config)
         let (sdk, enrolment) = try enrolled(fixture)
         let authenticator = sdk.authenticator

@@ -108,17 +108,8 @@ import XignTestSupport
     }
 
     @Test func aTokenThatExpiredOnItsWayIsRefusedAndOneInTimeIsNot() throws {
-        let config = ManagerProcess.testConfig + """
-
-            [services]
-            names = pam
-            [service.pam]
-            name = Linux login
-            roles = login, sudo
-            role.login.authenticators = device+pin
-            role.sudo.authenticators = device+pin
-            token_lifetime = 5s
-            """
+        let config = ManagerProcess.testConfig(pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+                                               "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
         let fixture = try PAMFixture(managerConfig: config)
         let managerPort = fixture.manager.port
         // Holds the manager's token answer back past the token's lifetime.

@@ -127,16 +127,8 @@ import XignTestSupport
     }
 
     @Test func sudoCanDemandMoreThanLogin() throws {
-        let config = ManagerProcess.testConfig + """
-
-            [services]
-            names = pam
-            [service.pam]
-            name = Linux login
-            roles = login, sudo
-            role.login.authenticators = device+pin
-            role.sudo.authenticators = device+pin+biometric
-            """
+        let config = ManagerProcess.testConfig(pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+                                               "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config)
         #expect(try fixture.login(service: "login").code == PAMCode.success)
         let sudo = try fixture.login(service: "sudo")

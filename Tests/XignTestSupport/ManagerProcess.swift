@@ -19,6 +19,11 @@ public final class ManagerProcess: @unchecked Sendable {
         max_attempts = 4
         """
 
+    /// `testConfig` with the `pam` service configured by `lines` (roles, authenticators, attributes…).
+    public static func testConfig(pamService lines: String...) -> String {
+        testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n") + "\n"
+    }
+
     public init(config: String = ManagerProcess.testConfig, directory: TemporaryDirectory = TemporaryDirectory()) throws {
         self.directory = directory
         dataDirectory = directory.file("manager")
