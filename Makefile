@@ -57,7 +57,7 @@ demo: build pam
 
 bench: deps pam
 	$(SWIFT) build -c release
-	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+	TSS2_LOG=all+none "$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
 
 package: deps
 	@missing=$$(for p in $(PACKAGE_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
