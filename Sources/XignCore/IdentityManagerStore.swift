@@ -41,6 +41,8 @@ public struct IdentityManagerStore: Sendable {
         /// Lockouts the manager reported in a signed answer, by activation id, on this host's clock,
         /// so the next attempt stops before asking again.
         var pendingLockouts: [String: PendingLockoutRecord] = [:]
+        /// This machine as a host of managers (`xign-setup host join`); absent in files from before hosts existed.
+        var hosts: [HostEnrolment]?
     }
 
     struct PendingLockoutRecord: Codable, Equatable {

@@ -100,6 +100,19 @@ struct ManagerClient {
         return value
     }
 
+    /// A first signed answer carries the manager's key; it is believed only if it matches the fingerprint the user
+    /// brought from elsewhere (the activation data, a host join token).
+    static func pinnedKey(from compact: String, fingerprint: String) throws -> P256PublicKey {
+        guard let header = try? JWS.parse(compact).header, let spki = header.spki, let der = Base64URL.decode(spki),
+              let key = try? P256PublicKey(derRepresentation: der) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
+        }
+        guard constantTimeEquals(Data(key.fingerprint.utf8), Data(fingerprint.utf8)) else {
+            throw XignSdkError(.managerKeyMismatch, "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
+        }
+        return key
+    }
+
     static func nonce() throws -> String {
         do { return try SecureRandom.token(byteCount: 16) } catch { throw XignSdkError(.deviceKeyFailure, "no randomness available: \(error)") }
     }

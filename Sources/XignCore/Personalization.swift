@@ -140,7 +140,7 @@ public struct Personalizer {
         )
         let client = ManagerClient(url: url, http: http)
         let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
-        let managerKey = try pinManagerKey(from: compact, fingerprint: payload.managerKeyFingerprint)
+        let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: payload.managerKeyFingerprint)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
         guard result.activationId == payload.activationId else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered for another activation")
@@ -177,18 +177,6 @@ public struct Personalizer {
         case .lockout:
             throw XignSdkError(.invalidManagerResponse, "the manager's lockout answer is inconsistent")
         }
-    }
-
-    /// The first signed answer carries the manager's key; it is believed only if it matches the fingerprint from the activation data.
-    private func pinManagerKey(from compact: String, fingerprint: String) throws -> P256PublicKey {
-        guard let header = try? JWS.parse(compact).header, let spki = header.spki, let der = Base64URL.decode(spki),
-              let key = try? P256PublicKey(derRepresentation: der) else {
-            throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
-        }
-        guard constantTimeEquals(Data(key.fingerprint.utf8), Data(fingerprint.utf8)) else {
-            throw XignSdkError(.managerKeyMismatch, "the manager's signing key does not match the fingerprint in the activation data; the activation data may be forged or the connection intercepted")
-        }
-        return key
     }
 
     /// Creates the device key, registers it and stores the enrolment.

@@ -16,6 +16,7 @@ public func buildApplication(
     PersonalizationController(manager: manager).addRoutes(to: router)
     DeviceController(manager: manager).addRoutes(to: router)
     AuthenticationController(manager: manager).addRoutes(to: router)
+    HostController(manager: manager).addRoutes(to: router)
     let host = manager.configuration.listenHost
     return Application(
         router: router,

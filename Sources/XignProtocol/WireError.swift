@@ -17,6 +17,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case securityInsufficient
     case deviceNotFound
     case internalError
+    /// The request conflicts with what the manager holds, such as a host name that has joined already.
+    case conflict
     /// The manager cannot answer now (another check of the same activation holds it); try again shortly.
     case busy
     case unknown

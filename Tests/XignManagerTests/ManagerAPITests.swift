@@ -260,4 +260,28 @@ struct API {
         #expect(!error.message.contains("account_emails"), "the details stay in the log")
         #expect(api.manager.log.contains("request failed") && api.manager.log.contains("account_emails"), "\(api.manager.log.suffix(500))")
     }
+
+    @Test func aHostJoinMustBeSignedByTheKeyItRegistersAndTheTokenSurvivesAForgery() throws {
+        let api = API(manager: try ManagerProcess())
+        let added = try api.manager.admin(["hosts", "add", "web1"])
+        let token = try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? ""))
+        #expect(token.managerKeyFingerprint == (try api.managerKey.fingerprint))
+        let hostKey = try P256PrivateKey(), other = try P256PrivateKey()
+        let body = try JSONEncoder.canonical.encode(HostJoinRequest(
+            joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
+        func signature(_ key: P256PrivateKey) throws -> (String, String) {
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: token.secret)
+            return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))
+        }
+        let forged = try api.call("POST", APIPath.hosts, body: body, headers: [try signature(other)])
+        #expect(forged.status == 401 && forged.errorCode == "signatureInvalid")
+        let unsigned = try api.call("POST", APIPath.hosts, body: body)
+        #expect(unsigned.status == 401)
+        let joined = try api.call("POST", APIPath.hosts, body: body, headers: [try signature(hostKey)])
+        #expect(joined.status == 200, "the forgeries did not use the token up")
+        let result = try joined.signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)
+        #expect(result["name"] as? String == "web1" && result["nonce"] as? String == "n1")
+        let replayed = try api.call("POST", APIPath.hosts, body: body, headers: [try signature(hostKey)])
+        #expect(replayed.status == 409 && replayed.errorCode == "sessionInvalid")
+    }
 }

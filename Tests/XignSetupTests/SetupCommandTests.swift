@@ -17,7 +17,7 @@ final class Setup: @unchecked Sendable {
     let directory = TemporaryDirectory()
     var state: String { directory.file("state") }
 
-    init() throws { manager = try ManagerProcess() }
+    init(managerConfig: String = ManagerProcess.testConfig) throws { manager = try ManagerProcess(config: managerConfig) }
 
     func run(_ arguments: [String], stdin: String? = nil, asUser: String? = nil, environment: [String: String]? = nil,
              extraFileDescriptor: (fd: Int32, contents: String)? = nil) throws -> ChildProcess.Result {

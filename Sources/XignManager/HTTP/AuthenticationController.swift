@@ -10,7 +10,7 @@ struct AuthenticationController<Context: RequestContext> {
             Response.jose(try await manager.startAuthentication(try await request.decodeBody(as: AuthenticationStartRequest.self)))
         }
         router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
-            Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.deviceSignature))
+            Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.token)) { request, _ in
             Response.jose(try await manager.token(try await request.decodeBody(as: TokenRequest.self)))

@@ -10,7 +10,7 @@ struct DeviceController<Context: RequestContext> {
             try Response.json(.created, try await manager.challenge(for: try await request.decodeBody(as: ChallengeRequest.self)))
         }
         router.post(RouterPath(APIPath.deviceRevocations)) { request, _ in
-            Response.jose(try await manager.revoke(body: try await request.collectBody(), signature: request.deviceSignature))
+            Response.jose(try await manager.revoke(body: try await request.collectBody(), signature: request.signatureHeader))
         }
     }
 }

@@ -10,7 +10,7 @@ struct PersonalizationController<Context: RequestContext> {
             Response.jose(try await manager.decrypt(try await request.decodeBody(as: DecryptRequest.self)))
         }
         router.post(RouterPath(APIPath.personalizations)) { request, _ in
-            Response.jose(try await manager.personalize(body: try await request.collectBody(), signature: request.deviceSignature))
+            Response.jose(try await manager.personalize(body: try await request.collectBody(), signature: request.signatureHeader))
         }
     }
 }

@@ -23,8 +23,8 @@ extension Request {
         }
     }
 
-    /// The device signature header of a device-signed request.
-    var deviceSignature: String? { headers[Self.signatureField] }
+    /// The signature header of a device- or host-signed request.
+    var signatureHeader: String? { headers[Self.signatureField] }
 
     private static let signatureField = HTTPField.Name(SignedRequest.signatureHeader)!
 }

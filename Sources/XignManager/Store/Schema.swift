@@ -4,8 +4,37 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks]
+    static let migrations = [initial, authentications, merges, pinChecks, hosts]
     static var version: Int { migrations.count }
+
+    /// Servers that confirm logins (hosts), their one-time join tokens and challenges, and the login name of an account.
+    static let hosts = [
+        """
+        CREATE TABLE hosts (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            public_key TEXT NOT NULL,
+            key_kind TEXT NOT NULL,
+            created_at BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE host_join_tokens (
+            token_hash TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            expires_at BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE host_challenges (
+            challenge TEXT PRIMARY KEY,
+            host_id TEXT NOT NULL REFERENCES hosts(id) ON DELETE CASCADE,
+            expires_at BIGINT NOT NULL
+        )
+        """,
+        "ALTER TABLE accounts ADD COLUMN login_name TEXT",
+        "CREATE UNIQUE INDEX accounts_login_name ON accounts (login_name)",
+    ]
 
     /// PIN checks of one activation run one at a time; the claim is a row value, so it holds across instances.
     static let pinChecks = [

@@ -1,0 +1,104 @@
+import Foundation
+import XignCrypto
+import XignProtocol
+
+/// Hosts: servers that hold no key of their users. An administrator names one and gets a one-time join token;
+/// the host joins with a key of its own, signed, and pins the manager's key from the token.
+extension IdentityManager {
+    public struct HostSummary: Codable, Sendable {
+        public var id: String
+        public var name: String
+        public var keyKind: String
+        public var keyFingerprint: String
+        public var joinedAt: Int64
+    }
+
+    /// How long a join token lasts unless the administrator says otherwise.
+    public static let hostJoinTokenLifetime: Duration = .seconds(3600)
+
+    /// A join token for a new host `name`; an earlier token for that name is void. Refused while a host has the name.
+    public func addHost(name: String, validFor lifetime: Duration = hostJoinTokenLifetime) async throws -> HostJoinToken {
+        guard HostNameValidator.isValid(name) else {
+            throw ManagerError.badRequest("'\(name.prefix(64))' is not a host name: use 1 to 253 letters, digits, dots and dashes")
+        }
+        let token = HostJoinToken(secret: try SecureRandom.token(byteCount: 16), managerKeyFingerprint: publicKey.fingerprint)
+        let expiresAt = Self.now() + lifetime.components.seconds * 1000
+        try await database.transaction { store in
+            guard try await !store.isHostNameTaken(name) else {
+                throw ManagerError(.conflict, .conflict, "a host named \(name) has joined already; `xign-manager admin hosts remove \(name)` first")
+            }
+            try await store.insertHostJoinToken(hash: Self.joinTokenHash(token.secret), name: name, expiresAt: expiresAt)
+        }
+        logger.notice("host join token issued", metadata: ["host": "\(name)"])
+        return token
+    }
+
+    public func hosts() async throws -> [HostSummary] {
+        try await database.transaction { store in
+            try await store.hosts().map {
+                HostSummary(id: $0.id, name: $0.name, keyKind: $0.keyKind.rawValue, keyFingerprint: $0.publicKey.fingerprint, joinedAt: $0.createdAt)
+            }
+        }
+    }
+
+    /// Removes a host, or the join token waiting for it.
+    public func removeHost(name: String) async throws {
+        try await database.transaction { store in
+            guard try await store.removeHost(name: name) else {
+                throw ManagerError(.notFound, .notFound, "no host named \(name.prefix(64)); `xign-manager admin hosts list` shows them")
+            }
+        }
+        logger.notice("host removed", metadata: ["host": "\(name)"])
+    }
+
+    /// A host joins: the token is used up, and the key that signed the request becomes the host's.
+    public func joinHost(body: Data, signature: String?) async throws -> String {
+        let request: HostJoinRequest
+        do { request = try JSONDecoder().decode(HostJoinRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the join request is not valid JSON of the expected shape")
+        }
+        guard (1...64).contains(request.joinSecret.utf8.count), (1...128).contains(request.nonce.utf8.count) else {
+            throw ManagerError.badRequest("a field of the join request is empty or too long")
+        }
+        guard let keyBytes = Base64URL.decode(request.hostKey), let hostKey = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw ManagerError.badRequest("hostKey is not a base64url P-256 SubjectPublicKeyInfo")
+        }
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: request.joinSecret)
+        guard hostKey.isValidSignature(try Self.signature(from: signature), for: message) else {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the host signature does not verify")
+        }
+        if configuration.requireHardwareKey && request.keyKind == .software {
+            throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")
+        }
+        let hostId = try SecureRandom.identifier()
+        let name = try await database.transaction { store -> String in
+            guard let name = try await store.consumeHostJoinToken(hash: Self.joinTokenHash(request.joinSecret), now: Self.now()) else {
+                throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
+            }
+            guard try await !store.isHostNameTaken(name) else {
+                throw ManagerError(.conflict, .conflict, "a host named \(name) joined meanwhile")
+            }
+            try await store.insertHost(id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, createdAt: Self.now())
+            return name
+        }
+        logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])
+        return try sign(HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin, includeKey: true)
+    }
+
+    private static func joinTokenHash(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
+}
+
+/// Host names as an administrator writes them: DNS-like, so they read well in a prompt and a log line.
+enum HostNameValidator {
+    static func isValid(_ name: String) -> Bool {
+        (1...253).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "."), UInt8(ascii: "-"):
+                return true
+            default:
+                return false
+            }
+        } && !name.hasPrefix("-") && !name.hasPrefix(".")
+    }
+}
