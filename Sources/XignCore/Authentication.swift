@@ -46,7 +46,7 @@ public final class AuthenticationInformation {
     /// For missing data: keeps the value only when it is valid.
     @discardableResult
     public func setValue(value: String) -> EmailValidator.ResultCode {
-        let result = name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+        let result = AttributeValidator.validate(name: name, value: value)
         self.value = result == .valid ? value : nil
         return result
     }

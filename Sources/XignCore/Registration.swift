@@ -81,7 +81,7 @@ public final class RegistrationInformation {
     /// Keeps the value only when it is valid; any other result clears it.
     @discardableResult
     public func setValue(value: String) -> EmailValidator.ResultCode {
-        let result = name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+        let result = AttributeValidator.validate(name: name, value: value)
         self.value = result == .valid ? value : nil
         if result == .valid { error = .none }
         return result

@@ -6,6 +6,7 @@ import XignProtocol
 extension IdentityManager {
     public struct AccountSummary: Codable, Sendable {
         public var email: String
+        public var loginName: String?
         public var organization: String?
         public var isTemporary: Bool
         public var activations: Int
@@ -42,6 +43,22 @@ extension IdentityManager {
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }
 
+    /// Gives the account with `email` the login name hosts ask for (nil removes it).
+    public func setLoginName(_ loginName: String?, email: String) async throws {
+        if let loginName, LoginNameValidator.validate(loginName) != .valid {
+            throw ManagerError.badRequest("'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+        }
+        try await database.transaction { store in
+            if let loginName, try await store.isLoginNameTaken(loginName) {
+                throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
+            }
+            guard try await store.setLoginName(loginName, email: email.lowercased()) else {
+                throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+        }
+        logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
+    }
+
     /// An organization invite: a temporary account with an activation whose PIN the manager chooses.
     /// Returns that PIN, for the administrator to hand over by another channel than the mail.
     public func invite(email: String, organization: String) async throws -> String {
@@ -52,7 +69,7 @@ extension IdentityManager {
         repeat {
             pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
         } while policy.validate(pin) != .valid
-        let account = NewAccount(email: email.lowercased(), attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
+        let account = NewAccount(email: email.lowercased(), loginName: nil, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
         let alias = "\(organization) invite"
         let (payload, _) = try await createAccount(account, pin: pin, alias: alias)
         try send(Outbox.activationMail(to: email, alias: alias, payload: payload))

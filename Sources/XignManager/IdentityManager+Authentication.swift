@@ -183,7 +183,7 @@ extension IdentityManager {
         var errors: [String: AuthenticationAttributeErrorCode] = [:]
         for attribute in service.attributes {
             if let value = request.attributeValues[attribute.name] {
-                let verdict = attribute.name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+                let verdict = AttributeValidator.validate(name: attribute.name, value: value)
                 if verdict != .valid { errors[attribute.name] = .invalid }
             } else if known[attribute.name] == nil && attribute.isRequired {
                 errors[attribute.name] = .dataMissing

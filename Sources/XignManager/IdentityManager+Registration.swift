@@ -31,7 +31,7 @@ extension IdentityManager {
                 if attribute.isRequired { errors[attribute.name] = .required }
                 continue
             }
-            let verdict = attribute.name == "email" ? EmailValidator.validate(value) : TextAttributeValidator.validate(value)
+            let verdict = AttributeValidator.validate(name: attribute.name, value: value)
             if verdict != .valid { errors[attribute.name] = .invalid }
         }
         let pinVerdict = configuration.pinPolicy.validate(request.pin)
@@ -48,6 +48,10 @@ extension IdentityManager {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
             if blocked { errors["email"] = .notAvailable } else if try await isEmailTaken(email) { errors["email"] = .notAvailable }
         }
+        let loginName = request.attributes[AttributeValidator.loginName].flatMap { $0.isEmpty ? nil : $0 }
+        if let loginName, errors[AttributeValidator.loginName] == nil, try await isLoginNameTaken(loginName) {
+            errors[AttributeValidator.loginName] = .notAvailable
+        }
         guard errors.isEmpty else {
             throw ManagerError(
                 .unprocessableContent, .registrationRejected, "the registration was rejected; correct the attributes marked in 'attributes'",
@@ -58,7 +62,8 @@ extension IdentityManager {
         let keepArbitrary = request.serviceMappingId.map { configuration.linkedServices.contains($0) } ?? false
         let account = NewAccount(
             email: email,
-            attributes: request.attributes.filter { $0.key != "email" },
+            loginName: loginName,
+            attributes: request.attributes.filter { $0.key != "email" && $0.key != AttributeValidator.loginName },
             arbitraryAttributes: keepArbitrary && !arbitrary.isEmpty ? arbitrary : nil,
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
@@ -71,6 +76,7 @@ extension IdentityManager {
 
     struct NewAccount: Sendable {
         var email: String
+        var loginName: String?
         var attributes: [String: String]
         var arbitraryAttributes: [String: String]?
         var serviceMappingId: String?
@@ -81,12 +87,16 @@ extension IdentityManager {
         try await database.transaction { store in try await store.isEmailTaken(email) }
     }
 
+    private func isLoginNameTaken(_ loginName: String) async throws -> Bool {
+        try await database.transaction { store in try await store.isLoginNameTaken(loginName) }
+    }
+
     /// Creates an account with its first activation and returns the activation data.
     func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> (PersonalizationPayload, String) {
         let activation = try makeActivation(pin: pin)
         let chosenAlias = alias ?? "Activation 1"
         let record = ManagerStore.NewAccount(
-            id: try SecureRandom.identifier(), email: account.email,
+            id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
             attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
             arbitraryAttributes: try account.arbitraryAttributes.map { String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self) },
             serviceMappingId: account.serviceMappingId, organization: account.organization, createdAt: Self.now()
@@ -99,9 +109,12 @@ extension IdentityManager {
         } catch let error as ManagerError {
             throw error
         } catch {
-            // The UNIQUE constraint on email lost a race against a concurrent registration.
+            // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
             if try await isEmailTaken(account.email) {
                 throw ManagerError(.unprocessableContent, .registrationRejected, "the email address is already registered", attributes: ["email": .notAvailable])
+            }
+            if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
+                throw ManagerError(.unprocessableContent, .registrationRejected, "the login name is already taken", attributes: [AttributeValidator.loginName: .notAvailable])
             }
             throw error
         }

@@ -92,7 +92,7 @@ public struct ManagerConfiguration: Sendable {
         return (try? ManagerURL("http://\(host):\(listenPort)")) ?? .localDefault
     }
 
-    static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth"]
+    static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName]
 
     public init(file: ConfigFile) throws {
         var known: Set<String> = [

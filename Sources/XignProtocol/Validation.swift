@@ -82,3 +82,33 @@ public enum TextAttributeValidator {
         return .valid
     }
 }
+
+/// A local login name as Debian's adduser accepts it by default: a lower-case letter or `_`, then lower-case
+/// letters, digits, `_`, `-` or `.`, at most 32 characters. Hosts map it to the account that may log in.
+public enum LoginNameValidator {
+    public static func validate(_ name: String) -> EmailValidationResult {
+        if name.isEmpty { return .empty }
+        let bytes = Array(name.utf8)
+        guard bytes.count <= 32, let first = bytes.first, first == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else {
+            return .invalid
+        }
+        let allowed = bytes.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+        }
+        return allowed ? .valid : .invalid
+    }
+}
+
+/// The check for an attribute's value by its name: email and loginName have their own rules, the rest are text.
+public enum AttributeValidator {
+    public static let loginName = "loginName"
+
+    public static func validate(name: String, value: String) -> EmailValidationResult {
+        switch name {
+        case "email": return EmailValidator.validate(value)
+        case loginName: return LoginNameValidator.validate(value)
+        default: return TextAttributeValidator.validate(value)
+        }
+    }
+}

@@ -119,16 +119,43 @@ struct Admin: AsyncParsableCommand {
     )
 
     struct Accounts: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List accounts.")
-        @OptionGroup var options: ConfigOptions
-        @Flag(help: "Print JSON.") var json = false
+        static let configuration = CommandConfiguration(
+            abstract: "List accounts, or give one the login name hosts ask for.",
+            subcommands: [List.self, SetLogin.self], defaultSubcommand: List.self
+        )
 
-        func run() async throws {
-            let accounts = try await options.withManager { try await $0.accounts() }
-            if json { return try printJSON(accounts) }
-            for account in accounts {
-                let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
-                print("\(account.email)\t\(kind)\t\(account.activations) activation(s)")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List accounts.")
+            @OptionGroup var options: ConfigOptions
+            @Flag(help: "Print JSON.") var json = false
+
+            func run() async throws {
+                let accounts = try await options.withManager { try await $0.accounts() }
+                if json { return try printJSON(accounts) }
+                for account in accounts {
+                    let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
+                    print("\(account.email)\t\(account.loginName ?? "-")\t\(kind)\t\(account.activations) activation(s)")
+                }
+            }
+        }
+
+        struct SetLogin: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-login",
+                abstract: "Give an account the local login name that hosts ask for (--clear removes it)."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Argument(help: "The login name, such as the user's name on the servers.") var loginName: String?
+            @Flag(help: "Remove the account's login name.") var clear = false
+
+            func validate() throws {
+                guard clear == (loginName == nil) else { throw ValidationError("give a login name, or --clear") }
+            }
+
+            func run() async throws {
+                try await options.withManager { try await $0.setLoginName(loginName, email: email) }
+                print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
             }
         }
     }

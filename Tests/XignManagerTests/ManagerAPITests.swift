@@ -100,6 +100,29 @@ struct API {
         #expect(huge.errorCode == "payloadTooLarge")
     }
 
+    @Test func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n"))
+        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#).status == 201)
+        let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
+        #expect(taken.error["attributes"] as? [String: String] == ["loginName": "notAvailable"])
+        let bad = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"Root; rm"}}"#)
+        #expect(bad.error["attributes"] as? [String: String] == ["loginName": "invalid"])
+        func accounts() throws -> [String: String] {
+            let list = try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            return Dictionary(uniqueKeysWithValues: list.map { ($0["email"] as? String ?? "", $0["loginName"] as? String ?? "-") })
+        }
+        #expect(try accounts() == ["a@example.org": "alice"])
+        _ = try api.register("b@example.org")
+        #expect(try api.manager.admin(["accounts", "set-login", "b@example.org", "bob"]).status == 0)
+        let duplicate = try api.manager.admin(["accounts", "set-login", "b@example.org", "alice"])
+        #expect(duplicate.status != 0 && duplicate.stderr.contains("another account has the login name alice"), "\(duplicate.stderr)")
+        #expect(try api.manager.admin(["accounts", "set-login", "b@example.org", "Bob!"]).stderr.contains("is not a login name"))
+        #expect(try api.manager.admin(["accounts", "set-login", "nobody@example.org", "carol"]).stderr.contains("no account"))
+        #expect(try accounts() == ["a@example.org": "alice", "b@example.org": "bob"])
+        #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "--clear"]).status == 0)
+        #expect(try accounts() == ["a@example.org": "-", "b@example.org": "bob"])
+    }
+
     @Test func blockedDomainsAreNotAvailable() throws {
         let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n"))
         let blocked = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@SPAM.example"}}"#)

@@ -1,11 +1,14 @@
 import Foundation
 import SQLKit
+import XignProtocol
 
 /// Accounts, their addresses and attributes.
 extension ManagerStore {
     struct NewAccount: Sendable {
         var id: String
         var email: String
+        /// The local login name hosts ask for (issue 12), unique among accounts.
+        var loginName: String?
         /// Canonical JSON.
         var attributes: String
         var arbitraryAttributes: String?
@@ -23,19 +26,29 @@ extension ManagerStore {
 
     func insertAccount(_ account: NewAccount) async throws {
         try await sql.raw("""
-            INSERT INTO accounts (id, email, attributes, arbitrary_attributes, service_mapping_id, organization, is_temporary, created_at)
-            VALUES (\(bind: account.id), \(bind: account.email), \(bind: account.attributes), \(bind: account.arbitraryAttributes),
+            INSERT INTO accounts (id, email, login_name, attributes, arbitrary_attributes, service_mapping_id, organization, is_temporary, created_at)
+            VALUES (\(bind: account.id), \(bind: account.email), \(bind: account.loginName), \(bind: account.attributes), \(bind: account.arbitraryAttributes),
                     \(bind: account.serviceMappingId), \(bind: account.organization), \(bind: account.organization == nil ? 0 : 1), \(bind: account.createdAt))
             """).run()
     }
 
-    /// The attribute values of the account that holds `activationId`, its email included; empty when there is none.
+    func isLoginNameTaken(_ loginName: String) async throws -> Bool {
+        try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first() != nil
+    }
+
+    /// Sets (or with nil clears) the login name of the account with `email`; false when there is no such account.
+    func setLoginName(_ loginName: String?, email: String) async throws -> Bool {
+        try await sql.raw("UPDATE accounts SET login_name = \(bind: loginName) WHERE email = \(bind: email) RETURNING id").first() != nil
+    }
+
+    /// The attribute values of the account that holds `activationId`, its email and login name included; empty when there is none.
     func accountAttributes(activationId: String) async throws -> [String: String] {
         guard let row = try await sql.raw("""
-            SELECT c.email, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
+            SELECT c.email, c.login_name, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
             """).first() else { return [:] }
         var values = (try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
         values["email"] = try row.decode(column: "email", as: String.self)
+        values[AttributeValidator.loginName] = try row.decode(column: "login_name", as: String?.self)
         return values
     }
 
@@ -76,12 +89,13 @@ extension ManagerStore {
 
     func accountSummaries() async throws -> [IdentityManager.AccountSummary] {
         try await sql.raw("""
-            SELECT c.email, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
+            SELECT c.email, c.login_name, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
             FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
-            GROUP BY c.id, c.email, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
+            GROUP BY c.id, c.email, c.login_name, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
             """).all().map { row in
             IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),
+                loginName: try row.decode(column: "login_name", as: String?.self),
                 organization: try row.decode(column: "organization", as: String?.self),
                 isTemporary: try row.decode(column: "is_temporary", as: Int.self) != 0,
                 activations: try row.decode(column: "n", as: Int.self),
