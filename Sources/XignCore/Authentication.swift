@@ -187,7 +187,18 @@ public struct ServiceLoginResult: Sendable, Equatable {
     let idmIdentifier: String
 }
 
+/// A login confirmation approved on this device: the host that asked lets the user in.
+public struct UserLoginResult: Sendable, Equatable {
+    /// The host's name.
+    public let relyingPartyName: String
+    public let roleName: String
+    public let loginName: String
+    public let idmIdentifier: String
+}
+
 public enum AuthenticationResult {
+    /// A login confirmation started by a host's QR code, link or listing ends here.
+    case userLogin(UserLoginResult)
     /// The end of an InApp authentication; continue with `fetchAuthorizationCode`.
     case serviceLogin(ServiceLoginResult)
     /// The merge of an organization invite is done: its address now belongs to this enrolment's account,
@@ -243,6 +254,15 @@ public struct Authenticator {
         try start(data, mergeSessionId: nil)
     }
 
+    /// Approves a login confirmation a host asked for: `code` is what the host shows (number matching).
+    public func startAuthenticationSynchronous(confirmation: ConfirmationInitializationData) throws -> AuthenticateRequest {
+        let entity = try entity(confirmation.idmIdentifier)
+        let data = AuthenticationInitializationData(
+            idmIdentifier: entity.idmIdentifier, service: APIPath.confirmService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
+        )
+        return try start(data, mergeSessionId: nil, confirmation: confirmation)
+    }
+
     /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
     public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
         let entity = try entity(merge.existingIdmIdentifier)
@@ -252,14 +272,15 @@ public struct Authenticator {
         return try start(data, mergeSessionId: merge.sessionId)
     }
 
-    private func start(_ data: AuthenticationInitializationData, mergeSessionId: String?) throws -> AuthenticateRequest {
+    private func start(_ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil) throws -> AuthenticateRequest {
         let entity = try entity(data.idmIdentifier)
         if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let request = AuthenticationStartRequest(
-            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce, mergeSessionId: mergeSessionId
+            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce, mergeSessionId: mergeSessionId,
+            confirmationId: confirmation?.confirmationId, confirmationCode: confirmation?.code
         )
         let compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
         let start = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
@@ -312,8 +333,16 @@ public struct Authenticator {
         let compact = try client.postDeviceSigned(APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         switch result.outcome {
+        case .userLogin:
+            guard session.data.service == APIPath.confirmService, let login = result.userLogin, login.role == userInfo.role.name else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's userLogin answer is inconsistent")
+            }
+            try store.recordLockout(activationId: session.entity.activationId, nil)
+            return .userLogin(UserLoginResult(
+                relyingPartyName: login.relyingPartyName, roleName: login.role, loginName: login.loginName, idmIdentifier: session.entity.idmIdentifier
+            ))
         case .serviceLogin:
-            guard session.data.service != APIPath.mergeService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
+            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
                   let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt) else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
             }

@@ -29,6 +29,15 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     case pinPolicyViolation
     case securityInsufficient
     case deviceNotEnrolled
+    // Login confirmation
+    /// No account at the manager has the login name a host asked for.
+    case unknownLoginName
+    /// Too many logins wait for approval, or one was denied a moment ago.
+    case tooManyRequests
+    /// The code typed is not the one the host shows.
+    case wrongConfirmationCode
+    /// This machine has not joined the manager as a host.
+    case hostNotJoined
     // This machine
     case stateUnavailable
     case deviceKeyFailure

@@ -28,12 +28,22 @@ struct ManagerClient {
 
     /// POSTs `body` signed by `key` over the canonical encoding with `challenge` (invariant 4); returns the signed answer.
     func postDeviceSigned(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> String {
+        try postSigned(path, body: body, headers: [try Self.signatureHeader(path, body: body, challenge: challenge, key: key)])
+    }
+
+    /// The signature header of a POST signed by a device or host key (invariant 4).
+    static func signatureHeader(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> (String, String) {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
-        let signature: Data
-        do { signature = try key.signature(for: message) } catch {
-            throw DeviceKeys.error(error, doing: "the device key cannot sign")
+        do { return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message))) } catch {
+            throw DeviceKeys.error(error, doing: "the key cannot sign")
         }
-        return try postSigned(path, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+    }
+
+    /// A single-use challenge for a request signed by a device or a host.
+    func challenge(_ path: String, _ body: some Encodable) throws -> String {
+        let challenge: ChallengeMessage = try post(path, body)
+        guard (1...128).contains(challenge.challenge.utf8.count) else { throw XignSdkError(.invalidManagerResponse, "the manager's challenge is not usable") }
+        return challenge.challenge
     }
 
     /// Sends the request and turns non-2xx answers into SDK errors.
@@ -81,6 +91,9 @@ struct ManagerClient {
         case .deviceNotFound: return XignSdkError(.deviceNotEnrolled, message)
         case .internalError: return XignSdkError(.managerInternalError, message)
         case .busy: return XignSdkError(.timeout, message)
+        case .unknownLogin: return XignSdkError(.unknownLoginName, message)
+        case .tooManyRequests: return XignSdkError(.tooManyRequests, message)
+        case .wrongCode: return XignSdkError(.wrongConfirmationCode, message)
         default: return XignSdkError(.managerRejectedRequest, message)
         }
     }

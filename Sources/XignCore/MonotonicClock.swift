@@ -6,9 +6,9 @@ import Glibc
 /// counted on it, so a host clock that is wrong or jumps neither refuses nor prolongs them.
 public enum MonotonicClock {
     public struct Instant: Sendable, Equatable, Comparable {
-        let milliseconds: Int64
+        public let milliseconds: Int64
 
-        func advanced(by milliseconds: Int64) -> Instant { Instant(milliseconds: self.milliseconds + milliseconds) }
+        public func advanced(by milliseconds: Int64) -> Instant { Instant(milliseconds: self.milliseconds + milliseconds) }
 
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.milliseconds < rhs.milliseconds }
     }

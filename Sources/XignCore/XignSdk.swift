@@ -108,11 +108,10 @@ public struct XignSdk {
             throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")
         }
         let client = ManagerClient(url: entity.managerURL, http: http)
-        let challenge: ChallengeMessage = try client.post(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
-        guard challenge.challenge.utf8.count <= 128 else { throw XignSdkError(.invalidManagerResponse, "the manager's challenge is too long") }
+        let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let nonce = try ManagerClient.nonce()
-        let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge.challenge, nonce: nonce))
-        let compact = try client.postDeviceSigned(APIPath.deviceRevocations, body: body, challenge: challenge.challenge, key: key)
+        let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce))
+        let compact = try client.postDeviceSigned(APIPath.deviceRevocations, body: body, challenge: challenge, key: key)
         let result = try ManagerClient.verify(compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
     }

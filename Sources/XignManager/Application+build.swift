@@ -17,6 +17,7 @@ public func buildApplication(
     DeviceController(manager: manager).addRoutes(to: router)
     AuthenticationController(manager: manager).addRoutes(to: router)
     HostController(manager: manager).addRoutes(to: router)
+    ConfirmationController(manager: manager).addRoutes(to: router)
     let host = manager.configuration.listenHost
     return Application(
         router: router,

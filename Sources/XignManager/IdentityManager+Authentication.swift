@@ -21,8 +21,15 @@ extension IdentityManager {
         roles: [RoleMessage(name: "merge", requestedAuthenticators: [[.device, .pin]])], attributes: [], tokenLifetimeMilliseconds: 60_000
     )
 
+    /// Approving a login confirmation, built in: the device that holds the account confirms with device and PIN.
+    static let confirmService = ManagerConfiguration.Service(
+        id: APIPath.confirmService, relyingPartyName: "Login confirmation",
+        roles: [RoleMessage(name: "confirm", requestedAuthenticators: [[.device, .pin]])], attributes: [], tokenLifetimeMilliseconds: 60_000
+    )
+
     func service(_ id: String) throws -> ManagerConfiguration.Service {
         if id == APIPath.mergeService { return Self.mergeService }
+        if id == APIPath.confirmService { return Self.confirmService }
         guard let service = configuration.services.first(where: { $0.id == id }) else {
             throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
         }
@@ -37,7 +44,15 @@ extension IdentityManager {
         guard (request.service == APIPath.mergeService) == (request.mergeSessionId != nil), (request.mergeSessionId?.utf8.count ?? 0) <= 64 else {
             throw ManagerError.badRequest("the merge process needs service \(APIPath.mergeService) together with mergeSessionId")
         }
+        guard (request.service == APIPath.confirmService) == (request.confirmationId != nil), (request.confirmationId?.utf8.count ?? 0) <= 64,
+              (request.confirmationCode?.utf8.count ?? 0) <= 16 else {
+            throw ManagerError.badRequest("approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
+        }
         let service = try service(request.service)
+        // Number matching first: a wrong code counts against the confirmation, whatever else is wrong.
+        let confirmation = try await request.confirmationId.asyncMap {
+            try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
+        }
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
         let start = try await database.transaction { store -> AuthenticationStartMessage in
@@ -58,7 +73,7 @@ extension IdentityManager {
             let values = try await store.accountAttributes(activationId: activation.id)
             let message = AuthenticationStartMessage(
                 nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
-                expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: service.relyingPartyName,
+                expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
                 roles: service.roles.map { role in
                     // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
                     let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: Self.enrolledFactors) }
@@ -74,7 +89,8 @@ extension IdentityManager {
             )
             try await store.insertAuthentication(ManagerStore.NewAuthentication(
                 id: message.authenticationId, deviceId: device.id, activationId: activation.id, service: service.id, host: request.host,
-                localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt, mergeSessionId: request.mergeSessionId
+                localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt, mergeSessionId: request.mergeSessionId,
+                confirmationId: confirmation?.id
             ))
             return message
         }
@@ -94,7 +110,7 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, mergeSession: String?) in
+        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, mergeSession: String?, confirmation: String?) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -106,7 +122,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (device.id, device.activationId, pending.service, pending.mergeSessionId)
+            return (device.id, device.activationId, pending.service, pending.mergeSessionId, pending.confirmationId)
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -150,6 +166,11 @@ extension IdentityManager {
             result.mergedEmail = try await merge(session: mergeSession, into: authentication.activation)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
+        if let confirmationId = authentication.confirmation {
+            result.outcome = .userLogin
+            result.userLogin = try await approve(confirmationId, by: authentication.device, role: role.name)
+            return try sign(result, type: SignedAnswerType.authenticationResult)
+        }
         let code = try SecureRandom.token()
         let codeIssuedAt = Self.now()
         let codeExpiresAt = codeIssuedAt + 60_000
@@ -162,6 +183,20 @@ extension IdentityManager {
         )
         logger.info("authenticated", metadata: ["device": "\(authentication.device)", "service": "\(service.id)", "role": "\(role.name)"])
         return try sign(result, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
+    private func approve(_ confirmationId: String, by deviceId: String, role: String) async throws -> UserLoginMessage {
+        let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
+            guard let confirmation = try await store.confirmation(confirmationId),
+                  try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now()) else {
+                throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
+            }
+            return confirmation
+        }
+        signals.signal("confirmation:\(confirmationId)")
+        logger.info("confirmation approved", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)"])
+        return UserLoginMessage(relyingPartyName: confirmation.hostName, role: role, loginName: confirmation.loginName)
     }
 
     /// The invite's address joins the confirming device's account; the temporary account and its activation go.

@@ -17,7 +17,7 @@ extension IdentityManager {
     }
 
     /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device's activation id.
-    private func verifyDeviceSignature(deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore) async throws -> String {
+    func verifyDeviceSignature(deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore) async throws -> String {
         let raw = try Self.signature(from: signature)
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")

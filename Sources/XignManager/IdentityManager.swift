@@ -17,6 +17,8 @@ public final class IdentityManager: Sendable {
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
     /// Queues this process's PIN checks per activation (IdentityManager+PINCheck).
     let pinChecks = KeyedAsyncLock()
+    /// Wakes long polls of confirmations (IdentityManager+Confirmations).
+    let signals = Signals()
     /// Wakes the mail relay when mail was queued (IdentityManager+Mail).
     let mailQueued: AsyncStream<Void>.Continuation
     let mailQueue: AsyncStream<Void>

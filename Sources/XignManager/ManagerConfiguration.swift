@@ -42,6 +42,20 @@ public struct ManagerConfiguration: Sendable {
         }
     }
 
+    /// Login confirmations that hosts ask for (`[confirmation]`).
+    public struct Confirmation: Sendable {
+        /// How long a user has to approve; below sshd's LoginGraceTime of 120 s.
+        public var lifetimeMilliseconds: Int64 = 90_000
+        /// Pending confirmations per account; more are refused (push bombing).
+        public var maxPending = 3
+        /// After a denial, no new confirmation for the account for this long.
+        public var denialCooldownMilliseconds: Int64 = 30_000
+        /// Wrong codes typed before the confirmation is denied.
+        public var maxCodeFailures = 3
+
+        public init() {}
+    }
+
     public var listenHost = "127.0.0.1"
     public var listenPort = 8440
     /// The address clients reach; goes into the activation data. Defaults to http://listenHost:listenPort.
@@ -72,6 +86,7 @@ public struct ManagerConfiguration: Sendable {
     /// Email domains that may not register (answered as notAvailable).
     public var blockedDomains: [String] = []
     public var lockout = Lockout()
+    public var confirmation = Confirmation()
     public var sessionLifetimeMilliseconds: Int64 = 300_000
     /// The default: machine logins, where sudo can be made to demand more than login.
     public var services = [
@@ -106,6 +121,7 @@ public struct ManagerConfiguration: Sendable {
             "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key",
+            "confirmation.lifetime", "confirmation.max_pending", "confirmation.denial_cooldown", "confirmation.max_code_failures",
         ]
         func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
@@ -173,6 +189,10 @@ public struct ManagerConfiguration: Sendable {
         lockout.maxAttempts = try file.integer("lockout.max_attempts", in: 1...100) ?? lockout.maxAttempts
         guard lockout.freeAttempts < lockout.maxAttempts else { throw fail("lockout.free_attempts", "must be below lockout.max_attempts") }
         sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
+        confirmation.lifetimeMilliseconds = try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
+        confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending
+        confirmation.denialCooldownMilliseconds = try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
+        confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
         known.insert("services.names")
         if let ids = file.list("services.names") {

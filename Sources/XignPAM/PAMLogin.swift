@@ -23,6 +23,7 @@ struct PAMLogin {
         var service: String?
         var ruser: String?
         var rhost: String?
+        var tty: String? = nil
     }
 
     let caller: Caller
@@ -41,7 +42,7 @@ struct PAMLogin {
         return code
     }
 
-    private func debug(_ message: String) {
+    func debug(_ message: String) {
         if options.debug { log(LOG_DEBUG, message) }
     }
 
@@ -57,22 +58,26 @@ struct PAMLogin {
             configuration.http.connectTimeoutMilliseconds = min(configuration.http.connectTimeoutMilliseconds, seconds * 1000)
         }
         let sdk: XignSdk
-        let enrolment: IdentityManagerEntity
+        let enrolment: IdentityManagerEntity?
         do {
             sdk = try XignSdk(configuration: configuration, localUser: caller.user)
-            guard let found = try sdk.store.list().first(where: { $0.localUser == caller.user }) else {
-                debug("no enrolment for \(caller.user) in \(configuration.stateDirectory)")
-                return options.ignoreUnknownUser ? (PAM_IGNORE, "unknown-user-ignored") : (PAM_USER_UNKNOWN, "unknown-user")
-            }
-            enrolment = found
+            enrolment = try sdk.store.list().first(where: { $0.localUser == caller.user })
         } catch {
             log(LOG_ERR, "cannot use the xign state: \(error)")
             return (PAM_SERVICE_ERR, "state-error")
         }
-        let role = options.role ?? configuration.role(forPAMService: caller.service)
-        debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
+        let confirming = options.mode == .confirm || (options.mode == .auto && enrolment == nil)
+        if !confirming && enrolment == nil {
+            debug("no enrolment for \(caller.user) in \(configuration.stateDirectory)")
+            return unknownUser()
+        }
         do {
-            return try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+            if let enrolment, !confirming {
+                let role = options.role ?? configuration.role(forPAMService: caller.service)
+                debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
+                return try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+            }
+            return try confirm(sdk: sdk)
         } catch is ConversationFailed {
             return (PAM_CONV_ERR, "conversation-error")
         } catch let lockout as XignSdkLockoutError {
@@ -98,6 +103,15 @@ struct PAMLogin {
             case .deviceNotEnrolled:
                 tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
                 return (PAM_AUTH_ERR, "not-enrolled")
+            case .unknownLoginName:
+                debug("the manager knows no account with the login name \(caller.user)")
+                return unknownUser()
+            case .tooManyRequests:
+                tell("XignIn: \(error.message)", isError: true)
+                return (PAM_AUTH_ERR, "too-many-requests")
+            case .hostNotJoined:
+                log(LOG_ERR, "mode=confirm needs this machine to be a host: \(error.message)")
+                return (PAM_SERVICE_ERR, "not-a-host")
             default:
                 log(LOG_ERR, "login refused: \(error.message)")
                 return (PAM_AUTH_ERR, "refused")
@@ -150,8 +164,8 @@ struct PAMLogin {
             if lock.isPermanent { return lockedOut(permanent: true, until: lock.lockedUntil) }
             tell("Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
             return (PAM_AUTH_ERR, "wrong-pin")
-        case .apiAccessMergeComplete:
-            log(LOG_ERR, "the manager answered a login with a merge result")
+        case .apiAccessMergeComplete, .userLogin:
+            log(LOG_ERR, "the manager answered a login with the result of another process")
             return (PAM_AUTH_ERR, "refused")
         case .serviceLogin(let login):
             let token = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
@@ -164,6 +178,10 @@ struct PAMLogin {
         }
     }
 
+    func unknownUser() -> (Int32, String) {
+        options.ignoreUnknownUser ? (PAM_IGNORE, "unknown-user-ignored") : (PAM_USER_UNKNOWN, "unknown-user")
+    }
+
     private func lockedOut(permanent: Bool, until: Date) -> (Int32, String) {
         if permanent {
             tell("XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.", isError: true)
@@ -174,13 +192,13 @@ struct PAMLogin {
         return (PAM_MAXTRIES, "locked")
     }
 
-    private func ask(_ text: String, echo: Bool) throws -> String {
+    func ask(_ text: String, echo: Bool) throws -> String {
         do { return try conversation.ask(text, echo: echo) } catch { throw ConversationFailed() }
     }
 
     /// Text the user must see now. OpenSSH shows PAM_TEXT_INFO only after the next prompt (bug 2876),
     /// so under sshd it goes into a prompt.
-    private func tell(_ text: String, isError: Bool) {
+    func tell(_ text: String, isError: Bool) {
         if caller.service == "sshd" {
             _ = try? conversation.ask(text + " Press Enter.", echo: true)
         } else {
@@ -239,6 +257,7 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         log(LOG_ERR, "configuration error: \(error)")
         return PAM_SERVICE_ERR
     }
-    let caller = PAMLogin.Caller(user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost))
+    let caller = PAMLogin.Caller(user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
+                                 tty: string(context.tty))
     return PAMLogin(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
 }

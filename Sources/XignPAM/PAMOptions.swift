@@ -11,6 +11,26 @@ struct PAMOptions: Equatable {
         case safe
     }
 
+    enum Mode: String, Equatable {
+        /// This machine holds the user's enrolment: device key and PIN.
+        case local
+        /// The user approves on an enrolled device; this machine is a host (`xign-setup host join`).
+        case confirm
+        /// local where this machine holds an enrolment of the user, else confirm.
+        case auto
+    }
+
+    enum QRPolicy: String, Equatable {
+        /// Only where it fits an 80×24 terminal with the text around it.
+        case auto
+        case always
+        case never
+    }
+
+    var mode = Mode.local
+    var qr = QRPolicy.auto
+    /// The longest a confirmation waits, below sshd's LoginGraceTime (120 s).
+    var totalTimeoutSeconds = 100
     var configPath = ClientConfiguration.defaultPath
     var role: String?
     var timeoutSeconds: Int?
@@ -49,6 +69,17 @@ struct PAMOptions: Equatable {
                 failMode = parsed
             case ("ignore_unknown_user", nil):
                 ignoreUnknownUser = true
+            case ("mode", let value?):
+                guard let parsed = Mode(rawValue: value) else { throw Invalid(description: "mode=\(value.prefix(20)) must be local, confirm or auto") }
+                mode = parsed
+            case ("qr", let value?):
+                guard let parsed = QRPolicy(rawValue: value) else { throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always or never") }
+                qr = parsed
+            case ("timeout_total", let seconds?):
+                guard let number = Int(seconds), (10...600).contains(number) else {
+                    throw Invalid(description: "timeout_total=\(seconds.prefix(20)) must be 10 to 600 seconds")
+                }
+                totalTimeoutSeconds = number
             default:
                 throw Invalid(description: "unknown or malformed module argument '\(argument.prefix(64))' (see pam_xign(8))")
             }

@@ -71,14 +71,20 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var nonce: String
     /// For the merge process: the personalization session of the invite (service `merge`).
     public var mergeSessionId: String?
+    /// For approving a login confirmation (service `confirm`): which one, and the code the host showed.
+    public var confirmationId: String?
+    public var confirmationCode: String?
 
-    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil) {
+    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
+                confirmationId: String? = nil, confirmationCode: String? = nil) {
         self.deviceId = deviceId
         self.service = service
         self.host = host
         self.localUser = localUser
         self.nonce = nonce
         self.mergeSessionId = mergeSessionId
+        self.confirmationId = confirmationId
+        self.confirmationCode = confirmationCode
     }
 }
 
@@ -135,6 +141,22 @@ public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
     case serviceLogin, lockout
     /// The merge process: the invited address now belongs to the device's account.
     case mergeComplete
+    /// A login confirmation was approved: the host that asked may let the user in.
+    case userLogin
+}
+
+/// What a device that approved a login confirmation learns.
+public struct UserLoginMessage: Codable, Equatable, Sendable {
+    /// The host's name.
+    public var relyingPartyName: String
+    public var role: String
+    public var loginName: String
+
+    public init(relyingPartyName: String, role: String, loginName: String) {
+        self.relyingPartyName = relyingPartyName
+        self.role = role
+        self.loginName = loginName
+    }
 }
 
 public struct ServiceLoginMessage: Codable, Equatable, Sendable {
@@ -167,6 +189,8 @@ public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
     public var nextChallenge: String?
     /// mergeComplete: the address that joined the account.
     public var mergedEmail: String?
+    /// userLogin: the confirmation that was approved.
+    public var userLogin: UserLoginMessage?
 
     public init(nonce: String, outcome: AuthenticationOutcome) {
         self.nonce = nonce

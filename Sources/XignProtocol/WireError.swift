@@ -17,6 +17,12 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case securityInsufficient
     case deviceNotFound
     case internalError
+    /// No account has the login name a host asked for.
+    case unknownLogin
+    /// Too many confirmations are pending for the account, or one was denied a moment ago.
+    case tooManyRequests
+    /// The code typed for a login confirmation is not the one the host showed.
+    case wrongCode
     /// The request conflicts with what the manager holds, such as a host name that has joined already.
     case conflict
     /// The manager cannot answer now (another check of the same activation holds it); try again shortly.

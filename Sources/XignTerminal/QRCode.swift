@@ -22,7 +22,10 @@ public struct QRCode: Equatable, Sendable {
         guard bytes.count <= Self.maximumPayloadBytes else {
             throw EncodingError(description: "the payload is \(bytes.count) bytes; a QR code here holds at most \(Self.maximumPayloadBytes)")
         }
-        guard let code = QRcode_encodeData(Int32(bytes.count), bytes, 0, QR_ECLEVEL_M) else {
+        // Text without NUL goes through libqrencode's mode optimizer, so upper-case payloads use alphanumeric mode.
+        let encoded = bytes.contains(0) ? QRcode_encodeData(Int32(bytes.count), bytes, 0, QR_ECLEVEL_M)
+                                        : QRcode_encodeString(payload, 0, QR_ECLEVEL_M, QR_MODE_8, 1)
+        guard let code = encoded else {
             throw EncodingError(description: "libqrencode could not encode the payload (it may contain bytes QR mode 8-bit cannot hold)")
         }
         defer { QRcode_free(code) }

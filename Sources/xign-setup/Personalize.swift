@@ -149,7 +149,7 @@ struct Personalize: ParsableCommand {
             ])
         case .lockout(let lock, _):
             throw reportLockout(lock, output: output)
-        case .serviceLogin:
+        case .serviceLogin, .userLogin:
             throw XignSdkError(.invalidManagerResponse, "the manager answered the merge with a login")
         }
     }

@@ -17,7 +17,7 @@ struct SetupCommand: ParsableCommand {
             5 registration rejected, 64 bad usage.
             """,
         version: XignCoreVersion.string,
-        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self, Doctor.self, Host.self]
+        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self, Doctor.self, Host.self, Approve.self]
     )
 }
 

@@ -89,10 +89,20 @@ final class PAMFixture: @unchecked Sendable {
     /// host (`harness`, the libpam harness unless given) inside another command, with `environment` if given.
     func login(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
                harness: String? = nil, environment: [String: String]? = nil) throws -> Login {
+        try finish(try startLogin(user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment))
+    }
+
+    /// Starts a login without waiting for it; its conversation can be read while the module waits.
+    func startLogin(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
+                    harness: String? = nil, environment: [String: String]? = nil) throws -> ChildProcess {
         let host = try harness ?? Self.harness.get()
         let command = wrapper + [host, confdir, service, user]
-        let result = try ChildProcess(command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(),
-                                      environment: environment, in: directory).wait(timeout: 60)
+        return try ChildProcess(command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
+    }
+
+    /// Waits for a started login and reads what it printed.
+    func finish(_ child: ChildProcess, timeout: Double = 60) throws -> Login {
+        let result = try child.wait(timeout: timeout)
         guard result.status == 0 else { throw TestFailure("harness failed (\(result.status)): \(result.stderr)") }
         let lines = result.stdout.split(separator: "\n").map(String.init)
         func number(_ key: String) -> Int {

@@ -75,6 +75,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CONFDIR SERVICE USER [RUNS]\n", argv[0]);
         return 2;
     }
+    /* Line by line, so a test can read the conversation while the module still waits. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int runs = argc > 4 ? atoi(argv[4]) : 1;
     quiet = runs > 1;
     struct pam_conv conversation = { converse, NULL };

@@ -57,6 +57,7 @@ extension ManagerStore {
         var challenge: String
         var expiresAt: Int64
         var mergeSessionId: String?
+        var confirmationId: String?
     }
 
     /// An authentication waiting for its finish.
@@ -65,6 +66,7 @@ extension ManagerStore {
         var service: String
         var challenge: String
         var mergeSessionId: String?
+        var confirmationId: String?
     }
 
     /// What a redeemed authorization code stood for.
@@ -80,21 +82,22 @@ extension ManagerStore {
 
     func insertAuthentication(_ authentication: NewAuthentication) async throws {
         try await sql.raw("""
-            INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id)
+            INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id, confirmation_id)
             VALUES (\(bind: authentication.id), \(bind: authentication.deviceId), \(bind: authentication.activationId), \(bind: authentication.service),
                     \(bind: authentication.host), \(bind: authentication.localUser), \(bind: authentication.challenge), \(bind: authentication.expiresAt),
-                    \(bind: authentication.mergeSessionId))
+                    \(bind: authentication.mergeSessionId), \(bind: authentication.confirmationId))
             """).run()
     }
 
     func pendingAuthentication(_ id: String, now: Int64) async throws -> PendingAuthentication? {
         guard let row = try await sql.raw("""
-            SELECT device_id, service, challenge, merge_session_id FROM authentications
+            SELECT device_id, service, challenge, merge_session_id, confirmation_id FROM authentications
             WHERE id = \(bind: id) AND challenge IS NOT NULL AND expires_at > \(bind: now)
             """).first() else { return nil }
         return PendingAuthentication(
             deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
-            challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self)
+            challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
+            confirmationId: try row.decode(column: "confirmation_id", as: String?.self)
         )
     }
 

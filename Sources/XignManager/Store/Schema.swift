@@ -7,7 +7,7 @@ enum Schema {
     static let migrations = [initial, authentications, merges, pinChecks, hosts]
     static var version: Int { migrations.count }
 
-    /// Servers that confirm logins (hosts), their one-time join tokens and challenges, and the login name of an account.
+    /// Servers that ask for login confirmations (hosts), their join tokens and challenges, the confirmations, and login names.
     static let hosts = [
         """
         CREATE TABLE hosts (
@@ -34,6 +34,30 @@ enum Schema {
         """,
         "ALTER TABLE accounts ADD COLUMN login_name TEXT",
         "CREATE UNIQUE INDEX accounts_login_name ON accounts (login_name)",
+        // After a denial no new confirmation is started for the account until then (push bombing).
+        "ALTER TABLE accounts ADD COLUMN confirmations_blocked_until BIGINT NOT NULL DEFAULT 0",
+        """
+        CREATE TABLE confirmations (
+            id TEXT PRIMARY KEY,
+            host_id TEXT NOT NULL REFERENCES hosts(id) ON DELETE CASCADE,
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+            login_name TEXT NOT NULL,
+            service TEXT NOT NULL,
+            remote_host TEXT,
+            tty TEXT,
+            command TEXT,
+            nonce TEXT NOT NULL,
+            wait_token_hash TEXT NOT NULL,
+            code TEXT NOT NULL,
+            code_failures BIGINT NOT NULL,
+            state TEXT NOT NULL,
+            approved_by TEXT,
+            created_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX confirmations_account ON confirmations (account_id, state)",
+        "ALTER TABLE authentications ADD COLUMN confirmation_id TEXT",
     ]
 
     /// PIN checks of one activation run one at a time; the claim is a row value, so it holds across instances.

@@ -1,0 +1,231 @@
+import Foundation
+import XignCrypto
+import XignProtocol
+
+/// Login confirmation: a host asks, the user's enrolled device approves (IdentityManager+Authentication, service
+/// `confirm`) or denies, and the host receives a signed decision bound to itself, the login name, the service and
+/// its nonce.
+extension IdentityManager {
+    /// The longest a long poll is held; below common proxy idle timeouts.
+    static let longestWaitMilliseconds = 25_000
+    /// How often a waiter reads the row again, for decisions made by another manager instance.
+    static let confirmationRecheck: Duration = .milliseconds(250)
+
+    public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
+        guard request.hostId.utf8.count <= 64 else { throw ManagerError.badRequest("hostId is too long") }
+        let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
+        try await database.transaction { store in
+            guard try await store.host(id: request.hostId) != nil else { throw Self.unknownHost }
+            try await store.insertHostChallenge(challenge, hostId: request.hostId, now: Self.now())
+        }
+        return challenge
+    }
+
+    static let unknownHost = ManagerError(.notFound, .notFound, "this host is not known to the manager (or was removed); join again with xign-setup host join")
+
+    /// Starts a confirmation for the account whose login name the host gives.
+    public func startConfirmation(body: Data, signature: String?) async throws -> String {
+        let request: ConfirmationRequest
+        do { request = try JSONDecoder().decode(ConfirmationRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the confirmation request is not valid JSON of the expected shape")
+        }
+        guard request.hostId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count),
+              LoginNameValidator.validate(request.loginName) == .valid, (1...64).contains(request.service.utf8.count),
+              TextAttributeValidator.validate(request.service) == .valid,
+              [request.remoteHost, request.tty, request.command].allSatisfy({ $0.map { TextAttributeValidator.validate($0) == .valid } ?? true }) else {
+            throw ManagerError.badRequest("a field of the confirmation request is empty, too long or holds control characters")
+        }
+        let raw = try Self.signature(from: signature)
+        let settings = configuration.confirmation
+        let waitToken = try SecureRandom.token(byteCount: 16)
+        let now = Self.now()
+        let confirmation = ManagerStore.NewConfirmation(
+            id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, accountId: "", loginName: request.loginName,
+            service: request.service, remoteHost: request.remoteHost, tty: request.tty, command: request.command, nonce: request.nonce,
+            waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
+        )
+        let accountId = try await database.transaction { store -> String in
+            guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.confirmations, body: body, challenge: request.challenge)
+            guard host.publicKey.isValidSignature(raw, for: message) else {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the host signature does not verify")
+            }
+            guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
+                throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
+            }
+            guard let account = try await store.account(loginName: request.loginName) else {
+                throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
+            }
+            if account.blockedUntil > now {
+                throw ManagerError(.tooManyRequests, .tooManyRequests, "a login to \(request.loginName) was denied a moment ago; try again in \((account.blockedUntil - now + 999) / 1000) s")
+            }
+            guard try await store.pendingConfirmationCount(accountId: account.id, now: now) < settings.maxPending else {
+                throw ManagerError(.tooManyRequests, .tooManyRequests, "\(settings.maxPending) logins to \(request.loginName) are waiting for approval already; approve or deny those first")
+            }
+            var record = confirmation
+            record.accountId = account.id
+            try await store.insertConfirmation(record)
+            return account.id
+        }
+        signals.signal("account:\(accountId)")
+        logger.info("confirmation started", metadata: [
+            "confirmation": "\(confirmation.id)", "host": "\(request.hostId)", "loginName": "\(request.loginName)", "service": "\(request.service)",
+        ])
+        let start = ConfirmationStartMessage(
+            nonce: request.nonce, confirmationId: confirmation.id, code: confirmation.code, payload: ConfirmationPayload.prefix + confirmation.id,
+            appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now, expiresAt: confirmation.expiresAt
+        )
+        return try sign(start, type: SignedAnswerType.confirmationStart)
+    }
+
+    /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.
+    public func withdrawConfirmation(_ request: ConfirmationWithdrawalRequest) async throws -> ConfirmationStateMessage {
+        guard request.confirmationId.utf8.count <= 64, request.waitToken.utf8.count <= 64 else {
+            throw ManagerError.badRequest("a field of the withdrawal is too long")
+        }
+        let presented = Data(Self.hashed(request.waitToken).utf8)
+        let state = try await database.transaction { store -> ConfirmationState in
+            guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented) else {
+                throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
+            }
+            let withdrawn = try await store.decideConfirmation(record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
+            return withdrawn ? .withdrawn : record.state(at: Self.now())
+        }
+        signals.signal("confirmation:\(request.confirmationId)")
+        return ConfirmationStateMessage(confirmationId: request.confirmationId, state: state)
+    }
+
+    /// Answers the host with the decision once there is one, or with `pending` when the wait runs out.
+    public func waitForConfirmation(_ request: ConfirmationWaitRequest) async throws -> String {
+        guard request.confirmationId.utf8.count <= 64, request.waitToken.utf8.count <= 64 else {
+            throw ManagerError.badRequest("a field of the wait request is too long")
+        }
+        let deadline = Self.now() + Int64(min(max(request.waitMilliseconds, 0), Self.longestWaitMilliseconds))
+        let presented = Data(Self.hashed(request.waitToken).utf8)
+        while true {
+            guard let record = try await database.transaction({ store in try await store.confirmation(request.confirmationId) }),
+                  constantTimeEquals(Data(record.waitTokenHash.utf8), presented) else {
+                throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
+            }
+            let now = Self.now()
+            let state = record.state(at: now)
+            if state != .pending || now >= deadline {
+                let result = ConfirmationResultMessage(
+                    nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
+                    state: state, approvedBy: state == .approved ? record.approvedBy : nil
+                )
+                return try sign(result, type: SignedAnswerType.confirmationResult)
+            }
+            await signals.pause("confirmation:\(record.id)", upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
+        }
+    }
+
+    /// The confirmations waiting for the signing device's account; holds the answer while there are none.
+    public func pendingConfirmations(body: Data, signature: String?) async throws -> String {
+        let request: PendingConfirmationsRequest
+        do { request = try JSONDecoder().decode(PendingConfirmationsRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the request is not valid JSON of the expected shape")
+        }
+        guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count) else {
+            throw ManagerError.badRequest("a field of the request is empty or too long")
+        }
+        let accountId = try await database.transaction { store -> String in
+            _ = try await self.verifyDeviceSignature(
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature, in: store
+            )
+            guard let accountId = try await store.accountId(ofDevice: request.deviceId) else { throw ManagerError.internalFailure("device without account") }
+            return accountId
+        }
+        let deadline = Self.now() + Int64(min(max(request.waitMilliseconds, 0), Self.longestWaitMilliseconds))
+        while true {
+            let now = Self.now()
+            let pending = try await database.transaction { store in try await store.pendingConfirmations(accountId: accountId, now: now) }
+            if !pending.isEmpty || now >= deadline {
+                let list = ConfirmationListMessage(nonce: request.nonce, confirmations: pending.map {
+                    PendingConfirmationMessage(
+                        confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
+                        tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
+                    )
+                })
+                return try sign(list, type: SignedAnswerType.confirmationList)
+            }
+            await signals.pause("account:\(accountId)", upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
+        }
+    }
+
+    /// The user refuses a confirmation from an enrolled device; the account gets a cool-down.
+    public func denyConfirmation(body: Data, signature: String?) async throws -> ConfirmationStateMessage {
+        let request: ConfirmationDenialRequest
+        do { request = try JSONDecoder().decode(ConfirmationDenialRequest.self, from: body) } catch {
+            throw ManagerError.badRequest("the denial is not valid JSON of the expected shape")
+        }
+        guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, request.confirmationId.utf8.count <= 64 else {
+            throw ManagerError.badRequest("a field of the denial is too long")
+        }
+        let cooldown = configuration.confirmation.denialCooldownMilliseconds
+        try await database.transaction { store in
+            _ = try await self.verifyDeviceSignature(
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature, in: store
+            )
+            let now = Self.now()
+            guard let confirmation = try await store.confirmation(request.confirmationId),
+                  confirmation.accountId == (try await store.accountId(ofDevice: request.deviceId)),
+                  try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: now) else {
+                throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+            }
+            try await store.blockConfirmations(accountId: confirmation.accountId, until: now + cooldown)
+        }
+        signals.signal("confirmation:\(request.confirmationId)")
+        logger.notice("confirmation denied", metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
+        return ConfirmationStateMessage(confirmationId: request.confirmationId, state: .denied)
+    }
+
+    /// Checks the code typed on the approving device against the one the host showed, before anything else of
+    /// an approval. Wrong codes are counted in their own transaction; too many deny the confirmation.
+    func checkConfirmationCode(_ code: String?, confirmationId: String, deviceId: String) async throws -> ManagerStore.ConfirmationRecord {
+        let settings = configuration.confirmation
+        let presented = Data((code ?? "").utf8)
+        enum Verdict: Sendable { case right(ManagerStore.ConfirmationRecord), wrong(left: Int) }
+        let verdict = try await database.transaction { store -> Verdict in
+            guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending,
+                  confirmation.accountId == (try await store.accountId(ofDevice: deviceId)) else {
+                throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+            }
+            if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
+            let failures = try await store.recordWrongConfirmationCode(confirmation.id)
+            if failures >= settings.maxCodeFailures {
+                _ = try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
+            }
+            return .wrong(left: max(0, settings.maxCodeFailures - failures))
+        }
+        switch verdict {
+        case .right(let confirmation):
+            return confirmation
+        case .wrong(let left):
+            if left == 0 { signals.signal("confirmation:\(confirmationId)") }
+            logger.notice("wrong confirmation code", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
+            throw ManagerError(.unprocessableContent, .wrongCode, left > 0
+                ? "that is not the code the server shows; \(left) attempt(s) left"
+                : "that is not the code the server shows; the login was refused. Start it again on the server")
+        }
+    }
+
+    private static func hashed(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
+
+    /// Six digits, uniformly drawn.
+    private static func confirmationCode() throws -> String {
+        var value: UInt32
+        repeat {
+            value = try SecureRandom.bytes(4).withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+        } while value >= 4_293_000_000  // a multiple of 10^6, so every code is equally likely
+        let digits = String(value % 1_000_000)
+        return String(repeating: "0", count: 6 - digits.count) + digits
+    }
+}
+
+extension Optional {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
+    }
+}

@@ -1,0 +1,141 @@
+import SQLKit
+import XignProtocol
+
+/// Login confirmations: what a host asked, for which account, and what became of it.
+extension ManagerStore {
+    struct NewConfirmation: Sendable {
+        var id: String
+        var hostId: String
+        var accountId: String
+        var loginName: String
+        var service: String
+        var remoteHost: String?
+        var tty: String?
+        var command: String?
+        var nonce: String
+        var waitTokenHash: String
+        var code: String
+        var createdAt: Int64
+        var expiresAt: Int64
+    }
+
+    struct ConfirmationRecord: Sendable {
+        var id: String
+        var hostId: String
+        var hostName: String
+        var accountId: String
+        var loginName: String
+        var service: String
+        var remoteHost: String?
+        var tty: String?
+        var command: String?
+        var nonce: String
+        var waitTokenHash: String
+        var code: String
+        var codeFailures: Int
+        var state: ConfirmationState
+        var approvedBy: String?
+        var createdAt: Int64
+        var expiresAt: Int64
+
+        /// The state as of `now`: a pending confirmation past its expiry has expired.
+        func state(at now: Int64) -> ConfirmationState { state == .pending && expiresAt <= now ? .expired : state }
+    }
+
+    /// The account a host's login name belongs to, and until when it may not start confirmations.
+    func account(loginName: String) async throws -> (id: String, blockedUntil: Int64)? {
+        guard let row = try await sql.raw("SELECT id, confirmations_blocked_until FROM accounts WHERE login_name = \(bind: loginName)").first() else {
+            return nil
+        }
+        return (try row.decode(column: "id", as: String.self), try row.decode(column: "confirmations_blocked_until", as: Int64.self))
+    }
+
+    func pendingConfirmationCount(accountId: String, now: Int64) async throws -> Int {
+        try await sql.raw("""
+            SELECT COUNT(*) AS n FROM confirmations WHERE account_id = \(bind: accountId) AND state = 'pending' AND expires_at > \(bind: now)
+            """).first()?.decode(column: "n", as: Int.self) ?? 0
+    }
+
+    func insertConfirmation(_ confirmation: NewConfirmation) async throws {
+        try await sql.raw("""
+            INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, tty, command, nonce, wait_token_hash, code,
+                                       code_failures, state, created_at, expires_at)
+            VALUES (\(bind: confirmation.id), \(bind: confirmation.hostId), \(bind: confirmation.accountId), \(bind: confirmation.loginName),
+                    \(bind: confirmation.service), \(bind: confirmation.remoteHost), \(bind: confirmation.tty), \(bind: confirmation.command),
+                    \(bind: confirmation.nonce), \(bind: confirmation.waitTokenHash), \(bind: confirmation.code), 0, 'pending',
+                    \(bind: confirmation.createdAt), \(bind: confirmation.expiresAt))
+            """).run()
+    }
+
+    func confirmation(_ id: String) async throws -> ConfirmationRecord? {
+        try await sql.raw("""
+            SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id WHERE c.id = \(bind: id)
+            """).first().map(Self.confirmationRecord)
+    }
+
+    /// The confirmations waiting for `accountId`, oldest first.
+    func pendingConfirmations(accountId: String, now: Int64) async throws -> [ConfirmationRecord] {
+        try await sql.raw("""
+            SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id
+            WHERE c.account_id = \(bind: accountId) AND c.state = 'pending' AND c.expires_at > \(bind: now) ORDER BY c.created_at
+            """).all().map(Self.confirmationRecord)
+    }
+
+    /// Counts a wrong code; returns the failures so far.
+    func recordWrongConfirmationCode(_ id: String) async throws -> Int {
+        try await sql.raw("""
+            UPDATE confirmations SET code_failures = code_failures + 1 WHERE id = \(bind: id) RETURNING code_failures
+            """).first()?.decode(column: "code_failures", as: Int.self) ?? 0
+    }
+
+    /// Decides a pending confirmation; false when it was decided (or ran out) before.
+    func decideConfirmation(_ id: String, state: ConfirmationState, approvedBy: String?, now: Int64) async throws -> Bool {
+        try await sql.raw("""
+            UPDATE confirmations SET state = \(bind: state.rawValue), approved_by = \(bind: approvedBy)
+            WHERE id = \(bind: id) AND state = 'pending' AND expires_at > \(bind: now) RETURNING id
+            """).first() != nil
+    }
+
+    func blockConfirmations(accountId: String, until: Int64) async throws {
+        try await sql.raw("UPDATE accounts SET confirmations_blocked_until = \(bind: until) WHERE id = \(bind: accountId)").run()
+    }
+
+    /// The account an activation belongs to, for matching an approving device to a confirmation.
+    func accountId(ofDevice deviceId: String) async throws -> String? {
+        try await sql.raw("""
+            SELECT a.account_id FROM devices d JOIN activations a ON a.id = d.activation_id WHERE d.id = \(bind: deviceId) AND d.revoked = 0
+            """).first()?.decode(column: "account_id", as: String.self)
+    }
+
+    // MARK: Host challenges
+
+    /// Stores a challenge for `hostId`, dropping the ones that ran out.
+    func insertHostChallenge(_ challenge: ChallengeMessage, hostId: String, now: Int64) async throws {
+        try await sql.raw("DELETE FROM host_challenges WHERE expires_at < \(bind: now)").run()
+        try await sql.raw("""
+            INSERT INTO host_challenges (challenge, host_id, expires_at) VALUES (\(bind: challenge.challenge), \(bind: hostId), \(bind: challenge.expiresAt))
+            """).run()
+    }
+
+    /// Uses up a host's challenge; false when it is unknown, expired or used.
+    func consumeHostChallenge(_ challenge: String, hostId: String, now: Int64) async throws -> Bool {
+        try await sql.raw("""
+            DELETE FROM host_challenges WHERE challenge = \(bind: challenge) AND host_id = \(bind: hostId) AND expires_at > \(bind: now) RETURNING host_id
+            """).first() != nil
+    }
+
+    private static func confirmationRecord(_ row: any SQLRow) throws -> ConfirmationRecord {
+        ConfirmationRecord(
+            id: try row.decode(column: "id", as: String.self), hostId: try row.decode(column: "host_id", as: String.self),
+            hostName: try row.decode(column: "host_name", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
+            loginName: try row.decode(column: "login_name", as: String.self), service: try row.decode(column: "service", as: String.self),
+            remoteHost: try row.decode(column: "remote_host", as: String?.self), tty: try row.decode(column: "tty", as: String?.self),
+            command: try row.decode(column: "command", as: String?.self), nonce: try row.decode(column: "nonce", as: String.self),
+            waitTokenHash: try row.decode(column: "wait_token_hash", as: String.self), code: try row.decode(column: "code", as: String.self),
+            codeFailures: try row.decode(column: "code_failures", as: Int.self),
+            state: ConfirmationState(rawValue: try row.decode(column: "state", as: String.self)) ?? .denied,
+            approvedBy: try row.decode(column: "approved_by", as: String?.self),
+            createdAt: try row.decode(column: "created_at", as: Int64.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
+        )
+    }
+}

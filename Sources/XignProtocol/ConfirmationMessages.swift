@@ -1,0 +1,262 @@
+import FoundationEssentials
+import XignCrypto
+
+// Login confirmation: a host asks the manager to have a user confirm a login on an enrolled device, which approves
+// with the seeds' authentication (device + PIN, ending in userLogin). docs/protocol.md, "Login confirmation".
+
+extension APIPath {
+    /// A single-use challenge for a host-signed request.
+    public static let hostChallenges = "/v1/hosts/challenges"
+    /// A host starts a confirmation (host-signed).
+    public static let confirmations = "/v1/confirmations"
+    /// A host waits for the decision (long poll, with the wait token from the start).
+    public static let confirmationWait = "/v1/confirmations/wait"
+    /// A host withdraws its confirmation (the client went away); with the wait token.
+    public static let confirmationWithdrawal = "/v1/confirmations/withdraw"
+    /// An enrolled device lists the confirmations waiting for its account (device-signed, long poll).
+    public static let confirmationsPending = "/v1/confirmations/pending"
+    /// An enrolled device refuses a confirmation (device-signed).
+    public static let confirmationDenial = "/v1/confirmations/deny"
+    /// The built-in service a device approves confirmations with.
+    public static let confirmService = "confirm"
+}
+
+extension SignedAnswerType {
+    public static let confirmationStart = "xign-confirmation+jwt"
+    public static let confirmationResult = "xign-confirmation-result+jwt"
+    public static let confirmationList = "xign-confirmation-list+jwt"
+}
+
+public struct HostChallengeRequest: Codable, Equatable, Sendable {
+    public var hostId: String
+    public init(hostId: String) { self.hostId = hostId }
+}
+
+/// Host-signed over `challenge` (from /v1/hosts/challenges).
+public struct ConfirmationRequest: Codable, Equatable, Sendable {
+    public var hostId: String
+    public var challenge: String
+    /// The local login name being logged in to; the manager maps it to the account.
+    public var loginName: String
+    /// The PAM service (sshd, sudo, …).
+    public var service: String
+    public var remoteHost: String?
+    public var tty: String?
+    /// For sudo: the command, when the host knows it without reading the caller's environment.
+    public var command: String?
+    public var nonce: String
+
+    public init(hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?, command: String?, nonce: String) {
+        self.hostId = hostId
+        self.challenge = challenge
+        self.loginName = loginName
+        self.service = service
+        self.remoteHost = remoteHost
+        self.tty = tty
+        self.command = command
+        self.nonce = nonce
+    }
+}
+
+/// The signed start of a confirmation, for the host to show and then wait with.
+public struct ConfirmationStartMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var confirmationId: String
+    /// What the user types on the approving device (number matching).
+    public var code: String
+    /// `XIGN://C/<confirmationId>`: upper case, so a QR code takes it in alphanumeric mode.
+    public var payload: String
+    /// The same as an https App-Link, for devices that open links.
+    public var appLink: String
+    /// Presented with /v1/confirmations/wait; only the host that started the confirmation has it.
+    public var waitToken: String
+    public var issuedAt: Int64
+    public var expiresAt: Int64
+
+    public init(nonce: String, confirmationId: String, code: String, payload: String, appLink: String, waitToken: String, issuedAt: Int64, expiresAt: Int64) {
+        self.nonce = nonce
+        self.confirmationId = confirmationId
+        self.code = code
+        self.payload = payload
+        self.appLink = appLink
+        self.waitToken = waitToken
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}
+
+public struct ConfirmationWaitRequest: Codable, Equatable, Sendable {
+    public var confirmationId: String
+    public var waitToken: String
+    /// How long the manager may hold the answer while nothing is decided (at most 25 s).
+    public var waitMilliseconds: Int
+
+    public init(confirmationId: String, waitToken: String, waitMilliseconds: Int) {
+        self.confirmationId = confirmationId
+        self.waitToken = waitToken
+        self.waitMilliseconds = waitMilliseconds
+    }
+}
+
+public enum ConfirmationState: String, Codable, Sendable, CaseIterable {
+    case pending, approved, denied, expired
+    /// The host gave up (its client went away) before a decision.
+    case withdrawn
+}
+
+/// A host's withdrawal of the confirmation it started.
+public struct ConfirmationWithdrawalRequest: Codable, Equatable, Sendable {
+    public var confirmationId: String
+    public var waitToken: String
+
+    public init(confirmationId: String, waitToken: String) {
+        self.confirmationId = confirmationId
+        self.waitToken = waitToken
+    }
+}
+
+/// The signed decision, bound to the host, the login name, the service and the host's start nonce.
+public struct ConfirmationResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var confirmationId: String
+    public var hostId: String
+    public var loginName: String
+    public var service: String
+    public var state: ConfirmationState
+    /// approved: the device that approved it.
+    public var approvedBy: String?
+
+    public init(nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?) {
+        self.nonce = nonce
+        self.confirmationId = confirmationId
+        self.hostId = hostId
+        self.loginName = loginName
+        self.service = service
+        self.state = state
+        self.approvedBy = approvedBy
+    }
+}
+
+/// Device-signed over a challenge from /v1/challenges.
+public struct PendingConfirmationsRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var nonce: String
+    /// How long the manager may hold the answer while none is pending (0 to 25 000 ms).
+    public var waitMilliseconds: Int
+
+    public init(deviceId: String, challenge: String, nonce: String, waitMilliseconds: Int) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.nonce = nonce
+        self.waitMilliseconds = waitMilliseconds
+    }
+}
+
+/// What an approving device shows; the code is deliberately not in it.
+public struct PendingConfirmationMessage: Codable, Equatable, Sendable {
+    public var confirmationId: String
+    public var host: String
+    public var service: String
+    public var loginName: String
+    public var remoteHost: String?
+    public var tty: String?
+    public var command: String?
+    public var createdAt: Int64
+    public var expiresAt: Int64
+
+    public init(confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, command: String?,
+                createdAt: Int64, expiresAt: Int64) {
+        self.confirmationId = confirmationId
+        self.host = host
+        self.service = service
+        self.loginName = loginName
+        self.remoteHost = remoteHost
+        self.tty = tty
+        self.command = command
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+public struct ConfirmationListMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var confirmations: [PendingConfirmationMessage]
+
+    public init(nonce: String, confirmations: [PendingConfirmationMessage]) {
+        self.nonce = nonce
+        self.confirmations = confirmations
+    }
+}
+
+/// Device-signed over a challenge from /v1/challenges.
+public struct ConfirmationDenialRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var confirmationId: String
+
+    public init(deviceId: String, challenge: String, confirmationId: String) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.confirmationId = confirmationId
+    }
+}
+
+/// The confirmation payload: `XIGN://C/<id>`, the id 26 characters of base32 (130 bits, upper case).
+public enum ConfirmationPayload {
+    public static let prefix = "XIGN://C/"
+
+    /// The confirmation id in a payload or App-Link (`…/c#<id>`), or nil.
+    public static func confirmationId(in text: String) -> String? {
+        let trimmed = text.trimmingWhitespace
+        let id: Substring
+        if trimmed.uppercased().hasPrefix(prefix) {
+            id = trimmed.dropFirst(prefix.count)
+        } else if let hash = trimmed.lastIndex(of: "#"), trimmed.hasPrefix("https://") {
+            id = trimmed[trimmed.index(after: hash)...]
+        } else {
+            return nil
+        }
+        let upper = id.uppercased()
+        guard upper.utf8.count == 26, upper.utf8.allSatisfy({ Base32.alphabet.utf8.contains($0) }) else { return nil }
+        return upper
+    }
+}
+
+/// The answer to a denial.
+public struct ConfirmationStateMessage: Codable, Equatable, Sendable {
+    public var confirmationId: String
+    public var state: ConfirmationState
+
+    public init(confirmationId: String, state: ConfirmationState) {
+        self.confirmationId = confirmationId
+        self.state = state
+    }
+}
+
+/// RFC 4648 base32 without padding, upper case.
+public enum Base32 {
+    public static let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+    public static func encode(_ data: Data) -> String {
+        let symbols = Array(alphabet.utf8)
+        var output: [UInt8] = []
+        var buffer = 0, bits = 0
+        for byte in data {
+            buffer = (buffer << 8) | Int(byte)
+            bits += 8
+            while bits >= 5 {
+                output.append(symbols[(buffer >> (bits - 5)) & 31])
+                bits -= 5
+            }
+        }
+        if bits > 0 { output.append(symbols[(buffer << (5 - bits)) & 31]) }
+        return String(decoding: output, as: UTF8.self)
+    }
+}
+
+extension String {
+    var trimmingWhitespace: String {
+        String(drop(while: { $0.isWhitespace }).reversed().drop(while: { $0.isWhitespace }).reversed())
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import Testing
+import XignCore
+import XignProtocol
+import XignTestSupport
+
+/// `mode=confirm`: a server that holds no key of the user's (a host) asks the user to approve on an enrolled
+/// machine; the approval runs the real `xign-setup approve` from the enrolled machine's own state directory.
+final class ConfirmationFixture: @unchecked Sendable {
+    /// The user's enrolled machine (alice's enrolment lives in `laptop.state`), and the manager.
+    let laptop: PAMFixture
+    /// The server, joined as a host, with the pam.d services.
+    let server = TemporaryDirectory()
+    let serverConfig: String
+
+    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30") throws {
+        laptop = try PAMFixture(managerConfig: managerConfig)
+        let result = try laptop.manager.admin(["accounts", "set-login", "alice@example.org", "alice"])
+        guard result.status == 0 else { throw TestFailure("set-login: \(result.stderr)") }
+        serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
+        let added = try laptop.manager.admin(["hosts", "add", "web1.example.org"])
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = server.file("state")
+        _ = try XignSdk(configuration: configuration, localUser: "root")
+            .joinHost(managerURL: laptop.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try service("login", arguments: moduleArguments)
+        try service("sshd", arguments: moduleArguments)
+    }
+
+    func service(_ name: String, arguments: String, then: String = "") throws {
+        _ = try laptop.directory.write("pam.d/\(name)", "auth required \(try PAMFixture.module) config=\(serverConfig) \(arguments)\n\(then)\n", mode: 0o644)
+    }
+
+    /// The code the module showed, once it has shown it.
+    func code(of login: ChildProcess, timeout: Double = 20) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: login.stdoutPath, encoding: .utf8)) ?? ""
+            if let range = text.range(of: #"type the code (\d{6})"#, options: .regularExpression) {
+                return String(text[range].suffix(6))
+            }
+            if login.poll() != nil { throw TestFailure("the login ended before showing a code: \(text)") }
+            usleep(20_000)
+        }
+        throw TestFailure("no code shown within \(timeout) s")
+    }
+
+    /// `xign-setup approve` on the laptop, with the code and the PIN as lines.
+    func approve(code: String, pin: String = "24680", extra: [String] = []) throws -> ChildProcess.Result {
+        try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", laptop.state, "--user", "alice", "--pin-stdin", "--wait"] + extra,
+                         stdin: "\(code)\n\(pin)\n", in: laptop.directory).wait()
+    }
+}
+
+@Suite struct PAMConfirmationTests {
+    @Test func anApprovalOnTheEnrolledMachineLetsTheUserIn() throws {
+        let fixture = try ConfirmationFixture()
+        let login = try fixture.laptop.startLogin(answers: [])
+        let code = try fixture.code(of: login)
+        let approval = try fixture.approve(code: code)
+        #expect(approval.status == 0, "\(approval.stderr)")
+        #expect(approval.stdout.contains("alice may log in to web1.example.org"), "\(approval.stdout)")
+        let result = try fixture.laptop.finish(login)
+        #expect(result.code == PAMCode.success, "\(result.output)")
+        #expect(result.threadsBefore == result.threadsAfter, "waiting left no thread behind")
+        // The QR code in the conversation decodes to the payload the manager made.
+        let shown = result.output.components(separatedBy: "[TEXT_INFO] ").last ?? ""
+        let qrText = shown.components(separatedBy: "XignIn: approve").first ?? ""
+        let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
+        #expect(decoded.hasPrefix(ConfirmationPayload.prefix) && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
+        let rows = qrText.split(separator: "\n", omittingEmptySubsequences: false).count
+        #expect(rows + 3 <= 24, "the QR code and its text fit an 80×24 terminal (\(rows) rows)")
+    }
+
+    @Test func underSSHDTheTextIsAPromptAndEnterChecksTheDecision() throws {
+        let fixture = try ConfirmationFixture()
+        // Enter before any approval: the module says so and asks again (here the client then hangs up).
+        let early = try fixture.laptop.login(service: "sshd", answers: [""])
+        #expect(early.code == PAMCode.conversationError)
+        #expect(early.output.contains("Press Enter once approved: \n[PROMPT_ECHO_ON] XignIn: not approved yet"), "\(early.output)")
+        // Approved, then Enter: in.
+        let login = try fixture.laptop.startLogin(service: "sshd", answers: ["", ""])
+        #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
+        let result = try fixture.laptop.finish(login)
+        #expect(result.code == PAMCode.success, "\(result.output)")
+        #expect(result.conversation.hasPrefix("[PROMPT_ECHO_ON] "), "under sshd the text is a prompt")
+    }
+
+    @Test func aDenialEndsTheLoginAndCoolsTheAccountDown() throws {
+        let fixture = try ConfirmationFixture()
+        let login = try fixture.laptop.startLogin(answers: [])
+        _ = try fixture.code(of: login)
+        let denial = try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+                                      in: fixture.laptop.directory).wait()
+        #expect(denial.status == 0, "\(denial.stderr)")
+        let result = try fixture.laptop.finish(login)
+        #expect(result.code == PAMCode.authError)
+        #expect(result.conversation.hasSuffix("[ERROR_MSG] XignIn: the login was denied on your device."), "\(result.conversation)")
+        let again = try fixture.laptop.login(answers: [])
+        #expect(again.code == PAMCode.authError)
+        #expect(again.conversation.contains("was denied a moment ago"), "\(again.conversation)")
+    }
+
+    @Test func aWrongCodeIsRefusedAndTheRightOneStillWorks() throws {
+        let fixture = try ConfirmationFixture()
+        let login = try fixture.laptop.startLogin(answers: [])
+        let code = try fixture.code(of: login)
+        let wrongCode = code == "000000" ? "111111" : "000000"
+        let wrong = try fixture.approve(code: wrongCode)
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("not the code the server shows; 2 attempt(s) left"), "\(wrong.stderr)")
+        #expect(try fixture.approve(code: code).status == 0)
+        #expect(try fixture.laptop.finish(login).code == PAMCode.success)
+    }
+
+    @Test func aWrongPINCountsTowardTheLockoutAndApprovesNothing() throws {
+        let fixture = try ConfirmationFixture()
+        let login = try fixture.laptop.startLogin(answers: [])
+        let code = try fixture.code(of: login)
+        let wrong = try fixture.approve(code: code, pin: "13570")
+        #expect(wrong.status == 2, "\(wrong.stderr)")
+        #expect(try fixture.laptop.activation("alice@example.org")["failedAttempts"] as? Int == 1)
+        kill(login.pid, SIGTERM)
+        _ = try? login.wait(timeout: 10)
+    }
+
+    @Test func anUnapprovedLoginExpiresWithOneClearLine() throws {
+        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
+        let started = Date()
+        let result = try fixture.laptop.login(answers: [])
+        #expect(result.code == PAMCode.authError)
+        #expect(result.conversation.hasSuffix("[ERROR_MSG] XignIn: the approval did not arrive in time; log in again."), "\(result.conversation)")
+        #expect(Date().timeIntervalSince(started) < 15)
+    }
+
+    @Test func unknownLoginNamesAndAStoppedManagerEndTheWayTheArgumentsSay() throws {
+        let fixture = try ConfirmationFixture()
+        #expect(try fixture.laptop.login("bob", answers: []).code == PAMCode.userUnknown)
+        try fixture.service("login", arguments: "mode=confirm ignore_unknown_user", then: "auth required pam_permit.so")
+        #expect(try fixture.laptop.login("bob", answers: []).code == PAMCode.success, "ignored: the rest of the stack decides")
+        fixture.laptop.manager.stop()
+        try fixture.service("login", arguments: "mode=confirm timeout=2")
+        #expect(try fixture.laptop.login(answers: []).code == PAMCode.authInfoUnavailable)
+    }
+
+    @Test func pendingLoginsPerAccountAreLimited() throws {
+        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nmax_pending = 2\n")
+        let first = try fixture.laptop.startLogin(answers: []), second = try fixture.laptop.startLogin(answers: [])
+        _ = try fixture.code(of: first)
+        _ = try fixture.code(of: second)
+        let third = try fixture.laptop.login(answers: [])
+        #expect(third.code == PAMCode.authError)
+        #expect(third.conversation.contains("2 logins to alice are waiting for approval already"), "\(third.conversation)")
+        for login in [first, second] { kill(login.pid, SIGTERM); _ = try? login.wait(timeout: 10) }
+    }
+}
