@@ -174,36 +174,3 @@ final class LoginResults: @unchecked Sendable {
         lock.withLock { results.map { $0 ?? .failure(TestFailure("no result")) } }
     }
 }
-
-extension Thread {
-    /// Runs `body` on a new thread; the answer is read with `value(timeout:)`.
-    static func detachedResult<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> PendingResult<T> {
-        let pending = PendingResult<T>()
-        Thread.detachNewThread { pending.finish(Result(catching: body)) }
-        return pending
-    }
-}
-
-final class PendingResult<T: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var result: Result<T, any Error>?
-
-    var isFinished: Bool { condition.withLock { result != nil } }
-
-    func finish(_ value: Result<T, any Error>) {
-        condition.withLock {
-            result = value
-            condition.broadcast()
-        }
-    }
-
-    func value(timeout: TimeInterval) throws -> T {
-        let deadline = Date().addingTimeInterval(timeout)
-        return try condition.withLock {
-            while result == nil {
-                guard condition.wait(until: deadline) else { throw TestFailure("no result within \(timeout) s") }
-            }
-            return try result!.get()
-        }
-    }
-}
