@@ -307,4 +307,42 @@ struct API {
         let replayed = try api.call("POST", APIPath.hosts, body: body, headers: [try signature(hostKey)])
         #expect(replayed.status == 409 && replayed.errorCode == "sessionInvalid")
     }
+
+    @Test func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays() throws {
+        let api = API(manager: try ManagerProcess())
+        _ = try api.register("alice@example.org")
+        #expect(try api.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0)
+        let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", "web1"]).stdout.split(separator: " ").last ?? ""))
+        let hostKey = try P256PrivateKey()
+        func signed(_ path: String, _ body: Data, challenge: String) throws -> [(String, String)] {
+            let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+            return [(SignedRequest.signatureHeader, Base64URL.encode(try hostKey.signature(for: message)))]
+        }
+        let join = try JSONEncoder.canonical.encode(HostJoinRequest(
+            joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
+        let hostId = try api.call("POST", APIPath.hosts, body: join, headers: try signed(APIPath.hosts, join, challenge: token.secret))
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""
+        func start(_ loginName: String) throws -> API.Answer {
+            let challenge = try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId))
+            #expect(challenge.status == 201)
+            let body = try JSONEncoder.canonical.encode(ConfirmationRequest(
+                hostId: hostId, challenge: challenge.json["challenge"] as? String ?? "", loginName: loginName, service: "sshd",
+                remoteHost: "192.0.2.7", tty: "ssh", command: nil, nonce: "n-\(loginName)"))
+            return try api.call("POST", APIPath.confirmations, body: body, headers: try signed(APIPath.confirmations, body, challenge: challenge.json["challenge"] as? String ?? ""))
+        }
+        #expect(try start("bob").errorCode == "unknownLogin")
+        let started = try start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let id = started["confirmationId"] as? String ?? "", waitToken = started["waitToken"] as? String ?? ""
+        #expect(started["payload"] as? String == ConfirmationPayload.prefix + id)
+        func state() throws -> [String: Any] {
+            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: waitToken, waitMilliseconds: 0))
+                .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
+        }
+        let pending = try state()
+        #expect(pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice" && pending["loginName"] as? String == "alice")
+        #expect(try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: "wrong", waitMilliseconds: 0)).status == 404,
+                "only the host that started it can wait for it")
+        #expect(try api.post(APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)).json["state"] as? String == "withdrawn")
+        #expect(try state()["state"] as? String == "withdrawn")
+    }
 }
