@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+import XignProtocol
+import XignTestSupport
+
+/// The real OpenSSH server on loopback, its PAM service in a private directory (pam_wrapper), and the real
+/// `ssh` client in a pseudo-terminal, as a user types.
+final class SSHServer: @unchecked Sendable {
+    let directory = TemporaryDirectory()
+    let port: Int
+    private let process: ChildProcess
+
+    /// A local account to log in as; created once per machine, without a password.
+    static let user: Result<String, any Error> = Result {
+        let name = "xigntest"
+        if getpwnam(name) == nil {
+            let result = try ChildProcess("/usr/sbin/useradd", ["--create-home", "--shell", "/bin/sh", name], in: TemporaryDirectory()).wait()
+            guard result.status == 0 || getpwnam(name) != nil else { throw TestFailure("useradd: \(result.stderr)") }
+        }
+        return name
+    }
+
+    init(pamServices: String) throws {
+        let keygen = try ChildProcess("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory).wait()
+        guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
+        port = try LoopbackSocket.unusedPort()
+        let config = try directory.write("sshd_config", """
+            Port \(port)
+            ListenAddress 127.0.0.1
+            HostKey \(directory.file("host_key"))
+            PidFile \(directory.file("sshd.pid"))
+            UsePAM yes
+            KbdInteractiveAuthentication yes
+            PasswordAuthentication no
+            PubkeyAuthentication no
+            AuthenticationMethods keyboard-interactive
+            PermitRootLogin no
+            StrictModes no
+            LoginGraceTime 60
+            LogLevel VERBOSE
+
+            """)
+        try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = "libpam_wrapper.so"
+        environment["PAM_WRAPPER"] = "1"
+        environment["PAM_WRAPPER_SERVICE_DIR"] = pamServices
+        process = try ChildProcess("/usr/sbin/sshd", ["-D", "-e", "-f", config], environment: environment, in: directory)
+        let deadline = Date().addingTimeInterval(10)
+        while !((try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?.contains(String(format: ":%04X 00000000:0000 0A", port)) ?? false) {
+            guard Date() < deadline, process.poll() == nil else { throw TestFailure("sshd did not start: \(log)") }
+            usleep(20_000)
+        }
+    }
+
+    var log: String { (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "" }
+
+    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, keyboard-interactive only, with no known-hosts file.
+    func ssh(_ user: String, _ command: String) throws -> PseudoTerminal {
+        try PseudoTerminal("/usr/bin/ssh", [
+            "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "-o", "PreferredAuthentications=keyboard-interactive", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
+        ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+    }
+
+    deinit { process.stop() }
+}
+
+@Suite struct SSHLoginTests {
+    func setUp(moduleArguments: String = "mode=confirm timeout=30") throws -> (ConfirmationFixture, SSHServer, String) {
+        let user = try SSHServer.user.get()
+        let fixture = try ConfirmationFixture(moduleArguments: moduleArguments)
+        #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
+        try fixture.service("sshd", arguments: moduleArguments, then: "account required pam_permit.so\nsession required pam_permit.so")
+        return (fixture, try SSHServer(pamServices: fixture.laptop.confdir), user)
+    }
+
+    @Test func aUserApprovesOnTheEnrolledMachineAndIsLoggedInOverSSH() throws {
+        let (fixture, server, user) = try setUp()
+        let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
+        let shown = try ssh.expect("Press Enter once approved:")
+        guard let range = shown.range(of: #"type the code (\d{6})"#, options: .regularExpression) else { throw TestFailure("no code in: \(shown)") }
+        let code = String(shown[range].suffix(6))
+        // What the terminal shows holds a QR code that decodes to the confirmation payload.
+        // ssh puts "(user@host) " before the prompt, on the QR code's first line, which is quiet zone only.
+        var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard lines.count > 2 else { throw TestFailure("no QR code in: \(shown)") }
+        lines[0] = String(repeating: " ", count: lines[1].count)
+        let qrText = lines.joined(separator: "\n")
+        let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
+        #expect(decoded.hasPrefix(ConfirmationPayload.prefix), "\(decoded)")
+        let approval = try fixture.approve(code: code)
+        #expect(approval.status == 0, "\(approval.stderr)")
+        ssh.send("\r")
+        try ssh.expect("logged-in-as-\(user)")
+        #expect(try ssh.wait() == 0)
+    }
+
+    @Test func aDenialEndsTheLoginWithOneLineAndNoShell() throws {
+        let (fixture, server, user) = try setUp()
+        let ssh = try server.ssh(user, "echo should-not-run")
+        try ssh.expect("Press Enter once approved:")
+        let denial = try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+                                      in: fixture.laptop.directory).wait()
+        #expect(denial.status == 0, "\(denial.stderr)")
+        ssh.send("\r")
+        try ssh.expect("the login was denied on your device")
+        ssh.send("\r")
+        #expect(try ssh.wait() != 0)
+        #expect(!ssh.output.contains("should-not-run"))
+    }
+
+    @Test func anExpiredAnUnknownAndAnUnreachableLoginEachEndAsDocumented() throws {
+        let user = try SSHServer.user.get()
+        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
+        try fixture.service("sshd", arguments: "mode=confirm timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        let server = try SSHServer(pamServices: fixture.laptop.confdir)
+        // No account has this login name yet: no prompt, no approval asked for.
+        let unknown = try server.ssh(user, "true")
+        try unknown.expect("Permission denied")
+        #expect(!unknown.output.contains("Press Enter"))
+        #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
+        // Nobody approves: Enter after the confirmation ran out gives one clear line.
+        let late = try server.ssh(user, "true")
+        try late.expect("Press Enter once approved:")
+        Thread.sleep(forTimeInterval: 5.5)
+        late.send("\r")
+        try late.expect("the approval did not arrive in time; log in again")
+        late.send("\r")
+        try late.expect("Permission denied")
+        // The manager is down: the user is told at once.
+        fixture.laptop.manager.stop()
+        let down = try server.ssh(user, "true")
+        try down.expect("the identity manager cannot be reached")
+        down.send("\r")
+        try down.expect("Permission denied")
+    }
+}

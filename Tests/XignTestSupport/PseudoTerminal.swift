@@ -1,0 +1,109 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A program run in a pseudo-terminal of its own, as a user's terminal runs it: for clients that insist on a
+/// terminal (ssh, sudo). Everything it writes is collected; `expect` waits for text, `send` types.
+public final class PseudoTerminal: @unchecked Sendable {
+    public let pid: pid_t
+    private let master: Int32
+    private let lock = NSLock()
+    private var collected = Data()
+    private var exitStatus: Int32?
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, columns: UInt16 = 80, rows: UInt16 = 24) throws {
+        var master: Int32 = 0, slave: Int32 = 0
+        var size = winsize(ws_row: rows, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
+        guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw TestFailure("openpty: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_adddup2(&actions, slave, fd) }
+        posix_spawn_file_actions_addclose(&actions, master)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty.
+        let argv = (["/usr/bin/setsid", "--ctty", "--wait", executable] + arguments).map { strdup($0) } + [nil]
+        let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + env).forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, "/usr/bin/setsid", &actions, &attributes, argv, env)
+        close(slave)
+        guard result == 0 else {
+            close(master)
+            throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(result)))")
+        }
+        pid = child
+        self.master = master
+        Thread.detachNewThread { [self] in self.readAll() }
+    }
+
+    private func readAll() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(master, &buffer, buffer.count)
+            if n <= 0 { break }
+            lock.withLock { collected.append(contentsOf: buffer.prefix(n)) }
+        }
+    }
+
+    /// Everything the program wrote so far.
+    public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
+
+    /// Waits until the output contains `text`, or fails after `timeout` seconds.
+    @discardableResult
+    public func expect(_ text: String, timeout: Double = 30) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let now = output
+            if now.contains(text) { return now }
+            if finished != nil, !output.contains(text) { throw TestFailure("the program ended without printing '\(text)':\n\(now.suffix(2000))") }
+            usleep(20_000)
+        }
+        throw TestFailure("no '\(text)' within \(timeout) s:\n\(output.suffix(2000))")
+    }
+
+    public func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
+    }
+
+    /// The exit status once the program has ended.
+    public var finished: Int32? {
+        lock.withLock {
+            if exitStatus == nil {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid { exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F) }
+            }
+            return exitStatus
+        }
+    }
+
+    /// Waits for the end, killing the program after `timeout` seconds.
+    @discardableResult
+    public func wait(timeout: Double = 30) throws -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while finished == nil {
+            if Date() > deadline {
+                kill(pid, SIGKILL)
+                throw TestFailure("the program did not end within \(timeout) s:\n\(output.suffix(2000))")
+            }
+            usleep(20_000)
+        }
+        return finished ?? -1
+    }
+
+    deinit {
+        if finished == nil {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, nil, 0)
+        }
+        close(master)
+    }
+}
