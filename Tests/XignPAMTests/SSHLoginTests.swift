@@ -79,8 +79,7 @@ final class SSHServer: @unchecked Sendable {
         let (fixture, server, user) = try setUp()
         let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
         let shown = try ssh.expect("Press Enter once approved:")
-        guard let range = shown.range(of: #"type the code (\d{6})"#, options: .regularExpression) else { throw TestFailure("no code in: \(shown)") }
-        let code = String(shown[range].suffix(6))
+        let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
         // What the terminal shows holds a QR code that decodes to the confirmation payload.
         // ssh puts "(user@host) " before the prompt, on the QR code's first line, which is quiet zone only.
         var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")

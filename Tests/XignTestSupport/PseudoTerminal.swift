@@ -69,6 +69,18 @@ public final class PseudoTerminal: @unchecked Sendable {
         throw TestFailure("no '\(text)' within \(timeout) s:\n\(output.suffix(2000))")
     }
 
+    /// Waits until the output has a match of the regular expression `pattern`, and returns the match.
+    public func expect(matching pattern: String, timeout: Double = 30) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let now = output
+            if let range = now.range(of: pattern, options: .regularExpression) { return String(now[range]) }
+            if finished != nil { throw TestFailure("the program ended without printing a match of '\(pattern)':\n\(now.suffix(2000))") }
+            usleep(20_000)
+        }
+        throw TestFailure("no match of '\(pattern)' within \(timeout) s:\n\(output.suffix(2000))")
+    }
+
     public func send(_ text: String) {
         let bytes = Array(text.utf8)
         _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
