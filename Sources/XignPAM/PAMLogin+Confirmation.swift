@@ -72,10 +72,7 @@ extension PAMLogin {
 
     /// The QR code as text with a line after it, or nil where `qr=` says no or it would not fit 80×24 beside `lines`.
     func qrCode(_ payload: String, besideLines lines: Int) -> String? {
-        guard options.qr != .never, let code = try? QRCode(encoding: payload),
-              let drawn = try? QRRenderer.render(code, style: .utf8, columns: Self.terminalColumns) else { return nil }
-        let rows = drawn.reduce(0) { $1 == "\n" ? $0 + 1 : $0 }
-        guard options.qr == .always || rows + lines <= Self.terminalRows else { return nil }
-        return drawn
+        guard options.qr != .never, let code = try? QRCode(encoding: payload) else { return nil }
+        return try? QRRenderer.render(code, style: .utf8, columns: Self.terminalColumns, rows: options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
     }
 }

@@ -23,12 +23,29 @@ public enum QRRenderer {
         }
     }
 
+    public struct TooTall: Error, Equatable, CustomStringConvertible {
+        public let needed: Int
+        public let available: Int
+        public init(needed: Int, available: Int) {
+            self.needed = needed
+            self.available = available
+        }
+        public var description: String {
+            "the QR code and its text need \(needed) lines but the terminal has \(available), so its top would scroll away; enlarge the window, or use --png FILE to save it as an image"
+        }
+    }
+
     static let upper = "\u{2580}", lower = "\u{2584}", full = "\u{2588}"
 
-    /// The text to print, lines ending in "\n". Throws if it is wider than `columns`.
-    public static func render(_ code: QRCode, style: QRStyle, columns: Int) throws -> String {
+    /// Terminal lines the code takes: two modules a line, quiet zone included.
+    public static func lines(for code: QRCode) -> Int { (code.paddedSize + 1) / 2 }
+
+    /// The text to print, lines ending in "\n". Throws if it is wider than `columns`, or if it and `besideLines`
+    /// lines of text are taller than `rows` (a code whose top scrolls away cannot be scanned).
+    public static func render(_ code: QRCode, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0) throws -> String {
         let side = code.paddedSize
         guard side <= columns else { throw TooWide(needed: side, available: columns) }
+        if let rows, lines(for: code) + besideLines > rows { throw TooTall(needed: lines(for: code) + besideLines, available: rows) }
         var out = ""
         for y in stride(from: 0, to: side, by: 2) {
             for x in 0..<side {

@@ -13,10 +13,15 @@ public enum Terminal {
     public static let maximumLineLength = 1024
 
     /// The width of the terminal on stdout, or nil when stdout is not a terminal.
-    public static func columns() -> Int? {
+    public static func columns() -> Int? { size().map(\.columns) }
+
+    /// The height of the terminal on stdout, or nil when stdout is not a terminal.
+    public static func rows() -> Int? { size().map(\.rows) }
+
+    private static func size() -> (columns: Int, rows: Int)? {
         var size = winsize()
-        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
-        return Int(size.ws_col)
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 else { return nil }
+        return (Int(size.ws_col), Int(size.ws_row))
     }
 
     public static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 }

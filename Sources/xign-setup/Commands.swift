@@ -41,6 +41,7 @@ struct QR: ParsableCommand {
     @Option(help: "utf8 (dark on light), utf8-inverted (light on dark) or ansi (explicit colours).") var style: QRStyle = .utf8
     @Option(help: "Save a PNG here instead of drawing.") var png: String?
     @Option(help: "Terminal width to fit (default: the terminal's, else 80).") var columns: Int?
+    @Option(help: "Terminal height to fit (default: the terminal's; no limit when output is not a terminal).") var rows: Int?
 
     func run() throws {
         try reportingErrors(json: false) {
@@ -62,7 +63,9 @@ struct QR: ParsableCommand {
                 return
             }
             do {
-                print(try QRRenderer.render(code, style: style, columns: columns ?? Terminal.columns() ?? 80), terminator: "")
+                // The shell's prompt comes back below the code.
+                print(try QRRenderer.render(code, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
+                      terminator: "")
             } catch {
                 throw XignSdkError(.invalidInput, "\(error)")
             }

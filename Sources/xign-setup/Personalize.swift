@@ -185,7 +185,8 @@ struct Personalize: ParsableCommand {
 
     private func drawQR(_ payload: String) {
         do {
-            let text = try QRRenderer.render(try QRCode(encoding: payload), style: style, columns: Terminal.columns() ?? 80)
+            // Beside it: its caption, the PIN prompt and the line the PIN is typed on.
+            let text = try QRRenderer.render(try QRCode(encoding: payload), style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 3)
             print("Activation QR code (scan it with the XignIn app to activate a phone instead):")
             print(text, terminator: "")
         } catch {
