@@ -144,6 +144,7 @@ struct Bench {
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
         if CommandLine.arguments.count >= 3 {
             try pamFigures(module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port, pin: pin)
+            try confirmationFigures(bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin, floor: floor)
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
         }
@@ -191,6 +192,8 @@ struct Bench {
         let storePath = state + "/identity-managers.json"
         let stored = try String(contentsOfFile: storePath, encoding: .utf8)
         try stored.replacingOccurrences(of: "127.0.0.1:\(managerPort)", with: "127.0.0.1:\(proxy.port)").write(toFile: storePath, atomically: true, encoding: .utf8)
+        // The proxy goes with this function; the enrolments talk to the manager directly again afterwards.
+        defer { try? stored.write(toFile: storePath, atomically: true, encoding: .utf8) }
         try "state_dir = \(state)\n".write(toFile: work + "/xign.conf", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: work + "/pam.d", withIntermediateDirectories: true)
         try "auth required \(module) config=\(work)/xign.conf\n".write(toFile: work + "/pam.d/xign", atomically: true, encoding: .utf8)
