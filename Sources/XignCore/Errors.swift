@@ -34,6 +34,8 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     case unknownLoginName
     /// Too many logins wait for approval, or one was denied a moment ago.
     case tooManyRequests
+    /// The account may not log in to this host.
+    case hostNotAllowed
     /// The code typed is not the one the host shows.
     case wrongConfirmationCode
     /// This machine has not joined the manager as a host.

@@ -94,6 +94,7 @@ struct ManagerClient {
         case .unknownLogin: return XignSdkError(.unknownLoginName, message)
         case .tooManyRequests: return XignSdkError(.tooManyRequests, message)
         case .wrongCode: return XignSdkError(.wrongConfirmationCode, message)
+        case .hostNotAllowed: return XignSdkError(.hostNotAllowed, message)
         default: return XignSdkError(.managerRejectedRequest, message)
         }
     }

@@ -7,6 +7,8 @@ extension IdentityManager {
     public struct AccountSummary: Codable, Sendable {
         public var email: String
         public var loginName: String?
+        /// The host groups the account may log in to; empty means any host.
+        public var hostGroups: [String]
         public var organization: String?
         public var isTemporary: Bool
         public var activations: Int

@@ -56,6 +56,9 @@ extension IdentityManager {
             guard let account = try await store.account(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
+            guard try await store.mayLogIn(accountId: account.id, hostName: host.name) else {
+                throw ManagerError(.forbidden, .hostNotAllowed, "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
+            }
             if account.blockedUntil > now {
                 throw ManagerError(.tooManyRequests, .tooManyRequests, "a login to \(request.loginName) was denied a moment ago; try again in \((account.blockedUntil - now + 999) / 1000) s")
             }

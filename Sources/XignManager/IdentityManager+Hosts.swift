@@ -8,6 +8,7 @@ extension IdentityManager {
     public struct HostSummary: Codable, Sendable {
         public var id: String
         public var name: String
+        public var groups: [String]
         public var keyKind: String
         public var keyFingerprint: String
         public var joinedAt: Int64
@@ -17,10 +18,11 @@ extension IdentityManager {
     public static let hostJoinTokenLifetime: Duration = .seconds(3600)
 
     /// A join token for a new host `name`; an earlier token for that name is void. Refused while a host has the name.
-    public func addHost(name: String, validFor lifetime: Duration = hostJoinTokenLifetime) async throws -> HostJoinToken {
+    public func addHost(name: String, groups: [String] = [], validFor lifetime: Duration = hostJoinTokenLifetime) async throws -> HostJoinToken {
         guard HostNameValidator.isValid(name) else {
             throw ManagerError.badRequest("'\(name.prefix(64))' is not a host name: use 1 to 253 letters, digits, dots and dashes")
         }
+        try Self.checkGroupNames(groups)
         let token = HostJoinToken(secret: try SecureRandom.token(byteCount: 16), managerKeyFingerprint: publicKey.fingerprint)
         let expiresAt = Self.now() + lifetime.components.seconds * 1000
         try await database.transaction { store in
@@ -28,6 +30,7 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) has joined already; `xign-manager admin hosts remove \(name)` first")
             }
             try await store.insertHostJoinToken(hash: Self.joinTokenHash(token.secret), name: name, expiresAt: expiresAt)
+            try await store.setGroups(groups, hostName: name)
         }
         logger.notice("host join token issued", metadata: ["host": "\(name)"])
         return token
@@ -35,9 +38,12 @@ extension IdentityManager {
 
     public func hosts() async throws -> [HostSummary] {
         try await database.transaction { store in
-            try await store.hosts().map {
-                HostSummary(id: $0.id, name: $0.name, keyKind: $0.keyKind.rawValue, keyFingerprint: $0.publicKey.fingerprint, joinedAt: $0.createdAt)
+            var summaries: [HostSummary] = []
+            for host in try await store.hosts() {
+                summaries.append(HostSummary(id: host.id, name: host.name, groups: try await store.groups(hostName: host.name), keyKind: host.keyKind.rawValue,
+                                             keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
             }
+            return summaries
         }
     }
 
@@ -83,6 +89,24 @@ extension IdentityManager {
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])
         return try sign(HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin, includeKey: true)
+    }
+
+    /// Limits the hosts the account with `email` may log in to, to those in one of `groups`; no groups means any host.
+    public func setHostGroups(_ groups: [String], email: String) async throws {
+        try Self.checkGroupNames(groups)
+        try await database.transaction { store in
+            guard let accountId = try await store.accountId(email: email.lowercased()) else {
+                throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            try await store.setHostGroups(groups, accountId: accountId)
+        }
+        logger.notice("host groups set", metadata: ["email": "\(email)", "groups": "\(groups.joined(separator: ","))"])
+    }
+
+    private static func checkGroupNames(_ groups: [String]) throws {
+        for group in groups where !HostNameValidator.isValid(group) || group.utf8.count > 64 {
+            throw ManagerError.badRequest("'\(group.prefix(64))' is not a group name: use 1 to 64 letters, digits, dots and dashes")
+        }
     }
 
     private static func joinTokenHash(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }

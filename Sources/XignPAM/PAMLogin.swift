@@ -109,6 +109,9 @@ struct PAMLogin {
             case .tooManyRequests:
                 tell("XignIn: \(error.message)", isError: true)
                 return (PAM_AUTH_ERR, "too-many-requests")
+            case .hostNotAllowed:
+                tell("XignIn: your account may not log in to this server.", isError: true)
+                return (PAM_AUTH_ERR, "host-not-allowed")
             case .hostNotJoined:
                 log(LOG_ERR, "mode=confirm needs this machine to be a host: \(error.message)")
                 return (PAM_SERVICE_ERR, "not-a-host")

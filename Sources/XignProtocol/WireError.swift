@@ -21,6 +21,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case unknownLogin
     /// Too many confirmations are pending for the account, or one was denied a moment ago.
     case tooManyRequests
+    /// The account may not log in to the host that asks (host groups).
+    case hostNotAllowed
     /// The code typed for a login confirmation is not the one the host showed.
     case wrongCode
     /// The request conflicts with what the manager holds, such as a host name that has joined already.

@@ -121,7 +121,7 @@ struct Admin: AsyncParsableCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List accounts, or give one the login name hosts ask for.",
-            subcommands: [List.self, SetLogin.self], defaultSubcommand: List.self
+            subcommands: [List.self, SetLogin.self, SetHostGroups.self], defaultSubcommand: List.self
         )
 
         struct List: AsyncParsableCommand {
@@ -134,8 +134,24 @@ struct Admin: AsyncParsableCommand {
                 if json { return try printJSON(accounts) }
                 for account in accounts {
                     let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
-                    print("\(account.email)\t\(account.loginName ?? "-")\t\(kind)\t\(account.activations) activation(s)")
+                    let hosts = account.hostGroups.isEmpty ? "any host" : "hosts in " + account.hostGroups.joined(separator: ",")
+                    print("\(account.email)\t\(account.loginName ?? "-")\t\(hosts)\t\(kind)\t\(account.activations) activation(s)")
                 }
+            }
+        }
+
+        struct SetHostGroups: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-host-groups",
+                abstract: "Let an account log in only to hosts in these groups (none: any host)."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Argument(help: "Host groups, as given to `hosts add --group`.") var groups: [String] = []
+
+            func run() async throws {
+                try await options.withManager { try await $0.setHostGroups(groups, email: email) }
+                print(groups.isEmpty ? "\(email) may log in to any host." : "\(email) may log in to hosts in: \(groups.joined(separator: ", ")).")
             }
         }
 
@@ -232,6 +248,8 @@ extension Admin {
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The host's name, as users will see it when they approve a login.") var name: String
+            @Option(name: .customLong("group"), help: "A host group (repeatable); accounts with host groups log in only to hosts that share one.")
+            var groups: [String] = []
             @Option(help: "How long the token lasts, in minutes (1 to 10080).") var validMinutes = 60
 
             func validate() throws {
@@ -239,7 +257,7 @@ extension Admin {
             }
 
             func run() async throws {
-                let token = try await options.withManager { try await $0.addHost(name: name, validFor: .seconds(validMinutes * 60)) }
+                let token = try await options.withManager { try await $0.addHost(name: name, groups: groups, validFor: .seconds(validMinutes * 60)) }
                 print("Join token for \(name) (valid \(validMinutes) min, once): \(token)")
             }
         }
@@ -252,7 +270,9 @@ extension Admin {
             func run() async throws {
                 let hosts = try await options.withManager { try await $0.hosts() }
                 if json { return try printJSON(hosts) }
-                for host in hosts { print("\(host.name)\t\(host.id)\t\(host.keyKind)\t\(host.keyFingerprint)") }
+                for host in hosts {
+                    print("\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\t\(host.keyFingerprint)")
+                }
             }
         }
 

@@ -153,4 +153,26 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(third.conversation.contains("2 logins to alice are waiting for approval already"), "\(third.conversation)")
         for login in [first, second] { kill(login.pid, SIGTERM); _ = try? login.wait(timeout: 10) }
     }
+
+    @Test func anAccountWithHostGroupsLogsInOnlyToHostsThatShareOne() throws {
+        let fixture = try ConfirmationFixture()
+        let admin = fixture.laptop.manager
+        #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "databases"]).status == 0)
+        let refused = try fixture.laptop.login(answers: [])
+        #expect(refused.code == PAMCode.authError)
+        #expect(refused.conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.", "\(refused.conversation)")
+        // The host joined without groups; give it one (a new token for its name, after removing it) and join again.
+        #expect(try admin.admin(["hosts", "remove", "web1.example.org"]).status == 0)
+        let added = try admin.admin(["hosts", "add", "web1.example.org", "--group", "databases", "--group", "web"])
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = fixture.server.file("state")
+        _ = try XignSdk(configuration: configuration, localUser: "root")
+            .joinHost(managerURL: admin.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        let listed = try JSONSerialization.jsonObject(with: Data(try admin.admin(["hosts", "list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(listed.first?["groups"] as? [String] == ["databases", "web"])
+        let login = try fixture.laptop.startLogin(answers: [])
+        #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
+        #expect(try fixture.laptop.finish(login).code == PAMCode.success)
+        #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "Bad Group"]).stderr.contains("is not a group name"))
+    }
 }

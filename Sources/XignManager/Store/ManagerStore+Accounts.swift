@@ -32,6 +32,10 @@ extension ManagerStore {
             """).run()
     }
 
+    func accountId(email: String) async throws -> String? {
+        try await sql.raw("SELECT id FROM accounts WHERE email = \(bind: email)").first()?.decode(column: "id", as: String.self)
+    }
+
     func isLoginNameTaken(_ loginName: String) async throws -> Bool {
         try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first() != nil
     }
@@ -88,7 +92,13 @@ extension ManagerStore {
     }
 
     func accountSummaries() async throws -> [IdentityManager.AccountSummary] {
-        try await sql.raw("""
+        var hostGroups: [String: [String]] = [:]
+        for row in try await sql.raw("""
+            SELECT c.email, g.group_name FROM account_host_groups g JOIN accounts c ON c.id = g.account_id ORDER BY g.group_name
+            """).all() {
+            hostGroups[try row.decode(column: "email", as: String.self), default: []].append(try row.decode(column: "group_name", as: String.self))
+        }
+        return try await sql.raw("""
             SELECT c.email, c.login_name, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
             FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
             GROUP BY c.id, c.email, c.login_name, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
@@ -96,6 +106,7 @@ extension ManagerStore {
             IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),
                 loginName: try row.decode(column: "login_name", as: String?.self),
+                hostGroups: hostGroups[try row.decode(column: "email", as: String.self)] ?? [],
                 organization: try row.decode(column: "organization", as: String?.self),
                 isTemporary: try row.decode(column: "is_temporary", as: Int.self) != 0,
                 activations: try row.decode(column: "n", as: Int.self),

@@ -40,11 +40,43 @@ extension ManagerStore {
         try await sql.raw("SELECT id, name, public_key, key_kind, created_at FROM hosts ORDER BY name").all().map(Self.hostRecord)
     }
 
-    /// Removes the host and its pending join token; false when neither existed.
+    /// Removes the host, its pending join token and its groups; false when neither host nor token existed.
     func removeHost(name: String) async throws -> Bool {
         let host = try await sql.raw("DELETE FROM hosts WHERE name = \(bind: name) RETURNING id").first()
         let token = try await sql.raw("DELETE FROM host_join_tokens WHERE name = \(bind: name) RETURNING name").first()
+        try await setGroups([], hostName: name)
         return host != nil || token != nil
+    }
+
+    func setGroups(_ groups: [String], hostName: String) async throws {
+        try await sql.raw("DELETE FROM host_groups WHERE host_name = \(bind: hostName)").run()
+        for group in Set(groups) {
+            try await sql.raw("INSERT INTO host_groups (host_name, group_name) VALUES (\(bind: hostName), \(bind: group))").run()
+        }
+    }
+
+    func groups(hostName: String) async throws -> [String] {
+        try await sql.raw("SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName) ORDER BY group_name").all()
+            .map { try $0.decode(column: "group_name", as: String.self) }
+    }
+
+    func setHostGroups(_ groups: [String], accountId: String) async throws {
+        try await sql.raw("DELETE FROM account_host_groups WHERE account_id = \(bind: accountId)").run()
+        for group in Set(groups) {
+            try await sql.raw("INSERT INTO account_host_groups (account_id, group_name) VALUES (\(bind: accountId), \(bind: group))").run()
+        }
+    }
+
+    func hostGroups(accountId: String) async throws -> [String] {
+        try await sql.raw("SELECT group_name FROM account_host_groups WHERE account_id = \(bind: accountId) ORDER BY group_name").all()
+            .map { try $0.decode(column: "group_name", as: String.self) }
+    }
+
+    /// An account without host groups may log in to any host; one with groups only to hosts that share one.
+    func mayLogIn(accountId: String, hostName: String) async throws -> Bool {
+        let allowed = try await hostGroups(accountId: accountId)
+        guard !allowed.isEmpty else { return true }
+        return !Set(allowed).isDisjoint(with: try await groups(hostName: hostName))
     }
 
     func isHostNameTaken(_ name: String) async throws -> Bool {

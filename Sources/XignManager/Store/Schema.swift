@@ -57,6 +57,15 @@ enum Schema {
         )
         """,
         "CREATE INDEX confirmations_account ON confirmations (account_id, state)",
+        // Which hosts an account may log in to: none listed means any; else a host that shares a group.
+        "CREATE TABLE host_groups (host_name TEXT NOT NULL, group_name TEXT NOT NULL, PRIMARY KEY (host_name, group_name))",
+        """
+        CREATE TABLE account_host_groups (
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+            group_name TEXT NOT NULL,
+            PRIMARY KEY (account_id, group_name)
+        )
+        """,
         "ALTER TABLE authentications ADD COLUMN confirmation_id TEXT",
     ]
 
