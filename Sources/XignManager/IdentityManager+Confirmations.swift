@@ -39,10 +39,11 @@ extension IdentityManager {
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
         let now = Self.now()
-        let confirmation = ManagerStore.NewConfirmation(
-            id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, accountId: "", loginName: request.loginName,
+        let confirmation = ManagerStore.ConfirmationRecord(
+            id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, hostName: "", accountId: "", loginName: request.loginName,
             service: request.service, remoteHost: request.remoteHost, tty: request.tty, command: request.command, nonce: request.nonce,
-            waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
+            waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), codeFailures: 0, state: .pending, approvedBy: nil,
+            createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
         )
         let accountId = try await database.transaction { store -> String in
             guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
@@ -66,7 +67,7 @@ extension IdentityManager {
                 throw ManagerError(.tooManyRequests, .tooManyRequests, "\(settings.maxPending) logins to \(request.loginName) are waiting for approval already; approve or deny those first")
             }
             var record = confirmation
-            record.accountId = account.id
+            (record.accountId, record.hostName) = (account.id, host.name)
             try await store.insertConfirmation(record)
             return account.id
         }

@@ -37,6 +37,14 @@ public final class ChildProcess: @unchecked Sendable {
             try writeTestFile(path, Data(extra.contents.utf8))
             posix_spawn_file_actions_addopen(&actions, extra.fd, path, O_RDONLY, 0)
         }
+        var env = environment ?? ProcessInfo.processInfo.environment
+        env["TZ"] = env["TZ"] ?? "UTC"
+        pid = try Self.spawn(executable, arguments, environment: env, actions: &actions)
+    }
+
+    /// posix_spawn with an empty signal mask and default dispositions for the signals tests send (Swift Testing
+    /// runs with some blocked, and a child would inherit that), with `actions` for its descriptors.
+    static func spawn(_ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -50,17 +58,14 @@ public final class ChildProcess: @unchecked Sendable {
         sigaddset(&defaults, SIGPIPE)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        var env = environment ?? ProcessInfo.processInfo.environment
-        env["TZ"] = env["TZ"] ?? "UTC"
-        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }
         var child: pid_t = 0
         let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(result)))") }
-        pid = child
+        return child
     }
 
     /// The result if the child has exited, without waiting and without killing it.

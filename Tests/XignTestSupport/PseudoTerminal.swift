@@ -21,25 +21,18 @@ public final class PseudoTerminal: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_adddup2(&actions, slave, fd) }
         posix_spawn_file_actions_addclose(&actions, master)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
         // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty.
-        let argv = (["/usr/bin/setsid", "--ctty", "--wait", executable] + arguments).map { strdup($0) } + [nil]
-        let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + env).forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, "/usr/bin/setsid", &actions, &attributes, argv, env)
-        close(slave)
-        guard result == 0 else {
+        let spawned: pid_t
+        do {
+            spawned = try ChildProcess.spawn("/usr/bin/setsid", ["--ctty", "--wait", executable] + arguments,
+                                             environment: environment ?? ProcessInfo.processInfo.environment, actions: &actions)
+        } catch {
+            close(slave)
             close(master)
-            throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(result)))")
+            throw error
         }
-        pid = child
+        close(slave)
+        pid = spawned
         self.master = master
         Thread.detachNewThread { [self] in self.readAll() }
     }

@@ -3,22 +3,6 @@ import XignProtocol
 
 /// Login confirmations: what a host asked, for which account, and what became of it.
 extension ManagerStore {
-    struct NewConfirmation: Sendable {
-        var id: String
-        var hostId: String
-        var accountId: String
-        var loginName: String
-        var service: String
-        var remoteHost: String?
-        var tty: String?
-        var command: String?
-        var nonce: String
-        var waitTokenHash: String
-        var code: String
-        var createdAt: Int64
-        var expiresAt: Int64
-    }
-
     struct ConfirmationRecord: Sendable {
         var id: String
         var hostId: String
@@ -56,7 +40,8 @@ extension ManagerStore {
             """).first()?.decode(column: "n", as: Int.self) ?? 0
     }
 
-    func insertConfirmation(_ confirmation: NewConfirmation) async throws {
+    /// Stores a new confirmation; its state, code failures and approver start out empty whatever `confirmation` says.
+    func insertConfirmation(_ confirmation: ConfirmationRecord) async throws {
         try await sql.raw("""
             INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, tty, command, nonce, wait_token_hash, code,
                                        code_failures, state, created_at, expires_at)
