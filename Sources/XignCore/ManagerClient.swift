@@ -121,7 +121,9 @@ struct ManagerClient {
               let key = try? P256PublicKey(derRepresentation: der) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
         }
-        guard constantTimeEquals(Data(key.fingerprint.utf8), Data(fingerprint.utf8)) else {
+        // Compact activation data carries the short form of the fingerprint; older links and join tokens the full one.
+        let expected = fingerprint.utf8.count == key.shortFingerprint.utf8.count ? key.shortFingerprint : key.fingerprint
+        guard constantTimeEquals(Data(expected.utf8), Data(fingerprint.utf8)) else {
             throw XignSdkError(.managerKeyMismatch, "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
         }
         return key

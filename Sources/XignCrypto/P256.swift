@@ -44,6 +44,10 @@ public struct P256PublicKey: Sendable, Hashable {
     /// base64url(SHA-256(SPKI)): the fingerprint the activation data carries to pin the manager key.
     public var fingerprint: String { Base64URL.encode(SHA256.hash(derRepresentation)) }
 
+    /// The first 128 bits of the fingerprint in base32, for payloads that must fit a small QR code; a second key
+    /// with the same short fingerprint still costs 2^128 work.
+    public var shortFingerprint: String { Base32.encode(SHA256.hash(derRepresentation).prefix(16)) }
+
     /// Checks a raw (r || s, 64 bytes) ECDSA-SHA256 signature over `message`.
     public func isValidSignature(_ signature: Data, for message: Data) -> Bool {
         guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature),

@@ -96,3 +96,43 @@ public enum Base64URL {
         }
     }
 }
+
+/// RFC 4648 base32 without padding, upper case: what a QR code holds in alphanumeric mode.
+public enum Base32 {
+    public static let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+    public static func encode(_ data: Data) -> String {
+        let symbols = Array(alphabet.utf8)
+        var output: [UInt8] = []
+        var buffer = 0, bits = 0
+        for byte in data {
+            buffer = (buffer << 8) | Int(byte)
+            bits += 8
+            while bits >= 5 {
+                output.append(symbols[(buffer >> (bits - 5)) & 31])
+                bits -= 5
+            }
+            buffer &= (1 << bits) - 1
+        }
+        if bits > 0 { output.append(symbols[(buffer << (5 - bits)) & 31]) }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Decodes upper- or lower-case text; nil for other characters, or left-over bits that are not zero.
+    public static func decode(_ text: String) -> Data? {
+        let symbols = Array(alphabet.utf8)
+        var output = Data()
+        var buffer = 0, bits = 0
+        for byte in text.uppercased().utf8 {
+            guard let value = symbols.firstIndex(of: byte) else { return nil }
+            buffer = (buffer << 5) | value
+            bits += 5
+            if bits >= 8 {
+                output.append(UInt8((buffer >> (bits - 8)) & 0xFF))
+                bits -= 8
+            }
+            buffer &= (1 << bits) - 1
+        }
+        return buffer == 0 ? output : nil
+    }
+}

@@ -141,7 +141,8 @@ extension IdentityManager {
         let salt = try SecureRandom.bytes(16)
         return ActivationSecrets(
             id: try SecureRandom.identifier(),
-            secret: try SecureRandom.token(byteCount: 32),
+            // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
+            secret: Base32.encode(try SecureRandom.bytes(16)),
             pinSalt: salt,
             pinVerifier: try secrets.pinVerifier(pin: pin, salt: salt, iterations: configuration.pinHashIterations),
             iterations: configuration.pinHashIterations
@@ -151,7 +152,7 @@ extension IdentityManager {
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {
         PersonalizationPayload(
             managerURL: managerURL, activationId: activation.id, activationSecret: activation.secret,
-            managerKeyFingerprint: publicKey.fingerprint
+            managerKeyFingerprint: publicKey.shortFingerprint
         )
     }
 }

@@ -72,7 +72,7 @@ extension PAMLogin {
 
     /// The QR code as text with a line after it, or nil where `qr=` says no or it would not fit 80×24 beside `lines`.
     func qrCode(_ payload: String, besideLines lines: Int) -> String? {
-        guard options.qr != .never, let code = try? QRCode(encoding: payload) else { return nil }
-        return try? QRRenderer.render(code, style: .utf8, columns: Self.terminalColumns, rows: options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
+        guard options.qr != .never else { return nil }
+        return try? QRRenderer.render(payload, style: .utf8, columns: Self.terminalColumns, rows: options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
     }
 }

@@ -234,27 +234,6 @@ public struct ConfirmationStateMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// RFC 4648 base32 without padding, upper case.
-public enum Base32 {
-    public static let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-
-    public static func encode(_ data: Data) -> String {
-        let symbols = Array(alphabet.utf8)
-        var output: [UInt8] = []
-        var buffer = 0, bits = 0
-        for byte in data {
-            buffer = (buffer << 8) | Int(byte)
-            bits += 8
-            while bits >= 5 {
-                output.append(symbols[(buffer >> (bits - 5)) & 31])
-                bits -= 5
-            }
-        }
-        if bits > 0 { output.append(symbols[(buffer << (5 - bits)) & 31]) }
-        return String(decoding: output, as: UTF8.self)
-    }
-}
-
 extension String {
     var trimmingWhitespace: String {
         String(drop(while: { $0.isWhitespace }).reversed().drop(while: { $0.isWhitespace }).reversed())

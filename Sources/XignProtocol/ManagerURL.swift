@@ -120,3 +120,11 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
         try container.encode(description)
     }
 }
+
+extension ManagerURL {
+    /// The URL with scheme and host in upper case (both are case-insensitive): QR alphanumeric mode holds it,
+    /// up to a path, which keeps its case.
+    public var upperCased: String {
+        "\(scheme.rawValue.uppercased())://\(host.uppercased())" + (port.map { ":\($0)" } ?? "") + path
+    }
+}

@@ -9,15 +9,21 @@ public struct PersonalizationPayload: Equatable, Sendable {
     public var managerURL: ManagerURL
     /// The activation id (pid): 16 random bytes as 32 lowercase hex digits.
     public var activationId: String
-    /// 32 random bytes, base64url. Without it nobody can even ask the manager about this activation.
+    /// 16 random bytes in base32 (32 bytes in base64url before the compact form). Without it nobody can even ask
+    /// the manager about this activation; the manager keeps only its SHA-256.
     public var activationSecret: String
-    /// base64url(SHA-256(SPKI)) of the manager's signing key, pinned at personalization.
+    /// Of the manager's signing key, pinned at personalization: its `shortFingerprint` (base32, 128 bits), or the
+    /// full base64url SHA-256 of its SPKI in links from before the compact form.
     public var managerKeyFingerprint: String
 
     public static let version = "1"
     public static let maximumLength = 1024
     /// The custom-scheme prefix: `xign://personalize?v=1&m=…&a=…&s=…&k=…`.
     public static let schemePrefix = "xign://personalize?"
+    /// The compact form for QR codes: `XIGN://P/<id><secret><fingerprint>/<MANAGER URL>`, the three 26 characters of
+    /// base32 each and the URL's scheme and host in upper case, so all but a URL path takes QR alphanumeric mode: with a
+    /// URL of up to 26 characters it is a version 4 code (41 modules with the quiet zone, 21 terminal lines).
+    public static let compactPrefix = "XIGN://P/"
     /// The App-Link path below the manager URL: `https://manager/base/link/personalize#v=1&a=…&s=…&k=…`.
     /// The fragment keeps the secret out of web-server logs.
     public static let appLinkPath = "/link/personalize"
@@ -34,10 +40,30 @@ public struct PersonalizationPayload: Equatable, Sendable {
         public init(description: String) { self.description = description }
     }
 
-    /// The custom-scheme form, used in QR codes.
+    /// The form for QR codes and the mail: compact where secret and fingerprint have their short forms, else the
+    /// custom-scheme form.
     public var deepLink: String {
-        Self.schemePrefix + "v=\(Self.version)&m=\(PercentEncoding.encode(managerURL.description))"
+        if let id = Self.hexBytes(activationId), Self.isShort(activationSecret), Self.isShort(managerKeyFingerprint) {
+            return Self.compactPrefix + "\(Base32.encode(id))\(activationSecret)\(managerKeyFingerprint)/\(managerURL.upperCased)"
+        }
+        return Self.schemePrefix + "v=\(Self.version)&m=\(PercentEncoding.encode(managerURL.description))"
             + "&a=\(activationId)&s=\(activationSecret)&k=\(managerKeyFingerprint)"
+    }
+
+    /// 16 bytes in base32, as the compact form carries secrets and fingerprints.
+    static func isShort(_ value: String) -> Bool { value.utf8.count == 26 && Base32.decode(value)?.count == 16 && value == value.uppercased() }
+
+    static func hexBytes(_ hex: String) -> Data? {
+        guard hex.utf8.count == 32 else { return nil }
+        var bytes = Data()
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return bytes
     }
 
     /// The https App-Link form, for mail clients that do not open custom schemes.
@@ -55,6 +81,19 @@ public struct PersonalizationPayload: Equatable, Sendable {
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw fail("it contains spaces or non-ASCII characters") }
         let fields: [String: String]
         let managerURL: ManagerURL
+        if text.uppercased().hasPrefix(Self.compactPrefix) {
+            let parts = text.dropFirst(Self.compactPrefix.count).split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            let fields = Array(parts[0].uppercased())
+            guard parts.count == 2, fields.count == 78 else { throw fail("it does not hold an activation id, a secret and a fingerprint of 26 characters each") }
+            guard let id = Base32.decode(String(fields[0..<26])), id.count == 16 else { throw fail("the activation id is malformed") }
+            let secret = String(fields[26..<52]), fingerprint = String(fields[52..<78])
+            guard Self.isShort(secret) else { throw fail("the activation secret is malformed") }
+            guard Self.isShort(fingerprint) else { throw fail("the manager key fingerprint is malformed") }
+            do { managerURL = try ManagerURL(String(parts[1])) } catch { throw fail("\(error)") }
+            self.init(managerURL: managerURL, activationId: id.map { String($0, radix: 16).leftPadded(to: 2) }.joined(),
+                      activationSecret: secret, managerKeyFingerprint: fingerprint)
+            return
+        }
         if text.lowercased().hasPrefix(Self.schemePrefix) {
             fields = try Self.fields(text.dropFirst(Self.schemePrefix.count), fail)
             guard let encoded = fields["m"], let decoded = PercentEncoding.decode(encoded) else {
@@ -67,13 +106,13 @@ public struct PersonalizationPayload: Equatable, Sendable {
             fields = try Self.fields(text[text.index(after: hash)...], fail)
             guard fields["m"] == nil else { throw fail("an App-Link must not name another manager (m)") }
         } else {
-            throw fail("it starts neither with \(Self.schemePrefix) nor is an https …\(Self.appLinkPath)# link")
+            throw fail("it starts neither with \(Self.compactPrefix) nor \(Self.schemePrefix), nor is an https …\(Self.appLinkPath)# link")
         }
         guard fields["v"] == Self.version else { throw fail("version \(fields["v"] ?? "(none)") is not supported, expected \(Self.version)") }
         func token(_ key: String, bytes: Int, _ name: String) throws -> String {
-            guard let value = fields[key], let raw = Base64URL.decode(value), raw.count == bytes else {
-                throw fail("the \(name) (\(key)) is missing or malformed")
-            }
+            guard let value = fields[key] else { throw fail("the \(name) (\(key)) is missing or malformed") }
+            if Self.isShort(value) { return value }
+            guard let raw = Base64URL.decode(value), raw.count == bytes else { throw fail("the \(name) (\(key)) is missing or malformed") }
             return value
         }
         guard let activationId = fields["a"], activationId.utf8.count == 32,
@@ -110,11 +149,13 @@ public struct PersonalizationPayload: Equatable, Sendable {
                 return
             }
         }
-        if let line = lines.first(where: { $0.contains(Self.schemePrefix) }), let start = line.firstRange(of: Self.schemePrefix) {
-            try self.init(parsing: String(line[start.lowerBound...].prefix { !$0.isWhitespace }))
-            return
+        for prefix in [Self.compactPrefix, Self.schemePrefix] {
+            if let line = lines.first(where: { $0.contains(prefix) }), let start = line.firstRange(of: prefix) {
+                try self.init(parsing: String(line[start.lowerBound...].prefix { !$0.isWhitespace }))
+                return
+            }
         }
-        throw ParseError(description: "the mail contains no activation data (no \(Self.mailHeader) header and no xign://personalize link)")
+        throw ParseError(description: "the mail contains no activation data (no \(Self.mailHeader) header and no XIGN://P/ or xign://personalize link)")
     }
 
     public static let mailHeader = "X-Xign-Personalization"

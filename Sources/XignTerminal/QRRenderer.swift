@@ -66,6 +66,16 @@ public enum QRRenderer {
         return out
     }
 
+    /// Draws `payload` at level M, or at level L where only that fits; throws what stops the level L code.
+    public static func render(_ payload: String, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0) throws -> String {
+        do {
+            return try render(try QRCode(encoding: payload), style: style, columns: columns, rows: rows, besideLines: besideLines)
+        } catch is TooTall {
+        } catch is TooWide {
+        }
+        return try render(try QRCode(encoding: payload, level: .low), style: style, columns: columns, rows: rows, besideLines: besideLines)
+    }
+
     static func glyph(top: Bool, bottom: Bool) -> String {
         switch (top, bottom) {
         case (true, true): return full

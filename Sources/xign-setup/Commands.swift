@@ -64,7 +64,7 @@ struct QR: ParsableCommand {
             }
             do {
                 // The shell's prompt comes back below the code.
-                print(try QRRenderer.render(code, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
+                print(try QRRenderer.render(text, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
                       terminator: "")
             } catch {
                 throw XignSdkError(.invalidInput, "\(error)")

@@ -186,7 +186,7 @@ struct Personalize: ParsableCommand {
     private func drawQR(_ payload: String) {
         do {
             // Beside it: its caption, the PIN prompt and the line the PIN is typed on.
-            let text = try QRRenderer.render(try QRCode(encoding: payload), style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 3)
+            let text = try QRRenderer.render(payload, style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 3)
             print("Activation QR code (scan it with the XignIn app to activate a phone instead):")
             print(text, terminator: "")
         } catch {

@@ -23,7 +23,9 @@ import XignTestSupport
         #expect(first.managerURL == second.managerURL && first.managerKeyFingerprint == second.managerKeyFingerprint)
         #expect(first.activationId != second.activationId)
         #expect(first.activationSecret != second.activationSecret)
-        #expect(Set(first.deepLink.split(separator: "?")[1].split(separator: "&").map { $0.split(separator: "=")[0] }) == ["v", "m", "a", "s", "k"])
+        // The compact form holds the id, the secret and the fingerprint (26 characters each), then the URL: nothing else.
+        #expect(first.deepLink == PersonalizationPayload.compactPrefix + (try #require(Data(hexadecimal: first.activationId))).base32
+                + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
         // The manager stores only a hash of the activation secret.
         let database = manager.dataDirectory + "/manager.sqlite"
         let stored = try sqlite(database, "SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'", in: manager.directory)
@@ -131,4 +133,19 @@ import XignTestSupport
         #expect(problems(APIPath.challenges, 201, #"{"challenge":"x","expiresAt":true}"#, method: "POST")?.contains("expected integer") == true)
         #expect(problems(APIPath.personalizationDecrypt, 200, "a.b.c", type: "application/jose", method: "POST") != nil)
     }
+}
+
+extension Data {
+    init?(hexadecimal text: String) {
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            guard let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex), let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        self.init(bytes)
+    }
+
+    var base32: String { Base32.encode(self) }
 }

@@ -1,4 +1,6 @@
+import Foundation
 import Testing
+import XignCrypto
 import XignProtocol
 
 @Suite struct PersonalizationPayloadTests {
@@ -17,6 +19,29 @@ import XignProtocol
     @Test func appLinkRoundTripsAndKeepsTheSecretInTheFragment() throws {
         #expect(payload.appLink.hasPrefix("https://idm.example.org:8443/xign/link/personalize#v=1&a="))
         #expect(try PersonalizationPayload(parsing: "  \(payload.appLink)\n") == payload)
+    }
+
+    /// What a manager makes now: a 128-bit secret and the short fingerprint, both base32.
+    let compact = PersonalizationPayload(
+        managerURL: try! ManagerURL("https://idm.example.org:8443"),
+        activationId: "0123456789abcdef0123456789abcdef",
+        activationSecret: Base32.encode(Data(repeating: 7, count: 16)),
+        managerKeyFingerprint: Base32.encode(Data(repeating: 9, count: 16))
+    )
+
+    @Test func theCompactFormRoundTripsInEitherCaseAndItsAppLinkToo() throws {
+        #expect(compact.deepLink == "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54\(compact.activationSecret)\(compact.managerKeyFingerprint)/HTTPS://IDM.EXAMPLE.ORG:8443")
+        #expect(try PersonalizationPayload(parsing: compact.deepLink) == compact)
+        #expect(try PersonalizationPayload(parsing: compact.deepLink.lowercased()) == compact, "base32, scheme and host are case-insensitive")
+        #expect(try PersonalizationPayload(parsing: compact.appLink) == compact)
+        #expect(try PersonalizationPayload(parsingMail: "From: m\r\n\r\nScan or open:\r\n  \(compact.deepLink)\r\n") == compact)
+        let fields = "AERUKZ4JVPG66AJDIVTYTK6N54" + compact.activationSecret + compact.managerKeyFingerprint
+        for broken in ["XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54SHORT\(compact.managerKeyFingerprint)/HTTPS://A.B",
+                       "XIGN://P/" + "1" + fields.dropFirst() + "/HTTPS://A.B",
+                       "XIGN://P/\(fields)/FTP://A.B",
+                       "XIGN://P/\(fields)"] {
+            #expect(throws: PersonalizationPayload.ParseError.self, "\(broken)") { try PersonalizationPayload(parsing: broken) }
+        }
     }
 
     @Test func activationLinkFitsA80ColumnQRCode() {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Testing
 @testable import xign_setup
+import XignProtocol
 import XignTestSupport
 
 /// QR codes as a terminal of a given size shows them: all of the code fits with its text, or it is left out
@@ -14,22 +15,32 @@ import XignTestSupport
         let setup = try Setup()
         try setup.register("fit@example.org")
         let link = try setup.manager.activationLink(for: "fit@example.org")
-        let tall = try PseudoTerminal(try Products.path("xign-setup"), ["qr", link], columns: 80, rows: 60)
-        #expect(try tall.wait() == 0)
-        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: screen(tall)), in: setup.directory) == link)
-        let small = try PseudoTerminal(try Products.path("xign-setup"), ["qr", link], columns: 80, rows: 24)
+        #expect(link.hasPrefix(PersonalizationPayload.compactPrefix))
+        let fits = try PseudoTerminal(try Products.path("xign-setup"), ["qr", link], columns: 80, rows: 24)
+        #expect(try fits.wait() == 0, "\(screen(fits))")
+        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: screen(fits)), in: setup.directory) == link)
+        // A link of the long form, as older mails carry it, is too tall for 80×24.
+        let payload = try PersonalizationPayload(parsing: link)
+        let long = "xign://personalize?v=1&m=\(PercentEncoding.encode(payload.managerURL.description))&a=\(payload.activationId)"
+            + "&s=" + String(repeating: "A", count: 43) + "&k=" + String(repeating: "b", count: 43)
+        let small = try PseudoTerminal(try Products.path("xign-setup"), ["qr", long], columns: 80, rows: 24)
         #expect(try small.wait() == ExitCode.failure.rawValue)
         #expect(screen(small).contains("terminal has 24, so its top would scroll away") && screen(small).contains("--png"), "\(screen(small))")
     }
 
-    @Test func personalizeInAn80By24TerminalLeavesTheCodeOutAndStillActivates() throws {
+    @Test func personalizeInAn80By24TerminalShowsTheWholeCodeAndActivates() throws {
         let setup = try Setup()
         try setup.register("small@example.org")
+        let mail = try setup.manager.mailPath(for: "small@example.org")
         let terminal = try PseudoTerminal(try Products.path("xign-setup"), [
-            "personalize", "--mail", try setup.manager.mailPath(for: "small@example.org"), "--user", "alice", "--state-dir", setup.state,
+            "personalize", "--mail", mail, "--user", "alice", "--state-dir", setup.state,
         ], columns: 80, rows: 24)
         try terminal.expect("PIN")
-        #expect(screen(terminal).contains("QR code not shown: the QR code and its text need"), "\(screen(terminal))")
+        let shown = screen(terminal)
+        let code = (shown.components(separatedBy: "Activation QR code").last ?? "").split(separator: "\n", omittingEmptySubsequences: false).dropFirst()
+            .prefix { !$0.hasPrefix("Activating") }.joined(separator: "\n")
+        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: code), in: setup.directory)
+                == (try PersonalizationPayload(parsingMail: String(contentsOfFile: mail, encoding: .utf8)).deepLink), "\(shown)")
         terminal.send("24680\r")
         #expect(try terminal.wait() == 0, "\(screen(terminal))")
         #expect(screen(terminal).contains("Personalized"))

@@ -65,7 +65,7 @@ final class Setup: @unchecked Sendable {
         let setup = try Setup()
         try setup.register("cli@example.org")
         let mail = try String(contentsOfFile: setup.manager.mailPath(for: "cli@example.org"), encoding: .utf8)
-        #expect(mail.contains("xign://personalize?"))
+        #expect(mail.contains(PersonalizationPayload.compactPrefix))
         let result = try setup.personalize("cli@example.org")
         #expect(result.exitCode == .success, "\(result.stderr)")
         let personalized = try setup.json(result.stdout)

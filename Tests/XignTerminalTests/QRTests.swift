@@ -7,6 +7,19 @@ import XignTestSupport
     let directory = TemporaryDirectory()
     static let payload = "xign://personalize?v=1&m=https%3A%2F%2Fidm.example.org%3A8443&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "Q", count: 43))&k=\(String(repeating: "z", count: 43))"
 
+    @Test func theCompactActivationFormForAShortURLFitsAn80By24TerminalWithThreeLinesOfText() throws {
+        // XIGN://P/<id>/<secret>/<fingerprint>/<URL>, as docs/protocol.md gives it: 26 base32 characters each.
+        let compact = "XIGN://P/AERUKZ4JVPG66AJDIVTONK5PXMA4DQODQHA4DQODQHA4DQODQHA4BEEQSCIJBEEQSCIJBEEQSCIJBE/HTTP://127.0.0.1:48440"
+        #expect(QRRenderer.lines(for: try QRCode(encoding: compact)) + 3 > 24, "at level M it is a version 5 code")
+        let code = try QRCode(encoding: compact, level: .low)
+        #expect(code.paddedSize <= 80 && QRRenderer.lines(for: code) + 3 <= 24, "at level L it fits: \(code.paddedSize) modules")
+        let drawn = try QRRenderer.render(compact, style: .utf8, columns: 80, rows: 24, besideLines: 3)
+        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: drawn), in: directory) == compact)
+        #expect(throws: QRRenderer.TooTall.self, "the long form fits at neither level") {
+            try QRRenderer.render(Self.payload, style: .utf8, columns: 80, rows: 24, besideLines: 3)
+        }
+    }
+
     @Test(arguments: QRStyle.allCases)
     func whatTheTerminalShowsDecodesToThePayload(style: QRStyle) throws {
         let code = try QRCode(encoding: Self.payload)
