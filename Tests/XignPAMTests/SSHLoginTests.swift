@@ -116,9 +116,9 @@ final class SSHServer: @unchecked Sendable {
         try fixture.service("sshd", arguments: "mode=confirm timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
         let server = try SSHServer(pamServices: fixture.laptop.confdir)
         // No account has this login name yet: no prompt, no approval asked for.
-        let unknown = try server.ssh(user, "true")
-        try unknown.expect("Permission denied")
-        #expect(!unknown.output.contains("Press Enter"))
+        let unknown = try server.ssh(user, "echo in-without-approval")
+        #expect(try unknown.wait() != 0)
+        #expect(!unknown.output.contains("Press Enter") && !unknown.output.contains("in-without-approval"), "\(unknown.output)")
         #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
         // Nobody approves: Enter after the confirmation ran out gives one clear line.
         let late = try server.ssh(user, "true")
@@ -127,12 +127,12 @@ final class SSHServer: @unchecked Sendable {
         late.send("\r")
         try late.expect("the approval did not arrive in time; log in again")
         late.send("\r")
-        try late.expect("Permission denied")
+        #expect(try late.wait() != 0)
         // The manager is down: the user is told at once.
         fixture.laptop.manager.stop()
         let down = try server.ssh(user, "true")
         try down.expect("the identity manager cannot be reached")
         down.send("\r")
-        try down.expect("Permission denied")
+        #expect(try down.wait() != 0)
     }
 }

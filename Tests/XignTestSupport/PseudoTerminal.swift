@@ -11,6 +11,8 @@ public final class PseudoTerminal: @unchecked Sendable {
     private let lock = NSLock()
     private var collected = Data()
     private var exitStatus: Int32?
+    /// Set once everything the program wrote has been read (the pty reports end of file or EIO).
+    private var drained = false
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, columns: UInt16 = 80, rows: UInt16 = 24) throws {
         var master: Int32 = 0, slave: Int32 = 0
@@ -44,7 +46,11 @@ public final class PseudoTerminal: @unchecked Sendable {
             if n <= 0 { break }
             lock.withLock { collected.append(contentsOf: buffer.prefix(n)) }
         }
+        lock.withLock { drained = true }
     }
+
+    /// The program ended and all it wrote has been read.
+    private var ended: Bool { finished != nil && lock.withLock { drained } }
 
     /// Everything the program wrote so far.
     public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
@@ -56,7 +62,7 @@ public final class PseudoTerminal: @unchecked Sendable {
         while Date() < deadline {
             let now = output
             if now.contains(text) { return now }
-            if finished != nil, !output.contains(text) { throw TestFailure("the program ended without printing '\(text)':\n\(now.suffix(2000))") }
+            if ended, !output.contains(text) { throw TestFailure("the program ended without printing '\(text)':\n\(output.suffix(2000))") }
             usleep(20_000)
         }
         throw TestFailure("no '\(text)' within \(timeout) s:\n\(output.suffix(2000))")
@@ -68,7 +74,9 @@ public final class PseudoTerminal: @unchecked Sendable {
         while Date() < deadline {
             let now = output
             if let range = now.range(of: pattern, options: .regularExpression) { return String(now[range]) }
-            if finished != nil { throw TestFailure("the program ended without printing a match of '\(pattern)':\n\(now.suffix(2000))") }
+            if ended, output.range(of: pattern, options: .regularExpression) == nil {
+                throw TestFailure("the program ended without printing a match of '\(pattern)':\n\(output.suffix(2000))")
+            }
             usleep(20_000)
         }
         throw TestFailure("no match of '\(pattern)' within \(timeout) s:\n\(output.suffix(2000))")
@@ -94,7 +102,7 @@ public final class PseudoTerminal: @unchecked Sendable {
     @discardableResult
     public func wait(timeout: Double = 30) throws -> Int32 {
         let deadline = Date().addingTimeInterval(timeout)
-        while finished == nil {
+        while !ended {
             if Date() > deadline {
                 kill(pid, SIGKILL)
                 throw TestFailure("the program did not end within \(timeout) s:\n\(output.suffix(2000))")
