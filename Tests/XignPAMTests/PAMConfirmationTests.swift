@@ -13,8 +13,8 @@ final class ConfirmationFixture: @unchecked Sendable {
     let server = TemporaryDirectory()
     let serverConfig: String
 
-    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30") throws {
-        laptop = try PAMFixture(managerConfig: managerConfig)
+    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil) throws {
+        laptop = try PAMFixture(managerConfig: managerConfig, tpm: tpm)
         let result = try laptop.manager.admin(["accounts", "set-login", "alice@example.org", "alice"])
         guard result.status == 0 else { throw TestFailure("set-login: \(result.stderr)") }
         serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
@@ -47,7 +47,8 @@ final class ConfirmationFixture: @unchecked Sendable {
 
     /// `xign-setup approve` on the laptop, with the code and the PIN as lines.
     func approve(code: String, pin: String = "24680", extra: [String] = []) throws -> ChildProcess.Result {
-        try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", laptop.state, "--user", "alice", "--pin-stdin", "--wait"] + extra,
+        try ChildProcess(try Products.path("xign-setup"), ["approve", "--config", laptop.configPath, "--state-dir", laptop.state, "--user", "alice",
+                                                           "--pin-stdin", "--wait"] + extra,
                          stdin: "\(code)\n\(pin)\n", in: laptop.directory).wait()
     }
 }
@@ -174,5 +175,26 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
         #expect(try fixture.laptop.finish(login).code == PAMCode.success)
         #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "Bad Group"]).stderr.contains("is not a group name"))
+    }
+
+    @Test func anEnrolmentWithATPMKeyApprovesToo() throws {
+        let fixture = try ConfirmationFixture(tpm: try SoftwareTPM())
+        let login = try fixture.laptop.startLogin(answers: [])
+        let approval = try fixture.approve(code: try fixture.code(of: login))
+        #expect(approval.status == 0, "\(approval.stderr)")
+        #expect(try fixture.laptop.finish(login).code == PAMCode.success)
+    }
+
+    @Test func modeAutoConfirmsOnAHostAndUsesTheKeyWhereTheUserIsEnrolled() throws {
+        let fixture = try ConfirmationFixture(moduleArguments: "mode=auto timeout=30")
+        // The server holds no enrolment of alice's: a confirmation.
+        let login = try fixture.laptop.startLogin(answers: [])
+        #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
+        #expect(try fixture.laptop.finish(login).code == PAMCode.success)
+        // The enrolled machine itself: device key and PIN.
+        try fixture.laptop.service("login", arguments: "mode=auto timeout=30")
+        let local = try fixture.laptop.login()
+        #expect(local.code == PAMCode.success)
+        #expect(local.conversation == (try PAMFixture.golden("success")))
     }
 }
