@@ -98,10 +98,7 @@ extension IdentityManager {
     }
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
-        let request: AuthenticationFinishRequest
-        do { request = try JSONDecoder().decode(AuthenticationFinishRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the authentication request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
         guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count), (request.pin?.utf8.count ?? 0) <= 64,
               request.role.utf8.count <= 64, request.factors.count <= 8,
               request.attributeValues.count <= 16, request.attributeSelections.count <= 16,

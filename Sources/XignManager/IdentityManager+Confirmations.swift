@@ -25,10 +25,7 @@ extension IdentityManager {
 
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
-        let request: ConfirmationRequest
-        do { request = try JSONDecoder().decode(ConfirmationRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the confirmation request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
         guard request.hostId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count),
               LoginNameValidator.validate(request.loginName) == .valid, (1...64).contains(request.service.utf8.count),
               TextAttributeValidator.validate(request.service) == .valid,
@@ -126,10 +123,7 @@ extension IdentityManager {
 
     /// The confirmations waiting for the signing device's account; holds the answer while there are none.
     public func pendingConfirmations(body: Data, signature: String?) async throws -> String {
-        let request: PendingConfirmationsRequest
-        do { request = try JSONDecoder().decode(PendingConfirmationsRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(PendingConfirmationsRequest.self, from: body, "the request")
         guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count) else {
             throw ManagerError.badRequest("a field of the request is empty or too long")
         }
@@ -159,10 +153,7 @@ extension IdentityManager {
 
     /// The user refuses a confirmation from an enrolled device; the account gets a cool-down.
     public func denyConfirmation(body: Data, signature: String?) async throws -> ConfirmationStateMessage {
-        let request: ConfirmationDenialRequest
-        do { request = try JSONDecoder().decode(ConfirmationDenialRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the denial is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(ConfirmationDenialRequest.self, from: body, "the denial")
         guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, request.confirmationId.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the denial is too long")
         }

@@ -34,10 +34,7 @@ extension IdentityManager {
 
     /// Removes a device and finishes its activation, signed by the device itself (`xign-setup remove`).
     public func revoke(body: Data, signature: String?) async throws -> String {
-        let request: RevokeRequest
-        do { request = try JSONDecoder().decode(RevokeRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the revocation request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(RevokeRequest.self, from: body, "the revocation request")
         guard request.nonce.utf8.count <= 128, request.challenge.utf8.count <= 128, request.deviceId.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the revocation request is too long")
         }

@@ -59,10 +59,7 @@ extension IdentityManager {
 
     /// A host joins: the token is used up, and the key that signed the request becomes the host's.
     public func joinHost(body: Data, signature: String?) async throws -> String {
-        let request: HostJoinRequest
-        do { request = try JSONDecoder().decode(HostJoinRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the join request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(HostJoinRequest.self, from: body, "the join request")
         guard (1...64).contains(request.joinSecret.utf8.count), (1...128).contains(request.nonce.utf8.count) else {
             throw ManagerError.badRequest("a field of the join request is empty or too long")
         }

@@ -65,10 +65,7 @@ extension IdentityManager {
     /// Finishes a personalization. The request is signed with the new device key over the session's challenge,
     /// which is consumed in the same transaction, so a replay finds no challenge.
     public func personalize(body: Data, signature: String?) async throws -> String {
-        let request: PersonalizeRequest
-        do { request = try JSONDecoder().decode(PersonalizeRequest.self, from: body) } catch {
-            throw ManagerError.badRequest("the personalization request is not valid JSON of the expected shape")
-        }
+        let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
         guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.device.name.utf8.count <= 128,
               request.device.platform.utf8.count <= 128, request.sessionId.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the personalization request is empty or too long")

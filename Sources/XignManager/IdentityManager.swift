@@ -68,6 +68,13 @@ public final class IdentityManager: Sendable {
         HealthMessage(status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: publicKey.fingerprint)
     }
 
+    /// A request body that is signed as it arrived, so it is decoded here rather than by the route; badRequest names `what`.
+    static func decode<T: Decodable>(_ type: T.Type, from body: Data, _ what: String) throws -> T {
+        do { return try JSONDecoder().decode(T.self, from: body) } catch {
+            throw ManagerError.badRequest("\(what) is not valid JSON of the expected shape")
+        }
+    }
+
     /// The raw r || s of a device-signed request's signature header.
     static func signature(from header: String?) throws -> Data {
         guard let header, let raw = Base64URL.decode(header) else {
