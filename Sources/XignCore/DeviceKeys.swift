@@ -1,4 +1,5 @@
 import FoundationEssentials
+import XignCrypto
 import XignDevice
 
 /// The machine's key stores: new keys go where the config says; each enrolment's key loads from the store it was made in.
@@ -22,5 +23,42 @@ struct DeviceKeys {
         }
         if let failure = error as? XignSdkError { return failure }
         return XignSdkError(.deviceKeyFailure, "\(what): \(error)")
+    }
+
+    /// A new key for a device (personalization) or a host (join), from creation to the saved enrolment. The key is
+    /// made in the preferred store under a pending name; `register` asks the manager with it and returns the
+    /// enrolment, which names the key's `reference`. Then the key is committed, `save` stores the enrolment and
+    /// returns the keys it replaced, and those are deleted. A failure before the commit leaves no key behind; an
+    /// enrolment that cannot be saved takes its key with it. `what` and `retry` word the errors ("device",
+    /// "personalize again").
+    func register<Enrolment>(
+        _ what: String, retry: String,
+        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: DeviceKeyKind) throws -> Enrolment,
+        reference: (Enrolment) -> String,
+        save: (Enrolment) throws -> [(kind: String, reference: String)]
+    ) throws -> Enrolment {
+        let keyStore = preferred
+        let (key, pending): (any DeviceKey, String)
+        do { (key, pending) = try keyStore.createPendingKey() } catch {
+            throw Self.error(error, doing: "cannot create the \(what) key")
+        }
+        var committed = false
+        defer { if !committed { try? keyStore.delete(pending) } }
+        let publicKey: String
+        do { publicKey = Base64URL.encode(try key.publicKey.derRepresentation) } catch {
+            throw XignSdkError(.deviceKeyFailure, "cannot read the new \(what) key: \(error)")
+        }
+        let enrolment = try register(key, publicKey, keyStore.kind)
+        do { try keyStore.commit(pending: pending, as: reference(enrolment)) } catch {
+            throw XignSdkError(.deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
+        }
+        committed = true
+        let replaced: [(kind: String, reference: String)]
+        do { replaced = try save(enrolment) } catch {
+            try? keyStore.delete(reference(enrolment))
+            throw XignSdkError(.stateUnavailable, "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)")
+        }
+        for old in replaced where old.reference != reference(enrolment) { try? store(for: old.kind).delete(old.reference) }
+        return enrolment
     }
 }

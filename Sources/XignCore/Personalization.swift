@@ -193,59 +193,40 @@ public struct Personalizer {
 
     private func personalize(_ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?) throws -> PersonalizationResult {
         try store.checkWritable()
-        let keyStore = keys.preferred
-        let (key, pending): (any DeviceKey, String)
-        do { (key, pending) = try keyStore.createPendingKey() } catch {
-            throw DeviceKeys.error(error, doing: "cannot create the device key")
-        }
-        var committed = false
-        defer { if !committed { try? keyStore.delete(pending) } }
-        let publicKey: String
-        do { publicKey = Base64URL.encode(try key.publicKey.derRepresentation) } catch {
-            throw XignSdkError(.deviceKeyFailure, "cannot read the new device key: \(error)")
-        }
-        let nonce = try ManagerClient.nonce()
-        let request = PersonalizeRequest(
-            sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
-            keyKind: KeyKind(rawValue: keyStore.kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
-        )
-        let client = ManagerClient(url: parameters.managerURL, http: http)
-        let compact = try client.postDeviceSigned(
-            APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
-        )
-        let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce, nonceOf: \.nonce
-        )
-        guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
-              !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
-              result.deviceId.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_") })
-        else {
-            throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
-        }
-        let entity = IdentityManagerEntity(
-            idmIdentifier: result.deviceId, managerURL: parameters.managerURL, managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
-            activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
-            keyKind: keyStore.kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
-        )
-        do { try keyStore.commit(pending: pending, as: entity.keyReference) } catch {
-            throw XignSdkError(.deviceKeyFailure, "the manager accepted this device but its key could not be stored (\(error)); free the disk and personalize again")
-        }
-        committed = true
-        let replaced: [IdentityManagerEntity]
-        do {
-            replaced = try store.update { contents in
+        let entity = try keys.register("device", retry: "personalize again", { key, publicKey, kind in
+            let nonce = try ManagerClient.nonce()
+            let request = PersonalizeRequest(
+                sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
+                keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
+            )
+            let client = ManagerClient(url: parameters.managerURL, http: http)
+            let compact = try client.postDeviceSigned(
+                APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
+            )
+            let result = try ManagerClient.verify(
+                compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce, nonceOf: \.nonce
+            )
+            guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
+                  !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
+                  result.deviceId.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_") })
+            else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
+            }
+            return IdentityManagerEntity(
+                idmIdentifier: result.deviceId, managerURL: parameters.managerURL, managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
+                activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
+                keyKind: kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
+            )
+        }, reference: \.keyReference, save: { entity in
+            try store.update { contents in
                 let gone = contents.entries.filter {
                     $0.managerURL == entity.managerURL && ($0.activationId == entity.activationId || $0.idmIdentifier == parameters.replacesIdmIdentifier)
                 }
                 contents.entries.removeAll { old in gone.contains(old) }
                 contents.entries.append(entity)
-                return gone
+                return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
             }
-        } catch {
-            try? keyStore.delete(entity.keyReference)
-            throw XignSdkError(.stateUnavailable, "the manager accepted this device but the enrolment could not be saved (\(error)); fix that and personalize again")
-        }
-        for old in replaced where old.keyReference != entity.keyReference { try? keys.store(for: old.keyKind).delete(old.keyReference) }
+        })
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
     }
 }
