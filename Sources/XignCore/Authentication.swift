@@ -75,15 +75,8 @@ public struct Authenticator {
         guard (1...64).contains(service.utf8.count), (1...253).contains(host.utf8.count), (1...64).contains(localUser.utf8.count) else {
             throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
         }
-        _ = try entity(idmIdentifier)
+        _ = try store.entity(idmIdentifier)
         return AuthenticationInitializationData(idmIdentifier: idmIdentifier, service: service, host: host, localUser: localUser)
-    }
-
-    private func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
-        guard let entity = try store.list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
-            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
-        }
-        return entity
     }
 
     /// Round trip 1: the roles, attributes and challenge. Stops early on a lockout this machine remembers.
@@ -93,7 +86,7 @@ public struct Authenticator {
 
     /// Approves a login confirmation a host asked for: `code` is what the host shows (number matching).
     public func startAuthenticationSynchronous(confirmation: ConfirmationInitializationData) throws -> AuthenticateRequest {
-        let entity = try entity(confirmation.idmIdentifier)
+        let entity = try store.entity(confirmation.idmIdentifier)
         let data = AuthenticationInitializationData(
             idmIdentifier: entity.idmIdentifier, service: APIPath.confirmService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
         )
@@ -102,7 +95,7 @@ public struct Authenticator {
 
     /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
     public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
-        let entity = try entity(merge.existingIdmIdentifier)
+        let entity = try store.entity(merge.existingIdmIdentifier)
         let data = AuthenticationInitializationData(
             idmIdentifier: entity.idmIdentifier, service: APIPath.mergeService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
         )
@@ -110,7 +103,7 @@ public struct Authenticator {
     }
 
     private func start(_ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil) throws -> AuthenticateRequest {
-        let entity = try entity(data.idmIdentifier)
+        let entity = try store.entity(data.idmIdentifier)
         if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
@@ -150,10 +143,7 @@ public struct Authenticator {
         guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
             throw XignSdkError(.parametersIncomplete, "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
         }
-        let key: any DeviceKey
-        do { key = try keys.store(for: session.entity.keyKind).load(session.entity.keyReference) } catch {
-            throw DeviceKeys.error(error, doing: "cannot load the device key")
-        }
+        let key = try keys.load(session.entity.keyKind, session.entity.keyReference, what: "device")
         var values: [String: String] = [:]
         var selections: [String: String] = [:]
         for info in userInfo.request.info.attributes {
@@ -213,7 +203,7 @@ public struct Authenticator {
     /// Round trip 3: the login token. It is believed only if the pinned manager key signed it for our nonce,
     /// for this host, this local user and this service, and it has not expired.
     public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
-        let entity = try entity(code.idmIdentifier)
+        let entity = try store.entity(code.idmIdentifier)
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)

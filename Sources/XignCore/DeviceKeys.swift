@@ -13,6 +13,13 @@ struct DeviceKeys {
         kind == DeviceKeyKind.tpm.rawValue ? tpm : software
     }
 
+    /// The key named `reference` in the store of its `kind`, with the failure as an SDK error.
+    func load(_ kind: String, _ reference: String, what: String) throws -> any DeviceKey {
+        do { return try store(for: kind).load(reference) } catch {
+            throw Self.error(error, doing: "cannot load the \(what) key")
+        }
+    }
+
     /// An SDK error for a key failure: TPM conditions that may pass get their own code.
     static func error(_ error: any Error, doing what: String) -> XignSdkError {
         if let failure = error as? TPMFailure {

@@ -58,6 +58,14 @@ public struct IdentityManagerStore: Sendable {
     /// All enrolments; an empty list when nothing was ever personalized here.
     public func list() throws -> [IdentityManagerEntity] { try read().entries }
 
+    /// The enrolment named by `idmIdentifier`.
+    public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
+        guard let entity = try list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
+            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
+        }
+        return entity
+    }
+
     func read() throws -> Contents {
         let data: Data?
         do { data = try AtomicFile.read(path, limit: Self.maximumSize) } catch {

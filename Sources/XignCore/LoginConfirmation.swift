@@ -78,10 +78,7 @@ extension XignSdk {
         guard let der = Base64URL.decode(host.managerKey), let managerKey = try? P256PublicKey(derRepresentation: der) else {
             throw XignSdkError(.stateUnavailable, "the pinned manager key of host \(host.name) is damaged; join again")
         }
-        let key: any DeviceKey
-        do { key = try keys.store(for: host.keyKind).load(host.keyReference) } catch {
-            throw DeviceKeys.error(error, doing: "cannot load the host key")
-        }
+        let key = try keys.load(host.keyKind, host.keyReference, what: "host")
         let client = ManagerClient(url: host.managerURL, http: http)
         let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))
         let nonce = try ManagerClient.nonce()
@@ -179,13 +176,7 @@ extension Authenticator {
     }
 
     private func signer(_ idmIdentifier: String) throws -> (IdentityManagerEntity, ManagerClient, any DeviceKey) {
-        guard let entity = try store.list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
-            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
-        }
-        let key: any DeviceKey
-        do { key = try keys.store(for: entity.keyKind).load(entity.keyReference) } catch {
-            throw DeviceKeys.error(error, doing: "cannot load the device key")
-        }
-        return (entity, ManagerClient(url: entity.managerURL, http: http), key)
+        let entity = try store.entity(idmIdentifier)
+        return (entity, ManagerClient(url: entity.managerURL, http: http), try keys.load(entity.keyKind, entity.keyReference, what: "device"))
     }
 }

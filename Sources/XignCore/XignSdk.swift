@@ -66,12 +66,7 @@ public struct XignSdk {
     }
 
     /// The enrolment named by `idmIdentifier`, for this machine.
-    public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
-        guard let entity = try store.list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
-            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
-        }
-        return entity
-    }
+    public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity { try store.entity(idmIdentifier) }
 
     public enum RemovalOutcome: Sendable, Equatable {
         /// The manager revoked the device, and it is gone here too.
