@@ -205,8 +205,6 @@ extension IdentityManager {
         }
     }
 
-    private static func hashed(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
-
     /// Six digits, uniformly drawn.
     private static func confirmationCode() throws -> String {
         var value: UInt32

@@ -29,7 +29,7 @@ extension IdentityManager {
             guard try await !store.isHostNameTaken(name) else {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) has joined already; `xign-manager admin hosts remove \(name)` first")
             }
-            try await store.insertHostJoinToken(hash: Self.joinTokenHash(token.secret), name: name, expiresAt: expiresAt)
+            try await store.insertHostJoinToken(hash: Self.hashed(token.secret), name: name, expiresAt: expiresAt)
             try await store.setGroups(groups, hostName: name)
         }
         logger.notice("host join token issued", metadata: ["host": "\(name)"])
@@ -75,7 +75,7 @@ extension IdentityManager {
         }
         let hostId = try SecureRandom.identifier()
         let name = try await database.transaction { store -> String in
-            guard let name = try await store.consumeHostJoinToken(hash: Self.joinTokenHash(request.joinSecret), now: Self.now()) else {
+            guard let name = try await store.consumeHostJoinToken(hash: Self.hashed(request.joinSecret), now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
             }
             guard try await !store.isHostNameTaken(name) else {
@@ -105,8 +105,6 @@ extension IdentityManager {
             throw ManagerError.badRequest("'\(group.prefix(64))' is not a group name: use 1 to 64 letters, digits, dots and dashes")
         }
     }
-
-    private static func joinTokenHash(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
 }
 
 /// Host names as an administrator writes them: DNS-like, so they read well in a prompt and a log line.

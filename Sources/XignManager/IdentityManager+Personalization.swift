@@ -11,7 +11,7 @@ extension IdentityManager {
               request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
             throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
         }
-        let presentedSecretHash = Data(Base64URL.encode(SHA256.hash(request.activationSecret)).utf8)
+        let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
         let verdict = try await checkPIN(request.pin, activationId: request.activationId) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")

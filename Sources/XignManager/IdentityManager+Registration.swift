@@ -130,7 +130,7 @@ extension IdentityManager {
 
         func record(accountId: String, alias: String, deviceId: String?) -> ManagerStore.NewActivation {
             ManagerStore.NewActivation(
-                id: id, accountId: accountId, alias: alias, secretHash: Base64URL.encode(SHA256.hash(secret)),
+                id: id, accountId: accountId, alias: alias, secretHash: IdentityManager.hashed(secret),
                 pinSalt: Base64URL.encode(pinSalt), pinVerifier: Base64URL.encode(pinVerifier), pinIterations: iterations,
                 deviceId: deviceId, createdAt: IdentityManager.now()
             )

@@ -75,6 +75,9 @@ public final class IdentityManager: Sendable {
         }
     }
 
+    /// How secrets the manager hands out (activation secrets, join and wait tokens) are kept: only their SHA-256.
+    static func hashed(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
+
     /// The raw r || s of a device-signed request's signature header.
     static func signature(from header: String?) throws -> Data {
         guard let header, let raw = Base64URL.decode(header) else {
