@@ -77,9 +77,8 @@ struct Approve: ParsableCommand {
                 "loginName": .string(login.loginName),
             ])
         case .lockout(let lock, _):
-            let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
-            Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)); the login was not approved.\n")
-            throw ExitCode.lockedOut
+            Terminal.write("The login was not approved.\n")
+            throw reportLockout(lock, output: output)
         case .serviceLogin, .apiAccessMergeComplete:
             throw XignSdkError(.invalidManagerResponse, "the manager answered the approval with the result of another process")
         }

@@ -154,20 +154,6 @@ struct Personalize: ParsableCommand {
         }
     }
 
-    /// A wrong PIN: says until when and what to do; the exit status is 2.
-    private func reportLockout(_ lock: LockoutAttemptInformation, output: Output) -> ExitCode {
-        let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
-        Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
-        Terminal.write(lock.isPermanent
-            ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
-            : "Run the same command again after that time.\n")
-        output.emit([
-            "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
-            "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
-        ])
-        return .lockedOut
-    }
-
     private func cancelled(_ output: Output, _ outcome: String) {
         output.say("Nothing changed.")
         output.emit(["status": .string("cancelled"), "outcome": .string(outcome)])

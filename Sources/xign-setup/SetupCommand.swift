@@ -130,6 +130,20 @@ enum JSONValue: Encodable {
     }
 }
 
+/// A wrong PIN: says until when and what to do; the exit status is 2.
+func reportLockout(_ lock: LockoutAttemptInformation, output: Output) -> ExitCode {
+    let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
+    Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
+    Terminal.write(lock.isPermanent
+        ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
+        : "Run the same command again after that time.\n")
+    output.emit([
+        "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
+        "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),
+    ])
+    return .lockedOut
+}
+
 /// Maps an error to a message on stderr and the documented exit status.
 func exitCode(for error: any Error, json: Bool) -> ExitCode {
     let status: ExitCode
