@@ -101,24 +101,21 @@ extension IdentityManager {
         guard request.confirmationId.utf8.count <= 64, request.waitToken.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the wait request is too long")
         }
-        let deadline = Self.now() + Int64(min(max(request.waitMilliseconds, 0), Self.longestWaitMilliseconds))
         let presented = Data(Self.hashed(request.waitToken).utf8)
-        while true {
-            guard let record = try await database.transaction({ store in try await store.confirmation(request.confirmationId) }),
+        let decided = { (record: ManagerStore.ConfirmationRecord) in record.state(at: Self.now()) != .pending }
+        let record = try await longPoll(request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", until: decided) {
+            guard let record = try await self.database.transaction({ store in try await store.confirmation(request.confirmationId) }),
                   constantTimeEquals(Data(record.waitTokenHash.utf8), presented) else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
             }
-            let now = Self.now()
-            let state = record.state(at: now)
-            if state != .pending || now >= deadline {
-                let result = ConfirmationResultMessage(
-                    nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
-                    state: state, approvedBy: state == .approved ? record.approvedBy : nil
-                )
-                return try sign(result, type: SignedAnswerType.confirmationResult)
-            }
-            await signals.pause("confirmation:\(record.id)", upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
+            return record
         }
+        let state = record.state(at: Self.now())
+        let result = ConfirmationResultMessage(
+            nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
+            state: state, approvedBy: state == .approved ? record.approvedBy : nil
+        )
+        return try sign(result, type: SignedAnswerType.confirmationResult)
     }
 
     /// The confirmations waiting for the signing device's account; holds the answer while there are none.
@@ -134,20 +131,29 @@ extension IdentityManager {
             guard let accountId = try await store.accountId(ofDevice: request.deviceId) else { throw ManagerError.internalFailure("device without account") }
             return accountId
         }
-        let deadline = Self.now() + Int64(min(max(request.waitMilliseconds, 0), Self.longestWaitMilliseconds))
+        let any = { (waiting: [ManagerStore.ConfirmationRecord]) in !waiting.isEmpty }
+        let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: any) {
+            try await self.database.transaction { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
+        }
+        let list = ConfirmationListMessage(nonce: request.nonce, confirmations: pending.map {
+            PendingConfirmationMessage(
+                confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
+                tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
+            )
+        })
+        return try sign(list, type: SignedAnswerType.confirmationList)
+    }
+
+    /// Reads until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. A
+    /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read.
+    private func longPoll<Reading: Sendable>(_ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
+                                             _ read: () async throws -> Reading) async throws -> Reading {
+        let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
         while true {
+            let reading = try await read()
             let now = Self.now()
-            let pending = try await database.transaction { store in try await store.pendingConfirmations(accountId: accountId, now: now) }
-            if !pending.isEmpty || now >= deadline {
-                let list = ConfirmationListMessage(nonce: request.nonce, confirmations: pending.map {
-                    PendingConfirmationMessage(
-                        confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
-                        tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
-                    )
-                })
-                return try sign(list, type: SignedAnswerType.confirmationList)
-            }
-            await signals.pause("account:\(accountId)", upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
+            if done(reading) || now >= deadline { return reading }
+            await signals.pause(key, upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
         }
     }
 
