@@ -23,7 +23,7 @@ extension PAMLogin {
             "  and type the code \(pending.code)",
         ]
         let text = (qrCode(pending.payload, besideLines: instructions.count + 2) ?? "") + instructions.joined(separator: "\n")
-        let waitsInPrompt = caller.service == "sshd"
+        let waitsInPrompt = showsTextOnlyWithPrompts
         let decision: LoginConfirmationDecision
         do {
             decision = try waitForDecision(pending, sdk: sdk, text: text, inPrompt: waitsInPrompt, until: deadline)
@@ -49,7 +49,6 @@ extension PAMLogin {
     /// Waits for the decision until `deadline`: by itself, or (under sshd) each time the user presses Enter.
     private func waitForDecision(_ pending: PendingLoginConfirmation, sdk: XignSdk, text: String, inPrompt: Bool,
                                  until deadline: MonotonicClock.Instant) throws -> LoginConfirmationDecision {
-        // OpenSSH shows informational text only with the next prompt (bug 2876), so under sshd the text is the prompt.
         if !inPrompt { try showNow(text) }
         var prompt = text + "\nPress Enter once approved: "
         while MonotonicClock.now() < deadline {

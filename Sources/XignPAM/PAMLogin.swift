@@ -199,10 +199,13 @@ struct PAMLogin {
         do { return try conversation.ask(text, echo: echo) } catch { throw ConversationFailed() }
     }
 
-    /// Text the user must see now. OpenSSH shows PAM_TEXT_INFO only after the next prompt (bug 2876),
-    /// so under sshd it goes into a prompt.
+    /// OpenSSH shows PAM_TEXT_INFO only after the next prompt (bug 2876), so under sshd text that must be seen
+    /// now goes into a prompt.
+    var showsTextOnlyWithPrompts: Bool { caller.service == "sshd" }
+
+    /// Text the user must see now.
     func tell(_ text: String, isError: Bool) {
-        if caller.service == "sshd" {
+        if showsTextOnlyWithPrompts {
             _ = try? conversation.ask(text + " Press Enter.", echo: true)
         } else {
             try? conversation.show(text, isError: isError)

@@ -99,15 +99,11 @@ final class TLSFrontEnd: @unchecked Sendable {
             "TCP:127.0.0.1:\(managerPort)",
         ], in: directory)
         let deadline = Date().addingTimeInterval(10)
-        while !Self.listening(port) {
+        while !LoopbackSocket.isListening(port) {
             guard Date() < deadline, process.poll() == nil else { throw TestFailure("socat did not listen on \(port)") }
             usleep(20_000)
         }
         (self.directory, self.port, self.caFile, self.process) = (directory, port, caFile, process)
-    }
-
-    private static func listening(_ port: Int) -> Bool {
-        (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?.contains(String(format: ":%04X 00000000:0000 0A", port)) ?? false
     }
 
     deinit { process.stop() }

@@ -47,7 +47,7 @@ final class SSHServer: @unchecked Sendable {
         environment["PAM_WRAPPER_SERVICE_DIR"] = pamServices
         process = try ChildProcess("/usr/sbin/sshd", ["-D", "-e", "-f", config], environment: environment, in: directory)
         let deadline = Date().addingTimeInterval(10)
-        while !((try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?.contains(String(format: ":%04X 00000000:0000 0A", port)) ?? false) {
+        while !LoopbackSocket.isListening(port) {
             guard Date() < deadline, process.poll() == nil else { throw TestFailure("sshd did not start: \(log)") }
             usleep(20_000)
         }

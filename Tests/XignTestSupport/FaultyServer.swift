@@ -121,6 +121,20 @@ public enum LoopbackSocket {
         return (fd, port)
     }
 
+    /// Whether something accepts connections on 127.0.0.1:`port` now (a connection is made and closed).
+    public static func isListening(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
     /// A loopback port that was free a moment ago and has no listener.
     public static func unusedPort() throws -> Int {
         let (fd, port) = try bind()
