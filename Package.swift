@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "xign-setup", targets: ["xign-setup"]),
         .executable(name: "xign-manager", targets: ["xign-manager"]),
+        .executable(name: "xignd", targets: ["xignd"]),
         // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
         .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
     ],
@@ -44,7 +45,14 @@ let package = Package(
 
         // The PAM module: the C entry points in pam/, the login in Swift.
         .target(name: "CXignPAM", dependencies: ["CPAM"], path: "pam", exclude: ["pam_xign.map", "tests"], publicHeadersPath: "include"),
-        .target(name: "XignPAM", dependencies: ["XignCore", "CXignPAM", "CPAM"]),
+        .target(name: "XignPAM", dependencies: ["XignCore", "XignDaemon", "CXignPAM", "CPAM"]),
+
+        // xignd and its callers without root: the socket protocol, and the daemon that holds the state and the TPM.
+        .target(name: "XignDaemon", dependencies: ["XignCore"]),
+        .executableTarget(
+            name: "xignd",
+            dependencies: ["XignDaemon", "XignPAM", "XignCore", "XignProtocol", "CPAM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
 
         // The identity manager.
         .target(
@@ -62,7 +70,7 @@ let package = Package(
         // Front ends.
         .executableTarget(
             name: "xign-setup",
-            dependencies: ["XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["XignCore", "XignDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "xign-manager",
@@ -86,6 +94,6 @@ let package = Package(
             name: "XignSetupTests",
             dependencies: ["xign-setup", "XignCore", "XignTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "XignPAMTests", dependencies: ["XignPAM", "XignCore", "XignTestSupport"], exclude: ["Golden"]),
+        .testTarget(name: "XignPAMTests", dependencies: ["XignPAM", "XignCore", "XignDaemon", "XignTestSupport"], exclude: ["Golden"]),
     ]
 )

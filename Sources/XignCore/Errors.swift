@@ -73,6 +73,12 @@ public struct LockoutAttemptInformation: Sendable, Equatable {
     public let lockedUntil: Date
     public let failedAttempts: Int
 
+    public init(isPermanent: Bool, lockedUntil: Date, failedAttempts: Int) {
+        self.isPermanent = isPermanent
+        self.lockedUntil = lockedUntil
+        self.failedAttempts = failedAttempts
+    }
+
     init(_ message: LockoutMessage, receivedAt: Date = Date()) {
         isPermanent = message.isPermanent
         lockedUntil = receivedAt.addingTimeInterval(Double(message.remainingMilliseconds) / 1000)

@@ -48,7 +48,7 @@ public struct ConfirmationInitializationData: Sendable, Equatable {
 }
 
 /// A confirmation waiting for this device's account, as an approving device shows it (no code: the user types it).
-public struct PendingConfirmation: Sendable, Equatable {
+public struct PendingConfirmation: Sendable, Equatable, Codable {
     public let confirmationId: String
     public let host: String
     public let service: String

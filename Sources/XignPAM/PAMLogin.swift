@@ -7,23 +7,33 @@ import FoundationEssentials
 import XignCore
 
 /// Talks to the user. Under PAM this is the application's conversation function.
-protocol Conversation {
+public protocol Conversation {
     /// Asks and returns the answer; throws when the conversation fails (PAM_CONV_ERR).
     func ask(_ text: String, echo: Bool) throws -> String
     /// Shows text; an error is shown as such.
     func show(_ text: String, isError: Bool) throws
 }
 
-struct ConversationFailed: Error {}
+public struct ConversationFailed: Error {
+    public init() {}
+}
 
 /// One login, as `pam_sm_authenticate` runs it: synchronous, no environment, nothing on stdout or stderr.
-struct PAMLogin {
-    struct Caller {
+public struct PAMLogin {
+    public struct Caller {
         var user: String
         var service: String?
         var ruser: String?
         var rhost: String?
         var tty: String? = nil
+
+        public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil) {
+            self.user = user
+            self.service = service
+            self.ruser = ruser
+            self.rhost = rhost
+            self.tty = tty
+        }
     }
 
     let caller: Caller
@@ -31,8 +41,15 @@ struct PAMLogin {
     let conversation: any Conversation
     let log: (_ priority: Int32, _ message: String) -> Void
 
+    public init(caller: Caller, options: PAMOptions, conversation: any Conversation, log: @escaping (_ priority: Int32, _ message: String) -> Void) {
+        self.caller = caller
+        self.options = options
+        self.conversation = conversation
+        self.log = log
+    }
+
     /// Runs the login and logs one line with the result, the service, the user, ruser and rhost. Never the PIN.
-    func run() -> Int32 {
+    public func run() -> Int32 {
         let (code, outcome) = authenticate()
         let fields = [
             "result=\(outcome)", "service=\(caller.service ?? "-")", "user=\(caller.user)",
@@ -48,6 +65,8 @@ struct PAMLogin {
 
     /// The PAM code and a word for the log.
     private func authenticate() -> (Int32, String) {
+        // Without root the state and the TPM are out of reach (screen lockers): xignd does the login.
+        if geteuid() != 0 { return loginThroughDaemon() }
         var configuration: ClientConfiguration
         do { configuration = try ClientConfiguration.load(path: options.configPath) } catch {
             log(LOG_ERR, "configuration error: \(error)")

@@ -1,9 +1,10 @@
 import CPAM
 import FoundationEssentials
 import XignCore
+import XignDaemon
 
 /// The module arguments of a `pam_xign.so` line. Unknown or malformed arguments are configuration errors.
-struct PAMOptions: Equatable {
+public struct PAMOptions: Equatable {
     enum FailMode: String, Equatable {
         /// Manager unreachable: PAM_AUTHINFO_UNAVAIL, so a `required` line fails the login.
         case secure
@@ -11,7 +12,7 @@ struct PAMOptions: Equatable {
         case safe
     }
 
-    enum Mode: String, Equatable {
+    public enum Mode: String, Equatable {
         /// This machine holds the user's enrolment: device key and PIN.
         case local
         /// The user approves on an enrolled device; this machine is a host (`xign-setup host join`).
@@ -27,11 +28,13 @@ struct PAMOptions: Equatable {
         case never
     }
 
-    var mode = Mode.local
+    public var mode = Mode.local
     var qr = QRPolicy.auto
     /// The longest a confirmation waits, below sshd's LoginGraceTime (120 s).
     var totalTimeoutSeconds = 100
-    var configPath = ClientConfiguration.defaultPath
+    public var configPath = ClientConfiguration.defaultPath
+    /// xignd's socket, for hosts that run the login without root (screen lockers).
+    var daemonSocket = DaemonConnection.defaultSocketPath
     var role: String?
     var timeoutSeconds: Int?
     var debug = false
@@ -44,7 +47,11 @@ struct PAMOptions: Equatable {
         let description: String
     }
 
-    init(arguments: [String]) throws {
+    /// As given, for xignd.
+    var arguments: [String] = []
+
+    public init(arguments: [String]) throws {
+        self.arguments = arguments
         for argument in arguments {
             guard argument.utf8.count <= 512 else { throw Invalid(description: "module argument longer than 512 bytes") }
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -53,6 +60,8 @@ struct PAMOptions: Equatable {
             switch (name, value) {
             case ("config", let path?) where path.hasPrefix("/"):
                 configPath = path
+            case ("socket", let path?) where path.hasPrefix("/") && path.utf8.count < 108:
+                daemonSocket = path
             case ("role", let role?) where !role.isEmpty && role.utf8.count <= 64:
                 self.role = role
             case ("timeout", let seconds?):
@@ -86,5 +95,5 @@ struct PAMOptions: Equatable {
         }
     }
 
-    init() {}
+    public init() {}
 }

@@ -71,9 +71,30 @@ final class PAMFixture: @unchecked Sendable {
         for name in ["login", "sudo"] { try service(name, arguments: "timeout=3") }
     }
 
+    /// The module the service files load; a copy in the fixture's directory once hosts without root use it.
+    private var servicesModule: String?
+
     /// Writes pam.d/NAME with the module's auth line, and `then` after it.
     func service(_ name: String, arguments: String, then: String = "") throws {
-        _ = try directory.write("pam.d/\(name)", "auth required \(try Self.module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
+        let module = try servicesModule ?? Self.module
+        _ = try directory.write("pam.d/\(name)", "auth required \(module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
+    }
+
+    /// Points the stored enrolments from the manager at `old` (the fixture's) to `url`, such as a stand-in in front of it.
+    func redirectEnrolments(to url: String, from old: String? = nil) throws {
+        let path = state + "/identity-managers.json"
+        let stored = try String(contentsOfFile: path, encoding: .utf8)
+        try writeTestFile(path, Data(stored.replacingOccurrences(of: old ?? manager.url.description, with: url).utf8))
+    }
+
+    /// Lets a host that runs as another user (nobody) reach the service files and the module: the directory
+    /// becomes traversable and the module is copied into it (the checkout may sit in root's home). The state
+    /// stays root's alone, as on a real machine.
+    func allowHostsWithoutRoot() throws {
+        let copy = directory.file("pam_xign.so")
+        try writeTestFile(copy, try Data(contentsOf: URL(fileURLWithPath: try Self.module)), mode: 0o644)
+        guard chmod(directory.path, 0o711) == 0 else { throw TestFailure("cannot open \(directory.path) to other users") }
+        servicesModule = copy
     }
 
     struct Login {
@@ -120,13 +141,20 @@ final class PAMFixture: @unchecked Sendable {
     }
 
     /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
-    func pamtester(_ arguments: [String], stdin: String, debugLevel: Int? = nil) throws -> ChildProcess.Result {
+    /// `asUser` runs it as that user (setpriv), as a screen locker runs.
+    func pamtester(_ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil) throws -> ChildProcess.Result {
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = confdir
         environment["PAM_WRAPPER_DEBUGLEVEL"] = debugLevel.map(String.init)
-        return try ChildProcess("/usr/bin/pamtester", arguments, stdin: stdin, environment: environment, in: directory).wait()
+        let command = (asUser.map(Self.runAs) ?? []) + ["/usr/bin/pamtester"] + arguments
+        return try ChildProcess(command[0], Array(command.dropFirst()), stdin: stdin, environment: environment, in: directory).wait()
+    }
+
+    /// The prefix that runs a command as `user` with that user's group and no others.
+    static func runAs(_ user: String) -> [String] {
+        ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"]
     }
 
     /// The golden conversation named `name`.

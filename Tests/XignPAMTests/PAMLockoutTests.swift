@@ -117,12 +117,12 @@ import XignTestSupport
             if request.hasPrefix("POST \(APIPath.token) ") { Thread.sleep(forTimeInterval: 5.5) }
             return FaultyServer.forward(request, toPort: managerPort)
         }
-        try redirect(fixture, to: slow.url)
+        try fixture.redirectEnrolments(to: slow.url)
         try fixture.service("login", arguments: "timeout=10")
         // Four minutes behind: the token's lifetime is the manager's, counted here on the monotonic clock.
         let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"])
         #expect(late.code == PAMCode.authError, "\(late.output)")
-        try redirect(fixture, to: fixture.manager.url.description, from: slow.url)
+        try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
         #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"]).code == PAMCode.success, "the same login in time is accepted")
     }
 
@@ -135,11 +135,6 @@ import XignTestSupport
         return contents?["pendingLockouts"] as? [String: [String: Any]] ?? [:]
     }
 
-    func redirect(_ fixture: PAMFixture, to url: String, from old: String? = nil) throws {
-        let stored = try String(contentsOfFile: statePath(fixture), encoding: .utf8)
-        try writeTestFile(statePath(fixture), Data(stored.replacingOccurrences(of: old ?? fixture.manager.url.description, with: url).utf8))
-    }
-
     static let plantedLock = FaultyServer.http(status: 423, body: Array("""
         {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
         """.utf8))
@@ -147,13 +142,13 @@ import XignTestSupport
     @Test func anUnsignedLockFromAStandInIsShownOnceAndNeverRemembered() throws {
         let fixture = try PAMFixture()
         let standIn = try FaultyServer { _ in Self.plantedLock }
-        try redirect(fixture, to: standIn.url)
+        try fixture.redirectEnrolments(to: standIn.url)
         let before = try Data(contentsOf: URL(fileURLWithPath: statePath(fixture)))
         let planted = try fixture.login()
         #expect(planted.code == PAMCode.maxTries)
         #expect(planted.conversation == (try PAMFixture.golden("locked-permanently")))
         #expect(try Data(contentsOf: URL(fileURLWithPath: statePath(fixture))) == before, "the state file is as it was")
-        try redirect(fixture, to: fixture.manager.url.description, from: standIn.url)
+        try fixture.redirectEnrolments(to: fixture.manager.url.description, from: standIn.url)
         #expect(try fixture.login().code == PAMCode.success, "the real manager knows no lock")
         // Honest control: a lock the real manager signs is remembered.
         #expect(try fixture.login(answers: ["13570"]).code == PAMCode.authError)

@@ -59,9 +59,7 @@ import XignTestSupport
 
     @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {
         let tls = try TLSFrontEnd(to: fixture.manager.port)
-        let statePath = fixture.state + "/identity-managers.json"
-        let stored = try String(contentsOfFile: statePath, encoding: .utf8)
-        try writeTestFile(statePath, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: tls.url).utf8))
+        try fixture.redirectEnrolments(to: tls.url)
         try writeTestFile(fixture.configPath, Data((try String(contentsOfFile: fixture.configPath, encoding: .utf8) + "ca_file = \(tls.caFile)\n").utf8))
         let (_, control) = try plainLogin()
         let keys = (try? String(contentsOfFile: control.file("tls-keys.log"), encoding: .utf8)) ?? ""

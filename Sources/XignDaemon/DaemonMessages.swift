@@ -1,0 +1,66 @@
+import FoundationEssentials
+import XignCore
+
+// What pam_xign and xign-setup (callers without root) and xignd say to each other over /run/xign/xignd.sock.
+// One request opens a connection. A login is a conversation: xignd sends prompts and messages, the caller
+// answers the prompts, and the result ends it. Every other request gets one reply.
+
+public struct DaemonLoginRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var service: String?
+    public var ruser: String?
+    public var rhost: String?
+    public var tty: String?
+    /// The module arguments of the caller's pam_xign line; xignd ignores `config=` and the mode.
+    public var arguments: [String]
+
+    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String?, arguments: [String]) {
+        self.user = user
+        self.service = service
+        self.ruser = ruser
+        self.rhost = rhost
+        self.tty = tty
+        self.arguments = arguments
+    }
+}
+
+public enum DaemonRequest: Codable, Sendable, Equatable {
+    case login(DaemonLoginRequest)
+    /// The answer to the last prompt.
+    case answer(text: String)
+    case pendingConfirmations(user: String, waitMilliseconds: Int)
+    case approve(user: String, confirmation: PendingConfirmation, code: String, pin: String)
+    case deny(user: String, confirmation: PendingConfirmation)
+
+    /// The local user the request acts for.
+    public var user: String? {
+        switch self {
+        case .login(let login): login.user
+        case .pendingConfirmations(let user, _), .approve(let user, _, _, _), .deny(let user, _): user
+        case .answer: nil
+        }
+    }
+}
+
+public enum DaemonReply: Codable, Sendable, Equatable {
+    case prompt(text: String, echo: Bool)
+    case message(text: String, isError: Bool)
+    /// The end of a login: a PAM_* code.
+    case loginResult(pamCode: Int32)
+    case pendingConfirmations([PendingConfirmation])
+    case approved(loginName: String, relyingPartyName: String)
+    case lockout(isPermanent: Bool, lockedUntil: Date, failedAttempts: Int)
+    case denied
+    /// An XignSdkErrorCode (or `refused` and `busy`, xignd's own) and a message for the user.
+    case failure(code: String, message: String)
+
+    public static let refused = "refused", busy = "busy"
+
+    public init(_ error: any Error) {
+        if let error = error as? XignSdkError {
+            self = .failure(code: error.errorCode.rawValue, message: error.message)
+        } else {
+            self = .failure(code: XignSdkErrorCode.stateUnavailable.rawValue, message: "\(error)")
+        }
+    }
+}

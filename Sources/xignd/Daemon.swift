@@ -1,0 +1,71 @@
+import Foundation
+import XignCore
+import XignDaemon
+import XignProtocol
+
+/// The accept loop: one thread per connection, at most `maximumConnections` at once and `maximumPerUid` for
+/// one caller, so one user holding connections open cannot keep the others out.
+final class Daemon: @unchecked Sendable {
+    let configuration: ClientConfiguration
+    let configPath: String
+    let attempts: AttemptLimit
+    let maximumConnections: Int
+    let maximumPerUid: Int
+    private let lock = NSLock()
+    private var open: [UInt32: Int] = [:]
+
+    init(configPath: String, maximumConnections: Int = 64, maximumPerUid: Int = 8) throws {
+        self.configPath = configPath
+        configuration = try ClientConfiguration.load(path: configPath)
+        try AtomicFile.makeDirectory(configuration.stateDirectory)
+        attempts = try AttemptLimit(path: configuration.stateDirectory + "/xignd-attempts.json")
+        self.maximumConnections = maximumConnections
+        self.maximumPerUid = maximumPerUid
+    }
+
+    func serve(_ listener: Int32) -> Never {
+        log(LOG_NOTICE, "xignd \(XignCoreVersion.string) serving with \(configPath)")
+        while true {
+            let descriptor = accept(listener, nil, nil)
+            guard descriptor >= 0 else {
+                // Out of descriptors: wait for connections to end instead of spinning.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(100_000) }
+                continue
+            }
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            let connection = DaemonConnection(descriptor: descriptor)
+            guard let peer = connection.peerCredentials() else { continue }
+            guard admit(peer.uid) else {
+                try? connection.send(DaemonReply.failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again"),
+                                     deadline: .deadline(in: 1_000))
+                log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): connection refused, too many open")
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                DaemonSession(connection: connection, peer: peer, daemon: self).run()
+                release(peer.uid)
+            }
+        }
+    }
+
+    private func admit(_ uid: UInt32) -> Bool {
+        lock.withLock {
+            guard open.values.reduce(0, +) < maximumConnections, open[uid, default: 0] < maximumPerUid else { return false }
+            open[uid, default: 0] += 1
+            return true
+        }
+    }
+
+    private func release(_ uid: UInt32) {
+        lock.withLock {
+            open[uid, default: 1] -= 1
+            if open[uid] == 0 { open[uid] = nil }
+        }
+    }
+
+    /// One line on stderr with its syslog priority in front, as journald reads it.
+    func log(_ priority: Int32, _ message: String) {
+        let line = "<\(priority)>" + message.map { $0 == "\n" ? " " : $0 }.reduce(into: "") { $0.append($1) } + "\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}

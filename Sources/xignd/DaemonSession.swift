@@ -1,0 +1,145 @@
+import CPAM
+import Foundation
+import XignCore
+import XignDaemon
+import XignPAM
+
+/// One connection: who is calling (SO_PEERCRED), whether it may act for the user it names, and the request.
+struct DaemonSession {
+    let connection: DaemonConnection
+    let peer: DaemonConnection.PeerCredentials
+    let daemon: Daemon
+
+    /// The first request must arrive this soon; an idle client holds no connection longer.
+    static let requestMilliseconds = 10_000
+    /// A person types a PIN within this time.
+    static let answerMilliseconds = 120_000
+    static let replyMilliseconds = 5_000
+    /// The manager holds a wait for pending confirmations at most 25 s.
+    static let longestWaitMilliseconds = 25_000
+
+    func run() {
+        let request: DaemonRequest
+        do { request = try connection.receive(DaemonRequest.self, deadline: .deadline(in: Self.requestMilliseconds)) } catch {
+            daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): no request: \(error)")
+            return
+        }
+        guard let user = request.user else { return reply(.failure(code: DaemonReply.refused, message: "a connection starts with a request")) }
+        guard let target = LocalUser(named: user) else {
+            return reply(.failure(code: DaemonReply.refused, message: "there is no local user \(user.prefix(64))"))
+        }
+        // The unix_chkpwd rule: a caller that is not root acts only for the user of its own uid.
+        guard peer.uid == 0 || peer.uid == target.uid else {
+            daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid) asked for user=\(target.name): refused")
+            return reply(.failure(code: DaemonReply.refused, message: "you may use only your own XignIn enrolment, not that of \(target.name)"))
+        }
+        switch request {
+        case .login(let login): runLogin(login, for: target)
+        case .pendingConfirmations(_, let wait):
+            reply(Self.answer { .pendingConfirmations(try approver(for: target).pendingConfirmations(waitMilliseconds: max(0, min(wait, Self.longestWaitMilliseconds)))) })
+        case .approve(_, let confirmation, let code, let pin):
+            guard charge(target) else { return }
+            reply(Self.answer {
+                switch try approver(for: target).approve(confirmation, code: code, pin: pin) {
+                case .approved(let loginName, let relyingPartyName):
+                    try? daemon.attempts.reset(target.uid)
+                    return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
+                case .lockout(let lock):
+                    return .lockout(isPermanent: lock.isPermanent, lockedUntil: lock.lockedUntil, failedAttempts: lock.failedAttempts)
+                }
+            })
+        case .deny(_, let confirmation):
+            reply(Self.answer { try approver(for: target).deny(confirmation); return .denied })
+        case .answer:
+            reply(.failure(code: DaemonReply.refused, message: "an answer without a prompt"))
+        }
+    }
+
+    /// The module's own login, run here with xignd's configuration and the caller's conversation.
+    private func runLogin(_ request: DaemonLoginRequest, for target: LocalUser) {
+        var options: PAMOptions
+        do { options = try PAMOptions(arguments: request.arguments) } catch {
+            daemon.log(LOG_ERR, "uid=\(peer.uid): the caller's module arguments: \(error)")
+            return reply(.loginResult(pamCode: PAM_SERVICE_ERR))
+        }
+        options.configPath = daemon.configPath
+        options.mode = .local
+        guard charge(target, pamStyle: true) else { return }
+        let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
+        let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
+        let code = PAMLogin(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
+        if code == PAM_SUCCESS { try? daemon.attempts.reset(target.uid) }
+        reply(.loginResult(pamCode: code))
+    }
+
+    /// Takes one PIN attempt from the target's allowance; a refusal is answered here.
+    private func charge(_ target: LocalUser, pamStyle: Bool = false) -> Bool {
+        let verdict: AttemptLimit.Verdict
+        do { verdict = try daemon.attempts.charge(target.uid) } catch {
+            daemon.log(LOG_ERR, "cannot record the attempt: \(error)")
+            reply(.failure(code: XignSdkErrorCode.stateUnavailable.rawValue, message: "xignd cannot record the attempt; ask your administrator to look at its log"))
+            return false
+        }
+        guard case .refused(let seconds) = verdict else { return true }
+        daemon.log(LOG_WARNING, "uid=\(peer.uid) user=\(target.name): attempt limit reached")
+        let text = "Too many PIN attempts for \(target.name) on this machine; try again in \(seconds) s."
+        if pamStyle {
+            reply(.message(text: "XignIn: " + text, isError: true))
+            reply(.loginResult(pamCode: PAM_MAXTRIES))
+        } else {
+            reply(.failure(code: XignSdkErrorCode.lockedOut.rawValue, message: text))
+        }
+        return false
+    }
+
+    private func approver(for target: LocalUser) throws -> SdkLoginApprover {
+        SdkLoginApprover(sdk: try XignSdk(configuration: daemon.configuration, localUser: target.name))
+    }
+
+    private static func answer(_ body: () throws -> DaemonReply) -> DaemonReply {
+        do { return try body() } catch { return DaemonReply(error) }
+    }
+
+    private func reply(_ message: DaemonReply) {
+        do { try connection.send(message, deadline: .deadline(in: Self.replyMilliseconds)) } catch {
+            daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): cannot reply: \(error)")
+        }
+    }
+}
+
+/// The caller's PAM conversation, over the connection.
+struct RelayConversation: Conversation {
+    let connection: DaemonConnection
+
+    func ask(_ text: String, echo: Bool) throws -> String {
+        do {
+            try connection.send(DaemonReply.prompt(text: text, echo: echo), deadline: .deadline(in: DaemonSession.replyMilliseconds))
+            guard case .answer(let answer) = try connection.receive(DaemonRequest.self, deadline: .deadline(in: DaemonSession.answerMilliseconds)) else {
+                throw ConversationFailed()
+            }
+            return answer
+        } catch { throw ConversationFailed() }
+    }
+
+    func show(_ text: String, isError: Bool) throws {
+        do { try connection.send(DaemonReply.message(text: text, isError: isError), deadline: .deadline(in: DaemonSession.replyMilliseconds)) } catch {
+            throw ConversationFailed()
+        }
+    }
+}
+
+/// A user of this machine, from the passwd database.
+struct LocalUser {
+    let name: String
+    let uid: UInt32
+
+    init?(named name: String) {
+        guard !name.isEmpty, name.utf8.count <= 64 else { return nil }
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        self.name = name
+        uid = entry.pw_uid
+    }
+}

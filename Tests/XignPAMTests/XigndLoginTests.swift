@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+import XignCore
+import XignDaemon
+import XignTestSupport
+
+/// Hosts that run PAM without root (screen lockers): the module hands the login to the real xignd over its socket.
+/// The enrolments belong to the system users nobody and daemon, and the hosts run as nobody (setpriv).
+@Suite(.serialized) struct XigndLoginTests {
+    let fixture: PAMFixture
+    let daemon: DaemonProcess
+    var attemptsFile: String { fixture.state + "/xignd-attempts.json" }
+
+    init() throws {
+        fixture = try PAMFixture(users: ["nobody", "daemon"])
+        try fixture.allowHostsWithoutRoot()
+        daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
+        try fixture.service("locker", arguments: "socket=\(daemon.socketPath)")
+        try fixture.service("locker-safe", arguments: "socket=\(daemon.socketPath) failmode=safe", then: "auth required pam_deny.so")
+    }
+
+    func pamtester(_ user: String, as caller: String = "nobody", pin: String) throws -> ChildProcess.Result {
+        try fixture.pamtester(["-v", "locker", user, "authenticate"], stdin: pin + "\n", asUser: caller)
+    }
+
+    func lockerLogin(_ user: String = "nobody", service: String = "locker", answers: [String] = ["24680"]) throws -> PAMFixture.Login {
+        try fixture.login(user, service: service, answers: answers, wrapper: PAMFixture.runAs("nobody"))
+    }
+
+    /// Logins the manager finished for `localUser`: a code was issued and redeemed for a token.
+    func completedLogins(_ localUser: String) throws -> Int {
+        let sql = "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL;"
+        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql], in: fixture.directory).wait()
+        return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    func failedAttempts(_ email: String) throws -> Int { try fixture.activation(email)["failedAttempts"] as? Int ?? -1 }
+
+    @Test func pamtesterAsTheUserLogsInThroughXigndAndAWrongPINFails() throws {
+        let right = try pamtester("nobody", pin: "24680")
+        #expect(right.status == 0, "\(right.stdout) \(right.stderr) \(daemon.log)")
+        #expect((right.stdout + right.stderr).contains("successfully authenticated"), "\(right.stdout)")
+        #expect(try completedLogins("nobody") == 1)
+
+        let wrong = try pamtester("nobody", pin: "13570")
+        #expect(wrong.status != 0)
+        #expect(wrong.stderr.contains("Authentication failure"), "\(wrong.stderr)")
+        #expect(try failedAttempts("nobody@example.org") == 1, "the manager counted the wrong PIN")
+        #expect(try completedLogins("nobody") == 1)
+    }
+
+    @Test func aUserCannotTestAnotherUsersPIN() throws {
+        let other = try lockerLogin("daemon")
+        #expect(other.code == PAMCode.authError, "\(other.output)")
+        #expect(other.conversation == "[ERROR_MSG] XignIn: you may use only your own XignIn enrolment, not that of daemon", "\(other.conversation)")
+        #expect(!other.conversation.contains("PIN for"), "no PIN is asked for another user's enrolment")
+        #expect(daemon.log.contains("uid=65534"), "xignd logs the refusal with the caller's uid")
+        #expect(try failedAttempts("daemon@example.org") == 0)
+        #expect(try pamtester("daemon", pin: "24680").status != 0, "not even with the right PIN")
+        #expect(try completedLogins("daemon") == 0)
+        // Honest control: root may act for any user through xignd.
+        let approver = DaemonLoginApprover(user: "daemon", socketPath: daemon.socketPath)
+        #expect(try approver.pendingConfirmations(waitMilliseconds: 0).isEmpty)
+    }
+
+    @Test func theConversationIsTheModulesOwn() throws {
+        let login = try lockerLogin()
+        #expect(login.code == PAMCode.success, "\(login.output)")
+        #expect(login.conversation == "[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: ")
+        let wrong = try lockerLogin(answers: ["13570"])
+        #expect(wrong.code == PAMCode.authError)
+        #expect(wrong.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: \n[ERROR_MSG] Wrong PIN. XignIn is locked until"), "\(wrong.conversation)")
+    }
+
+    @Test func rootLogsInInProcessWithXigndStopped() throws {
+        daemon.kill()
+        let login = try fixture.login("nobody", service: "locker")
+        #expect(login.code == PAMCode.success, "\(login.output)")
+    }
+
+    @Test func withoutXigndTheLockerIsToldAndGetsAuthinfoUnavailable() throws {
+        daemon.kill()
+        let login = try lockerLogin()
+        #expect(login.code == PAMCode.authInfoUnavailable, "\(login.output)")
+        #expect(login.conversation == "[ERROR_MSG] XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.")
+        let safe = try lockerLogin(service: "locker-safe")
+        #expect(safe.code == PAMCode.authError && safe.conversation.isEmpty, "failmode=safe is silent and lets the rest of the stack (pam_deny) decide: \(safe.output)")
+    }
+
+    @Test func xigndKilledMidRequestEndsTheLoginAndKeepsItsAttemptRecord() throws {
+        // A manager that answers slowly holds xignd in the middle of the login.
+        let slow = try FaultyServer { [port = fixture.manager.port] request in
+            usleep(3_000_000)
+            return FaultyServer.forward(request, toPort: port)
+        }
+        try fixture.redirectEnrolments(to: slow.url)
+        let started = Date()
+        let login = try fixture.startLogin("nobody", service: "locker", wrapper: PAMFixture.runAs("nobody"))
+        let deadline = Date().addingTimeInterval(20)
+        while slow.requests.isEmpty && Date() < deadline { usleep(20_000) }
+        daemon.kill()
+        let result = try fixture.finish(login)
+        #expect(result.code == PAMCode.authInfoUnavailable, "\(result.output)")
+        #expect(Date().timeIntervalSince(started) < 10, "the locker learns at once that xignd is gone")
+        let record = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: attemptsFile))) as? [String: [String: Double]]
+        #expect(record?["65534"]?["attempts"] == 4, "the attempt was recorded before the manager was asked: \(String(describing: record))")
+        try daemon.start()
+        try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
+        #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
+        let after = (try? String(contentsOfFile: attemptsFile, encoding: .utf8)) ?? "{}"
+        #expect(after == "{}", "a right PIN gives the allowance back")
+    }
+
+    @Test func xigndsAttemptLimitHoldsAcrossARestart() throws {
+        for _ in 0..<5 { #expect(try lockerLogin(answers: ["13570"]).code != PAMCode.success) }
+        let refused = try lockerLogin()
+        #expect(refused.code == PAMCode.maxTries, "\(refused.output)")
+        #expect(refused.conversation.hasPrefix("[ERROR_MSG] XignIn: Too many PIN attempts for nobody on this machine; try again in"), "\(refused.conversation)")
+        daemon.kill(SIGTERM)
+        try daemon.start()
+        #expect(try lockerLogin().code == PAMCode.maxTries, "a restart hands out no new attempts")
+        let other = try fixture.login("daemon", service: "locker", wrapper: PAMFixture.runAs("daemon"))
+        #expect(other.code == PAMCode.success, "each uid has its own allowance: \(other.output)")
+    }
+
+    @Test func idleConnectionsAreClosedAndOneCallerCannotTakeThemAll() throws {
+        // Root holds its share of connections open without a word.
+        var idle: [Int32] = []
+        defer { idle.forEach { close($0) } }
+        for _ in 0..<8 { idle.append(try DaemonProcess.connect(daemon.socketPath)) }
+        let turnedAway = try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000)
+        #expect(try turnedAway.receive(DaemonReply.self, deadline: .deadline(in: 5_000)) == .failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again"))
+        // Another user is still served.
+        #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
+        // A silent connection is closed after 10 s.
+        var byte: UInt8 = 0
+        var entry = pollfd(fd: idle[0], events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 15_000) == 1 && recv(idle[0], &byte, 1, 0) == 0, "xignd closed the idle connection")
+    }
+
+    @Test func malformedAndOversizedRequestsAreRefusedAndTheDaemonGoesOn() throws {
+        for garbage in [[UInt8](repeating: 0xFF, count: 4), [0, 0, 0, 5] + Array("{\"a\":".utf8), [0, 1, 0, 0]] {
+            let descriptor = try DaemonProcess.connect(daemon.socketPath)
+            _ = garbage.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var byte: UInt8 = 0
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&entry, 1, 15_000) == 1 && recv(descriptor, &byte, 1, 0) == 0, "xignd closes the connection")
+            close(descriptor)
+        }
+        #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
+    }
+
+    @Test func twoUsersLogInAtOnce() throws {
+        let logins = ["nobody", "daemon"].map { user in
+            Thread.detachedResult { try fixture.login(user, service: "locker", answers: ["24680"], wrapper: PAMFixture.runAs(user)) }
+        }
+        for login in logins { #expect(try login.value(timeout: 60).code == PAMCode.success) }
+    }
+}

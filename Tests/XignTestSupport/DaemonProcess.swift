@@ -1,0 +1,63 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real xignd, listening at a socket in a test's directory (the tests have no systemd to pass one).
+public final class DaemonProcess: @unchecked Sendable {
+    public let socketPath: String
+    let configPath: String
+    let directory: TemporaryDirectory
+    public private(set) var process: ChildProcess?
+
+    public init(configPath: String, directory: TemporaryDirectory) throws {
+        self.configPath = configPath
+        self.directory = directory
+        socketPath = directory.file("xignd.sock")
+        try start()
+    }
+
+    /// Starts xignd and waits until its socket takes connections.
+    public func start() throws {
+        let child = try ChildProcess(try Products.path("xignd"), ["--config", configPath, "--socket", socketPath], in: directory)
+        process = child
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let result = child.poll() { throw TestFailure("xignd exited with \(result.status): \(result.stderr)") }
+            if let descriptor = try? Self.connect(socketPath) {
+                close(descriptor)
+                return
+            }
+            usleep(10_000)
+        }
+        throw TestFailure("xignd did not listen at \(socketPath) within 20 s")
+    }
+
+    /// Kills xignd with `signal` and waits for it.
+    public func kill(_ signal: Int32 = SIGKILL) {
+        guard let process else { return }
+        Glibc.kill(process.pid, signal)
+        _ = try? process.wait(timeout: 10)
+        self.process = nil
+    }
+
+    public var log: String { process.map { (try? String(contentsOfFile: $0.stderrPath, encoding: .utf8)) ?? "" } ?? "" }
+
+    /// A connection to `path`, as any client makes it.
+    public static func connect(_ path: String) throws -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            close(descriptor)
+            throw TestFailure("cannot connect to \(path): \(String(cString: strerror(errno)))")
+        }
+        return descriptor
+    }
+
+    deinit { kill(SIGTERM) }
+}
