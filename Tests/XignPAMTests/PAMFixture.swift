@@ -162,6 +162,15 @@ final class PAMFixture: @unchecked Sendable {
         try String(contentsOfFile: repository + "/Tests/XignPAMTests/Golden/\(name).txt", encoding: .utf8).trimmingCharacters(in: .newlines)
     }
 
+    /// Logins the manager finished for `localUser`: a code was issued and redeemed for a token.
+    func completedLogins(_ localUser: String) throws -> Int {
+        let sql = "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL;"
+        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", manager.dataDirectory + "/manager.sqlite", sql], in: directory).wait()
+        return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    func failedAttempts(_ email: String) throws -> Int { try activation(email)["failedAttempts"] as? Int ?? -1 }
+
     func activation(_ email: String) throws -> [String: Any] {
         let result = try manager.admin(["activations", "--json", "--email", email])
         let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]

@@ -1,0 +1,43 @@
+import Foundation
+
+/// An X server in memory (Xvfb) for desktop programs under test: screen lockers, notification servers.
+public final class VirtualDisplay: @unchecked Sendable {
+    /// `:N`, for DISPLAY.
+    public let name: String
+    private let process: ChildProcess
+    private let directory = TemporaryDirectory()
+
+    /// Starts Xvfb on a display number it picks itself (-displayfd), so parallel tests never collide. Access
+    /// control is off (-ac) because the programs under test run as other users than the test.
+    public init() throws {
+        process = try ChildProcess("/usr/bin/Xvfb", ["-displayfd", "1", "-ac", "-nolisten", "tcp", "-screen", "0", "800x600x24"], in: directory)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: process.stdoutPath, encoding: .utf8), text.hasSuffix("\n"), let number = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                name = ":\(number)"
+                return
+            }
+            if let result = process.poll() { throw TestFailure("Xvfb exited with \(result.status): \(result.stderr)") }
+            usleep(20_000)
+        }
+        throw TestFailure("Xvfb did not start within 20 s")
+    }
+
+    /// Runs xdotool on this display.
+    @discardableResult
+    public func xdotool(_ arguments: [String]) throws -> ChildProcess.Result {
+        try ChildProcess("/usr/bin/xdotool", arguments, environment: ["DISPLAY": name, "PATH": "/usr/bin:/bin"], in: directory).wait(timeout: 30)
+    }
+
+    /// Waits until a window of `windowClass` is mapped.
+    public func waitForWindow(class windowClass: String, timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try xdotool(["search", "--onlyvisible", "--class", windowClass]).status == 0 { return }
+            usleep(100_000)
+        }
+        throw TestFailure("no \(windowClass) window appeared on \(name) within \(Int(timeout)) s")
+    }
+
+    deinit { process.stop() }
+}
