@@ -4,6 +4,7 @@ import Glibc
 #endif
 import FoundationEssentials
 import XignCore
+import XignDaemon
 import XignProtocol
 import XignTerminal
 
@@ -14,7 +15,8 @@ struct Approve: ParsableCommand {
         discussion: """
             Without PAYLOAD, approves the oldest login waiting for your account (--wait waits for one). PAYLOAD is the
             XIGN://C/… text of the server's QR code, or its link. You type the code the server shows, then your PIN.
-            Without a terminal, give the code and then the PIN as lines on --pin-stdin or --pin-fd.
+            Without a terminal, give the code and then the PIN as lines on --pin-stdin or --pin-fd. Run without root, it
+            asks xignd, which approves only with the enrolments of your own user.
             """
     )
 
@@ -24,6 +26,7 @@ struct Approve: ParsableCommand {
     @Flag(help: "Wait up to --wait-seconds for a login to arrive.") var wait = false
     @Option(help: "How long --wait waits.") var waitSeconds = 60
     @Flag(help: "Refuse the login instead of approving it.") var deny = false
+    @Option(help: "xignd's socket, which approves for you when you are not root.") var xigndSocket = DaemonConnection.defaultSocketPath
     @Argument(help: "The server's QR code text (XIGN://C/…) or link.") var payload: String?
 
     func validate() throws {
@@ -35,18 +38,14 @@ struct Approve: ParsableCommand {
     }
 
     private func approve(_ output: Output) throws {
-        let sdk = try common.sdk(user: user)
-        let enrolments = try sdk.store.list().filter { $0.localUser == sdk.localUser }
-        guard !enrolments.isEmpty else {
-            throw XignSdkError(.identityManagerNotFound, "\(sdk.localUser) has no enrolment on this machine; personalize it first")
-        }
+        let approver = try common.approver(user: user, xigndSocket: xigndSocket)
         let wanted = try payload.map { text -> String in
             guard let id = ConfirmationPayload.confirmationId(in: text) else {
                 throw XignSdkError(.invalidInput, "that is not a login confirmation (it looks like XIGN://C/… or the server's link)")
             }
             return id
         }
-        let waiting = try find(wanted, in: enrolments, sdk: sdk)
+        let waiting = try find(wanted, approver: approver)
         guard !waiting.isEmpty else {
             throw XignSdkError(.sessionExpired, wanted == nil
                 ? "no login is waiting for your approval\(wait ? " (waited \(waitSeconds) s)" : ""); start it on the server, or use --wait"
@@ -54,48 +53,33 @@ struct Approve: ParsableCommand {
         }
         let confirmation = try choose(from: waiting)
         output.say("Login asked at \(confirmation.createdAt.localDescription): \(Self.describe(confirmation)).")
-        let authenticator = sdk.authenticator
         if deny {
-            try authenticator.denyConfirmation(idmIdentifier: confirmation.idmIdentifier, confirmationId: confirmation.confirmationId)
+            try approver.deny(confirmation)
             output.say("Denied.")
             output.emit(["status": .string("denied"), "confirmationId": .string(confirmation.confirmationId), "host": .string(confirmation.host)])
             return
         }
         let code = try readCode(host: confirmation.host)
-        let request = try authenticator.startAuthenticationSynchronous(confirmation: ConfirmationInitializationData(
-            idmIdentifier: confirmation.idmIdentifier, confirmationId: confirmation.confirmationId, code: code))
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw XignSdkError(.parametersIncomplete, "the manager asks for information this command cannot give")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(try pins.read("PIN: ")))
-        switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
-        case .userLogin(let login):
-            output.say("Approved: \(login.loginName) may log in to \(login.relyingPartyName).")
+        switch try approver.approve(confirmation, code: code, pin: try pins.read("PIN: ")) {
+        case .approved(let loginName, let relyingPartyName):
+            output.say("Approved: \(loginName) may log in to \(relyingPartyName).")
             output.emit([
-                "status": .string("approved"), "confirmationId": .string(confirmation.confirmationId), "host": .string(login.relyingPartyName),
-                "loginName": .string(login.loginName),
+                "status": .string("approved"), "confirmationId": .string(confirmation.confirmationId), "host": .string(relyingPartyName),
+                "loginName": .string(loginName),
             ])
-        case .lockout(let lock, _):
+        case .lockout(let lock):
             Terminal.write("The login was not approved.\n")
             throw reportLockout(lock, output: output)
-        case .serviceLogin, .apiAccessMergeComplete:
-            throw XignSdkError(.invalidManagerResponse, "the manager answered the approval with the result of another process")
         }
     }
 
     /// The confirmations to choose from: the one named, or all waiting (for one to arrive, up to --wait-seconds with --wait).
-    private func find(_ wanted: String?, in enrolments: [IdentityManagerEntity], sdk: XignSdk) throws -> [PendingConfirmation] {
+    private func find(_ wanted: String?, approver: any LoginApprover) throws -> [PendingConfirmation] {
         let deadline = MonotonicClock.now().advanced(by: Int64(wait ? waitSeconds : 0) * 1000)
         repeat {
             let remaining = Int(deadline.milliseconds - MonotonicClock.now().milliseconds)
-            var found: [PendingConfirmation] = []
-            // With several enrolments, each is asked without waiting, and the wait is spent on the first.
-            for (index, enrolment) in enrolments.enumerated() {
-                found += try sdk.authenticator.fetchPendingConfirmations(
-                    idmIdentifier: enrolment.idmIdentifier, waitMilliseconds: index == 0 && wanted == nil ? max(0, remaining) : 0
-                ).filter { wanted == nil || $0.confirmationId == wanted }
-            }
+            let found = try approver.pendingConfirmations(waitMilliseconds: wanted == nil ? max(0, remaining) : 0)
+                .filter { wanted == nil || $0.confirmationId == wanted }
             if !found.isEmpty { return found }
         } while wanted == nil && MonotonicClock.now() < deadline
         return []

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import FoundationEssentials
 import XignCore
+import XignDaemon
 import XignProtocol
 import XignTerminal
 
@@ -17,7 +18,7 @@ struct SetupCommand: ParsableCommand {
             5 registration rejected, 64 bad usage.
             """,
         version: XignCoreVersion.string,
-        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self, Doctor.self, Host.self, Approve.self]
+        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self, Doctor.self, Host.self, Approve.self, Agent.self]
     )
 }
 
@@ -42,6 +43,12 @@ struct CommonOptions: ParsableArguments {
         let sdk = try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
         if let warning = sdk.keyWarning { Terminal.write("warning: \(warning)\n") }
         return sdk
+    }
+
+    /// Who approves logins: this machine's state directly as root, else xignd for the caller's own user.
+    func approver(user: String?, xigndSocket: String) throws -> any LoginApprover {
+        if geteuid() == 0 { return SdkLoginApprover(sdk: try sdk(user: user)) }
+        return DaemonLoginApprover(user: user ?? Self.invokingUser(), socketPath: xigndSocket)
     }
 
     /// The user who ran the command, also through sudo.

@@ -13,9 +13,14 @@ final class ConfirmationFixture: @unchecked Sendable {
     let server = TemporaryDirectory()
     let serverConfig: String
 
-    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil) throws {
-        laptop = try PAMFixture(managerConfig: managerConfig, tpm: tpm)
-        let result = try laptop.manager.admin(["accounts", "set-login", "alice@example.org", "alice"])
+    /// The user enrolled on the laptop, and the login name the server asks for.
+    let user: String
+
+    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil,
+         user: String = "alice") throws {
+        self.user = user
+        laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm)
+        let result = try laptop.manager.admin(["accounts", "set-login", "\(user)@example.org", user])
         guard result.status == 0 else { throw TestFailure("set-login: \(result.stderr)") }
         serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
         let added = try laptop.manager.admin(["hosts", "add", "web1.example.org"])
@@ -47,7 +52,7 @@ final class ConfirmationFixture: @unchecked Sendable {
 
     /// `xign-setup approve` on the laptop, with the code and the PIN as lines.
     func approve(code: String, pin: String = "24680", extra: [String] = []) throws -> ChildProcess.Result {
-        try ChildProcess(try Products.path("xign-setup"), ["approve", "--config", laptop.configPath, "--state-dir", laptop.state, "--user", "alice",
+        try ChildProcess(try Products.path("xign-setup"), ["approve", "--config", laptop.configPath, "--state-dir", laptop.state, "--user", user,
                                                            "--pin-stdin", "--wait"] + extra,
                          stdin: "\(code)\n\(pin)\n", in: laptop.directory).wait()
     }

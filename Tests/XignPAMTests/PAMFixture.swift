@@ -91,10 +91,15 @@ final class PAMFixture: @unchecked Sendable {
     /// becomes traversable and the module is copied into it (the checkout may sit in root's home). The state
     /// stays root's alone, as on a real machine.
     func allowHostsWithoutRoot() throws {
-        let copy = directory.file("pam_xign.so")
-        try writeTestFile(copy, try Data(contentsOf: URL(fileURLWithPath: try Self.module)), mode: 0o644)
         guard chmod(directory.path, 0o711) == 0 else { throw TestFailure("cannot open \(directory.path) to other users") }
-        servicesModule = copy
+        servicesModule = try copyForOtherUsers(try Self.module)
+    }
+
+    /// A copy of `path` in the fixture's directory that other users may read and run.
+    func copyForOtherUsers(_ path: String) throws -> String {
+        let copy = directory.file(URL(fileURLWithPath: path).lastPathComponent)
+        try writeTestFile(copy, try Data(contentsOf: URL(fileURLWithPath: path)), mode: 0o755)
+        return copy
     }
 
     struct Login {
