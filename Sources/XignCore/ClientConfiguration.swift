@@ -9,7 +9,8 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// The manager `xign-setup register` uses when none is given.
     public var managerURL: ManagerURL?
     public var http = HTTPClient.Configuration()
-    public var deviceKey = DeviceKeyPreference.software
+    /// The TPM when one works, else a software key with a warning.
+    public var deviceKey = DeviceKeyPreference.auto
     /// How to reach the TPM. Always named: libtss2 given no TCTI quietly tries a simulator on localhost:2321.
     public var tcti = "device:/dev/tpmrm0"
     /// The manager's service that PAM logins authenticate to.

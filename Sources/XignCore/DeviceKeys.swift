@@ -6,8 +6,23 @@ import XignDevice
 struct DeviceKeys {
     let software: SoftwareDeviceKeyStore
     let tpm: TPMDeviceKeyStore
-    /// The store new keys are created in.
-    let preferred: any DeviceKeyStore
+    let preference: ClientConfiguration.DeviceKeyPreference
+
+    /// The store new keys are created in, and a warning when `auto` found no usable TPM. Only `auto` probes the
+    /// TPM, and only here: a login loads its key from the store it was made in and never pays for a probe.
+    func storeForNewKeys() -> (store: any DeviceKeyStore, warning: String?) {
+        switch preference {
+        case .software: return (software, nil)
+        case .tpm: return (tpm, nil)
+        case .auto:
+            do {
+                _ = try tpm.probe()
+                return (tpm, nil)
+            } catch {
+                return (software, "no usable TPM (\(error)); this key is a software key, which a copy of the disk can use (device_key = auto)")
+            }
+        }
+    }
 
     func store(for kind: String) -> any DeviceKeyStore {
         kind == DeviceKeyKind.tpm.rawValue ? tpm : software
@@ -44,7 +59,7 @@ struct DeviceKeys {
         reference: (Enrolment) -> String,
         save: (Enrolment) throws -> [(kind: String, reference: String)]
     ) throws -> Enrolment {
-        let keyStore = preferred
+        let keyStore = storeForNewKeys().store
         let (key, pending): (any DeviceKey, String)
         do { (key, pending) = try keyStore.createPendingKey() } catch {
             throw Self.error(error, doing: "cannot create the \(what) key")

@@ -38,18 +38,22 @@ extension XignSdk {
     /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`.
     public func diagnose(pamDirectory: String = "/etc/pam.d") -> Diagnosis {
         var items: [Diagnosis.Item] = []
-        let wantsTPM = configuration.deviceKey != .software
+        let wantsTPM = configuration.deviceKey == .tpm
         items.append(.init(name: "tcti", status: .ok, detail: configuration.tcti, hint: nil))
+        var tpmAnswers = false
         do {
             let name = try keys.tpm.probe()
+            tpmAnswers = true
             items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
             items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
         } catch {
             items.append(.init(
                 name: "tpm", status: wantsTPM ? .failure : .warning, detail: "\(error)",
-                hint: wantsTPM ? "start the TPM resource manager or fix tcti; or set device_key = software" : "keys are software keys (device_key = software)"
+                hint: wantsTPM ? "start the TPM resource manager or fix tcti; or set device_key = auto" : "new keys are software keys, which a copy of the disk can use"
             ))
         }
+        let newKeys = configuration.deviceKey == .software || (configuration.deviceKey == .auto && !tpmAnswers) ? "software" : "tpm"
+        items.append(.init(name: "device_key", status: .ok, detail: "\(configuration.deviceKey.rawValue): new keys are \(newKeys) keys", hint: nil))
         let enrolments: [IdentityManagerEntity]
         do { enrolments = try store.list() } catch {
             items.append(.init(name: "state", status: .failure, detail: "\(error)", hint: "check \(configuration.stateDirectory)"))
@@ -59,7 +63,7 @@ extension XignSdk {
             items.append(.init(name: "enrolments", status: .warning, detail: "this machine is not personalized", hint: "xign-setup register, then xign-setup personalize"))
         }
         for entity in enrolments {
-            items.append(checkKey(entity))
+            items.append(checkKey(entity, tpmAnswers: tpmAnswers))
         }
         var seen = Set<ManagerURL>()
         for entity in enrolments where seen.insert(entity.managerURL).inserted {
@@ -69,13 +73,17 @@ extension XignSdk {
         return Diagnosis(items: items)
     }
 
-    private func checkKey(_ entity: IdentityManagerEntity) -> Diagnosis.Item {
+    private func checkKey(_ entity: IdentityManagerEntity, tpmAnswers: Bool) -> Diagnosis.Item {
         let name = "key \(entity.idmIdentifier.prefix(8)) (\(entity.localUser), \(entity.keyKind))"
         do {
             let key = try keys.store(for: entity.keyKind).load(entity.keyReference)
             let message = Data("xign-doctor".utf8)
             guard try key.publicKey.isValidSignature(try key.signature(for: message), for: message) else {
                 return .init(name: name, status: .failure, detail: "the key signs, but the signature does not verify", hint: "enroll again with xign-setup personalize")
+            }
+            if entity.keyKind == DeviceKeyKind.software.rawValue && tpmAnswers && configuration.deviceKey != .software {
+                return .init(name: name, status: .warning, detail: "loads and signs, but is a software key although this machine has a TPM",
+                             hint: "personalize again to make the key in the TPM, where a copy of the disk cannot use it")
             }
             return .init(name: name, status: .ok, detail: "loads and signs", hint: nil)
         } catch {

@@ -13,8 +13,6 @@ public struct XignSdk {
     public let store: IdentityManagerStore
     public let http: HTTPClient
     let keys: DeviceKeys
-    /// Set when `device_key = auto` fell back to a software key.
-    public let keyWarning: String?
 
     public init(configuration: ClientConfiguration, localUser: String) throws {
         guard !localUser.isEmpty, localUser.utf8.count <= 64, !localUser.contains("/") else {
@@ -24,26 +22,16 @@ public struct XignSdk {
         self.localUser = localUser
         store = IdentityManagerStore(directory: configuration.stateDirectory)
         http = HTTPClient(configuration: configuration.http)
-        let software = SoftwareDeviceKeyStore(directory: store.keyDirectory)
-        let tpm = TPMDeviceKeyStore(directory: store.keyDirectory, tcti: configuration.tcti)
-        var preferred: any DeviceKeyStore = software
-        var warning: String?
-        switch configuration.deviceKey {
-        case .software:
-            break
-        case .tpm:
-            preferred = tpm
-        case .auto:
-            // The TPM when it works; else a software key, said out loud.
-            do {
-                _ = try tpm.probe()
-                preferred = tpm
-            } catch {
-                warning = "no usable TPM (\(error)); using a software device key (device_key = auto)"
-            }
-        }
-        keyWarning = warning
-        keys = DeviceKeys(software: software, tpm: tpm, preferred: preferred)
+        keys = DeviceKeys(
+            software: SoftwareDeviceKeyStore(directory: store.keyDirectory), tpm: TPMDeviceKeyStore(directory: store.keyDirectory, tcti: configuration.tcti),
+            preference: configuration.deviceKey
+        )
+    }
+
+    /// Where the next device or host key will be made (`device_key`), and a warning when `auto` falls back to software.
+    public func newKeyKind() -> (kind: DeviceKeyKind, warning: String?) {
+        let (store, warning) = keys.storeForNewKeys()
+        return (store.kind, warning)
     }
 
     public var registry: Registry { Registry(http: http) }

@@ -32,7 +32,7 @@ struct Host: ParsableCommand {
                 let url: ManagerURL
                 do { url = try ManagerURL(manager) } catch { throw XignSdkError(.invalidInput, "--manager: \(error)") }
                 let token = try readToken()
-                let enrolment = try common.sdk(user: nil).joinHost(managerURL: url, token: token)
+                let enrolment = try common.sdkForNewKeys(user: nil).joinHost(managerURL: url, token: token)
                 Output(json: common.json).emit([
                     "status": .string("joined"), "hostId": .string(enrolment.hostId), "name": .string(enrolment.name),
                     "managerUrl": .string(enrolment.managerURL.description), "keyKind": .string(enrolment.keyKind),

@@ -65,7 +65,7 @@ struct Personalize: ParsableCommand {
 
     private func personalize(_ output: Output) throws {
         let data = try readActivationData()
-        let sdk = try common.sdk(user: user)
+        let sdk = try common.sdkForNewKeys(user: user)
         let override = try managerUrl.map(parseManagerURL)
         let personalizer = sdk.personalizer(managerURLOverride: override)
         let url = override.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL

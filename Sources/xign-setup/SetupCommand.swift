@@ -40,8 +40,13 @@ struct CommonOptions: ParsableArguments {
     }
 
     func sdk(user: String?) throws -> XignSdk {
-        let sdk = try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
-        if let warning = sdk.keyWarning { Terminal.write("warning: \(warning)\n") }
+        try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
+    }
+
+    /// An XignSdk for a command that makes a key: says so when the key will not be in the TPM.
+    func sdkForNewKeys(user: String?) throws -> XignSdk {
+        let sdk = try sdk(user: user)
+        if let warning = sdk.newKeyKind().warning { Terminal.write("warning: \(warning)\n") }
         return sdk
     }
 

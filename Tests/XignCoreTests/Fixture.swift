@@ -12,15 +12,19 @@ final class Fixture: @unchecked Sendable {
         manager = try ManagerProcess(config: managerConfig)
     }
 
-    /// Set to use TPM keys from this simulator.
+    /// Set to use TPM keys from this simulator; without it, keys are software keys.
     var tpm: SoftwareTPM?
+    /// A change to the configuration every SDK of this fixture gets (for example `device_key`).
+    var adjust: @Sendable (inout ClientConfiguration) -> Void = { _ in }
 
     func configuration(stateDirectory: String? = nil, timeout: Int = 5_000) -> ClientConfiguration {
         var configuration = ClientConfiguration()
+        configuration.deviceKey = .software
         if let tpm {
             configuration.deviceKey = .tpm
             configuration.tcti = tpm.tcti
         }
+        adjust(&configuration)
         configuration.stateDirectory = stateDirectory ?? directory.file("state")
         configuration.http.timeoutMilliseconds = timeout
         configuration.http.connectTimeoutMilliseconds = min(timeout, 2_000)

@@ -117,14 +117,28 @@ import XignTestSupport
         #expect(try login(try fixture.sdk(), result.idmIdentifier).subject == "hardware@example.org")
     }
 
+    @Test func autoMakesTheKeyInTheTPMWhereOneWorks() throws {
+        let (fixture, _) = try fixture()
+        fixture.adjust = { $0.deviceKey = .auto }
+        let choice = try fixture.sdk().newKeyKind()
+        #expect(choice.kind == .tpm && choice.warning == nil)
+        let result = try fixture.personalize(try fixture.register("auto-tpm@example.org"))
+        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == "tpm")
+    }
+
     @Test func autoFallsBackToASoftwareKeyAndSaysSo() throws {
         let fixture = try Fixture()
-        var configuration = fixture.configuration()
-        configuration.deviceKey = .auto
-        configuration.tcti = "swtpm:path=\(fixture.directory.file("no-tpm-here"))"
-        let sdk = try XignSdk(configuration: configuration, localUser: "alice")
-        #expect(sdk.keyWarning?.contains("using a software device key") == true)
-        #expect(throws: Never.self) { _ = try fixture.personalize(try fixture.register("auto@example.org")) }
+        let missing = "swtpm:path=\(fixture.directory.file("no-tpm-here"))"
+        fixture.adjust = { $0.deviceKey = .auto; $0.tcti = missing }
+        let choice = try fixture.sdk().newKeyKind()
+        #expect(choice.kind == .software)
+        #expect(choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true, "\(String(describing: choice.warning))")
+        let result = try fixture.personalize(try fixture.register("auto@example.org"))
+        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == "software")
+    }
+
+    @Test func autoIsTheDefault() {
+        #expect(ClientConfiguration().deviceKey == .auto)
     }
 
     @Test func doctorReportsEachItemWithTheTPMPresentAndAbsent() throws {
@@ -135,7 +149,8 @@ import XignTestSupport
         _ = try fixture.directory.write("pam.d/sudo", "auth required pam_xign.so\n")
         let healthy = try fixture.sdk().diagnose(pamDirectory: pam)
         #expect(healthy.status == .ok, "\(healthy.items.map { "\($0.name): \($0.detail)" })")
-        #expect(healthy.items.map(\.name) == ["tcti", "tpm", "srk", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)", "manager \(fixture.manager.url)", "pam"])
+        #expect(healthy.items.map(\.name) == ["tcti", "tpm", "srk", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)", "manager \(fixture.manager.url)", "pam"])
+        #expect(healthy.items.first { $0.name == "device_key" }?.detail == "tpm: new keys are tpm keys")
         tpm.stop()
         fixture.manager.stop()
         let sick = try fixture.sdk().diagnose(pamDirectory: fixture.directory.file("empty"))
@@ -145,5 +160,16 @@ import XignTestSupport
         #expect(status["manager \(fixture.manager.url)"] == .failure)
         #expect(status["pam"] == .warning)
         #expect(sick.items.allSatisfy { $0.status == .ok || $0.hint != nil }, "every problem comes with a hint")
+    }
+
+    @Test func doctorWarnsOfASoftwareKeyOnAMachineWithATPM() throws {
+        let (fixture, tpm) = try fixture()
+        fixture.adjust = { $0.deviceKey = .software }
+        let result = try fixture.personalize(try fixture.register("soft@example.org"))
+        fixture.adjust = { $0.deviceKey = .auto; $0.tcti = tpm.tcti }
+        let items = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path).items
+        let key = try #require(items.first { $0.name == "key \(result.idmIdentifier.prefix(8)) (alice, software)" })
+        #expect(key.status == .warning && key.hint?.contains("personalize again to make the key in the TPM") == true, "\(key)")
+        #expect(items.first { $0.name == "device_key" }?.detail == "auto: new keys are tpm keys")
     }
 }

@@ -46,6 +46,7 @@ final class PAMFixture: @unchecked Sendable {
         let state = directory.file("state")
         var configuration = ClientConfiguration()
         configuration.stateDirectory = state
+        configuration.deviceKey = .software
         var keyLines = ""
         if let tpm {
             configuration.deviceKey = .tpm
