@@ -70,6 +70,21 @@ grep pam_xign /etc/pam.d/common-auth || fail "pam-auth-update did not add the mo
 step "Log in through the real /etc/pam.d stack: the right PIN"
 printf '%s\n' "$PIN" | pamtester login xtest authenticate || fail "the right PIN was refused"
 
+step "Without root the login goes through xignd, started from its socket as systemd starts it"
+test -L /etc/systemd/system/sockets.target.wants/xignd.socket || fail "the package did not enable xignd.socket"
+test -e /etc/systemd/system/multi-user.target.wants/xignd.service && fail "xignd.service must start from its socket only"
+SOCKET=$(sed -n 's/^ListenStream=//p' /lib/systemd/system/xignd.socket)
+XIGND_EXEC=$(sed -n 's/^ExecStart=//p' /lib/systemd/system/xignd.service)
+mkdir -p "$(dirname "$SOCKET")"
+systemd-socket-activate -l "$SOCKET" $XIGND_EXEC >/tmp/xignd.log 2>&1 &
+XIGND=$!
+for _ in $(seq 100); do test -S "$SOCKET" && break; sleep 0.1; done
+chmod 0666 "$SOCKET"  # the unit's SocketMode
+printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate || { cat /tmp/xignd.log; fail "the user's own login through xignd was refused"; }
+grep -q "uid=$(id -u xtest) .*result=success" /tmp/xignd.log || { cat /tmp/xignd.log; fail "the login did not go through xignd"; }
+if printf '%s\n' "$PIN" | runuser -u nobody -- pamtester login xtest authenticate; then fail "nobody logged in as xtest through xignd"; fi
+kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
+
 step "Upgrade to a rebuilt package; the activation survives"
 for deb in /tmp/debs/libpam-xign_*.deb /tmp/debs/xign-setup_*.deb /tmp/debs/xign-manager_*.deb; do
     name=$(dpkg-deb -f "$deb" Package)
