@@ -3,7 +3,8 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies from Debian: the system libraries and the real tools the tests drive.
 DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev \
-	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo
+	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo \
+	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin
 
 # pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
 # and nodelete so libpam's dlclose at every pam_end does not unload a runtime (DESIGN.md).
@@ -20,7 +21,7 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 
 # Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
-PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2
+PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
 .PHONY: all deps build pam install test demo bench package package-test clean

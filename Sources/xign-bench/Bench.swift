@@ -53,6 +53,7 @@ struct Bench {
         let url = try ManagerURL("http://127.0.0.1:\(port)")
         var configuration = ClientConfiguration()
         configuration.stateDirectory = work + "/state"
+        configuration.deviceKey = .software
         let sdk = try XignSdk(configuration: configuration, localUser: "bench")
         let http = HTTPClient()
         let pin = "24680"
@@ -145,6 +146,7 @@ struct Bench {
         if CommandLine.arguments.count >= 3 {
             try pamFigures(module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port, pin: pin)
             try confirmationFigures(bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin, floor: floor)
+            try daemonFigures(bin: bin, module: CommandLine.arguments[1], work: work, configuration: configuration, pin: pin, register: register)
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
         }
