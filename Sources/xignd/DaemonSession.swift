@@ -64,7 +64,10 @@ struct DaemonSession {
         }
         options.configPath = daemon.configPath
         options.mode = .local
-        guard charge(target, pamStyle: true) else { return }
+        // Only a login that will check a PIN takes from the allowance: with the shared stack every user's locker
+        // comes here, and a user without an enrolment must not be told of PIN attempts.
+        let enrolled = (try? XignSdk(configuration: daemon.configuration, localUser: target.name).store.list().contains { $0.localUser == target.name }) ?? true
+        if enrolled { guard charge(target, pamStyle: true) else { return } }
         let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
         let code = PAMLogin(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()

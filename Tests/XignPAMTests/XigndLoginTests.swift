@@ -114,6 +114,15 @@ import XignTestSupport
         #expect(other.code == PAMCode.success, "each uid has its own allowance: \(other.output)")
     }
 
+    @Test func aUserWithoutAnEnrolmentIsUnknownAndSpendsNoAttempts() throws {
+        for _ in 0..<7 {
+            let login = try fixture.login("bin", service: "locker", answers: [], wrapper: PAMFixture.runAs("bin"))
+            #expect(login.code == PAMCode.userUnknown && login.conversation.isEmpty, "\(login.output)")
+        }
+        let stored = (try? String(contentsOfFile: attemptsFile, encoding: .utf8)) ?? "{}"
+        #expect(stored == "{}", "\(stored)")
+    }
+
     @Test func idleConnectionsAreClosedAndOneCallerCannotTakeThemAll() throws {
         // Root opens 12 connections and says nothing: at most 8 (one uid's share) are taken, the rest are turned away.
         let idle = try (0..<12).map { _ in try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000) }
