@@ -7,20 +7,17 @@ struct DeviceKeys {
     let software: SoftwareDeviceKeyStore
     let tpm: TPMDeviceKeyStore
     let preference: ClientConfiguration.DeviceKeyPreference
+    private let tpmCheck = TPMCheck()
 
     /// The store new keys are created in, and a warning when `auto` found no usable TPM. Only `auto` probes the
-    /// TPM, and only here: a login loads its key from the store it was made in and never pays for a probe.
+    /// TPM, once, and only when a key is made: a login loads its key from the store it was made in.
     func storeForNewKeys() -> (store: any DeviceKeyStore, warning: String?) {
         switch preference {
         case .software: return (software, nil)
         case .tpm: return (tpm, nil)
         case .auto:
-            do {
-                _ = try tpm.probe()
-                return (tpm, nil)
-            } catch {
-                return (software, "no usable TPM (\(error)); this key is a software key, which a copy of the disk can use (device_key = auto)")
-            }
+            guard let failure = tpmCheck.failure(of: tpm) else { return (tpm, nil) }
+            return (software, "no usable TPM (\(failure)); this key is a software key, which a copy of the disk can use (device_key = auto)")
         }
     }
 
@@ -82,5 +79,18 @@ struct DeviceKeys {
         }
         for old in replaced where old.reference != reference(enrolment) { try? store(for: old.kind).delete(old.reference) }
         return enrolment
+    }
+}
+
+/// Whether the TPM answers, asked once.
+private final class TPMCheck {
+    private var checked: (any Error)??
+
+    func failure(of tpm: TPMDeviceKeyStore) -> (any Error)? {
+        if let checked { return checked }
+        var failure: (any Error)?
+        do { _ = try tpm.probe() } catch { failure = error }
+        checked = .some(failure)
+        return failure
     }
 }

@@ -85,8 +85,7 @@ struct Remove: ParsableCommand {
 
     func run() throws {
         try reportingErrors(json: common.json) {
-            let configuration = try common.loadConfiguration()
-            let sdk = try XignSdk(configuration: configuration, localUser: CommonOptions.invokingUser())
+            let sdk = try common.sdk(user: nil)
             let outcome = try sdk.remove(idmIdentifier: idmIdentifier, localOnly: localOnly)
             let output = Output(json: common.json)
             switch outcome {
@@ -123,11 +122,7 @@ struct Doctor: ParsableCommand {
 
     func run() throws {
         try reportingErrors(json: common.json) {
-            let configuration = try common.loadConfiguration()
-            // The doctor reports a missing TPM instead of refusing to start, so it never probes for `auto` here.
-            var probeFree = configuration
-            if probeFree.deviceKey == .auto { probeFree.deviceKey = .tpm }
-            let diagnosis = try XignSdk(configuration: probeFree, localUser: CommonOptions.invokingUser()).diagnose(pamDirectory: pamDir)
+            let diagnosis = try common.sdk(user: nil).diagnose(pamDirectory: pamDir)
             if common.json {
                 Output(json: true).emit([
                     "status": .string(diagnosis.status.rawValue),

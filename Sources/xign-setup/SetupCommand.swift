@@ -40,7 +40,9 @@ struct CommonOptions: ParsableArguments {
     }
 
     func sdk(user: String?) throws -> XignSdk {
-        try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
+        // libtss2 prints its own errors on stderr; ours say the same with what to do, so it stays quiet unless asked.
+        setenv("TSS2_LOG", "all+none", 0)
+        return try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
     }
 
     /// An XignSdk for a command that makes a key: says so when the key will not be in the TPM.

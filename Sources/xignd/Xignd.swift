@@ -29,6 +29,8 @@ struct Xignd: ParsableCommand {
     func run() throws {
         guard geteuid() == 0 else { throw ValidationError("xignd runs as root: it reads /var/lib/xign and the TPM for its callers") }
         signal(SIGPIPE, SIG_IGN)
+        // libtss2 logs its own errors to stderr; the login's log line says the same with what to do.
+        setenv("TSS2_LOG", "all+none", 0)
         let daemon: Daemon
         let listener: Int32
         do {
