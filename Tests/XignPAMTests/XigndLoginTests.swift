@@ -154,6 +154,45 @@ import XignTestSupport
         #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
     }
 
+    /// A stand-in at a socket of its own, run as `owner`, that answers every connection with `reply` (a whole frame).
+    func standIn(_ name: String, owner: String, reply: [UInt8]) throws -> ChildProcess {
+        let directory = fixture.directory.file(name)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        guard let entry = getpwnam(owner), chown(directory, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else { throw TestFailure("chown \(directory)") }
+        try writeTestFile(directory + "/reply", Data(reply), mode: 0o644)
+        let command = PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:cat \(directory)/reply"]
+        let process = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory)
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: directory + "/xignd.sock") && Date() < deadline { usleep(20_000) }
+        try fixture.service(name, arguments: "socket=\(directory)/xignd.sock")
+        return process
+    }
+
+    static func frame(_ json: String) -> [UInt8] {
+        let body = Array(json.utf8)
+        return [0, 0, UInt8(body.count >> 8), UInt8(body.count & 0xFF)] + body
+    }
+
+    @Test func onlyRootsDaemonIsBelieved() throws {
+        let success = Self.frame(#"{"loginResult":{"pamCode":0}}"#)
+        // A user's own listener that says "success" is not xignd.
+        let impostor = try standIn("impostor", owner: "nobody", reply: success)
+        defer { impostor.stop() }
+        let refused = try lockerLogin(service: "impostor")
+        #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
+        // Honest control: the same answer from root's socket is believed; only the owner differs.
+        let rooted = try standIn("rooted", owner: "root", reply: success)
+        defer { rooted.stop() }
+        #expect(try lockerLogin(service: "rooted").code == PAMCode.success)
+        // Root's daemon with a garbled answer, or a result that is no PAM code the module knows.
+        let garbled = try standIn("garbled", owner: "root", reply: [0, 0, 0, 9] + Array("{{{{{{{{{".utf8))
+        defer { garbled.stop() }
+        #expect(try lockerLogin(service: "garbled").code == PAMCode.authInfoUnavailable)
+        let strange = try standIn("strange", owner: "root", reply: Self.frame(#"{"loginResult":{"pamCode":12345}}"#))
+        defer { strange.stop() }
+        #expect(try lockerLogin(service: "strange").code == PAMCode.authError)
+    }
+
     @Test func twoUsersLogInAtOnce() throws {
         let logins = ["nobody", "daemon"].map { user in
             Thread.detachedResult { try fixture.login(user, service: "locker", answers: ["24680"], wrapper: PAMFixture.runAs(user)) }
