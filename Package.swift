@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(name: "xign-bench", dependencies: ["XignCore", "XignDevice"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
-        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto"], path: "Tests/XignTestSupport"),
+        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto", "XignDaemon"], path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),

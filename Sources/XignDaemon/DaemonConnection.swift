@@ -39,13 +39,7 @@ public final class DaemonConnection: @unchecked Sendable {
 
     /// Connects to xignd's socket at `path`, waiting at most `timeoutMilliseconds` (a full backlog blocks).
     public static func connect(path: String, timeoutMilliseconds: Int) throws -> DaemonConnection {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else { throw Failure.unreachable("the socket path \(path.prefix(64)) is too long") }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: path.utf8)
-        }
+        guard var address = socketAddress(path) else { throw Failure.unreachable("the socket path \(path.prefix(64)) is too long") }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure.unreachable(String(cString: strerror(errno))) }
         let connection = DaemonConnection(descriptor: descriptor)
@@ -118,6 +112,15 @@ public final class DaemonConnection: @unchecked Sendable {
             if errno != EINTR { throw Failure.unreachable(String(cString: strerror(errno))) }
         }
     }
+}
+
+/// The address of the unix socket at `path`; nil when the path does not fit (107 bytes).
+public func socketAddress(_ path: String) -> sockaddr_un? {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+    return address
 }
 
 extension MonotonicClock.Instant {

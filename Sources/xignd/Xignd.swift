@@ -62,9 +62,7 @@ struct Xignd: ParsableCommand {
             guard status.st_mode & S_IFMT == S_IFSOCK else { throw XigndError("\(path) exists and is not a socket") }
             unlink(path)
         }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        guard var address = socketAddress(path) else { throw XigndError("\(path) is too long for a socket path") }
         let descriptor = Foundation.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }

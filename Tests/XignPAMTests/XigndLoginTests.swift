@@ -144,12 +144,11 @@ import XignTestSupport
 
     @Test func malformedAndOversizedRequestsAreRefusedAndTheDaemonGoesOn() throws {
         for garbage in [[UInt8](repeating: 0xFF, count: 4), [0, 0, 0, 5] + Array("{\"a\":".utf8), [0, 1, 0, 0]] {
-            let descriptor = try DaemonProcess.connect(daemon.socketPath)
-            _ = garbage.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let connection = try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000)
+            _ = garbage.withUnsafeBytes { send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             var byte: UInt8 = 0
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            #expect(poll(&entry, 1, 15_000) == 1 && recv(descriptor, &byte, 1, 0) == 0, "xignd closes the connection")
-            close(descriptor)
+            var entry = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&entry, 1, 15_000) == 1 && recv(connection.descriptor, &byte, 1, 0) == 0, "xignd closes the connection")
         }
         #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import XignDaemon
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,10 +25,7 @@ public final class DaemonProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let result = child.poll() { throw TestFailure("xignd exited with \(result.status): \(result.stderr)") }
-            if let descriptor = try? Self.connect(socketPath) {
-                close(descriptor)
-                return
-            }
+            if (try? DaemonConnection.connect(path: socketPath, timeoutMilliseconds: 1_000)) != nil { return }
             usleep(10_000)
         }
         throw TestFailure("xignd did not listen at \(socketPath) within 20 s")
@@ -42,22 +40,6 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     public var log: String { process.map { (try? String(contentsOfFile: $0.stderrPath, encoding: .utf8)) ?? "" } ?? "" }
-
-    /// A connection to `path`, as any client makes it.
-    public static func connect(_ path: String) throws -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            close(descriptor)
-            throw TestFailure("cannot connect to \(path): \(String(cString: strerror(errno)))")
-        }
-        return descriptor
-    }
 
     deinit { kill(SIGTERM) }
 }
