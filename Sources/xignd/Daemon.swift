@@ -65,7 +65,7 @@ final class Daemon: @unchecked Sendable {
 
     /// One line on stderr with its syslog priority in front, as journald reads it.
     func log(_ priority: Int32, _ message: String) {
-        let line = "<\(priority)>" + message.map { $0 == "\n" ? " " : $0 }.reduce(into: "") { $0.append($1) } + "\n"
+        let line = "<\(priority)>" + message.replacingOccurrences(of: "\n", with: " ") + "\n"
         FileHandle.standardError.write(Data(line.utf8))
     }
 }
