@@ -50,7 +50,8 @@ import XignTestSupport
 
         // Choosing the notification opens the approval with the login's payload.
         try desktop.run(["/usr/bin/dunstctl", "action", "0"])
-        let payload = try #require(try waitForFile(opened)).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(waitUntil(seconds: 15) { ((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "").hasSuffix("\n") }, "the notification's action opened nothing")
+        let payload = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(ConfirmationPayload.confirmationId(in: payload) != nil, "\(payload)")
 
         let approval = try setupAsUser(["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin", payload], stdin: "\(code)\n24680\n").wait()
@@ -64,15 +65,6 @@ import XignTestSupport
         let approval = try setupAsUser(["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin"], stdin: "123456\n24680\n").wait()
         #expect(approval.status == 1)
         #expect(approval.stderr.contains("without root, xign-setup needs xignd (systemctl enable --now xignd.socket)"), "\(approval.stderr)")
-    }
-
-    func waitForFile(_ path: String, timeout: Double = 15) throws -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let text = try? String(contentsOfFile: path, encoding: .utf8), !text.isEmpty { return text }
-            usleep(100_000)
-        }
-        return nil
     }
 }
 
@@ -122,12 +114,7 @@ final class DesktopSession: @unchecked Sendable {
     }
 
     private func wait(_ what: String, timeout: Double = 20, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return }
-            usleep(50_000)
-        }
-        throw TestFailure("no \(what) within \(Int(timeout)) s")
+        guard waitUntil(seconds: timeout, condition) else { throw TestFailure("no \(what) within \(Int(timeout)) s") }
     }
 
     deinit { processes.reversed().forEach { $0.stop() } }

@@ -33,19 +33,10 @@ import XignTestSupport
         try display.xdotool(["key", "Return"])
     }
 
-    func waitUntil(_ timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(100_000)
-        }
-        return false
-    }
-
     @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
         let locker = try lock()
         try type("13570")
-        #expect(try waitUntil(15) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager")
+        #expect(try waitUntil(seconds: 15) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager")
         usleep(1_000_000)
         #expect(locker.poll() == nil, "a wrong PIN keeps the screen locked")
         usleep(500_000) // the manager's lock after one wrong PIN (300 ms in the test config)
@@ -63,7 +54,7 @@ import XignTestSupport
         try fixture.redirectEnrolments(to: slow.url)
         let locker = try lock()
         try type("24680")
-        #expect(waitUntil(15) { !slow.requests.isEmpty })
+        #expect(waitUntil(seconds: 15) { !slow.requests.isEmpty })
         daemon.kill()
         usleep(1_000_000)
         #expect(locker.poll() == nil, "without xignd the screen stays locked")

@@ -87,8 +87,7 @@ import XignTestSupport
         try fixture.redirectEnrolments(to: slow.url)
         let started = Date()
         let login = try fixture.startLogin("nobody", service: "locker", wrapper: PAMFixture.runAs("nobody"))
-        let deadline = Date().addingTimeInterval(20)
-        while slow.requests.isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(waitUntil(seconds: 20) { !slow.requests.isEmpty })
         daemon.kill()
         let result = try fixture.finish(login)
         #expect(result.code == PAMCode.authInfoUnavailable, "\(result.output)")
@@ -161,8 +160,7 @@ import XignTestSupport
         try writeTestFile(directory + "/reply", Data(reply), mode: 0o644)
         let command = PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:cat \(directory)/reply"]
         let process = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory)
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: directory + "/xignd.sock") && Date() < deadline { usleep(20_000) }
+        guard waitUntil(seconds: 10, { FileManager.default.fileExists(atPath: directory + "/xignd.sock") }) else { throw TestFailure("socat did not listen") }
         try fixture.service(name, arguments: "socket=\(directory)/xignd.sock")
         return process
     }

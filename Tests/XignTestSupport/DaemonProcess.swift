@@ -22,13 +22,11 @@ public final class DaemonProcess: @unchecked Sendable {
     public func start() throws {
         let child = try ChildProcess(try Products.path("xignd"), ["--config", configPath, "--socket", socketPath], in: directory)
         process = child
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
+        let listening = try waitUntil(seconds: 20) {
             if let result = child.poll() { throw TestFailure("xignd exited with \(result.status): \(result.stderr)") }
-            if (try? DaemonConnection.connect(path: socketPath, timeoutMilliseconds: 1_000)) != nil { return }
-            usleep(10_000)
+            return (try? DaemonConnection.connect(path: socketPath, timeoutMilliseconds: 1_000)) != nil
         }
-        throw TestFailure("xignd did not listen at \(socketPath) within 20 s")
+        guard listening else { throw TestFailure("xignd did not listen at \(socketPath) within 20 s") }
     }
 
     /// Kills xignd with `signal` and waits for it.

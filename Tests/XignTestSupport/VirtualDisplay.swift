@@ -31,12 +31,8 @@ public final class VirtualDisplay: @unchecked Sendable {
 
     /// Waits until a window of `windowClass` is mapped.
     public func waitForWindow(class windowClass: String, timeout: Double = 20) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try xdotool(["search", "--onlyvisible", "--class", windowClass]).status == 0 { return }
-            usleep(100_000)
-        }
-        throw TestFailure("no \(windowClass) window appeared on \(name) within \(Int(timeout)) s")
+        let shown = try waitUntil(seconds: timeout, every: 100_000) { try xdotool(["search", "--onlyvisible", "--class", windowClass]).status == 0 }
+        guard shown else { throw TestFailure("no \(windowClass) window appeared on \(name) within \(Int(timeout)) s") }
     }
 
     deinit { process.stop() }
