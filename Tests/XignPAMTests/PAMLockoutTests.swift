@@ -111,12 +111,8 @@ import XignTestSupport
         let config = ManagerProcess.testConfig(pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
                                                "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
         let fixture = try PAMFixture(managerConfig: config)
-        let managerPort = fixture.manager.port
         // Holds the manager's token answer back past the token's lifetime.
-        let slow = try FaultyServer { request in
-            if request.hasPrefix("POST \(APIPath.token) ") { Thread.sleep(forTimeInterval: 5.5) }
-            return FaultyServer.forward(request, toPort: managerPort)
-        }
+        let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) { $0.hasPrefix("POST \(APIPath.token) ") }
         try fixture.redirectEnrolments(to: slow.url)
         try fixture.service("login", arguments: "timeout=10")
         // Four minutes behind: the token's lifetime is the manager's, counted here on the monotonic clock.

@@ -41,7 +41,7 @@ import XignTestSupport
                 throw TestFailure("cannot make the setuid host: \(String(cString: strerror(errno)))")
             }
         }
-        return try fixture.login(answers: answers, wrapper: ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"],
+        return try fixture.login(answers: answers, wrapper: PAMFixture.runAs("nobody"),
                                  harness: host, environment: callerEnvironment(traps))
     }
 

@@ -47,10 +47,7 @@ import XignTestSupport
     }
 
     @Test func xigndGoneMidRequestLeavesTheLockerLockedAndResponsive() throws {
-        let slow = try FaultyServer { [port = fixture.manager.port] request in
-            usleep(3_000_000)
-            return FaultyServer.forward(request, toPort: port)
-        }
+        let slow = try FaultyServer.delaying(3, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: slow.url)
         let locker = try lock()
         try type("24680")

@@ -80,10 +80,7 @@ import XignTestSupport
 
     @Test func xigndKilledMidRequestEndsTheLoginAndKeepsItsAttemptRecord() throws {
         // A manager that answers slowly holds xignd in the middle of the login.
-        let slow = try FaultyServer { [port = fixture.manager.port] request in
-            usleep(3_000_000)
-            return FaultyServer.forward(request, toPort: port)
-        }
+        let slow = try FaultyServer.delaying(3, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: slow.url)
         let started = Date()
         let login = try fixture.startLogin("nobody", service: "locker", wrapper: PAMFixture.runAs("nobody"))

@@ -25,6 +25,14 @@ public final class FaultyServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// A stand-in that passes every request on to 127.0.0.1:`port`, holding back those that `match` for `seconds`.
+    public static func delaying(_ seconds: Double, to port: Int, when match: @escaping @Sendable (_ request: String) -> Bool = { _ in true }) throws -> FaultyServer {
+        try FaultyServer { request in
+            if match(request) { Thread.sleep(forTimeInterval: seconds) }
+            return forward(request, toPort: port)
+        }
+    }
+
     public var requests: [String] { lock.withLock { _requests } }
 
     private func serve() {
