@@ -85,17 +85,8 @@ public final class FaultyServer: @unchecked Sendable {
     /// Passes `request` on to the server on 127.0.0.1:`port` and returns its whole answer (nil if it gives none):
     /// a stand-in that forwards can delay, count or rewrite what the real manager says.
     public static func forward(_ request: String, toPort port: Int) -> [UInt8]? {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
+        guard let fd = LoopbackSocket.connect(port) else { return nil }
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else { return nil }
         // One request per connection, as libcurl's easy calls here make them.
         let closing = request.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n", options: [], range: request.range(of: "\r\n\r\n"))
         let bytes = Array(closing.utf8)
@@ -131,16 +122,27 @@ public enum LoopbackSocket {
 
     /// Whether something accepts connections on 127.0.0.1:`port` now (a connection is made and closed).
     public static func isListening(_ port: Int) -> Bool {
+        guard let fd = connect(port) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// A connected socket to 127.0.0.1:`port`, or nil when nothing accepts there.
+    public static func connect(_ port: Int) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard fd >= 0 else { return nil }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
+        guard connected else {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 
     /// A loopback port that was free a moment ago and has no listener.
