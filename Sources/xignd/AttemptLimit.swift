@@ -19,15 +19,13 @@ final class AttemptLimit: @unchecked Sendable {
     let path: String
     let capacity: Double
     let refillSeconds: Double
-    private let now: () -> Double
     private let lock = NSLock()
     private var allowances: [String: Allowance]
 
-    init(path: String, capacity: Int = 5, refillSeconds: Int = 30, now: @escaping () -> Double = { Date().timeIntervalSince1970 }) throws {
+    init(path: String, capacity: Int = 5, refillSeconds: Int = 30) throws {
         self.path = path
         self.capacity = Double(capacity)
         self.refillSeconds = Double(refillSeconds)
-        self.now = now
         guard let data = try AtomicFile.read(path, limit: 1 << 20) else {
             allowances = [:]
             return
@@ -59,10 +57,8 @@ final class AttemptLimit: @unchecked Sendable {
         }
     }
 
-    func remaining(_ uid: UInt32) -> Double { lock.withLock { current(uid).attempts } }
-
     private func current(_ uid: UInt32) -> Allowance {
-        let time = now()
+        let time = Date().timeIntervalSince1970
         guard var allowance = allowances[String(uid)] else { return Allowance(attempts: capacity, updatedAt: time) }
         if time > allowance.updatedAt {
             allowance.attempts = min(capacity, allowance.attempts + (time - allowance.updatedAt) / refillSeconds)
@@ -73,7 +69,7 @@ final class AttemptLimit: @unchecked Sendable {
 
     private func save() throws {
         // Full allowances carry no information; dropping them keeps the file small.
-        let time = now()
+        let time = Date().timeIntervalSince1970
         allowances = allowances.filter { _, allowance in allowance.attempts + max(0, time - allowance.updatedAt) / refillSeconds < capacity }
         try AtomicFile.write(try JSONEncoder().encode(allowances), to: path, mode: 0o600)
     }
