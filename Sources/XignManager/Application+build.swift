@@ -1,15 +1,19 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
+import ServiceLifecycle
 import XignProtocol
 
-/// The manager as an application: the routes of each process, the error middleware and the mail relay.
+/// The manager as an application: the routes of each process, the error middleware, the connection limits, TLS
+/// when configured, and the services beside the server (mail, expiry, certificate reload).
 /// `xign-manager serve` only parses its arguments and runs what this builds.
 public func buildApplication(
     manager: IdentityManager, onListening: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
-) -> some ApplicationProtocol {
-    let router = Router()
+) throws -> some ApplicationProtocol {
+    let router = Router(context: ManagerRequestContext.self)
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
     router.get(RouterPath(APIPath.health)) { _, _ in try Response.json(.ok, manager.health()) }
     RegistrationController(manager: manager).addRoutes(to: router)
@@ -18,11 +22,29 @@ public func buildApplication(
     AuthenticationController(manager: manager).addRoutes(to: router)
     HostController(manager: manager).addRoutes(to: router)
     ConfirmationController(manager: manager).addRoutes(to: router)
-    let host = manager.configuration.listenHost
+
+    let configuration = manager.configuration
+    let limits = configuration.limits
+    let connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress)
+    let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [
+        ConnectionLimitHandler(connections),
+        RequestDeadlineHandler(readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
+    ])
+    var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager)]
+    let server: HTTPServerBuilder
+    if let tls = configuration.tls {
+        let certificates = try TLSCertificates(tls)
+        server = try .tls(.http1(configuration: http1), tlsConfiguration: certificates.serverConfiguration)
+        services.append(TLSReloadService(certificates: certificates, logger: manager.logger))
+    } else {
+        server = .http1(configuration: http1)
+    }
+    let host = configuration.listenHost
     return Application(
         router: router,
-        configuration: .init(address: .hostname(host, port: manager.configuration.listenPort), serverName: nil),
-        services: [MailRelayService(manager: manager)],
+        server: server,
+        configuration: .init(address: .hostname(host, port: configuration.listenPort), serverName: nil),
+        services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             do { try await manager.didBind(host: host, port: port) } catch {

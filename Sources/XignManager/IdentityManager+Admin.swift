@@ -73,8 +73,7 @@ extension IdentityManager {
         } while policy.validate(pin) != .valid
         let account = NewAccount(email: email.lowercased(), loginName: nil, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
         let alias = "\(organization) invite"
-        let (payload, _) = try await createAccount(account, pin: pin, alias: alias)
-        try send(Outbox.activationMail(to: email, alias: alias, payload: payload))
+        _ = try await createAccount(account, pin: pin, alias: alias)
         logger.info("organization invite", metadata: ["email": "\(email)", "organization": "\(organization)"])
         return pin
     }

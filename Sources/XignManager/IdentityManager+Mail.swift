@@ -1,18 +1,61 @@
 import Foundation
+import NIOPosix
 import ServiceLifecycle
+import XignCrypto
 
-/// Mail: queued durably in the outbox, then fed to the SMTP relay when one is configured.
+/// Mail: queued as a row in the transaction that causes it, so no account exists without its mail and no mail
+/// without its account. Whichever instance claims the row first sends it: once, or twice if an instance dies
+/// between sending and deleting the row, but never not at all.
 extension IdentityManager {
-    /// Queues mail in the outbox (durable), then wakes the SMTP relay if one runs.
-    func send(_ mail: Outbox.Mail) throws {
-        try outbox.deliver(mail, from: configuration.mailFrom)
-        mailQueued.yield()
+    /// How long a claim on a queued mail holds: longer than the relay's timeouts for one message; also the retry pause.
+    static let mailClaimMilliseconds: Int64 = 120_000
+
+    /// Queues `mail` in the caller's transaction; returns its id for `deliverMail(id:)` once that committed.
+    func queue(_ mail: Outbox.Mail, in store: ManagerStore) async throws -> String {
+        let id = try SecureRandom.identifier()
+        let message = Outbox.message(mail, from: configuration.mailFrom, id: id)
+        try await store.queueMail(id: id, recipient: mail.to, message: message, now: Self.now())
+        return id
     }
 
-    /// Feeds the outbox to the configured SMTP relay: at start, whenever mail is queued, and every
-    /// `interval` for mail a failed round left behind. Returns at once without a relay; runs until cancelled.
+    /// Called after the queuing transaction committed. Without a relay the mail goes into the maildir before the
+    /// answer; with one, the relay loop is woken and the answer does not wait for SMTP.
+    func deliverMail(id: String) async {
+        guard configuration.smtpRelay == nil else {
+            mailQueued.yield()
+            return
+        }
+        do { _ = try await deliverDueMail(id: id) } catch {
+            logger.warning("mail stays queued: \(error)")
+        }
+    }
+
+    /// Claims and delivers queued mail (one message when `id` is given, else all that is due). Returns how many were sent.
+    func deliverDueMail(id: String? = nil) async throws -> Int {
+        let relay = try configuration.smtpRelay.map(SMTPRelay.init)
+        var sent = 0
+        while true {
+            let now = Self.now()
+            guard let mail = try await database.transaction({ store in
+                try await store.claimMail(id: id, now: now, until: now + Self.mailClaimMilliseconds)
+            }) else { return sent }
+            let outbox = self.outbox, sender = configuration.mailFrom
+            try await NIOThreadPool.singleton.runIfActive {
+                if let relay {
+                    try relay.send(message: mail.message, from: sender, to: mail.recipient)
+                } else {
+                    try outbox.deliver(message: mail.message, id: mail.id, createdAt: mail.createdAt)
+                }
+            }
+            try await database.transaction { store in try await store.deleteMail(id: mail.id) }
+            sent += 1
+            if id != nil { return sent }
+        }
+    }
+
+    /// Delivers what is due: at start, whenever mail was queued, and every `interval` for mail a failed round or
+    /// another instance that died left behind. Runs until cancelled.
     public func relayMail(every interval: Duration = .seconds(30)) async {
-        guard let relayAddress = configuration.smtpRelay, let relay = try? SMTPRelay(relayAddress) else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 while !Task.isCancelled {
@@ -23,10 +66,10 @@ extension IdentityManager {
             group.addTask {
                 for await _ in self.mailQueue {
                     do {
-                        let sent = try await self.outbox.flush(through: relay, from: self.configuration.mailFrom)
-                        if sent > 0 { self.logger.info("mail relayed", metadata: ["count": "\(sent)", "relay": "\(relayAddress)"]) }
+                        let sent = try await self.deliverDueMail()
+                        if sent > 0 { self.logger.info("mail delivered", metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"]) }
                     } catch {
-                        self.logger.warning("mail stays in the outbox: \(error)")
+                        self.logger.warning("mail stays queued, next try in \(Self.mailClaimMilliseconds / 1000) s: \(error)")
                     }
                 }
             }
@@ -35,7 +78,16 @@ extension IdentityManager {
         }
     }
 
-    public func pendingMail() throws -> [String] { try outbox.pending() }
+    public struct QueuedMailSummary: Sendable {
+        public var recipient: String
+        public var queuedAt: Int64
+        public var attempts: Int
+    }
+
+    public func queuedMail() async throws -> [QueuedMailSummary] {
+        try await database.transaction { store in try await store.queuedMail() }
+            .map { QueuedMailSummary(recipient: $0.recipient, queuedAt: $0.createdAt, attempts: $0.attempts) }
+    }
 }
 
 /// The mail relay as a service of the application, so it starts and stops with the server.
@@ -44,7 +96,5 @@ struct MailRelayService: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown { await manager.relayMail() }
-        // Without a relay there is nothing to do; a service that returned would stop the whole application.
-        try? await gracefulShutdown()
     }
 }

@@ -5,7 +5,8 @@ import XignProtocol
 /// Personalization: the activation PIN check with its five outcomes, then the device-signed personalization.
 extension IdentityManager {
     /// Answers the activation PIN check of a personalization with one of the five outcomes.
-    public func decrypt(_ request: DecryptRequest) async throws -> String {
+    public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
+        if let client { try await charge(.decryptsPerAddress, key: client) }
         guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
               request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
               request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
@@ -91,7 +92,7 @@ extension IdentityManager {
         }
         let deviceId = try SecureRandom.identifier()
         let frozenNewActivation = newActivation
-        let (result, mail) = try await database.transaction { store -> (PersonalizationResultMessage, Outbox.Mail?) in
+        let (result, mailId) = try await database.transaction { store -> (PersonalizationResultMessage, String?) in
             guard let session = try await store.personalizationSession(request.sessionId) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
             }
@@ -118,13 +119,15 @@ extension IdentityManager {
             guard var activation = try await store.activation(id: session.activationId), activation.state != "revoked", !activation.permanentlyLocked else {
                 throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
             }
-            var mail: Outbox.Mail?
+            var mailId: String?
             if let fresh = frozenNewActivation {
                 let count = try await store.activationCount(accountId: activation.accountId)
                 let alias = request.newActivation?.alias ?? "Activation \(count + 1)"
                 try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId))
                 if request.newActivation?.shouldSendEmail == true {
-                    mail = Outbox.activationMail(to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true)
+                    mailId = try await self.queue(
+                        Outbox.activationMail(to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true), in: store
+                    )
                 }
                 activation.id = fresh.id
                 activation.alias = alias
@@ -140,9 +143,9 @@ extension IdentityManager {
                 nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
                 accountEmail: activation.email, deviceKey: request.deviceKey
             )
-            return (result, mail)
+            return (result, mailId)
         }
-        if let mail { try send(mail) }
+        if let mailId { await deliverMail(id: mailId) }
         logger.info("device personalized", metadata: [
             "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)", "keyKind": "\(request.keyKind.rawValue)",
         ])

@@ -18,7 +18,10 @@ extension IdentityManager {
         )
     }
 
-    public func register(_ request: RegisterRequest) async throws -> RegisterResponse {
+    /// `client` is the caller's address for the rate limits; nil for the administrator.
+    public func register(_ request: RegisterRequest, from client: String?) async throws -> RegisterResponse {
+        guard configuration.registrationIsOpen else { throw ManagerError.registrationClosed }
+        if let client { try await charge(.registrationsPerAddress, key: client) }
         guard let category = configuration.categories.first(where: { $0.id == request.categoryId }) else {
             throw ManagerError.badRequest("unknown category '\(request.categoryId.prefix(40))'; fetch the registration parameters again")
         }
@@ -44,6 +47,7 @@ extension IdentityManager {
         guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
             throw ManagerError(.unprocessableContent, .registrationRejected, "an email address is required", attributes: errors.merging(["email": .required]) { a, _ in a })
         }
+        if errors["email"] == nil, client != nil { try await charge(.registrationsPerEmail, key: email) }
         if errors["email"] == nil {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
             if blocked { errors["email"] = .notAvailable } else if try await isEmailTaken(email) { errors["email"] = .notAvailable }
@@ -68,8 +72,7 @@ extension IdentityManager {
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
         )
-        let (payload, alias) = try await createAccount(account, pin: request.pin, alias: request.alias)
-        try send(Outbox.activationMail(to: email, alias: alias, payload: payload))
+        let alias = try await createAccount(account, pin: request.pin, alias: request.alias)
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }
@@ -91,8 +94,8 @@ extension IdentityManager {
         try await database.transaction { store in try await store.isLoginNameTaken(loginName) }
     }
 
-    /// Creates an account with its first activation and returns the activation data.
-    func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> (PersonalizationPayload, String) {
+    /// Creates an account with its first activation and queues the activation mail; returns the activation's alias.
+    func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> String {
         let activation = try makeActivation(pin: pin)
         let chosenAlias = alias ?? "Activation 1"
         let record = ManagerStore.NewAccount(
@@ -101,10 +104,13 @@ extension IdentityManager {
             arbitraryAttributes: try account.arbitraryAttributes.map { String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self) },
             serviceMappingId: account.serviceMappingId, organization: account.organization, createdAt: Self.now()
         )
+        let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
+        let mailId: String
         do {
-            try await database.transaction { store in
+            mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
                 try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
+                return try await self.queue(mail, in: store)
             }
         } catch let error as ManagerError {
             throw error
@@ -118,7 +124,8 @@ extension IdentityManager {
             }
             throw error
         }
-        return (payload(for: activation), chosenAlias)
+        await deliverMail(id: mailId)
+        return chosenAlias
     }
 
     struct ActivationSecrets: Sendable {

@@ -35,12 +35,46 @@ public final class IdentityManager: Sendable {
 
     /// Opens the store and the secrets named in `configuration`; the owner of the process sets umask 077 first.
     public static func open(configuration: ManagerConfiguration, logger: Logger) async throws -> IdentityManager {
-        try AtomicFile.makeDirectory(AtomicFile.parent(of: configuration.databasePath))
-        let secrets = try ManagerSecrets.loadOrCreate(signingKeyPath: configuration.signingKeyPath, pepperPath: configuration.pepperPath)
-        let database = try await Database.openSQLite(path: configuration.databasePath, logger: logger)
-        let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: logger)
-        try await manager.loadBoundURL()
-        return manager
+        let database = try await Database.open(configuration, logger: logger)
+        do {
+            let secrets = try await openSecrets(configuration, database: database)
+            let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: logger)
+            try await manager.loadBoundURL()
+            return manager
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// The key files, checked against what the database recorded when it was set up: instances that share a
+    /// database must share the signing key and the pepper, or their signatures and PIN checks disagree.
+    private static func openSecrets(_ configuration: ManagerConfiguration, database: Database) async throws -> ManagerSecrets {
+        let recorded = try await database.transaction { store in
+            (try await store.setting("signing_key_fingerprint"), try await store.setting("pin_pepper_check"))
+        }
+        let paths = (configuration.signingKeyPath, configuration.pepperPath)
+        let secrets = recorded.0 == nil
+            ? try ManagerSecrets.loadOrCreate(signingKeyPath: paths.0, pepperPath: paths.1)
+            : try ManagerSecrets.load(signingKeyPath: paths.0, pepperPath: paths.1)
+        let identity = try secrets.identity
+        switch recorded {
+        case (nil, _):
+            try await database.transaction { store in
+                if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
+                    throw ManagerError.internalFailure("another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
+                }
+                try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
+                try await store.setSetting("pin_pepper_check", to: identity.pepper)
+            }
+        case (identity.signingKey?, identity.pepper?):
+            break
+        case (identity.signingKey?, _):
+            throw ManagerError.internalFailure("\(paths.1) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)")
+        default:
+            throw ManagerError.internalFailure("\(paths.0) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)")
+        }
+        return secrets
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -54,7 +88,7 @@ public final class IdentityManager: Sendable {
     /// The URL is kept in the database, so `xign-manager admin` names the same one in the mail it sends.
     public func didBind(host: String, port: Int) async throws {
         let host = host.contains(":") ? "[\(host)]" : host
-        let url = try ManagerURL("http://\(host):\(port)")
+        let url = try ManagerURL("\(configuration.tls == nil ? "http" : "https")://\(host):\(port)")
         boundURL.withLockedValue { $0 = url }
         try await database.transaction { store in try await store.setSetting("bound_url", to: url.description) }
     }

@@ -60,7 +60,15 @@ public struct ManagerConfiguration: Sendable {
     public var listenPort = 8440
     /// The address clients reach; goes into the activation data. Defaults to http://listenHost:listenPort.
     public var publicURL: ManagerURL?
+    public var tls: TLS?
+    /// The SQLite file; unused when `postgreSQL` is set.
     public var databasePath = "/var/lib/xign-manager/manager.sqlite"
+    public var postgreSQL: PostgreSQL?
+    /// Expired authentications, sessions, challenges and confirmations are deleted this long after they ran out.
+    public var keepExpiredMilliseconds: Int64 = 3_600_000
+    public var limits = Limits()
+    /// Off: accounts come only from `xign-manager admin invite`; the registration routes answer 403.
+    public var registrationIsOpen = true
     public var signingKeyPath = "/var/lib/xign-manager/signing-key.pem"
     public var pepperPath = "/var/lib/xign-manager/pin-pepper"
     public var outboxPath = "/var/lib/xign-manager/outbox"
@@ -104,13 +112,13 @@ public struct ManagerConfiguration: Sendable {
     public var effectivePublicURL: ManagerURL {
         if let publicURL { return publicURL }
         let host = listenHost.contains(":") ? "[\(listenHost)]" : listenHost
-        return (try? ManagerURL("http://\(host):\(listenPort)")) ?? .localDefault
+        return (try? ManagerURL("\(tls == nil ? "http" : "https")://\(host):\(listenPort)")) ?? .localDefault
     }
 
     static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName]
 
     public init(file: ConfigFile) throws {
-        var known: Set<String> = [
+        var known = Self.deploymentKeys.union([
             "server.listen", "server.public_url",
             "storage.driver", "storage.path",
             "keys.signing_key", "keys.pin_pepper",
@@ -122,7 +130,7 @@ public struct ManagerConfiguration: Sendable {
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.denial_cooldown", "confirmation.max_code_failures",
-        ]
+        ])
         func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
         }
@@ -139,9 +147,7 @@ public struct ManagerConfiguration: Sendable {
         if let url = file.string("server.public_url") {
             do { publicURL = try ManagerURL(url) } catch { throw fail("server.public_url", "is not valid: \(error)") }
         }
-        if let driver = file.string("storage.driver"), driver != "sqlite" {
-            throw fail("storage.driver", "must be sqlite (PostgreSQL support is not built yet)")
-        }
+        try readDeployment(file, fail: fail)
         databasePath = file.string("storage.path") ?? databasePath
         signingKeyPath = file.string("keys.signing_key") ?? signingKeyPath
         pepperPath = file.string("keys.pin_pepper") ?? pepperPath

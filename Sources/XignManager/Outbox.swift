@@ -1,9 +1,8 @@
 import Foundation
 import XignProtocol
 
-/// Mail the manager sends, written as RFC 5322 messages into a maildir (`new/`), one file each.
-///
-/// The maildir is the durable queue: an SMTP relay, where one is configured, is fed from it.
+/// Mail the manager sends, as RFC 5322 messages. The queue is the `mail_queue` table (IdentityManager+Mail); without
+/// an SMTP relay a queued message is delivered into this maildir (`new/`), one file each, for a local MTA or the admin.
 public struct Outbox: Sendable {
     public let path: String
 
@@ -16,30 +15,27 @@ public struct Outbox: Sendable {
         var body: String
     }
 
-    /// Writes the message with tmp/ then a rename into new/, as maildir readers expect. Returns its path.
-    @discardableResult
-    func deliver(_ mail: Mail, from: String) throws -> String {
-        for sub in ["tmp", "new", "cur"] { try AtomicFile.makeDirectory("\(path)/\(sub)", mode: 0o700) }
-        let name = "\(Int64(Date().timeIntervalSince1970 * 1000)).\(UUID().uuidString).xign"
+    /// The RFC 5322 text of `mail`, with a unique Message-ID.
+    static func message(_ mail: Mail, from: String, id: String) -> String {
         var text = "From: \(from)\r\nTo: \(mail.to)\r\nSubject: \(mail.subject)\r\n"
-        text += "Date: \(Self.rfc5322Date())\r\nMessage-ID: <\(name)@xign-manager>\r\n"
+        text += "Date: \(rfc5322Date())\r\nMessage-ID: <\(id)@xign-manager>\r\n"
         text += "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n"
         for (key, value) in mail.headers { text += "\(key): \(value)\r\n" }
-        text += "\r\n" + mail.body.replacingOccurrences(of: "\n", with: "\r\n")
+        return text + "\r\n" + mail.body.replacingOccurrences(of: "\n", with: "\r\n")
+    }
+
+    /// Writes a message with tmp/ then a rename into new/, as maildir readers expect. Returns its path.
+    @discardableResult
+    func deliver(message: String, id: String, createdAt: Int64) throws -> String {
+        for sub in ["tmp", "new", "cur"] { try AtomicFile.makeDirectory("\(path)/\(sub)", mode: 0o700) }
+        let name = "\(createdAt).\(id).xign"
         let temporary = "\(path)/tmp/\(name)"
         let final = "\(path)/new/\(name)"
-        try AtomicFile.write(Data(text.utf8), to: temporary, mode: 0o600)
+        try AtomicFile.write(Data(message.utf8), to: temporary, mode: 0o600)
         guard rename(temporary, final) == 0 else {
             throw ManagerError.internalFailure("cannot move mail into \(path)/new: \(String(cString: strerror(errno)))")
         }
         return final
-    }
-
-    /// The messages waiting in new/, oldest first.
-    public func pending() throws -> [String] {
-        let directory = "\(path)/new"
-        guard FileManager.default.fileExists(atPath: directory) else { return [] }
-        return try FileManager.default.contentsOfDirectory(atPath: directory).sorted().map { "\(directory)/\($0)" }
     }
 
     static func rfc5322Date() -> String {

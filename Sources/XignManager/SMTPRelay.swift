@@ -94,26 +94,3 @@ struct SMTPRelay: Sendable {
         }
     }
 }
-
-extension Outbox {
-    /// Sends every message in new/ through `relay`, oldest first, moving each sent one to cur/.
-    /// Stops at the first failure and leaves the rest for the next round. Returns how many were sent.
-    func flush(through relay: SMTPRelay, from sender: String) async throws -> Int {
-        try await NIOThreadPool.singleton.runIfActive {
-            var sent = 0
-            for path in try pending() {
-                let message = try String(contentsOfFile: path, encoding: .utf8)
-                guard let recipient = message.components(separatedBy: "\r\n").first(where: { $0.hasPrefix("To: ") })?.dropFirst(4) else {
-                    continue
-                }
-                try relay.send(message: message, from: sender, to: String(recipient))
-                let name = (path as NSString).lastPathComponent
-                guard rename(path, "\(self.path)/cur/\(name)") == 0 else {
-                    throw SMTPRelay.Failure(description: "sent \(name) but cannot move it to cur/: \(String(cString: strerror(errno)))")
-                }
-                sent += 1
-            }
-            return sent
-        }
-    }
-}

@@ -16,6 +16,22 @@ public struct ManagerSecrets: Sendable {
         )
     }
 
+    /// Loads both files, which must exist: the database already names the key and pepper they hold.
+    static func load(signingKeyPath: String, pepperPath: String) throws -> ManagerSecrets {
+        for path in [signingKeyPath, pepperPath] where !FileManager.default.fileExists(atPath: path) {
+            throw ManagerError.internalFailure("""
+                \(path) is missing, but the database was set up with a signing key and PIN pepper already. Every manager instance \
+                on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance
+                """)
+        }
+        return try loadOrCreate(signingKeyPath: signingKeyPath, pepperPath: pepperPath)
+    }
+
+    /// What the database records of these secrets, so an instance with other files is refused before it answers anyone.
+    var identity: (signingKey: String, pepper: String) {
+        get throws { (try signingKey.publicKey.fingerprint, Base64URL.encode(HMACSHA256.authenticationCode(for: Data("xign pepper check".utf8), key: pinPepper))) }
+    }
+
     private static func loadOrCreateSigningKey(_ path: String) throws -> P256PrivateKey {
         try AtomicFile.makeDirectory(AtomicFile.parent(of: path))
         if let pem = try AtomicFile.read(path, limit: 4096) {

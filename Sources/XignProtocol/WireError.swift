@@ -27,6 +27,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case wrongCode
     /// The request conflicts with what the manager holds, such as a host name that has joined already.
     case conflict
+    /// Self-registration is switched off at this manager; accounts come from its administrator.
+    case registrationClosed
     /// The manager cannot answer now (another check of the same activation holds it); try again shortly.
     case busy
     case unknown

@@ -102,7 +102,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("cannot open the manager's data: \(error)")
         }
         let portFile = self.portFile
-        let app = buildApplication(manager: manager) { port in
+        let app = try buildApplication(manager: manager) { port in
             if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
             let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
             FileHandle.standardOutput.write(Data(line.utf8))
@@ -225,11 +225,16 @@ struct Admin: AsyncParsableCommand {
     }
 
     struct Outbox: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List mail waiting in the outbox.")
+        static let configuration = CommandConfiguration(abstract: "List mail queued and not yet delivered (to the SMTP relay or the maildir).")
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {
-            for path in try await options.withManager({ try $0.pendingMail() }) { print(path) }
+            let queued = try await options.withManager { try await $0.queuedMail() }
+            if queued.isEmpty { print("No mail is waiting.") }
+            for mail in queued {
+                let queuedAt = Date(timeIntervalSince1970: TimeInterval(mail.queuedAt) / 1000).formatted(.iso8601)
+                print("\(mail.recipient)\tqueued \(queuedAt)\t\(mail.attempts) attempt\(mail.attempts == 1 ? "" : "s")")
+            }
         }
     }
 }

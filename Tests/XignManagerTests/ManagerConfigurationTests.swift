@@ -32,7 +32,14 @@ import XignProtocol
         ("[lockout]\nbase_delay = 0s\n", "lockout.base_delay must be a duration"),
         ("[pin]\nmin_length = 9\nmax_length = 6\n", "pin.min_length must not exceed pin.max_length"),
         ("[registration]\ncategories = email\ncategory.email.attributes = email!, shoeSize\n", "names 'shoeSize'"),
-        ("[storage]\ndriver = mysql\n", "storage.driver must be sqlite"),
+        ("[storage]\ndriver = mysql\n", "storage.driver is 'mysql'; use sqlite or postgresql"),
+        ("[storage]\ndriver = postgresql\n", "storage.driver postgresql needs storage.url"),
+        ("[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n", "storage.url holds a password; put it in storage.password_file"),
+        ("[storage]\ndriver = postgresql\nurl = postgres://xign@db/xign?sslmode=require\n", "use verify-full"),
+        ("[storage]\ndriver = postgresql\nurl = postgres://db/xign\n", "storage.url names no user"),
+        ("[server]\ntls_certificate = /etc/ssl/m.pem\n", "server.tls_certificate needs server.tls_key too"),
+        ("[limits]\nread_timeout = 0s\n", "limits.read_timeout must be a duration"),
+        ("[registration]\nopen = maybe\n", "registration.open"),
         ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
         ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
     ])
@@ -44,6 +51,17 @@ import XignProtocol
             #expect("\(error)".hasPrefix("m.conf:"), "\(error)")
             #expect("\(error)".contains(message), "\(error)")
         }
+    }
+
+    @Test func aPostgreSQLURLGivesHostDatabaseAndTLS() throws {
+        let remote = try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@db.example.org:6432/idm\npassword_file = /etc/xign-manager/db-password\n", source: "m.conf"))
+        let settings = try #require(remote.postgreSQL)
+        #expect([settings.host, settings.user, settings.database, settings.passwordFile] == ["db.example.org", "xign", "idm", "/etc/xign-manager/db-password"])
+        #expect(settings.port == 6432 && settings.requiresTLS)
+        // On loopback TLS is off unless asked for.
+        let local = try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@127.0.0.1/idm\n", source: "m.conf"))
+        #expect(local.postgreSQL?.requiresTLS == false)
+        #expect(try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@localhost/idm?sslmode=verify-full\n", source: "m.conf")).postgreSQL?.requiresTLS == true)
     }
 
     @Test func theLockoutEscalatesAndCannotBeSwitchedOff() {

@@ -86,7 +86,7 @@ public final class ChildProcess: @unchecked Sendable {
         while poll() == nil {
             if Date() > deadline {
                 var status: Int32 = 0
-                kill(pid, SIGKILL)
+                Glibc.kill(pid, SIGKILL)
                 _ = waitpid(pid, &status, 0)
                 exitStatus = 137
                 throw TestFailure("process \(pid) did not finish within \(timeout) s; stderr: \(read(stderrPath))")
@@ -96,10 +96,17 @@ public final class ChildProcess: @unchecked Sendable {
         return Result(status: exitStatus ?? -1, stdout: read(stdoutPath), stderr: read(stderrPath))
     }
 
+    /// SIGKILL, then reaps the child.
+    public func kill() {
+        guard exitStatus == nil else { return }
+        Glibc.kill(pid, SIGKILL)
+        _ = try? wait(timeout: 10)
+    }
+
     public func stop() {
         guard exitStatus == nil else { return }
-        kill(pid, SIGTERM)
-        if (try? wait(timeout: 10)) == nil { kill(pid, SIGKILL) }
+        Glibc.kill(pid, SIGTERM)
+        if (try? wait(timeout: 10)) == nil { Glibc.kill(pid, SIGKILL) }
     }
 
     func read(_ path: String) -> String {

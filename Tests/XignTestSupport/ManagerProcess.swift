@@ -1,15 +1,25 @@
 import Foundation
 import XignProtocol
 
-/// The real xign-manager, started on 127.0.0.1 with an ephemeral port and a temporary SQLite database.
+/// The database a test manager uses: a temporary SQLite file, or a fresh database in the test cluster.
+public enum TestDatabase: String, Sendable, CaseIterable {
+    case sqlite
+    case postgreSQL
+}
+
+/// The real xign-manager, started on 127.0.0.1 with an ephemeral port and a temporary database.
 public final class ManagerProcess: @unchecked Sendable {
     public let directory: TemporaryDirectory
     public let dataDirectory: String
     public let configPath: String
+    public let database: TestDatabase
+    /// The PostgreSQL database's name, when `database` is `.postgreSQL`.
+    public let postgreSQLDatabase: String?
     public private(set) var port: Int = 0
     private var process: ChildProcess?
 
-    /// Test settings: short lockout delays so escalation is observable, a cheap PIN hash; `extraConfig` adds or overrides lines.
+    /// Test settings: short lockout delays so escalation is observable, a cheap PIN hash, rate limits that only the
+    /// abuse tests reach; `extraConfig` adds or overrides lines.
     public static let testConfig = """
         [pin]
         hash_iterations = 2000
@@ -17,6 +27,10 @@ public final class ManagerProcess: @unchecked Sendable {
         base_delay = 300ms
         max_delay = 5s
         max_attempts = 4
+        [limits]
+        registrations_per_address = 1000
+        registrations_per_email = 1000
+        decrypts_per_address = 1000
         """
 
     /// `testConfig` with the `pam` service configured by `lines` (roles, authenticators, attributes…).
@@ -24,15 +38,57 @@ public final class ManagerProcess: @unchecked Sendable {
         testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n") + "\n"
     }
 
-    public init(config: String = ManagerProcess.testConfig, directory: TemporaryDirectory = TemporaryDirectory()) throws {
+    public init(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, directory: TemporaryDirectory = TemporaryDirectory()) throws {
         self.directory = directory
+        self.database = database
         dataDirectory = directory.file("manager")
+        var config = config
+        if database == .postgreSQL {
+            let storage = try PostgreSQLServer.shared().makeDatabase()
+            postgreSQLDatabase = storage.split(separator: "/").last?.split(separator: "?").first.map(String.init)
+            config += "\n" + storage + "\n"
+        } else {
+            postgreSQLDatabase = nil
+        }
         configPath = try directory.write("manager.conf", config)
         try start()
     }
 
+    /// A second instance on `other`'s database, with copies of its signing key and pepper (as an admin distributes them).
+    public init(sharingDatabaseWith other: ManagerProcess) throws {
+        directory = TemporaryDirectory()
+        database = other.database
+        postgreSQLDatabase = other.postgreSQLDatabase
+        dataDirectory = directory.file("manager")
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        for file in ["signing-key.pem", "pin-pepper"] {
+            try FileManager.default.copyItem(atPath: other.dataDirectory + "/" + file, toPath: dataDirectory + "/" + file)
+        }
+        configPath = try directory.write("manager.conf", try String(contentsOfFile: other.configPath, encoding: .utf8))
+        try start()
+    }
+
+    /// The rows of one query against this manager's database (sqlite3 or psql), one line per row, columns split by '|'.
+    public func query(_ statement: String) throws -> [String] {
+        let output: String
+        if let postgreSQLDatabase {
+            output = try PostgreSQLServer.shared().query(statement, database: postgreSQLDatabase)
+        } else {
+            let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", dataDirectory + "/manager.sqlite", statement], in: directory).wait()
+            guard result.status == 0 else { throw TestFailure("sqlite3 \(statement.prefix(60)): \(result.stderr)") }
+            output = result.stdout
+        }
+        return output.split(separator: "\n").map(String.init)
+    }
+
     public var url: ManagerURL { try! ManagerURL("http://127.0.0.1:\(port)") }
     public var outbox: String { dataDirectory + "/outbox/new" }
+
+    /// Kills the server with SIGKILL, as a crash or a power cut would from the server's point of view.
+    public func kill() {
+        process?.kill()
+        process = nil
+    }
 
     /// Starts (or restarts, keeping the data and port when possible) the server.
     public func start() throws {

@@ -7,6 +7,8 @@ import XignProtocol
 public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let detail: ErrorBody.Detail
+    /// 429 and 503: when to try again, sent as Retry-After.
+    var retryAfterSeconds: Int64?
 
     public var description: String { detail.message }
 
@@ -19,7 +21,9 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        try .json(status, ErrorBody(detail))
+        var response = try Response.json(status, ErrorBody(detail))
+        if let retryAfterSeconds { response.headers[.retryAfter] = String(retryAfterSeconds) }
+        return response
     }
 
     static func badRequest(_ message: String) -> ManagerError { ManagerError(.badRequest, .badRequest, message) }
@@ -27,6 +31,17 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
 
     /// What a client sees of a failure whose details belong in the log only.
     static let unexpected = ManagerError(.internalServerError, .internalError, "internal error; the manager's log has the details")
+
+    static func tooManyRequests(retryAfterMilliseconds: Int64) -> ManagerError {
+        let seconds = max(1, (retryAfterMilliseconds + 999) / 1000)
+        var error = ManagerError(.tooManyRequests, .tooManyRequests, "too many requests from this address or for this account; try again in \(seconds) s")
+        error.retryAfterSeconds = seconds
+        return error
+    }
+
+    static let registrationClosed = ManagerError(
+        .forbidden, .registrationClosed, "this manager does not take registrations; ask your administrator for an account"
+    )
 
     static func lockedOut(_ lock: LockoutMessage) -> ManagerError {
         ManagerError(

@@ -1,60 +1,81 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
-import NIOPosix
+import PostgresKit
 import SQLKit
 import SQLiteKit
+import XignProtocol
 
-/// The manager's database: one connection, transactions one at a time, the schema kept current.
-/// Everything a transaction reads or writes goes through the `ManagerStore` it is handed.
+/// The manager's database, SQLite or PostgreSQL, with the schema kept current. Every request's work is one
+/// serializable transaction, on both: SQLite runs them one at a time; PostgreSQL runs them side by side at
+/// SERIALIZABLE and runs one again when the server reports a conflict, so several manager instances on one
+/// database behave as one. Everything a transaction reads or writes goes through the `ManagerStore` it is handed.
 public final class Database: Sendable {
-    private let connection: SQLiteConnection
-    private let lock = AsyncLock()
-    private let logger: Logger
+    enum Backend: Sendable {
+        case sqlite(SQLiteConnection, AsyncLock)
+        case postgreSQL(PostgreSQLPool)
+    }
 
-    private init(connection: SQLiteConnection, logger: Logger) {
-        self.connection = connection
+    let backend: Backend
+    let logger: Logger
+
+    init(backend: Backend, logger: Logger) {
+        self.backend = backend
         self.logger = logger
     }
 
-    /// Opens (and creates) the SQLite file in WAL mode and brings the schema up to date.
+    /// Opens the database `configuration` names and brings the schema up to date.
+    public static func open(_ configuration: ManagerConfiguration, logger: Logger) async throws -> Database {
+        if let postgreSQL = configuration.postgreSQL {
+            return try await openPostgreSQL(postgreSQL, logger: logger)
+        }
+        try AtomicFile.makeDirectory(AtomicFile.parent(of: configuration.databasePath))
+        return try await openSQLite(path: configuration.databasePath, logger: logger)
+    }
+
+    /// Opens (and creates) the SQLite file in WAL mode with synchronous=FULL: a commit is on disk before any answer.
     public static func openSQLite(path: String, logger: Logger) async throws -> Database {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        let database = Database(connection: connection, logger: logger)
+        let database = Database(backend: .sqlite(connection, AsyncLock()), logger: logger)
         let sql = connection.sql()
         for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=5000", "PRAGMA foreign_keys=ON"] {
             try await sql.raw(SQLQueryString(pragma)).run()
         }
-        try await database.migrate()
+        try await database.transaction { store in try await Schema.migrate(store.sql) }
         return database
     }
 
     public func close() async {
-        try? await connection.close().get()
+        switch backend {
+        case .sqlite(let connection, _): try? await connection.close().get()
+        case .postgreSQL(let pool): await pool.close()
+        }
     }
 
-    /// Runs `body` in one transaction. Transactions run one at a time; SQLite allows one writer anyway.
-    public func transaction<T: Sendable>(_ body: @Sendable (ManagerStore) async throws -> T) async throws -> T {
-        try await inTransaction { sql in try await body(ManagerStore(sql: sql)) }
-    }
-
-    private func migrate() async throws {
-        try await inTransaction { sql in try await Schema.migrate(sql) }
-    }
-
-    private func inTransaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await lock.withLock {
-            let sql = connection.sql()
-            try await sql.raw("BEGIN IMMEDIATE").run()
-            do {
-                let result = try await body(sql)
-                try await sql.raw("COMMIT").run()
-                return result
-            } catch {
-                do { try await sql.raw("ROLLBACK").run() } catch { logger.error("rollback failed: \(error)") }
-                throw error
+    /// Runs `body` in one transaction and returns once it committed. `body` may run more than once on PostgreSQL,
+    /// so it does nothing outside the database but log.
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+        switch backend {
+        case .sqlite(let connection, let lock):
+            return try await lock.withLock {
+                try await Self.inTransaction(connection.sql(), begin: "BEGIN IMMEDIATE", logger: logger, body)
             }
+        case .postgreSQL(let pool):
+            return try await pool.serializableTransaction(logger: logger, body)
+        }
+    }
+
+    static func inTransaction<T: Sendable>(
+        _ sql: any SQLDatabase, begin: String, logger: Logger, _ body: @Sendable (ManagerStore) async throws -> T
+    ) async throws -> T {
+        try await sql.raw(SQLQueryString(begin)).run()
+        do {
+            let result = try await body(ManagerStore(sql: sql))
+            try await sql.raw("COMMIT").run()
+            return result
+        } catch {
+            do { try await sql.raw("ROLLBACK").run() } catch { logger.debug("rollback failed: \(error)") }
+            throw error
         }
     }
 }

@@ -4,8 +4,29 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks, hosts]
+    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale]
     static var version: Int { migrations.count }
+
+    /// Several instances on one database: the mail queue and the rate limits are rows; expired rows are found by index.
+    static let scale = [
+        """
+        CREATE TABLE mail_queue (
+            id TEXT PRIMARY KEY,
+            recipient TEXT NOT NULL,
+            message TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            claimed_until BIGINT NOT NULL,
+            attempts BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX mail_queue_due ON mail_queue (claimed_until, created_at)",
+        "CREATE TABLE rate_limits (key TEXT PRIMARY KEY, window_start BIGINT NOT NULL, count BIGINT NOT NULL)",
+        "CREATE INDEX authentications_expiry ON authentications (expires_at)",
+        "CREATE INDEX personalization_sessions_expiry ON personalization_sessions (expires_at)",
+        "CREATE INDEX confirmations_expiry ON confirmations (expires_at)",
+        "CREATE INDEX device_challenges_expiry ON device_challenges (expires_at)",
+        "CREATE INDEX host_challenges_expiry ON host_challenges (expires_at)",
+    ]
 
     /// Servers that ask for login confirmations (hosts), their join tokens and challenges, the confirmations, and login names.
     static let hosts = [

@@ -1,0 +1,68 @@
+import Foundation
+import Hummingbird
+import ServiceLifecycle
+
+/// What keeps the manager usable under load and abuse: rate limits on the unauthenticated routes that cost a PIN
+/// hash or a mail, and the deletion of rows that ran out. Both live in the database, so they hold across instances.
+extension IdentityManager {
+    enum RateLimit: String {
+        case registrationsPerAddress = "registration-address"
+        case registrationsPerEmail = "registration-email"
+        case decryptsPerAddress = "decrypt-address"
+
+        func limit(_ limits: ManagerConfiguration.Limits) -> Int {
+            switch self {
+            case .registrationsPerAddress: limits.registrationsPerAddress
+            case .registrationsPerEmail: limits.registrationsPerEmail
+            case .decryptsPerAddress: limits.decryptsPerAddress
+            }
+        }
+    }
+
+    /// Counts one use of `limit` by `key` in the current window; past the limit the answer is 429 with Retry-After.
+    /// Keys are stored hashed, so the table holds no addresses.
+    func charge(_ limit: RateLimit, key: String) async throws {
+        let window = configuration.limits.windowMilliseconds
+        let now = Self.now()
+        let windowStart = now - now % window
+        let uses = try await database.transaction { store in
+            try await store.countUse(of: "\(limit.rawValue):\(Self.hashed(key))", windowStart: windowStart)
+        }
+        guard uses <= limit.limit(configuration.limits) else {
+            logger.notice("rate limit reached", metadata: ["limit": "\(limit.rawValue)", "uses": "\(uses)"])
+            throw ManagerError.tooManyRequests(retryAfterMilliseconds: windowStart + window - now)
+        }
+    }
+
+    /// Deletes what ran out more than `storage.keep_expired` ago; returns the rows deleted per table.
+    @discardableResult
+    public func purgeExpired() async throws -> [String: Int] {
+        let now = Self.now()
+        let cutoff = now - configuration.keepExpiredMilliseconds, windowCutoff = now - configuration.limits.windowMilliseconds
+        return try await database.transaction { store in try await store.purgeExpired(before: cutoff, windowsBefore: windowCutoff) }
+    }
+
+    /// Half of `keep_expired`, between 1 s and a minute.
+    var purgeInterval: Duration { .milliseconds(min(max(configuration.keepExpiredMilliseconds / 2, 1_000), 60_000)) }
+}
+
+/// Runs `purgeExpired` in every instance; the deletes are idempotent, so instances need not take turns.
+struct ExpiryService: Service {
+    let manager: IdentityManager
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: manager.purgeInterval)
+                do {
+                    let deleted = try await manager.purgeExpired()
+                    if !deleted.isEmpty {
+                        manager.logger.debug("expired rows deleted", metadata: deleted.mapValues { .stringConvertible($0) })
+                    }
+                } catch {
+                    manager.logger.warning("cannot delete expired rows: \(error)")
+                }
+            }
+        }
+    }
+}

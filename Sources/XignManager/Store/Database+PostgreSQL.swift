@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOSSL
+import PostgresKit
+import PostgresNIO
+import XignProtocol
+
+extension Database {
+    /// Connects, then migrates under an advisory lock, so instances that start together migrate once.
+    static func openPostgreSQL(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) async throws -> Database {
+        let pool = try PostgreSQLPool(settings, logger: logger)
+        let database = Database(backend: .postgreSQL(pool), logger: logger)
+        do {
+            try await pool.withLease { connection in
+                let sql = connection.sql()
+                try await sql.raw("SELECT pg_advisory_lock(\(bind: PostgreSQLPool.migrationLock))").run()
+                defer { Task { try? await sql.raw("SELECT pg_advisory_unlock(\(bind: PostgreSQLPool.migrationLock))").run() } }
+                try await Database.inTransaction(sql, begin: "BEGIN", logger: logger) { store in try await Schema.migrate(store.sql) }
+            }
+        } catch {
+            await pool.close()
+            throw PostgreSQLPool.explained(error, settings: settings)
+        }
+        return database
+    }
+}
+
+/// PostgresNIO's connection pool, with a bound on the wait for a connection and serializable transactions.
+final class PostgreSQLPool: Sendable {
+    static let migrationLock = 0x7869_676E  // "xign"
+    /// How long a request waits for a free connection before the manager answers 503.
+    static let leaseTimeout: Duration = .seconds(5)
+    /// How often a transaction runs again after a serialization conflict before the request fails.
+    static let maximumAttempts = 40
+
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+
+    init(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) throws {
+        var tls = PostgresClient.Configuration.TLS.disable
+        if settings.requiresTLS {
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .fullVerification
+            if let caFile = settings.caFile { configuration.trustRoots = .file(caFile) }
+            tls = .require(configuration)
+        }
+        var configuration = PostgresClient.Configuration(
+            host: settings.host, port: settings.port, username: settings.user,
+            password: try settings.passwordFile.map(Self.readPassword), database: settings.database, tls: tls
+        )
+        configuration.options.maximumConnections = settings.poolSize
+        configuration.options.connectTimeout = .seconds(5)
+        // The server ends a statement or an abandoned transaction that hangs, so no pool slot is held forever.
+        configuration.options.additionalStartupParameters = [
+            ("statement_timeout", "15000"), ("idle_in_transaction_session_timeout", "30000"), ("application_name", "xign-manager"),
+        ]
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        runner = Task { [client] in await client.run() }
+    }
+
+    func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Runs `body` on a pooled connection; waits at most `leaseTimeout` for one.
+    func withLease<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let leased = NIOLockedValueBox(false)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { [client] in
+                try await client.withConnection { connection in
+                    leased.withLockedValue { $0 = true }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: Self.leaseTimeout)
+                guard leased.withLockedValue({ $0 }) else {
+                    throw ManagerError(.serviceUnavailable, .busy, "the database gave no connection within 5 s; try again in a moment")
+                }
+                return nil
+            }
+            while let next = try await group.next() {
+                if let result = next {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// One SERIALIZABLE transaction, run again (after a short random pause) when PostgreSQL reports a conflict.
+    func serializableTransaction<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await withLease { connection in
+                    try await Database.inTransaction(connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger, body)
+                }
+            } catch let error as PSQLError where Self.isConflict(error) && attempt < Self.maximumAttempts {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...min(50, 2 * attempt))))
+            }
+        }
+    }
+
+    /// Serialization failure or deadlock: the transaction did nothing and may simply run again.
+    static func isConflict(_ error: PSQLError) -> Bool {
+        ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "")
+    }
+
+    /// The password file: one line, not readable by everyone.
+    static func readPassword(_ path: String) throws -> String {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw ConfigFile.ParseError(description: "storage.password_file \(path) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o007 == 0 else {
+            throw ConfigFile.ParseError(description: "storage.password_file \(path) is readable by every user; chmod 0600 it")
+        }
+        guard info.st_size <= 1024, let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigFile.ParseError(description: "storage.password_file \(path) is not a readable file of at most 1 KiB")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+    }
+
+    /// What went wrong opening the database, in words that say what to check.
+    static func explained(_ error: any Error, settings: ManagerConfiguration.PostgreSQL) -> any Error {
+        guard let error = error as? PSQLError else { return error }
+        let target = "PostgreSQL at \(settings.host):\(settings.port) (database \(settings.database), user \(settings.user))"
+        switch error.serverInfo?[.sqlState] {
+        case "28P01", "28000"?:
+            return ManagerError.internalFailure("\(target) refused the login: check the user in storage.url and the password in storage.password_file")
+        case "3D000"?:
+            return ManagerError.internalFailure("\(target): the database does not exist; create it (createdb -O \(settings.user) \(settings.database))")
+        case let state?:
+            return ManagerError.internalFailure("\(target) answered \(state): \(error.serverInfo?[.message] ?? "no message")")
+        case nil:
+            return ManagerError.internalFailure("cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file")
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import SQLKit
+
+/// The rows that keep the manager running rather than record users: the mail queue, rate-limit counters,
+/// and the deletion of what ran out.
+extension ManagerStore {
+    // MARK: Mail queue
+
+    struct QueuedMail: Sendable {
+        var id: String
+        var recipient: String
+        var message: String
+        var createdAt: Int64
+        var attempts: Int
+    }
+
+    func queueMail(id: String, recipient: String, message: String, now: Int64) async throws {
+        try await sql.raw("""
+            INSERT INTO mail_queue (id, recipient, message, created_at, claimed_until, attempts)
+            VALUES (\(bind: id), \(bind: recipient), \(bind: message), \(bind: now), 0, 0)
+            """).run()
+    }
+
+    /// Takes the oldest due mail (or the one named `id`) until `until`; no other instance sends it meanwhile.
+    func claimMail(id: String? = nil, now: Int64, until: Int64) async throws -> QueuedMail? {
+        let which = id.map { SQLQueryString("id = \(bind: $0) AND claimed_until < \(bind: now)") }
+            ?? SQLQueryString("id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) ORDER BY created_at LIMIT 1)")
+        guard let row = try await sql.raw("""
+            UPDATE mail_queue SET claimed_until = \(bind: until), attempts = attempts + 1 WHERE \(which)
+            RETURNING id, recipient, message, created_at, attempts
+            """).first() else { return nil }
+        return try Self.queuedMail(row)
+    }
+
+    func deleteMail(id: String) async throws {
+        try await sql.raw("DELETE FROM mail_queue WHERE id = \(bind: id)").run()
+    }
+
+    func queuedMail() async throws -> [QueuedMail] {
+        try await sql.raw("SELECT id, recipient, message, created_at, attempts FROM mail_queue ORDER BY created_at").all().map(Self.queuedMail)
+    }
+
+    private static func queuedMail(_ row: any SQLRow) throws -> QueuedMail {
+        QueuedMail(
+            id: try row.decode(column: "id", as: String.self), recipient: try row.decode(column: "recipient", as: String.self),
+            message: try row.decode(column: "message", as: String.self), createdAt: try row.decode(column: "created_at", as: Int64.self),
+            attempts: try row.decode(column: "attempts", as: Int.self)
+        )
+    }
+
+    // MARK: Rate limits
+
+    /// Counts one use of `key` in the fixed window that starts at `windowStart`; returns the uses in that window so far.
+    /// One statement, so uses on several instances at once are all counted.
+    func countUse(of key: String, windowStart: Int64) async throws -> Int {
+        try await sql.raw("""
+            INSERT INTO rate_limits (key, window_start, count) VALUES (\(bind: key), \(bind: windowStart), 1)
+            ON CONFLICT (key) DO UPDATE SET
+                count = CASE WHEN rate_limits.window_start = excluded.window_start THEN rate_limits.count + 1 ELSE 1 END,
+                window_start = excluded.window_start
+            RETURNING count
+            """).first()?.decode(column: "count", as: Int.self) ?? 1
+    }
+
+    // MARK: Expiry
+
+    /// Deletes what ran out before `cutoff`: authentications whose challenge and code are both past, sessions,
+    /// challenges, join tokens, confirmations, and rate-limit windows that ended. Returns the rows deleted per table.
+    func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64) async throws -> [String: Int] {
+        var deleted: [String: Int] = [:]
+        let statements: [(String, SQLQueryString)] = [
+            ("authentications", "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code_expires_at IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"),
+            ("personalization_sessions", "DELETE FROM personalization_sessions WHERE expires_at < \(bind: cutoff) RETURNING id"),
+            ("confirmations", "DELETE FROM confirmations WHERE expires_at < \(bind: cutoff) RETURNING id"),
+            ("device_challenges", "DELETE FROM device_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
+            ("host_challenges", "DELETE FROM host_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
+            ("host_join_tokens", "DELETE FROM host_join_tokens WHERE expires_at < \(bind: cutoff) RETURNING name"),
+            ("rate_limits", "DELETE FROM rate_limits WHERE window_start < \(bind: windowCutoff) RETURNING key"),
+        ]
+        for (table, statement) in statements {
+            let count = try await sql.raw(statement).all().count
+            if count > 0 { deleted[table] = count }
+        }
+        return deleted
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// A throwaway PostgreSQL cluster for the tests, from Debian's postgresql package: initdb and pg_ctl in a temp
+/// dir, run as `nobody` when the tests run as root (PostgreSQL refuses root), on 127.0.0.1 with a password, so the
+/// manager's `password_file` path is the one used. One cluster per test process, stopped when it exits; each
+/// caller gets a database of its own. Durability settings are off: the tests kill managers, never PostgreSQL.
+public final class PostgreSQLServer: @unchecked Sendable {
+    public let port: Int
+    /// The manager's copy of the password (0600, owned by the test user).
+    public let passwordFile: String
+    private let binaries: String
+    private let directory: TemporaryDirectory
+    private let password: String
+
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var started: Result<PostgreSQLServer, any Error>?
+    nonisolated(unsafe) private static var stopCommand: (pgCtl: String, data: String)?
+
+    /// The cluster of this test process, started at the first call.
+    public static func shared() throws -> PostgreSQLServer {
+        lock.lock()
+        defer { lock.unlock() }
+        if started == nil {
+            started = Result { try PostgreSQLServer() }
+            atexit {
+                guard let stop = PostgreSQLServer.stopCommand else { return }
+                _ = try? ChildProcess(stop.pgCtl, ["-D", stop.data, "-m", "immediate", "-w", "stop"], in: TemporaryDirectory()).wait(timeout: 20)
+            }
+        }
+        return try started!.get()
+    }
+
+    private init() throws {
+        binaries = try Self.findBinaries()
+        directory = TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        password = UUID().uuidString
+        let asRoot = geteuid() == 0
+        let cluster = directory.file("cluster")
+        try FileManager.default.createDirectory(atPath: cluster, withIntermediateDirectories: false)
+        let initdbPassword = try directory.write("cluster/initdb-password", password + "\n")
+        passwordFile = try directory.write("manager-password", password + "\n")
+        if asRoot {
+            for path in [cluster, initdbPassword] { chown(path, 65534, 65534) }
+        }
+        port = try LoopbackSocket.unusedPort()
+        let data = cluster + "/data"
+        try run("initdb", ["-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], asRoot)
+        let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
+        Self.stopCommand = (binaries + "/pg_ctl", data)
+    }
+
+    /// Creates an empty database and returns the manager config lines that use it.
+    public func makeDatabase() throws -> String {
+        let name = "xign_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        _ = try query("CREATE DATABASE \(name)")
+        return """
+            [storage]
+            driver = postgresql
+            url = postgres://xign@127.0.0.1:\(port)/\(name)?sslmode=disable
+            password_file = \(passwordFile)
+            """
+    }
+
+    /// The output of one statement, run as the superuser through psql.
+    @discardableResult
+    public func query(_ statement: String, database: String = "postgres") throws -> String {
+        let result = try ChildProcess(
+            "/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "xign", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", statement],
+            environment: ["PGPASSWORD": password, "PATH": "/usr/bin:/bin"], in: directory
+        ).wait(timeout: 60)
+        guard result.status == 0 else { throw TestFailure("psql \(statement.prefix(60)): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private func run(_ tool: String, _ arguments: [String], _ asRoot: Bool) throws {
+        let command = asRoot ? ("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binaries + "/" + tool] + arguments)
+                             : (binaries + "/" + tool, arguments)
+        let result = try ChildProcess(command.0, command.1, in: directory).wait(timeout: 120)
+        guard result.status == 0 else {
+            let log = (try? String(contentsOfFile: directory.file("cluster/log"), encoding: .utf8)) ?? ""
+            throw TestFailure("\(tool) failed (\(result.status)): \(result.stdout) \(result.stderr) \(log.suffix(2000))")
+        }
+    }
+
+    private static func findBinaries() throws -> String {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
+            throw TestFailure("PostgreSQL is not installed; run `make deps` (Debian's postgresql package)")
+        }
+        return "\(root)/\(newest)/bin"
+    }
+}
