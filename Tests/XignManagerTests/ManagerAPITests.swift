@@ -71,8 +71,8 @@ struct API {
 }
 
 @Suite struct ManagerAPITests {
-    @Test func healthAndParametersMatchTheSpec() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func healthAndParametersMatchTheSpec(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         let health = try api.call("GET", APIPath.health)
         #expect(health.json["managerKeyFingerprint"] as? String == (try api.managerKey.fingerprint))
         let parameters = try api.call("GET", APIPath.registrationParameters)
@@ -81,8 +81,8 @@ struct API {
         #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=nope").json["serviceMappingId"] == nil)
     }
 
-    @Test func registrationReportsEveryAttributeThatIsWrong() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func registrationReportsEveryAttributeThatIsWrong(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         _ = try api.register("taken@example.org")
         let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"TAKEN@example.org"}}"#)
         #expect(taken.status == 422)
@@ -100,8 +100,8 @@ struct API {
         #expect(huge.errorCode == "payloadTooLarge")
     }
 
-    @Test func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator() throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n"))
+    @Test(arguments: TestDatabase.allCases) func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n", database: database))
         #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#).status == 201)
         let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
         #expect(taken.error["attributes"] as? [String: String] == ["loginName": "notAvailable"])
@@ -123,15 +123,15 @@ struct API {
         #expect(try accounts() == ["a@example.org": "-", "b@example.org": "bob"])
     }
 
-    @Test func blockedDomainsAreNotAvailable() throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n"))
+    @Test(arguments: TestDatabase.allCases) func blockedDomainsAreNotAvailable(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n", database: database))
         let blocked = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@SPAM.example"}}"#)
         #expect(blocked.error["attributes"] as? [String: String] == ["email": "notAvailable"])
         #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@fine.example"}}"#).status == 201)
     }
 
-    @Test func personalizationRequiresTheDeviceSignatureAndIsSingleUse() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func personalizationRequiresTheDeviceSignatureAndIsSingleUse(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("signed@example.org")
         let key = try api.managerKey
         let decrypted = try api.decrypt(payload, pin: "24680", nonce: "n1")
@@ -157,8 +157,8 @@ struct API {
         #expect(replay.errorCode == "sessionInvalid")
     }
 
-    @Test func aLockedActivationIsNotEvenAskedThePIN() throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h")))
+    @Test(arguments: TestDatabase.allCases) func aLockedActivationIsNotEvenAskedThePIN(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h"), database: database))
         let payload = try api.register("lock@example.org")
         let wrong = try api.decrypt(payload, pin: "13570").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
         let lock = try #require(wrong["lockout"] as? [String: Any])
@@ -171,8 +171,8 @@ struct API {
         #expect(try api.call("POST", APIPath.personalizationDecrypt, body: Data("[]".utf8)).status == 400)
     }
 
-    @Test func softwareKeysAreRefusedWhereHardwareKeysAreRequired() throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n"))
+    @Test(arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
         let payload = try api.register("hw@example.org")
         let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
         let session = try #require(result["session"] as? [String: Any])
@@ -191,8 +191,8 @@ struct API {
         #expect(throws: XignSdkSecurityInsufficientError.self) { try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters) }
     }
 
-    @Test func challengesAndRevocationAreDeviceSignedAndSingleUse() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func challengesAndRevocationAreDeviceSignedAndSingleUse(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("revoke@example.org")
         let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
@@ -225,8 +225,8 @@ struct API {
         }
     }
 
-    @Test func authenticationStartFinishAndTokenMatchTheSpecAndAreSingleUse() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func authenticationStartFinishAndTokenMatchTheSpecAndAreSingleUse(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("login@example.org")
         let key = try api.managerKey
         let result = try api.decrypt(payload, pin: "24680").signedPayload(key: key, type: SignedAnswerType.decrypt)
@@ -268,12 +268,10 @@ struct API {
         #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
     }
 
-    @Test func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails() throws {
-        let api = API(manager: try ManagerProcess())
-        // A database that lost a table under the running manager: the store's query fails with SQLite's own error.
-        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", api.manager.dataDirectory + "/manager.sqlite", "DROP TABLE account_emails;"],
-                                      in: api.manager.directory).wait()
-        #expect(result.status == 0, "\(result.stderr)")
+    @Test(arguments: TestDatabase.allCases) func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        // A database that lost a table under the running manager: the store's query fails with the database's own error.
+        _ = try api.manager.query("DROP TABLE account_emails")
         let body = try JSONEncoder.canonical.encode(RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": "x@example.org"], alias: nil,
                                                                     serviceMappingId: nil, arbitraryUserAttributes: nil))
         let response = try HTTPClient().send("POST", to: api.manager.url, path: APIPath.registrations, body: body)
@@ -284,8 +282,8 @@ struct API {
         #expect(api.manager.log.contains("request failed") && api.manager.log.contains("account_emails"), "\(api.manager.log.suffix(500))")
     }
 
-    @Test func aHostJoinMustBeSignedByTheKeyItRegistersAndTheTokenSurvivesAForgery() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func aHostJoinMustBeSignedByTheKeyItRegistersAndTheTokenSurvivesAForgery(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         let added = try api.manager.admin(["hosts", "add", "web1"])
         let token = try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? ""))
         #expect(token.managerKeyFingerprint == (try api.managerKey.fingerprint))
@@ -308,8 +306,8 @@ struct API {
         #expect(replayed.status == 409 && replayed.errorCode == "sessionInvalid")
     }
 
-    @Test func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays() throws {
-        let api = API(manager: try ManagerProcess())
+    @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
         _ = try api.register("alice@example.org")
         #expect(try api.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0)
         let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", "web1"]).stdout.split(separator: " ").last ?? ""))

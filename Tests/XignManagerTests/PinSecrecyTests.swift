@@ -7,14 +7,8 @@ import XignTestSupport
 
 /// DESIGN.md invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
 @Suite struct PinSecrecyTests {
-    func sqlite(_ database: String, _ query: String, in directory: TemporaryDirectory) throws -> [String] {
-        let result = try ChildProcess("/usr/bin/sqlite3", ["-readonly", database, query], in: directory).wait()
-        guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
-        return result.stdout.split(separator: "\n").map(String.init)
-    }
-
-    @Test func thePayloadCarriesNothingDerivedFromThePIN() throws {
-        let manager = try ManagerProcess()
+    @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(database: TestDatabase) throws {
+        let manager = try ManagerProcess(database: database)
         let api = API(manager: manager)
         // Same PIN, two registrations: every field other than the manager's address and key differs,
         // so no field can be a function of the PIN.
@@ -27,16 +21,14 @@ import XignTestSupport
         #expect(first.deepLink == PersonalizationPayload.compactPrefix + (try #require(Data(hexadecimal: first.activationId))).base32
                 + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
         // The manager stores only a hash of the activation secret.
-        let database = manager.dataDirectory + "/manager.sqlite"
-        let stored = try sqlite(database, "SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'", in: manager.directory)
+        let stored = try manager.query("SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'")
         #expect(stored == [Base64URL.encode(SHA256.hash(first.activationSecret))])
     }
 
-    @Test func theDatabaseAloneCannotCheckAPIN() throws {
-        let manager = try ManagerProcess()
+    @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) throws {
+        let manager = try ManagerProcess(database: database)
         let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
-        let database = manager.dataDirectory + "/manager.sqlite"
-        let row = try sqlite(database, "SELECT pin_salt || '|' || pin_verifier || '|' || pin_iterations FROM activations WHERE id = '\(payload.activationId)'", in: manager.directory)
+        let row = try manager.query("SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'")
         let fields = try #require(row.first?.split(separator: "|").map(String.init))
         let salt = try #require(Base64URL.decode(fields[0]))
         let stored = try #require(Base64URL.decode(fields[1]))
@@ -50,9 +42,9 @@ import XignTestSupport
         #expect(HMACSHA256.authenticationCode(for: stretched, key: Data(count: 32)) != stored)
     }
 
-    @Test func guessesWithThePayloadAloneGoThroughTheLockout() throws {
+    @Test(arguments: TestDatabase.allCases) func guessesWithThePayloadAloneGoThroughTheLockout(database: TestDatabase) throws {
         // An attacker with the QR code but not the SDK: raw requests, no local lockout memory.
-        let api = API(manager: try ManagerProcess())
+        let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("guess@example.org", pin: "24680")
         let key = try api.managerKey
         var lastLock: [String: Any] = [:]
@@ -77,11 +69,10 @@ import XignTestSupport
         #expect(try api.decrypt(payload, pin: "24680").status == 200)
     }
 
-    @Test func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization() throws {
+    @Test(arguments: TestDatabase.allCases) func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(database: TestDatabase) throws {
         let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
-        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n")
+        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
         let api = API(manager: manager)
-        let database = manager.dataDirectory + "/manager.sqlite"
         #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
         func register(_ email: String, mapping: String?) throws {
             let request = RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil,
@@ -91,7 +82,7 @@ import XignTestSupport
         try register("unlinked@example.org", mapping: nil)
         try register("unknown@example.org", mapping: "not-linked")
         try register("linked@example.org", mapping: linked)
-        let kept = try sqlite(database, "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email", in: manager.directory)
+        let kept = try manager.query("SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
         #expect(kept == ["linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-", "unlinked@example.org=-"])
 
         // The first personalization hands them to the linked service and deletes them.
@@ -102,7 +93,7 @@ import XignTestSupport
             return
         }
         _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
-        #expect(try sqlite(database, "SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'", in: manager.directory) == ["-"])
+        #expect(try manager.query("SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == ["-"])
         let delivered = try FileManager.default.contentsOfDirectory(atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
         #expect(delivered.count == 1)
         #expect(try String(contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8) == "{\"dept\":\"ops\",\"realm\":\"staff\"}")

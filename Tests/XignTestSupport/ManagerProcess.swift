@@ -45,8 +45,8 @@ public final class ManagerProcess: @unchecked Sendable {
         var config = config
         if database == .postgreSQL {
             let storage = try PostgreSQLServer.shared().makeDatabase()
-            postgreSQLDatabase = storage.split(separator: "/").last?.split(separator: "?").first.map(String.init)
-            config += "\n" + storage + "\n"
+            postgreSQLDatabase = storage.name
+            config += "\n" + storage.config + "\n"
         } else {
             postgreSQLDatabase = nil
         }

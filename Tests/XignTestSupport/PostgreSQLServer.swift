@@ -51,16 +51,16 @@ public final class PostgreSQLServer: @unchecked Sendable {
         Self.stopCommand = (binaries + "/pg_ctl", data)
     }
 
-    /// Creates an empty database and returns the manager config lines that use it.
-    public func makeDatabase() throws -> String {
+    /// Creates an empty database and returns its name and the manager config lines that use it.
+    public func makeDatabase() throws -> (name: String, config: String) {
         let name = "xign_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         _ = try query("CREATE DATABASE \(name)")
-        return """
+        return (name, """
             [storage]
             driver = postgresql
             url = postgres://xign@127.0.0.1:\(port)/\(name)?sslmode=disable
             password_file = \(passwordFile)
-            """
+            """)
     }
 
     /// The output of one statement, run as the superuser through psql.

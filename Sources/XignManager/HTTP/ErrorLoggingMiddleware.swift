@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import PostgresNIO
 
 /// The one place errors are logged: a manager error of the 5xx kind with its message, anything else in full.
 /// The client gets `ManagerError`'s own answer, and `internalError` for the rest, with no details.
@@ -12,6 +13,10 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as ManagerError {
             if error.status.code >= 500 { logger.error("\(error.detail.message)") }
             throw error
+        } catch let error as PSQLError {
+            // PostgresNIO's description hides the server's words; the code and message are what an admin needs.
+            logger.error("request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))")
+            throw ManagerError.unexpected
         } catch {
             logger.error("request failed: \(error)")
             throw ManagerError.unexpected
