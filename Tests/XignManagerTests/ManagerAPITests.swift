@@ -68,6 +68,35 @@ struct API {
         let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
         return (body, Base64URL.encode(try (signer ?? key).signature(for: message)))
     }
+
+    /// Registers `email` and personalizes a new software key for it; returns the device id and its key.
+    func enrolDevice(_ email: String, pin: String = "24680") throws -> (id: String, key: P256PrivateKey) {
+        let payload = try register(email, pin: pin)
+        let result = try decrypt(payload, pin: pin).signedPayload(key: try managerKey, type: SignedAnswerType.decrypt)
+        let device = try P256PrivateKey()
+        guard let session = result["session"] as? [String: Any] else { throw TestFailure("decrypt gave no session: \(result)") }
+        let (body, signature) = try signedPersonalization(session: session, key: device)
+        let personalized = try call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        guard let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String else {
+            throw TestFailure("personalization failed: \(personalized.json)")
+        }
+        return (id, device)
+    }
+
+    /// Starts an authentication of `deviceId` for the `pam` service; the signed start payload.
+    func startAuthentication(deviceId: String) throws -> [String: Any] {
+        try post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s"))
+            .signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
+    }
+
+    /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
+    func finishAuthentication(_ started: [String: Any], pin: String, signer: P256PrivateKey) throws -> Answer {
+        let request = AuthenticationFinishRequest(authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
+                                                  pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
+        let body = try JSONEncoder.canonical.encode(request)
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
+        return try call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
+    }
 }
 
 @Suite struct ManagerAPITests {
@@ -235,16 +264,9 @@ struct API {
         let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         let deviceId = try #require(try personalized.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceId"] as? String)
 
-        func start() throws -> [String: Any] {
-            try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s"))
-                .signedPayload(key: key, type: SignedAnswerType.authenticationStart)
-        }
+        func start() throws -> [String: Any] { try api.startAuthentication(deviceId: deviceId) }
         func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
-            let request = AuthenticationFinishRequest(authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
-                                                      pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
-            let body = try JSONEncoder.canonical.encode(request)
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
-            return try api.call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try (signer ?? device).signature(for: message)))])
+            try api.finishAuthentication(started, pin: pin, signer: signer ?? device)
         }
         #expect(try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "nope", host: "h", localUser: "u", nonce: "s")).status == 404)
         let first = try start()

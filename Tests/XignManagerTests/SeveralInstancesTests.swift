@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// Two manager instances on one PostgreSQL database, as behind a load balancer: every piece of state a request
+/// needs is a row, so any instance answers any step, and the lockout counts every guess whichever instance took it.
+@Suite struct SeveralInstancesTests {
+    /// No delay for the first 20 failures, so every parallel guess is checked and must be counted.
+    static let countingConfig = ManagerProcess.testConfig
+        .replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
+
+    @Test func aChallengeIssuedByOneInstanceIsFinishedByTheOtherAndThenRefusedAsReplayed() throws {
+        let first = try ManagerProcess(database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let (a, b) = (API(manager: first), API(manager: second))
+        #expect(try a.managerKey.fingerprint == (try b.managerKey.fingerprint))
+        let device = try a.enrolDevice("both@example.org")
+
+        let started = try a.startAuthentication(deviceId: device.id)
+        let finished = try b.finishAuthentication(started, pin: "24680", signer: device.key)
+        let login = try #require(try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
+        let replay = try a.finishAuthentication(started, pin: "24680", signer: device.key)
+        #expect(replay.status == 409, "the challenge B consumed is gone for A too")
+        let code = try #require(login["authorizationCode"] as? String)
+        #expect(try a.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200)
+        #expect(try b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
+    }
+
+    @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() async throws {
+        let first = try ManagerProcess(config: Self.countingConfig, database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let apis = [API(manager: first), API(manager: second)]
+        let device = try apis[0].enrolDevice("parallel@example.org")
+
+        let checked = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for attempt in 0..<20 {
+                group.addTask {
+                    let api = apis[attempt % 2]
+                    let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "1357\(attempt % 10)", signer: device.key)
+                    return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String == "lockout"
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(checked == 20, "every guess was checked and answered")
+        #expect(try first.query("SELECT failed_attempts FROM activations") == ["20"], "and every one was counted")
+
+        // Eight right PINs at once over both instances: all pass, none is refused by another's claim.
+        let passed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for attempt in 0..<8 {
+                group.addTask {
+                    let api = apis[attempt % 2]
+                    let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
+                    return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] != nil
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(passed == 8)
+        #expect(try first.query("SELECT failed_attempts FROM activations") == ["0"])
+    }
+
+    @Test func withTheLockInForceParallelGuessesAreCountedOrRefusedNeverLost() async throws {
+        let first = try ManagerProcess(database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let apis = [API(manager: first), API(manager: second)]
+        let device = try apis[0].enrolDevice("locked@example.org")
+        // Started before the storm, so each guess is one finish and none of them meets a lock at its start.
+        let started: [[[String: String]]] = try apis.map { api in
+            try (0..<10).map { _ in try api.startAuthentication(deviceId: device.id).compactMapValues { $0 as? String } }
+        }
+        let outcomes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for attempt in 0..<20 {
+                group.addTask {
+                    let api = apis[attempt % 2]
+                    return try api.finishAuthentication(started[attempt % 2][attempt / 2], pin: "13579", signer: device.key).status
+                }
+            }
+            return try await group.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
+        }
+        // A checked guess is answered 200 (outcome lockout); one that met the lock is refused with 423 before its PIN is read.
+        let checked = outcomes[200] ?? 0
+        #expect(checked + (outcomes[423] ?? 0) == 20, "\(outcomes)")
+        #expect(checked >= 1)
+        #expect(try first.query("SELECT failed_attempts FROM activations") == ["\(checked)"], "the counter says how many ran")
+    }
+
+    @Test func mailQueuedOnEitherInstanceIsSentOnce() async throws {
+        let sink = try SMTPSink()
+        let config = ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\n"
+        let first = try ManagerProcess(config: config, database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let apis = [API(manager: first), API(manager: second)]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<12 {
+                group.addTask {
+                    let answer = try apis[index % 2].post(APIPath.registrations, RegisterRequest(
+                        categoryId: "email", pin: "24680", attributes: ["email": "once\(index)@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+                    guard answer.status == 201 else { throw TestFailure("registration \(index): \(answer.json)") }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(waitUntil { sink.messages.count >= 12 })
+        try await Task.sleep(for: .milliseconds(1500))  // both relay loops had time to send a second copy, if they would
+        #expect(sink.messages.map(\.recipient).sorted() == (0..<12).map { "once\($0)@example.org" }.sorted())
+        #expect(try first.query("SELECT COUNT(*) FROM mail_queue") == ["0"])
+    }
+
+    @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() throws {
+        let first = try ManagerProcess(database: .postgreSQL)
+        let directory = TemporaryDirectory()
+        let config = try directory.write("manager.conf", try String(contentsOfFile: first.configPath, encoding: .utf8))
+        // Its own fresh data directory: it would make a new signing key and pepper, which the database does not know.
+        let result = try ChildProcess(
+            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", directory.file("data"), "--listen", "127.0.0.1:0"], in: directory
+        ).wait(timeout: 30)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("copy signing-key.pem and pin-pepper"), "\(result.stderr)")
+    }
+}
