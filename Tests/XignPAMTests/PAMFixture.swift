@@ -40,8 +40,8 @@ final class PAMFixture: @unchecked Sendable {
     /// The simulator behind TPM keys, when the fixture uses them.
     let tpm: SoftwareTPM?
 
-    init(managerConfig: String = ManagerProcess.testConfig, users: [String] = ["alice"], tpm: SoftwareTPM? = nil) throws {
-        manager = try ManagerProcess(config: managerConfig)
+    init(managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil) throws {
+        manager = try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
         let state = directory.file("state")
         var configuration = ClientConfiguration()
@@ -170,9 +170,8 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Logins the manager finished for `localUser`: a code was issued and redeemed for a token.
     func completedLogins(_ localUser: String) throws -> Int {
-        let sql = "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL;"
-        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", manager.dataDirectory + "/manager.sqlite", sql], in: directory).wait()
-        return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let rows = try manager.query("SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL")
+        return rows.first.flatMap { Int($0) } ?? -1
     }
 
     func failedAttempts(_ email: String) throws -> Int { try activation(email)["failedAttempts"] as? Int ?? -1 }
