@@ -7,8 +7,10 @@ import XignCrypto
 /// without its account. Whichever instance claims the row first sends it: once, or twice if an instance dies
 /// between sending and deleting the row, but never not at all.
 extension IdentityManager {
-    /// How long a claim on a queued mail holds: longer than the relay's timeouts for one message; also the retry pause.
-    static let mailClaimMilliseconds: Int64 = 120_000
+    /// How long a claim on a queued mail holds, which is also the pause before a failed one is tried again: longer than
+    /// the relay's timeouts for one message, or than writing one file into the maildir. A claim of an instance that
+    /// died runs out after this; a maildir delivery that happens twice writes the same file twice.
+    var mailClaimMilliseconds: Int64 { configuration.smtpRelay == nil ? 5_000 : 120_000 }
 
     /// Queues `mail` in the caller's transaction; returns its id for `deliverMail(id:)` once that committed.
     func queue(_ mail: Outbox.Mail, in store: ManagerStore) async throws -> String {
@@ -37,7 +39,7 @@ extension IdentityManager {
         while true {
             let now = Self.now()
             guard let mail = try await database.transaction({ store in
-                try await store.claimMail(id: id, now: now, until: now + Self.mailClaimMilliseconds)
+                try await store.claimMail(id: id, now: now, until: now + self.mailClaimMilliseconds)
             }) else { return sent }
             let outbox = self.outbox, sender = configuration.mailFrom
             try await NIOThreadPool.singleton.runIfActive {
@@ -53,9 +55,10 @@ extension IdentityManager {
         }
     }
 
-    /// Delivers what is due: at start, whenever mail was queued, and every `interval` for mail a failed round or
-    /// another instance that died left behind. Runs until cancelled.
-    public func relayMail(every interval: Duration = .seconds(30)) async {
+    /// Delivers what is due: at start, whenever mail was queued, and after each claim period for mail that a failed
+    /// round or an instance that died left behind. Runs until cancelled.
+    public func relayMail() async {
+        let interval = Duration.milliseconds(mailClaimMilliseconds)
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 while !Task.isCancelled {
@@ -69,7 +72,7 @@ extension IdentityManager {
                         let sent = try await self.deliverDueMail()
                         if sent > 0 { self.logger.info("mail delivered", metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"]) }
                     } catch {
-                        self.logger.warning("mail stays queued, next try in \(Self.mailClaimMilliseconds / 1000) s: \(error)")
+                        self.logger.warning("mail stays queued, next try in \(self.mailClaimMilliseconds / 1000) s: \(error)")
                     }
                 }
             }

@@ -78,6 +78,24 @@ extension IdentityManager {
         }
     }
 
+    /// On SQLite one `serve` process checks PINs, so at its start every claim is one that a killed predecessor left:
+    /// each is charged now, as the guess it may have been, instead of blocking its activation until it runs out.
+    /// With PostgreSQL another instance may hold the claim, so it waits for the claim to run out. Returns the count.
+    @discardableResult
+    public func settleAbandonedPINChecks() async throws -> Int {
+        guard configuration.postgreSQL == nil else { return 0 }
+        let lockout = configuration.lockout
+        return try await database.transaction { store in
+            let abandoned = try await store.activationsWithPINCheckClaims()
+            for activation in abandoned {
+                let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
+                try await store.recordPINFailure(lock, activationId: activation.id)
+                self.logger.warning("a PIN check was cut off by a restart; counted as a failure", metadata: ["activation": "\(activation.id)"])
+            }
+            return abandoned.count
+        }
+    }
+
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
     private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord) async throws -> PINVerdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {

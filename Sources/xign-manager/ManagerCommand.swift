@@ -101,6 +101,7 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError("cannot open the manager's data: \(error)")
         }
+        try await manager.settleAbandonedPINChecks()
         let portFile = self.portFile
         let app = try buildApplication(manager: manager) { port in
             if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }

@@ -28,41 +28,31 @@ import XignTestSupport
         #expect(try b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
     }
 
-    @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() async throws {
+    @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() throws {
         let first = try ManagerProcess(config: Self.countingConfig, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
         let device = try apis[0].enrolDevice("parallel@example.org")
 
-        let checked = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for attempt in 0..<20 {
-                group.addTask {
-                    let api = apis[attempt % 2]
-                    let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "1357\(attempt % 10)", signer: device.key)
-                    return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String == "lockout"
-                }
-            }
-            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-        }
+        let checked = try onThreads(20) { attempt in
+            let api = apis[attempt % 2]
+            let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "1357\(attempt % 10)", signer: device.key)
+            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String == "lockout"
+        }.filter { $0 }.count
         #expect(checked == 20, "every guess was checked and answered")
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["20"], "and every one was counted")
 
         // Eight right PINs at once over both instances: all pass, none is refused by another's claim.
-        let passed = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for attempt in 0..<8 {
-                group.addTask {
-                    let api = apis[attempt % 2]
-                    let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
-                    return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] != nil
-                }
-            }
-            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-        }
+        let passed = try onThreads(8) { attempt in
+            let api = apis[attempt % 2]
+            let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
+            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] != nil
+        }.filter { $0 }.count
         #expect(passed == 8)
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["0"])
     }
 
-    @Test func withTheLockInForceParallelGuessesAreCountedOrRefusedNeverLost() async throws {
+    @Test func withTheLockInForceParallelGuessesAreCountedOrRefusedNeverLost() throws {
         let first = try ManagerProcess(database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
@@ -71,15 +61,9 @@ import XignTestSupport
         let started: [[[String: String]]] = try apis.map { api in
             try (0..<10).map { _ in try api.startAuthentication(deviceId: device.id).compactMapValues { $0 as? String } }
         }
-        let outcomes = try await withThrowingTaskGroup(of: Int.self) { group in
-            for attempt in 0..<20 {
-                group.addTask {
-                    let api = apis[attempt % 2]
-                    return try api.finishAuthentication(started[attempt % 2][attempt / 2], pin: "13579", signer: device.key).status
-                }
-            }
-            return try await group.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
-        }
+        let outcomes = try onThreads(20) { attempt in
+            try apis[attempt % 2].finishAuthentication(started[attempt % 2][attempt / 2], pin: "13579", signer: device.key).status
+        }.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
         // A checked guess is answered 200 (outcome lockout); one that met the lock is refused with 423 before its PIN is read.
         let checked = outcomes[200] ?? 0
         #expect(checked + (outcomes[423] ?? 0) == 20, "\(outcomes)")
@@ -87,24 +71,19 @@ import XignTestSupport
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["\(checked)"], "the counter says how many ran")
     }
 
-    @Test func mailQueuedOnEitherInstanceIsSentOnce() async throws {
+    @Test func mailQueuedOnEitherInstanceIsSentOnce() throws {
         let sink = try SMTPSink()
         let config = ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\n"
         let first = try ManagerProcess(config: config, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<12 {
-                group.addTask {
-                    let answer = try apis[index % 2].post(APIPath.registrations, RegisterRequest(
-                        categoryId: "email", pin: "24680", attributes: ["email": "once\(index)@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
-                    guard answer.status == 201 else { throw TestFailure("registration \(index): \(answer.json)") }
-                }
-            }
-            try await group.waitForAll()
+        _ = try onThreads(12) { index in
+            let answer = try apis[index % 2].post(APIPath.registrations, RegisterRequest(
+                categoryId: "email", pin: "24680", attributes: ["email": "once\(index)@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+            guard answer.status == 201 else { throw TestFailure("registration \(index): \(answer.json)") }
         }
         #expect(waitUntil { sink.messages.count >= 12 })
-        try await Task.sleep(for: .milliseconds(1500))  // both relay loops had time to send a second copy, if they would
+        Thread.sleep(forTimeInterval: 1.5)  // both relay loops had time to send a second copy, if they would
         #expect(sink.messages.map(\.recipient).sorted() == (0..<12).map { "once\($0)@example.org" }.sorted())
         #expect(try first.query("SELECT COUNT(*) FROM mail_queue") == ["0"])
     }

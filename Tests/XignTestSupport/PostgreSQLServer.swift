@@ -14,19 +14,14 @@ public final class PostgreSQLServer: @unchecked Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var started: Result<PostgreSQLServer, any Error>?
-    nonisolated(unsafe) private static var stopCommand: (pgCtl: String, data: String)?
+    /// Stops the cluster once the test process is gone, however it ends (atexit handlers do not run under `swift test`).
+    private var watchdog: ChildProcess?
 
     /// The cluster of this test process, started at the first call.
     public static func shared() throws -> PostgreSQLServer {
         lock.lock()
         defer { lock.unlock() }
-        if started == nil {
-            started = Result { try PostgreSQLServer() }
-            atexit {
-                guard let stop = PostgreSQLServer.stopCommand else { return }
-                _ = try? ChildProcess(stop.pgCtl, ["-D", stop.data, "-m", "immediate", "-w", "stop"], in: TemporaryDirectory()).wait(timeout: 20)
-            }
-        }
+        if started == nil { started = Result { try PostgreSQLServer() } }
         return try started!.get()
     }
 
@@ -48,7 +43,12 @@ public final class PostgreSQLServer: @unchecked Sendable {
         try run("initdb", ["-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], asRoot)
         let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
-        Self.stopCommand = (binaries + "/pg_ctl", data)
+        // SIGQUIT is PostgreSQL's immediate shutdown; the watchdog sends it when this process has exited, then removes the cluster.
+        let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
+        watchdog = try ChildProcess("/bin/sh", ["-c", """
+            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            kill -QUIT \(postmaster); while kill -0 \(postmaster) 2>/dev/null; do sleep 0.2; done; rm -rf '\(directory.path)'
+            """], in: directory)
     }
 
     /// Creates an empty database and returns its name and the manager config lines that use it.

@@ -65,13 +65,20 @@ extension ManagerStore {
     }
 
     func activation(id: String) async throws -> ActivationRecord? {
-        try await sql.raw("""
-            SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.state, a.device_id,
-                   a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
-                   c.email, c.is_temporary, c.organization
-            FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: id)
-            """).first().map(ActivationRecord.init)
+        try await sql.raw("\(Self.activationColumns) WHERE a.id = \(bind: id)").first().map(ActivationRecord.init)
     }
+
+    /// Activations a PIN check has claimed and not settled.
+    func activationsWithPINCheckClaims() async throws -> [ActivationRecord] {
+        try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0").all().map(ActivationRecord.init)
+    }
+
+    private static let activationColumns = SQLQueryString("""
+        SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.state, a.device_id,
+               a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
+               c.email, c.is_temporary, c.organization
+        FROM activations a JOIN accounts c ON c.id = a.account_id
+        """)
 
     func insertActivation(_ activation: NewActivation) async throws {
         try await sql.raw("""

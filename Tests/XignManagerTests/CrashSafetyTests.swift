@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+import NIOConcurrencyHelpers
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// A manager killed with SIGKILL in the middle of a load: whatever a client was told happened is in the database
+/// after a restart, nothing is half-written, and the work goes on.
+@Suite struct CrashSafetyTests {
+    /// What the clients were told before the crash.
+    final class Record: Sendable {
+        let registered = NIOLockedValueBox<[String]>([])
+        let charges = NIOLockedValueBox<[String: Int]>([:])
+        let sent = NIOLockedValueBox<[String: Int]>([:])
+        /// Failures of calls that should have worked: before the kill, or to an instance that was not killed.
+        let unexpectedFailures = NIOLockedValueBox<[String]>([])
+        let killed = NIOLockedValueBox(false)
+    }
+
+    /// Registrations and wrong PINs from 6 clients for `seconds`; `victim` is killed halfway. Clients of the
+    /// instance that dies stop at their first failed call; those of a surviving instance must never fail.
+    func load(_ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess, after seconds: Double, record: Record) throws {
+        let stop = Date().addingTimeInterval(seconds * 2)
+        let killedOnce = DispatchSemaphore(value: 0)
+        let killer = Thread {
+            Thread.sleep(forTimeInterval: seconds)
+            record.killed.withLockedValue { $0 = true }
+            victim.kill()
+            killedOnce.signal()
+        }
+        killer.start()
+        defer { killedOnce.wait() }
+        _ = try onThreads(6) { client in
+            let api = apis[client % apis.count]
+            let survives = api.manager !== victim
+            var round = 0
+            while Date() < stop {
+                round += 1
+                do {
+                    if client < 2 {
+                        let email = "crash\(client)-\(round)@example.org"
+                        let answer = try api.post(APIPath.registrations, RegisterRequest(
+                            categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+                        if answer.status == 201 { record.registered.withLockedValue { $0.append(email) } }
+                    } else {
+                        let device = devices[client - 2]
+                        record.sent.withLockedValue { $0[device.id, default: 0] += 1 }
+                        let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "13579", signer: device.key)
+                        let outcome = try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String
+                        if outcome == "lockout" { record.charges.withLockedValue { $0[device.id, default: 0] += 1 } }
+                    }
+                } catch {
+                    if survives || !record.killed.withLockedValue({ $0 }) {
+                        record.unexpectedFailures.withLockedValue { $0.append("\(error)") }
+                    }
+                    if !survives { return }
+                }
+                if client >= 2 && round >= 18 { return }  // stay below the free attempts: every guess is checked
+            }
+        }
+    }
+
+    /// `mailboxes`: the instances whose maildirs may hold the mail (it goes to the one that delivered it).
+    func check(_ manager: ManagerProcess, _ record: Record, devices: [(id: String, key: P256PrivateKey)], mailboxes: [ManagerProcess]) throws {
+        let unexpected = record.unexpectedFailures.withLockedValue { $0 }
+        #expect(unexpected.isEmpty, "\(unexpected.prefix(3))")
+        let accounts = Set(try manager.query("SELECT email FROM accounts"))
+        let registered = record.registered.withLockedValue { $0 }
+        #expect(!registered.isEmpty)
+        #expect(registered.filter { !accounts.contains($0) }.isEmpty, "every 201 has its account")
+        #expect(try manager.query("SELECT COUNT(*) FROM accounts c WHERE NOT EXISTS (SELECT 1 FROM activations a WHERE a.account_id = c.id)") == ["0"])
+        #expect(try manager.query("SELECT COUNT(*) FROM authentications WHERE code_expires_at IS NOT NULL AND (role IS NULL OR attributes IS NULL)") == ["0"])
+        for device in devices {
+            let counted = Int(try manager.query("SELECT a.failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(device.id)'").first ?? "") ?? -1
+            let answered = record.charges.withLockedValue { $0[device.id] ?? 0 }, sent = record.sent.withLockedValue { $0[device.id] ?? 0 }
+            #expect(counted >= answered && counted <= sent, "\(answered) charges answered, \(sent) sent, \(counted) counted")
+        }
+        if manager.database == .sqlite {
+            #expect(try manager.query("PRAGMA integrity_check") == ["ok"])
+        }
+        // Mail of every account is delivered, even that of a registration committed just before the kill.
+        #expect(try waitUntil(seconds: 40) { try manager.query("SELECT COUNT(*) FROM mail_queue") == ["0"] })
+        for email in registered {
+            #expect(mailboxes.contains { (try? $0.mailPath(for: email)) != nil }, "mail to \(email)")
+        }
+    }
+
+    static let config = ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
+
+    @Test func sqliteKeepsEveryAnsweredChargeAndRegistrationThroughAKill() throws {
+        let manager = try ManagerProcess(config: Self.config)
+        let api = API(manager: manager)
+        let devices = try (0..<4).map { try api.enrolDevice("victim\($0)@example.org") }
+        let record = Record()
+        try load([api], devices: devices, killing: manager, after: 1.0, record: record)
+        try manager.start()
+        try check(manager, record, devices: devices, mailboxes: [manager])
+        let started = try api.startAuthentication(deviceId: devices[0].id)
+        #expect(try api.finishAuthentication(started, pin: "24680", signer: devices[0].key).status == 200, "logins go on")
+    }
+
+    @Test func postgreSQLKeepsServingFromTheOtherInstanceWhileOneIsKilled() throws {
+        let first = try ManagerProcess(config: Self.config, database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let apis = [API(manager: first), API(manager: second)]
+        let devices = try (0..<4).map { try apis[0].enrolDevice("victim\($0)@example.org") }
+        let record = Record()
+        try load(apis, devices: devices, killing: first, after: 1.0, record: record)
+        try first.start()
+        try check(second, record, devices: devices, mailboxes: [first, second])
+        // Logins go on through both; device 1 was checked only by the surviving instance, so no claim of the dead one holds it.
+        for api in apis {
+            let started = try api.startAuthentication(deviceId: devices[1].id)
+            #expect(try api.finishAuthentication(started, pin: "24680", signer: devices[1].key).status == 200)
+        }
+    }
+}
