@@ -61,21 +61,27 @@ extension IdentityManager {
         logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
     }
 
-    /// An organization invite: a temporary account with an activation whose PIN the manager chooses.
-    /// Returns that PIN, for the administrator to hand over by another channel than the mail.
-    public func invite(email: String, organization: String) async throws -> String {
-        guard EmailValidator.validate(email) == .valid else { throw ManagerError.badRequest("'\(email)' is not a valid email address") }
-        guard TextAttributeValidator.validate(organization) == .valid else { throw ManagerError.badRequest("the organization name is empty or too long") }
+    /// An account the administrator creates, for a manager with `registration.open = false` or as an organization
+    /// invite (`organization` set: a temporary account that a merge folds into an existing one). The manager
+    /// chooses the activation PIN and returns it, for the administrator to hand over by another channel than the mail.
+    public func createAccount(email: String, loginName: String? = nil, organization: String? = nil) async throws -> String {
+        guard EmailValidator.validate(email) == .valid else { throw ManagerError.badRequest("'\(email.prefix(254))' is not a valid email address") }
+        if let organization, TextAttributeValidator.validate(organization) != .valid {
+            throw ManagerError.badRequest("the organization name is empty or too long")
+        }
+        if let loginName, LoginNameValidator.validate(loginName) != .valid {
+            throw ManagerError.badRequest("'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+        }
         let policy = configuration.pinPolicy
         var pin = ""
         repeat {
             pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
         } while policy.validate(pin) != .valid
-        let account = NewAccount(email: email.lowercased(), loginName: nil, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
-        let alias = "\(organization) invite"
-        _ = try await createAccount(account, pin: pin, alias: alias)
-        logger.info("organization invite", metadata: ["email": "\(email)", "organization": "\(organization)"])
+        let account = NewAccount(email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
+        _ = try await createAccount(account, pin: pin, alias: organization.map { "\($0) invite" })
+        logger.info(organization == nil ? "account created by administrator" : "organization invite", metadata: [
+            "email": "\(email)", "organization": "\(organization ?? "-")",
+        ])
         return pin
     }
-
 }

@@ -81,6 +81,13 @@ extension IdentityManager {
         }
     }
 
+    /// For `xign-manager admin`, which runs no relay loop: delivers what is due now, or says why it waits.
+    public func sendQueuedMailNow() async {
+        do { _ = try await deliverDueMail() } catch {
+            FileHandle.standardError.write(Data("The mail stays queued (\(error)); the running manager sends it once the relay answers.\n".utf8))
+        }
+    }
+
     public struct QueuedMailSummary: Sendable {
         public var recipient: String
         public var queuedAt: Int64

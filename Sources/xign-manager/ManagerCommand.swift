@@ -121,9 +121,29 @@ struct Admin: AsyncParsableCommand {
 
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List accounts, or give one the login name hosts ask for.",
-            subcommands: [List.self, SetLogin.self, SetHostGroups.self], defaultSubcommand: List.self
+            abstract: "List and add accounts, or give one the login name hosts ask for.",
+            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self], defaultSubcommand: List.self
         )
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Create an account and mail its activation data (the way in when registration.open = false).",
+                discussion: "The activation PIN is printed here, once: hand it over by another channel than mail."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The user's email address.") var email: String
+            @Option(help: "The local login name hosts ask for.") var loginName: String?
+
+            func run() async throws {
+                let pin = try await options.withManager { manager in
+                    let pin = try await manager.createAccount(email: email, loginName: loginName)
+                    await manager.sendQueuedMailNow()
+                    return pin
+                }
+                print("Activation data mailed to \(email).")
+                print("Activation PIN (give it to the user by phone or in person): \(pin)")
+            }
+        }
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List accounts.")
@@ -219,7 +239,11 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "The inviting organization.") var organization: String
 
         func run() async throws {
-            let pin = try await options.withManager { try await $0.invite(email: email, organization: organization) }
+            let pin = try await options.withManager { manager in
+                let pin = try await manager.createAccount(email: email, organization: organization)
+                await manager.sendQueuedMailNow()
+                return pin
+            }
             print("Invitation mailed to \(email).")
             print("Activation PIN (give it to the user by phone or in person): \(pin)")
         }

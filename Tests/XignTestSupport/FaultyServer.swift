@@ -127,10 +127,21 @@ public enum LoopbackSocket {
         return true
     }
 
-    /// A connected socket to 127.0.0.1:`port`, or nil when nothing accepts there.
-    public static func connect(_ port: Int) -> Int32? {
+    /// A connected socket to 127.0.0.1:`port`, or nil when nothing accepts there. `source` is the local address
+    /// it comes from (any 127.x.y.z is this machine too), so a test can be two clients.
+    public static func connect(_ port: Int, from source: String = "127.0.0.1") -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard bound else {
+            close(fd)
+            return nil
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -143,6 +154,24 @@ public enum LoopbackSocket {
             return nil
         }
         return fd
+    }
+
+    /// Sends `request` (raw HTTP/1.1, `Connection: close`) from `source` and returns the whole answer, or nil.
+    public static func exchange(_ request: String, port: Int, from source: String, timeoutSeconds: Int = 10) -> String? {
+        guard let fd = connect(port, from: source) else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else { return nil }
+        var answer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            guard n > 0 else { break }
+            answer += chunk.prefix(n)
+        }
+        return answer.isEmpty ? nil : String(decoding: answer, as: UTF8.self)
     }
 
     /// A loopback port that was free a moment ago and has no listener.

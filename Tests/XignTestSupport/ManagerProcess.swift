@@ -17,6 +17,8 @@ public final class ManagerProcess: @unchecked Sendable {
     public let postgreSQLDatabase: String?
     public private(set) var port: Int = 0
     private var process: ChildProcess?
+    /// Runs before xign-manager on its command line, such as prlimit to give it the packaged unit's file limit.
+    private let launcher: [String]
 
     /// Test settings: short lockout delays so escalation is observable, a cheap PIN hash, rate limits that only the
     /// abuse tests reach; `extraConfig` adds or overrides lines.
@@ -38,8 +40,10 @@ public final class ManagerProcess: @unchecked Sendable {
         testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n") + "\n"
     }
 
-    public init(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, directory: TemporaryDirectory = TemporaryDirectory()) throws {
+    public init(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, launcher: [String] = [],
+                directory: TemporaryDirectory = TemporaryDirectory()) throws {
         self.directory = directory
+        self.launcher = launcher
         self.database = database
         dataDirectory = directory.file("manager")
         var config = config
@@ -57,6 +61,7 @@ public final class ManagerProcess: @unchecked Sendable {
     /// A second instance on `other`'s database, with copies of its signing key and pepper (as an admin distributes them).
     public init(sharingDatabaseWith other: ManagerProcess) throws {
         directory = TemporaryDirectory()
+        launcher = other.launcher
         database = other.database
         postgreSQLDatabase = other.postgreSQLDatabase
         dataDirectory = directory.file("manager")
@@ -95,11 +100,9 @@ public final class ManagerProcess: @unchecked Sendable {
         let portFile = directory.file("port")
         try? FileManager.default.removeItem(atPath: portFile)
         let listen = "127.0.0.1:\(port)"
-        let child = try ChildProcess(
-            try Products.path("xign-manager"),
-            ["serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file", portFile],
-            in: directory
-        )
+        let command = launcher + [try Products.path("xign-manager"),
+                                  "serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file", portFile]
+        let child = try ChildProcess(command[0], Array(command.dropFirst()), in: directory)
         process = child
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

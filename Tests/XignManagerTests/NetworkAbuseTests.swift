@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// What one client on the network can do to the manager: hold connections, trickle requests, flood the routes
+/// that cost a PIN hash or a mail. Other clients must not notice.
+@Suite struct NetworkAbuseTests {
+    static func config(_ replacements: [(String, String)] = [], adding lines: String = "") -> String {
+        replacements.reduce(ManagerProcess.testConfig) { $0.replacingOccurrences(of: $1.0, with: $1.1) } + lines
+    }
+
+    @Test func halfRequestsFromOneAddressNeitherStopALoginNorStayOpen() throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = max(limit.rlim_cur, min(limit.rlim_max, 8192))
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        // The manager gets the file limit the packaged unit had when this was found (1024), and a short read timeout.
+        let manager = try ManagerProcess(config: Self.config(adding: "\nread_timeout = 2s\n"), launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
+        let api = API(manager: manager)
+        let device = try api.enrolDevice("patient@example.org")
+
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for _ in 0..<1_100 {
+            guard let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.2") else { continue }
+            _ = "POST /v1/registrations HTTP/1.1\r\nHost: idm\r\nContent-Length: 4000\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            held.append(fd)
+        }
+        #expect(held.count == 1_100, "the kernel accepted them all")
+
+        let started = Date()
+        let login = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(login.status == 200)
+        #expect(elapsed < 1, "a login took \(elapsed) s beside 1,100 half requests")
+
+        // Past the read timeout every one of them is closed: recv sees the end (or a reset), never "still open".
+        Thread.sleep(forTimeInterval: 3)
+        let stillOpen = held.filter { fd in
+            var byte: UInt8 = 0
+            let n = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+        }
+        #expect(stillOpen.isEmpty, "\(stillOpen.count) connections still open")
+        #expect(try api.call("GET", APIPath.health).status == 200)
+    }
+
+    @Test func aBurstOfRegistrationsFromOneAddressGets429WhileAnotherAddressRegisters() throws {
+        let manager = try ManagerProcess(config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
+        let api = API(manager: manager)
+        for index in 0..<3 { _ = try api.register("burst\(index)@example.org") }
+        let refused = try api.post(APIPath.registrations, RegisterRequest(
+            categoryId: "email", pin: "24680", attributes: ["email": "burst3@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        #expect(refused.status == 429)
+        #expect(refused.errorCode == "tooManyRequests")
+        let raw = try #require(LoopbackSocket.exchange(Self.registration("burst4@example.org"), port: manager.port, from: "127.0.0.1"))
+        let retryAfter = raw.split(separator: "\r\n").first { $0.lowercased().hasPrefix("retry-after:") }
+        let seconds = Int(retryAfter?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+        #expect((1...600).contains(seconds), "\(raw.prefix(300))")
+        #expect(throws: (any Error).self) { try manager.mailPath(for: "burst3@example.org") }
+
+        let other = try #require(LoopbackSocket.exchange(Self.registration("elsewhere@example.org"), port: manager.port, from: "127.0.0.2"))
+        #expect(other.hasPrefix("HTTP/1.1 201"), "\(other.prefix(200))")
+        _ = try manager.mailPath(for: "elsewhere@example.org")
+    }
+
+    @Test func oneTargetAddressCannotBeMailedFromManySources() throws {
+        let manager = try ManagerProcess(config: Self.config([("registrations_per_email = 1000", "registrations_per_email = 2")]))
+        let answers = try (2...4).map { source in
+            try #require(LoopbackSocket.exchange(Self.registration("victim@example.org"), port: manager.port, from: "127.0.0.\(source)"))
+        }
+        #expect(answers[0].hasPrefix("HTTP/1.1 201"))
+        #expect(answers[1].hasPrefix("HTTP/1.1 422"), "taken, and counted")
+        #expect(answers[2].hasPrefix("HTTP/1.1 429"), "\(answers[2].prefix(200))")
+        #expect(try manager.mails().count == 1)
+    }
+
+    @Test func unauthenticatedPINChecksAreLimitedPerAddress() throws {
+        let manager = try ManagerProcess(config: Self.config([("decrypts_per_address = 1000", "decrypts_per_address = 2")]))
+        let api = API(manager: manager)
+        let payload = try api.register("decrypt@example.org")
+        #expect(try api.decrypt(payload, pin: "13579").status == 200)
+        #expect(try api.decrypt(payload, pin: "13570").status != 429)
+        let counted = try manager.query("SELECT failed_attempts FROM activations")
+        let refused = try api.decrypt(payload, pin: "24680")
+        #expect(refused.status == 429)
+        #expect(try manager.query("SELECT failed_attempts FROM activations") == counted, "the refused guess never reached the PIN check")
+    }
+
+    @Test func withRegistrationClosedAccountsComeFromTheAdministrator() throws {
+        let manager = try ManagerProcess(config: Self.config(adding: "\n[registration]\nopen = false\n"))
+        let api = API(manager: manager)
+        let refused = try api.post(APIPath.registrations, RegisterRequest(
+            categoryId: "email", pin: "24680", attributes: ["email": "self@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        #expect(refused.status == 403)
+        #expect(refused.errorCode == "registrationClosed")
+        #expect((refused.error["message"] as? String)?.contains("ask your administrator") == true)
+
+        let added = try manager.admin(["accounts", "add", "staff@example.org", "--login-name", "staff"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let pin = try #require(added.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let payload = try PersonalizationPayload(parsing: manager.activationLink(for: "staff@example.org"))
+        #expect(try api.decrypt(payload, pin: pin).status == 200)
+        #expect(try manager.query("SELECT login_name, is_temporary FROM accounts") == ["staff|0"])
+    }
+
+    static func registration(_ email: String) -> String {
+        let body = #"{"attributes":{"email":"\#(email)"},"categoryId":"email","pin":"24680"}"#
+        return "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+    }
+}
