@@ -109,7 +109,10 @@ public struct PAMLogin {
             case .managerUnreachable, .timeout, .tlsFailure, .insecureTransport:
                 log(LOG_ERR, "manager unreachable: \(error.message)")
                 if options.failMode == .safe { return (PAM_IGNORE, "unreachable-ignored") }
-                tell("XignIn: the identity manager cannot be reached.", isError: true)
+                // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.
+                tell(error.errorCode == .tlsFailure
+                     ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
+                     : "XignIn: the identity manager cannot be reached.", isError: true)
                 return (PAM_AUTHINFO_UNAVAIL, "unreachable")
             case .tpmUnavailable:
                 log(LOG_ERR, "TPM unavailable: \(error.message)")

@@ -101,14 +101,19 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError("cannot open the manager's data: \(error)")
         }
-        try await manager.settleAbandonedPINChecks()
         let portFile = self.portFile
-        let app = try buildApplication(manager: manager) { port in
-            if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
-            let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
-            FileHandle.standardOutput.write(Data(line.utf8))
+        do {
+            try await manager.settleAbandonedPINChecks()
+            let app = try buildApplication(manager: manager) { port in
+                if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
+                let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
+                FileHandle.standardOutput.write(Data(line.utf8))
+            }
+            try await app.runService()
+        } catch {
+            await manager.database.close()
+            throw ValidationError("\(error)")
         }
-        try await app.runService()
         await manager.database.close()
     }
 }

@@ -242,6 +242,22 @@ struct API {
         #expect(try api.decrypt(payload, pin: "24680").errorCode == "activationRevoked")
     }
 
+    @Test func anUnknownRouteIsA404InTheAPIsShape() throws {
+        let manager = try ManagerProcess()
+        let unknown = try HTTPClient().send("GET", to: manager.url, path: "/v1/nope")
+        #expect(unknown.status == 404)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: unknown.body).error.code == .notFound)
+        #expect(!manager.log.contains("request failed"), "a client's mistake is not the manager's error")
+    }
+
+    @Test func aTLSKeyOtherUsersCanReadIsRefused() throws {
+        let directory = TemporaryDirectory()
+        let certificates = try TestCertificates(in: directory)
+        chmod(certificates.valid.key, 0o640)
+        let config = ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
+        #expect { try ManagerProcess(config: config) } throws: { "\($0)".contains("is readable by other users; chmod 0600 it") }
+    }
+
     @Test func secretsAndDataArePrivateFiles() throws {
         let manager = try ManagerProcess()
         _ = try API(manager: manager).register("files@example.org")

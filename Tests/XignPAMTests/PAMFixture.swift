@@ -40,18 +40,21 @@ final class PAMFixture: @unchecked Sendable {
     /// The simulator behind TPM keys, when the fixture uses them.
     let tpm: SoftwareTPM?
 
-    init(managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil) throws {
+    /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
+    init(managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
+         caFile: String? = nil) throws {
         manager = try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
         let state = directory.file("state")
         var configuration = ClientConfiguration()
         configuration.stateDirectory = state
         configuration.deviceKey = .software
-        var keyLines = ""
+        configuration.http.caFile = caFile
+        var keyLines = caFile.map { "ca_file = \($0)\n" } ?? ""
         if let tpm {
             configuration.deviceKey = .tpm
             configuration.tcti = tpm.tcti
-            keyLines = "device_key = tpm\ntcti = \(tpm.tcti)\n"
+            keyLines += "device_key = tpm\ntcti = \(tpm.tcti)\n"
         }
         for user in users {
             let email = "\(user)@example.org"

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import XignProtocol
 
 /// The database a test manager uses: a temporary SQLite file, or a fresh database in the test cluster.
@@ -86,7 +89,16 @@ public final class ManagerProcess: @unchecked Sendable {
         return output.split(separator: "\n").map(String.init)
     }
 
-    public var url: ManagerURL { try! ManagerURL("http://127.0.0.1:\(port)") }
+    /// https when the config names a TLS certificate.
+    public var url: ManagerURL {
+        let tls = ((try? String(contentsOfFile: configPath, encoding: .utf8)) ?? "").contains("tls_certificate")
+        return try! ManagerURL("\(tls ? "https" : "http")://127.0.0.1:\(port)")
+    }
+
+    /// Sends `signal` to the running server, such as SIGHUP to reload its certificate.
+    public func send(_ signal: Int32) {
+        process.map { _ = Glibc.kill($0.pid, signal) }
+    }
     public var outbox: String { dataDirectory + "/outbox/new" }
 
     /// Kills the server with SIGKILL, as a crash or a power cut would from the server's point of view.
