@@ -101,6 +101,16 @@ public final class ManagerProcess: @unchecked Sendable {
     }
     public var outbox: String { dataDirectory + "/outbox/new" }
 
+    /// The database's size in bytes: the SQLite file with its WAL, or PostgreSQL's pg_database_size.
+    public func databaseSize() throws -> Int {
+        if let postgreSQLDatabase {
+            return Int(try PostgreSQLServer.shared().query("SELECT pg_database_size('\(postgreSQLDatabase)')")) ?? -1
+        }
+        return ["", "-wal"].reduce(0) { total, suffix in
+            total + ((try? FileManager.default.attributesOfItem(atPath: dataDirectory + "/manager.sqlite" + suffix)[.size] as? Int) ?? 0)
+        }
+    }
+
     /// Kills the server with SIGKILL, as a crash or a power cut would from the server's point of view.
     public func kill() {
         process?.kill()

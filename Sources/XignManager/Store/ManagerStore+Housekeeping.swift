@@ -63,12 +63,12 @@ extension ManagerStore {
 
     // MARK: Expiry
 
-    /// Deletes what ran out before `cutoff`: authentications whose challenge and code are both past, sessions,
+    /// Deletes what ran out before `cutoff`: authentications past their expiry whose code is redeemed or past too, sessions,
     /// challenges, join tokens, confirmations, and rate-limit windows that ended. Returns the rows deleted per table.
     func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64) async throws -> [String: Int] {
         var deleted: [String: Int] = [:]
         let statements: [(String, SQLQueryString)] = [
-            ("authentications", "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code_expires_at IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"),
+            ("authentications", "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"),
             ("personalization_sessions", "DELETE FROM personalization_sessions WHERE expires_at < \(bind: cutoff) RETURNING id"),
             ("confirmations", "DELETE FROM confirmations WHERE expires_at < \(bind: cutoff) RETURNING id"),
             ("device_challenges", "DELETE FROM device_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
