@@ -12,6 +12,9 @@ import XignProtocol
         #expect(sample.lockout.baseDelayMilliseconds == defaults.lockout.baseDelayMilliseconds)
         #expect(sample.categories.map(\.attributes) == defaults.categories.map(\.attributes))
         #expect(sample.databasePath == defaults.databasePath)
+        #expect(sample.limits == defaults.limits)
+        #expect(sample.keepExpiredMilliseconds == defaults.keepExpiredMilliseconds)
+        #expect(sample.registrationIsOpen && sample.tls == nil && sample.postgreSQL == nil)
     }
 
     @Test func categoriesAndTheirAttributesAreConfigurable() throws {

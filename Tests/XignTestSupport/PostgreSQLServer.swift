@@ -8,6 +8,8 @@ public final class PostgreSQLServer: @unchecked Sendable {
     public let port: Int
     /// The manager's copy of the password (0600, owned by the test user).
     public let passwordFile: String
+    /// The CA of the server's certificate (for 127.0.0.1), and one that did not sign it.
+    public let certificates: TestCertificates
     private let binaries: String
     private let directory: TemporaryDirectory
     private let password: String
@@ -38,10 +40,18 @@ public final class PostgreSQLServer: @unchecked Sendable {
         if asRoot {
             for path in [cluster, initdbPassword] { chown(path, 65534, 65534) }
         }
+        // TLS is offered (ssl=on) for the tests of sslmode=verify-full; plain connections stay allowed.
+        certificates = try TestCertificates(in: directory)
+        let (serverCertificate, serverKey) = (cluster + "/server.pem", cluster + "/server.key")
+        try FileManager.default.copyItem(atPath: certificates.valid.certificate, toPath: serverCertificate)
+        try FileManager.default.copyItem(atPath: certificates.valid.key, toPath: serverKey)
+        chmod(serverKey, 0o600)
+        if asRoot { for path in [serverCertificate, serverKey] { chown(path, 65534, 65534) } }
         port = try LoopbackSocket.unusedPort()
         let data = cluster + "/data"
         try run("initdb", ["-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], asRoot)
         let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            + " -c ssl=on -c ssl_cert_file=\(serverCertificate) -c ssl_key_file=\(serverKey)"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
         // SIGQUIT is PostgreSQL's immediate shutdown; the watchdog sends it when this process has exited, then removes the cluster.
         let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
@@ -51,15 +61,17 @@ public final class PostgreSQLServer: @unchecked Sendable {
             """], in: directory)
     }
 
-    /// Creates an empty database and returns its name and the manager config lines that use it.
-    public func makeDatabase() throws -> (name: String, config: String) {
+    /// Creates an empty database and returns its name and the manager config lines that use it; `tls` adds
+    /// sslmode=verify-full with `caFile`.
+    public func makeDatabase(tls caFile: String? = nil) throws -> (name: String, config: String) {
         let name = "xign_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         _ = try query("CREATE DATABASE \(name)")
         return (name, """
             [storage]
             driver = postgresql
-            url = postgres://xign@127.0.0.1:\(port)/\(name)?sslmode=disable
+            url = postgres://xign@127.0.0.1:\(port)/\(name)?sslmode=\(caFile == nil ? "disable" : "verify-full")
             password_file = \(passwordFile)
+            \(caFile.map { "ca_file = \($0)" } ?? "")
             """)
     }
 

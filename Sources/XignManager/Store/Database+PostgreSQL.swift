@@ -12,6 +12,7 @@ extension Database {
         let pool = try PostgreSQLPool(settings, logger: logger)
         let database = Database(backend: .postgreSQL(pool), logger: logger)
         do {
+            try await pool.probe(logger: logger)
             try await pool.withLease { connection in
                 let sql = connection.sql()
                 try await sql.raw("SELECT pg_advisory_lock(\(bind: PostgreSQLPool.migrationLock))").run()
@@ -36,18 +37,24 @@ final class PostgreSQLPool: Sendable {
 
     private let client: PostgresClient
     private let runner: Task<Void, Never>
+    private let settings: ManagerConfiguration.PostgreSQL
+    private let password: String?
+    private let tlsConfiguration: TLSConfiguration?
 
     init(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) throws {
-        var tls = PostgresClient.Configuration.TLS.disable
+        self.settings = settings
+        password = try settings.passwordFile.map(Self.readPassword)
         if settings.requiresTLS {
             var configuration = TLSConfiguration.makeClientConfiguration()
             configuration.certificateVerification = .fullVerification
             if let caFile = settings.caFile { configuration.trustRoots = .file(caFile) }
-            tls = .require(configuration)
+            tlsConfiguration = configuration
+        } else {
+            tlsConfiguration = nil
         }
         var configuration = PostgresClient.Configuration(
-            host: settings.host, port: settings.port, username: settings.user,
-            password: try settings.passwordFile.map(Self.readPassword), database: settings.database, tls: tls
+            host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database,
+            tls: tlsConfiguration.map { .require($0) } ?? .disable
         )
         configuration.options.maximumConnections = settings.poolSize
         configuration.options.connectTimeout = .seconds(5)
@@ -62,6 +69,20 @@ final class PostgreSQLPool: Sendable {
     func close() async {
         runner.cancel()
         await runner.value
+    }
+
+    /// One connection made directly, so that a wrong address, password or certificate is reported at start with
+    /// its reason; the pool itself only retries and logs.
+    func probe(logger: Logger) async throws {
+        let tls = try tlsConfiguration.map { PostgresConnection.Configuration.TLS.require(try NIOSSLContext(configuration: $0)) } ?? .disable
+        var configuration = PostgresConnection.Configuration(
+            host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database, tls: tls
+        )
+        configuration.options.connectTimeout = .seconds(5)
+        let connection = try await PostgresConnection.connect(
+            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration, id: 0, logger: logger
+        ).get()
+        try await connection.close()
     }
 
     /// Runs `body` on a pooled connection; waits at most `leaseTimeout` for one.
