@@ -72,6 +72,19 @@ struct ConfigOptions: ParsableArguments {
     }
 }
 
+extension ConfigOptions {
+    /// Creates an account, sends its mail now (no relay loop runs in this process) and prints the PIN, once.
+    func createAccount(email: String, loginName: String? = nil, organization: String? = nil, mailed: String) async throws {
+        let pin = try await withManager { manager in
+            let pin = try await manager.createAccount(email: email, loginName: loginName, organization: organization)
+            await manager.sendQueuedMailNow()
+            return pin
+        }
+        print(mailed)
+        print("Activation PIN (give it to the user by phone or in person): \(pin)")
+    }
+}
+
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the HTTP server.")
 
@@ -140,13 +153,7 @@ struct Admin: AsyncParsableCommand {
             @Option(help: "The local login name hosts ask for.") var loginName: String?
 
             func run() async throws {
-                let pin = try await options.withManager { manager in
-                    let pin = try await manager.createAccount(email: email, loginName: loginName)
-                    await manager.sendQueuedMailNow()
-                    return pin
-                }
-                print("Activation data mailed to \(email).")
-                print("Activation PIN (give it to the user by phone or in person): \(pin)")
+                try await options.createAccount(email: email, loginName: loginName, mailed: "Activation data mailed to \(email).")
             }
         }
 
@@ -244,13 +251,7 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "The inviting organization.") var organization: String
 
         func run() async throws {
-            let pin = try await options.withManager { manager in
-                let pin = try await manager.createAccount(email: email, organization: organization)
-                await manager.sendQueuedMailNow()
-                return pin
-            }
-            print("Invitation mailed to \(email).")
-            print("Activation PIN (give it to the user by phone or in person): \(pin)")
+            try await options.createAccount(email: email, organization: organization, mailed: "Invitation mailed to \(email).")
         }
     }
 
