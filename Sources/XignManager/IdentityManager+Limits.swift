@@ -59,6 +59,8 @@ struct ExpiryService: Service {
                     if !deleted.isEmpty {
                         manager.logger.debug("expired rows deleted", metadata: deleted.mapValues { .stringConvertible($0) })
                     }
+                } catch is CancellationError {
+                    return
                 } catch {
                     manager.logger.warning("cannot delete expired rows: \(error)")
                 }

@@ -116,7 +116,10 @@ extension IdentityManager {
         let lockout = configuration.lockout
         return try await database.transaction { store in
             guard constantTimeEquals(presented, stored) else {
-                let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
+                // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
+                // another instance took over because clocks disagree) is added to, never overwritten.
+                let failures = try await store.activation(id: activation.id)?.failedAttempts ?? activation.failedAttempts
+                let lock = lockout.lock(afterFailures: failures + 1, now: Self.now())
                 try await store.recordPINFailure(lock, activationId: activation.id)
                 self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
                 return PINVerdict(activation: activation, lockout: lock)
