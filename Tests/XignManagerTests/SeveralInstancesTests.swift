@@ -88,6 +88,23 @@ import XignTestSupport
         #expect(try first.query("SELECT COUNT(*) FROM mail_queue") == ["0"])
     }
 
+    @Test func instancesThatStartTogetherOnANewDatabaseMigrateItOnce() throws {
+        let directory = TemporaryDirectory()
+        // The keys exist first (as an admin distributes them); then four processes open the empty database at once.
+        let keys = try ManagerProcess(directory: directory)
+        keys.stop()
+        let storage = try PostgreSQLServer.shared().makeDatabase()
+        let config = try directory.write("postgresql.conf", ManagerProcess.testConfig + "\n" + storage.config + "\n")
+        let openers = try (0..<4).map { _ in
+            try ChildProcess(try Products.path("xign-manager"), ["admin", "activations", "--config", config, "--data-dir", keys.dataDirectory], in: directory)
+        }
+        for opener in openers {
+            let result = try opener.wait()
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        #expect(try PostgreSQLServer.shared().query("SELECT version FROM schema_version", database: storage.name) == "6")
+    }
+
     @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() throws {
         let first = try ManagerProcess(database: .postgreSQL)
         let directory = TemporaryDirectory()

@@ -7,17 +7,18 @@ import PostgresNIO
 import XignProtocol
 
 extension Database {
-    /// Connects, then migrates under an advisory lock, so instances that start together migrate once.
+    /// Connects, then migrates under a transaction-scoped advisory lock, so instances that start together migrate once.
     static func openPostgreSQL(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) async throws -> Database {
         let pool = try PostgreSQLPool(settings, logger: logger)
         let database = Database(backend: .postgreSQL(pool), logger: logger)
         do {
             try await pool.probe(logger: logger)
             try await pool.withLease { connection in
-                let sql = connection.sql()
-                try await sql.raw("SELECT pg_advisory_lock(\(bind: PostgreSQLPool.migrationLock))").run()
-                defer { Task { try? await sql.raw("SELECT pg_advisory_unlock(\(bind: PostgreSQLPool.migrationLock))").run() } }
-                try await Database.inTransaction(sql, begin: "BEGIN", logger: logger) { store in try await Schema.migrate(store.sql) }
+                // READ COMMITTED, so the statements after the lock see what an instance that migrated first committed.
+                try await Database.inTransaction(connection.sql(), begin: "BEGIN", logger: logger) { store in
+                    try await store.sql.raw("SELECT pg_advisory_xact_lock(\(bind: PostgreSQLPool.migrationLock))").run()
+                    try await Schema.migrate(store.sql)
+                }
             }
         } catch {
             await pool.close()
