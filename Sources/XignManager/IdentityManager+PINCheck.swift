@@ -60,7 +60,7 @@ extension IdentityManager {
                 }
                 // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
                 if let lock = activation.pendingLock { return .locked(lock) }
-                try await store.claimPINCheck(activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds)
+                try await store.claimPINCheck(activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds, by: self.instanceId)
                 return .claimed(activation)
             }
             switch claim {
@@ -78,15 +78,16 @@ extension IdentityManager {
         }
     }
 
-    /// On SQLite one `serve` process checks PINs, so at its start every claim is one that a killed predecessor left:
-    /// each is charged now, as the guess it may have been, instead of blocking its activation until it runs out.
-    /// With PostgreSQL another instance may hold the claim, so it waits for the claim to run out. Returns the count.
+    /// Called by `serve` before it answers: a claim this instance holds (its id is kept in the state directory) was
+    /// left by its predecessor, killed mid-check, and is charged now, as the guess it may have been, instead of
+    /// blocking its activation until the claim runs out. On SQLite, where one `serve` checks PINs, every claim is
+    /// such a one. Claims of other instances run out as before. Returns the count.
     @discardableResult
     public func settleAbandonedPINChecks() async throws -> Int {
-        guard configuration.postgreSQL == nil else { return 0 }
         let lockout = configuration.lockout
+        let owner = configuration.postgreSQL == nil ? nil : instanceId
         return try await database.transaction { store in
-            let abandoned = try await store.activationsWithPINCheckClaims()
+            let abandoned = try await store.activationsWithPINCheckClaims(by: owner)
             for activation in abandoned {
                 let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
                 try await store.recordPINFailure(lock, activationId: activation.id)

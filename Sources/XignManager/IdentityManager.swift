@@ -15,6 +15,8 @@ public final class IdentityManager: Sendable {
     /// The manager's public key and its fingerprint, computed once.
     let publicKey: P256PublicKey
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
+    /// Names this instance's PIN-check claims; the same across restarts (IdentityManager+PINCheck).
+    let instanceId: String
     /// Queues this process's PIN checks per activation (IdentityManager+PINCheck).
     let pinChecks = KeyedAsyncLock()
     /// Wakes long polls of confirmations (IdentityManager+Confirmations).
@@ -25,6 +27,7 @@ public final class IdentityManager: Sendable {
 
     public init(configuration: ManagerConfiguration, database: Database, secrets: ManagerSecrets, logger: Logger) throws {
         self.configuration = configuration
+        instanceId = try Self.instanceId(in: AtomicFile.parent(of: configuration.databasePath))
         self.database = database
         self.secrets = secrets
         self.outbox = Outbox(path: configuration.outboxPath)
@@ -75,6 +78,18 @@ public final class IdentityManager: Sendable {
             throw ManagerError.internalFailure("\(paths.0) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)")
         }
         return secrets
+    }
+
+    /// The id in `directory`/instance-id, created at first start.
+    private static func instanceId(in directory: String) throws -> String {
+        let path = directory + "/instance-id"
+        if let stored = try AtomicFile.read(path, limit: 64), let id = String(data: stored, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
+            return id
+        }
+        let id = try SecureRandom.identifier()
+        try AtomicFile.makeDirectory(directory)
+        try AtomicFile.write(Data((id + "\n").utf8), to: path, mode: 0o600)
+        return id
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }

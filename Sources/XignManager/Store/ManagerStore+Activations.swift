@@ -68,9 +68,10 @@ extension ManagerStore {
         try await sql.raw("\(Self.activationColumns) WHERE a.id = \(bind: id)").first().map(ActivationRecord.init)
     }
 
-    /// Activations a PIN check has claimed and not settled.
-    func activationsWithPINCheckClaims() async throws -> [ActivationRecord] {
-        try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0").all().map(ActivationRecord.init)
+    /// Activations a PIN check has claimed and not settled; with `instance`, only those that instance claimed.
+    func activationsWithPINCheckClaims(by instance: String? = nil) async throws -> [ActivationRecord] {
+        let owner = instance.map { SQLQueryString("AND a.pin_check_by = \(bind: $0)") } ?? SQLQueryString("")
+        return try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0 \(owner)").all().map(ActivationRecord.init)
     }
 
     private static let activationColumns = SQLQueryString("""
@@ -109,8 +110,10 @@ extension ManagerStore {
 
     // MARK: The PIN check (IdentityManager+PINCheck)
 
-    func claimPINCheck(activationId: String, until: Int64) async throws {
-        try await sql.raw("UPDATE activations SET pin_check_until = \(bind: until) WHERE id = \(bind: activationId)").run()
+    func claimPINCheck(activationId: String, until: Int64, by instance: String) async throws {
+        try await sql.raw("""
+            UPDATE activations SET pin_check_until = \(bind: until), pin_check_by = \(bind: instance) WHERE id = \(bind: activationId)
+            """).run()
     }
 
     func releasePINCheck(activationId: String) async throws {

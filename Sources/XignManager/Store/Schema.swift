@@ -21,6 +21,8 @@ enum Schema {
         """,
         "CREATE INDEX mail_queue_due ON mail_queue (claimed_until, created_at)",
         "CREATE TABLE rate_limits (key TEXT PRIMARY KEY, window_start BIGINT NOT NULL, count BIGINT NOT NULL)",
+        // Which instance holds a PIN check's claim, so a restarted instance can settle the claims it left.
+        "ALTER TABLE activations ADD COLUMN pin_check_by TEXT",
         "CREATE INDEX authentications_expiry ON authentications (expires_at)",
         "CREATE INDEX personalization_sessions_expiry ON personalization_sessions (expires_at)",
         "CREATE INDEX confirmations_expiry ON confirmations (expires_at)",
