@@ -1,0 +1,99 @@
+import Foundation
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// Talks to the real manager over HTTP and checks every answer against docs/openapi.yaml.
+struct API {
+    let manager: ManagerProcess
+    /// Read once; never mutated after loading.
+    nonisolated(unsafe) static let spec = Result { try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml")) }
+
+    struct Answer {
+        let status: Int
+        let body: Data
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+        var error: [String: Any] { json["error"] as? [String: Any] ?? [:] }
+        var errorCode: String? { error["code"] as? String }
+        /// The payload of a signed answer, after checking the signature with the manager's key.
+        func signedPayload(key: P256PublicKey, type: String) throws -> [String: Any] {
+            let payload = try JWS.verify(String(decoding: body, as: UTF8.self), expectedType: type, key: key)
+            return try JSONSerialization.jsonObject(with: payload) as? [String: Any] ?? [:]
+        }
+    }
+
+    @discardableResult
+    func call(_ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []) throws -> Answer {
+        let response = try HTTPClient().send(method, to: manager.url, path: path + query, body: body, headers: headers)
+        try API.spec.get().validate(path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
+        return Answer(status: response.status, body: response.body)
+    }
+
+    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) throws -> Answer {
+        try call("POST", path, body: try JSONEncoder.canonical.encode(value), headers: headers)
+    }
+
+    func post(_ path: String, json: String) throws -> Answer { try call("POST", path, body: Data(json.utf8)) }
+
+    var managerKey: P256PublicKey {
+        get throws { try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey }
+    }
+
+    /// A client SDK with its state next to this manager's.
+    func sdk() throws -> XignSdk {
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = manager.directory.file("state")
+        return try XignSdk(configuration: configuration, localUser: "u")
+    }
+
+    func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
+        let answer = try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        guard answer.status == 201 else { throw TestFailure("registration failed: \(answer.json)") }
+        return try PersonalizationPayload(parsing: manager.activationLink(for: email))
+    }
+
+    func decrypt(_ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)") throws -> Answer {
+        try post(APIPath.personalizationDecrypt, DecryptRequest(activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce, knownDeviceIds: []))
+    }
+
+    /// The body and signature of a personalization request signed with `key` over `challenge`.
+    func signedPersonalization(session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil) throws -> (Data, String) {
+        let request = PersonalizeRequest(
+            sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: keyKind,
+            device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil
+        )
+        let body = try JSONEncoder.canonical.encode(request)
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+        return (body, Base64URL.encode(try (signer ?? key).signature(for: message)))
+    }
+
+    /// Registers `email` and personalizes a new software key for it; returns the device id and its key.
+    func enrolDevice(_ email: String, pin: String = "24680") throws -> (id: String, key: P256PrivateKey) {
+        let payload = try register(email, pin: pin)
+        let result = try decrypt(payload, pin: pin).signedPayload(key: try managerKey, type: SignedAnswerType.decrypt)
+        let device = try P256PrivateKey()
+        guard let session = result["session"] as? [String: Any] else { throw TestFailure("decrypt gave no session: \(result)") }
+        let (body, signature) = try signedPersonalization(session: session, key: device)
+        let personalized = try call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        guard let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String else {
+            throw TestFailure("personalization failed: \(personalized.json)")
+        }
+        return (id, device)
+    }
+
+    /// Starts an authentication of `deviceId` for the `pam` service; the signed start payload.
+    func startAuthentication(deviceId: String) throws -> [String: Any] {
+        try post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s"))
+            .signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
+    }
+
+    /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
+    func finishAuthentication(_ started: [String: Any], pin: String, signer: P256PrivateKey) throws -> Answer {
+        let request = AuthenticationFinishRequest(authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
+                                                  pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
+        let body = try JSONEncoder.canonical.encode(request)
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
+        return try call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
+    }
+}
