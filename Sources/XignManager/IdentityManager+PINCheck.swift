@@ -40,7 +40,6 @@ extension IdentityManager {
 
     /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
     private func claimPINCheck(activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> ManagerStore.ActivationRecord {
-        let lockout = configuration.lockout
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
         while true {
@@ -53,8 +52,7 @@ extension IdentityManager {
                 if activation.pinCheckUntil > now { return .heldElsewhere }
                 if activation.pinCheckUntil != 0 {
                     // A check started and never reported: count it, as the guess it may have been.
-                    let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: now)
-                    try await store.recordPINFailure(lock, activationId: activation.id)
+                    let lock = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
                     (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (lock.failedAttempts, lock.lockedUntil, lock.isPermanent)
                     self.logger.warning("a PIN check ran out without a result; counted as a failure", metadata: ["activation": "\(activation.id)"])
                 }
@@ -84,17 +82,22 @@ extension IdentityManager {
     /// such a one. Claims of other instances run out as before. Returns the count.
     @discardableResult
     public func settleAbandonedPINChecks() async throws -> Int {
-        let lockout = configuration.lockout
         let owner = configuration.postgreSQL == nil ? nil : instanceId
         return try await database.transaction { store in
             let abandoned = try await store.activationsWithPINCheckClaims(by: owner)
             for activation in abandoned {
-                let lock = lockout.lock(afterFailures: activation.failedAttempts + 1, now: Self.now())
-                try await store.recordPINFailure(lock, activationId: activation.id)
+                _ = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
                 self.logger.warning("a PIN check was cut off by a restart; counted as a failure", metadata: ["activation": "\(activation.id)"])
             }
             return abandoned.count
         }
+    }
+
+    /// Charges one failed (or cut-off) PIN check to an activation that had `failures` so far; returns the lock it causes.
+    private func chargeFailure(_ activationId: String, after failures: Int, in store: ManagerStore) async throws -> LockoutMessage {
+        let lock = configuration.lockout.lock(afterFailures: failures + 1, now: Self.now())
+        try await store.recordPINFailure(lock, activationId: activationId)
+        return lock
     }
 
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
@@ -114,14 +117,12 @@ extension IdentityManager {
             try? await database.transaction { store in try await store.releasePINCheck(activationId: activation.id) }
             throw error
         }
-        let lockout = configuration.lockout
         return try await database.transaction { store in
             guard constantTimeEquals(presented, stored) else {
                 // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
                 // another instance took over because clocks disagree) is added to, never overwritten.
                 let failures = try await store.activation(id: activation.id)?.failedAttempts ?? activation.failedAttempts
-                let lock = lockout.lock(afterFailures: failures + 1, now: Self.now())
-                try await store.recordPINFailure(lock, activationId: activation.id)
+                let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
                 self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
                 return PINVerdict(activation: activation, lockout: lock)
             }
