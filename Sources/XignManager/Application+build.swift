@@ -38,7 +38,7 @@ public func buildApplication(
         services.append(TLSReloadService(certificates: certificates, logger: manager.logger))
     } else {
         server = .http1(configuration: http1)
-        if !["127.0.0.1", "::1", "localhost"].contains(configuration.listenHost) {
+        if !ManagerURL.isLoopback(host: configuration.listenHost) {
             manager.logger.warning("serving plain HTTP on \(configuration.listenHost): clients refuse http:// except on loopback; set server.tls_certificate and server.tls_key")
         }
     }

@@ -104,9 +104,8 @@ extension ManagerConfiguration.PostgreSQL {
         self.user = user
         self.database = database
         port = url.port ?? 5432
-        let isLoopback = ["localhost", "127.0.0.1", "::1"].contains(self.host)
         switch url.queryItems?.first(where: { $0.name == "sslmode" })?.value {
-        case nil: requiresTLS = !isLoopback
+        case nil: requiresTLS = !ManagerURL.isLoopback(host: self.host)
         case "verify-full": requiresTLS = true
         case "disable": requiresTLS = false
         case let other?:

@@ -92,8 +92,11 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
     public func endpoint(_ apiPath: String) -> String { description + apiPath }
 
     /// 127.0.0.0/8, ::1 and "localhost": the only hosts plain http is allowed to.
-    public var isLoopback: Bool {
-        if host == "localhost" || host == "[::1]" { return true }
+    public var isLoopback: Bool { Self.isLoopback(host: host) }
+
+    /// The same rule for a host name or address, IPv6 with or without brackets.
+    public static func isLoopback(host: String) -> Bool {
+        if host == "localhost" || host == "[::1]" || host == "::1" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }

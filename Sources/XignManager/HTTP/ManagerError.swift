@@ -7,7 +7,7 @@ import XignProtocol
 public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let detail: ErrorBody.Detail
-    /// 429 and 503: when to try again, sent as Retry-After.
+    /// 429: when to try again, sent as Retry-After.
     var retryAfterSeconds: Int64?
 
     public var description: String { detail.message }
