@@ -34,7 +34,7 @@ public final class Database: Sendable {
     }
 
     /// Opens (and creates) the SQLite file in WAL mode with synchronous=FULL: a commit is on disk before any answer.
-    public static func openSQLite(path: String, logger: Logger) async throws -> Database {
+    private static func openSQLite(path: String, logger: Logger) async throws -> Database {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         let database = Database(backend: .sqlite(connection, AsyncLock()), logger: logger)
         let sql = connection.sql()
