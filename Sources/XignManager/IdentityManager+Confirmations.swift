@@ -16,7 +16,7 @@ extension IdentityManager {
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction { store in
             guard try await store.host(id: request.hostId) != nil else { throw Self.unknownHost }
-            try await store.insertHostChallenge(challenge, hostId: request.hostId, now: Self.now())
+            try await store.insertHostChallenge(challenge, hostId: request.hostId)
         }
         return challenge
     }

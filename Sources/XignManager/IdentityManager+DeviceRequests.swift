@@ -11,7 +11,7 @@ extension IdentityManager {
             guard try await store.device(request.deviceId) != nil else {
                 throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
             }
-            try await store.insertDeviceChallenge(challenge, deviceId: request.deviceId, now: Self.now())
+            try await store.insertDeviceChallenge(challenge, deviceId: request.deviceId)
         }
         return challenge
     }

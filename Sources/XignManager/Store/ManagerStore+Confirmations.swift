@@ -94,9 +94,8 @@ extension ManagerStore {
 
     // MARK: Host challenges
 
-    /// Stores a challenge for `hostId`, dropping the ones that ran out.
-    func insertHostChallenge(_ challenge: ChallengeMessage, hostId: String, now: Int64) async throws {
-        try await sql.raw("DELETE FROM host_challenges WHERE expires_at < \(bind: now)").run()
+    /// Stores a challenge for `hostId`; the expiry service deletes it once it ran out.
+    func insertHostChallenge(_ challenge: ChallengeMessage, hostId: String) async throws {
         try await sql.raw("""
             INSERT INTO host_challenges (challenge, host_id, expires_at) VALUES (\(bind: challenge.challenge), \(bind: hostId), \(bind: challenge.expiresAt))
             """).run()

@@ -59,9 +59,8 @@ extension ManagerStore {
             """).first()?.decode(column: "email", as: String.self)
     }
 
-    /// Stores a challenge for `deviceId`, dropping the ones that ran out.
-    func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String, now: Int64) async throws {
-        try await sql.raw("DELETE FROM device_challenges WHERE expires_at < \(bind: now)").run()
+    /// Stores a challenge for `deviceId`; the expiry service deletes it once it ran out.
+    func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String) async throws {
         try await sql.raw("""
             INSERT INTO device_challenges (challenge, device_id, expires_at)
             VALUES (\(bind: challenge.challenge), \(bind: deviceId), \(bind: challenge.expiresAt))
