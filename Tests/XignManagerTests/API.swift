@@ -47,8 +47,13 @@ struct API {
         return try XignSdk(configuration: configuration, localUser: "u")
     }
 
+    /// POST /v1/registrations for `email` in the email category, whatever the answer.
+    func postRegistration(_ email: String, pin: String = "24680") throws -> Answer {
+        try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+    }
+
     func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
-        let answer = try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let answer = try postRegistration(email, pin: pin)
         guard answer.status == 201 else { throw TestFailure("registration failed: \(answer.json)") }
         return try PersonalizationPayload(parsing: manager.activationLink(for: email))
     }

@@ -40,8 +40,7 @@ import XignTestSupport
                 do {
                     if client < 2 {
                         let email = "crash\(client)-\(round)@example.org"
-                        let answer = try api.post(APIPath.registrations, RegisterRequest(
-                            categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+                        let answer = try api.postRegistration(email)
                         if answer.status == 201 { record.registered.withLockedValue { $0.append(email) } }
                     } else {
                         let device = devices[client - 2]

@@ -7,8 +7,7 @@ import XignTestSupport
     @Test func activationMailGoesThroughTheRelayAndLeavesTheQueue() throws {
         let sink = try SMTPSink()
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n")
-        _ = try API(manager: manager).post(APIPath.registrations, RegisterRequest(
-            categoryId: "email", pin: "24680", attributes: ["email": "relay@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        _ = try API(manager: manager).postRegistration("relay@example.org")
         #expect(waitUntil { sink.messages.count == 1 })
         let message = try #require(sink.messages.first)
         #expect(message.recipient == "relay@example.org")
@@ -22,8 +21,7 @@ import XignTestSupport
         // A port nobody listens on: the registration still succeeds and the mail stays queued.
         let port = try LoopbackSocket.unusedPort()
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(port)\n")
-        let answer = try API(manager: manager).post(APIPath.registrations, RegisterRequest(
-            categoryId: "email", pin: "24680", attributes: ["email": "queued@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let answer = try API(manager: manager).postRegistration("queued@example.org")
         #expect(answer.status == 201)
         #expect(waitUntil { manager.log.contains("mail stays queued") }, "the relay was tried")
         let queued = try manager.admin(["outbox"])

@@ -52,8 +52,7 @@ import XignTestSupport
         let manager = try ManagerProcess(config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
         let api = API(manager: manager)
         for index in 0..<3 { _ = try api.register("burst\(index)@example.org") }
-        let refused = try api.post(APIPath.registrations, RegisterRequest(
-            categoryId: "email", pin: "24680", attributes: ["email": "burst3@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let refused = try api.postRegistration("burst3@example.org")
         #expect(refused.status == 429)
         #expect(refused.errorCode == "tooManyRequests")
         let raw = try #require(LoopbackSocket.exchange(Self.registration("burst4@example.org"), port: manager.port, from: "127.0.0.1"))
@@ -93,8 +92,7 @@ import XignTestSupport
     @Test func withRegistrationClosedAccountsComeFromTheAdministrator() throws {
         let manager = try ManagerProcess(config: Self.config(adding: "\n[registration]\nopen = false\n"))
         let api = API(manager: manager)
-        let refused = try api.post(APIPath.registrations, RegisterRequest(
-            categoryId: "email", pin: "24680", attributes: ["email": "self@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let refused = try api.postRegistration("self@example.org")
         #expect(refused.status == 403)
         #expect(refused.errorCode == "registrationClosed")
         #expect((refused.error["message"] as? String)?.contains("ask your administrator") == true)

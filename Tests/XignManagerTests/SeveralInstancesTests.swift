@@ -78,8 +78,7 @@ import XignTestSupport
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
         _ = try onThreads(12) { index in
-            let answer = try apis[index % 2].post(APIPath.registrations, RegisterRequest(
-                categoryId: "email", pin: "24680", attributes: ["email": "once\(index)@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+            let answer = try apis[index % 2].postRegistration("once\(index)@example.org")
             guard answer.status == 201 else { throw TestFailure("registration \(index): \(answer.json)") }
         }
         #expect(waitUntil { sink.messages.count >= 12 })
