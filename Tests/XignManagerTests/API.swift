@@ -101,4 +101,9 @@ struct API {
         let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
         return try call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
     }
+
+    /// Start and finish for `device`: one login attempt with `pin`.
+    func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) throws -> Answer {
+        try finishAuthentication(try startAuthentication(deviceId: device.id), pin: pin, signer: device.key)
+    }
 }

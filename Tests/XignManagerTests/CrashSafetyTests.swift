@@ -45,7 +45,7 @@ import XignTestSupport
                     } else {
                         let device = devices[client - 2]
                         record.sent.withLockedValue { $0[device.id, default: 0] += 1 }
-                        let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "13579", signer: device.key)
+                        let answer = try api.authenticate(device, pin: "13579")
                         let outcome = try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String
                         if outcome == "lockout" { record.charges.withLockedValue { $0[device.id, default: 0] += 1 } }
                     }
@@ -95,8 +95,7 @@ import XignTestSupport
         try load([api], devices: devices, killing: manager, after: 1.0, record: record)
         try manager.start()
         try check(manager, record, devices: devices, mailboxes: [manager])
-        let started = try api.startAuthentication(deviceId: devices[0].id)
-        #expect(try api.finishAuthentication(started, pin: "24680", signer: devices[0].key).status == 200, "logins go on")
+        #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "logins go on")
     }
 
     @Test func postgreSQLKeepsServingFromTheOtherInstanceWhileOneIsKilled() throws {
@@ -112,8 +111,7 @@ import XignTestSupport
         // so no activation waits for it to run out.
         for (index, device) in devices.enumerated() {
             let api = apis[index % 2]
-            let started = try api.startAuthentication(deviceId: device.id)
-            #expect(try api.finishAuthentication(started, pin: "24680", signer: device.key).status == 200)
+            #expect(try api.authenticate(device, pin: "24680").status == 200)
         }
     }
 
@@ -137,7 +135,6 @@ import XignTestSupport
         #expect(try state(devices[0]) == ("1", false), "its own claim was charged at start and released")
         // On SQLite one process checks PINs, so every claim was its own; with PostgreSQL another instance's claim stands.
         #expect(try state(devices[1]) == (database == .sqlite ? ("1", false) : ("0", true)))
-        let started = try api.startAuthentication(deviceId: devices[0].id)
-        #expect(try api.finishAuthentication(started, pin: "24680", signer: devices[0].key).status == 200, "no wait for the claim to run out")
+        #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
     }
 }

@@ -21,7 +21,7 @@ import XignTestSupport
             _ = try onThreads(6) { client in
                 for _ in 0..<(Self.logins / 6) {
                     // Start, finish and redeem the code, exactly what pam_xign does.
-                    let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
+                    let answer = try api.authenticate(device, pin: "24680")
                     let login = try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any]
                     guard let code = login?["authorizationCode"] as? String,
                           try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200 else {

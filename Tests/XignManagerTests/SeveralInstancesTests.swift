@@ -36,7 +36,7 @@ import XignTestSupport
 
         let checked = try onThreads(20) { attempt in
             let api = apis[attempt % 2]
-            let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "1357\(attempt % 10)", signer: device.key)
+            let answer = try api.authenticate(device, pin: "1357\(attempt % 10)")
             return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String == "lockout"
         }.filter { $0 }.count
         #expect(checked == 20, "every guess was checked and answered")
@@ -45,7 +45,7 @@ import XignTestSupport
         // Eight right PINs at once over both instances: all pass, none is refused by another's claim.
         let passed = try onThreads(8) { attempt in
             let api = apis[attempt % 2]
-            let answer = try api.finishAuthentication(try api.startAuthentication(deviceId: device.id), pin: "24680", signer: device.key)
+            let answer = try api.authenticate(device, pin: "24680")
             return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] != nil
         }.filter { $0 }.count
         #expect(passed == 8)
