@@ -45,14 +45,16 @@ struct ConfigOptions: ParsableArguments {
         return configuration
     }
 
-    /// Opens the manager's data, runs `body` and closes the database whatever happens.
-    func withManager<T>(_ body: (IdentityManager) async throws -> T) async throws -> T {
+    /// Opens the manager's data (from `configuration`, else the loaded config), runs `body` and closes the database
+    /// whatever happens.
+    func withManager<T>(_ configuration: ManagerConfiguration? = nil, logLevel: Logger.Level = .warning,
+                        _ body: (IdentityManager) async throws -> T) async throws -> T {
         umask(0o077)
         var logger = Logger(label: "xign-manager")
-        logger.logLevel = .warning
+        logger.logLevel = logLevel
         let manager: IdentityManager
         do {
-            manager = try await IdentityManager.open(configuration: try load(), logger: logger)
+            manager = try await IdentityManager.open(configuration: try configuration ?? load(), logger: logger)
         } catch let error as ValidationError {
             throw error
         } catch {
@@ -97,7 +99,6 @@ struct Serve: AsyncParsableCommand {
     var portFile: String?
 
     func run() async throws {
-        umask(0o077)
         var configuration = try options.load()
         if let listen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
@@ -106,16 +107,8 @@ struct Serve: AsyncParsableCommand {
             configuration.listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
             configuration.listenPort = port
         }
-        var logger = Logger(label: "xign-manager")
-        logger.logLevel = .info
-        let manager: IdentityManager
-        do {
-            manager = try await IdentityManager.open(configuration: configuration, logger: logger)
-        } catch {
-            throw ValidationError("cannot open the manager's data: \(error)")
-        }
         let portFile = self.portFile
-        do {
+        try await options.withManager(configuration, logLevel: .info) { manager in
             try await manager.settleAbandonedPINChecks()
             let app = try buildApplication(manager: manager) { port in
                 if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
@@ -123,11 +116,7 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
             try await app.runService()
-        } catch {
-            await manager.database.close()
-            throw ValidationError("\(error)")
         }
-        await manager.database.close()
     }
 }
 
