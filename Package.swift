@@ -61,7 +61,8 @@ let package = Package(
         .target(
             name: "XignManager",
             dependencies: [
-                "XignProtocol", "XignCrypto",
+                // XignDevice for the TPM-held PIN pepper only.
+                "XignProtocol", "XignCrypto", "XignDevice",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),

@@ -71,6 +71,20 @@ static TPM2B_PUBLIC key_template(void) {
     return template;
 }
 
+/* The manager's PIN pepper: an HMAC-SHA256 key the TPM generates and never releases (fixedTPM|fixedParent|
+ * sensitiveDataOrigin). noDA: the PIN lockout is the manager's, and a busy login server must not trip the TPM's. */
+static TPM2B_PUBLIC hmac_key_template(void) {
+    TPM2B_PUBLIC template = { 0 };
+    TPMT_PUBLIC *area = &template.publicArea;
+    area->type = TPM2_ALG_KEYEDHASH;
+    area->nameAlg = TPM2_ALG_SHA256;
+    area->objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                             TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_NODA;
+    area->parameters.keyedHashDetail.scheme.scheme = TPM2_ALG_HMAC;
+    area->parameters.keyedHashDetail.scheme.details.hmac.hashAlg = TPM2_ALG_SHA256;
+    return template;
+}
+
 static uint32_t name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *name_size) {
     TPM2B_NAME *value = NULL;
     TSS2_RC rc = Esys_TR_GetName(tpm->esys, handle, &value);
@@ -148,41 +162,53 @@ static uint32_t point_of(const TPM2B_PUBLIC *public_key, uint8_t point[65]) {
     return TSS2_RC_SUCCESS;
 }
 
-uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]) {
+static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, xign_tpm_blob *blob, TPM2B_PUBLIC **out_public) {
     memset(blob, 0, sizeof *blob);
+    *out_public = NULL;
     ESYS_TR parent = ESYS_TR_NONE;
     int transient = 0;
     TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
     TPM2B_SENSITIVE_CREATE sensitive = { 0 };
-    TPM2B_PUBLIC template = key_template();
     TPM2B_DATA outside = { 0 };
     TPML_PCR_SELECTION pcrs = { 0 };
     TPM2B_PRIVATE *out_private = NULL;
-    TPM2B_PUBLIC *out_public = NULL;
     TPM2B_CREATION_DATA *creation_data = NULL;
     TPM2B_DIGEST *creation_hash = NULL;
     TPMT_TK_CREATION *ticket = NULL;
     if (rc == TSS2_RC_SUCCESS) {
         rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs,
-                         &out_private, &out_public, &creation_data, &creation_hash, &ticket);
+                         &out_private, out_public, &creation_data, &creation_hash, &ticket);
     }
     if (rc == TSS2_RC_SUCCESS) {
         size_t offset = 0;
-        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(out_public, blob->public_area, sizeof blob->public_area, &offset);
+        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(*out_public, blob->public_area, sizeof blob->public_area, &offset);
         blob->public_size = offset;
         offset = 0;
         if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(out_private, blob->private_area, sizeof blob->private_area, &offset);
         blob->private_size = offset;
-        if (rc == TSS2_RC_SUCCESS) rc = point_of(out_public, point);
     }
     Esys_Free(out_private);
-    Esys_Free(out_public);
     Esys_Free(creation_data);
     Esys_Free(creation_hash);
     Esys_Free(ticket);
     if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]) {
+    TPM2B_PUBLIC *out_public = NULL;
+    TSS2_RC rc = create(tpm, key_template(), blob, &out_public);
+    if (rc == TSS2_RC_SUCCESS) rc = point_of(out_public, point);
+    Esys_Free(out_public);
+    return rc;
+}
+
+uint32_t xign_tpm_create_hmac_key(xign_tpm *tpm, xign_tpm_blob *blob) {
+    TPM2B_PUBLIC *out_public = NULL;
+    TSS2_RC rc = create(tpm, hmac_key_template(), blob, &out_public);
+    Esys_Free(out_public);
     return rc;
 }
 
@@ -204,16 +230,39 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]) {
     return rc == TSS2_RC_SUCCESS ? point_of(&public_key, point) : rc;
 }
 
-uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]) {
+uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle) {
     TPM2B_PUBLIC public_key = { 0 };
     TPM2B_PRIVATE private_key = { 0 };
+    *handle = ESYS_TR_NONE;
     TSS2_RC rc = unmarshal(blob, &public_key, &private_key);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    ESYS_TR parent = ESYS_TR_NONE, key = ESYS_TR_NONE;
+    ESYS_TR parent = ESYS_TR_NONE;
     int transient = 0;
     rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, &key);
+    rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, handle);
+    if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+uint32_t xign_tpm_hmac(xign_tpm *tpm, uint32_t handle, const uint8_t *data, size_t size, uint8_t mac[32]) {
+    TPM2B_MAX_BUFFER buffer = { 0 };
+    if (size > sizeof buffer.buffer) return XIGN_TPM_RC_BAD_BLOB;
+    buffer.size = (UINT16)size;
+    memcpy(buffer.buffer, data, size);
+    TPM2B_DIGEST *out = NULL;
+    TSS2_RC rc = Esys_HMAC(tpm->esys, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &buffer, TPM2_ALG_SHA256, &out);
+    if (rc == TSS2_RC_SUCCESS) {
+        if (out->size == 32) memcpy(mac, out->buffer, 32);
+        else rc = XIGN_TPM_RC_BAD_BLOB;
+    }
+    Esys_Free(out);
+    return rc;
+}
+
+uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]) {
+    ESYS_TR key = ESYS_TR_NONE;
+    TSS2_RC rc = xign_tpm_load(tpm, blob, &key);
     if (rc == TSS2_RC_SUCCESS) {
         TPM2B_DIGEST to_sign = { .size = 32 };
         memcpy(to_sign.buffer, digest, 32);
@@ -234,7 +283,6 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
         Esys_Free(out);
         Esys_FlushContext(tpm->esys, key);
     }
-    if (transient) Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 

@@ -105,11 +105,15 @@ extension IdentityManager {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
-        let secrets = self.secrets
         let presented: Data
+        // A right PIN under an old cost or pepper gets a verifier made the current way, written with the verdict.
+        let upgrade: (salt: Data, verifier: Data, iterations: Int, pepper: PINPepperKind)?
         do {
-            presented = try await NIOThreadPool.singleton.runIfActive {
-                try secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations)
+            (presented, upgrade) = try await NIOThreadPool.singleton.runIfActive {
+                let presented = try self.secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations, pepper: activation.pinPepper)
+                let isCurrent = activation.pinIterations == self.configuration.pinHashIterations && activation.pinPepper == self.secrets.pepperKind
+                guard !isCurrent, constantTimeEquals(presented, stored) else { return (presented, nil) }
+                return (presented, try self.makePINVerifier(pin: pin))
             }
         } catch {
             // Nothing was compared, so nothing is charged. (A verdict that fails to commit below keeps the claim,
@@ -127,6 +131,10 @@ extension IdentityManager {
                 return PINVerdict(activation: activation, lockout: lock)
             }
             try await store.clearLockout(activationId: activation.id)
+            if let upgrade {
+                try await store.replacePINVerifier(activationId: activation.id, salt: Base64URL.encode(upgrade.salt), verifier: Base64URL.encode(upgrade.verifier),
+                                                   iterations: upgrade.iterations, pepper: upgrade.pepper)
+            }
             return PINVerdict(activation: activation, lockout: nil)
         }
     }

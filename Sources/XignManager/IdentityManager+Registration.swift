@@ -134,26 +134,32 @@ extension IdentityManager {
         var pinSalt: Data
         var pinVerifier: Data
         var iterations: Int
+        var pepper: PINPepperKind
 
         func record(accountId: String, alias: String, deviceId: String?) -> ManagerStore.NewActivation {
             ManagerStore.NewActivation(
                 id: id, accountId: accountId, alias: alias, secretHash: IdentityManager.hashed(secret),
-                pinSalt: Base64URL.encode(pinSalt), pinVerifier: Base64URL.encode(pinVerifier), pinIterations: iterations,
+                pinSalt: Base64URL.encode(pinSalt), pinVerifier: Base64URL.encode(pinVerifier), pinIterations: iterations, pinPepper: pepper,
                 deviceId: deviceId, createdAt: IdentityManager.now()
             )
         }
     }
 
     func makeActivation(pin: String) throws -> ActivationSecrets {
-        let salt = try SecureRandom.bytes(16)
+        let verifier = try makePINVerifier(pin: pin)
         return ActivationSecrets(
             id: try SecureRandom.identifier(),
             // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
             secret: Base32.encode(try SecureRandom.bytes(16)),
-            pinSalt: salt,
-            pinVerifier: try secrets.pinVerifier(pin: pin, salt: salt, iterations: configuration.pinHashIterations),
-            iterations: configuration.pinHashIterations
+            pinSalt: verifier.salt, pinVerifier: verifier.verifier, iterations: verifier.iterations, pepper: verifier.pepper
         )
+    }
+
+    /// A fresh salt and verifier at the configured cost and pepper.
+    func makePINVerifier(pin: String) throws -> (salt: Data, verifier: Data, iterations: Int, pepper: PINPepperKind) {
+        let salt = try SecureRandom.bytes(16)
+        let (iterations, pepper) = (configuration.pinHashIterations, secrets.pepperKind)
+        return (salt, try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper), iterations, pepper)
     }
 
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {

@@ -54,30 +54,42 @@ public final class IdentityManager: Sendable {
     /// database must share the signing key and the pepper, or their signatures and PIN checks disagree.
     private static func openSecrets(_ configuration: ManagerConfiguration, database: Database) async throws -> ManagerSecrets {
         let recorded = try await database.transaction { store in
-            (try await store.setting("signing_key_fingerprint"), try await store.setting("pin_pepper_check"))
+            ManagerSecrets.Recorded(
+                signingKey: try await store.setting("signing_key_fingerprint"),
+                checks: try await Self.pepperChecks(store),
+                verifiers: try await store.pinPepperKindsInUse()
+            )
         }
-        let paths = (configuration.signingKeyPath, configuration.pepperPath)
-        let secrets = recorded.0 == nil
-            ? try ManagerSecrets.loadOrCreate(signingKeyPath: paths.0, pepperPath: paths.1)
-            : try ManagerSecrets.load(signingKeyPath: paths.0, pepperPath: paths.1)
+        let secrets = try ManagerSecrets.open(configuration, recorded: recorded)
         let identity = try secrets.identity
-        switch recorded {
-        case (nil, _):
-            try await database.transaction { store in
-                if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
-                    throw ManagerError.internalFailure("another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
-                }
-                try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
-                try await store.setSetting("pin_pepper_check", to: identity.pepper)
+        if let recordedKey = recorded.signingKey, recordedKey != identity.signingKey {
+            throw ManagerError.internalFailure("\(configuration.signingKeyPath) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)")
+        }
+        for (kind, check) in identity.checks where recorded.checks[kind].map({ $0 != check }) ?? false {
+            throw ManagerError.internalFailure(kind == .file
+                ? "\(configuration.pepperPath) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)"
+                : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here")
+        }
+        guard recorded.signingKey == nil || identity.checks.contains(where: { recorded.checks[$0.key] == nil }) else { return secrets }
+        try await database.transaction { store in
+            if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
+                throw ManagerError.internalFailure("another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
             }
-        case (identity.signingKey?, identity.pepper?):
-            break
-        case (identity.signingKey?, _):
-            throw ManagerError.internalFailure("\(paths.1) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)")
-        default:
-            throw ManagerError.internalFailure("\(paths.0) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)")
+            try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
+            for (kind, check) in identity.checks {
+                let setting = Self.pepperCheckSetting(kind)
+                if try await store.setting(setting) == nil { try await store.setSetting(setting, to: check) }
+            }
         }
         return secrets
+    }
+
+    private static func pepperCheckSetting(_ kind: PINPepperKind) -> String { kind == .file ? "pin_pepper_check" : "pin_pepper_tpm_check" }
+
+    private static func pepperChecks(_ store: ManagerStore) async throws -> [PINPepperKind: String] {
+        var checks: [PINPepperKind: String] = [:]
+        for kind in [PINPepperKind.file, .tpm] { checks[kind] = try await store.setting(pepperCheckSetting(kind)) }
+        return checks
     }
 
     /// The id in `directory`/instance-id, created at first start.

@@ -1,35 +1,78 @@
 import Foundation
 import XignCrypto
+import XignDevice
 import XignProtocol
 
-/// The manager's long-lived secrets, both generated at first start and stored 0600 outside the database.
+/// Which pepper keys a PIN verifier. Stored with each verifier, so a change of `keys.pin_pepper` (or of the
+/// iteration count) upgrades verifiers one correct PIN at a time.
+public enum PINPepperKind: String, Sendable {
+    /// 32 random bytes in a 0600 file next to the database.
+    case file
+    /// An HMAC key inside this machine's TPM: a copy of the disk tests no PIN.
+    case tpm
+}
+
+/// The manager's long-lived secrets, generated at first start and kept outside the database.
 public struct ManagerSecrets: Sendable {
     /// Signs every answer that changes trust. Its fingerprint goes into the activation data.
     public let signingKey: P256PrivateKey
+    /// The pepper new verifiers are made with.
+    let pepperKind: PINPepperKind
     /// Keyed into every PIN verifier, so a copy of the database alone cannot test PIN guesses.
-    let pinPepper: Data
+    let filePepper: Data?
+    let tpmPepper: TPMHMACKey?
 
-    public static func loadOrCreate(signingKeyPath: String, pepperPath: String) throws -> ManagerSecrets {
-        ManagerSecrets(
-            signingKey: try loadOrCreateSigningKey(signingKeyPath),
-            pinPepper: try loadOrCreatePepper(pepperPath)
-        )
+    /// What the database recorded of the secrets, and which peppers its verifiers use.
+    struct Recorded: Sendable {
+        var signingKey: String?
+        var checks: [PINPepperKind: String]
+        var verifiers: Set<PINPepperKind>
     }
 
-    /// Loads both files, which must exist: the database already names the key and pepper they hold.
-    static func load(signingKeyPath: String, pepperPath: String) throws -> ManagerSecrets {
-        for path in [signingKeyPath, pepperPath] where !FileManager.default.fileExists(atPath: path) {
-            throw ManagerError.internalFailure("""
-                \(path) is missing, but the database was set up with a signing key and PIN pepper already. Every manager instance \
-                on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance
-                """)
+    /// The key files `configuration` names, created where the database has recorded none yet.
+    static func open(_ configuration: ManagerConfiguration, recorded: Recorded) throws -> ManagerSecrets {
+        let copyAdvice = "every manager instance on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance"
+        func mustExist(_ path: String) throws {
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ManagerError.internalFailure("\(path) is missing, but the database was set up with it already; \(copyAdvice)")
+            }
         }
-        return try loadOrCreate(signingKeyPath: signingKeyPath, pepperPath: pepperPath)
+        if recorded.signingKey != nil { try mustExist(configuration.signingKeyPath) }
+        let signingKey = try loadOrCreateSigningKey(configuration.signingKeyPath)
+
+        var filePepper: Data?
+        let filePepperNeeded = configuration.pinPepperKind == .file || recorded.verifiers.contains(.file)
+        if filePepperNeeded {
+            if recorded.checks[.file] != nil || configuration.pinPepperKind != .file { try mustExist(configuration.pepperPath) }
+            filePepper = try loadOrCreatePepper(configuration.pepperPath)
+        }
+
+        var tpmPepper: TPMHMACKey?
+        let tpmPath = configuration.pepperTPMPath
+        if configuration.pinPepperKind == .tpm || recorded.verifiers.contains(.tpm) {
+            if recorded.checks[.tpm] != nil || configuration.pinPepperKind != .tpm {
+                guard FileManager.default.fileExists(atPath: tpmPath) else {
+                    throw ManagerError.internalFailure("""
+                        \(tpmPath) is missing, but PIN verifiers in the database were made with it. Restore it from backup on the machine \
+                        whose TPM created it; pin_pepper = tpm binds PINs to one machine, so several instances need the file pepper
+                        """)
+                }
+            }
+            tpmPepper = try loadOrCreateTPMPepper(tpmPath, tcti: configuration.tcti)
+        }
+        return ManagerSecrets(signingKey: signingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper, tpmPepper: tpmPepper)
     }
+
+    private static let checkMessage = Data("xign pepper check".utf8)
 
     /// What the database records of these secrets, so an instance with other files is refused before it answers anyone.
-    var identity: (signingKey: String, pepper: String) {
-        get throws { (try signingKey.publicKey.fingerprint, Base64URL.encode(HMACSHA256.authenticationCode(for: Data("xign pepper check".utf8), key: pinPepper))) }
+    var identity: (signingKey: String, checks: [PINPepperKind: String]) {
+        get throws {
+            var checks: [PINPepperKind: String] = [:]
+            if let filePepper { checks[.file] = Base64URL.encode(HMACSHA256.authenticationCode(for: Self.checkMessage, key: filePepper)) }
+            if let tpmPepper { checks[.tpm] = Base64URL.encode(try tpmPepper.authenticationCode(for: Self.checkMessage)) }
+            return (try signingKey.publicKey.fingerprint, checks)
+        }
     }
 
     private static func loadOrCreateSigningKey(_ path: String) throws -> P256PrivateKey {
@@ -59,6 +102,26 @@ public struct ManagerSecrets: Sendable {
         return pepper
     }
 
+    private static func loadOrCreateTPMPepper(_ path: String, tcti: String) throws -> TPMHMACKey {
+        try AtomicFile.makeDirectory(AtomicFile.parent(of: path))
+        let blob: Data
+        if let stored = try AtomicFile.read(path, limit: 4096) {
+            try checkPrivate(path)
+            blob = stored
+        } else {
+            do { blob = try TPMHMACKey.create(tcti: tcti) } catch {
+                throw ManagerError.internalFailure("cannot create the PIN pepper in the TPM: \(error)")
+            }
+            try AtomicFile.write(blob, to: path, mode: 0o600)
+        }
+        do { return try TPMHMACKey(tcti: tcti, blob: blob) } catch {
+            throw ManagerError.internalFailure("""
+                the TPM PIN pepper \(path) does not load (\(error)). It only works in the TPM that created it; \
+                PIN verifiers made with it cannot be checked elsewhere
+                """)
+        }
+    }
+
     private static func checkPrivate(_ path: String) throws {
         var st = stat()
         guard stat(path, &st) == 0 else { return }
@@ -68,7 +131,15 @@ public struct ManagerSecrets: Sendable {
     }
 
     /// verifier = HMAC-SHA256(pepper, PBKDF2-SHA256(pin, salt, iterations)). docs/protocol.md gives the reasons.
-    func pinVerifier(pin: String, salt: Data, iterations: Int) throws -> Data {
-        HMACSHA256.authenticationCode(for: try PBKDF2.deriveKey(password: Data(pin.utf8), salt: salt, iterations: iterations), key: pinPepper)
+    func pinVerifier(pin: String, salt: Data, iterations: Int, pepper: PINPepperKind) throws -> Data {
+        let stretched = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: salt, iterations: iterations)
+        switch pepper {
+        case .file:
+            guard let filePepper else { throw ManagerError.internalFailure("a PIN verifier uses the file pepper, which is not loaded; set keys.pin_pepper to its path") }
+            return HMACSHA256.authenticationCode(for: stretched, key: filePepper)
+        case .tpm:
+            guard let tpmPepper else { throw ManagerError.internalFailure("a PIN verifier uses the TPM pepper, which is not loaded; set keys.pin_pepper = tpm") }
+            return try tpmPepper.authenticationCode(for: stretched)
+        }
     }
 }

@@ -48,6 +48,27 @@ import XignTestSupport
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.fetchToken(code, expecting: data) }
     }
 
+    /// A login changes nothing on this machine, so it neither syncs a file nor fails where the state is read-only.
+    @Test func aSuccessfulLoginWritesNothingToTheStateDirectory() throws {
+        let fixture = try Fixture()
+        let (sdk, enrolment) = try enrolled(fixture)
+        let state = fixture.directory.file("state")
+        func snapshot() throws -> [String: String] {
+            var files: [String: String] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: state) {
+                var st = stat()
+                guard stat("\(state)/\(name)", &st) == 0 else { throw TestFailure("stat \(name)") }
+                files[name] = "\(st.st_ino) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec) \(st.st_size)"
+            }
+            return files
+        }
+        let before = try snapshot()
+        for _ in 0..<2 {
+            guard case .serviceLogin = try login(sdk, enrolment.idmIdentifier, pin: "24680").0 else { throw TestFailure("expected serviceLogin") }
+        }
+        #expect(try snapshot() == before)
+    }
+
     @Test func aWrongPINLocksAndTheSameRequestCanBeSignedAgainAfterTheLock() throws {
         let fixture = try Fixture()
         let (sdk, enrolment) = try enrolled(fixture)

@@ -101,7 +101,7 @@ import XignTestSupport
             let result = try opener.wait()
             #expect(result.status == 0, "\(result.stderr)")
         }
-        #expect(try PostgreSQLServer.shared().query("SELECT version FROM schema_version", database: storage.name) == "6")
+        #expect(try PostgreSQLServer.shared().query("SELECT version FROM schema_version", database: storage.name) == "7")
     }
 
     @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() throws {

@@ -1,4 +1,4 @@
-/* TPM2 device keys over libtss2-esys: create, sign, and the SRK that wraps them. */
+/* TPM2 keys over libtss2-esys: device keys (create, sign), the manager's HMAC pepper, and the SRK that wraps them. */
 #ifndef XIGN_TPM_H
 #define XIGN_TPM_H
 
@@ -31,6 +31,15 @@ uint32_t xign_tpm_srk_name(xign_tpm *tpm, uint8_t name[68], size_t *name_size);
 
 /* Creates a P-256 signing key under the SRK. point receives the uncompressed public point (65 bytes). */
 uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]);
+
+/* Creates an HMAC-SHA256 key under the SRK; the TPM generates it and never releases it. */
+uint32_t xign_tpm_create_hmac_key(xign_tpm *tpm, xign_tpm_blob *blob);
+
+/* Loads a stored key under its SRK; it stays loaded in this context until xign_tpm_close. */
+uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle);
+
+/* HMAC-SHA256 of at most 1024 bytes with a loaded HMAC key. */
+uint32_t xign_tpm_hmac(xign_tpm *tpm, uint32_t handle, const uint8_t *data, size_t size, uint8_t mac[32]);
 
 /* The public point of a stored key, without the TPM. */
 uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]);

@@ -11,6 +11,7 @@ extension ManagerStore {
         var pinSalt: String
         var pinVerifier: String
         var pinIterations: Int
+        var pinPepper: PINPepperKind
         /// nil while the activation waits for its first personalization.
         var deviceId: String?
         var createdAt: Int64
@@ -24,6 +25,7 @@ extension ManagerStore {
         var pinSalt: String
         var pinVerifier: String
         var pinIterations: Int
+        var pinPepper: PINPepperKind
         var state: String
         var deviceId: String?
         var everPersonalized: Bool
@@ -44,6 +46,11 @@ extension ManagerStore {
             pinSalt = try row.decode(column: "pin_salt", as: String.self)
             pinVerifier = try row.decode(column: "pin_verifier", as: String.self)
             pinIterations = try row.decode(column: "pin_iterations", as: Int.self)
+            let pepper = try row.decode(column: "pin_pepper", as: String.self)
+            guard let pinPepper = PINPepperKind(rawValue: pepper) else {
+                throw ManagerError.internalFailure("activation \(id) names an unknown PIN pepper '\(pepper.prefix(20))'")
+            }
+            self.pinPepper = pinPepper
             state = try row.decode(column: "state", as: String.self)
             deviceId = try row.decode(column: "device_id", as: String?.self)
             everPersonalized = try row.decode(column: "ever_personalized", as: Int.self) != 0
@@ -75,7 +82,7 @@ extension ManagerStore {
     }
 
     private static let activationColumns = SQLQueryString("""
-        SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.state, a.device_id,
+        SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
                a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
                c.email, c.is_temporary, c.organization
         FROM activations a JOIN accounts c ON c.id = a.account_id
@@ -83,10 +90,10 @@ extension ManagerStore {
 
     func insertActivation(_ activation: NewActivation) async throws {
         try await sql.raw("""
-            INSERT INTO activations (id, account_id, alias, secret_hash, pin_salt, pin_verifier, pin_iterations, state, device_id,
+            INSERT INTO activations (id, account_id, alias, secret_hash, pin_salt, pin_verifier, pin_iterations, pin_pepper, state, device_id,
                                      ever_personalized, failed_attempts, locked_until, permanently_locked, created_at)
             VALUES (\(bind: activation.id), \(bind: activation.accountId), \(bind: activation.alias), \(bind: activation.secretHash),
-                    \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations),
+                    \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations), \(bind: activation.pinPepper.rawValue),
                     \(bind: activation.deviceId == nil ? "pending" : "personalized"), \(bind: activation.deviceId),
                     \(bind: activation.deviceId == nil ? 0 : 1), 0, 0, 0, \(bind: activation.createdAt))
             """).run()
@@ -126,6 +133,21 @@ extension ManagerStore {
             UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
                    permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
             """).run()
+    }
+
+    /// A verifier made again with the current cost and pepper, after a right PIN.
+    func replacePINVerifier(activationId: String, salt: String, verifier: String, iterations: Int, pepper: PINPepperKind) async throws {
+        try await sql.raw("""
+            UPDATE activations SET pin_salt = \(bind: salt), pin_verifier = \(bind: verifier), pin_iterations = \(bind: iterations),
+                   pin_pepper = \(bind: pepper.rawValue) WHERE id = \(bind: activationId)
+            """).run()
+    }
+
+    /// The peppers stored verifiers were made with, so the manager loads each one they need.
+    func pinPepperKindsInUse() async throws -> Set<PINPepperKind> {
+        Set(try await sql.raw("SELECT DISTINCT pin_pepper FROM activations").all().compactMap {
+            PINPepperKind(rawValue: try $0.decode(column: "pin_pepper", as: String.self))
+        })
     }
 
     /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation.

@@ -4,8 +4,27 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale]
+    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability]
     static var version: Int { migrations.count }
+
+    /// Which pepper keys each PIN verifier, and the audit of security events (kept `audit.keep`, then deleted).
+    static let observability = [
+        "ALTER TABLE activations ADD COLUMN pin_pepper TEXT NOT NULL DEFAULT 'file'",
+        """
+        CREATE TABLE audit_events (
+            id TEXT PRIMARY KEY,
+            at BIGINT NOT NULL,
+            event TEXT NOT NULL,
+            email TEXT,
+            activation_id TEXT,
+            host TEXT,
+            service TEXT,
+            detail TEXT,
+            actor TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX audit_events_at ON audit_events (at)",
+    ]
 
     /// Several instances on one database: the mail queue and the rate limits are rows; expired rows are found by index.
     static let scale = [
