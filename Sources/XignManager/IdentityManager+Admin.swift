@@ -27,6 +27,21 @@ extension IdentityManager {
         public var permanentlyLocked: Bool
     }
 
+    /// Who runs an admin command, for the audit: the Unix user.
+    var administrator: String {
+        guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return "admin uid \(geteuid())" }
+        return "admin \(String(cString: name))"
+    }
+
+    func adminEvent(_ kind: AuditEvent.Kind, email: String? = nil, host: String? = nil, detail: String?) -> AuditEvent {
+        AuditEvent(at: Self.now(), event: kind, email: email, activationId: nil, host: host, service: nil, detail: detail, actor: administrator)
+    }
+
+    /// The audit from `since` (milliseconds since 1970), oldest first.
+    public func auditEvents(since: Int64, limit: Int = 100_000) async throws -> [AuditEvent] {
+        try await database.transaction { store in try await store.auditEvents(since: since, limit: limit) }
+    }
+
     public func accounts() async throws -> [AccountSummary] {
         try await database.transaction { store in try await store.accountSummaries() }
     }
@@ -41,6 +56,10 @@ extension IdentityManager {
             guard try await store.clearLockout(activationId: activationId) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
             }
+            try await store.recordAudit(AuditEvent(
+                at: Self.now(), event: .unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                host: nil, service: nil, detail: nil, actor: self.administrator
+            ))
         }
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }
@@ -57,6 +76,7 @@ extension IdentityManager {
             guard try await store.setLoginName(loginName, email: email.lowercased()) else {
                 throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
+            try await store.recordAudit(self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
         }
         logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
     }
@@ -78,7 +98,7 @@ extension IdentityManager {
             pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
         } while policy.validate(pin) != .valid
         let account = NewAccount(email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
-        _ = try await createAccount(account, pin: pin, alias: organization.map { "\($0) invite" })
+        _ = try await createAccount(account, pin: pin, alias: organization.map { "\($0) invite" }, by: administrator)
         logger.info(organization == nil ? "account created by administrator" : "organization invite", metadata: [
             "email": "\(email)", "organization": "\(organization ?? "-")",
         ])

@@ -107,7 +107,8 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, mergeSession: String?, confirmation: String?) in
+        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, host: String, localUser: String,
+                                                                        mergeSession: String?, confirmation: String?) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -119,7 +120,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (device.id, device.activationId, pending.service, pending.mergeSessionId, pending.confirmationId)
+            return (device.id, device.activationId, pending.service, pending.host, pending.localUser, pending.mergeSessionId, pending.confirmationId)
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -137,7 +138,8 @@ extension IdentityManager {
         var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
         if given.contains(.pin) {
             guard let pin = request.pin, !pin.isEmpty else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
-            let verdict = try await checkPIN(pin, activationId: authentication.activation) { activation in
+            let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.device)")
+            let verdict = try await checkPIN(pin, activationId: authentication.activation, for: purpose) { activation in
                 guard let activation, activation.deviceId == authentication.device else {
                     throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
                 }
@@ -165,7 +167,7 @@ extension IdentityManager {
         }
         if let confirmationId = authentication.confirmation {
             result.outcome = .userLogin
-            result.userLogin = try await approve(confirmationId, by: authentication.device, role: role.name)
+            result.userLogin = try await approve(confirmationId, by: authentication.device, activationId: authentication.activation, role: role.name)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
         let code = try SecureRandom.token()
@@ -174,6 +176,11 @@ extension IdentityManager {
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
         try await database.transaction { store in
             try await store.recordServiceLogin(request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
+            try await store.recordAudit(AuditEvent(
+                at: codeIssuedAt, event: .login, email: try await store.activation(id: authentication.activation)?.email,
+                activationId: authentication.activation, host: authentication.host, service: service.id,
+                detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.device)"
+            ))
         }
         result.serviceLogin = ServiceLoginMessage(
             authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
@@ -183,12 +190,16 @@ extension IdentityManager {
     }
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
-    private func approve(_ confirmationId: String, by deviceId: String, role: String) async throws -> UserLoginMessage {
+    private func approve(_ confirmationId: String, by deviceId: String, activationId: String, role: String) async throws -> UserLoginMessage {
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
             guard let confirmation = try await store.confirmation(confirmationId),
                   try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
             }
+            try await store.recordAudit(AuditEvent(
+                at: Self.now(), event: .login, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)", actor: "device \(deviceId)"
+            ))
             return confirmation
         }
         signals.signal("confirmation:\(confirmationId)")

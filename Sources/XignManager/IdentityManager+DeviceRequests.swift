@@ -44,6 +44,10 @@ extension IdentityManager {
             )
             try await store.revokeDevice(request.deviceId)
             try await store.markRevoked(activationId: activationId)
+            try await store.recordAudit(AuditEvent(
+                at: Self.now(), event: .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                host: nil, service: nil, detail: "the device revoked itself", actor: "device \(request.deviceId)"
+            ))
         }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
         return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)

@@ -31,6 +31,7 @@ extension IdentityManager {
             }
             try await store.insertHostJoinToken(hash: Self.hashed(token.secret), name: name, expiresAt: expiresAt)
             try await store.setGroups(groups, hostName: name)
+            try await store.recordAudit(self.adminEvent(.hostAdded, host: name, detail: groups.isEmpty ? nil : "groups \(groups.joined(separator: ","))"))
         }
         logger.notice("host join token issued", metadata: ["host": "\(name)"])
         return token
@@ -53,6 +54,7 @@ extension IdentityManager {
             guard try await store.removeHost(name: name) else {
                 throw ManagerError(.notFound, .notFound, "no host named \(name.prefix(64)); `xign-manager admin hosts list` shows them")
             }
+            try await store.recordAudit(self.adminEvent(.hostRemoved, host: name, detail: nil))
         }
         logger.notice("host removed", metadata: ["host": "\(name)"])
     }
@@ -82,6 +84,8 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) joined meanwhile")
             }
             try await store.insertHost(id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, createdAt: Self.now())
+            try await store.recordAudit(AuditEvent(at: Self.now(), event: .hostJoined, email: nil, activationId: nil, host: name, service: nil,
+                                                   detail: "\(request.keyKind.rawValue) key", actor: "host \(hostId)"))
             return name
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])
@@ -96,6 +100,7 @@ extension IdentityManager {
                 throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
             try await store.setHostGroups(groups, accountId: accountId)
+            try await store.recordAudit(self.adminEvent(.hostGroupsSet, email: email.lowercased(), detail: groups.isEmpty ? "any host" : groups.joined(separator: ",")))
         }
         logger.notice("host groups set", metadata: ["email": "\(email)", "groups": "\(groups.joined(separator: ","))"])
     }

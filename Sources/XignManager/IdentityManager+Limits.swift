@@ -39,7 +39,10 @@ extension IdentityManager {
     public func purgeExpired() async throws -> [String: Int] {
         let now = Self.now()
         let cutoff = now - configuration.keepExpiredMilliseconds, windowCutoff = now - configuration.limits.windowMilliseconds
-        return try await database.transaction { store in try await store.purgeExpired(before: cutoff, windowsBefore: windowCutoff) }
+        let auditCutoff = now - configuration.auditKeepMilliseconds
+        return try await database.transaction { store in
+            try await store.purgeExpired(before: cutoff, windowsBefore: windowCutoff, auditBefore: auditCutoff)
+        }
     }
 
     /// Half of `keep_expired`, between 1 s and a minute.

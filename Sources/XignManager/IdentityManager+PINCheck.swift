@@ -23,12 +23,20 @@ extension IdentityManager {
     /// How long a check waits for another instance's claim before it answers "busy".
     static let pinCheckWaitMilliseconds: Int64 = 10_000
 
+    /// What a wrong PIN's audit entry says about the attempt.
+    struct PINCheckPurpose: Sendable {
+        var service: String
+        var host: String?
+        var actor: String
+    }
+
     /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
     /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
-    func checkPIN(_ pin: String, activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> PINVerdict {
+    func checkPIN(_ pin: String, activationId: String, for purpose: PINCheckPurpose,
+                  admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> PINVerdict {
         try await pinChecks.withLock(activationId) {
             let activation = try await claimPINCheck(activationId: activationId, admit: admit)
-            return try await settlePINCheck(pin, activation: activation)
+            return try await settlePINCheck(pin, activation: activation, for: purpose)
         }
     }
 
@@ -101,7 +109,7 @@ extension IdentityManager {
     }
 
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
-    private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord) async throws -> PINVerdict {
+    private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose) async throws -> PINVerdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
@@ -127,6 +135,15 @@ extension IdentityManager {
                 // another instance took over because clocks disagree) is added to, never overwritten.
                 let failures = try await store.activation(id: activation.id)?.failedAttempts ?? activation.failedAttempts
                 let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
+                let now = Self.now()
+                var event = AuditEvent(at: now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
+                                       service: purpose.service, detail: "wrong PIN, \(lock.failedAttempts) in a row", actor: purpose.actor)
+                try await store.recordAudit(event)
+                if lock.isPermanent || lock.lockedUntil > now {
+                    event.event = .lockout
+                    event.detail = lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
+                    try await store.recordAudit(event)
+                }
                 self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
                 return PINVerdict(activation: activation, lockout: lock)
             }

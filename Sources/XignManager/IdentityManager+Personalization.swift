@@ -13,7 +13,8 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
         }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
-        let verdict = try await checkPIN(request.pin, activationId: request.activationId) { activation in
+        let purpose = PINCheckPurpose(service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
+        let verdict = try await checkPIN(request.pin, activationId: request.activationId, for: purpose) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
             }
@@ -138,6 +139,10 @@ extension IdentityManager {
             try await store.insertDevice(ManagerStore.NewDevice(
                 id: deviceId, activationId: activation.id, publicKey: request.deviceKey, keyKind: request.keyKind,
                 name: request.device.name, platform: request.device.platform, createdAt: Self.now()
+            ))
+            try await store.recordAudit(AuditEvent(
+                at: Self.now(), event: .enrolment, email: activation.email, activationId: activation.id, host: nil, service: nil,
+                detail: "\(request.mode.rawValue): \(request.keyKind.rawValue) key, device \(request.device.name.prefix(64))", actor: "device \(deviceId)"
             ))
             let result = PersonalizationResultMessage(
                 nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,

@@ -72,7 +72,7 @@ extension IdentityManager {
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
         )
-        let alias = try await createAccount(account, pin: request.pin, alias: request.alias)
+        let alias = try await createAccount(account, pin: request.pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }
@@ -95,7 +95,7 @@ extension IdentityManager {
     }
 
     /// Creates an account with its first activation and queues the activation mail; returns the activation's alias.
-    func createAccount(_ account: NewAccount, pin: String, alias: String?) async throws -> String {
+    func createAccount(_ account: NewAccount, pin: String, alias: String?, by actor: String) async throws -> String {
         let activation = try makeActivation(pin: pin)
         let chosenAlias = alias ?? "Activation 1"
         let record = ManagerStore.NewAccount(
@@ -110,6 +110,10 @@ extension IdentityManager {
             mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
                 try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
+                try await store.recordAudit(AuditEvent(
+                    at: record.createdAt, event: .accountCreated, email: record.email, activationId: activation.id, host: nil, service: nil,
+                    detail: account.organization.map { "organization invite from \($0)" }, actor: actor
+                ))
                 return try await self.queue(mail, in: store)
             }
         } catch let error as ManagerError {

@@ -66,6 +66,8 @@ public struct ManagerConfiguration: Sendable {
     public var postgreSQL: PostgreSQL?
     /// Expired authentications, sessions, challenges and confirmations are deleted this long after they ran out.
     public var keepExpiredMilliseconds: Int64 = 3_600_000
+    /// Audit entries are deleted this long after the event.
+    public var auditKeepMilliseconds: Int64 = 365 * 86_400_000
     public var limits = Limits()
     /// Off: accounts come only from `xign-manager admin invite`; the registration routes answer 403.
     public var registrationIsOpen = true
@@ -135,7 +137,7 @@ public struct ManagerConfiguration: Sendable {
             "registration.categories", "registration.alias_min_length", "registration.alias_max_length",
             "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
-            "session.lifetime", "policy.require_hardware_key",
+            "session.lifetime", "policy.require_hardware_key", "audit.keep",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.denial_cooldown", "confirmation.max_code_failures",
         ])
         func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
@@ -207,6 +209,7 @@ public struct ManagerConfiguration: Sendable {
         lockout.maxDelayMilliseconds = try file.milliseconds("lockout.max_delay", in: 100...(30 * 86_400_000)) ?? lockout.maxDelayMilliseconds
         lockout.maxAttempts = try file.integer("lockout.max_attempts", in: 1...100) ?? lockout.maxAttempts
         guard lockout.freeAttempts < lockout.maxAttempts else { throw fail("lockout.free_attempts", "must be below lockout.max_attempts") }
+        auditKeepMilliseconds = try file.milliseconds("audit.keep", in: 3_600_000...(3650 * 86_400_000)) ?? auditKeepMilliseconds
         sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
         confirmation.lifetimeMilliseconds = try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
         confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending

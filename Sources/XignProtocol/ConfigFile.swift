@@ -93,19 +93,21 @@ public struct ConfigFile: Sendable {
         return number
     }
 
-    /// "250ms", "30s", "5m", "2h" or a bare number of seconds, returned in milliseconds.
+    /// "250ms", "30s", "5m", "2h", "7d" or a bare number of seconds, in milliseconds; nil when it is none of these.
+    public static func milliseconds(_ value: String) -> Int64? {
+        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
+        for (suffix, factor) in units where value.hasSuffix(suffix) {
+            guard let number = Int64(value.dropLast(suffix.count)), number >= 0, number <= Int64.max / factor else { return nil }
+            return number * factor
+        }
+        guard let seconds = Int64(value), seconds >= 0, seconds <= Int64.max / 1000 else { return nil }
+        return seconds * 1000
+    }
+
+    /// A duration (see `milliseconds(_:)`) within `range`, in milliseconds.
     public func milliseconds(_ key: String, in range: ClosedRange<Int64>) throws -> Int64? {
         guard let value = string(key) else { return nil }
-        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
-        var result: Int64?
-        for (suffix, factor) in units where value.hasSuffix(suffix) {
-            if let number = Int64(value.dropLast(suffix.count)), number >= 0, number <= Int64.max / factor {
-                result = number * factor
-            }
-            break
-        }
-        if result == nil, let seconds = Int64(value), seconds >= 0, seconds <= Int64.max / 1000 { result = seconds * 1000 }
-        guard let result, range.contains(result) else {
+        guard let result = Self.milliseconds(value), range.contains(result) else {
             throw fail(key, "must be a duration such as 250ms, 30s or 5m, from \(range.lowerBound) ms to \(range.upperBound) ms")
         }
         return result

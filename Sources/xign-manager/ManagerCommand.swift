@@ -123,7 +123,7 @@ struct Serve: AsyncParsableCommand {
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Inspect and change accounts, activations, lockouts and the outbox.",
-        subcommands: [Accounts.self, Activations.self, Unlock.self, Invite.self, Outbox.self, Hosts.self]
+        subcommands: [Accounts.self, Activations.self, Unlock.self, Invite.self, Outbox.self, Hosts.self, Audit.self]
     )
 
     struct Accounts: AsyncParsableCommand {
@@ -254,6 +254,39 @@ struct Admin: AsyncParsableCommand {
             for mail in queued {
                 let queuedAt = Date(timeIntervalSince1970: TimeInterval(mail.queuedAt) / 1000).formatted(.iso8601)
                 print("\(mail.recipient)\tqueued \(queuedAt)\t\(mail.attempts) attempt\(mail.attempts == 1 ? "" : "s")")
+            }
+        }
+    }
+}
+
+extension Admin {
+    struct Audit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List security events: logins, wrong PINs, lockouts, unlocks, enrolments, revocations and admin actions.",
+            discussion: "Entries are kept for audit.keep (365 days by default)."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Option(help: "Only events since this long ago (such as 30m, 24h, 7d) or this time (ISO 8601, such as 2026-11-01T00:00:00Z).")
+        var since = "24h"
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let now = Date()
+            let start: Date
+            if let ago = ConfigFile.milliseconds(since) {
+                start = now.addingTimeInterval(-Double(ago) / 1000)
+            } else if let date = try? Date(since, strategy: .iso8601) {
+                start = date
+            } else {
+                throw ValidationError("--since '\(since.prefix(40))' is neither a duration such as 24h or 7d nor a time such as 2026-11-01T00:00:00Z")
+            }
+            let events = try await options.withManager { try await $0.auditEvents(since: Int64(start.timeIntervalSince1970 * 1000)) }
+            if json { return try printJSON(events) }
+            if events.isEmpty { print("No events since \(start.formatted(.iso8601)).") }
+            for event in events {
+                let at = Date(timeIntervalSince1970: Double(event.at) / 1000).formatted(.iso8601)
+                let fields = [event.email, event.host.map { "host \($0)" }, event.service.map { "service \($0)" }, event.detail].compactMap { $0 }
+                print("\(at)\t\(event.event.rawValue)\t\(fields.joined(separator: ", "))\t\(event.actor)")
             }
         }
     }

@@ -65,7 +65,7 @@ extension ManagerStore {
 
     /// Deletes what ran out before `cutoff`: authentications past their expiry whose code is redeemed or past too, sessions,
     /// challenges, join tokens, confirmations, and rate-limit windows that ended. Returns the rows deleted per table.
-    func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64) async throws -> [String: Int] {
+    func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64) async throws -> [String: Int] {
         var deleted: [String: Int] = [:]
         let statements: [(String, SQLQueryString)] = [
             ("authentications", "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"),
@@ -75,6 +75,7 @@ extension ManagerStore {
             ("host_challenges", "DELETE FROM host_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
             ("host_join_tokens", "DELETE FROM host_join_tokens WHERE expires_at < \(bind: cutoff) RETURNING name"),
             ("rate_limits", "DELETE FROM rate_limits WHERE window_start < \(bind: windowCutoff) RETURNING key"),
+            ("audit_events", "DELETE FROM audit_events WHERE at < \(bind: auditCutoff) RETURNING id"),
         ]
         for (table, statement) in statements {
             let count = try await sql.raw(statement).all().count

@@ -64,6 +64,8 @@ extension ManagerStore {
     struct PendingAuthentication: Sendable {
         var deviceId: String
         var service: String
+        var host: String
+        var localUser: String
         var challenge: String
         var mergeSessionId: String?
         var confirmationId: String?
@@ -91,11 +93,12 @@ extension ManagerStore {
 
     func pendingAuthentication(_ id: String, now: Int64) async throws -> PendingAuthentication? {
         guard let row = try await sql.raw("""
-            SELECT device_id, service, challenge, merge_session_id, confirmation_id FROM authentications
+            SELECT device_id, service, host, local_user, challenge, merge_session_id, confirmation_id FROM authentications
             WHERE id = \(bind: id) AND challenge IS NOT NULL AND expires_at > \(bind: now)
             """).first() else { return nil }
         return PendingAuthentication(
             deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
+            host: try row.decode(column: "host", as: String.self), localUser: try row.decode(column: "local_user", as: String.self),
             challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
             confirmationId: try row.decode(column: "confirmation_id", as: String?.self)
         )

@@ -1,0 +1,21 @@
+/// One security event: who did what to which account, from where. `xign-manager admin audit` lists them.
+public struct AuditEvent: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        case login, loginFailure, lockout, unlock, enrolment, revocation
+        case accountCreated, loginNameSet, hostGroupsSet, hostAdded, hostJoined, hostRemoved
+        /// A row written by a newer manager.
+        case unknown
+    }
+
+    /// Milliseconds since 1970.
+    public var at: Int64
+    public var event: Kind
+    public var email: String?
+    public var activationId: String?
+    /// The host a login was for, or the host an admin action concerns.
+    public var host: String?
+    public var service: String?
+    public var detail: String?
+    /// "device <id>", "admin <unix user>", or "manager".
+    public var actor: String
+}
