@@ -14,6 +14,7 @@ public func buildApplication(
     manager: IdentityManager, onListening: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     let router = Router(context: ManagerRequestContext.self)
+    router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
     router.get(RouterPath(APIPath.health)) { _, _ in try Response.json(.ok, manager.health()) }
     RegistrationController(manager: manager).addRoutes(to: router)
@@ -31,6 +32,9 @@ public func buildApplication(
         RequestDeadlineHandler(readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
     ])
     var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager)]
+    if let metrics = configuration.metricsListen {
+        services.append(MetricsServer.make(manager: manager, host: metrics.host, port: metrics.port))
+    }
     let server: HTTPServerBuilder
     if let tls = configuration.tls {
         let certificates = try TLSCertificates(tls)

@@ -42,6 +42,11 @@ extension IdentityManager {
         try await database.transaction { store in try await store.auditEvents(since: since, limit: limit) }
     }
 
+    /// Logins waiting for approval on a device, across all accounts (the /metrics gauge).
+    func pendingConfirmationCount() async throws -> Int {
+        try await database.transaction { store in try await store.pendingConfirmationCount(accountId: nil, now: Self.now()) }
+    }
+
     public func accounts() async throws -> [AccountSummary] {
         try await database.transaction { store in try await store.accountSummaries() }
     }

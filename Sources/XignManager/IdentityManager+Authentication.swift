@@ -55,7 +55,7 @@ extension IdentityManager {
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
-        let start = try await database.transaction { store -> AuthenticationStartMessage in
+        let start = try await countingLockedLogins { try await database.transaction { store -> AuthenticationStartMessage in
             let device = try await Self.enrolledDevice(request.deviceId, in: store)
             if requireHardware && device.keyKind == .software {
                 throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
@@ -93,7 +93,7 @@ extension IdentityManager {
                 confirmationId: confirmation?.id
             ))
             return message
-        }
+        } }
         return try sign(start, type: SignedAnswerType.authenticationStart)
     }
 
@@ -139,13 +139,16 @@ extension IdentityManager {
         if given.contains(.pin) {
             guard let pin = request.pin, !pin.isEmpty else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
             let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.device)")
-            let verdict = try await checkPIN(pin, activationId: authentication.activation, for: purpose) { activation in
-                guard let activation, activation.deviceId == authentication.device else {
-                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+            let verdict = try await countingLockedLogins {
+                try await checkPIN(pin, activationId: authentication.activation, for: purpose) { activation in
+                    guard let activation, activation.deviceId == authentication.device else {
+                        throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+                    }
+                    return activation
                 }
-                return activation
             }
             if let lock = verdict.lockout {
+                ManagerMetrics.login(.wrongPIN)
                 result.outcome = .lockout
                 result.lockout = lock
                 if !lock.isPermanent {
@@ -168,6 +171,7 @@ extension IdentityManager {
         if let confirmationId = authentication.confirmation {
             result.outcome = .userLogin
             result.userLogin = try await approve(confirmationId, by: authentication.device, activationId: authentication.activation, role: role.name)
+            ManagerMetrics.login(.success)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
         let code = try SecureRandom.token()
@@ -185,8 +189,17 @@ extension IdentityManager {
         result.serviceLogin = ServiceLoginMessage(
             authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
         )
+        ManagerMetrics.login(.success)
         logger.info("authenticated", metadata: ["device": "\(authentication.device)", "service": "\(service.id)", "role": "\(role.name)"])
         return try sign(result, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
+    private func countingLockedLogins<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as ManagerError where error.detail.code == .lockedOut {
+            ManagerMetrics.login(.locked)
+            throw error
+        }
     }
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.

@@ -129,7 +129,7 @@ extension IdentityManager {
             try? await database.transaction { store in try await store.releasePINCheck(activationId: activation.id) }
             throw error
         }
-        return try await database.transaction { store in
+        let verdict = try await database.transaction { store in
             guard constantTimeEquals(presented, stored) else {
                 // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
                 // another instance took over because clocks disagree) is added to, never overwritten.
@@ -154,5 +154,7 @@ extension IdentityManager {
             }
             return PINVerdict(activation: activation, lockout: nil)
         }
+        if let lock = verdict.lockout, lock.isPermanent || lock.lockedUntil > Self.now() { ManagerMetrics.lockout() }
+        return verdict
     }
 }

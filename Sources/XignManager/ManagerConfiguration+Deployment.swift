@@ -49,7 +49,7 @@ extension ManagerConfiguration {
         "storage.url", "storage.password_file", "storage.ca_file", "storage.pool_size", "storage.keep_expired",
         "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.window",
         "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address", "limits.trusted_proxies",
-        "registration.open",
+        "registration.open", "metrics.listen",
     ]
 
     mutating func readDeployment(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
@@ -74,6 +74,10 @@ extension ManagerConfiguration {
             postgreSQL?.poolSize = try file.integer("storage.pool_size", in: 1...200) ?? 10
         case let other:
             throw fail("storage.driver", "is '\(other.prefix(40))'; use sqlite or postgresql")
+        }
+        if let listen = file.string("metrics.listen") {
+            guard let address = Self.listenAddress(listen) else { throw fail("metrics.listen", "must be HOST:PORT, for example 127.0.0.1:9464") }
+            metricsListen = address
         }
         keepExpiredMilliseconds = try file.milliseconds("storage.keep_expired", in: 0...(30 * 86_400_000)) ?? keepExpiredMilliseconds
         limits.readTimeoutMilliseconds = try file.milliseconds("limits.read_timeout", in: 500...300_000) ?? limits.readTimeoutMilliseconds

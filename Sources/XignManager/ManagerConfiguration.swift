@@ -61,6 +61,8 @@ public struct ManagerConfiguration: Sendable {
     /// The address clients reach; goes into the activation data. Defaults to http://listenHost:listenPort.
     public var publicURL: ManagerURL?
     public var tls: TLS?
+    /// Where /metrics (Prometheus text) is served, apart from the API; off when nil.
+    public var metricsListen: (host: String, port: Int)?
     /// The SQLite file; unused when `postgreSQL` is set.
     public var databasePath = "/var/lib/xign-manager/manager.sqlite"
     public var postgreSQL: PostgreSQL?
@@ -124,6 +126,14 @@ public struct ManagerConfiguration: Sendable {
         return (try? ManagerURL("\(tls == nil ? "http" : "https")://\(host):\(listenPort)")) ?? .localDefault
     }
 
+    /// HOST:PORT (an IPv6 host in brackets), with a host a URL can name; nil otherwise.
+    static func listenAddress(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        let host = String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        guard (try? ManagerURL("http://\(host.contains(":") ? "[\(host)]" : host):\(max(port, 1))")) != nil else { return nil }
+        return (host, port)
+    }
+
     static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName]
 
     public init(file: ConfigFile) throws {
@@ -144,14 +154,8 @@ public struct ManagerConfiguration: Sendable {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
         }
         if let listen = file.string("server.listen") {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
-                throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440")
-            }
-            listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-            listenPort = port
-            guard (try? ManagerURL("http://\(listenHost.contains(":") ? "[\(listenHost)]" : listenHost):\(max(port, 1))")) != nil else {
-                throw fail("server.listen", "names an invalid host '\(listenHost.prefix(40))'")
-            }
+            guard let address = Self.listenAddress(listen) else { throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440") }
+            (listenHost, listenPort) = address
         }
         if let url = file.string("server.public_url") {
             do { publicURL = try ManagerURL(url) } catch { throw fail("server.public_url", "is not valid: \(error)") }

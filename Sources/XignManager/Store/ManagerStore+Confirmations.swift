@@ -34,9 +34,11 @@ extension ManagerStore {
         return (try row.decode(column: "id", as: String.self), try row.decode(column: "confirmations_blocked_until", as: Int64.self))
     }
 
-    func pendingConfirmationCount(accountId: String, now: Int64) async throws -> Int {
-        try await sql.raw("""
-            SELECT COUNT(*) AS n FROM confirmations WHERE account_id = \(bind: accountId) AND state = 'pending' AND expires_at > \(bind: now)
+    /// Pending confirmations of one account, or of all with nil.
+    func pendingConfirmationCount(accountId: String?, now: Int64) async throws -> Int {
+        let account = accountId.map { SQLQueryString("account_id = \(bind: $0) AND") } ?? SQLQueryString("")
+        return try await sql.raw("""
+            SELECT COUNT(*) AS n FROM confirmations WHERE \(account) state = 'pending' AND expires_at > \(bind: now)
             """).first()?.decode(column: "n", as: Int.self) ?? 0
     }
 

@@ -1,0 +1,48 @@
+import Hummingbird
+import Metrics
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+
+/// What the manager counts, through swift-metrics. Without `metrics.listen` no backend is bootstrapped and
+/// these cost nothing; with it, `MetricsServer` exports them with the HTTP latencies in the Prometheus format.
+enum ManagerMetrics {
+    enum LoginResult: String {
+        case success
+        case wrongPIN = "wrong_pin"
+        /// Refused unchecked: a lockout was in force.
+        case locked
+    }
+
+    static func login(_ result: LoginResult) {
+        Counter(label: "xign_logins_total", dimensions: [("result", result.rawValue)]).increment()
+    }
+
+    static func lockout() { Counter(label: "xign_lockouts_total").increment() }
+}
+
+/// GET /metrics on its own address, so the API's port never exposes it.
+enum MetricsServer {
+    /// Bootstraps swift-metrics (once per process) and builds the exporter.
+    static func make(manager: IdentityManager, host: String, port: Int) -> some Service {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let pending = Gauge(label: "xign_confirmations_pending")
+        let router = Router()
+        router.get("/metrics") { _, _ -> Response in
+            pending.record(try await manager.pendingConfirmationCount())
+            var text = [UInt8]()
+            text.reserveCapacity(16 * 1024)
+            registry.emit(into: &text)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in
+                manager.logger.notice("metrics at http://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)/metrics")
+            },
+            logger: manager.logger
+        )
+    }
+}
