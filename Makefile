@@ -24,7 +24,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test demo bench package package-test clean
+.PHONY: all deps build pam install test demo bench bench-manager package package-test clean
 
 all: build
 
@@ -59,6 +59,12 @@ demo: build pam
 bench: deps pam
 	$(SWIFT) build -c release
 	TSS2_LOG=all+none "$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+
+# Complete logins per second against xign-manager (SQLite, PostgreSQL) and privacyIDEA from PyPI, BENCH_SECONDS per run.
+BENCH_SECONDS ?= 10
+bench-manager: deps
+	$(SWIFT) build -c release
+	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" manager $(BENCH_SECONDS)
 
 package: deps
 	@missing=$$(for p in $(PACKAGE_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \

@@ -90,7 +90,8 @@ let package = Package(
             dependencies: ["XignManager", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // `make bench`: figures, never timed tests.
-        .executableTarget(name: "xign-bench", dependencies: ["XignCore", "XignDevice"]),
+        // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
+        .executableTarget(name: "xign-bench", dependencies: ["XignCore", "XignDevice", "XignTestSupport"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
         .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto", "XignDaemon"], path: "Tests/XignTestSupport"),

@@ -55,7 +55,8 @@ extension IdentityManager {
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
-        let start = try await countingLockedLogins { try await database.transaction { store -> AuthenticationStartMessage in
+        // Unsynced: a start lost in a power cut only makes the client start again.
+        let start = try await countingLockedLogins { try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
             let device = try await Self.enrolledDevice(request.deviceId, in: store)
             if requireHardware && device.keyKind == .software {
                 throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")

@@ -14,7 +14,7 @@ extension IdentityManager {
     public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
         guard request.hostId.utf8.count <= 64 else { throw ManagerError.badRequest("hostId is too long") }
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
-        try await database.transaction { store in
+        try await database.transaction(durability: .unsynced) { store in
             guard try await store.host(id: request.hostId) != nil else { throw Self.unknownHost }
             try await store.insertHostChallenge(challenge, hostId: request.hostId)
         }

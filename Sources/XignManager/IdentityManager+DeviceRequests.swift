@@ -7,7 +7,7 @@ extension IdentityManager {
     public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
         guard request.deviceId.utf8.count <= 64 else { throw ManagerError.badRequest("deviceId is too long") }
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
-        try await database.transaction { store in
+        try await database.transaction(durability: .unsynced) { store in
             guard try await store.device(request.deviceId) != nil else {
                 throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
             }

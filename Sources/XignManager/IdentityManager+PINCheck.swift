@@ -51,6 +51,7 @@ extension IdentityManager {
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
         while true {
+            // Synced, though nothing is answered before the verdict: it may charge a check a crash cut off.
             let claim = try await database.transaction { store -> Claim in
                 var activation = try admit(try await store.activation(id: activationId))
                 guard activation.state != "revoked" else {

@@ -32,6 +32,10 @@ struct Bench {
     }
 
     static func main() throws {
+        if CommandLine.arguments.dropFirst().first == "manager" {
+            let seconds = CommandLine.arguments.dropFirst(2).first.flatMap(Double.init) ?? 10
+            return try ManagerBench.run(seconds: seconds)
+        }
         let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -71,7 +75,7 @@ struct Bench {
             throw XignSdkError(.invalidInput, "no mail for \(email)")
         }
 
-        print("xign bench: manager on \(url), default PIN hashing (60000 PBKDF2 iterations), \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("xign bench: manager on \(url), default PIN hashing (10000 PBKDF2 iterations), \(ProcessInfo.processInfo.activeProcessorCount) cores")
         _ = try measure("warm-up", runs: 20) { _ in _ = try http.send("GET", to: url, path: APIPath.health) }
         let floor = try measure("GET /health (floor)", runs: 300) { _ in _ = try http.send("GET", to: url, path: APIPath.health) }
         let parameters = try measure("registration parameters", runs: 200) { _ in _ = try sdk.registry.initializationSynchronous(url: url) }
@@ -120,8 +124,8 @@ struct Bench {
         let jws = try JWS.sign(payload: message, header: JWS.Header(typ: "t", kid: try key.publicKey.fingerprint), with: key)
         let publicKey = try key.publicKey
         let verifying = try measure("client: JWS ES256 verify", runs: 200) { _ in _ = try JWS.verify(jws, expectedType: "t", key: publicKey) }
-        let hashing = try measure("manager: PIN verifier (PBKDF2 60000 + HMAC)", runs: 20) { _ in
-            _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 60_000)
+        let hashing = try measure("manager: PIN verifier (PBKDF2 10000 + HMAC)", runs: 50) { _ in
+            _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 10_000)
         }
         var steps = [
             Figure(name: "round trip 1: start", milliseconds: starts),

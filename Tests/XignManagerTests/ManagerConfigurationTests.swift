@@ -15,6 +15,8 @@ import XignProtocol
         #expect(sample.limits == defaults.limits)
         #expect(sample.keepExpiredMilliseconds == defaults.keepExpiredMilliseconds)
         #expect(sample.registrationIsOpen && sample.tls == nil && sample.postgreSQL == nil)
+        #expect(sample.pinHashIterations == defaults.pinHashIterations && sample.pinPepperKind == .file && sample.tcti == defaults.tcti)
+        #expect(sample.auditKeepMilliseconds == defaults.auditKeepMilliseconds && sample.metricsListen == nil)
     }
 
     @Test func categoriesAndTheirAttributesAreConfigurable() throws {
@@ -36,6 +38,9 @@ import XignProtocol
         ("[pin]\nmin_length = 9\nmax_length = 6\n", "pin.min_length must not exceed pin.max_length"),
         ("[registration]\ncategories = email\ncategory.email.attributes = email!, shoeSize\n", "names 'shoeSize'"),
         ("[storage]\ndriver = mysql\n", "storage.driver is 'mysql'; use sqlite or postgresql"),
+        ("[metrics]\nlisten = 9464\n", "metrics.listen must be HOST:PORT"),
+        ("[audit]\nkeep = 10m\n", "audit.keep must be a duration"),
+        ("[pin]\nhash_iterations = 500\n", "pin.hash_iterations must be a whole number from 1000"),
         ("[storage]\ndriver = postgresql\n", "storage.driver postgresql needs storage.url"),
         ("[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n", "storage.url holds a password; put it in storage.password_file"),
         ("[storage]\ndriver = postgresql\nurl = postgres://xign@db/xign?sslmode=require\n", "use verify-full"),

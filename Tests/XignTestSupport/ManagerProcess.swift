@@ -111,6 +111,9 @@ public final class ManagerProcess: @unchecked Sendable {
         }
     }
 
+    /// The running server's process id.
+    public var pid: Int32? { process?.pid }
+
     /// Kills the server with SIGKILL, as a crash or a power cut would from the server's point of view.
     public func kill() {
         process?.kill()

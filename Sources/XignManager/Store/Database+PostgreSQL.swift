@@ -114,12 +114,13 @@ final class PostgreSQLPool: Sendable {
     }
 
     /// One SERIALIZABLE transaction, run again (after a short random pause) when PostgreSQL reports a conflict.
-    func serializableTransaction<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+    func serializableTransaction<T: Sendable>(_ durability: Database.Durability, logger: Logger,
+                                              _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
                 return try await withLease { connection in
-                    try await Database.inTransaction(connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger, body)
+                    try await Database.inTransaction(connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
                 }
             } catch let error as PSQLError where Self.isConflict(error) && attempt < Self.maximumAttempts {
                 attempt += 1

@@ -52,24 +52,42 @@ public final class Database: Sendable {
         }
     }
 
+    /// Whether a commit must be on disk before the answer. Most must: lockout charges and PIN check claims, used
+    /// challenges and codes, accounts and activations, the audit. A write whose loss in a power cut only makes the
+    /// user start again, and tells an attacker nothing, need not wait for the disk: a new login's challenge, a signed
+    /// request's challenge. A later synced commit takes the earlier ones with it.
+    public enum Durability: Sendable {
+        case synced
+        case unsynced
+    }
+
     /// Runs `body` in one transaction and returns once it committed. `body` may run more than once on PostgreSQL,
     /// so it does nothing outside the database but log.
-    public func transaction<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
         switch backend {
         case .sqlite(let connection, let lock):
             return try await lock.withLock {
-                try await Self.inTransaction(connection.sql(), begin: "BEGIN IMMEDIATE", logger: logger, body)
+                let sql = connection.sql()
+                // In WAL mode, NORMAL commits without fsync; the next FULL commit syncs the log, this one included.
+                guard durability == .unsynced else { return try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body) }
+                try await sql.raw("PRAGMA synchronous=NORMAL").run()
+                let result: Result<T, any Error>
+                do { result = .success(try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body)) } catch { result = .failure(error) }
+                // Back to FULL before the lock goes, whatever happened: the next transaction may be one that must be synced.
+                try await sql.raw("PRAGMA synchronous=FULL").run()
+                return try result.get()
             }
         case .postgreSQL(let pool):
-            return try await pool.serializableTransaction(logger: logger, body)
+            return try await pool.serializableTransaction(durability, logger: logger, body)
         }
     }
 
     static func inTransaction<T: Sendable>(
-        _ sql: any SQLDatabase, begin: String, logger: Logger, _ body: @Sendable (ManagerStore) async throws -> T
+        _ sql: any SQLDatabase, begin: String, durability: Durability = .synced, logger: Logger, _ body: @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
         try await sql.raw(SQLQueryString(begin)).run()
         do {
+            if durability == .unsynced { try await sql.raw("SET LOCAL synchronous_commit = off").run() }
             let result = try await body(ManagerStore(sql: sql))
             try await sql.raw("COMMIT").run()
             return result

@@ -1,0 +1,238 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+import XignCore
+import XignProtocol
+import XignTestSupport
+
+/// `make bench-manager`: complete logins per second against xign-manager (SQLite and PostgreSQL) from 1, 8 and 32
+/// concurrent clients, and privacyIDEA answering /validate/check under the same load generator in the same run.
+enum ManagerBench {
+    static let pin = "24680"
+    static let concurrencies = [1, 8, 32]
+    /// Enough clients for the highest concurrency, each with its own enrolment, as many users on many machines.
+    static let clientCount = 32
+
+    struct Load {
+        var operations = 0
+        var failures: [String] = []
+        var latencies: [Double] = []
+        var seconds = 0.0
+        var perSecond: Double { Double(operations) / seconds }
+        func percentile(_ p: Double) -> Double {
+            let sorted = latencies.sorted()
+            return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
+        }
+    }
+
+    struct Row {
+        var system: String
+        var clients: Int
+        var load: Load
+        var rssKiB: Int
+    }
+
+    static func run(seconds: Double) throws {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        print("xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)")
+        print("A login is what pam_xign does: start, finish with the device signature and the PIN, authorization code, token (4 HTTP requests).")
+        var rows: [Row] = []
+        for database in TestDatabase.allCases {
+            let manager = try ManagerProcess(config: config, database: database)
+            defer { manager.stop() }
+            let clients = try enrol(clientCount, at: manager)
+            for n in concurrencies {
+                let load = try drive(clients: n, seconds: seconds) { try clients[$0].login() }
+                rows.append(Row(system: "xign-manager, \(database == .sqlite ? "SQLite" : "PostgreSQL")", clients: n, load: load, rssKiB: rss(manager.pid)))
+                report(rows.last!)
+            }
+        }
+        for cost in ["default", "pbkdf2"] {
+            let peer = try PrivacyIDEA(cost: cost, workers: cores)
+            defer { peer.stop() }
+            for n in concurrencies {
+                let load = try drive(clients: n, seconds: seconds) { _ in try peer.check() }
+                rows.append(Row(system: cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000",
+                                clients: n, load: load, rssKiB: peer.rssKiB()))
+                report(rows.last!)
+            }
+        }
+        print("\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0) + "clients   logins/s   p50 ms    p99 ms    RSS MiB   failures")
+        for row in rows {
+            print(row.system.padding(toLength: 43, withPad: " ", startingAt: 0)
+                  + String(format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %d", row.clients, row.load.perSecond, row.load.percentile(0.5),
+                           row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.load.failures.count))
+        }
+        print("\nRatio of logins per second, xign-manager on SQLite to privacyIDEA, at the same concurrency:")
+        for n in concurrencies {
+            guard let ours = rows.first(where: { $0.system.hasSuffix("SQLite") && $0.clients == n }) else { continue }
+            let peers = rows.filter { $0.system.hasPrefix("privacyIDEA") && $0.clients == n }
+            print("  \(n) client\(n == 1 ? "" : "s"): " + peers.map { String(format: "%.1f× %@", ours.load.perSecond / $0.load.perSecond, $0.system) }.joined(separator: ", "))
+        }
+        if let failed = rows.first(where: { !$0.load.failures.isEmpty }) {
+            print("\nfirst failure (\(failed.system), \(failed.clients) clients): \(failed.load.failures[0])")
+        }
+    }
+
+    static func report(_ row: Row) {
+        print(String(format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms", row.system, row.clients, row.load.perSecond,
+                     row.load.percentile(0.5), row.load.percentile(0.99)))
+    }
+
+    /// Defaults, but limits the bench's own registrations would reach.
+    static let config = """
+        [limits]
+        registrations_per_address = 100000
+        decrypts_per_address = 100000
+        connections_per_address = 10000
+        """
+
+    /// One enrolled user on one machine: its own SDK and state, as pam_xign sees it. Each is driven by one thread only.
+    struct Client: @unchecked Sendable {
+        let sdk: XignSdk
+        let idmIdentifier: String
+        let user: String
+
+        func login() throws {
+            let authenticator = sdk.authenticator
+            let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: idmIdentifier, service: "pam", host: "bench", localUser: user)
+            let request = try authenticator.startAuthenticationSynchronous(data: data)
+            request.setSelection(request.roles[0])
+            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+                throw XignSdkError(.invalidManagerResponse, "attributes not confirmed")
+            }
+            try information.sign(factor: DeviceFactor())
+            try information.sign(factor: PinFactor(ManagerBench.pin))
+            guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+                throw XignSdkError(.invalidManagerResponse, "the login did not end in serviceLogin")
+            }
+            _ = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
+        }
+    }
+
+    static func enrol(_ count: Int, at manager: ManagerProcess) throws -> [Client] {
+        try (0..<count).map { index in
+            var configuration = ClientConfiguration()
+            configuration.stateDirectory = manager.directory.file("state\(index)")
+            configuration.deviceKey = .software
+            let user = "bench\(index)", email = "bench\(index)@example.org"
+            let sdk = try XignSdk(configuration: configuration, localUser: user)
+            let parameters = try sdk.registry.initializationSynchronous(url: manager.url)
+            parameters.pinSpec.setPin(pin)
+            parameters.selection?.info.email?.setValue(value: email)
+            _ = try sdk.registry.registerSynchronous(data: parameters)
+            let mail = try PersonalizationInitializationData(parsingMail: try String(contentsOfFile: try manager.mailPath(for: email), encoding: .utf8))
+            guard case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: mail, pin: pin) else {
+                throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
+            }
+            let result = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
+            return Client(sdk: sdk, idmIdentifier: result.idmIdentifier, user: user)
+        }
+    }
+
+    /// `clients` threads run `operation` back to back for a warm-up second and then `seconds`; only the latter count.
+    static func drive(clients: Int, seconds: Double, _ operation: @escaping @Sendable (Int) throws -> Void) throws -> Load {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let measureFrom = start + 1_000_000_000, end = measureFrom + UInt64(seconds * 1e9)
+        let results = Mutex([Load]())
+        let group = DispatchGroup()
+        for client in 0..<clients {
+            group.enter()
+            Thread.detachNewThread {
+                var load = Load()
+                while true {
+                    let began = DispatchTime.now().uptimeNanoseconds
+                    guard began < end else { break }
+                    do { try operation(client) } catch { load.failures.append("\(error)") }
+                    let finished = DispatchTime.now().uptimeNanoseconds
+                    if began >= measureFrom, finished <= end {
+                        load.operations += 1
+                        load.latencies.append(Double(finished - began) / 1_000_000)
+                    }
+                }
+                results.withLock { $0.append(load) }
+                group.leave()
+            }
+        }
+        group.wait()
+        var total = Load()
+        total.seconds = seconds
+        for load in results.withLock({ $0 }) {
+            total.operations += load.operations
+            total.latencies += load.latencies
+            total.failures += load.failures
+        }
+        return total
+    }
+
+    /// The resident set of a process and its children, in KiB.
+    static func rss(_ pid: Int32?) -> Int {
+        guard let pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+}
+
+/// privacyIDEA from PyPI in a venv the bench keeps under .build-bench, on SQLite, served by gunicorn with one
+/// worker per core, with one user whose spass token is a PIN alone.
+final class PrivacyIDEA: @unchecked Sendable {
+    static let venv = FileManager.default.currentDirectoryPath + "/.build-bench/privacyidea-venv"
+    let directory = TemporaryDirectory()
+    let url: ManagerURL
+    private let server: ChildProcess
+
+    init(cost: String, workers: Int) throws {
+        let python = Self.venv + "/bin/python"
+        if !FileManager.default.isExecutableFile(atPath: Self.venv + "/bin/gunicorn") {
+            print("installing privacyIDEA 3.14 and gunicorn from PyPI into \(Self.venv) …")
+            try Self.check(ChildProcess("/usr/bin/python3", ["-m", "venv", Self.venv], in: directory).wait(timeout: 300))
+            try Self.check(ChildProcess(Self.venv + "/bin/pip", ["install", "-q", "privacyidea==3.14", "gunicorn"], in: directory).wait(timeout: 1200))
+        }
+        let setup = FileManager.default.currentDirectoryPath + "/bench/privacyidea_setup.py"
+        try Self.check(ChildProcess(python, [setup, directory.path, cost, ManagerBench.pin], in: directory).wait(timeout: 300))
+        let app = "privacyidea.app:create_app(config_name='production', config_file='\(directory.path)/pi.cfg', silent=True)"
+        server = try ChildProcess(Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", app], in: directory)
+        var port = 0
+        let deadline = Date().addingTimeInterval(60)
+        while port == 0 {
+            let log = (try? String(contentsOfFile: server.stderrPath, encoding: .utf8)) ?? ""
+            if let match = log.range(of: #"Listening at: http://127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                port = Int(log[match].split(separator: ":").last ?? "") ?? 0
+            }
+            if let result = server.poll() { throw TestFailure("gunicorn exited with \(result.status): \(result.stderr.suffix(600))") }
+            guard Date() < deadline else { throw TestFailure("privacyIDEA did not start") }
+            usleep(50_000)
+        }
+        url = try ManagerURL("http://127.0.0.1:\(port)")
+        // The workers boot lazily; wait until one answers.
+        while (try? check()) == nil, Date() < deadline { usleep(100_000) }
+    }
+
+    private static func check(_ result: ChildProcess.Result) throws {
+        guard result.status == 0 else { throw TestFailure("privacyIDEA setup failed: \(result.stderr.suffix(800))") }
+    }
+
+    private static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeoutMilliseconds = 120_000
+        return HTTPClient(configuration: configuration)
+    }()
+
+    /// One /validate/check of the user's PIN; throws unless it is accepted.
+    func check() throws {
+        let response = try Self.client.send("POST", to: url, path: "/validate/check", body: Data("user=bench&realm=bench&pass=\(ManagerBench.pin)".utf8),
+                                            headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        let text = String(decoding: response.body, as: UTF8.self)
+        guard response.status == 200, text.contains("\"value\": true") else { throw TestFailure("privacyIDEA answered \(response.status): \(text.prefix(200))") }
+    }
+
+    /// gunicorn's master and its workers together.
+    func rssKiB() -> Int {
+        let children = (try? String(contentsOfFile: "/proc/\(server.pid)/task/\(server.pid)/children", encoding: .utf8)) ?? ""
+        return ([server.pid] + children.split(separator: " ").compactMap { Int32($0) }).reduce(0) { $0 + ManagerBench.rss($1) }
+    }
+
+    func stop() { server.stop() }
+}
