@@ -74,16 +74,22 @@ public func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
 
 /// base64url without padding (RFC 4648 §5), as JWS and our payloads use it.
 public enum Base64URL {
+    // Byte by byte: String.replacing was a twentieth of the manager's CPU per login.
     public static func encode(_ data: Data) -> String {
-        data.base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
+        var bytes = [UInt8](data.base64EncodedData())
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        for i in bytes.indices {
+            if bytes[i] == UInt8(ascii: "+") { bytes[i] = UInt8(ascii: "-") } else if bytes[i] == UInt8(ascii: "/") { bytes[i] = UInt8(ascii: "_") }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Returns nil for anything outside the base64url alphabet, including padding and whitespace.
     public static func decode(_ text: String) -> Data? {
         guard text.utf8.allSatisfy({ isAlphabet($0) }), text.utf8.count % 4 != 1 else { return nil }
-        var base64 = text.replacing("-", with: "+").replacing("_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        return Data(base64Encoded: base64)
+        var bytes = text.utf8.map { $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0 }
+        bytes += [UInt8](repeating: UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4)
+        return Data(base64Encoded: Data(bytes))
     }
 
     static func isAlphabet(_ byte: UInt8) -> Bool {

@@ -34,7 +34,8 @@ struct Bench {
     static func main() throws {
         if CommandLine.arguments.dropFirst().first == "manager" {
             let seconds = CommandLine.arguments.dropFirst(2).first.flatMap(Double.init) ?? 10
-            return try ManagerBench.run(seconds: seconds)
+            let only = Set(CommandLine.arguments.dropFirst(3))
+            return try ManagerBench.run(seconds: seconds, only: only.isEmpty ? ["sqlite", "postgresql", "privacyidea"] : only)
         }
         let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path
@@ -43,7 +44,9 @@ struct Bench {
 
         let manager = Process()
         manager.executableURL = URL(fileURLWithPath: bin + "/xign-manager")
-        manager.arguments = ["serve", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port"]
+        // Defaults, but rate limits the bench's own registrations from one address would reach.
+        try ManagerBench.config.write(toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
+        manager.arguments = ["serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port"]
         manager.standardOutput = FileHandle.nullDevice
         manager.standardError = FileHandle.nullDevice
         try manager.run()

@@ -32,38 +32,68 @@ enum ManagerBench {
         var clients: Int
         var load: Load
         var rssKiB: Int
+        /// CPU time per login of the server's processes and of the load generator (this process).
+        var serverCPU: Double
+        var clientCPU: Double
     }
 
-    static func run(seconds: Double) throws {
+    /// CPU seconds (user + system) a process and its waited-for children used so far, from /proc.
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the name: state is field 3, utime 14, stime 15.
+        let ticks = [11, 12].compactMap { fields.count > $0 ? Double(fields[$0]) : nil }.reduce(0, +)
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// `drive`, with the CPU time the server processes (`pids()`) and this process spent per completed operation.
+    static func measured(_ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int,
+                         _ operation: @escaping @Sendable (Int) throws -> Void) throws -> Row {
+        let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid())
+        let load = try drive(clients: clients, seconds: seconds, operation)
+        let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid())
+        // The CPU covers the warm-up second and the requests still running at the end, so it is divided by the
+        // operations of the whole run, estimated from the rate.
+        let operations = max(1, load.perSecond * (seconds + 1))
+        let row = Row(system: system, clients: clients, load: load, rssKiB: rss(),
+                      serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000)
+        report(row)
+        return row
+    }
+
+    /// `only` limits the run to some of sqlite, postgresql and privacyidea.
+    static func run(seconds: Double, only: Set<String>) throws {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         print("xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)")
         print("A login is what pam_xign does: start, finish with the device signature and the PIN, authorization code, token (4 HTTP requests).")
+        print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
-        for database in TestDatabase.allCases {
+        if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
+        for database in TestDatabase.allCases where only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             let manager = try ManagerProcess(config: config, database: database)
             defer { manager.stop() }
             let clients = try enrol(clientCount, at: manager)
+            let system = "xign-manager, \(database == .sqlite ? "SQLite" : "PostgreSQL")"
             for n in concurrencies {
-                let load = try drive(clients: n, seconds: seconds) { try clients[$0].login() }
-                rows.append(Row(system: "xign-manager, \(database == .sqlite ? "SQLite" : "PostgreSQL")", clients: n, load: load, rssKiB: rss(manager.pid)))
-                report(rows.last!)
+                rows.append(try measured(system, clients: n, seconds: seconds, server: { manager.pid.map { [$0] } ?? [] }, rss: { rss(manager.pid) }) {
+                    try clients[$0].login()
+                })
             }
         }
-        for cost in ["default", "pbkdf2"] {
+        for cost in ["default", "pbkdf2"] where only.contains("privacyidea") {
             let peer = try PrivacyIDEA(cost: cost, workers: cores)
             defer { peer.stop() }
+            let system = cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000"
             for n in concurrencies {
-                let load = try drive(clients: n, seconds: seconds) { _ in try peer.check() }
-                rows.append(Row(system: cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000",
-                                clients: n, load: load, rssKiB: peer.rssKiB()))
-                report(rows.last!)
+                rows.append(try measured(system, clients: n, seconds: seconds, server: { peer.pids }, rss: { peer.rssKiB() }) { _ in try peer.check() })
             }
         }
-        print("\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0) + "clients   logins/s   p50 ms    p99 ms    RSS MiB   failures")
+        print("\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0)
+              + "clients   logins/s   p50 ms    p99 ms    RSS MiB   server CPU ms/login   client CPU ms/login   failures")
         for row in rows {
             print(row.system.padding(toLength: 43, withPad: " ", startingAt: 0)
-                  + String(format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %d", row.clients, row.load.perSecond, row.load.percentile(0.5),
-                           row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.load.failures.count))
+                  + String(format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %19.2f   %19.2f   %d", row.clients, row.load.perSecond, row.load.percentile(0.5),
+                           row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.serverCPU, row.clientCPU, row.load.failures.count))
         }
         print("\nRatio of logins per second, xign-manager on SQLite to privacyIDEA, at the same concurrency:")
         for n in concurrencies {
@@ -77,8 +107,9 @@ enum ManagerBench {
     }
 
     static func report(_ row: Row) {
-        print(String(format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms", row.system, row.clients, row.load.perSecond,
-                     row.load.percentile(0.5), row.load.percentile(0.99)))
+        print(String(format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms", row.system, row.clients,
+                     row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU))
+        fflush(nil)  // each figure as it is measured, also into a file or a pipe
     }
 
     /// Defaults, but limits the bench's own registrations would reach.
@@ -132,7 +163,8 @@ enum ManagerBench {
         }
     }
 
-    /// `clients` threads run `operation` back to back for a warm-up second and then `seconds`; only the latter count.
+    /// `clients` threads run `operation` back to back for a warm-up second and then `seconds`; what completes in
+    /// those `seconds` counts.
     static func drive(clients: Int, seconds: Double, _ operation: @escaping @Sendable (Int) throws -> Void) throws -> Load {
         let start = DispatchTime.now().uptimeNanoseconds
         let measureFrom = start + 1_000_000_000, end = measureFrom + UInt64(seconds * 1e9)
@@ -145,9 +177,14 @@ enum ManagerBench {
                 while true {
                     let began = DispatchTime.now().uptimeNanoseconds
                     guard began < end else { break }
-                    do { try operation(client) } catch { load.failures.append("\(error)") }
+                    let failure: String?
+                    do { try operation(client); failure = nil } catch { failure = "\(error)" }
                     let finished = DispatchTime.now().uptimeNanoseconds
-                    if began >= measureFrom, finished <= end {
+                    // What completes inside the window counts, however long it queued: a slow server's throughput.
+                    guard finished >= measureFrom, finished <= end else { continue }
+                    if let failure {
+                        load.failures.append(failure)
+                    } else {
                         load.operations += 1
                         load.latencies.append(Double(finished - began) / 1_000_000)
                     }
@@ -222,17 +259,19 @@ final class PrivacyIDEA: @unchecked Sendable {
 
     /// One /validate/check of the user's PIN; throws unless it is accepted.
     func check() throws {
-        let response = try Self.client.send("POST", to: url, path: "/validate/check", body: Data("user=bench&realm=bench&pass=\(ManagerBench.pin)".utf8),
-                                            headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        let response = try Self.client.send("POST", to: url, path: "/validate/check",
+                                            body: Data(#"{"user": "bench", "realm": "bench", "pass": "\#(ManagerBench.pin)"}"#.utf8))
         let text = String(decoding: response.body, as: UTF8.self)
         guard response.status == 200, text.contains("\"value\": true") else { throw TestFailure("privacyIDEA answered \(response.status): \(text.prefix(200))") }
     }
 
-    /// gunicorn's master and its workers together.
-    func rssKiB() -> Int {
+    /// gunicorn's master and its workers.
+    var pids: [Int32] {
         let children = (try? String(contentsOfFile: "/proc/\(server.pid)/task/\(server.pid)/children", encoding: .utf8)) ?? ""
-        return ([server.pid] + children.split(separator: " ").compactMap { Int32($0) }).reduce(0) { $0 + ManagerBench.rss($1) }
+        return [server.pid] + children.split(separator: " ").compactMap { Int32($0) }
     }
+
+    func rssKiB() -> Int { pids.reduce(0) { $0 + ManagerBench.rss($1) } }
 
     func stop() { server.stop() }
 }

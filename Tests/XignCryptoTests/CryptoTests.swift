@@ -66,6 +66,14 @@ import XignCrypto
         #expect(Base64URL.decode("-_8") == Data([0xFB, 0xFF]))
         #expect(Base64URL.decode("ab=") == nil)
         #expect(Base64URL.decode("a b") == nil)
+        // Every length and every byte value round-trips, and matches base64 with the URL alphabet and no padding.
+        for length in 0..<70 {
+            let data = Data((0..<length).map { UInt8(($0 * 37 + length * 11) % 256) })
+            let encoded = Base64URL.encode(data)
+            #expect(Base64URL.decode(encoded) == data)
+            let standard = data.base64EncodedString()
+            #expect(encoded == String(standard.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 }.filter { $0 != "=" }))
+        }
         #expect(constantTimeEquals(Data([1, 2]), Data([1, 2])))
         #expect(!constantTimeEquals(Data([1, 2]), Data([1, 3])))
         #expect(!constantTimeEquals(Data([1, 2]), Data([1, 2, 3])))

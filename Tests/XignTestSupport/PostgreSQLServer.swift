@@ -3,7 +3,8 @@ import Foundation
 /// A throwaway PostgreSQL cluster for the tests, from Debian's postgresql package: initdb and pg_ctl in a temp
 /// dir, run as `nobody` when the tests run as root (PostgreSQL refuses root), on 127.0.0.1 with a password, so the
 /// manager's `password_file` path is the one used. One cluster per test process, stopped when it exits; each
-/// caller gets a database of its own. Durability settings are off: the tests kill managers, never PostgreSQL.
+/// caller gets a database of its own. Durability settings are off for the tests (they kill managers, never
+/// PostgreSQL) and on for `make bench-manager`, whose figures must be what a production cluster pays.
 public final class PostgreSQLServer: @unchecked Sendable {
     public let port: Int
     /// The manager's copy of the password (0600, owned by the test user).
@@ -19,15 +20,15 @@ public final class PostgreSQLServer: @unchecked Sendable {
     /// Stops the cluster once the test process is gone, however it ends (atexit handlers do not run under `swift test`).
     private var watchdog: ChildProcess?
 
-    /// The cluster of this test process, started at the first call.
-    public static func shared() throws -> PostgreSQLServer {
+    /// The cluster of this process, started at the first call, which decides whether it syncs commits to disk.
+    public static func shared(durable: Bool = false) throws -> PostgreSQLServer {
         lock.lock()
         defer { lock.unlock() }
-        if started == nil { started = Result { try PostgreSQLServer() } }
+        if started == nil { started = Result { try PostgreSQLServer(durable: durable) } }
         return try started!.get()
     }
 
-    private init() throws {
+    private init(durable: Bool) throws {
         binaries = try Self.findBinaries()
         directory = TemporaryDirectory()
         chmod(directory.path, 0o755)
@@ -50,7 +51,8 @@ public final class PostgreSQLServer: @unchecked Sendable {
         port = try LoopbackSocket.unusedPort()
         let data = cluster + "/data"
         try run("initdb", ["-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], asRoot)
-        let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300"
+            + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             + " -c ssl=on -c ssl_cert_file=\(serverCertificate) -c ssl_key_file=\(serverKey)"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
         // SIGQUIT is PostgreSQL's immediate shutdown; the watchdog sends it when this process has exited, then removes the cluster.
