@@ -11,6 +11,7 @@ import sys
 
 directory, cost, pin = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(directory, exist_ok=True)
+os.chdir(directory)  # pi-manage logs into its working directory before it reads PI_LOGFILE
 config = os.path.join(directory, "pi.cfg")
 lines = [
     f"SQLALCHEMY_DATABASE_URI = 'sqlite:///{directory}/privacyidea.sqlite'",

@@ -78,7 +78,11 @@ public final class IdentityManager: Sendable {
             try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
             for (kind, check) in identity.checks {
                 let setting = Self.pepperCheckSetting(kind)
-                if try await store.setting(setting) == nil { try await store.setSetting(setting, to: check) }
+                switch try await store.setting(setting) {
+                case nil: try await store.setSetting(setting, to: check)
+                case check: break
+                default: throw ManagerError.internalFailure("another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here")
+                }
             }
         }
         return secrets

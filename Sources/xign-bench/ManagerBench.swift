@@ -75,7 +75,21 @@ enum ManagerBench {
             let clients = try enrol(clientCount, at: manager)
             let system = "xign-manager, \(database == .sqlite ? "SQLite" : "PostgreSQL")"
             for n in concurrencies {
-                rows.append(try measured(system, clients: n, seconds: seconds, server: { manager.pid.map { [$0] } ?? [] }, rss: { rss(manager.pid) }) {
+                let before = try serverTime(manager)
+                defer {
+                    // Where one client's login goes: the manager's own time per request, the rest is client and network.
+                    if n == 1, let after = try? serverTime(manager) {
+                        let parts = loginRoutes.map { route -> String in
+                            let seconds = (after[route]?.seconds ?? 0) - (before[route]?.seconds ?? 0)
+                            let count = (after[route]?.count ?? 0) - (before[route]?.count ?? 0)
+                            return String(format: "%@ %.2f ms", route, count > 0 ? seconds / count * 1000 : .nan)
+                        }
+                        print("    inside the manager, mean per request: " + parts.joined(separator: ", "))
+                    }
+                }
+                // On PostgreSQL the server is the manager and the cluster's processes (this bench's only cluster).
+                let server = { (manager.pid.map { [$0] } ?? []) + (database == .postgreSQL ? processes(named: "postgres") : []) }
+                rows.append(try measured(system, clients: n, seconds: seconds, server: server, rss: { rss(manager.pid) }) {
                     try clients[$0].login()
                 })
             }
@@ -112,13 +126,34 @@ enum ManagerBench {
         fflush(nil)  // each figure as it is measured, also into a file or a pipe
     }
 
-    /// Defaults, but limits the bench's own registrations would reach.
+    /// Defaults, but limits the bench's own registrations would reach; /metrics for the server's own time per request.
     static let config = """
         [limits]
         registrations_per_address = 100000
         decrypts_per_address = 100000
         connections_per_address = 10000
+        [metrics]
+        listen = 127.0.0.1:0
         """
+
+    /// The three requests of a login, as the manager's /metrics names them.
+    static let loginRoutes = [APIPath.authentications, APIPath.authenticationFinish, APIPath.token]
+
+    /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
+    static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {
+        guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://") }),
+              let start = line.range(of: "http://") else { throw TestFailure("the manager did not say where /metrics is") }
+        let url = try ManagerURL(String(line[start.lowerBound...].prefix { !$0.isWhitespace }).replacingOccurrences(of: "/metrics", with: ""))
+        let text = String(decoding: try HTTPClient().send("GET", to: url, path: "/metrics").body, as: UTF8.self)
+        var times: [String: (seconds: Double, count: Double)] = [:]
+        for sample in text.split(separator: "\n") where sample.hasPrefix("http_server_request_duration_") && sample.contains("status_code=\"200\"") {
+            guard let route = loginRoutes.first(where: { sample.contains("http_route=\"\($0)\"") }),
+                  let value = sample.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            if sample.hasPrefix("http_server_request_duration_sum") { times[route, default: (0, 0)].seconds += value }
+            if sample.hasPrefix("http_server_request_duration_count") { times[route, default: (0, 0)].count += value }
+        }
+        return times
+    }
 
     /// One enrolled user on one machine: its own SDK and state, as pam_xign sees it. Each is driven by one thread only.
     struct Client: @unchecked Sendable {
@@ -204,7 +239,15 @@ enum ManagerBench {
         return total
     }
 
-    /// The resident set of a process and its children, in KiB.
+    /// The processes whose command name is `name`.
+    static func processes(named name: String) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = Int32(entry), (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name else { return nil }
+            return pid
+        }
+    }
+
+    /// The resident set of a process, in KiB.
     static func rss(_ pid: Int32?) -> Int {
         guard let pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
@@ -230,7 +273,7 @@ final class PrivacyIDEA: @unchecked Sendable {
         let setup = FileManager.default.currentDirectoryPath + "/bench/privacyidea_setup.py"
         try Self.check(ChildProcess(python, [setup, directory.path, cost, ManagerBench.pin], in: directory).wait(timeout: 300))
         let app = "privacyidea.app:create_app(config_name='production', config_file='\(directory.path)/pi.cfg', silent=True)"
-        server = try ChildProcess(Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", app], in: directory)
+        server = try ChildProcess(Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", "--chdir", directory.path, app], in: directory)
         var port = 0
         let deadline = Date().addingTimeInterval(60)
         while port == 0 {

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import COpenSSL
 import Testing
 import XignCrypto
 
@@ -56,6 +57,23 @@ import XignCrypto
         // RFC 7914 §11: PBKDF2-HMAC-SHA256("passwd", "salt", 1), first 32 bytes.
         let derived = try PBKDF2.deriveKey(password: Data("passwd".utf8), salt: Data("salt".utf8), iterations: 1)
         #expect(derived.hex == "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc")
+        // RFC 7914 §11, 80,000 iterations.
+        let long = try PBKDF2.deriveKey(password: Data("Password".utf8), salt: Data("NaCl".utf8), iterations: 80_000)
+        #expect(long.hex == "4ddcd8f60b98be21830cee5ef22701f9641a4418d04c0414aeff08876b34ab56")
+        // And OpenSSL's own PKCS5_PBKDF2_HMAC for passwords on both sides of the 64-byte HMAC block, empty salts
+        // and iteration counts around the loop's edges.
+        for (length, iterations) in [(0, 1), (5, 2), (63, 3), (64, 10), (65, 7), (200, 1000)] {
+            let password = Data((0..<length).map { UInt8(($0 * 7 + 3) % 256) }), salt = Data((0..<(length % 40)).map { UInt8($0) })
+            var expected = [UInt8](repeating: 0, count: 32)
+            let ok = password.withUnsafeBytes { p in
+                salt.withUnsafeBytes { s in
+                    PKCS5_PBKDF2_HMAC(p.bindMemory(to: CChar.self).baseAddress, Int32(p.count), s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
+                                      Int32(iterations), EVP_sha256(), 32, &expected)
+                }
+            }
+            #expect(ok == 1)
+            #expect(try PBKDF2.deriveKey(password: password, salt: salt, iterations: iterations) == Data(expected), "password \(length) bytes, \(iterations) iterations")
+        }
         // RFC 4231 test case 2.
         let mac = HMACSHA256.authenticationCode(for: Data("what do ya want for nothing?".utf8), key: Data("Jefe".utf8))
         #expect(mac.hex == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
