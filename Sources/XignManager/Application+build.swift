@@ -33,7 +33,7 @@ public func buildApplication(
     ])
     var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager)]
     if let metrics = configuration.metricsListen {
-        services.append(MetricsServer.make(manager: manager, host: metrics.host, port: metrics.port))
+        services.append(MetricsServer.make(manager: manager, host: metrics.host, port: metrics.port, http1: http1))
     }
     let server: HTTPServerBuilder
     if let tls = configuration.tls {
