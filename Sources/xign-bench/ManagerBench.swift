@@ -65,7 +65,7 @@ enum ManagerBench {
     static func run(seconds: Double, only: Set<String>) throws {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         print("xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)")
-        print("A login is what pam_xign does: start, finish with the device signature and the PIN, authorization code, token (4 HTTP requests).")
+        print("A login is what pam_xign does, in 3 HTTP requests: start, finish with the device signature and the PIN (answered with the authorization code), token.")
         print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
         if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
