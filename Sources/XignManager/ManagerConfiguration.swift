@@ -127,7 +127,7 @@ public struct ManagerConfiguration: Sendable {
     }
 
     /// HOST:PORT (an IPv6 host in brackets), with a host a URL can name; nil otherwise.
-    static func listenAddress(_ text: String) -> (host: String, port: Int)? {
+    public static func listenAddress(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
         let host = String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         guard (try? ManagerURL("http://\(host.contains(":") ? "[\(host)]" : host):\(max(port, 1))")) != nil else { return nil }

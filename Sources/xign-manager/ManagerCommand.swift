@@ -101,11 +101,10 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         var configuration = try options.load()
         if let listen {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+            guard let address = ManagerConfiguration.listenAddress(listen) else {
                 throw ValidationError("--listen must be HOST:PORT, for example 127.0.0.1:8440")
             }
-            configuration.listenHost = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-            configuration.listenPort = port
+            (configuration.listenHost, configuration.listenPort) = address
         }
         let portFile = self.portFile
         try await options.withManager(configuration, logLevel: .info) { manager in
