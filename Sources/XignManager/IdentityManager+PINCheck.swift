@@ -116,7 +116,7 @@ extension IdentityManager {
         }
         let presented: Data
         // A right PIN under an old cost or pepper gets a verifier made the current way, written with the verdict.
-        let upgrade: (salt: Data, verifier: Data, iterations: Int, pepper: PINPepperKind)?
+        let upgrade: PINVerifier?
         do {
             (presented, upgrade) = try await NIOThreadPool.singleton.runIfActive {
                 let presented = try self.secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations, pepper: activation.pinPepper)
@@ -150,8 +150,7 @@ extension IdentityManager {
             }
             try await store.clearLockout(activationId: activation.id)
             if let upgrade {
-                try await store.replacePINVerifier(activationId: activation.id, salt: Base64URL.encode(upgrade.salt), verifier: Base64URL.encode(upgrade.verifier),
-                                                   iterations: upgrade.iterations, pepper: upgrade.pepper)
+                try await store.replacePINVerifier(activationId: activation.id, with: upgrade)
             }
             return PINVerdict(activation: activation, lockout: nil)
         }

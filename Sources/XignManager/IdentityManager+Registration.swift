@@ -135,35 +135,32 @@ extension IdentityManager {
     struct ActivationSecrets: Sendable {
         var id: String
         var secret: String
-        var pinSalt: Data
-        var pinVerifier: Data
-        var iterations: Int
-        var pepper: PINPepperKind
+        var pin: PINVerifier
 
         func record(accountId: String, alias: String, deviceId: String?) -> ManagerStore.NewActivation {
             ManagerStore.NewActivation(
                 id: id, accountId: accountId, alias: alias, secretHash: IdentityManager.hashed(secret),
-                pinSalt: Base64URL.encode(pinSalt), pinVerifier: Base64URL.encode(pinVerifier), pinIterations: iterations, pinPepper: pepper,
+                pinSalt: Base64URL.encode(pin.salt), pinVerifier: Base64URL.encode(pin.value), pinIterations: pin.iterations, pinPepper: pin.pepper,
                 deviceId: deviceId, createdAt: IdentityManager.now()
             )
         }
     }
 
     func makeActivation(pin: String) throws -> ActivationSecrets {
-        let verifier = try makePINVerifier(pin: pin)
-        return ActivationSecrets(
+        ActivationSecrets(
             id: try SecureRandom.identifier(),
             // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
             secret: Base32.encode(try SecureRandom.bytes(16)),
-            pinSalt: verifier.salt, pinVerifier: verifier.verifier, iterations: verifier.iterations, pepper: verifier.pepper
+            pin: try makePINVerifier(pin: pin)
         )
     }
 
     /// A fresh salt and verifier at the configured cost and pepper.
-    func makePINVerifier(pin: String) throws -> (salt: Data, verifier: Data, iterations: Int, pepper: PINPepperKind) {
+    func makePINVerifier(pin: String) throws -> PINVerifier {
         let salt = try SecureRandom.bytes(16)
         let (iterations, pepper) = (configuration.pinHashIterations, secrets.pepperKind)
-        return (salt, try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper), iterations, pepper)
+        return PINVerifier(salt: salt, value: try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper),
+                           iterations: iterations, pepper: pepper)
     }
 
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {

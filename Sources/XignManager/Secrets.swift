@@ -12,6 +12,14 @@ public enum PINPepperKind: String, Sendable {
     case tpm
 }
 
+/// A PIN verifier as an activation stores it: salt and value, and the cost and pepper it was made with.
+struct PINVerifier: Sendable {
+    var salt: Data
+    var value: Data
+    var iterations: Int
+    var pepper: PINPepperKind
+}
+
 /// The manager's long-lived secrets, generated at first start and kept outside the database.
 public struct ManagerSecrets: Sendable {
     /// Signs every answer that changes trust. Its fingerprint goes into the activation data.

@@ -1,4 +1,5 @@
 import SQLKit
+import XignCrypto
 import XignProtocol
 
 /// Activations: the PIN verifier, the lockout and which device holds each.
@@ -136,10 +137,10 @@ extension ManagerStore {
     }
 
     /// A verifier made again with the current cost and pepper, after a right PIN.
-    func replacePINVerifier(activationId: String, salt: String, verifier: String, iterations: Int, pepper: PINPepperKind) async throws {
+    func replacePINVerifier(activationId: String, with verifier: PINVerifier) async throws {
         try await sql.raw("""
-            UPDATE activations SET pin_salt = \(bind: salt), pin_verifier = \(bind: verifier), pin_iterations = \(bind: iterations),
-                   pin_pepper = \(bind: pepper.rawValue) WHERE id = \(bind: activationId)
+            UPDATE activations SET pin_salt = \(bind: Base64URL.encode(verifier.salt)), pin_verifier = \(bind: Base64URL.encode(verifier.value)),
+                   pin_iterations = \(bind: verifier.iterations), pin_pepper = \(bind: verifier.pepper.rawValue) WHERE id = \(bind: activationId)
             """).run()
     }
 
