@@ -108,8 +108,7 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { store -> (device: String, activation: String, service: String, host: String, localUser: String,
-                                                                        mergeSession: String?, confirmation: String?) in
+        let authentication = try await database.transaction { store -> ManagerStore.PendingAuthentication in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -121,7 +120,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (device.id, device.activationId, pending.service, pending.host, pending.localUser, pending.mergeSessionId, pending.confirmationId)
+            return pending
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -134,15 +133,15 @@ extension IdentityManager {
         guard given.isSubset(of: Self.enrolledFactors) else {
             throw ManagerError.badRequest("this device has not enrolled \(given.subtracting(Self.enrolledFactors).map(\.rawValue).sorted().joined(separator: ", "))")
         }
-        let missing = try await checkAttributes(request, service: service, activationId: authentication.activation)
+        let missing = try await checkAttributes(request, service: service, activationId: authentication.activationId)
 
         var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
         if given.contains(.pin) {
             guard let pin = request.pin, !pin.isEmpty else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
-            let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.device)")
+            let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
             let verdict = try await countingLockedLogins {
-                try await checkPIN(pin, activationId: authentication.activation, for: purpose) { activation in
-                    guard let activation, activation.deviceId == authentication.device else {
+                try await checkPIN(pin, activationId: authentication.activationId, for: purpose) { activation in
+                    guard let activation, activation.deviceId == authentication.deviceId else {
                         throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
                     }
                     return activation
@@ -164,14 +163,14 @@ extension IdentityManager {
                 return try sign(result, type: SignedAnswerType.authenticationResult)
             }
         }
-        if let mergeSession = authentication.mergeSession {
+        if let mergeSession = authentication.mergeSessionId {
             result.outcome = .mergeComplete
-            result.mergedEmail = try await merge(session: mergeSession, into: authentication.activation)
+            result.mergedEmail = try await merge(session: mergeSession, into: authentication.activationId)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
-        if let confirmationId = authentication.confirmation {
+        if let confirmationId = authentication.confirmationId {
             result.outcome = .userLogin
-            result.userLogin = try await approve(confirmationId, by: authentication.device, activationId: authentication.activation, role: role.name)
+            result.userLogin = try await approve(confirmationId, for: authentication, role: role.name)
             ManagerMetrics.login(.success)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
@@ -182,16 +181,15 @@ extension IdentityManager {
         try await database.transaction { store in
             try await store.recordServiceLogin(request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
             try await store.recordAudit(AuditEvent(
-                at: codeIssuedAt, event: .login, email: try await store.activation(id: authentication.activation)?.email,
-                activationId: authentication.activation, host: authentication.host, service: service.id,
-                detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.device)"
+                at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId, host: authentication.host, service: service.id,
+                detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
             ))
         }
         result.serviceLogin = ServiceLoginMessage(
             authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
         )
         ManagerMetrics.login(.success)
-        logger.info("authenticated", metadata: ["device": "\(authentication.device)", "service": "\(service.id)", "role": "\(role.name)"])
+        logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
         return try sign(result, type: SignedAnswerType.authenticationResult)
     }
 
@@ -204,14 +202,15 @@ extension IdentityManager {
     }
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
-    private func approve(_ confirmationId: String, by deviceId: String, activationId: String, role: String) async throws -> UserLoginMessage {
+    private func approve(_ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, role: String) async throws -> UserLoginMessage {
+        let deviceId = authentication.deviceId
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
             guard let confirmation = try await store.confirmation(confirmationId),
                   try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
             }
             try await store.recordAudit(AuditEvent(
-                at: Self.now(), event: .login, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
                 host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)", actor: "device \(deviceId)"
             ))
             return confirmation

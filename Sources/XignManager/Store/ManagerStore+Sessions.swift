@@ -63,6 +63,9 @@ extension ManagerStore {
     /// An authentication waiting for its finish.
     struct PendingAuthentication: Sendable {
         var deviceId: String
+        var activationId: String
+        /// The account's address, for the audit.
+        var email: String
         var service: String
         var host: String
         var localUser: String
@@ -93,11 +96,13 @@ extension ManagerStore {
 
     func pendingAuthentication(_ id: String, now: Int64) async throws -> PendingAuthentication? {
         guard let row = try await sql.raw("""
-            SELECT device_id, service, host, local_user, challenge, merge_session_id, confirmation_id FROM authentications
-            WHERE id = \(bind: id) AND challenge IS NOT NULL AND expires_at > \(bind: now)
+            SELECT au.device_id, au.activation_id, c.email, au.service, au.host, au.local_user, au.challenge, au.merge_session_id, au.confirmation_id
+            FROM authentications au JOIN activations a ON a.id = au.activation_id JOIN accounts c ON c.id = a.account_id
+            WHERE au.id = \(bind: id) AND au.challenge IS NOT NULL AND au.expires_at > \(bind: now)
             """).first() else { return nil }
         return PendingAuthentication(
-            deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
+            deviceId: try row.decode(column: "device_id", as: String.self), activationId: try row.decode(column: "activation_id", as: String.self),
+            email: try row.decode(column: "email", as: String.self), service: try row.decode(column: "service", as: String.self),
             host: try row.decode(column: "host", as: String.self), localUser: try row.decode(column: "local_user", as: String.self),
             challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
             confirmationId: try row.decode(column: "confirmation_id", as: String?.self)
