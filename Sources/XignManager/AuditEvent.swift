@@ -19,3 +19,10 @@ public struct AuditEvent: Codable, Sendable, Equatable {
     /// "device <id>", "admin <unix user>", or "manager".
     public var actor: String
 }
+
+extension AuditEvent {
+    /// An event happening now; what it does not concern stays nil.
+    init(_ event: Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, service: String? = nil, detail: String? = nil, actor: String) {
+        self.init(at: IdentityManager.now(), event: event, email: email, activationId: activationId, host: host, service: service, detail: detail, actor: actor)
+    }
+}

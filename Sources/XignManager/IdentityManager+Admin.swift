@@ -33,8 +33,8 @@ extension IdentityManager {
         return "admin \(String(cString: name))"
     }
 
-    func adminEvent(_ kind: AuditEvent.Kind, email: String? = nil, host: String? = nil, detail: String?) -> AuditEvent {
-        AuditEvent(at: Self.now(), event: kind, email: email, activationId: nil, host: host, service: nil, detail: detail, actor: administrator)
+    func adminEvent(_ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, detail: String? = nil) -> AuditEvent {
+        AuditEvent(kind, email: email, activationId: activationId, host: host, detail: detail, actor: administrator)
     }
 
     /// The audit from `since` (milliseconds since 1970), oldest first.
@@ -61,10 +61,7 @@ extension IdentityManager {
             guard try await store.clearLockout(activationId: activationId) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
             }
-            try await store.recordAudit(AuditEvent(
-                at: Self.now(), event: .unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId,
-                host: nil, service: nil, detail: nil, actor: self.administrator
-            ))
+            try await store.recordAudit(self.adminEvent(.unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
         }
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }

@@ -45,8 +45,8 @@ extension IdentityManager {
             try await store.revokeDevice(request.deviceId)
             try await store.markRevoked(activationId: activationId)
             try await store.recordAudit(AuditEvent(
-                at: Self.now(), event: .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
-                host: nil, service: nil, detail: "the device revoked itself", actor: "device \(request.deviceId)"
+                .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                detail: "the device revoked itself", actor: "device \(request.deviceId)"
             ))
         }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])

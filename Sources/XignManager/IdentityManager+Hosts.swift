@@ -54,7 +54,7 @@ extension IdentityManager {
             guard try await store.removeHost(name: name) else {
                 throw ManagerError(.notFound, .notFound, "no host named \(name.prefix(64)); `xign-manager admin hosts list` shows them")
             }
-            try await store.recordAudit(self.adminEvent(.hostRemoved, host: name, detail: nil))
+            try await store.recordAudit(self.adminEvent(.hostRemoved, host: name))
         }
         logger.notice("host removed", metadata: ["host": "\(name)"])
     }
@@ -84,8 +84,7 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) joined meanwhile")
             }
             try await store.insertHost(id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, createdAt: Self.now())
-            try await store.recordAudit(AuditEvent(at: Self.now(), event: .hostJoined, email: nil, activationId: nil, host: name, service: nil,
-                                                   detail: "\(request.keyKind.rawValue) key", actor: "host \(hostId)"))
+            try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: "\(request.keyKind.rawValue) key", actor: "host \(hostId)"))
             return name
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])

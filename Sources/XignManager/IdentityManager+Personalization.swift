@@ -141,7 +141,7 @@ extension IdentityManager {
                 name: request.device.name, platform: request.device.platform, createdAt: Self.now()
             ))
             try await store.recordAudit(AuditEvent(
-                at: Self.now(), event: .enrolment, email: activation.email, activationId: activation.id, host: nil, service: nil,
+                .enrolment, email: activation.email, activationId: activation.id,
                 detail: "\(request.mode.rawValue): \(request.keyKind.rawValue) key, device \(request.device.name.prefix(64))", actor: "device \(deviceId)"
             ))
             let result = PersonalizationResultMessage(

@@ -111,7 +111,7 @@ extension IdentityManager {
                 try await store.insertAccount(record)
                 try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
                 try await store.recordAudit(AuditEvent(
-                    at: record.createdAt, event: .accountCreated, email: record.email, activationId: activation.id, host: nil, service: nil,
+                    .accountCreated, email: record.email, activationId: activation.id,
                     detail: account.organization.map { "organization invite from \($0)" }, actor: actor
                 ))
                 return try await self.queue(mail, in: store)
