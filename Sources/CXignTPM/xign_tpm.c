@@ -55,33 +55,36 @@ static TPM2B_PUBLIC srk_template(void) {
     return template;
 }
 
-/* The device key: P-256, ECDSA-SHA256, fixedTPM|fixedParent|sensitiveDataOrigin|sign|noDA. */
-static TPM2B_PUBLIC key_template(void) {
+/* A key that never leaves this TPM and signs without a password: fixedTPM|fixedParent|sensitiveDataOrigin|
+ * userWithAuth|sign|noDA. noDA: lockouts are xign's (per activation), and a busy login server must not trip the TPM's. */
+static TPM2B_PUBLIC signing_template(TPMI_ALG_PUBLIC type) {
     TPM2B_PUBLIC template = { 0 };
     TPMT_PUBLIC *area = &template.publicArea;
-    area->type = TPM2_ALG_ECC;
+    area->type = type;
     area->nameAlg = TPM2_ALG_SHA256;
     area->objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
                              TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_NODA;
-    area->parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
-    area->parameters.eccDetail.scheme.scheme = TPM2_ALG_ECDSA;
-    area->parameters.eccDetail.scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
-    area->parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
-    area->parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
     return template;
 }
 
-/* The manager's PIN pepper: an HMAC-SHA256 key the TPM generates and never releases (fixedTPM|fixedParent|
- * sensitiveDataOrigin). noDA: the PIN lockout is the manager's, and a busy login server must not trip the TPM's. */
+/* The device key: P-256, ECDSA-SHA256. */
+static TPM2B_PUBLIC key_template(void) {
+    TPM2B_PUBLIC template = signing_template(TPM2_ALG_ECC);
+    TPMS_ECC_PARMS *ecc = &template.publicArea.parameters.eccDetail;
+    ecc->symmetric.algorithm = TPM2_ALG_NULL;
+    ecc->scheme.scheme = TPM2_ALG_ECDSA;
+    ecc->scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
+    ecc->curveID = TPM2_ECC_NIST_P256;
+    ecc->kdf.scheme = TPM2_ALG_NULL;
+    return template;
+}
+
+/* The manager's PIN pepper: an HMAC-SHA256 key the TPM generates and never releases. */
 static TPM2B_PUBLIC hmac_key_template(void) {
-    TPM2B_PUBLIC template = { 0 };
-    TPMT_PUBLIC *area = &template.publicArea;
-    area->type = TPM2_ALG_KEYEDHASH;
-    area->nameAlg = TPM2_ALG_SHA256;
-    area->objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
-                             TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_NODA;
-    area->parameters.keyedHashDetail.scheme.scheme = TPM2_ALG_HMAC;
-    area->parameters.keyedHashDetail.scheme.details.hmac.hashAlg = TPM2_ALG_SHA256;
+    TPM2B_PUBLIC template = signing_template(TPM2_ALG_KEYEDHASH);
+    TPMT_KEYEDHASH_SCHEME *scheme = &template.publicArea.parameters.keyedHashDetail.scheme;
+    scheme->scheme = TPM2_ALG_HMAC;
+    scheme->details.hmac.hashAlg = TPM2_ALG_SHA256;
     return template;
 }
 
