@@ -43,7 +43,8 @@ let package = Package(
             linkerSettings: ["tss2-esys", "tss2-mu", "tss2-tctildr", "tss2-rc"].map { .linkedLibrary($0) }
         ),
         .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM"]),
-        .target(name: "XignTerminal", dependencies: ["CQREncode"]),
+        // XignProtocol for DisplayText: what reaches the terminal is made safe there.
+        .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 
         // The SDK core used by every front end.
         .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignTerminal", "CCurl"]),

@@ -75,7 +75,8 @@ struct ManagerClient {
             return XignSdkError(.invalidManagerResponse, "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
         }
         let detail = body.error
-        let message = "the manager says: \(detail.message.prefix(300))"
+        // One line of plain text: it is shown in terminals and PAM conversations.
+        let message = "the manager says: \(DisplayText.sanitized(detail.message, keepingLineFeeds: false).prefix(300))"
         switch detail.code {
         case .lockedOut:
             guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }

@@ -58,6 +58,7 @@ public struct AliasValidator: Sendable {
         case .empty: return "The alias must not be empty."
         case .tooShort: return "The alias needs at least \(minLength) characters."
         case .tooLong: return "The alias may have at most \(maxLength) characters."
+        case .invalid: return "The alias may not hold control characters; type it as plain text."
         }
     }
 }

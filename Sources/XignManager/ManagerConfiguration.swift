@@ -239,8 +239,12 @@ public struct ManagerConfiguration: Sendable {
                     guard Self.knownAttributes.contains(name) else { throw fail(prefix + "attributes", "names '\(name)', which is not a known attribute") }
                     return AttributeMessage(name: name, isRequired: item.hasSuffix("!"))
                 }
+                let name = file.string(prefix + "name") ?? id
+                guard TextAttributeValidator.validate(name) == .valid else {
+                    throw fail(prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters: users see it at every login")
+                }
                 return Service(
-                    id: id, relyingPartyName: file.string(prefix + "name") ?? id, roles: roles, attributes: attributes,
+                    id: id, relyingPartyName: name, roles: roles, attributes: attributes,
                     tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000) ?? 60_000
                 )
             }

@@ -49,7 +49,7 @@ extension PAMLogin {
     /// Waits for the decision until `deadline`: by itself, or (under sshd) each time the user presses Enter.
     private func waitForDecision(_ pending: PendingLoginConfirmation, sdk: XignSdk, text: String, inPrompt: Bool,
                                  until deadline: MonotonicClock.Instant) throws -> LoginConfirmationDecision {
-        if !inPrompt { try showNow(text) }
+        if !inPrompt { try show(text, isError: false) }
         var prompt = text + "\nPress Enter once approved: "
         while MonotonicClock.now() < deadline {
             if inPrompt {
@@ -62,11 +62,6 @@ extension PAMLogin {
             if decision != .pending { return decision }
         }
         return .expired
-    }
-
-    /// Shows text now, where the application displays informational messages as they come (not sshd).
-    private func showNow(_ text: String) throws {
-        do { try conversation.show(text, isError: false) } catch { throw ConversationFailed() }
     }
 
     /// The QR code as text with a line after it, or nil where `qr=` says no or it would not fit 80×24 beside `lines`.

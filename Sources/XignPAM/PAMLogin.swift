@@ -5,6 +5,7 @@ import CPAM
 import CXignPAM
 import FoundationEssentials
 import XignCore
+import XignProtocol
 
 /// Talks to the user. Under PAM this is the application's conversation function.
 public protocol Conversation {
@@ -177,7 +178,7 @@ public struct PAMLogin {
         for factor in factors {
             switch factor {
             case .pin:
-                let pin = try ask(options.prompt.replacing("%a", with: enrolment.alias), echo: false)
+                let pin = try ask(options.prompt.replacing("%a", with: DisplayText.sanitized(enrolment.alias, keepingLineFeeds: false)), echo: false)
                 guard !pin.isEmpty else { return (PAM_AUTH_ERR, "no-pin") }
                 try information.sign(factor: PinFactor(pin))
             default:
@@ -217,8 +218,14 @@ public struct PAMLogin {
         return (PAM_MAXTRIES, "locked")
     }
 
+    /// Every text the conversation gets quotes the manager somewhere (aliases, names, messages), so none carries
+    /// control characters or escape sequences to the user's terminal (DisplayText).
     func ask(_ text: String, echo: Bool) throws -> String {
-        do { return try conversation.ask(text, echo: echo) } catch { throw ConversationFailed() }
+        do { return try conversation.ask(DisplayText.sanitized(text), echo: echo) } catch { throw ConversationFailed() }
+    }
+
+    func show(_ text: String, isError: Bool) throws {
+        do { try conversation.show(DisplayText.sanitized(text), isError: isError) } catch { throw ConversationFailed() }
     }
 
     /// OpenSSH shows PAM_TEXT_INFO only after the next prompt (bug 2876), so under sshd text that must be seen
@@ -228,9 +235,9 @@ public struct PAMLogin {
     /// Text the user must see now.
     func tell(_ text: String, isError: Bool) {
         if showsTextOnlyWithPrompts {
-            _ = try? conversation.ask(text + " Press Enter.", echo: true)
+            _ = try? ask(text + " Press Enter.", echo: true)
         } else {
-            try? conversation.show(text, isError: isError)
+            try? show(text, isError: isError)
         }
     }
 
@@ -275,7 +282,8 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         let bytes = UnsafeBufferPointer(start: pointer, count: strnlen(pointer, 1024)).map { UInt8(bitPattern: $0) }
         return String(decoding: bytes, as: UTF8.self)
     }
-    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, message) }
+    // One line per message in the log, whatever a message quotes.
+    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, DisplayText.sanitized(message, keepingLineFeeds: false)) }
     var arguments: [String] = []
     if let argv = context.argv {
         for index in 0..<Int(max(0, min(context.argc, 64))) { if let argument = string(argv[index]) { arguments.append(argument) } }

@@ -33,9 +33,9 @@ extension PinPolicyMessage {
     }
 }
 
-/// AliasValidator.ResultCode from the seeds.
+/// AliasValidator.ResultCode from the seeds, and `invalid` for control characters (an alias is shown in prompts).
 public enum AliasValidationResult: String, Codable, Sendable, CaseIterable {
-    case valid, empty, tooShort, tooLong
+    case valid, empty, tooShort, tooLong, invalid
 }
 
 extension AliasPolicyMessage {
@@ -44,6 +44,7 @@ extension AliasPolicyMessage {
         let length = alias.count
         if length > maxLength { return .tooLong }
         if length < minLength { return .tooShort }
+        if !DisplayText.isSafeLine(alias) { return .invalid }
         return .valid
     }
 }
@@ -70,13 +71,13 @@ public enum EmailValidator {
     }
 }
 
-/// Free-text attributes (names, places): bounded, printable, single line.
+/// Free-text attributes (names, places): bounded, printable (no control or bidirectional characters), single line.
 public enum TextAttributeValidator {
     public static let maximumLength = 128
 
     public static func validate(_ value: String) -> EmailValidationResult {
         if value.trimmed.isEmpty { return .empty }
-        guard value.count <= maximumLength, value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+        guard value.count <= maximumLength, DisplayText.isSafeLine(value) else {
             return .invalid
         }
         return .valid

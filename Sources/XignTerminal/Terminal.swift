@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FoundationEssentials
+import XignProtocol
 
 /// Prompts on the controlling terminal. Prompts go to stderr so stdout stays clean for `--json`.
 public enum Terminal {
@@ -26,8 +27,9 @@ public enum Terminal {
 
     public static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 }
 
+    /// Writes `text` without control characters or escape sequences (DisplayText): messages quote the manager.
     public static func write(_ text: String, to fd: Int32 = STDERR_FILENO) {
-        var bytes = Array(text.utf8)[...]
+        var bytes = Array(DisplayText.sanitized(text).utf8)[...]
         while !bytes.isEmpty {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }

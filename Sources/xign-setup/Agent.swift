@@ -80,7 +80,7 @@ struct Agent: ParsableCommand {
 
     /// Server text for a notification body, which servers may read as markup: no control characters, no markup.
     static func plain(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.filter { !($0.value < 0x20 || (0x7F...0x9F).contains($0.value)) }).prefix(200))
+        String(DisplayText.sanitized(text, keepingLineFeeds: false).prefix(200))
             .replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
     }
 }

@@ -28,7 +28,7 @@ struct List: ParsableCommand {
             }
             if entries.isEmpty { print("This machine is not personalized yet. Start with `xign-setup register`.") }
             for entity in entries {
-                print("\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key")
+                printSanitized("\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key")
             }
         }
     }
@@ -134,8 +134,8 @@ struct Doctor: ParsableCommand {
             } else {
                 for item in diagnosis.items {
                     let label = item.status.rawValue.uppercased()
-                    print(label + String(repeating: " ", count: max(1, 8 - label.count)) + "\(item.name): \(item.detail)")
-                    if let hint = item.hint { print("        → \(hint)") }
+                    printSanitized(label + String(repeating: " ", count: max(1, 8 - label.count)) + "\(item.name): \(item.detail)")
+                    if let hint = item.hint { printSanitized("        → \(hint)") }
                 }
             }
             if diagnosis.status == .failure { throw ExitCode.failure }

@@ -73,7 +73,7 @@ struct Host: ParsableCommand {
                     return
                 }
                 if hosts.isEmpty { print("This machine has joined no manager as a host. Start with `xign-setup host join`.") }
-                for host in hosts { print("\(host.name)  \(host.hostId)  \(host.managerURL)  \(host.keyKind) key") }
+                for host in hosts { printSanitized("\(host.name)  \(host.hostId)  \(host.managerURL)  \(host.keyKind) key") }
             }
         }
     }

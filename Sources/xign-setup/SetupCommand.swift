@@ -112,12 +112,17 @@ struct PinSource: ParsableArguments {
     }
 }
 
+/// `print` for text that quotes the manager or what it wrote into the state: no control characters (DisplayText).
+func printSanitized(_ text: String) {
+    print(DisplayText.sanitized(text))
+}
+
 /// Prints text or JSON for a command's result.
 struct Output {
     let json: Bool
 
     func say(_ text: String) {
-        if !json { print(text) }
+        if !json { printSanitized(text) }
     }
 
     func emit(_ fields: [String: JSONValue]) {
