@@ -4,7 +4,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies from Debian: the system libraries and the real tools the tests drive.
 DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev \
 	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo \
-	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client
+	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv
 
 # pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
 # and nodelete so libpam's dlclose at every pam_end does not unload a runtime (DESIGN.md).
@@ -24,7 +24,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test demo bench bench-manager package package-test clean
+.PHONY: all deps build pam install test api-check demo bench bench-manager package package-test clean
 
 all: build
 
@@ -52,6 +52,10 @@ install: pam
 test: deps pam
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
+api-check: build
+	bash Tests/APICheck/run.sh "$$($(SWIFT) build --show-bin-path)"
 
 demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"

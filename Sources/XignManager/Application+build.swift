@@ -16,6 +16,7 @@ public func buildApplication(
     let router = Router(context: ManagerRequestContext.self)
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
+    router.add(middleware: MethodNotAllowedMiddleware())
     router.get(RouterPath(APIPath.health)) { _, _ in try Response.json(.ok, manager.health()) }
     RegistrationController(manager: manager).addRoutes(to: router)
     PersonalizationController(manager: manager).addRoutes(to: router)

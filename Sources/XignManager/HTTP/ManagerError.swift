@@ -9,6 +9,8 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public let detail: ErrorBody.Detail
     /// 429: when to try again, sent as Retry-After.
     var retryAfterSeconds: Int64?
+    /// 405: the method the path takes, sent as Allow.
+    var allow: HTTPRequest.Method?
 
     public var description: String { detail.message }
 
@@ -23,6 +25,7 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = try Response.json(status, ErrorBody(detail))
         if let retryAfterSeconds { response.headers[.retryAfter] = String(retryAfterSeconds) }
+        if let allow { response.headers[.allow] = allow.rawValue }
         return response
     }
 

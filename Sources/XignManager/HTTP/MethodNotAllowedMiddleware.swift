@@ -1,0 +1,31 @@
+import HTTPTypes
+import Hummingbird
+import XignProtocol
+
+/// A path of the API asked with a method it does not take answers 405 with Allow (RFC 9110, 15.5.6), where the
+/// router alone would answer 404 as if the path did not exist.
+struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Each route's method. The API tests check it against the routes and docs/openapi.yaml.
+    static var methods: [String: HTTPRequest.Method] {
+        var methods: [String: HTTPRequest.Method] = [APIPath.health: .get, APIPath.registrationParameters: .get]
+        for path in [
+            APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges, APIPath.deviceRevocations,
+            APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
+            APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal, APIPath.confirmationsPending, APIPath.confirmationDenial,
+        ] {
+            methods[path] = .post
+        }
+        return methods
+    }
+
+    private let methods = Self.methods
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let allowed = methods[request.uri.path], request.method != allowed {
+            var error = ManagerError(.methodNotAllowed, .badRequest, "\(request.uri.path) takes \(allowed.rawValue) only")
+            error.allow = allowed
+            throw error
+        }
+        return try await next(request, context)
+    }
+}

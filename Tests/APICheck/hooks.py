@@ -1,0 +1,94 @@
+"""schemathesis hooks for xign-manager: signed answers (application/jose) are checked, not skipped.
+
+A signed answer is a compact JWS whose payload is JSON. The spec gives the compact form as the schema and the
+payload's schema as `x-xign-signed-payload`; this deserializer checks the header and the payload against the
+latter, and hands the compact string on for the former.
+"""
+import base64
+import binascii
+import json
+import os
+import pathlib
+import zlib
+
+import jsonschema_rs  # schemathesis's own validator
+import schemathesis
+import yaml
+
+COUNT_FILE = os.environ.get("XIGN_API_CHECK_SIGNED")
+SPEC = yaml.safe_load((pathlib.Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml").read_text())
+
+
+def _decode(part: str) -> dict:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (binascii.Error, ValueError) as error:
+        raise ValueError(f"a JWS part is not base64url JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError("a JWS part is not a JSON object")
+    return value
+
+
+def _signed_payload_schema(path: str, method: str, status: int):
+    response = SPEC["paths"][path][method.lower()]["responses"][str(status)]
+    if "$ref" in response:
+        response = SPEC["components"]["responses"][response["$ref"].rsplit("/", 1)[-1]]
+    return response["content"]["application/jose"].get("x-xign-signed-payload")
+
+
+@schemathesis.deserializer("application/jose")
+def signed_answer(ctx, response):
+    compact = response.content.decode("ascii", errors="strict")
+    parts = compact.split(".")
+    if len(parts) != 3:
+        raise ValueError(f"a signed answer has {len(parts)} parts, not the 3 of a compact JWS")
+    header, payload = _decode(parts[0]), _decode(parts[1])
+    if header.get("alg") != "ES256":
+        raise ValueError(f"a signed answer uses alg {header.get('alg')!r}, not ES256")
+    schema = _signed_payload_schema(ctx.operation.path, ctx.operation.method, response.status_code)
+    if schema is None:
+        raise ValueError(f"{ctx.operation.method} {ctx.operation.path} {response.status_code} names no x-xign-signed-payload")
+    validator = jsonschema_rs.Draft202012Validator({**schema, "components": SPEC["components"]})
+    problems = [f"/{'/'.join(map(str, error.instance_path))}: {error.message}" for error in validator.iter_errors(payload)]
+    if problems:
+        raise ValueError("the signed payload breaks the spec: " + "; ".join(problems))
+    # run.sh reports how many signed answers were checked, so a run that reached none is not mistaken for coverage.
+    if COUNT_FILE:
+        with open(COUNT_FILE, "a") as count:
+            count.write(f"{response.status_code} {ctx.operation.method} {ctx.operation.path}\n")
+    return compact
+
+
+SEED = json.loads(os.environ.get("XIGN_API_CHECK_SEED", "{}"))
+# Which seeded values each operation's body takes; startAuthentication also names the service the seed can use.
+SEEDED_FIELDS = {
+    "decryptPersonalizationInitializationData": {"activationId", "activationSecret"},
+    "challenge": {"deviceId"},
+    "startAuthentication": {"deviceId"},
+    "revokeDevice": {"deviceId"},
+    "pendingConfirmations": {"deviceId"},
+    "denyConfirmation": {"deviceId"},
+}
+
+
+def _request_validator(operation):
+    schema = SPEC["paths"][operation.path][operation.method.lower()]["requestBody"]["content"]["application/json"]["schema"]
+    return jsonschema_rs.Draft202012Validator({**schema, "components": SPEC["components"]})
+
+
+@schemathesis.hook
+def map_body(context, body):
+    """Every other schema-valid body of these operations gets the seed's real identifiers (a deterministic half,
+    so a run can be replayed); invalid bodies stay as generated, so the negative checks see what they expect."""
+    fields = SEEDED_FIELDS.get(context.operation.definition.raw.get("operationId"))
+    if not SEED or not fields or not isinstance(body, dict) or zlib.crc32(json.dumps(body, sort_keys=True).encode()) % 2:
+        return body
+    if not _request_validator(context.operation).is_valid(body):
+        return body
+    seeded = {**body, **{field: SEED[field] for field in fields}}
+    if context.operation.definition.raw.get("operationId") == "startAuthentication":
+        seeded.update(service="pam")
+        seeded.pop("mergeSessionId", None)
+        seeded.pop("confirmationId", None)
+        seeded.pop("confirmationCode", None)
+    return seeded
