@@ -24,7 +24,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test api-check demo bench bench-manager package package-test clean
+.PHONY: all deps build pam install test api-check fuzz demo bench bench-manager package package-test clean
 
 all: build
 
@@ -56,6 +56,11 @@ test: deps pam
 # schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
 api-check: build
 	bash Tests/APICheck/run.sh "$$($(SWIFT) build --show-bin-path)"
+
+# libFuzzer targets (Fuzz/, a package of its own) with AddressSanitizer, FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/run.sh
 
 demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"

@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "xignd", targets: ["xignd"]),
         // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
         .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
+        // The client's parsers as one library for the libFuzzer targets in Fuzz/, a package of its own.
+        .library(name: "XignClient", targets: ["XignCore", "XignPAM"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

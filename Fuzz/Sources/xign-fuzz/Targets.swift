@@ -1,0 +1,102 @@
+import Foundation
+@testable import XignCore
+import XignCrypto
+import XignDaemon
+@testable import XignDevice
+import XignPAM
+import XignProtocol
+
+/// One libFuzzer target: what it reads, fed one input. Every throw is an accepted answer; only a trap, a leak
+/// the sanitizer sees or a hang is a finding.
+struct FuzzTarget {
+    let name: String
+    let run: (_ input: Data) -> Void
+
+    /// A key pair made once, so JWS inputs can meet a real verification.
+    static let key = try! P256PrivateKey()
+    static let pinPolicy = PinPolicyMessage(minLength: 5, maxLength: 64, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["12345"])
+
+    nonisolated(unsafe) static let all: [FuzzTarget] = [
+        FuzzTarget(name: "personalization-link") { input in
+            let text = String(decoding: input, as: UTF8.self)
+            _ = try? PersonalizationPayload(parsing: text)
+            _ = try? PersonalizationInitializationData(parsing: text)
+            _ = ConfirmationPayload.confirmationId(in: text)
+            _ = try? HostJoinToken(parsing: text)
+        },
+        FuzzTarget(name: "mail") { input in
+            let text = String(decoding: input, as: UTF8.self)
+            _ = try? PersonalizationPayload(parsingMail: text)
+            _ = try? PersonalizationInitializationData(parsingMail: text)
+        },
+        FuzzTarget(name: "manager-url") { input in
+            guard let url = try? ManagerURL(String(decoding: input, as: UTF8.self)) else { return }
+            // What parses must print back to a URL that parses to the same.
+            precondition((try? ManagerURL(url.description)) == url, "\(url) does not round-trip")
+        },
+        FuzzTarget(name: "config") { input in
+            guard let file = try? ConfigFile(text: String(decoding: input, as: UTF8.self), source: "fuzz.conf") else { return }
+            _ = try? ClientConfiguration(file: file)
+        },
+        FuzzTarget(name: "pam-arguments") { input in
+            // argv as libpam gives it: NUL-separated words.
+            let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            _ = try? PAMOptions(arguments: arguments)
+        },
+        FuzzTarget(name: "tpm-key-file") { input in
+            guard let blob = try? TPMDeviceKeyStore.decode(input) else { return }
+            precondition(TPMDeviceKeyStore.encode(blob) == input, "a decoded key file does not encode to the same bytes")
+        },
+        FuzzTarget(name: "jws") { input in
+            let compact = String(decoding: input, as: UTF8.self)
+            _ = try? JWS.parse(compact)
+            _ = try? JWS.verify(compact, expectedType: SignedAnswerType.decrypt, key: key.publicKey)
+            _ = try? P256PublicKey(derRepresentation: input)
+        },
+        FuzzTarget(name: "wire-answers") { input in
+            // Every answer the client decodes, and the error body of any status.
+            let decoder = JSONDecoder()
+            _ = try? decoder.decode(ErrorBody.self, from: input)
+            _ = try? decoder.decode(RegistrationParametersMessage.self, from: input)
+            _ = try? decoder.decode(RegisterResponse.self, from: input)
+            _ = try? decoder.decode(DecryptResult.self, from: input)
+            _ = try? decoder.decode(PersonalizationResultMessage.self, from: input)
+            _ = try? decoder.decode(ChallengeMessage.self, from: input)
+            _ = try? decoder.decode(RevocationResultMessage.self, from: input)
+            _ = try? decoder.decode(AuthenticationStartMessage.self, from: input)
+            _ = try? decoder.decode(AuthenticationResultMessage.self, from: input)
+            _ = try? decoder.decode(LoginTokenMessage.self, from: input)
+            _ = try? decoder.decode(HostJoinResult.self, from: input)
+            _ = try? decoder.decode(HealthMessage.self, from: input)
+            _ = try? decoder.decode(ConfirmationStartMessage.self, from: input)
+            _ = try? decoder.decode(ConfirmationResultMessage.self, from: input)
+            _ = try? decoder.decode(ConfirmationStateMessage.self, from: input)
+            _ = try? decoder.decode(ConfirmationListMessage.self, from: input)
+            _ = try? decoder.decode(DaemonReply.self, from: input)
+            _ = DisplayText.sanitized(String(decoding: input, as: UTF8.self))
+        },
+        FuzzTarget(name: "request-bodies") { input in
+            // What the manager (and xignd, as root) decode from a caller, and the checks that follow.
+            let decoder = JSONDecoder()
+            if let request = try? decoder.decode(RegisterRequest.self, from: input) {
+                _ = Self.pinPolicy.validate(request.pin)
+                for (name, value) in request.attributes { _ = AttributeValidator.validate(name: name, value: value) }
+                _ = request.alias.map { AliasPolicyMessage(minLength: 1, maxLength: 64).validate($0) }
+            }
+            _ = try? decoder.decode(DecryptRequest.self, from: input)
+            _ = try? decoder.decode(PersonalizeRequest.self, from: input)
+            _ = try? decoder.decode(ChallengeRequest.self, from: input)
+            _ = try? decoder.decode(RevokeRequest.self, from: input)
+            _ = try? decoder.decode(AuthenticationStartRequest.self, from: input)
+            _ = try? decoder.decode(AuthenticationFinishRequest.self, from: input)
+            _ = try? decoder.decode(TokenRequest.self, from: input)
+            _ = try? decoder.decode(HostJoinRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationWaitRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationWithdrawalRequest.self, from: input)
+            _ = try? decoder.decode(PendingConfirmationsRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationDenialRequest.self, from: input)
+            _ = try? decoder.decode(DaemonRequest.self, from: input)
+        },
+    ]
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make fuzz`: builds the libFuzzer targets with AddressSanitizer and runs each for FUZZ_SECONDS on its committed
+# seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz. Prints each target's
+# executions per second and coverage; a crash leaves its input in .build-fuzz/crashes and fails the run.
+set -euo pipefail
+fuzz="$(cd "$(dirname "$0")" && pwd)"
+repository="$(cd "$fuzz/.." && pwd)"
+seconds="${FUZZ_SECONDS:-60}"
+scratch="$repository/.build-fuzz"
+swift build --package-path "$fuzz" --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address
+binary="$scratch/debug/xign-fuzz"
+targets=$("$binary" 2>&1 | sed -n 's/^set XIGN_FUZZ_TARGET to one of: //p' || true)
+[ -n "$targets" ] || { echo "fuzz: the binary lists no targets" >&2; exit 1; }
+mkdir -p "$scratch/crashes"
+failed=0
+printf '%-22s %10s %8s %8s %8s\n' target runs exec/s cov corpus
+for target in $targets; do
+    [ -d "$fuzz/Corpus/$target" ] || { echo "fuzz: $target has no seed corpus in Fuzz/Corpus/$target" >&2; failed=1; continue; }
+    mkdir -p "$scratch/corpus/$target"
+    log="$scratch/$target.log"
+    if ! XIGN_FUZZ_TARGET="$target" "$binary" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" \
+        -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" > "$log" 2>&1; then
+        echo "fuzz: $target FAILED; its log is $log:" >&2
+        grep -E "ERROR|Fatal|panic|SUMMARY|Test unit written" "$log" | head -20 >&2
+        failed=1
+        continue
+    fi
+    done_line=$(grep -E "^#[0-9]+\s+DONE" "$log" | tail -n 1)
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    printf '%-22s %10s %8s %8s %8s\n' "$target" "$runs" "$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")" \
+        "$(printf '%s' "$done_line" | sed -n 's/.*cov: \([0-9]*\).*/\1/p')" "$(printf '%s' "$done_line" | sed -n 's/.*corp: \([0-9]*\).*/\1/p')"
+done
+exit "$failed"
