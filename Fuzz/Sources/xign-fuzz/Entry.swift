@@ -28,6 +28,8 @@ func runFuzzerDriver(
 /// SwiftPM names an executable's entry point after the product and links `main` to it; libFuzzer's driver runs here.
 @_cdecl("xign_fuzz_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    // Choose before libFuzzer starts, so a missing or unknown target is a usage error and not a "crash" on input one.
+    _ = selected
     var count = argc
     var arguments = argv
     return runFuzzerDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
