@@ -59,7 +59,9 @@ let package = Package(
         .target(name: "XignDaemon", dependencies: ["XignCore"]),
         .executableTarget(
             name: "xignd",
-            dependencies: ["XignDaemon", "XignPAM", "XignCore", "XignProtocol", "CPAM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "XignDaemon", "XignPAM", "XignCore", "XignProtocol", "CPAM", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
 
         // The identity manager.

@@ -10,9 +10,9 @@ let package = Package(
         .executableTarget(
             name: "xign-fuzz",
             dependencies: [
-                .product(name: "XignClient", package: "xign"),
+                .product(name: "XignClient", package: "xign")
             ],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
-        ),
+        )
     ]
 )

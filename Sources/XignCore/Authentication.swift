@@ -71,7 +71,9 @@ public struct Authenticator {
     let keys: DeviceKeys
 
     /// InApp initialization needs no round trip: the enrolment names the manager, the service is configured locally.
-    public func fetchInAppAuthenticationInitializationData(idmIdentifier: String, service: String, host: String, localUser: String) throws -> AuthenticationInitializationData {
+    public func fetchInAppAuthenticationInitializationData(
+        idmIdentifier: String, service: String, host: String, localUser: String
+    ) throws -> AuthenticationInitializationData {
         guard (1...64).contains(service.utf8.count), (1...253).contains(host.utf8.count), (1...64).contains(localUser.utf8.count) else {
             throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
         }
@@ -102,28 +104,37 @@ public struct Authenticator {
         return try start(data, mergeSessionId: merge.sessionId)
     }
 
-    private func start(_ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil) throws -> AuthenticateRequest {
+    private func start(
+        _ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil
+    ) throws -> AuthenticateRequest {
         let entity = try store.entity(data.idmIdentifier)
         if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let request = AuthenticationStartRequest(
-            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce, mergeSessionId: mergeSessionId,
+            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce,
+            mergeSessionId: mergeSessionId,
             confirmationId: confirmation?.confirmationId, confirmationCode: confirmation?.code
         )
         let compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
-        let start = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64 else {
+        let start = try ManagerClient.verify(
+            compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
+        guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128,
+            start.authenticationId.utf8.count <= 64
+        else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
-        let session = AuthenticationSession(data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge)
+        let session = AuthenticationSession(
+            data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge)
         return AuthenticateRequest(start: start, session: session)
     }
 
     /// Checks the confirmed attributes here; the manager checks them again at finish.
     public func prepareAuthenticationUserInformationSynchronous(request: AuthenticateRequest) throws -> PrepareAuthenticationUserInformationResult {
-        guard let role = request.selection else { throw XignSdkError(.parametersIncomplete, "no role is selected; choose one of \(request.roles.map(\.name))") }
+        guard let role = request.selection else {
+            throw XignSdkError(.parametersIncomplete, "no role is selected; choose one of \(request.roles.map(\.name))")
+        }
         var failed = false
         for info in request.info.attributes {
             info.error = .none
@@ -141,7 +152,9 @@ public struct Authenticator {
     public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> AuthenticationResult {
         let session = userInfo.request.session
         guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
-            throw XignSdkError(.parametersIncomplete, "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+            throw XignSdkError(
+                .parametersIncomplete,
+                "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
         }
         let key = try keys.load(session.entity.keyKind, session.entity.keyReference, what: "device")
         var values: [String: String] = [:]
@@ -157,27 +170,35 @@ public struct Authenticator {
         )
         let client = ManagerClient(url: session.entity.managerURL, http: http)
         let sentAt = MonotonicClock.now()
-        let compact = try client.postDeviceSigned(APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
-        let result = try ManagerClient.verify(compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let compact = try client.postDeviceSigned(
+            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
+        let result = try ManagerClient.verify(
+            compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
+            nonceOf: \.nonce)
         switch result.outcome {
         case .userLogin:
             guard session.data.service == APIPath.confirmService, let login = result.userLogin, login.role == userInfo.role.name else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's userLogin answer is inconsistent")
             }
             try store.recordLockout(activationId: session.entity.activationId, nil)
-            return .userLogin(UserLoginResult(
-                relyingPartyName: login.relyingPartyName, roleName: login.role, loginName: login.loginName, idmIdentifier: session.entity.idmIdentifier
-            ))
+            return .userLogin(
+                UserLoginResult(
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, loginName: login.loginName,
+                    idmIdentifier: session.entity.idmIdentifier
+                ))
         case .serviceLogin:
-            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService, let login = result.serviceLogin, login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
-                  let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt) else {
+            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService, let login = result.serviceLogin,
+                login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
+                let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
+            else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
             }
             try store.recordLockout(activationId: session.entity.activationId, nil)
-            return .serviceLogin(ServiceLoginResult(
-                relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
-                expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
-            ))
+            return .serviceLogin(
+                ServiceLoginResult(
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
+                    expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
+                ))
         case .mergeComplete:
             guard session.data.service == APIPath.mergeService, result.mergedEmail != nil else {
                 throw XignSdkError(.invalidManagerResponse, "the manager reported a merge for a login")
@@ -196,7 +217,9 @@ public struct Authenticator {
 
     /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.
     public func fetchAuthorizationCode(_ login: ServiceLoginResult) throws -> AuthorizationCode {
-        guard MonotonicClock.now() < login.expiresAt else { throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again") }
+        guard MonotonicClock.now() < login.expiresAt else {
+            throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again")
+        }
         return AuthorizationCode(code: login.authorizationCode, idmIdentifier: login.idmIdentifier)
     }
 
@@ -208,9 +231,11 @@ public struct Authenticator {
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let (sentAt, sentAtWall) = (MonotonicClock.now(), Date())
-        let compact = try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
+        let compact = try client.postSigned(
+            APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
         let (receivedAt, receivedAtWall) = (MonotonicClock.now(), Date())
-        let token = try ManagerClient.verify(compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let token = try ManagerClient.verify(
+            compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard token.host == data.host else {
             throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(token.host.prefix(64))', not this one")
         }
@@ -227,7 +252,9 @@ public struct Authenticator {
         }
         let age = receivedAt.milliseconds - sentAt.milliseconds
         guard age < lifetime else {
-            throw XignSdkError(.sessionExpired, "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again")
+            throw XignSdkError(
+                .sessionExpired,
+                "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again")
         }
         let midpoint = (sentAtWall.millisecondsSince1970 / 2) + (receivedAtWall.millisecondsSince1970 / 2)
         return LoginToken(
@@ -241,4 +268,3 @@ public struct Authenticator {
 extension XignSdk {
     public var authenticator: Authenticator { Authenticator(http: http, store: store, keys: keys) }
 }
-

@@ -94,7 +94,9 @@ final class AuthenticationSession {
     let authenticationId: String
     var challenge: String
 
-    init(data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String) {
+    init(
+        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String
+    ) {
         self.data = data
         self.entity = entity
         self.managerKey = managerKey
@@ -152,10 +154,15 @@ public final class AuthenticationUserInformation {
         case is DeviceFactor:
             break
         case let pinFactor as PinFactor:
-            guard !pinFactor.pin.isEmpty, pinFactor.pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
+            guard !pinFactor.pin.isEmpty, pinFactor.pin.utf8.count <= 64 else {
+                throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters")
+            }
             pin = pinFactor.pin
         default:
-            throw XignSdkError(.invalidInput, "this device has no \(factor.type.rawValue) factor enrolled; use another combination of \(requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+            throw XignSdkError(
+                .invalidInput,
+                "this device has no \(factor.type.rawValue) factor enrolled; use another combination of \(requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })"
+            )
         }
         if !factors.contains(factor.type) { factors.append(factor.type) }
     }

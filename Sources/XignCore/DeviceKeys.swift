@@ -69,13 +69,15 @@ struct DeviceKeys {
         }
         let enrolment = try register(key, publicKey, keyStore.kind)
         do { try keyStore.commit(pending: pending, as: reference(enrolment)) } catch {
-            throw XignSdkError(.deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
+            throw XignSdkError(
+                .deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
         }
         committed = true
         let replaced: [(kind: String, reference: String)]
         do { replaced = try save(enrolment) } catch {
             try? keyStore.delete(reference(enrolment))
-            throw XignSdkError(.stateUnavailable, "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)")
+            throw XignSdkError(
+                .stateUnavailable, "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)")
         }
         for old in replaced where old.reference != reference(enrolment) { try? store(for: old.kind).delete(old.reference) }
         return enrolment

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import XignCrypto
 import XignDevice
 import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `xign-setup doctor` reports: each part of a working setup, checked for real.
 public struct Diagnosis: Sendable {
@@ -47,10 +48,13 @@ extension XignSdk {
             items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
             items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
         } catch {
-            items.append(.init(
-                name: "tpm", status: wantsTPM ? .failure : .warning, detail: "\(error)",
-                hint: wantsTPM ? "start the TPM resource manager or fix tcti; or set device_key = auto" : "new keys are software keys, which a copy of the disk can use"
-            ))
+            items.append(
+                .init(
+                    name: "tpm", status: wantsTPM ? .failure : .warning, detail: "\(error)",
+                    hint: wantsTPM
+                        ? "start the TPM resource manager or fix tcti; or set device_key = auto"
+                        : "new keys are software keys, which a copy of the disk can use"
+                ))
         }
         let newKeys = configuration.deviceKey == .software || (configuration.deviceKey == .auto && !tpmAnswers) ? "software" : "tpm"
         items.append(.init(name: "device_key", status: .ok, detail: "\(configuration.deviceKey.rawValue): new keys are \(newKeys) keys", hint: nil))
@@ -60,7 +64,10 @@ extension XignSdk {
             enrolments = []
         }
         if enrolments.isEmpty {
-            items.append(.init(name: "enrolments", status: .warning, detail: "this machine is not personalized", hint: "xign-setup register, then xign-setup personalize"))
+            items.append(
+                .init(
+                    name: "enrolments", status: .warning, detail: "this machine is not personalized",
+                    hint: "xign-setup register, then xign-setup personalize"))
         }
         for entity in enrolments {
             items.append(checkKey(entity, tpmAnswers: tpmAnswers))
@@ -79,17 +86,21 @@ extension XignSdk {
             let key = try keys.store(for: entity.keyKind).load(entity.keyReference)
             let message = Data("xign-doctor".utf8)
             guard try key.publicKey.isValidSignature(try key.signature(for: message), for: message) else {
-                return .init(name: name, status: .failure, detail: "the key signs, but the signature does not verify", hint: "enroll again with xign-setup personalize")
+                return .init(
+                    name: name, status: .failure, detail: "the key signs, but the signature does not verify",
+                    hint: "enroll again with xign-setup personalize")
             }
             if entity.keyKind == DeviceKeyKind.software.rawValue && tpmAnswers && configuration.deviceKey != .software {
-                return .init(name: name, status: .warning, detail: "loads and signs, but is a software key although this machine has a TPM",
-                             hint: "personalize again to make the key in the TPM, where a copy of the disk cannot use it")
+                return .init(
+                    name: name, status: .warning, detail: "loads and signs, but is a software key although this machine has a TPM",
+                    hint: "personalize again to make the key in the TPM, where a copy of the disk cannot use it")
             }
             return .init(name: name, status: .ok, detail: "loads and signs", hint: nil)
         } catch {
             let failure = DeviceKeys.error(error, doing: "cannot use the key")
-            return .init(name: name, status: .failure, detail: failure.message,
-                         hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+            return .init(
+                name: name, status: .failure, detail: failure.message,
+                hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
         }
     }
 
@@ -99,12 +110,15 @@ extension XignSdk {
             let health: HealthMessage = try ManagerClient(url: url, http: http).get(APIPath.health)
             let pinned = try entity.pinnedManagerKey().fingerprint
             guard health.managerKeyFingerprint == pinned else {
-                return .init(name: name, status: .failure, detail: "answers with signing key \(health.managerKeyFingerprint.prefix(12))…, but this machine pinned \(pinned.prefix(12))…",
-                             hint: "if the manager's key was replaced on purpose, personalize again; otherwise someone may be impersonating it")
+                return .init(
+                    name: name, status: .failure,
+                    detail: "answers with signing key \(health.managerKeyFingerprint.prefix(12))…, but this machine pinned \(pinned.prefix(12))…",
+                    hint: "if the manager's key was replaced on purpose, personalize again; otherwise someone may be impersonating it")
             }
             return .init(name: name, status: .ok, detail: "reachable, version \(health.version), key as pinned", hint: nil)
         } catch {
-            return .init(name: name, status: .failure, detail: "\(error)", hint: "check the network, the manager service and ca_file/proxy in the config")
+            return .init(
+                name: name, status: .failure, detail: "\(error)", hint: "check the network, the manager service and ca_file/proxy in the config")
         }
     }
 
@@ -112,13 +126,15 @@ extension XignSdk {
         var lines: [String] = []
         for file in (try? Self.directoryEntries(directory)) ?? [] {
             guard let data = try? AtomicFile.read("\(directory)/\(file)", limit: 64 * 1024) else { continue }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.contains("pam_xign.so") && !line.trimmed.hasPrefix("#") {
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n")
+            where line.contains("pam_xign.so") && !line.trimmed.hasPrefix("#") {
                 lines.append("\(file): \(line.trimmed)")
             }
         }
         if lines.isEmpty {
-            return .init(name: "pam", status: .warning, detail: "no PAM service in \(directory) uses pam_xign.so",
-                         hint: "add `auth required pam_xign.so` to /etc/pam.d/sudo (or enable the pam-auth-update profile)")
+            return .init(
+                name: "pam", status: .warning, detail: "no PAM service in \(directory) uses pam_xign.so",
+                hint: "add `auth required pam_xign.so` to /etc/pam.d/sudo (or enable the pam-auth-update profile)")
         }
         return .init(name: "pam", status: .ok, detail: lines.joined(separator: "; "), hint: nil)
     }

@@ -1,8 +1,9 @@
+import FoundationEssentials
+import XignProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import XignProtocol
 
 /// Every error the SDK raises. `errorCode` says what happened; `message` says it for people, with the next step.
 public enum XignSdkErrorCode: String, Sendable, CaseIterable {

@@ -107,7 +107,11 @@ public struct HTTPClient: Sendable {
                 if let caFile = configuration.caFile { setup.append(xign_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
                 if let body {
                     setup.append(xign_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
-                    setup.append(body.withUnsafeBytes { xign_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)) })
+                    setup.append(
+                        body.withUnsafeBytes {
+                            xign_curl_setopt_pointer(
+                                handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                        })
                 }
                 if method != "GET" && method != "POST" { setup.append(xign_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method)) }
                 if let failed = setup.first(where: { $0 != CURLE_OK }) { return failed }

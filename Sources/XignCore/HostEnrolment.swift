@@ -25,28 +25,35 @@ extension XignSdk {
     /// manager key named in the token, and stores the enrolment. A join to the same manager replaces the old one.
     public func joinHost(managerURL url: ManagerURL, token: HostJoinToken) throws -> HostEnrolment {
         try store.checkWritable()
-        return try keys.register("host", retry: "have the host removed and join again", { key, publicKey, kind in
-            let nonce = try ManagerClient.nonce()
-            let request = HostJoinRequest(joinSecret: token.secret, hostKey: publicKey, keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, nonce: nonce)
-            let client = ManagerClient(url: url, http: http)
-            let compact = try client.postDeviceSigned(APIPath.hosts, body: try JSONEncoder.canonical.encode(request), challenge: token.secret, key: key)
-            let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: token.managerKeyFingerprint)
-            let result = try ManagerClient.verify(compact, type: SignedAnswerType.hostJoin, key: managerKey, as: HostJoinResult.self, nonce: nonce, nonceOf: \.nonce)
-            guard result.hostKey == publicKey, (1...64).contains(result.hostId.utf8.count),
-                  result.hostId.unicodeScalars.allSatisfy({ $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }),
-                  (1...253).contains(result.name.utf8.count) else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's join answer does not match this request")
-            }
-            return HostEnrolment(
-                hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
-                keyKind: kind.rawValue, keyReference: "host-\(result.hostId)", joinedAt: Date().millisecondsSince1970
-            )
-        }, reference: \.keyReference, save: { enrolment in
-            try store.update { contents in
-                let gone = (contents.hosts ?? []).filter { $0.managerURL == url }
-                contents.hosts = (contents.hosts ?? []).filter { $0.managerURL != url } + [enrolment]
-                return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
-            }
-        })
+        return try keys.register(
+            "host", retry: "have the host removed and join again",
+            { key, publicKey, kind in
+                let nonce = try ManagerClient.nonce()
+                let request = HostJoinRequest(
+                    joinSecret: token.secret, hostKey: publicKey, keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, nonce: nonce)
+                let client = ManagerClient(url: url, http: http)
+                let compact = try client.postDeviceSigned(
+                    APIPath.hosts, body: try JSONEncoder.canonical.encode(request), challenge: token.secret, key: key)
+                let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: token.managerKeyFingerprint)
+                let result = try ManagerClient.verify(
+                    compact, type: SignedAnswerType.hostJoin, key: managerKey, as: HostJoinResult.self, nonce: nonce, nonceOf: \.nonce)
+                guard result.hostKey == publicKey, (1...64).contains(result.hostId.utf8.count),
+                    result.hostId.unicodeScalars.allSatisfy({ $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }),
+                    (1...253).contains(result.name.utf8.count)
+                else {
+                    throw XignSdkError(.invalidManagerResponse, "the manager's join answer does not match this request")
+                }
+                return HostEnrolment(
+                    hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
+                    keyKind: kind.rawValue, keyReference: "host-\(result.hostId)", joinedAt: Date().millisecondsSince1970
+                )
+            }, reference: \.keyReference,
+            save: { enrolment in
+                try store.update { contents in
+                    let gone = (contents.hosts ?? []).filter { $0.managerURL == url }
+                    contents.hosts = (contents.hosts ?? []).filter { $0.managerURL != url } + [enrolment]
+                    return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
+                }
+            })
     }
 }

@@ -21,7 +21,8 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     /// The manager's signing key as pinned at personalization.
     func pinnedManagerKey() throws -> P256PublicKey {
         guard let der = Base64URL.decode(managerKey), let key = try? P256PublicKey(derRepresentation: der) else {
-            throw XignSdkError(.stateUnavailable, "the pinned manager key of \(idmIdentifier) is damaged; personalize again, or use xign-setup remove --local-only")
+            throw XignSdkError(
+                .stateUnavailable, "the pinned manager key of \(idmIdentifier) is damaged; personalize again, or use xign-setup remove --local-only")
         }
         return key
     }
@@ -73,7 +74,9 @@ public struct IdentityManagerStore: Sendable {
         }
         guard let data else { return Contents() }
         guard let contents = try? JSONDecoder().decode(Contents.self, from: data), contents.version == 1 else {
-            throw XignSdkError(.stateUnavailable, "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again")
+            throw XignSdkError(
+                .stateUnavailable,
+                "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again")
         }
         return contents
     }
@@ -84,7 +87,9 @@ public struct IdentityManagerStore: Sendable {
             try AtomicFile.makeDirectory(directory, mode: 0o700, enforceMode: true)
             try AtomicFile.withExclusiveLock("\(directory)/.lock") {}
         } catch {
-            throw XignSdkError(.stateUnavailable, "the state directory \(directory) cannot be written (\(error)); run as root or set state_dir in \(ClientConfiguration.defaultPath)")
+            throw XignSdkError(
+                .stateUnavailable,
+                "the state directory \(directory) cannot be written (\(error)); run as root or set state_dir in \(ClientConfiguration.defaultPath)")
         }
     }
 

@@ -42,7 +42,8 @@ public struct SdkLoginApprover: LoginApprover {
         var found: [PendingConfirmation] = []
         // With several enrolments, the wait is spent on the first and the others are asked without waiting.
         for (index, enrolment) in try enrolments().enumerated() {
-            found += try sdk.authenticator.fetchPendingConfirmations(idmIdentifier: enrolment.idmIdentifier, waitMilliseconds: index == 0 ? waitMilliseconds : 0)
+            found += try sdk.authenticator.fetchPendingConfirmations(
+                idmIdentifier: enrolment.idmIdentifier, waitMilliseconds: index == 0 ? waitMilliseconds : 0)
         }
         return found
     }
@@ -50,8 +51,9 @@ public struct SdkLoginApprover: LoginApprover {
     public func approve(_ confirmation: PendingConfirmation, code: String, pin: String) throws -> LoginApprovalResult {
         let enrolment = try owned(confirmation)
         let authenticator = sdk.authenticator
-        let request = try authenticator.startAuthenticationSynchronous(confirmation: ConfirmationInitializationData(
-            idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmation.confirmationId, code: code))
+        let request = try authenticator.startAuthenticationSynchronous(
+            confirmation: ConfirmationInitializationData(
+                idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmation.confirmationId, code: code))
         guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
             throw XignSdkError(.parametersIncomplete, "the manager asks for information an approval cannot give")
         }

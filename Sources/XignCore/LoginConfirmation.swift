@@ -70,7 +70,9 @@ extension XignSdk {
     }
 
     /// Asks the manager to have the account with `loginName` approve this login. Signed with the host key.
-    public func startLoginConfirmation(loginName: String, service: String, remoteHost: String?, tty: String?, command: String?) throws -> PendingLoginConfirmation {
+    public func startLoginConfirmation(
+        loginName: String, service: String, remoteHost: String?, tty: String?, command: String?
+    ) throws -> PendingLoginConfirmation {
         guard LoginNameValidator.validate(loginName) == .valid else {
             throw XignSdkError(.unknownLoginName, "'\(loginName.prefix(64))' is not a login name the manager can know")
         }
@@ -84,14 +86,18 @@ extension XignSdk {
         let nonce = try ManagerClient.nonce()
         let request = ConfirmationRequest(
             hostId: host.hostId, challenge: challenge, loginName: loginName, service: service,
-            remoteHost: remoteHost.map { String($0.prefix(128)) }, tty: tty.map { String($0.prefix(64)) }, command: command.map { String($0.prefix(128)) }, nonce: nonce
+            remoteHost: remoteHost.map { String($0.prefix(128)) }, tty: tty.map { String($0.prefix(64)) },
+            command: command.map { String($0.prefix(128)) }, nonce: nonce
         )
         let sentAt = MonotonicClock.now()
-        let compact = try client.postDeviceSigned(APIPath.confirmations, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
-        let start = try ManagerClient.verify(compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let compact = try client.postDeviceSigned(
+            APIPath.confirmations, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
+        let start = try ManagerClient.verify(
+            compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard ConfirmationPayload.confirmationId(in: start.payload) == start.confirmationId, start.code.utf8.count == 6,
-              start.code.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), (1...64).contains(start.waitToken.utf8.count),
-              start.appLink.utf8.count <= 512, let lifetime = MonotonicClock.lifetime(from: start.issuedAt, to: start.expiresAt) else {
+            start.code.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), (1...64).contains(start.waitToken.utf8.count),
+            start.appLink.utf8.count <= 512, let lifetime = MonotonicClock.lifetime(from: start.issuedAt, to: start.expiresAt)
+        else {
             throw XignSdkError(.invalidManagerResponse, "the manager's confirmation start is inconsistent")
         }
         return PendingLoginConfirmation(
@@ -107,13 +113,16 @@ extension XignSdk {
         let client = ManagerClient(url: pending.host.managerURL, http: http)
         // The manager must answer before the transport gives up.
         let wait = max(0, min(milliseconds, http.configuration.timeoutMilliseconds - 1_000))
-        let response = try client.exchange("POST", APIPath.confirmationWait, body: try JSONEncoder.canonical.encode(
-            ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: wait)))
+        let response = try client.exchange(
+            "POST", APIPath.confirmationWait,
+            body: try JSONEncoder.canonical.encode(
+                ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: wait)))
         guard response.contentType?.hasPrefix("application/jose") == true else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered the wait without a signature")
         }
-        let result = try ManagerClient.verify(String(decoding: response.body, as: UTF8.self), type: SignedAnswerType.confirmationResult,
-                                              key: pending.managerKey, as: ConfirmationResultMessage.self, nonce: pending.nonce, nonceOf: \.nonce)
+        let result = try ManagerClient.verify(
+            String(decoding: response.body, as: UTF8.self), type: SignedAnswerType.confirmationResult,
+            key: pending.managerKey, as: ConfirmationResultMessage.self, nonce: pending.nonce, nonceOf: \.nonce)
         guard result.confirmationId == pending.confirmationId, result.hostId == pending.host.hostId else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's decision is for another confirmation or host")
         }
@@ -138,7 +147,10 @@ extension XignSdk {
     /// confirmation runs out at the manager anyway.
     public func withdraw(_ pending: PendingLoginConfirmation) {
         let client = ManagerClient(url: pending.host.managerURL, http: http)
-        guard let body = try? JSONEncoder.canonical.encode(ConfirmationWithdrawalRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken)) else { return }
+        guard
+            let body = try? JSONEncoder.canonical.encode(
+                ConfirmationWithdrawalRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken))
+        else { return }
         _ = try? client.exchange("POST", APIPath.confirmationWithdrawal, body: body)
     }
 }
@@ -151,17 +163,21 @@ extension Authenticator {
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let nonce = try ManagerClient.nonce()
         let wait = max(0, min(waitMilliseconds, http.configuration.timeoutMilliseconds - 1_000))
-        let body = try JSONEncoder.canonical.encode(PendingConfirmationsRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce, waitMilliseconds: wait))
+        let body = try JSONEncoder.canonical.encode(
+            PendingConfirmationsRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce, waitMilliseconds: wait))
         let compact = try client.postDeviceSigned(APIPath.confirmationsPending, body: body, challenge: challenge, key: key)
-        let list = try ManagerClient.verify(compact, type: SignedAnswerType.confirmationList, key: try entity.pinnedManagerKey(),
-                                            as: ConfirmationListMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let list = try ManagerClient.verify(
+            compact, type: SignedAnswerType.confirmationList, key: try entity.pinnedManagerKey(),
+            as: ConfirmationListMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard list.confirmations.count <= 32 else { throw XignSdkError(.invalidManagerResponse, "the manager listed too many confirmations") }
         return list.confirmations.compactMap { item in
             guard ConfirmationPayload.confirmationId(in: ConfirmationPayload.prefix + item.confirmationId) == item.confirmationId else { return nil }
             return PendingConfirmation(
                 confirmationId: item.confirmationId, host: String(item.host.prefix(253)), service: String(item.service.prefix(64)),
-                loginName: String(item.loginName.prefix(32)), remoteHost: item.remoteHost.map { String($0.prefix(128)) }, tty: item.tty.map { String($0.prefix(64)) },
-                command: item.command.map { String($0.prefix(128)) }, createdAt: Date(millisecondsSince1970: item.createdAt), idmIdentifier: entity.idmIdentifier
+                loginName: String(item.loginName.prefix(32)), remoteHost: item.remoteHost.map { String($0.prefix(128)) },
+                tty: item.tty.map { String($0.prefix(64)) },
+                command: item.command.map { String($0.prefix(128)) }, createdAt: Date(millisecondsSince1970: item.createdAt),
+                idmIdentifier: entity.idmIdentifier
             )
         }
     }
@@ -170,9 +186,11 @@ extension Authenticator {
     public func denyConfirmation(idmIdentifier: String, confirmationId: String) throws {
         let (entity, client, key) = try signer(idmIdentifier)
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
-        let body = try JSONEncoder.canonical.encode(ConfirmationDenialRequest(deviceId: entity.idmIdentifier, challenge: challenge, confirmationId: confirmationId))
-        _ = try client.exchange("POST", APIPath.confirmationDenial, body: body,
-                                headers: [try ManagerClient.signatureHeader(APIPath.confirmationDenial, body: body, challenge: challenge, key: key)])
+        let body = try JSONEncoder.canonical.encode(
+            ConfirmationDenialRequest(deviceId: entity.idmIdentifier, challenge: challenge, confirmationId: confirmationId))
+        _ = try client.exchange(
+            "POST", APIPath.confirmationDenial, body: body,
+            headers: [try ManagerClient.signatureHeader(APIPath.confirmationDenial, body: body, challenge: challenge, key: key)])
     }
 
     private func signer(_ idmIdentifier: String) throws -> (IdentityManagerEntity, ManagerClient, any DeviceKey) {

@@ -42,7 +42,9 @@ struct ManagerClient {
     /// A single-use challenge for a request signed by a device or a host.
     func challenge(_ path: String, _ body: some Encodable) throws -> String {
         let challenge: ChallengeMessage = try post(path, body)
-        guard (1...128).contains(challenge.challenge.utf8.count) else { throw XignSdkError(.invalidManagerResponse, "the manager's challenge is not usable") }
+        guard (1...128).contains(challenge.challenge.utf8.count) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's challenge is not usable")
+        }
         return challenge.challenge
     }
 
@@ -66,13 +68,17 @@ struct ManagerClient {
 
     private func decode<T: Decodable>(_ response: HTTPClient.Response) throws -> T {
         do { return try JSONDecoder().decode(T.self, from: response.body) } catch {
-            throw XignSdkError(.invalidManagerResponse, "the manager at \(url) sent an answer that cannot be read (\(response.body.count) bytes); is the URL right and the manager up to date?")
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager at \(url) sent an answer that cannot be read (\(response.body.count) bytes); is the URL right and the manager up to date?"
+            )
         }
     }
 
     private func error(from response: HTTPClient.Response) -> XignSdkError {
         guard let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body) else {
-            return XignSdkError(.invalidManagerResponse, "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
+            return XignSdkError(
+                .invalidManagerResponse, "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
         }
         let detail = body.error
         // One line of plain text: it is shown in terminals and PAM conversations.
@@ -101,10 +107,14 @@ struct ManagerClient {
     }
 
     /// Verifies a signed answer with the pinned key and checks it echoes our nonce.
-    static func verify<T: Decodable & Sendable>(_ compact: String, type: String, key: P256PublicKey, as: T.Type, nonce: String, nonceOf: (T) -> String) throws -> T {
+    static func verify<T: Decodable & Sendable>(
+        _ compact: String, type: String, key: P256PublicKey, as: T.Type, nonce: String, nonceOf: (T) -> String
+    ) throws -> T {
         let payload: Data
         do { payload = try JWS.verify(compact, expectedType: type, key: key) } catch {
-            throw XignSdkError(.managerSignatureInvalid, "the manager's answer is not signed by the manager key this machine pinned (\(error)); someone may be intercepting the connection")
+            throw XignSdkError(
+                .managerSignatureInvalid,
+                "the manager's answer is not signed by the manager key this machine pinned (\(error)); someone may be intercepting the connection")
         }
         guard let value = try? JSONDecoder().decode(T.self, from: payload) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's signed answer has an unexpected shape")
@@ -119,13 +129,16 @@ struct ManagerClient {
     /// brought from elsewhere (the activation data, a host join token).
     static func pinnedKey(from compact: String, fingerprint: String) throws -> P256PublicKey {
         guard let header = try? JWS.parse(compact).header, let spki = header.spki, let der = Base64URL.decode(spki),
-              let key = try? P256PublicKey(derRepresentation: der) else {
+            let key = try? P256PublicKey(derRepresentation: der)
+        else {
             throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
         }
         // Compact activation data carries the short form of the fingerprint; older links and join tokens the full one.
         let expected = fingerprint.utf8.count == key.shortFingerprint.utf8.count ? key.shortFingerprint : key.fingerprint
         guard constantTimeEquals(Data(expected.utf8), Data(fingerprint.utf8)) else {
-            throw XignSdkError(.managerKeyMismatch, "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
+            throw XignSdkError(
+                .managerKeyMismatch,
+                "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
         }
         return key
     }

@@ -122,7 +122,9 @@ public struct Personalizer {
     }
 
     /// Asks the manager to check `pin` against the activation. Every call counts toward the lockout.
-    public func decryptPersonalizationInitializationDataSynchronous(data: PersonalizationInitializationData, pin: String) throws -> PersonalizationResponse {
+    public func decryptPersonalizationInitializationDataSynchronous(
+        data: PersonalizationInitializationData, pin: String
+    ) throws -> PersonalizationResponse {
         let payload = data.payload
         let url = managerURL(for: data)
         // Before anything that changes state anywhere: the state directory must be writable here.
@@ -130,7 +132,10 @@ public struct Personalizer {
         if let pending = try store.pendingLockout(activationId: payload.activationId) { throw XignSdkLockoutError(pending) }
         let mine = try store.list().filter { $0.managerURL == url }
         if let other = mine.first(where: { $0.activationId == payload.activationId && $0.localUser != localUser }) {
-            throw XignSdkError(.invalidInput, "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`")
+            throw XignSdkError(
+                .invalidInput,
+                "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`"
+            )
         }
         guard !pin.isEmpty, pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
         let nonce = try ManagerClient.nonce()
@@ -141,7 +146,8 @@ public struct Personalizer {
         let client = ManagerClient(url: url, http: http)
         let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
         let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: payload.managerKeyFingerprint)
-        let result = try ManagerClient.verify(compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
+        let result = try ManagerClient.verify(
+            compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
         guard result.activationId == payload.activationId else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered for another activation")
         }
@@ -163,17 +169,21 @@ public struct Personalizer {
         case .alreadyPersonalized:
             return .alreadyPersonalized(parameters)
         case .rePersonalization:
-            guard let pinSpec = result.pinSpec, let aliasSpec = result.aliasSpec, pinSpec.minLength <= pinSpec.maxLength, pinSpec.maxLength <= 64 else {
+            guard let pinSpec = result.pinSpec, let aliasSpec = result.aliasSpec, pinSpec.minLength <= pinSpec.maxLength, pinSpec.maxLength <= 64
+            else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's rePersonalization answer lacks a usable PIN specification")
             }
-            let trigger = NewActivationTrigger(pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: result.canSendEmail ?? false, parameters: parameters)
+            let trigger = NewActivationTrigger(
+                pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: result.canSendEmail ?? false, parameters: parameters)
             return .rePersonalization(parameters, trigger)
         case .mergePersonalization:
             guard let merge = result.merge else { throw XignSdkError(.invalidManagerResponse, "the manager's merge answer lacks the merge data") }
-            return .mergePersonalization(parameters, AuthenticationInitializationDataWithSession(
-                existingIdmIdentifier: merge.existingDeviceId, existingAccountEmail: merge.existingAccountEmail,
-                invitedEmail: merge.invitedEmail, organization: merge.organization, sessionId: session.id
-            ))
+            return .mergePersonalization(
+                parameters,
+                AuthenticationInitializationDataWithSession(
+                    existingIdmIdentifier: merge.existingDeviceId, existingAccountEmail: merge.existingAccountEmail,
+                    invitedEmail: merge.invitedEmail, organization: merge.organization, sessionId: session.id
+                ))
         case .lockout:
             throw XignSdkError(.invalidManagerResponse, "the manager's lockout answer is inconsistent")
         }
@@ -191,42 +201,52 @@ public struct Personalizer {
         return try personalize(trigger.parameters, mode: .newActivation, newActivation: newActivation)
     }
 
-    private func personalize(_ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?) throws -> PersonalizationResult {
+    private func personalize(
+        _ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?
+    ) throws -> PersonalizationResult {
         try store.checkWritable()
-        let entity = try keys.register("device", retry: "personalize again", { key, publicKey, kind in
-            let nonce = try ManagerClient.nonce()
-            let request = PersonalizeRequest(
-                sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
-                keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
-            )
-            let client = ManagerClient(url: parameters.managerURL, http: http)
-            let compact = try client.postDeviceSigned(
-                APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
-            )
-            let result = try ManagerClient.verify(
-                compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce, nonceOf: \.nonce
-            )
-            guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
-                  !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
-                  result.deviceId.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_") })
-            else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
-            }
-            return IdentityManagerEntity(
-                idmIdentifier: result.deviceId, managerURL: parameters.managerURL, managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
-                activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
-                keyKind: kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
-            )
-        }, reference: \.keyReference, save: { entity in
-            try store.update { contents in
-                let gone = contents.entries.filter {
-                    $0.managerURL == entity.managerURL && ($0.activationId == entity.activationId || $0.idmIdentifier == parameters.replacesIdmIdentifier)
+        let entity = try keys.register(
+            "device", retry: "personalize again",
+            { key, publicKey, kind in
+                let nonce = try ManagerClient.nonce()
+                let request = PersonalizeRequest(
+                    sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
+                    keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
+                )
+                let client = ManagerClient(url: parameters.managerURL, http: http)
+                let compact = try client.postDeviceSigned(
+                    APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
+                )
+                let result = try ManagerClient.verify(
+                    compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce,
+                    nonceOf: \.nonce
+                )
+                guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
+                    !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
+                    result.deviceId.unicodeScalars.allSatisfy({
+                        $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_")
+                    })
+                else {
+                    throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
-                contents.entries.removeAll { old in gone.contains(old) }
-                contents.entries.append(entity)
-                return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
-            }
-        })
+                return IdentityManagerEntity(
+                    idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
+                    managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
+                    activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
+                    keyKind: kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
+                )
+            }, reference: \.keyReference,
+            save: { entity in
+                try store.update { contents in
+                    let gone = contents.entries.filter {
+                        $0.managerURL == entity.managerURL
+                            && ($0.activationId == entity.activationId || $0.idmIdentifier == parameters.replacesIdmIdentifier)
+                    }
+                    contents.entries.removeAll { old in gone.contains(old) }
+                    contents.entries.append(entity)
+                    return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
+                }
+            })
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
     }
 }

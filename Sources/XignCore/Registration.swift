@@ -181,7 +181,8 @@ public struct Registry: Sendable {
         let query = serviceMappingId.map { "?serviceMappingId=" + PercentEncoding.encode($0) } ?? ""
         let message: RegistrationParametersMessage = try client.get(APIPath.registrationParameters, query: query)
         guard message.pinSpec.minLength >= 1, message.pinSpec.minLength <= message.pinSpec.maxLength, message.pinSpec.maxLength <= 64,
-              !message.categories.isEmpty, message.categories.count <= 16 else {
+            !message.categories.isEmpty, message.categories.count <= 16
+        else {
             throw XignSdkError(.invalidManagerResponse, "the manager's registration parameters are inconsistent (PIN lengths or categories)")
         }
         return RegistrationParameters(managerURL: url, message: message)
@@ -196,7 +197,9 @@ public struct Registry: Sendable {
         }
         var attributes: [String: String] = [:]
         for info in category.info.attributes {
-            if let value = info.value { attributes[info.name] = value } else if info.isRequired {
+            if let value = info.value {
+                attributes[info.name] = value
+            } else if info.isRequired {
                 throw XignSdkError(.parametersIncomplete, "the required attribute \(info.name) is not set")
             }
         }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import XignCrypto
 import XignDevice
 import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The SDK's entry point for one local user on this machine.
 public struct XignSdk {
@@ -23,7 +24,8 @@ public struct XignSdk {
         store = IdentityManagerStore(directory: configuration.stateDirectory)
         http = HTTPClient(configuration: configuration.http)
         keys = DeviceKeys(
-            software: SoftwareDeviceKeyStore(directory: store.keyDirectory), tpm: TPMDeviceKeyStore(directory: store.keyDirectory, tcti: configuration.tcti),
+            software: SoftwareDeviceKeyStore(directory: store.keyDirectory),
+            tpm: TPMDeviceKeyStore(directory: store.keyDirectory, tcti: configuration.tcti),
             preference: configuration.deviceKey
         )
     }
@@ -37,7 +39,8 @@ public struct XignSdk {
     public var registry: Registry { Registry(http: http) }
 
     public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
-        Personalizer(http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
+        Personalizer(
+            http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
     }
 
     /// Nevis's DeviceInformation for this machine: its host name and platform.
@@ -50,7 +53,8 @@ public struct XignSdk {
             withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return DeviceInformationMessage(name: String(host.prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
+        return DeviceInformationMessage(
+            name: String(host.prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
     }
 
     /// The enrolment named by `idmIdentifier`, for this machine.
@@ -95,7 +99,8 @@ public struct XignSdk {
         let nonce = try ManagerClient.nonce()
         let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce))
         let compact = try client.postDeviceSigned(APIPath.deviceRevocations, body: body, challenge: challenge, key: key)
-        let result = try ManagerClient.verify(compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let result = try ManagerClient.verify(
+            compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
     }
 }

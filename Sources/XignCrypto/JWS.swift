@@ -49,8 +49,9 @@ public enum JWS {
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw Failure.malformed("expected three dot-separated parts") }
         guard let headerBytes = Base64URL.decode(String(parts[0])),
-              let payload = Base64URL.decode(String(parts[1])),
-              let signature = Base64URL.decode(String(parts[2])) else { throw Failure.malformed("not base64url") }
+            let payload = Base64URL.decode(String(parts[1])),
+            let signature = Base64URL.decode(String(parts[2]))
+        else { throw Failure.malformed("not base64url") }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerBytes) else {
             throw Failure.malformed("header is not a JWS header")
         }

@@ -51,7 +51,8 @@ public struct P256PublicKey: Sendable, Hashable {
     /// Checks a raw (r || s, 64 bytes) ECDSA-SHA256 signature over `message`.
     public func isValidSignature(_ signature: Data, for message: Data) -> Bool {
         guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature),
-              let key = try? Self.load(derRepresentation) else { return false }
+            let key = try? Self.load(derRepresentation)
+        else { return false }
         defer { EVP_PKEY_free(key) }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
@@ -101,7 +102,8 @@ public final class P256PrivateKey: @unchecked Sendable {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(context) }
         guard EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_group_name(context, "P-256") == 1 else { throw CryptoError("P-256 key generation setup") }
+            EVP_PKEY_CTX_set_group_name(context, "P-256") == 1
+        else { throw CryptoError("P-256 key generation setup") }
         var generated: OpaquePointer?
         guard EVP_PKEY_generate(context, &generated) == 1, let generated else { throw CryptoError("P-256 key generation") }
         key = generated
@@ -183,8 +185,8 @@ public enum ECDSASignature {
         defer { ECDSA_SIG_free(signature) }
         var out = [UInt8](repeating: 0, count: 64)
         guard let r = ECDSA_SIG_get0_r(signature), let s = ECDSA_SIG_get0_s(signature),
-              BN_bn2binpad(r, &out, 32) == 32,
-              out.withUnsafeMutableBufferPointer({ BN_bn2binpad(s, $0.baseAddress! + 32, 32) }) == 32
+            BN_bn2binpad(r, &out, 32) == 32,
+            out.withUnsafeMutableBufferPointer({ BN_bn2binpad(s, $0.baseAddress! + 32, 32) }) == 32
         else { return nil }
         return Data(out)
     }

@@ -1,8 +1,9 @@
+import FoundationEssentials
+import XignCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import XignCore
 
 /// One stream connection to or from xignd. A message is JSON after its length (4 bytes, big-endian), at most
 /// `maximumMessageSize`. Every send and receive has a deadline, so neither end waits on a silent peer for ever.
@@ -65,7 +66,9 @@ public final class DaemonConnection: @unchecked Sendable {
         var sent = 0
         while sent < frame.count {
             try wait(for: Int16(POLLOUT), until: deadline)
-            let count = frame.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+            let count = frame.withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
             if count < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 throw errno == EPIPE || errno == ECONNRESET ? Failure.closed : Failure.unreachable(String(cString: strerror(errno)))

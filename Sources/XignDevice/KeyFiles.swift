@@ -1,8 +1,9 @@
+import FoundationEssentials
+import XignCrypto
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import XignCrypto
 
 /// The files of one key store: `<directory>/<reference><suffix>`, 0600 in a 0700 directory.
 /// References are checked so no name can leave the directory.
@@ -12,7 +13,9 @@ struct KeyFiles {
 
     func path(_ reference: String) throws -> String {
         guard !reference.isEmpty, reference.count <= 80,
-              reference.unicodeScalars.allSatisfy({ ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || $0 == "-" || $0 == "_" })
+            reference.unicodeScalars.allSatisfy({
+                ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || $0 == "-" || $0 == "_"
+            })
         else { throw DeviceKeyError("invalid key reference '\(reference.prefix(80))'") }
         return "\(directory)/\(reference)\(suffix)"
     }

@@ -1,8 +1,9 @@
+import FoundationEssentials
+import XignCrypto
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import XignCrypto
 
 /// The explicit fallback: a P-256 key in a 0600 PEM file under the root-only state directory.
 /// Whoever can read that file can sign as this device, which is why a manager may refuse this kind.

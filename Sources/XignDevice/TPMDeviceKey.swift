@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CXignTPM
 import FoundationEssentials
 import XignCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why a TPM operation failed, with what the user can do about it.
 public enum TPMFailure: Error, Equatable, CustomStringConvertible {
@@ -27,8 +28,12 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         case .busy(let why): return "the TPM is busy (\(why)); try again in a moment"
         case .cleared: return "the TPM was cleared, so this machine's device key is gone; enroll again with xign-setup personalize"
         case .keyDoesNotLoad(let why): return "the device key does not load into this TPM (\(why)); enroll again with xign-setup personalize"
-        case .lockout: return "the TPM is in dictionary-attack lockout; wait for it to recover or have an administrator reset it (tpm2_dictionarylockout --clear-lockout)"
-        case .ownerAuthorization: return "the TPM's owner hierarchy has a password, so xign cannot derive its storage key; an administrator can remove it (tpm2_changeauth -c owner -p OLD)"
+        case .lockout:
+            return
+                "the TPM is in dictionary-attack lockout; wait for it to recover or have an administrator reset it (tpm2_dictionarylockout --clear-lockout)"
+        case .ownerAuthorization:
+            return
+                "the TPM's owner hierarchy has a password, so xign cannot derive its storage key; an administrator can remove it (tpm2_changeauth -c owner -p OLD)"
         case .other(let why): return "the TPM failed: \(why)"
         }
     }

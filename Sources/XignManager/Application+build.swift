@@ -30,7 +30,8 @@ public func buildApplication(
     let connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress)
     let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [
         ConnectionLimitHandler(connections),
-        RequestDeadlineHandler(readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
+        RequestDeadlineHandler(
+            readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
     ])
     var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager)]
     if let metrics = configuration.metricsListen {
@@ -44,7 +45,9 @@ public func buildApplication(
     } else {
         server = .http1(configuration: http1)
         if !ManagerURL.isLoopback(host: configuration.listenHost) {
-            manager.logger.warning("serving plain HTTP on \(configuration.listenHost): clients refuse http:// except on loopback; set server.tls_certificate and server.tls_key")
+            manager.logger.warning(
+                "serving plain HTTP on \(configuration.listenHost): clients refuse http:// except on loopback; set server.tls_certificate and server.tls_key"
+            )
         }
     }
     let host = configuration.listenHost

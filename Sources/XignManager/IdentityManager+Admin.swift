@@ -33,7 +33,9 @@ extension IdentityManager {
         return "admin \(String(cString: name))"
     }
 
-    func adminEvent(_ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, detail: String? = nil) -> AuditEvent {
+    func adminEvent(
+        _ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, detail: String? = nil
+    ) -> AuditEvent {
         AuditEvent(kind, email: email, activationId: activationId, host: host, detail: detail, actor: administrator)
     }
 
@@ -61,7 +63,8 @@ extension IdentityManager {
             guard try await store.clearLockout(activationId: activationId) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
             }
-            try await store.recordAudit(self.adminEvent(.unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
+            try await store.recordAudit(
+                self.adminEvent(.unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
         }
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }
@@ -69,7 +72,8 @@ extension IdentityManager {
     /// Gives the account with `email` the login name hosts ask for (nil removes it).
     public func setLoginName(_ loginName: String?, email: String) async throws {
         if let loginName, LoginNameValidator.validate(loginName) != .valid {
-            throw ManagerError.badRequest("'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+            throw ManagerError.badRequest(
+                "'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
         }
         try await database.transaction { store in
             if let loginName, try await store.isLoginNameTaken(loginName) {
@@ -92,18 +96,23 @@ extension IdentityManager {
             throw ManagerError.badRequest("the organization name is empty or too long")
         }
         if let loginName, LoginNameValidator.validate(loginName) != .valid {
-            throw ManagerError.badRequest("'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+            throw ManagerError.badRequest(
+                "'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
         }
         let policy = configuration.pinPolicy
         var pin = ""
         repeat {
             pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
         } while policy.validate(pin) != .valid
-        let account = NewAccount(email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil, organization: organization)
+        let account = NewAccount(
+            email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil,
+            organization: organization)
         _ = try await createAccount(account, pin: pin, alias: organization.map { "\($0) invite" }, by: administrator)
-        logger.info(organization == nil ? "account created by administrator" : "organization invite", metadata: [
-            "email": "\(email)", "organization": "\(organization ?? "-")",
-        ])
+        logger.info(
+            organization == nil ? "account created by administrator" : "organization invite",
+            metadata: [
+                "email": "\(email)", "organization": "\(organization ?? "-")",
+            ])
         return pin
     }
 }

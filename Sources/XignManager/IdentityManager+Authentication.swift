@@ -10,7 +10,8 @@ extension IdentityManager {
     /// A device that still holds its activation, or the error that says to personalize again.
     static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
         guard let device = try await store.device(id, holdingItsActivation: true) else {
-            throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
+            throw ManagerError(
+                .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
         }
         return device
     }
@@ -38,15 +39,18 @@ extension IdentityManager {
 
     public func startAuthentication(_ request: AuthenticationStartRequest) async throws -> String {
         guard request.deviceId.utf8.count <= 64, (1...253).contains(request.host.utf8.count), (1...64).contains(request.localUser.utf8.count),
-              (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64 else {
+            (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64
+        else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
         guard (request.service == APIPath.mergeService) == (request.mergeSessionId != nil), (request.mergeSessionId?.utf8.count ?? 0) <= 64 else {
             throw ManagerError.badRequest("the merge process needs service \(APIPath.mergeService) together with mergeSessionId")
         }
         guard (request.service == APIPath.confirmService) == (request.confirmationId != nil), (request.confirmationId?.utf8.count ?? 0) <= 64,
-              (request.confirmationCode?.utf8.count ?? 0) <= 16 else {
-            throw ManagerError.badRequest("approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
+            (request.confirmationCode?.utf8.count ?? 0) <= 16
+        else {
+            throw ManagerError.badRequest(
+                "approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
         }
         let service = try service(request.service)
         // Number matching first: a wrong code counts against the confirmation, whatever else is wrong.
@@ -56,54 +60,62 @@ extension IdentityManager {
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requireHardware = configuration.requireHardwareKey
         // Unsynced: a start lost in a power cut only makes the client start again.
-        let start = try await countingLockedLogins { try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-            let device = try await Self.enrolledDevice(request.deviceId, in: store)
-            if requireHardware && device.keyKind == .software {
-                throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
-            }
-            guard let activation = try await store.activation(id: device.activationId) else {
-                throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
-            }
-            if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
-            if let mergeSession = request.mergeSessionId {
-                // Only the device the decrypt answer named may confirm the merge, while the session lasts.
-                guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
-                    throw ManagerError(.conflict, .sessionInvalid, "the merge session is unknown, expired or not for this device; scan the invite again")
+        let start = try await countingLockedLogins {
+            try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
+                let device = try await Self.enrolledDevice(request.deviceId, in: store)
+                if requireHardware && device.keyKind == .software {
+                    throw ManagerError(
+                        .forbidden, .securityInsufficient,
+                        "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
                 }
-            }
-            let values = try await store.accountAttributes(activationId: activation.id)
-            let message = AuthenticationStartMessage(
-                nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
-                expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
-                roles: service.roles.map { role in
-                    // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
-                    let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: Self.enrolledFactors) }
-                    return RoleMessage(name: role.name, requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
-                },
-                attributes: service.attributes.map { attribute in
-                    let present = values[attribute.name] != nil
-                    return AuthenticationAttributeMessage(
-                        name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
-                        aliases: present ? [PersonalInformationAliasMessage(alias: "registered \(attribute.name)", isPrimary: true)] : []
-                    )
+                guard let activation = try await store.activation(id: device.activationId) else {
+                    throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
                 }
-            )
-            try await store.insertAuthentication(ManagerStore.NewAuthentication(
-                id: message.authenticationId, deviceId: device.id, activationId: activation.id, service: service.id, host: request.host,
-                localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt, mergeSessionId: request.mergeSessionId,
-                confirmationId: confirmation?.id
-            ))
-            return message
-        } }
+                if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
+                if let mergeSession = request.mergeSessionId {
+                    // Only the device the decrypt answer named may confirm the merge, while the session lasts.
+                    guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
+                        throw ManagerError(
+                            .conflict, .sessionInvalid, "the merge session is unknown, expired or not for this device; scan the invite again")
+                    }
+                }
+                let values = try await store.accountAttributes(activationId: activation.id)
+                let message = AuthenticationStartMessage(
+                    nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
+                    expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
+                    roles: service.roles.map { role in
+                        // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
+                        let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: Self.enrolledFactors) }
+                        return RoleMessage(name: role.name, requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
+                    },
+                    attributes: service.attributes.map { attribute in
+                        let present = values[attribute.name] != nil
+                        return AuthenticationAttributeMessage(
+                            name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
+                            aliases: present ? [PersonalInformationAliasMessage(alias: "registered \(attribute.name)", isPrimary: true)] : []
+                        )
+                    }
+                )
+                try await store.insertAuthentication(
+                    ManagerStore.NewAuthentication(
+                        id: message.authenticationId, deviceId: device.id, activationId: activation.id, service: service.id, host: request.host,
+                        localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt,
+                        mergeSessionId: request.mergeSessionId,
+                        confirmationId: confirmation?.id
+                    ))
+                return message
+            }
+        }
         return try sign(start, type: SignedAnswerType.authenticationStart)
     }
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
         guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count), (request.pin?.utf8.count ?? 0) <= 64,
-              request.role.utf8.count <= 64, request.factors.count <= 8,
-              request.attributeValues.count <= 16, request.attributeSelections.count <= 16,
-              request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 }) else {
+            request.role.utf8.count <= 64, request.factors.count <= 8,
+            request.attributeValues.count <= 16, request.attributeSelections.count <= 16,
+            request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 })
+        else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
         let rawSignature = try Self.signature(from: signature)
@@ -131,7 +143,8 @@ extension IdentityManager {
             throw ManagerError.badRequest("the factors \(request.factors.map(\.rawValue)) match no combination role \(role.name) accepts")
         }
         guard given.isSubset(of: Self.enrolledFactors) else {
-            throw ManagerError.badRequest("this device has not enrolled \(given.subtracting(Self.enrolledFactors).map(\.rawValue).sorted().joined(separator: ", "))")
+            throw ManagerError.badRequest(
+                "this device has not enrolled \(given.subtracting(Self.enrolledFactors).map(\.rawValue).sorted().joined(separator: ", "))")
         }
         let missing = try await checkAttributes(request, service: service, activationId: authentication.activationId)
 
@@ -179,14 +192,18 @@ extension IdentityManager {
         let codeExpiresAt = codeIssuedAt + 60_000
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
         try await database.transaction { store in
-            try await store.recordServiceLogin(request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
-            try await store.recordAudit(AuditEvent(
-                at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId, host: authentication.host, service: service.id,
-                detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
-            ))
+            try await store.recordServiceLogin(
+                request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
+            try await store.recordAudit(
+                AuditEvent(
+                    at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId,
+                    host: authentication.host, service: service.id,
+                    detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
+                ))
         }
         result.serviceLogin = ServiceLoginMessage(
-            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id, relyingPartyName: service.relyingPartyName, role: role.name
+            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id,
+            relyingPartyName: service.relyingPartyName, role: role.name
         )
         ManagerMetrics.login(.success)
         logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
@@ -202,21 +219,27 @@ extension IdentityManager {
     }
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
-    private func approve(_ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, role: String) async throws -> UserLoginMessage {
+    private func approve(
+        _ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, role: String
+    ) async throws -> UserLoginMessage {
         let deviceId = authentication.deviceId
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
             guard let confirmation = try await store.confirmation(confirmationId),
-                  try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now()) else {
+                try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now())
+            else {
                 throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
             }
-            try await store.recordAudit(AuditEvent(
-                at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
-                host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)", actor: "device \(deviceId)"
-            ))
+            try await store.recordAudit(
+                AuditEvent(
+                    at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
+                    host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)",
+                    actor: "device \(deviceId)"
+                ))
             return confirmation
         }
         signals.signal("confirmation:\(confirmationId)")
-        logger.info("confirmation approved", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)"])
+        logger.info(
+            "confirmation approved", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)"])
         return UserLoginMessage(relyingPartyName: confirmation.hostName, role: role, loginName: confirmation.loginName)
     }
 
@@ -224,7 +247,8 @@ extension IdentityManager {
     private func merge(session: String, into activationId: String) async throws -> String {
         try await database.transaction { store in
             guard let invite = try await store.invitedAccount(personalizationSession: session),
-                  let target = try await store.accountId(activationId: activationId) else {
+                let target = try await store.accountId(activationId: activationId)
+            else {
                 throw ManagerError(.conflict, .sessionInvalid, "the invite was merged or activated meanwhile")
             }
             try await store.mergeAccount(invite, into: target)
@@ -234,7 +258,9 @@ extension IdentityManager {
     }
 
     /// Checks the attribute part of a finish request; returns the values given for missing data.
-    private func checkAttributes(_ request: AuthenticationFinishRequest, service: ManagerConfiguration.Service, activationId: String) async throws -> [String: String] {
+    private func checkAttributes(
+        _ request: AuthenticationFinishRequest, service: ManagerConfiguration.Service, activationId: String
+    ) async throws -> [String: String] {
         let known = try await database.transaction { store in try await store.accountAttributes(activationId: activationId) }
         var errors: [String: AuthenticationAttributeErrorCode] = [:]
         for attribute in service.attributes {
@@ -247,8 +273,10 @@ extension IdentityManager {
         }
         for name in request.attributeValues.keys where !service.attributes.contains(where: { $0.name == name }) { errors[name] = .notAvailable }
         guard errors.isEmpty else {
-            throw ManagerError(.unprocessableContent, .attributesRejected, "attributes are missing or invalid; correct those in authenticationAttributes and start again",
-                               authenticationAttributes: errors)
+            throw ManagerError(
+                .unprocessableContent, .attributesRejected,
+                "attributes are missing or invalid; correct those in authenticationAttributes and start again",
+                authenticationAttributes: errors)
         }
         return request.attributeValues
     }

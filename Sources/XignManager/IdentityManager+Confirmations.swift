@@ -21,15 +21,17 @@ extension IdentityManager {
         return challenge
     }
 
-    static let unknownHost = ManagerError(.notFound, .notFound, "this host is not known to the manager (or was removed); join again with xign-setup host join")
+    static let unknownHost = ManagerError(
+        .notFound, .notFound, "this host is not known to the manager (or was removed); join again with xign-setup host join")
 
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
         guard request.hostId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count),
-              LoginNameValidator.validate(request.loginName) == .valid, (1...64).contains(request.service.utf8.count),
-              TextAttributeValidator.validate(request.service) == .valid,
-              [request.remoteHost, request.tty, request.command].allSatisfy({ $0.map { TextAttributeValidator.validate($0) == .valid } ?? true }) else {
+            LoginNameValidator.validate(request.loginName) == .valid, (1...64).contains(request.service.utf8.count),
+            TextAttributeValidator.validate(request.service) == .valid,
+            [request.remoteHost, request.tty, request.command].allSatisfy({ $0.map { TextAttributeValidator.validate($0) == .valid } ?? true })
+        else {
             throw ManagerError.badRequest("a field of the confirmation request is empty, too long or holds control characters")
         }
         let raw = try Self.signature(from: signature)
@@ -55,13 +57,18 @@ extension IdentityManager {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
             guard try await store.mayLogIn(accountId: account.id, hostName: host.name) else {
-                throw ManagerError(.forbidden, .hostNotAllowed, "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
+                throw ManagerError(
+                    .forbidden, .hostNotAllowed, "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
             }
             if account.blockedUntil > now {
-                throw ManagerError(.tooManyRequests, .tooManyRequests, "a login to \(request.loginName) was denied a moment ago; try again in \((account.blockedUntil - now + 999) / 1000) s")
+                throw ManagerError(
+                    .tooManyRequests, .tooManyRequests,
+                    "a login to \(request.loginName) was denied a moment ago; try again in \((account.blockedUntil - now + 999) / 1000) s")
             }
             guard try await store.pendingConfirmationCount(accountId: account.id, now: now) < settings.maxPending else {
-                throw ManagerError(.tooManyRequests, .tooManyRequests, "\(settings.maxPending) logins to \(request.loginName) are waiting for approval already; approve or deny those first")
+                throw ManagerError(
+                    .tooManyRequests, .tooManyRequests,
+                    "\(settings.maxPending) logins to \(request.loginName) are waiting for approval already; approve or deny those first")
             }
             var record = confirmation
             (record.accountId, record.hostName) = (account.id, host.name)
@@ -69,9 +76,12 @@ extension IdentityManager {
             return account.id
         }
         signals.signal("account:\(accountId)")
-        logger.info("confirmation started", metadata: [
-            "confirmation": "\(confirmation.id)", "host": "\(request.hostId)", "loginName": "\(request.loginName)", "service": "\(request.service)",
-        ])
+        logger.info(
+            "confirmation started",
+            metadata: [
+                "confirmation": "\(confirmation.id)", "host": "\(request.hostId)", "loginName": "\(request.loginName)",
+                "service": "\(request.service)",
+            ])
         let start = ConfirmationStartMessage(
             nonce: request.nonce, confirmationId: confirmation.id, code: confirmation.code, payload: ConfirmationPayload.prefix + confirmation.id,
             appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now, expiresAt: confirmation.expiresAt
@@ -86,7 +96,8 @@ extension IdentityManager {
         }
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let state = try await database.transaction { store -> ConfirmationState in
-            guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented) else {
+            guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
+            else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
             }
             let withdrawn = try await store.decideConfirmation(record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
@@ -105,7 +116,8 @@ extension IdentityManager {
         let decided = { (record: ManagerStore.ConfirmationRecord) in record.state(at: Self.now()) != .pending }
         let record = try await longPoll(request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", until: decided) {
             guard let record = try await self.database.transaction({ store in try await store.confirmation(request.confirmationId) }),
-                  constantTimeEquals(Data(record.waitTokenHash.utf8), presented) else {
+                constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
+            else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
             }
             return record
@@ -126,28 +138,35 @@ extension IdentityManager {
         }
         let accountId = try await database.transaction { store -> String in
             _ = try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature, in: store
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature,
+                in: store
             )
-            guard let accountId = try await store.accountId(ofDevice: request.deviceId) else { throw ManagerError.internalFailure("device without account") }
+            guard let accountId = try await store.accountId(ofDevice: request.deviceId) else {
+                throw ManagerError.internalFailure("device without account")
+            }
             return accountId
         }
         let any = { (waiting: [ManagerStore.ConfirmationRecord]) in !waiting.isEmpty }
         let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: any) {
             try await self.database.transaction { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
         }
-        let list = ConfirmationListMessage(nonce: request.nonce, confirmations: pending.map {
-            PendingConfirmationMessage(
-                confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
-                tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
-            )
-        })
+        let list = ConfirmationListMessage(
+            nonce: request.nonce,
+            confirmations: pending.map {
+                PendingConfirmationMessage(
+                    confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
+                    tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
+                )
+            })
         return try sign(list, type: SignedAnswerType.confirmationList)
     }
 
     /// Reads until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. A
     /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read.
-    private func longPoll<Reading: Sendable>(_ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
-                                             _ read: () async throws -> Reading) async throws -> Reading {
+    private func longPoll<Reading: Sendable>(
+        _ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
+        _ read: () async throws -> Reading
+    ) async throws -> Reading {
         let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
         while true {
             let reading = try await read()
@@ -166,12 +185,14 @@ extension IdentityManager {
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         try await database.transaction { store in
             _ = try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature, in: store
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature,
+                in: store
             )
             let now = Self.now()
             guard let confirmation = try await store.confirmation(request.confirmationId),
-                  confirmation.accountId == (try await store.accountId(ofDevice: request.deviceId)),
-                  try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: now) else {
+                confirmation.accountId == (try await store.accountId(ofDevice: request.deviceId)),
+                try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: now)
+            else {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
             }
             try await store.blockConfirmations(accountId: confirmation.accountId, until: now + cooldown)
@@ -186,10 +207,14 @@ extension IdentityManager {
     func checkConfirmationCode(_ code: String?, confirmationId: String, deviceId: String) async throws -> ManagerStore.ConfirmationRecord {
         let settings = configuration.confirmation
         let presented = Data((code ?? "").utf8)
-        enum Verdict: Sendable { case right(ManagerStore.ConfirmationRecord), wrong(left: Int) }
+        enum Verdict: Sendable {
+            case right(ManagerStore.ConfirmationRecord)
+            case wrong(left: Int)
+        }
         let verdict = try await database.transaction { store -> Verdict in
             guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending,
-                  confirmation.accountId == (try await store.accountId(ofDevice: deviceId)) else {
+                confirmation.accountId == (try await store.accountId(ofDevice: deviceId))
+            else {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
             }
             if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
@@ -205,9 +230,11 @@ extension IdentityManager {
         case .wrong(let left):
             if left == 0 { signals.signal("confirmation:\(confirmationId)") }
             logger.notice("wrong confirmation code", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
-            throw ManagerError(.unprocessableContent, .wrongCode, left > 0
-                ? "that is not the code the server shows; \(left) attempt(s) left"
-                : "that is not the code the server shows; the login was refused. Start it again on the server")
+            throw ManagerError(
+                .unprocessableContent, .wrongCode,
+                left > 0
+                    ? "that is not the code the server shows; \(left) attempt(s) left"
+                    : "that is not the code the server shows; the login was refused. Start it again on the server")
         }
     }
 

@@ -17,7 +17,9 @@ extension IdentityManager {
     }
 
     /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device's activation id.
-    func verifyDeviceSignature(deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore) async throws -> String {
+    func verifyDeviceSignature(
+        deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore
+    ) async throws -> String {
         let raw = try Self.signature(from: signature)
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
@@ -44,10 +46,11 @@ extension IdentityManager {
             )
             try await store.revokeDevice(request.deviceId)
             try await store.markRevoked(activationId: activationId)
-            try await store.recordAudit(AuditEvent(
-                .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
-                detail: "the device revoked itself", actor: "device \(request.deviceId)"
-            ))
+            try await store.recordAudit(
+                AuditEvent(
+                    .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                    detail: "the device revoked itself", actor: "device \(request.deviceId)"
+                ))
         }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
         return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)

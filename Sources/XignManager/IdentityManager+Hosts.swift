@@ -31,7 +31,8 @@ extension IdentityManager {
             }
             try await store.insertHostJoinToken(hash: Self.hashed(token.secret), name: name, expiresAt: expiresAt)
             try await store.setGroups(groups, hostName: name)
-            try await store.recordAudit(self.adminEvent(.hostAdded, host: name, detail: groups.isEmpty ? nil : "groups \(groups.joined(separator: ","))"))
+            try await store.recordAudit(
+                self.adminEvent(.hostAdded, host: name, detail: groups.isEmpty ? nil : "groups \(groups.joined(separator: ","))"))
         }
         logger.notice("host join token issued", metadata: ["host": "\(name)"])
         return token
@@ -41,8 +42,10 @@ extension IdentityManager {
         try await database.transaction { store in
             var summaries: [HostSummary] = []
             for host in try await store.hosts() {
-                summaries.append(HostSummary(id: host.id, name: host.name, groups: try await store.groups(hostName: host.name), keyKind: host.keyKind.rawValue,
-                                             keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
+                summaries.append(
+                    HostSummary(
+                        id: host.id, name: host.name, groups: try await store.groups(hostName: host.name), keyKind: host.keyKind.rawValue,
+                        keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
             }
             return summaries
         }
@@ -73,7 +76,8 @@ extension IdentityManager {
             throw ManagerError(.unauthorized, .signatureInvalid, "the host signature does not verify")
         }
         if configuration.requireHardwareKey && request.keyKind == .software {
-            throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")
+            throw ManagerError(
+                .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")
         }
         let hostId = try SecureRandom.identifier()
         let name = try await database.transaction { store -> String in
@@ -88,7 +92,9 @@ extension IdentityManager {
             return name
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])
-        return try sign(HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin, includeKey: true)
+        return try sign(
+            HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin,
+            includeKey: true)
     }
 
     /// Limits the hosts the account with `email` may log in to, to those in one of `groups`; no groups means any host.
@@ -99,7 +105,8 @@ extension IdentityManager {
                 throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
             try await store.setHostGroups(groups, accountId: accountId)
-            try await store.recordAudit(self.adminEvent(.hostGroupsSet, email: email.lowercased(), detail: groups.isEmpty ? "any host" : groups.joined(separator: ",")))
+            try await store.recordAudit(
+                self.adminEvent(.hostGroupsSet, email: email.lowercased(), detail: groups.isEmpty ? "any host" : groups.joined(separator: ",")))
         }
         logger.notice("host groups set", metadata: ["email": "\(email)", "groups": "\(groups.joined(separator: ","))"])
     }
@@ -114,14 +121,15 @@ extension IdentityManager {
 /// Host names as an administrator writes them: DNS-like, so they read well in a prompt and a log line.
 enum HostNameValidator {
     static func isValid(_ name: String) -> Bool {
-        (1...253).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "."), UInt8(ascii: "-"):
-                return true
-            default:
-                return false
-            }
-        } && !name.hasPrefix("-") && !name.hasPrefix(".")
+        (1...253).contains(name.utf8.count)
+            && name.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "."), UInt8(ascii: "-"):
+                    return true
+                default:
+                    return false
+                }
+            } && !name.hasPrefix("-") && !name.hasPrefix(".")
     }
 }

@@ -38,9 +38,11 @@ extension IdentityManager {
         var sent = 0
         while true {
             let now = Self.now()
-            guard let mail = try await database.transaction({ store in
-                try await store.claimMail(id: id, now: now, until: now + self.mailClaimMilliseconds)
-            }) else { return sent }
+            guard
+                let mail = try await database.transaction({ store in
+                    try await store.claimMail(id: id, now: now, until: now + self.mailClaimMilliseconds)
+                })
+            else { return sent }
             let outbox = self.outbox, sender = configuration.mailFrom
             try await NIOThreadPool.singleton.runIfActive {
                 if let relay {
@@ -70,7 +72,10 @@ extension IdentityManager {
                 for await _ in self.mailQueue {
                     do {
                         let sent = try await self.deliverDueMail()
-                        if sent > 0 { self.logger.info("mail delivered", metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"]) }
+                        if sent > 0 {
+                            self.logger.info(
+                                "mail delivered", metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"])
+                        }
                     } catch {
                         self.logger.warning("mail stays queued, next try in \(self.mailClaimMilliseconds / 1000) s: \(error)")
                     }

@@ -32,8 +32,10 @@ extension IdentityManager {
 
     /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
     /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
-    func checkPIN(_ pin: String, activationId: String, for purpose: PINCheckPurpose,
-                  admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> PINVerdict {
+    func checkPIN(
+        _ pin: String, activationId: String, for purpose: PINCheckPurpose,
+        admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
+    ) async throws -> PINVerdict {
         try await pinChecks.withLock(activationId) {
             let activation = try await claimPINCheck(activationId: activationId, admit: admit)
             return try await settlePINCheck(pin, activation: activation, for: purpose)
@@ -47,7 +49,9 @@ extension IdentityManager {
     }
 
     /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
-    private func claimPINCheck(activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord) async throws -> ManagerStore.ActivationRecord {
+    private func claimPINCheck(
+        activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
+    ) async throws -> ManagerStore.ActivationRecord {
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
         while true {
@@ -62,7 +66,9 @@ extension IdentityManager {
                 if activation.pinCheckUntil != 0 {
                     // A check started and never reported: count it, as the guess it may have been.
                     let lock = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
-                    (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (lock.failedAttempts, lock.lockedUntil, lock.isPermanent)
+                    (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (
+                        lock.failedAttempts, lock.lockedUntil, lock.isPermanent
+                    )
                     self.logger.warning("a PIN check ran out without a result; counted as a failure", metadata: ["activation": "\(activation.id)"])
                 }
                 // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
@@ -137,15 +143,19 @@ extension IdentityManager {
                 let failures = try await store.activation(id: activation.id)?.failedAttempts ?? activation.failedAttempts
                 let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
                 let now = Self.now()
-                var event = AuditEvent(at: now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
-                                       service: purpose.service, detail: "wrong PIN, \(lock.failedAttempts) in a row", actor: purpose.actor)
+                var event = AuditEvent(
+                    at: now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
+                    service: purpose.service, detail: "wrong PIN, \(lock.failedAttempts) in a row", actor: purpose.actor)
                 try await store.recordAudit(event)
                 if lock.isPermanent || lock.lockedUntil > now {
                     event.event = .lockout
-                    event.detail = lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
+                    event.detail =
+                        lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
                     try await store.recordAudit(event)
                 }
-                self.logger.notice("wrong PIN", metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
+                self.logger.notice(
+                    "wrong PIN",
+                    metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
                 return PINVerdict(activation: activation, lockout: lock)
             }
             try await store.clearLockout(activationId: activation.id)

@@ -8,8 +8,9 @@ extension IdentityManager {
     public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
         if let client { try await charge(.decryptsPerAddress, key: client) }
         guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
-              request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
-              request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 }) else {
+            request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
+            request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 })
+        else {
             throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
         }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
@@ -45,8 +46,10 @@ extension IdentityManager {
                 result.outcome = .mergePersonalization
                 result.merge = merge
             }
-            let session = SessionMessage(id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
-            try await store.insertPersonalizationSession(session, activationId: activation.id, outcome: result.outcome, mergeDeviceId: result.merge?.existingDeviceId)
+            let session = SessionMessage(
+                id: try SecureRandom.identifier(), challenge: try SecureRandom.token(), expiresAt: Self.now() + sessionLifetime)
+            try await store.insertPersonalizationSession(
+                session, activationId: activation.id, outcome: result.outcome, mergeDeviceId: result.merge?.existingDeviceId)
             result.session = session
             return result
         }
@@ -55,10 +58,14 @@ extension IdentityManager {
     }
 
     /// An organization invite scanned on a machine that already holds an activation of another, permanent account.
-    private static func mergeCandidate(for activation: ManagerStore.ActivationRecord, known: Set<String>, in store: ManagerStore) async throws -> MergeMessage? {
+    private static func mergeCandidate(
+        for activation: ManagerStore.ActivationRecord, known: Set<String>, in store: ManagerStore
+    ) async throws -> MergeMessage? {
         for deviceId in known.sorted() {
             if let email = try await store.otherAccountEmail(ofDevice: deviceId, notAccount: activation.accountId) {
-                return MergeMessage(existingDeviceId: deviceId, existingAccountEmail: email, invitedEmail: activation.email, organization: activation.organization ?? "")
+                return MergeMessage(
+                    existingDeviceId: deviceId, existingAccountEmail: email, invitedEmail: activation.email,
+                    organization: activation.organization ?? "")
             }
         }
         return nil
@@ -69,7 +76,8 @@ extension IdentityManager {
     public func personalize(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
         guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.device.name.utf8.count <= 128,
-              request.device.platform.utf8.count <= 128, request.sessionId.utf8.count <= 64 else {
+            request.device.platform.utf8.count <= 128, request.sessionId.utf8.count <= 64
+        else {
             throw ManagerError.badRequest("a field of the personalization request is empty or too long")
         }
         guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
@@ -77,17 +85,21 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         if configuration.requireHardwareKey && request.keyKind == .software {
-            throw ManagerError(.forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
+            throw ManagerError(
+                .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
         }
         var newActivation: ActivationSecrets?
         if request.mode == .newActivation {
             guard let trigger = request.newActivation else { throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN") }
             let verdict = configuration.pinPolicy.validate(trigger.pin)
             guard verdict == .valid else {
-                throw ManagerError(.unprocessableContent, .pinPolicy, "the new activation PIN does not meet the PIN policy (\(verdict.rawValue))", pinError: verdict.rawValue)
+                throw ManagerError(
+                    .unprocessableContent, .pinPolicy, "the new activation PIN does not meet the PIN policy (\(verdict.rawValue))",
+                    pinError: verdict.rawValue)
             }
             if let alias = trigger.alias, configuration.aliasPolicy.validate(alias) != .valid {
-                throw ManagerError(.unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])
+                throw ManagerError(
+                    .unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])
             }
             newActivation = try makeActivation(pin: trigger.pin)
         }
@@ -95,7 +107,8 @@ extension IdentityManager {
         let frozenNewActivation = newActivation
         let (result, mailId) = try await database.transaction { store -> (PersonalizationResultMessage, String?) in
             guard let session = try await store.personalizationSession(request.sessionId) else {
-                throw ManagerError(.conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
+                throw ManagerError(
+                    .conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
             }
             guard session.expiresAt > Self.now() else {
                 throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
@@ -115,9 +128,11 @@ extension IdentityManager {
             case .newActivation: allowed = outcome == .rePersonalization
             }
             guard allowed else {
-                throw ManagerError(.conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome?.rawValue ?? "?") session")
+                throw ManagerError(
+                    .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome?.rawValue ?? "?") session")
             }
-            guard var activation = try await store.activation(id: session.activationId), activation.state != "revoked", !activation.permanentlyLocked else {
+            guard var activation = try await store.activation(id: session.activationId), activation.state != "revoked", !activation.permanentlyLocked
+            else {
                 throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
             }
             var mailId: String?
@@ -136,14 +151,17 @@ extension IdentityManager {
                 try await store.personalize(activationId: activation.id, deviceId: deviceId)
                 try await self.finishFirstPersonalization(accountId: activation.accountId, in: store)
             }
-            try await store.insertDevice(ManagerStore.NewDevice(
-                id: deviceId, activationId: activation.id, publicKey: request.deviceKey, keyKind: request.keyKind,
-                name: request.device.name, platform: request.device.platform, createdAt: Self.now()
-            ))
-            try await store.recordAudit(AuditEvent(
-                .enrolment, email: activation.email, activationId: activation.id,
-                detail: "\(request.mode.rawValue): \(request.keyKind.rawValue) key, device \(request.device.name.prefix(64))", actor: "device \(deviceId)"
-            ))
+            try await store.insertDevice(
+                ManagerStore.NewDevice(
+                    id: deviceId, activationId: activation.id, publicKey: request.deviceKey, keyKind: request.keyKind,
+                    name: request.device.name, platform: request.device.platform, createdAt: Self.now()
+                ))
+            try await store.recordAudit(
+                AuditEvent(
+                    .enrolment, email: activation.email, activationId: activation.id,
+                    detail: "\(request.mode.rawValue): \(request.keyKind.rawValue) key, device \(request.device.name.prefix(64))",
+                    actor: "device \(deviceId)"
+                ))
             let result = PersonalizationResultMessage(
                 nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
                 accountEmail: activation.email, deviceKey: request.deviceKey
@@ -151,9 +169,12 @@ extension IdentityManager {
             return (result, mailId)
         }
         if let mailId { await deliverMail(id: mailId) }
-        logger.info("device personalized", metadata: [
-            "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)", "keyKind": "\(request.keyKind.rawValue)",
-        ])
+        logger.info(
+            "device personalized",
+            metadata: [
+                "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)",
+                "keyKind": "\(request.keyKind.rawValue)",
+            ])
         return try sign(result, type: SignedAnswerType.personalization)
     }
 

@@ -45,7 +45,9 @@ extension IdentityManager {
             throw ManagerError.badRequest("arbitraryUserAttributes allows at most 32 entries, keys up to 64 and values up to 1024 bytes")
         }
         guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
-            throw ManagerError(.unprocessableContent, .registrationRejected, "an email address is required", attributes: errors.merging(["email": .required]) { a, _ in a })
+            throw ManagerError(
+                .unprocessableContent, .registrationRejected, "an email address is required",
+                attributes: errors.merging(["email": .required]) { a, _ in a })
         }
         if errors["email"] == nil, client != nil { try await charge(.registrationsPerEmail, key: email) }
         if errors["email"] == nil {
@@ -110,10 +112,11 @@ extension IdentityManager {
             mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
                 try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
-                try await store.recordAudit(AuditEvent(
-                    .accountCreated, email: record.email, activationId: activation.id,
-                    detail: account.organization.map { "organization invite from \($0)" }, actor: actor
-                ))
+                try await store.recordAudit(
+                    AuditEvent(
+                        .accountCreated, email: record.email, activationId: activation.id,
+                        detail: account.organization.map { "organization invite from \($0)" }, actor: actor
+                    ))
                 return try await self.queue(mail, in: store)
             }
         } catch let error as ManagerError {
@@ -121,10 +124,13 @@ extension IdentityManager {
         } catch {
             // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
             if try await isEmailTaken(account.email) {
-                throw ManagerError(.unprocessableContent, .registrationRejected, "the email address is already registered", attributes: ["email": .notAvailable])
+                throw ManagerError(
+                    .unprocessableContent, .registrationRejected, "the email address is already registered", attributes: ["email": .notAvailable])
             }
             if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
-                throw ManagerError(.unprocessableContent, .registrationRejected, "the login name is already taken", attributes: [AttributeValidator.loginName: .notAvailable])
+                throw ManagerError(
+                    .unprocessableContent, .registrationRejected, "the login name is already taken",
+                    attributes: [AttributeValidator.loginName: .notAvailable])
             }
             throw error
         }
@@ -159,8 +165,9 @@ extension IdentityManager {
     func makePINVerifier(pin: String) throws -> PINVerifier {
         let salt = try SecureRandom.bytes(16)
         let (iterations, pepper) = (configuration.pinHashIterations, secrets.pepperKind)
-        return PINVerifier(salt: salt, value: try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper),
-                           iterations: iterations, pepper: pepper)
+        return PINVerifier(
+            salt: salt, value: try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper),
+            iterations: iterations, pepper: pepper)
     }
 
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {

@@ -63,17 +63,22 @@ public final class IdentityManager: Sendable {
         let secrets = try ManagerSecrets.open(configuration, recorded: recorded)
         let identity = try secrets.identity
         if let recordedKey = recorded.signingKey, recordedKey != identity.signingKey {
-            throw ManagerError.internalFailure("\(configuration.signingKeyPath) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)")
+            throw ManagerError.internalFailure(
+                "\(configuration.signingKeyPath) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)"
+            )
         }
         for (kind, check) in identity.checks where recorded.checks[kind].map({ $0 != check }) ?? false {
-            throw ManagerError.internalFailure(kind == .file
-                ? "\(configuration.pepperPath) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)"
-                : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here")
+            throw ManagerError.internalFailure(
+                kind == .file
+                    ? "\(configuration.pepperPath) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)"
+                    : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here"
+            )
         }
         guard recorded.signingKey == nil || identity.checks.contains(where: { recorded.checks[$0.key] == nil }) else { return secrets }
         try await database.transaction { store in
             if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
-                throw ManagerError.internalFailure("another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
+                throw ManagerError.internalFailure(
+                    "another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
             }
             try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
             for (kind, check) in identity.checks {
@@ -81,7 +86,9 @@ public final class IdentityManager: Sendable {
                 switch try await store.setting(setting) {
                 case nil: try await store.setSetting(setting, to: check)
                 case check: break
-                default: throw ManagerError.internalFailure("another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here")
+                default:
+                    throw ManagerError.internalFailure(
+                        "another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here")
                 }
             }
         }
@@ -99,7 +106,9 @@ public final class IdentityManager: Sendable {
     /// The id in `directory`/instance-id, created at first start.
     private static func instanceId(in directory: String) throws -> String {
         let path = directory + "/instance-id"
-        if let stored = try AtomicFile.read(path, limit: 64), let id = String(data: stored, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
+        if let stored = try AtomicFile.read(path, limit: 64),
+            let id = String(data: stored, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty
+        {
             return id
         }
         let id = try SecureRandom.identifier()

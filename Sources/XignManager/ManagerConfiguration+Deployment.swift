@@ -55,7 +55,7 @@ extension ManagerConfiguration {
     mutating func readDeployment(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
         switch (file.string("server.tls_certificate"), file.string("server.tls_key")) {
         case (nil, nil): tls = nil
-        case let (certificate?, key?): tls = TLS(certificatePath: certificate, keyPath: key)
+        case (let certificate?, let key?): tls = TLS(certificatePath: certificate, keyPath: key)
         case (nil, _): throw fail("server.tls_key", "needs server.tls_certificate too")
         case (_, nil): throw fail("server.tls_certificate", "needs server.tls_key too")
         }
@@ -97,7 +97,8 @@ extension ManagerConfiguration.PostgreSQL {
     init(url text: String) throws {
         func fail(_ why: String) -> ConfigFile.ParseError { ConfigFile.ParseError(description: why) }
         guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""),
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw fail("must look like postgres://USER@HOST:PORT/DATABASE")
         }
         guard url.password == nil else { throw fail("holds a password; put it in storage.password_file (mode 0600) instead") }

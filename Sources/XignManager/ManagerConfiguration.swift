@@ -94,11 +94,13 @@ public struct ManagerConfiguration: Sendable {
     public var pinHashIterations = 10_000
     public var aliasPolicy = AliasPolicyMessage(minLength: 1, maxLength: 48)
     public var categories = [
-        Category(id: "email", types: ["email"], attributes: [
-            AttributeMessage(name: "email", isRequired: true),
-            AttributeMessage(name: "givenName", isRequired: false),
-            AttributeMessage(name: "familyName", isRequired: false),
-        ])
+        Category(
+            id: "email", types: ["email"],
+            attributes: [
+                AttributeMessage(name: "email", isRequired: true),
+                AttributeMessage(name: "givenName", isRequired: false),
+                AttributeMessage(name: "familyName", isRequired: false),
+            ])
     ]
     /// Service-mapping ids of linked services; arbitrary user attributes are kept only for these.
     public var linkedServices: [String] = []
@@ -111,8 +113,10 @@ public struct ManagerConfiguration: Sendable {
     public var services = [
         Service(
             id: "pam", relyingPartyName: "Linux login",
-            roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]]),
-                    RoleMessage(name: "sudo", requestedAuthenticators: [[.device, .pin]])],
+            roles: [
+                RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]]),
+                RoleMessage(name: "sudo", requestedAuthenticators: [[.device, .pin]]),
+            ],
             attributes: [], tokenLifetimeMilliseconds: 60_000
         )
     ]
@@ -134,7 +138,9 @@ public struct ManagerConfiguration: Sendable {
         return (host, port)
     }
 
-    static let knownAttributes: Set<String> = ["email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName]
+    static let knownAttributes: Set<String> = [
+        "email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName,
+    ]
 
     public init(file: ConfigFile) throws {
         var known = Self.deploymentKeys.union([
@@ -167,7 +173,9 @@ public struct ManagerConfiguration: Sendable {
             if pepper == "tpm" { pinPepperKind = .tpm } else { pepperPath = pepper }
         }
         if let tcti = file.string("keys.tcti") {
-            guard !tcti.isEmpty, tcti.count <= 256, !tcti.contains(where: { $0.isNewline }) else { throw fail("keys.tcti", "must be a TCTI such as device:/dev/tpmrm0") }
+            guard !tcti.isEmpty, tcti.count <= 256, !tcti.contains(where: { $0.isNewline }) else {
+                throw fail("keys.tcti", "must be a TCTI such as device:/dev/tpmrm0")
+            }
             self.tcti = tcti
         }
         outboxPath = file.string("mail.outbox") ?? outboxPath
@@ -217,7 +225,8 @@ public struct ManagerConfiguration: Sendable {
         sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
         confirmation.lifetimeMilliseconds = try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
         confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending
-        confirmation.denialCooldownMilliseconds = try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
+        confirmation.denialCooldownMilliseconds =
+            try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
         known.insert("services.names")
@@ -232,16 +241,20 @@ public struct ManagerConfiguration: Sendable {
                 let roles = try roleNames.map { role in
                     let key = prefix + "role.\(role).authenticators"
                     known.insert(key)
-                    return RoleMessage(name: role, requestedAuthenticators: try Self.authenticators(file.string(key) ?? "device+pin", key: key, fail: fail))
+                    return RoleMessage(
+                        name: role, requestedAuthenticators: try Self.authenticators(file.string(key) ?? "device+pin", key: key, fail: fail))
                 }
                 let attributes = try (file.list(prefix + "attributes") ?? []).map { item in
                     let name = item.hasSuffix("!") ? String(item.dropLast()) : item
-                    guard Self.knownAttributes.contains(name) else { throw fail(prefix + "attributes", "names '\(name)', which is not a known attribute") }
+                    guard Self.knownAttributes.contains(name) else {
+                        throw fail(prefix + "attributes", "names '\(name)', which is not a known attribute")
+                    }
                     return AttributeMessage(name: name, isRequired: item.hasSuffix("!"))
                 }
                 let name = file.string(prefix + "name") ?? id
                 guard TextAttributeValidator.validate(name) == .valid else {
-                    throw fail(prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters: users see it at every login")
+                    throw fail(
+                        prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters: users see it at every login")
                 }
                 return Service(
                     id: id, relyingPartyName: name, roles: roles, attributes: attributes,

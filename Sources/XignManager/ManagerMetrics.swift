@@ -35,8 +35,9 @@ enum MetricsServer {
             var text = [UInt8]()
             text.reserveCapacity(16 * 1024)
             registry.emit(into: &text)
-            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                            body: .init(byteBuffer: ByteBuffer(bytes: text)))
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
         return Application(
             router: router, server: .http1(configuration: http1), configuration: .init(address: .hostname(host, port: port), serverName: nil),

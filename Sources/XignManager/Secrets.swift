@@ -39,7 +39,8 @@ public struct ManagerSecrets: Sendable {
 
     /// The key files `configuration` names, created where the database has recorded none yet.
     static func open(_ configuration: ManagerConfiguration, recorded: Recorded) throws -> ManagerSecrets {
-        let copyAdvice = "every manager instance on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance"
+        let copyAdvice =
+            "every manager instance on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance"
         func mustExist(_ path: String) throws {
             guard FileManager.default.fileExists(atPath: path) else {
                 throw ManagerError.internalFailure("\(path) is missing, but the database was set up with it already; \(copyAdvice)")
@@ -60,7 +61,8 @@ public struct ManagerSecrets: Sendable {
         if configuration.pinPepperKind == .tpm || recorded.verifiers.contains(.tpm) {
             if recorded.checks[.tpm] != nil || configuration.pinPepperKind != .tpm {
                 guard FileManager.default.fileExists(atPath: tpmPath) else {
-                    throw ManagerError.internalFailure("""
+                    throw ManagerError.internalFailure(
+                        """
                         \(tpmPath) is missing, but PIN verifiers in the database were made with it. Restore it from backup on the machine \
                         whose TPM created it; pin_pepper = tpm binds PINs to one machine, so several instances need the file pepper
                         """)
@@ -88,7 +90,8 @@ public struct ManagerSecrets: Sendable {
         if let pem = try AtomicFile.read(path, limit: 4096) {
             try checkPrivate(path)
             do { return try P256PrivateKey(pemRepresentation: String(decoding: pem, as: UTF8.self)) } catch {
-                throw ManagerError.internalFailure("signing key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan every enrolled device")
+                throw ManagerError.internalFailure(
+                    "signing key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan every enrolled device")
             }
         }
         let key = try P256PrivateKey()
@@ -101,7 +104,8 @@ public struct ManagerSecrets: Sendable {
         if let pepper = try AtomicFile.read(path, limit: 64) {
             try checkPrivate(path)
             guard pepper.count == 32 else {
-                throw ManagerError.internalFailure("PIN pepper \(path) is not 32 bytes; restore it from backup. A new pepper would invalidate every PIN")
+                throw ManagerError.internalFailure(
+                    "PIN pepper \(path) is not 32 bytes; restore it from backup. A new pepper would invalidate every PIN")
             }
             return pepper
         }
@@ -123,7 +127,8 @@ public struct ManagerSecrets: Sendable {
             try AtomicFile.write(blob, to: path, mode: 0o600)
         }
         do { return try TPMHMACKey(tcti: tcti, blob: blob) } catch {
-            throw ManagerError.internalFailure("""
+            throw ManagerError.internalFailure(
+                """
                 the TPM PIN pepper \(path) does not load (\(error)). It only works in the TPM that created it; \
                 PIN verifiers made with it cannot be checked elsewhere
                 """)
@@ -134,7 +139,8 @@ public struct ManagerSecrets: Sendable {
         var st = stat()
         guard stat(path, &st) == 0 else { return }
         if st.st_mode & 0o077 != 0 {
-            throw ManagerError.internalFailure("\(path) is readable by group or others (mode \(String(st.st_mode & 0o777, radix: 8))); run: chmod 600 \(path)")
+            throw ManagerError.internalFailure(
+                "\(path) is readable by group or others (mode \(String(st.st_mode & 0o777, radix: 8))); run: chmod 600 \(path)")
         }
     }
 
@@ -143,10 +149,14 @@ public struct ManagerSecrets: Sendable {
         let stretched = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: salt, iterations: iterations)
         switch pepper {
         case .file:
-            guard let filePepper else { throw ManagerError.internalFailure("a PIN verifier uses the file pepper, which is not loaded; set keys.pin_pepper to its path") }
+            guard let filePepper else {
+                throw ManagerError.internalFailure("a PIN verifier uses the file pepper, which is not loaded; set keys.pin_pepper to its path")
+            }
             return HMACSHA256.authenticationCode(for: stretched, key: filePepper)
         case .tpm:
-            guard let tpmPepper else { throw ManagerError.internalFailure("a PIN verifier uses the TPM pepper, which is not loaded; set keys.pin_pepper = tpm") }
+            guard let tpmPepper else {
+                throw ManagerError.internalFailure("a PIN verifier uses the TPM pepper, which is not loaded; set keys.pin_pepper = tpm")
+            }
             return try tpmPepper.authenticationCode(for: stretched)
         }
     }

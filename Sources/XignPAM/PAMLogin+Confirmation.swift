@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CPAM
 import FoundationEssentials
 import XignCore
 import XignTerminal
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `mode=confirm`: this machine is a host that holds no key of the user's. The manager asks the user's enrolled
 /// device to approve; the module shows the host, the code, the link and a QR code, and waits for the signed decision.
@@ -14,7 +15,8 @@ extension PAMLogin {
 
     func confirm(sdk: XignSdk) throws -> (Int32, String) {
         let started = MonotonicClock.now()
-        let pending = try sdk.startLoginConfirmation(loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty, command: nil)
+        let pending = try sdk.startLoginConfirmation(
+            loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty, command: nil)
         let deadline = min(pending.expiresAt, started.advanced(by: Int64(options.totalTimeoutSeconds) * 1000))
         debug("confirmation \(pending.confirmationId) for \(caller.user) on host \(pending.hostName)")
         let instructions = [
@@ -47,8 +49,10 @@ extension PAMLogin {
     }
 
     /// Waits for the decision until `deadline`: by itself, or (under sshd) each time the user presses Enter.
-    private func waitForDecision(_ pending: PendingLoginConfirmation, sdk: XignSdk, text: String, inPrompt: Bool,
-                                 until deadline: MonotonicClock.Instant) throws -> LoginConfirmationDecision {
+    private func waitForDecision(
+        _ pending: PendingLoginConfirmation, sdk: XignSdk, text: String, inPrompt: Bool,
+        until deadline: MonotonicClock.Instant
+    ) throws -> LoginConfirmationDecision {
         if !inPrompt { try show(text, isError: false) }
         var prompt = text + "\nPress Enter once approved: "
         while MonotonicClock.now() < deadline {
@@ -67,6 +71,7 @@ extension PAMLogin {
     /// The QR code as text with a line after it, or nil where `qr=` says no or it would not fit 80×24 beside `lines`.
     func qrCode(_ payload: String, besideLines lines: Int) -> String? {
         guard options.qr != .never else { return nil }
-        return try? QRRenderer.render(payload, style: .utf8, columns: Self.terminalColumns, rows: options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
+        return try? QRRenderer.render(
+            payload, style: .utf8, columns: Self.terminalColumns, rows: options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
     }
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CPAM
 import FoundationEssentials
 import XignCore
 import XignDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension PAMLogin {
     /// What xignd may take between two messages: its own calls to the manager and the TPM.
@@ -21,8 +22,9 @@ extension PAMLogin {
             log(LOG_ERR, "mode=confirm needs root (it signs with this host's key); a host without root uses mode=local through xignd")
             return (PAM_SERVICE_ERR, "confirm-without-root")
         }
-        let request = DaemonLoginRequest(user: caller.user, service: caller.service, ruser: caller.ruser, rhost: caller.rhost, tty: caller.tty,
-                                         arguments: options.arguments)
+        let request = DaemonLoginRequest(
+            user: caller.user, service: caller.service, ruser: caller.ruser, rhost: caller.rhost, tty: caller.tty,
+            arguments: options.arguments)
         do {
             let connection = try DaemonConnection.connect(path: options.daemonSocket, timeoutMilliseconds: 5_000)
             guard connection.peerCredentials()?.uid == 0 else {

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CPAM
 import CXignPAM
 import FoundationEssentials
 import XignCore
 import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Talks to the user. Under PAM this is the application's conversation function.
 public protocol Conversation {
@@ -111,9 +112,10 @@ public struct PAMLogin {
                 log(LOG_ERR, "manager unreachable: \(error.message)")
                 if options.failMode == .safe { return (PAM_IGNORE, "unreachable-ignored") }
                 // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.
-                tell(error.errorCode == .tlsFailure
-                     ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
-                     : "XignIn: the identity manager cannot be reached.", isError: true)
+                tell(
+                    error.errorCode == .tlsFailure
+                        ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
+                        : "XignIn: the identity manager cannot be reached.", isError: true)
                 return (PAM_AUTHINFO_UNAVAIL, "unreachable")
             case .tpmUnavailable:
                 log(LOG_ERR, "TPM unavailable: \(error.message)")
@@ -198,7 +200,10 @@ public struct PAMLogin {
             debug("token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)")
             if abs(token.managerClockOffsetMilliseconds) > Self.clockWarningMilliseconds {
                 // Logins do not depend on it (lifetimes are measured here), but TLS and logs do.
-                log(LOG_WARNING, "this host's clock differs from the manager's by \(token.managerClockOffsetMilliseconds / 1000) s (manager minus host); check NTP")
+                log(
+                    LOG_WARNING,
+                    "this host's clock differs from the manager's by \(token.managerClockOffsetMilliseconds / 1000) s (manager minus host); check NTP"
+                )
             }
             return (PAM_SUCCESS, "success")
         }
@@ -210,7 +215,9 @@ public struct PAMLogin {
 
     private func lockedOut(permanent: Bool, until: Date) -> (Int32, String) {
         if permanent {
-            tell("XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.", isError: true)
+            tell(
+                "XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.",
+                isError: true)
             return (PAM_MAXTRIES, "locked-permanently")
         }
         // This attempt's PIN was not checked (a lock was already in force), so the message does not blame one.
@@ -293,7 +300,8 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         log(LOG_ERR, "configuration error: \(error)")
         return PAM_SERVICE_ERR
     }
-    let caller = PAMLogin.Caller(user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
-                                 tty: string(context.tty))
+    let caller = PAMLogin.Caller(
+        user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
+        tty: string(context.tty))
     return PAMLogin(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
 }

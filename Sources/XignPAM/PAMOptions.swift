@@ -79,10 +79,14 @@ public struct PAMOptions: Equatable {
             case ("ignore_unknown_user", nil):
                 ignoreUnknownUser = true
             case ("mode", let value?):
-                guard let parsed = Mode(rawValue: value) else { throw Invalid(description: "mode=\(value.prefix(20)) must be local, confirm or auto") }
+                guard let parsed = Mode(rawValue: value) else {
+                    throw Invalid(description: "mode=\(value.prefix(20)) must be local, confirm or auto")
+                }
                 mode = parsed
             case ("qr", let value?):
-                guard let parsed = QRPolicy(rawValue: value) else { throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always or never") }
+                guard let parsed = QRPolicy(rawValue: value) else {
+                    throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always or never")
+                }
                 qr = parsed
             case ("timeout_total", let seconds?):
                 guard let number = Int(seconds), (10...600).contains(number) else {

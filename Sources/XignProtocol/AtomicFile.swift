@@ -1,9 +1,10 @@
+import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import FoundationEssentials
 
 /// Whole-file reads and writes with the guarantees DESIGN.md invariant 7 asks for:
 /// a write goes to a temp file in the same directory, is fsynced, then renamed over the target,

@@ -75,8 +75,10 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var confirmationId: String?
     public var confirmationCode: String?
 
-    public init(deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
-                confirmationId: String? = nil, confirmationCode: String? = nil) {
+    public init(
+        deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
+        confirmationId: String? = nil, confirmationCode: String? = nil
+    ) {
         self.deviceId = deviceId
         self.service = service
         self.host = host
@@ -99,8 +101,10 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
     public var roles: [RoleMessage]
     public var attributes: [AuthenticationAttributeMessage]
 
-    public init(nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, service: String, relyingPartyName: String,
-                roles: [RoleMessage], attributes: [AuthenticationAttributeMessage]) {
+    public init(
+        nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, service: String, relyingPartyName: String,
+        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage]
+    ) {
         self.nonce = nonce
         self.authenticationId = authenticationId
         self.challenge = challenge
@@ -125,8 +129,10 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     public var attributeSelections: [String: String]
     public var nonce: String
 
-    public init(authenticationId: String, role: String, factors: [AuthenticatorType], pin: String?,
-                attributeValues: [String: String], attributeSelections: [String: String], nonce: String) {
+    public init(
+        authenticationId: String, role: String, factors: [AuthenticatorType], pin: String?,
+        attributeValues: [String: String], attributeSelections: [String: String], nonce: String
+    ) {
         self.authenticationId = authenticationId
         self.role = role
         self.factors = factors
@@ -223,8 +229,10 @@ public struct LoginTokenMessage: Codable, Equatable, Sendable {
     public var issuedAt: Int64
     public var expiresAt: Int64
 
-    public init(nonce: String, subject: String, deviceId: String, activationId: String, service: String, role: String, host: String,
-                localUser: String, attributes: [String: String], issuedAt: Int64, expiresAt: Int64) {
+    public init(
+        nonce: String, subject: String, deviceId: String, activationId: String, service: String, role: String, host: String,
+        localUser: String, attributes: [String: String], issuedAt: Int64, expiresAt: Int64
+    ) {
         self.nonce = nonce
         self.subject = subject
         self.deviceId = deviceId

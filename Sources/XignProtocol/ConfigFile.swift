@@ -52,9 +52,10 @@ public struct ConfigFile: Sendable {
     }
 
     private static func isName(_ text: String) -> Bool {
-        !text.isEmpty && text.count <= 64 && text.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "."
-        }
+        !text.isEmpty && text.count <= 64
+            && text.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "."
+            }
     }
 
     private static func unquoted(_ value: String) -> String {

@@ -46,7 +46,9 @@ public struct ConfirmationRequest: Codable, Equatable, Sendable {
     public var command: String?
     public var nonce: String
 
-    public init(hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?, command: String?, nonce: String) {
+    public init(
+        hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?, command: String?, nonce: String
+    ) {
         self.hostId = hostId
         self.challenge = challenge
         self.loginName = loginName
@@ -73,7 +75,9 @@ public struct ConfirmationStartMessage: Codable, Equatable, Sendable {
     public var issuedAt: Int64
     public var expiresAt: Int64
 
-    public init(nonce: String, confirmationId: String, code: String, payload: String, appLink: String, waitToken: String, issuedAt: Int64, expiresAt: Int64) {
+    public init(
+        nonce: String, confirmationId: String, code: String, payload: String, appLink: String, waitToken: String, issuedAt: Int64, expiresAt: Int64
+    ) {
         self.nonce = nonce
         self.confirmationId = confirmationId
         self.code = code
@@ -126,7 +130,9 @@ public struct ConfirmationResultMessage: Codable, Equatable, Sendable {
     /// approved: the device that approved it.
     public var approvedBy: String?
 
-    public init(nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?) {
+    public init(
+        nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?
+    ) {
         self.nonce = nonce
         self.confirmationId = confirmationId
         self.hostId = hostId
@@ -165,8 +171,10 @@ public struct PendingConfirmationMessage: Codable, Equatable, Sendable {
     public var createdAt: Int64
     public var expiresAt: Int64
 
-    public init(confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, command: String?,
-                createdAt: Int64, expiresAt: Int64) {
+    public init(
+        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, command: String?,
+        createdAt: Int64, expiresAt: Int64
+    ) {
         self.confirmationId = confirmationId
         self.host = host
         self.service = service

@@ -38,7 +38,8 @@ public struct HostJoinToken: Sendable, Equatable, CustomStringConvertible {
         guard trimmed.count == 1, trimmed[0].utf8.count <= 128 else { throw Malformed() }
         let parts = trimmed[0].split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == Self.prefix, (16...64).contains(parts[1].utf8.count), parts[2].utf8.count == 43,
-              parts[1...].allSatisfy({ Base64URL.decode(String($0)) != nil }) else { throw Malformed() }
+            parts[1...].allSatisfy({ Base64URL.decode(String($0)) != nil })
+        else { throw Malformed() }
         self.init(secret: String(parts[1]), managerKeyFingerprint: String(parts[2]))
     }
 

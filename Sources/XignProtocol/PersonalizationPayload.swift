@@ -75,7 +75,10 @@ public struct PersonalizationPayload: Equatable, Sendable {
     public init(parsing input: String) throws {
         let text = input.trimmed
         func fail(_ why: String) -> ParseError {
-            ParseError(description: "activation data is not valid: \(why). Copy the whole xign://personalize link from the activation mail, or scan the QR code again")
+            ParseError(
+                description:
+                    "activation data is not valid: \(why). Copy the whole xign://personalize link from the activation mail, or scan the QR code again"
+            )
         }
         guard text.utf8.count <= Self.maximumLength else { throw fail("it is longer than \(Self.maximumLength) characters") }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw fail("it contains spaces or non-ASCII characters") }
@@ -84,14 +87,17 @@ public struct PersonalizationPayload: Equatable, Sendable {
         if text.uppercased().hasPrefix(Self.compactPrefix) {
             let parts = text.dropFirst(Self.compactPrefix.count).split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             let fields = Array(parts[0].uppercased())
-            guard parts.count == 2, fields.count == 78 else { throw fail("it does not hold an activation id, a secret and a fingerprint of 26 characters each") }
+            guard parts.count == 2, fields.count == 78 else {
+                throw fail("it does not hold an activation id, a secret and a fingerprint of 26 characters each")
+            }
             guard let id = Base32.decode(String(fields[0..<26])), id.count == 16 else { throw fail("the activation id is malformed") }
             let secret = String(fields[26..<52]), fingerprint = String(fields[52..<78])
             guard Self.isShort(secret) else { throw fail("the activation secret is malformed") }
             guard Self.isShort(fingerprint) else { throw fail("the manager key fingerprint is malformed") }
             do { managerURL = try ManagerURL(String(parts[1])) } catch { throw fail("\(error)") }
-            self.init(managerURL: managerURL, activationId: id.map { String($0, radix: 16).leftPadded(to: 2) }.joined(),
-                      activationSecret: secret, managerKeyFingerprint: fingerprint)
+            self.init(
+                managerURL: managerURL, activationId: id.map { String($0, radix: 16).leftPadded(to: 2) }.joined(),
+                activationSecret: secret, managerKeyFingerprint: fingerprint)
             return
         }
         if text.lowercased().hasPrefix(Self.schemePrefix) {
@@ -116,7 +122,9 @@ public struct PersonalizationPayload: Equatable, Sendable {
             return value
         }
         guard let activationId = fields["a"], activationId.utf8.count == 32,
-              activationId.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+            activationId.utf8.allSatisfy({
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+            })
         else { throw fail("the activation id (a) is missing or malformed") }
         self.init(
             managerURL: managerURL,
@@ -155,7 +163,8 @@ public struct PersonalizationPayload: Equatable, Sendable {
                 return
             }
         }
-        throw ParseError(description: "the mail contains no activation data (no \(Self.mailHeader) header and no XIGN://P/ or xign://personalize link)")
+        throw ParseError(
+            description: "the mail contains no activation data (no \(Self.mailHeader) header and no XIGN://P/ or xign://personalize link)")
     }
 
     public static let mailHeader = "X-Xign-Personalization"
@@ -168,7 +177,7 @@ public enum PercentEncoding {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
@@ -183,7 +192,8 @@ public enum PercentEncoding {
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
                 guard let high = iterator.next(), let low = iterator.next(),
-                      let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
+                    let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+                else { return nil }
                 bytes.append(value)
             } else {
                 bytes.append(byte)

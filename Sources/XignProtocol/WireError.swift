@@ -54,8 +54,10 @@ public struct ErrorBody: Codable, Equatable, Sendable {
         /// attributesRejected: the verdict for each attribute of an authentication.
         public var authenticationAttributes: [String: AuthenticationAttributeErrorCode]?
 
-        public init(code: WireErrorCode, message: String, attributes: [String: AttributeErrorCode]? = nil,
-                    pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil) {
+        public init(
+            code: WireErrorCode, message: String, attributes: [String: AttributeErrorCode]? = nil,
+            pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
+        ) {
             self.code = code
             self.message = message
             self.attributes = attributes

@@ -27,8 +27,10 @@ public struct QRCode: Equatable, Sendable {
         }
         // Text without NUL goes through libqrencode's mode optimizer, so upper-case payloads use alphanumeric mode.
         let correction = level == .low ? QR_ECLEVEL_L : QR_ECLEVEL_M
-        let encoded = bytes.contains(0) ? QRcode_encodeData(Int32(bytes.count), bytes, 0, correction)
-                                        : QRcode_encodeString(payload, 0, correction, QR_MODE_8, 1)
+        let encoded =
+            bytes.contains(0)
+            ? QRcode_encodeData(Int32(bytes.count), bytes, 0, correction)
+            : QRcode_encodeString(payload, 0, correction, QR_MODE_8, 1)
         guard let code = encoded else {
             throw EncodingError(description: "libqrencode could not encode the payload (it may contain bytes QR mode 8-bit cannot hold)")
         }

@@ -1,8 +1,9 @@
+import FoundationEssentials
+import XignProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import XignProtocol
 
 /// Prompts on the controlling terminal. Prompts go to stderr so stdout stays clean for `--json`.
 public enum Terminal {

@@ -1,14 +1,17 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import XignCore
 import XignProtocol
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Login confirmation: what a confirmation costs the manager, and how soon a waiting PAM login ends after the
 /// approval (the module long-polls; the target is at most 300 ms median).
 extension Bench {
-    static func confirmationFigures(bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String, floor: Figure) throws {
+    static func confirmationFigures(
+        bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String, floor: Figure
+    ) throws {
         let manager = bin + "/xign-manager"
         try run(manager, ["admin", "accounts", "set-login", email, "bench", "--data-dir", work + "/manager"])
         let added = try run(manager, ["admin", "hosts", "add", "bench-host", "--data-dir", work + "/manager"])
@@ -21,8 +24,9 @@ extension Bench {
         }
         func approve(_ confirmationId: String, _ code: String) throws {
             let authenticator = sdk.authenticator
-            let request = try authenticator.startAuthenticationSynchronous(confirmation: ConfirmationInitializationData(
-                idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmationId, code: code))
+            let request = try authenticator.startAuthenticationSynchronous(
+                confirmation: ConfirmationInitializationData(
+                    idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmationId, code: code))
             guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { return }
             try information.sign(factor: DeviceFactor())
             try information.sign(factor: PinFactor(pin))
@@ -41,19 +45,24 @@ extension Bench {
             approvals.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
         }
         let wakeUps = try approvalToSuccess(module: module, work: work, hostState: configuration.stateDirectory, approve: approve)
-        table("Login confirmation (host and approving device against the manager on loopback)", [
-            floor,
-            Figure(name: "host: start (host challenge + signed start)", milliseconds: starts),
-            Figure(name: "device: approve (start, device + PIN, finish)", milliseconds: approvals),
-            Figure(name: "approval → PAM_SUCCESS of a waiting pam_xign", milliseconds: wakeUps),
-        ], floor: floor)
+        table(
+            "Login confirmation (host and approving device against the manager on loopback)",
+            [
+                floor,
+                Figure(name: "host: start (host challenge + signed start)", milliseconds: starts),
+                Figure(name: "device: approve (start, device + PIN, finish)", milliseconds: approvals),
+                Figure(name: "approval → PAM_SUCCESS of a waiting pam_xign", milliseconds: wakeUps),
+            ], floor: floor)
     }
 
     /// Runs pam_authenticate in confirm mode in a harness process, approves once the code is shown, and measures
     /// from the approval's end to the harness's end.
-    private static func approvalToSuccess(module: String, work: String, hostState: String, approve: (String, String) throws -> Void) throws -> [Double] {
+    private static func approvalToSuccess(
+        module: String, work: String, hostState: String, approve: (String, String) throws -> Void
+    ) throws -> [Double] {
         try "state_dir = \(hostState)\n".write(toFile: work + "/host.conf", atomically: true, encoding: .utf8)
-        try "auth required \(module) mode=confirm config=\(work)/host.conf timeout=30\n".write(toFile: work + "/pam.d/confirm", atomically: true, encoding: .utf8)
+        try "auth required \(module) mode=confirm config=\(work)/host.conf timeout=30\n".write(
+            toFile: work + "/pam.d/confirm", atomically: true, encoding: .utf8)
         var samples: [Double] = []
         for _ in 0..<20 {
             let process = Process(), output = Pipe()
@@ -69,7 +78,8 @@ extension Bench {
                 text += String(decoding: chunk, as: UTF8.self)
             }
             guard let link = text.range(of: #"c#[A-Z2-7]{26}"#, options: .regularExpression),
-                  let code = text.range(of: #"type the code \d{6}"#, options: .regularExpression).map({ String(text[$0].suffix(6)) }) else {
+                let code = text.range(of: #"type the code \d{6}"#, options: .regularExpression).map({ String(text[$0].suffix(6)) })
+            else {
                 throw XignSdkError(.invalidInput, "no confirmation shown: \(text.suffix(300))")
             }
             try approve(String(text[link].dropFirst(2)), code)

@@ -1,19 +1,24 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import XignCore
 import XignProtocol
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A login from a host without root (a screen locker run by the user) goes through xignd: what the extra hop
 /// costs, against the same user's login in-process under root, in the same run.
 extension Bench {
-    static func daemonFigures(bin: String, module: String, work: String, configuration: ClientConfiguration, pin: String,
-                              register: (String) throws -> PersonalizationInitializationData) throws {
+    static func daemonFigures(
+        bin: String, module: String, work: String, configuration: ClientConfiguration, pin: String,
+        register: (String) throws -> PersonalizationInitializationData
+    ) throws {
         let user = "nobody"
         let sdk = try XignSdk(configuration: configuration, localUser: user)
-        guard case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-            data: try register("nobody@example.org"), pin: pin) else {
+        guard
+            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: try register("nobody@example.org"), pin: pin)
+        else {
             throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
         }
         _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
@@ -42,18 +47,26 @@ extension Bench {
         let runs = 100
         let input = String(repeating: pin + "\n", count: runs)
         let inProcess = try run(shared + "/pam_harness", [shared + "/pam.d", "locker", user, String(runs)], input: input)
-        let throughDaemon = try run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
-                                                         shared + "/pam_harness", shared + "/pam.d", "locker", user, String(runs)], input: input)
+        let throughDaemon = try run(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                shared + "/pam_harness", shared + "/pam.d", "locker", user, String(runs),
+            ], input: input)
         for output in [inProcess, throughDaemon] where !output.contains("result=0 ") {
             throw XignSdkError(.invalidManagerResponse, "the locker logins failed:\n\(output.suffix(400))")
         }
         func times(_ output: String) -> [Double] {
-            output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }.dropFirst().map { $0 }
+            output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }.dropFirst().map {
+                $0
+            }
         }
         let root = Figure(name: "as root: in-process (floor)", milliseconds: times(inProcess))
-        table("A screen locker's login: the same user and module, \(runs) logins each (runs 2…\(runs))", [
-            root,
-            Figure(name: "as the user: through xignd (socket, relayed prompt)", milliseconds: times(throughDaemon)),
-        ], floor: root)
+        table(
+            "A screen locker's login: the same user and module, \(runs) logins each (runs 2…\(runs))",
+            [
+                root,
+                Figure(name: "as the user: through xignd (socket, relayed prompt)", milliseconds: times(throughDaemon)),
+            ], floor: root)
     }
 }

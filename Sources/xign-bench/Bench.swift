@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import XignCore
 import XignCrypto
 import XignDevice
 import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `make bench`: the client's operations against a real manager on loopback, each as a median and p95,
 /// with GET /health measured in the same run as the floor every ratio is taken against.
@@ -46,7 +47,9 @@ struct Bench {
         manager.executableURL = URL(fileURLWithPath: bin + "/xign-manager")
         // Defaults, but rate limits the bench's own registrations from one address would reach.
         try ManagerBench.config.write(toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
-        manager.arguments = ["serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port"]
+        manager.arguments = [
+            "serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port",
+        ]
         manager.standardOutput = FileHandle.nullDevice
         manager.standardError = FileHandle.nullDevice
         try manager.run()
@@ -83,24 +86,32 @@ struct Bench {
         let floor = try measure("GET /health (floor)", runs: 300) { _ in _ = try http.send("GET", to: url, path: APIPath.health) }
         let parameters = try measure("registration parameters", runs: 200) { _ in _ = try sdk.registry.initializationSynchronous(url: url) }
         var activations: [PersonalizationInitializationData] = []
-        let registration = try measure("register (validate, hash PIN, mail)", runs: 40) { run in activations.append(try register("bench\(run)@example.org")) }
+        let registration = try measure("register (validate, hash PIN, mail)", runs: 40) { run in
+            activations.append(try register("bench\(run)@example.org"))
+        }
         let decrypt = try measure("decrypt with the right PIN", runs: 40) { run in
             _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: activations[run], pin: pin)
         }
         let fresh = try (0..<30).map { try register("whole\($0)@example.org") }
         let personalization = try measure("whole personalization (decrypt + key + personalize)", runs: 30) { run in
-            guard case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: fresh[run], pin: pin) else {
+            guard
+                case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: fresh[run], pin: pin)
+            else {
                 throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
             }
             _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
         }
 
-        table("Registration and personalization (client ↔ manager on loopback)", [floor, parameters, registration, decrypt, personalization], floor: floor)
+        table(
+            "Registration and personalization (client ↔ manager on loopback)", [floor, parameters, registration, decrypt, personalization],
+            floor: floor)
 
         // Authentication as pam_xign runs it, step by step in this process, to break a login down.
         guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no enrolment to log in with") }
         let authenticator = sdk.authenticator
-        let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "bench", localUser: "bench")
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "bench", localUser: "bench")
         var starts: [Double] = [], finishes: [Double] = [], tokens: [Double] = []
         for _ in 0..<50 {
             var t = DispatchTime.now().uptimeNanoseconds
@@ -142,8 +153,10 @@ struct Bench {
         // Three more local users with an enrolment each, for parallel logins on different activations.
         for user in ["bench1", "bench2", "bench3"] {
             let userSDK = try XignSdk(configuration: configuration, localUser: user)
-            guard case .newPersonalization(let parameters) = try userSDK.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: try register("\(user)@example.org"), pin: pin) else {
+            guard
+                case .newPersonalization(let parameters) = try userSDK.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: try register("\(user)@example.org"), pin: pin)
+            else {
                 throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
             }
             _ = try userSDK.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
@@ -151,8 +164,12 @@ struct Bench {
 
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
         if CommandLine.arguments.count >= 3 {
-            try pamFigures(module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port, pin: pin)
-            try confirmationFigures(bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin, floor: floor)
+            try pamFigures(
+                module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port,
+                pin: pin)
+            try confirmationFigures(
+                bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin, floor: floor
+            )
             try daemonFigures(bin: bin, module: CommandLine.arguments[1], work: work, configuration: configuration, pin: pin, register: register)
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
@@ -170,8 +187,10 @@ struct Bench {
         // Not through run(): it reads output to the end, and a daemon would hold the pipe open.
         let swtpm = Process()
         swtpm.executableURL = URL(fileURLWithPath: "/usr/bin/swtpm")
-        swtpm.arguments = ["socket", "--tpm2", "--server", "type=unixio,path=\(directory)/s", "--ctrl", "type=unixio,path=\(directory)/s.ctrl",
-                           "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory)"]
+        swtpm.arguments = [
+            "socket", "--tpm2", "--server", "type=unixio,path=\(directory)/s", "--ctrl", "type=unixio,path=\(directory)/s.ctrl",
+            "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory)",
+        ]
         swtpm.standardOutput = FileHandle.nullDevice
         swtpm.standardError = FileHandle.nullDevice
         try swtpm.run()
@@ -187,8 +206,11 @@ struct Bench {
         print("\n\(title)")
         print("operation".padding(toLength: 54, withPad: " ", startingAt: 0) + "runs   median ms   p95 ms   × floor")
         for figure in figures {
-            print(figure.name.padding(toLength: 54, withPad: " ", startingAt: 0)
-                + String(format: "%4d   %9.3f   %6.3f   %7.1f", figure.milliseconds.count, figure.median, figure.percentile(0.95), figure.median / floor.median))
+            print(
+                figure.name.padding(toLength: 54, withPad: " ", startingAt: 0)
+                    + String(
+                        format: "%4d   %9.3f   %6.3f   %7.1f", figure.milliseconds.count, figure.median, figure.percentile(0.95),
+                        figure.median / floor.median))
         }
     }
 
@@ -200,7 +222,8 @@ struct Bench {
         // The enrolment talks to the manager through the proxy, which counts connections (libcurl opens one per request).
         let storePath = state + "/identity-managers.json"
         let stored = try String(contentsOfFile: storePath, encoding: .utf8)
-        try stored.replacingOccurrences(of: "127.0.0.1:\(managerPort)", with: "127.0.0.1:\(proxy.port)").write(toFile: storePath, atomically: true, encoding: .utf8)
+        try stored.replacingOccurrences(of: "127.0.0.1:\(managerPort)", with: "127.0.0.1:\(proxy.port)").write(
+            toFile: storePath, atomically: true, encoding: .utf8)
         // The proxy goes with this function; the enrolments talk to the manager directly again afterwards.
         defer { try? stored.write(toFile: storePath, atomically: true, encoding: .utf8) }
         try "state_dir = \(state)\n".write(toFile: work + "/xign.conf", atomically: true, encoding: .utf8)
@@ -215,17 +238,20 @@ struct Bench {
             output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }
         }
         func field(_ output: String, _ name: String) -> Int {
-            output.split(whereSeparator: { $0 == "\n" || $0 == " " }).first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) } ?? -1
+            output.split(whereSeparator: { $0 == "\n" || $0 == " " }).first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) }
+                ?? -1
         }
         guard xign.contains("result=0 ") else { throw XignSdkError(.invalidManagerResponse, "the benchmark logins failed:\n\(xign.suffix(400))") }
         let xignTimes = times(xign), permitTimes = times(permit)
         let permitFigure = Figure(name: "pam_authenticate with pam_permit.so (floor)", milliseconds: permitTimes)
         let steady = Figure(name: "pam_authenticate with pam_xign.so, runs 2…\(runs)", milliseconds: Array(xignTimes.dropFirst()))
-        table("PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)", [
-            permitFigure,
-            steady,
-            Figure(name: "first pam_authenticate (loads the module)", milliseconds: Array(xignTimes.prefix(1))),
-        ], floor: permitFigure)
+        table(
+            "PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)",
+            [
+                permitFigure,
+                steady,
+                Figure(name: "first pam_authenticate (loads the module)", milliseconds: Array(xignTimes.prefix(1))),
+            ], floor: permitFigure)
         print(String(format: "module load (first login − median of the rest): %.2f ms", (xignTimes.first ?? 0) - steady.median))
         print(String(format: "HTTP round trips per login: %.2f (counted at a proxy over %d logins)", roundTrips, runs))
         print("threads in the host before/after: \(field(xign, "threads_before")) / \(field(xign, "threads_after"))")
@@ -261,7 +287,8 @@ struct Bench {
         let fourEnrolments = try throughput(["bench", "bench1", "bench2", "bench3"])
         print("\nWhole PAM logins per second (\(each) per client, each client a harness process)")
         print(String(format: "1 client:                      %6.1f /s (1.00×)", serial))
-        print(String(format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)", oneEnrolment, oneEnrolment / serial))
+        print(
+            String(format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)", oneEnrolment, oneEnrolment / serial))
         print(String(format: "4 clients, four enrolments:    %6.1f /s (%.2f× of 1 client)", fourEnrolments, fourEnrolments / serial))
     }
 
@@ -331,8 +358,14 @@ final class CountingProxy: @unchecked Sendable {
                 continue
             }
             let pair = Pair(client, upstream)
-            Thread.detachNewThread { Self.pump(from: client, to: upstream); pair.finishOne() }
-            Thread.detachNewThread { Self.pump(from: upstream, to: client); pair.finishOne() }
+            Thread.detachNewThread {
+                Self.pump(from: client, to: upstream)
+                pair.finishOne()
+            }
+            Thread.detachNewThread {
+                Self.pump(from: upstream, to: client)
+                pair.finishOne()
+            }
         }
     }
 
@@ -348,7 +381,10 @@ final class CountingProxy: @unchecked Sendable {
         }
 
         func finishOne() {
-            let last = lock.withLock { open -= 1; return open == 0 }
+            let last = lock.withLock {
+                open -= 1
+                return open == 0
+            }
             if last {
                 close(a)
                 close(b)

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
 import XignCore
 import XignProtocol
 import XignTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `make bench-manager`: complete logins per second against xign-manager (SQLite and PostgreSQL) from 1, 8 and 32
 /// concurrent clients, and privacyIDEA answering /validate/check under the same load generator in the same run.
@@ -47,16 +48,19 @@ enum ManagerBench {
     }
 
     /// `drive`, with the CPU time the server processes (`pids()`) and this process spent per completed operation.
-    static func measured(_ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int,
-                         _ operation: @escaping @Sendable (Int) throws -> Void) throws -> Row {
+    static func measured(
+        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int,
+        _ operation: @escaping @Sendable (Int) throws -> Void
+    ) throws -> Row {
         let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid())
         let load = try drive(clients: clients, seconds: seconds, operation)
         let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid())
         // The CPU covers the warm-up second and the requests still running at the end, so it is divided by the
         // operations of the whole run, estimated from the rate.
         let operations = max(1, load.perSecond * (seconds + 1))
-        let row = Row(system: system, clients: clients, load: load, rssKiB: rss(),
-                      serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000)
+        let row = Row(
+            system: system, clients: clients, load: load, rssKiB: rss(),
+            serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000)
         report(row)
         return row
     }
@@ -64,8 +68,12 @@ enum ManagerBench {
     /// `only` limits the run to some of sqlite, postgresql and privacyidea.
     static func run(seconds: Double, only: Set<String>) throws {
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        print("xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)")
-        print("A login is what pam_xign does, in 3 HTTP requests: start, finish with the device signature and the PIN (answered with the authorization code), token.")
+        print(
+            "xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)"
+        )
+        print(
+            "A login is what pam_xign does, in 3 HTTP requests: start, finish with the device signature and the PIN (answered with the authorization code), token."
+        )
         print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
         if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
@@ -89,9 +97,10 @@ enum ManagerBench {
                 }
                 // On PostgreSQL the server is the manager and the cluster's processes (this bench's only cluster).
                 let server = { (manager.pid.map { [$0] } ?? []) + (database == .postgreSQL ? processes(named: "postgres") : []) }
-                rows.append(try measured(system, clients: n, seconds: seconds, server: server, rss: { rss(manager.pid) }) {
-                    try clients[$0].login()
-                })
+                rows.append(
+                    try measured(system, clients: n, seconds: seconds, server: server, rss: { rss(manager.pid) }) {
+                        try clients[$0].login()
+                    })
             }
         }
         for cost in ["default", "pbkdf2"] where only.contains("privacyidea") {
@@ -99,21 +108,28 @@ enum ManagerBench {
             defer { peer.stop() }
             let system = cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000"
             for n in concurrencies {
-                rows.append(try measured(system, clients: n, seconds: seconds, server: { peer.pids }, rss: { peer.rssKiB() }) { _ in try peer.check() })
+                rows.append(
+                    try measured(system, clients: n, seconds: seconds, server: { peer.pids }, rss: { peer.rssKiB() }) { _ in try peer.check() })
             }
         }
-        print("\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0)
-              + "clients   logins/s   p50 ms    p99 ms    RSS MiB   server CPU ms/login   client CPU ms/login   failures")
+        print(
+            "\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0)
+                + "clients   logins/s   p50 ms    p99 ms    RSS MiB   server CPU ms/login   client CPU ms/login   failures")
         for row in rows {
-            print(row.system.padding(toLength: 43, withPad: " ", startingAt: 0)
-                  + String(format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %19.2f   %19.2f   %d", row.clients, row.load.perSecond, row.load.percentile(0.5),
-                           row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.serverCPU, row.clientCPU, row.load.failures.count))
+            print(
+                row.system.padding(toLength: 43, withPad: " ", startingAt: 0)
+                    + String(
+                        format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %19.2f   %19.2f   %d", row.clients, row.load.perSecond,
+                        row.load.percentile(0.5),
+                        row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.serverCPU, row.clientCPU, row.load.failures.count))
         }
         print("\nRatio of logins per second, xign-manager on SQLite to privacyIDEA, at the same concurrency:")
         for n in concurrencies {
             guard let ours = rows.first(where: { $0.system.hasSuffix("SQLite") && $0.clients == n }) else { continue }
             let peers = rows.filter { $0.system.hasPrefix("privacyIDEA") && $0.clients == n }
-            print("  \(n) client\(n == 1 ? "" : "s"): " + peers.map { String(format: "%.1f× %@", ours.load.perSecond / $0.load.perSecond, $0.system) }.joined(separator: ", "))
+            print(
+                "  \(n) client\(n == 1 ? "" : "s"): "
+                    + peers.map { String(format: "%.1f× %@", ours.load.perSecond / $0.load.perSecond, $0.system) }.joined(separator: ", "))
         }
         if let failed = rows.first(where: { !$0.load.failures.isEmpty }) {
             print("\nfirst failure (\(failed.system), \(failed.clients) clients): \(failed.load.failures[0])")
@@ -121,8 +137,11 @@ enum ManagerBench {
     }
 
     static func report(_ row: Row) {
-        print(String(format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms", row.system, row.clients,
-                     row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU))
+        print(
+            String(
+                format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms", row.system,
+                row.clients,
+                row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU))
         fflush(nil)  // each figure as it is measured, also into a file or a pipe
     }
 
@@ -142,13 +161,15 @@ enum ManagerBench {
     /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
     static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {
         guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://") }),
-              let start = line.range(of: "http://") else { throw TestFailure("the manager did not say where /metrics is") }
+            let start = line.range(of: "http://")
+        else { throw TestFailure("the manager did not say where /metrics is") }
         let url = try ManagerURL(String(line[start.lowerBound...].prefix { !$0.isWhitespace }).replacingOccurrences(of: "/metrics", with: ""))
         let text = String(decoding: try HTTPClient().send("GET", to: url, path: "/metrics").body, as: UTF8.self)
         var times: [String: (seconds: Double, count: Double)] = [:]
         for sample in text.split(separator: "\n") where sample.hasPrefix("http_server_request_duration_") && sample.contains("status_code=\"200\"") {
             guard let route = loginRoutes.first(where: { sample.contains("http_route=\"\($0)\"") }),
-                  let value = sample.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+                let value = sample.split(separator: " ").last.flatMap({ Double($0) })
+            else { continue }
             if sample.hasPrefix("http_server_request_duration_sum") { times[route, default: (0, 0)].seconds += value }
             if sample.hasPrefix("http_server_request_duration_count") { times[route, default: (0, 0)].count += value }
         }
@@ -163,7 +184,8 @@ enum ManagerBench {
 
         func login() throws {
             let authenticator = sdk.authenticator
-            let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: idmIdentifier, service: "pam", host: "bench", localUser: user)
+            let data = try authenticator.fetchInAppAuthenticationInitializationData(
+                idmIdentifier: idmIdentifier, service: "pam", host: "bench", localUser: user)
             let request = try authenticator.startAuthenticationSynchronous(data: data)
             request.setSelection(request.roles[0])
             guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
@@ -189,8 +211,12 @@ enum ManagerBench {
             parameters.pinSpec.setPin(pin)
             parameters.selection?.info.email?.setValue(value: email)
             _ = try sdk.registry.registerSynchronous(data: parameters)
-            let mail = try PersonalizationInitializationData(parsingMail: try String(contentsOfFile: try manager.mailPath(for: email), encoding: .utf8))
-            guard case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: mail, pin: pin) else {
+            let mail = try PersonalizationInitializationData(
+                parsingMail: try String(contentsOfFile: try manager.mailPath(for: email), encoding: .utf8))
+            guard
+                case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: mail, pin: pin)
+            else {
                 throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
             }
             let result = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
@@ -213,7 +239,10 @@ enum ManagerBench {
                     let began = DispatchTime.now().uptimeNanoseconds
                     guard began < end else { break }
                     let failure: String?
-                    do { try operation(client); failure = nil } catch { failure = "\(error)" }
+                    do {
+                        try operation(client)
+                        failure = nil
+                    } catch { failure = "\(error)" }
                     let finished = DispatchTime.now().uptimeNanoseconds
                     // What completes inside the window counts, however long it queued: a slow server's throughput.
                     guard finished >= measureFrom, finished <= end else { continue }
@@ -242,7 +271,9 @@ enum ManagerBench {
     /// The processes whose command name is `name`.
     static func processes(named name: String) -> [Int32] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
-            guard let pid = Int32(entry), (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name else { return nil }
+            guard let pid = Int32(entry),
+                (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+            else { return nil }
             return pid
         }
     }
@@ -250,7 +281,8 @@ enum ManagerBench {
     /// The resident set of a process, in KiB.
     static func rss(_ pid: Int32?) -> Int {
         guard let pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 }
@@ -268,12 +300,14 @@ final class PrivacyIDEA: @unchecked Sendable {
         if !FileManager.default.isExecutableFile(atPath: Self.venv + "/bin/gunicorn") {
             print("installing privacyIDEA 3.14 and gunicorn from PyPI into \(Self.venv) …")
             try Self.check(ChildProcess("/usr/bin/python3", ["-m", "venv", Self.venv], in: directory).wait(timeout: 300))
-            try Self.check(ChildProcess(Self.venv + "/bin/pip", ["install", "-q", "privacyidea==3.14", "gunicorn"], in: directory).wait(timeout: 1200))
+            try Self.check(
+                ChildProcess(Self.venv + "/bin/pip", ["install", "-q", "privacyidea==3.14", "gunicorn"], in: directory).wait(timeout: 1200))
         }
         let setup = FileManager.default.currentDirectoryPath + "/bench/privacyidea_setup.py"
         try Self.check(ChildProcess(python, [setup, directory.path, cost, ManagerBench.pin], in: directory).wait(timeout: 300))
         let app = "privacyidea.app:create_app(config_name='production', config_file='\(directory.path)/pi.cfg', silent=True)"
-        server = try ChildProcess(Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", "--chdir", directory.path, app], in: directory)
+        server = try ChildProcess(
+            Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", "--chdir", directory.path, app], in: directory)
         var port = 0
         let deadline = Date().addingTimeInterval(60)
         while port == 0 {
@@ -302,10 +336,13 @@ final class PrivacyIDEA: @unchecked Sendable {
 
     /// One /validate/check of the user's PIN; throws unless it is accepted.
     func check() throws {
-        let response = try Self.client.send("POST", to: url, path: "/validate/check",
-                                            body: Data(#"{"user": "bench", "realm": "bench", "pass": "\#(ManagerBench.pin)"}"#.utf8))
+        let response = try Self.client.send(
+            "POST", to: url, path: "/validate/check",
+            body: Data(#"{"user": "bench", "realm": "bench", "pass": "\#(ManagerBench.pin)"}"#.utf8))
         let text = String(decoding: response.body, as: UTF8.self)
-        guard response.status == 200, text.contains("\"value\": true") else { throw TestFailure("privacyIDEA answered \(response.status): \(text.prefix(200))") }
+        guard response.status == 200, text.contains("\"value\": true") else {
+            throw TestFailure("privacyIDEA answered \(response.status): \(text.prefix(200))")
+        }
     }
 
     /// gunicorn's master and its workers.

@@ -12,7 +12,8 @@ extension Admin {
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Issue a one-time join token for a new host.",
-                discussion: "Give the printed token to the host's administrator, who runs `xign-setup host join --manager URL` and pastes it. It works once, until it expires."
+                discussion:
+                    "Give the printed token to the host's administrator, who runs `xign-setup host join --manager URL` and pastes it. It works once, until it expires."
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The host's name, as users will see it when they approve a login.") var name: String
@@ -39,13 +40,16 @@ extension Admin {
                 let hosts = try await options.withManager { try await $0.hosts() }
                 if json { return try printJSON(hosts) }
                 for host in hosts {
-                    print("\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\t\(host.keyFingerprint)")
+                    print(
+                        "\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\t\(host.keyFingerprint)"
+                    )
                 }
             }
         }
 
         struct Remove: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove a host (or the join token waiting for it); it can no longer ask for confirmations.")
+            static let configuration = CommandConfiguration(
+                abstract: "Remove a host (or the join token waiting for it); it can no longer ask for confirmations.")
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The host's name.") var name: String
 

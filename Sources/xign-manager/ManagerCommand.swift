@@ -47,8 +47,10 @@ struct ConfigOptions: ParsableArguments {
 
     /// Opens the manager's data (from `configuration`, else the loaded config), runs `body` and closes the database
     /// whatever happens.
-    func withManager<T>(_ configuration: ManagerConfiguration? = nil, logLevel: Logger.Level = .warning,
-                        _ body: (IdentityManager) async throws -> T) async throws -> T {
+    func withManager<T>(
+        _ configuration: ManagerConfiguration? = nil, logLevel: Logger.Level = .warning,
+        _ body: (IdentityManager) async throws -> T
+    ) async throws -> T {
         umask(0o077)
         var logger = Logger(label: "xign-manager")
         logger.logLevel = logLevel
@@ -232,7 +234,8 @@ struct Admin: AsyncParsableCommand {
     struct Invite: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Invite an email address into an organization.",
-            discussion: "Creates a temporary account and mails its activation data. The activation PIN is printed here, once: hand it over by another channel than mail."
+            discussion:
+                "Creates a temporary account and mails its activation data. The activation PIN is printed here, once: hand it over by another channel than mail."
         )
         @OptionGroup var options: ConfigOptions
         @Option(help: "The address to invite.") var email: String
@@ -296,4 +299,3 @@ func printJSON(_ value: some Encodable) throws {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
-

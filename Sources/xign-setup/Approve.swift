@@ -1,12 +1,13 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import XignCore
 import XignDaemon
 import XignProtocol
 import XignTerminal
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `xign-setup approve`: confirm (or deny) a login that a server asks for, with this machine's enrolment.
 struct Approve: ParsableCommand {
@@ -47,9 +48,11 @@ struct Approve: ParsableCommand {
         }
         let waiting = try find(wanted, approver: approver)
         guard !waiting.isEmpty else {
-            throw XignSdkError(.sessionExpired, wanted == nil
-                ? "no login is waiting for your approval\(wait ? " (waited \(waitSeconds) s)" : ""); start it on the server, or use --wait"
-                : "that login is not waiting for your approval (decided, expired, or for another account)")
+            throw XignSdkError(
+                .sessionExpired,
+                wanted == nil
+                    ? "no login is waiting for your approval\(wait ? " (waited \(waitSeconds) s)" : ""); start it on the server, or use --wait"
+                    : "that login is not waiting for your approval (decided, expired, or for another account)")
         }
         let confirmation = try choose(from: waiting)
         output.say("Login asked at \(confirmation.createdAt.localDescription): \(Self.describe(confirmation)).")
@@ -112,7 +115,9 @@ struct Approve: ParsableCommand {
             if let descriptor = pins.descriptor {
                 text = try Terminal.readLine(from: descriptor, limit: 64)
             } else {
-                guard Terminal.isInteractive else { throw XignSdkError(.invalidInput, "no terminal to ask for the code; pass --pin-stdin with the code and the PIN") }
+                guard Terminal.isInteractive else {
+                    throw XignSdkError(.invalidInput, "no terminal to ask for the code; pass --pin-stdin with the code and the PIN")
+                }
                 text = try Terminal.ask("Code shown on \(host): ")
             }
         } catch let error as Terminal.InputError {

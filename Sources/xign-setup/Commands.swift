@@ -16,19 +16,24 @@ struct List: ParsableCommand {
             let store = IdentityManagerStore(directory: try common.loadConfiguration().stateDirectory)
             let entries = try store.list()
             if common.json {
-                Output(json: true).emit(["identityManagers": .array(entries.map { entity in
-                    .object([
-                        "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
-                        "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
-                        "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind),
-                        "personalizedAt": .string(Date(timeIntervalSince1970: Double(entity.personalizedAt) / 1000).iso8601),
-                    ])
-                })])
+                Output(json: true).emit([
+                    "identityManagers": .array(
+                        entries.map { entity in
+                            .object([
+                                "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
+                                "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
+                                "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind),
+                                "personalizedAt": .string(Date(timeIntervalSince1970: Double(entity.personalizedAt) / 1000).iso8601),
+                            ])
+                        })
+                ])
                 return
             }
             if entries.isEmpty { print("This machine is not personalized yet. Start with `xign-setup register`.") }
             for entity in entries {
-                printSanitized("\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key")
+                printSanitized(
+                    "\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key"
+                )
             }
         }
     }
@@ -64,8 +69,10 @@ struct QR: ParsableCommand {
             }
             do {
                 // The shell's prompt comes back below the code.
-                print(try QRRenderer.render(text, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
-                      terminator: "")
+                print(
+                    try QRRenderer.render(
+                        text, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
+                    terminator: "")
             } catch {
                 throw XignSdkError(.invalidInput, "\(error)")
             }
@@ -126,10 +133,13 @@ struct Doctor: ParsableCommand {
             if common.json {
                 Output(json: true).emit([
                     "status": .string(diagnosis.status.rawValue),
-                    "items": .array(diagnosis.items.map { item in
-                        .object(["name": .string(item.name), "status": .string(item.status.rawValue), "detail": .string(item.detail),
-                                 "hint": item.hint.map(JSONValue.string) ?? .null])
-                    }),
+                    "items": .array(
+                        diagnosis.items.map { item in
+                            .object([
+                                "name": .string(item.name), "status": .string(item.status.rawValue), "detail": .string(item.detail),
+                                "hint": item.hint.map(JSONValue.string) ?? .null,
+                            ])
+                        }),
                 ])
             } else {
                 for item in diagnosis.items {

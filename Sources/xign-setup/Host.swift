@@ -1,11 +1,12 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import XignCore
 import XignProtocol
 import XignTerminal
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `xign-setup host`: this machine as a server whose users confirm their logins on an enrolled device.
 struct Host: ParsableCommand {
@@ -45,7 +46,9 @@ struct Host: ParsableCommand {
             let text: String
             do {
                 if let tokenFile {
-                    guard let data = try AtomicFile.read(tokenFile, limit: 4096) else { throw XignSdkError(.invalidInput, "--token-file \(tokenFile) does not exist") }
+                    guard let data = try AtomicFile.read(tokenFile, limit: 4096) else {
+                        throw XignSdkError(.invalidInput, "--token-file \(tokenFile) does not exist")
+                    }
                     text = String(decoding: data, as: UTF8.self)
                 } else if Terminal.isInteractive {
                     text = try Terminal.askSecret("Join token (from xign-manager admin hosts add): ")
@@ -67,9 +70,15 @@ struct Host: ParsableCommand {
             try reportingErrors(json: common.json) {
                 let hosts = try common.sdk(user: nil).hostEnrolments()
                 if common.json {
-                    Output(json: true).emit(["hosts": .array(hosts.map { host in
-                        .object(["hostId": .string(host.hostId), "name": .string(host.name), "managerUrl": .string(host.managerURL.description), "keyKind": .string(host.keyKind)])
-                    })])
+                    Output(json: true).emit([
+                        "hosts": .array(
+                            hosts.map { host in
+                                .object([
+                                    "hostId": .string(host.hostId), "name": .string(host.name), "managerUrl": .string(host.managerURL.description),
+                                    "keyKind": .string(host.keyKind),
+                                ])
+                            })
+                    ])
                     return
                 }
                 if hosts.isEmpty { print("This machine has joined no manager as a host. Start with `xign-setup host join`.") }

@@ -16,7 +16,9 @@ struct Personalize: ParsableCommand {
     )
 
     enum ExistingChoice: String, ExpressibleByArgument, CaseIterable {
-        case override, newActivation = "new-activation", cancel
+        case override
+        case newActivation = "new-activation"
+        case cancel
     }
 
     enum MergeChoice: String, ExpressibleByArgument, CaseIterable {
@@ -56,7 +58,9 @@ struct Personalize: ParsableCommand {
             return try PersonalizationInitializationData(parsingMail: String(decoding: data, as: UTF8.self))
         }
         if payload == "-" {
-            do { return try PersonalizationInitializationData(parsing: try Terminal.readLine(limit: PersonalizationPayload.maximumLength)) } catch let error as Terminal.InputError {
+            do { return try PersonalizationInitializationData(parsing: try Terminal.readLine(limit: PersonalizationPayload.maximumLength)) } catch let
+                error as Terminal.InputError
+            {
                 throw XignSdkError(.activationDataInvalid, "cannot read the activation link: \(error)")
             }
         }
@@ -85,12 +89,16 @@ struct Personalize: ParsableCommand {
         case .alreadyPersonalized(let parameters):
             outcome = "alreadyPersonalized"
             output.say("This machine already holds \"\(parameters.activationAlias)\" of \(parameters.accountEmail).")
-            let choice = try onExisting ?? ask("Create a new device key for it (override) or leave it (cancel)?", [.override, .cancel], interactive: interactive)
+            let choice =
+                try onExisting
+                ?? ask("Create a new device key for it (override) or leave it (cancel)?", [.override, .cancel], interactive: interactive)
             guard choice == .override else { return cancelled(output, outcome) }
             result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
         case .rePersonalization(let parameters, let trigger):
             outcome = "rePersonalization"
-            output.say("\"\(parameters.activationAlias)\" of \(parameters.accountEmail) is already personalized on a device (\(parameters.personalizedDeviceId ?? "unknown")).")
+            output.say(
+                "\"\(parameters.activationAlias)\" of \(parameters.accountEmail) is already personalized on a device (\(parameters.personalizedDeviceId ?? "unknown"))."
+            )
             output.say("override: move it to this machine; the other device stops working. new-activation: add a second activation for this machine.")
             switch try onExisting ?? ask("What now?", ExistingChoice.allCases, interactive: interactive) {
             case .cancel:
@@ -108,9 +116,11 @@ struct Personalize: ParsableCommand {
             }
         case .mergePersonalization(let parameters, let merge):
             outcome = "mergePersonalization"
-            output.say("This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail).")
+            output.say(
+                "This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail).")
             output.say("merge: add \(merge.invitedEmail) to \(merge.existingAccountEmail), confirmed with this machine and that account's PIN.")
-            output.say("replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere).")
+            output.say(
+                "replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere).")
             switch try onMerge ?? ask("What now?", MergeChoice.allCases, interactive: interactive) {
             case .cancel:
                 return cancelled(output, outcome)
@@ -123,7 +133,9 @@ struct Personalize: ParsableCommand {
             throw reportLockout(lock, output: output)
         }
         let entity = result.entity
-        output.say("Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key).")
+        output.say(
+            "Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key)."
+        )
         output.emit([
             "status": .string("personalized"), "outcome": .string(outcome), "idmIdentifier": .string(entity.idmIdentifier),
             "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
@@ -142,7 +154,8 @@ struct Personalize: ParsableCommand {
         try information.sign(factor: PinFactor(try pins.read("PIN of \(merge.existingAccountEmail): ")))
         switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
         case .apiAccessMergeComplete(let idmIdentifier):
-            output.say("Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
+            output.say(
+                "Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
             output.emit([
                 "status": .string("merged"), "outcome": .string("mergePersonalization"), "idmIdentifier": .string(idmIdentifier),
                 "email": .string(merge.existingAccountEmail), "mergedEmail": .string(merge.invitedEmail),

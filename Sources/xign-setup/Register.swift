@@ -93,14 +93,16 @@ struct Register: ParsableCommand {
     private func chooseCategory(_ parameters: RegistrationParameters, interactive: Bool) throws -> IdentificationCategory {
         if let category {
             guard let chosen = parameters.categories.first(where: { $0.id == category }) else {
-                throw ValidationError("the manager offers the categories \(parameters.categories.map(\.id).joined(separator: ", ")), not '\(category)'")
+                throw ValidationError(
+                    "the manager offers the categories \(parameters.categories.map(\.id).joined(separator: ", ")), not '\(category)'")
             }
             parameters.setSelection(chosen)
             return chosen
         }
         if let selected = parameters.selection { return selected }
         guard interactive else {
-            throw ValidationError("the manager offers several categories (\(parameters.categories.map(\.id).joined(separator: ", "))); pick one with --category")
+            throw ValidationError(
+                "the manager offers several categories (\(parameters.categories.map(\.id).joined(separator: ", "))); pick one with --category")
         }
         while true {
             let answer = try Terminal.ask("Category (\(parameters.categories.map(\.id).joined(separator: ", "))): ")
@@ -118,7 +120,10 @@ struct Register: ParsableCommand {
             if !force { return }
         }
         guard interactive else {
-            if info.isRequired { throw ValidationError("the manager requires \(info.name); pass it with \(info.name == "email" ? "--email" : "--attribute \(info.name)=VALUE")") }
+            if info.isRequired {
+                throw ValidationError(
+                    "the manager requires \(info.name); pass it with \(info.name == "email" ? "--email" : "--attribute \(info.name)=VALUE")")
+            }
             return
         }
         while true {
@@ -141,7 +146,9 @@ struct Register: ParsableCommand {
     private func namedValues(_ items: [String], option: String) throws -> [String: String] {
         var values: [String: String] = [:]
         for item in items {
-            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else { throw ValidationError("\(option) takes NAME=VALUE, not '\(item)'") }
+            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                throw ValidationError("\(option) takes NAME=VALUE, not '\(item)'")
+            }
             values[String(item[..<equals])] = String(item[item.index(after: equals)...])
         }
         return values

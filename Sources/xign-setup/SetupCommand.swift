@@ -1,12 +1,13 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import XignCore
 import XignDaemon
 import XignProtocol
 import XignTerminal
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @main
 struct SetupCommand: ParsableCommand {
@@ -134,7 +135,12 @@ struct Output {
 }
 
 enum JSONValue: Encodable {
-    case string(String), bool(Bool), int(Int), array([JSONValue]), object([String: JSONValue]), null
+    case string(String)
+    case bool(Bool)
+    case int(Int)
+    case array([JSONValue])
+    case object([String: JSONValue])
+    case null
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -153,9 +159,10 @@ enum JSONValue: Encodable {
 func reportLockout(_ lock: LockoutAttemptInformation, output: Output) -> ExitCode {
     let when = lock.isPermanent ? "permanently" : "until \(lock.lockedUntil.localDescription)"
     Terminal.write("Wrong PIN. The activation is locked \(when) (\(lock.failedAttempts) failed attempt(s)).\n")
-    Terminal.write(lock.isPermanent
-        ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
-        : "Run the same command again after that time.\n")
+    Terminal.write(
+        lock.isPermanent
+            ? "Register again with `xign-setup register`, or ask your administrator to unlock it.\n"
+            : "Run the same command again after that time.\n")
     output.emit([
         "status": .string("lockout"), "isPermanent": .bool(lock.isPermanent),
         "lockedUntil": .string(lock.lockedUntil.iso8601), "failedAttempts": .int(lock.failedAttempts),

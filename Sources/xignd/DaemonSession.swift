@@ -36,20 +36,29 @@ struct DaemonSession {
         switch request {
         case .login(let login): runLogin(login, for: target)
         case .pendingConfirmations(_, let wait):
-            reply(Self.answer { .pendingConfirmations(try approver(for: target).pendingConfirmations(waitMilliseconds: max(0, min(wait, Self.longestWaitMilliseconds)))) })
+            reply(
+                Self.answer {
+                    .pendingConfirmations(
+                        try approver(for: target).pendingConfirmations(waitMilliseconds: max(0, min(wait, Self.longestWaitMilliseconds))))
+                })
         case .approve(_, let confirmation, let code, let pin):
             guard charge(target) else { return }
-            reply(Self.answer {
-                switch try approver(for: target).approve(confirmation, code: code, pin: pin) {
-                case .approved(let loginName, let relyingPartyName):
-                    try? daemon.attempts.reset(target.uid)
-                    return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
-                case .lockout(let lock):
-                    return .lockout(isPermanent: lock.isPermanent, lockedUntil: lock.lockedUntil, failedAttempts: lock.failedAttempts)
-                }
-            })
+            reply(
+                Self.answer {
+                    switch try approver(for: target).approve(confirmation, code: code, pin: pin) {
+                    case .approved(let loginName, let relyingPartyName):
+                        try? daemon.attempts.reset(target.uid)
+                        return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
+                    case .lockout(let lock):
+                        return .lockout(isPermanent: lock.isPermanent, lockedUntil: lock.lockedUntil, failedAttempts: lock.failedAttempts)
+                    }
+                })
         case .deny(_, let confirmation):
-            reply(Self.answer { try approver(for: target).deny(confirmation); return .denied })
+            reply(
+                Self.answer {
+                    try approver(for: target).deny(confirmation)
+                    return .denied
+                })
         case .answer:
             reply(.failure(code: DaemonReply.refused, message: "an answer without a prompt"))
         }
@@ -66,7 +75,8 @@ struct DaemonSession {
         options.mode = .local
         // Only a login that will check a PIN takes from the allowance: with the shared stack every user's locker
         // comes here, and a user without an enrolment must not be told of PIN attempts.
-        let enrolled = (try? XignSdk(configuration: daemon.configuration, localUser: target.name).store.list().contains { $0.localUser == target.name }) ?? true
+        let enrolled =
+            (try? XignSdk(configuration: daemon.configuration, localUser: target.name).store.list().contains { $0.localUser == target.name }) ?? true
         if enrolled { guard charge(target, pamStyle: true) else { return } }
         let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
@@ -80,7 +90,10 @@ struct DaemonSession {
         let verdict: AttemptLimit.Verdict
         do { verdict = try daemon.attempts.charge(target.uid) } catch {
             daemon.log(LOG_ERR, "cannot record the attempt: \(error)")
-            reply(.failure(code: XignSdkErrorCode.stateUnavailable.rawValue, message: "xignd cannot record the attempt; ask your administrator to look at its log"))
+            reply(
+                .failure(
+                    code: XignSdkErrorCode.stateUnavailable.rawValue,
+                    message: "xignd cannot record the attempt; ask your administrator to look at its log"))
             return false
         }
         guard case .refused(let seconds) = verdict else { return true }
@@ -117,7 +130,8 @@ struct RelayConversation: Conversation {
     func ask(_ text: String, echo: Bool) throws -> String {
         do {
             try connection.send(DaemonReply.prompt(text: text, echo: echo), deadline: .deadline(in: DaemonSession.replyMilliseconds))
-            guard case .answer(let answer) = try connection.receive(DaemonRequest.self, deadline: .deadline(in: DaemonSession.answerMilliseconds)) else {
+            guard case .answer(let answer) = try connection.receive(DaemonRequest.self, deadline: .deadline(in: DaemonSession.answerMilliseconds))
+            else {
                 throw ConversationFailed()
             }
             return answer
@@ -125,7 +139,8 @@ struct RelayConversation: Conversation {
     }
 
     func show(_ text: String, isError: Bool) throws {
-        do { try connection.send(DaemonReply.message(text: text, isError: isError), deadline: .deadline(in: DaemonSession.replyMilliseconds)) } catch {
+        do { try connection.send(DaemonReply.message(text: text, isError: isError), deadline: .deadline(in: DaemonSession.replyMilliseconds)) } catch
+        {
             throw ConversationFailed()
         }
     }

@@ -23,7 +23,9 @@ struct Xignd: ParsableCommand {
         guard (1...4096).contains(maxConnections), (1...maxConnections).contains(maxConnectionsPerUser) else {
             throw ValidationError("--max-connections must be 1 to 4096 and --max-connections-per-user 1 to that")
         }
-        if let socket, !socket.hasPrefix("/") || socket.utf8.count >= 108 { throw ValidationError("--socket must be an absolute path under 108 bytes") }
+        if let socket, !socket.hasPrefix("/") || socket.utf8.count >= 108 {
+            throw ValidationError("--socket must be an absolute path under 108 bytes")
+        }
     }
 
     func run() throws {

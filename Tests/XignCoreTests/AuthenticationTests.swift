@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// InApp authentication, as pam_xign runs it, through the real manager.
 @Suite struct AuthenticationTests {
@@ -14,11 +15,15 @@ import XignTestSupport
     }
 
     /// The whole login: start, confirm, sign with device and PIN, finish, token.
-    func login(_ sdk: XignSdk, _ id: String, pin: String, role: String = "login", user: String = "alice", host: String = "host-a") throws -> (AuthenticationResult, AuthenticationInitializationData) {
+    func login(
+        _ sdk: XignSdk, _ id: String, pin: String, role: String = "login", user: String = "alice", host: String = "host-a"
+    ) throws -> (AuthenticationResult, AuthenticationInitializationData) {
         let authenticator = sdk.authenticator
         let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: id, service: "pam", host: host, localUser: user)
         let request = try authenticator.startAuthenticationSynchronous(data: data)
-        guard let chosen = request.roles.first(where: { $0.name == role }), request.setSelection(chosen) != nil else { throw TestFailure("no role \(role)") }
+        guard let chosen = request.roles.first(where: { $0.name == role }), request.setSelection(chosen) != nil else {
+            throw TestFailure("no role \(role)")
+        }
         guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
             throw TestFailure("attributes not confirmed")
         }
@@ -81,7 +86,8 @@ import XignTestSupport
         #expect(lock.failedAttempts == 1)
         // The machine remembers the lock and does not even ask the manager.
         #expect(throws: XignSdkLockoutError.self) {
-            _ = try sdk.authenticator.startAuthenticationSynchronous(data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
+            _ = try sdk.authenticator.startAuthenticationSynchronous(
+                data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
         }
         // The signatures were spent: finishing unsigned is refused here, before any request.
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) }
@@ -118,14 +124,17 @@ import XignTestSupport
     @Test func tokensForAnotherHostOrUserAndReplayedOrForgedTokensAreRefused() throws {
         let fixture = try Fixture()
         let (sdk, enrolment) = try enrolled(fixture)
-        let realKey = try P256PrivateKey(pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8))
+        let realKey = try P256PrivateKey(
+            pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8))
         let data = AuthenticationInitializationData(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "host-a", localUser: "alice")
         @Sendable func token(host: String = "host-a", user: String = "alice", nonce: String, signer: P256PrivateKey) throws -> [UInt8] {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let message = LoginTokenMessage(nonce: nonce, subject: "auth@example.org", deviceId: enrolment.idmIdentifier, activationId: enrolment.entity.activationId,
-                                            service: "pam", role: "login", host: host, localUser: user, attributes: [:], issuedAt: now, expiresAt: now + 60_000)
+            let message = LoginTokenMessage(
+                nonce: nonce, subject: "auth@example.org", deviceId: enrolment.idmIdentifier, activationId: enrolment.entity.activationId,
+                service: "pam", role: "login", host: host, localUser: user, attributes: [:], issuedAt: now, expiresAt: now + 60_000)
             let header = JWS.Header(typ: SignedAnswerType.loginToken, kid: try realKey.publicKey.fingerprint)
-            return FaultyServer.http(contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(message), header: header, with: signer).utf8))
+            return FaultyServer.http(
+                contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(message), header: header, with: signer).utf8))
         }
         @Sendable func nonce(_ request: String) -> String {
             (try? JSONDecoder().decode(TokenRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
@@ -153,7 +162,8 @@ import XignTestSupport
         // The honest token from the same responder shape is accepted, so the refusals above are for the reasons named.
         let honest = try FaultyServer { try? token(nonce: nonce($0), signer: realKey) }
         try writeTestFile(storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: honest.url).utf8))
-        #expect(try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data).host == "host-a")
+        #expect(
+            try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data).host == "host-a")
     }
 
     @Test func requestedAttributesAreConfirmedAndMissingDataIsAskedFor() throws {
@@ -161,7 +171,8 @@ import XignTestSupport
         let fixture = try Fixture(managerConfig: config)
         let (sdk, enrolment) = try enrolled(fixture)
         let authenticator = sdk.authenticator
-        let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice")
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice")
         let request = try authenticator.startAuthenticationSynchronous(data: data)
         let email = try #require(request.info.email)
         let given = try #require(request.info.givenName)
@@ -192,7 +203,8 @@ import XignTestSupport
         let fixture = try Fixture()
         let (sdk, enrolment) = try enrolled(fixture)
         let authenticator = sdk.authenticator
-        let request = try authenticator.startAuthenticationSynchronous(data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
+        let request = try authenticator.startAuthenticationSynchronous(
+            data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
         #expect(request.roles.map(\.name) == ["login", "sudo"])
         #expect(request.roles.allSatisfy { $0.requestedAuthenticators == [[.device, .pin]] })
         #expect(request.selection == nil, "two roles: the caller chooses")
@@ -217,7 +229,8 @@ import XignTestSupport
         let (sdk, enrolment) = try enrolled(fixture)
         func start(_ service: String = "pam", _ sdk: XignSdk) -> XignSdkError? {
             do {
-                _ = try sdk.authenticator.startAuthenticationSynchronous(data: .init(idmIdentifier: enrolment.idmIdentifier, service: service, host: "h", localUser: "alice"))
+                _ = try sdk.authenticator.startAuthenticationSynchronous(
+                    data: .init(idmIdentifier: enrolment.idmIdentifier, service: service, host: "h", localUser: "alice"))
                 return nil
             } catch let error as XignSdkError {
                 return error
@@ -232,7 +245,8 @@ import XignTestSupport
         try fixture.manager.start()
         let storePath = fixture.directory.file("state/identity-managers.json")
         let stored = try String(contentsOfFile: storePath, encoding: .utf8)
-        try writeTestFile(storePath, Data(stored.replacingOccurrences(of: enrolment.entity.managerURL.description, with: fixture.manager.url.description).utf8))
+        try writeTestFile(
+            storePath, Data(stored.replacingOccurrences(of: enrolment.entity.managerURL.description, with: fixture.manager.url.description).utf8))
         #expect(start("pam", sdk) is XignSdkSecurityInsufficientError)
     }
 }

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// The host's side of a login confirmation: only a decision the pinned manager key signed for this very request
 /// lets anyone in.
@@ -18,34 +19,41 @@ import XignTestSupport
             fixture = try Fixture()
             idmIdentifier = try fixture.personalize(try fixture.register("alice@example.org")).idmIdentifier
             laptop = try fixture.sdk()
-            guard try fixture.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0 else { throw TestFailure("set-login") }
+            guard try fixture.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0 else {
+                throw TestFailure("set-login")
+            }
         }
 
         /// A new host named `name` with its own state directory.
         func host(_ name: String) throws -> XignSdk {
             let added = try fixture.manager.admin(["hosts", "add", name])
             let sdk = try fixture.sdk(user: "root", stateDirectory: fixture.directory.file("host-\(name)"))
-            _ = try sdk.joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+            _ = try sdk.joinHost(
+                managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
             return sdk
         }
 
         /// Approves the confirmation from alice's machine with the right code and PIN.
         func approve(_ pending: PendingLoginConfirmation) throws {
             let authenticator = laptop.authenticator
-            let request = try authenticator.startAuthenticationSynchronous(confirmation: ConfirmationInitializationData(
-                idmIdentifier: idmIdentifier, confirmationId: pending.confirmationId, code: pending.code))
+            let request = try authenticator.startAuthenticationSynchronous(
+                confirmation: ConfirmationInitializationData(
+                    idmIdentifier: idmIdentifier, confirmationId: pending.confirmationId, code: pending.code))
             guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
                 throw TestFailure("prepare failed")
             }
             try information.sign(factor: DeviceFactor())
             try information.sign(factor: PinFactor("24680"))
-            guard case .userLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else { throw TestFailure("no userLogin") }
+            guard case .userLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+                throw TestFailure("no userLogin")
+            }
             #expect(login.loginName == pending.loginName && login.relyingPartyName == pending.hostName)
         }
 
         /// The signed wait answer the real manager gives for `pending`, as the bytes on the wire.
         func genuineAnswer(_ pending: PendingLoginConfirmation) throws -> [UInt8] {
-            let body = try JSONEncoder.canonical.encode(ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: 0))
+            let body = try JSONEncoder.canonical.encode(
+                ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: 0))
             let response = try HTTPClient().send("POST", to: fixture.manager.url, path: APIPath.confirmationWait, body: body)
             return FaultyServer.http(contentType: "application/jose", body: Array(response.body))
         }
@@ -56,7 +64,8 @@ import XignTestSupport
         var host = pending.host
         host.managerURL = try ManagerURL(url)
         return PendingLoginConfirmation(
-            confirmationId: pending.confirmationId, code: pending.code, payload: pending.payload, appLink: pending.appLink, hostName: pending.hostName,
+            confirmationId: pending.confirmationId, code: pending.code, payload: pending.payload, appLink: pending.appLink,
+            hostName: pending.hostName,
             loginName: pending.loginName, service: pending.service, expiresAt: pending.expiresAt, waitToken: pending.waitToken, nonce: pending.nonce,
             host: host, managerKey: pending.managerKey
         )
@@ -76,10 +85,13 @@ import XignTestSupport
 
         let pending = try web.startLoginConfirmation(loginName: "alice", service: "sshd", remoteHost: "192.0.2.7", tty: "ssh", command: nil)
         let forged: [UInt8] = try {
-            let result = ConfirmationResultMessage(nonce: pending.nonce, confirmationId: pending.confirmationId, hostId: pending.host.hostId,
-                                                   loginName: "alice", service: "sshd", state: .approved, approvedBy: "x")
+            let result = ConfirmationResultMessage(
+                nonce: pending.nonce, confirmationId: pending.confirmationId, hostId: pending.host.hostId,
+                loginName: "alice", service: "sshd", state: .approved, approvedBy: "x")
             let header = JWS.Header(typ: SignedAnswerType.confirmationResult, kid: try attacker.publicKey.fingerprint)
-            return FaultyServer.http(contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: attacker).utf8))
+            return FaultyServer.http(
+                contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: attacker).utf8)
+            )
         }()
         for (name, answer) in [("forged", forged), ("replayed", replayed), ("other host", otherHost)] {
             let standIn = try FaultyServer { _ in answer }

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// Bad input, bad answers and broken infrastructure: each gives a clear error and leaves the state as it was.
 @Suite struct FailureTests {
@@ -24,7 +25,10 @@ import XignTestSupport
             ("oversized", FaultyServer.http(body: [UInt8](repeating: 0x20, count: 200_000)), .invalidManagerResponse, "larger than 65536"),
             ("not JSON", FaultyServer.http(body: Array("<html>hello</html>".utf8)), .invalidManagerResponse, "cannot be read"),
             ("wrong shape", FaultyServer.http(body: Array("{\"pinSpec\":{}}".utf8)), .invalidManagerResponse, "cannot be read"),
-            ("foreign error", FaultyServer.http(status: 502, contentType: "text/html", body: Array("<h1>Bad gateway</h1>".utf8)), .invalidManagerResponse, "without an xign error body"),
+            (
+                "foreign error", FaultyServer.http(status: 502, contentType: "text/html", body: Array("<h1>Bad gateway</h1>".utf8)),
+                .invalidManagerResponse, "without an xign error body"
+            ),
             ("closed at once", [], .managerUnreachable, "broke off"),
             ("status line only", Array("HTTP/1.1 200 OK\r\n".utf8), .invalidManagerResponse, "cannot be read (0 bytes)"),
         ]
@@ -46,13 +50,15 @@ import XignTestSupport
 
     @Test func plainHTTPToAHostThatIsNotLoopbackIsRefusedBeforeAnyConnection() throws {
         let fixture = try Fixture()
-        #expect(code { _ = try Registry(http: HTTPClient()).initializationSynchronous(url: ManagerURL("http://192.0.2.7:8440")) } == .insecureTransport)
+        #expect(
+            code { _ = try Registry(http: HTTPClient()).initializationSynchronous(url: ManagerURL("http://192.0.2.7:8440")) } == .insecureTransport)
         var payload = try fixture.register("plain@example.org").payload
         payload.managerURL = try ManagerURL("http://manager.example.org")
         let before = fixture.snapshot()
-        #expect(code {
-            _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680")
-        } == .insecureTransport)
+        #expect(
+            code {
+                _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680")
+            } == .insecureTransport)
         #expect(fixture.snapshot() == before)
     }
 
@@ -70,7 +76,8 @@ import XignTestSupport
             var result = DecryptResult(nonce: nonce, outcome: .newPersonalization, activationId: data.payload.activationId)
             result.session = SessionMessage(id: "s", challenge: "c", expiresAt: Int64(Date().timeIntervalSince1970 * 1000) + 60_000)
             let header = JWS.Header(typ: SignedAnswerType.decrypt, kid: spki.fingerprint, spki: Base64URL.encode(spki.derRepresentation))
-            return FaultyServer.http(contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: signer).utf8))
+            return FaultyServer.http(
+                contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: signer).utf8))
         }
         @Sendable func nonce(in request: String) -> String {
             (try? JSONDecoder().decode(DecryptRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
@@ -78,19 +85,31 @@ import XignTestSupport
         // A genuine answer from the real manager, for a nonce of its own: replaying it must fail.
         let genuine = try ManagerClient(url: fixture.manager.url, http: HTTPClient()).postSigned(
             APIPath.personalizationDecrypt,
-            body: JSONEncoder().encode(DecryptRequest(activationId: data.payload.activationId, activationSecret: data.payload.activationSecret,
-                                                      pin: "24680", nonce: "captured-nonce", knownDeviceIds: []))
+            body: JSONEncoder().encode(
+                DecryptRequest(
+                    activationId: data.payload.activationId, activationSecret: data.payload.activationSecret,
+                    pin: "24680", nonce: "captured-nonce", knownDeviceIds: []))
         )
         let cases: [(String, @Sendable (String) -> [UInt8]?, XignSdkErrorCode)] = [
-            ("attacker's own key", { [attacker] request in try? forged(spki: attacker.publicKey, signer: attacker, nonce: nonce(in: request)) }, .managerKeyMismatch),
-            ("real key, attacker's signature", { [attacker] request in try? forged(spki: realKey, signer: attacker, nonce: nonce(in: request)) }, .managerSignatureInvalid),
-            ("replayed genuine answer", { _ in FaultyServer.http(contentType: "application/jose", body: Array(genuine.utf8)) }, .managerSignatureInvalid),
+            (
+                "attacker's own key", { [attacker] request in try? forged(spki: attacker.publicKey, signer: attacker, nonce: nonce(in: request)) },
+                .managerKeyMismatch
+            ),
+            (
+                "real key, attacker's signature", { [attacker] request in try? forged(spki: realKey, signer: attacker, nonce: nonce(in: request)) },
+                .managerSignatureInvalid
+            ),
+            (
+                "replayed genuine answer", { _ in FaultyServer.http(contentType: "application/jose", body: Array(genuine.utf8)) },
+                .managerSignatureInvalid
+            ),
             ("unsigned JSON", { _ in FaultyServer.http(body: Array("{\"outcome\":\"newPersonalization\"}".utf8)) }, .invalidManagerResponse),
         ]
         for (name, respond, expected) in cases {
             let server = try FaultyServer(respond: respond)
             let personalizer = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(server.url))
-            #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == expected, "\(name)")
+            #expect(
+                code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == expected, "\(name)")
             #expect(try fixture.sdk().store.list().isEmpty)
         }
     }
@@ -101,12 +120,17 @@ import XignTestSupport
         try fixture.sdk().store.checkWritable()
         let before = fixture.snapshot()
         let standIn = try FaultyServer { _ in
-            FaultyServer.http(status: 423, body: Array("""
-                {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
-                """.utf8))
+            FaultyServer.http(
+                status: 423,
+                body: Array(
+                    """
+                    {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
+                    """.utf8))
         }
         let planted = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(standIn.url))
-        #expect(code { _ = try planted.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == .lockedOut, "shown for this attempt")
+        #expect(
+            code { _ = try planted.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == .lockedOut,
+            "shown for this attempt")
         #expect(fixture.snapshot() == before, "and nothing is written down")
         _ = try fixture.personalize(data)
         // Honest control: a lock the real manager signed is remembered and stops the next attempt early.
@@ -117,8 +141,9 @@ import XignTestSupport
         }
         let requests = standIn.requests.count
         #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: second, pin: "24680") } == .lockedOut)
-        #expect(try fixture.activations().first { $0["email"] as? String == "signed@example.org" }?["failedAttempts"] as? Int == 1,
-                "the remembered lock stopped the attempt before the manager")
+        #expect(
+            try fixture.activations().first { $0["email"] as? String == "signed@example.org" }?["failedAttempts"] as? Int == 1,
+            "the remembered lock stopped the attempt before the manager")
         #expect(standIn.requests.count == requests)
     }
 
@@ -126,7 +151,9 @@ import XignTestSupport
         let fixture = try Fixture()
         let data = try fixture.register("midflow@example.org")
         let personalizer = try fixture.sdk(timeout: 2_000).personalizer()
-        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+        else {
             Issue.record("expected newPersonalization")
             return
         }
@@ -147,7 +174,8 @@ import XignTestSupport
         let sdk = try fixture.sdk(stateDirectory: blocker + "/state")
         let error = message { _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "11112") }
         #expect(error.contains("cannot be written"), "\(error)")
-        #expect(code { _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "11112") } == .stateUnavailable)
+        #expect(
+            code { _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "11112") } == .stateUnavailable)
         // The wrong PIN never reached the manager, so it did not count.
         #expect(try fixture.activations().first { $0["email"] as? String == "readonly@example.org" }?["failedAttempts"] as? Int == 0)
     }
@@ -166,9 +194,10 @@ import XignTestSupport
         let fixture = try Fixture()
         var payload = try fixture.register("pinned@example.org").payload
         payload.managerKeyFingerprint = try P256PrivateKey().publicKey.fingerprint
-        #expect(code {
-            _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680")
-        } == .managerKeyMismatch)
+        #expect(
+            code {
+                _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680")
+            } == .managerKeyMismatch)
         #expect(try fixture.sdk().store.list().isEmpty)
     }
 
@@ -177,9 +206,13 @@ import XignTestSupport
         var payload = try fixture.register("secret@example.org").payload
         payload.activationSecret = Base64URL.encode(try SecureRandom.bytes(32))
         let personalizer = try fixture.sdk().personalizer()
-        #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680") } == .activationNotFound)
+        #expect(
+            code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680") }
+                == .activationNotFound)
         payload.activationId = try SecureRandom.identifier()
-        #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680") } == .activationNotFound)
+        #expect(
+            code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: .init(payload: payload), pin: "24680") }
+                == .activationNotFound)
         // A wrong secret is not a PIN guess: nothing was counted.
         #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0)
     }

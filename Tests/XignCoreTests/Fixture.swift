@@ -1,7 +1,8 @@
 import Foundation
-@testable import XignCore
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// A real manager, and an SDK for one local user with its own state directory.
 final class Fixture: @unchecked Sendable {
@@ -49,7 +50,8 @@ final class Fixture: @unchecked Sendable {
     /// Personalizes a fresh activation and returns the result.
     func personalize(_ data: PersonalizationInitializationData, pin: String = "24680", user: String = "alice") throws -> PersonalizationResult {
         let personalizer = try sdk(user: user).personalizer()
-        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin) else {
+        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin)
+        else {
             throw TestFailure("expected newPersonalization")
         }
         return try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)

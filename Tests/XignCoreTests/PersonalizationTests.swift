@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// Every PersonalizationResponse case, reached through the real manager.
 @Suite struct PersonalizationTests {
@@ -38,7 +39,9 @@ import XignTestSupport
         let data = try fixture.register("again@example.org")
         let first = try fixture.personalize(data)
         let personalizer = try fixture.sdk().personalizer()
-        guard case .alreadyPersonalized(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .alreadyPersonalized(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+        else {
             Issue.record("expected alreadyPersonalized")
             return
         }
@@ -46,8 +49,11 @@ import XignTestSupport
         let second = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
         #expect(second.idmIdentifier != first.idmIdentifier)
         #expect(try fixture.sdk().store.list().map(\.idmIdentifier) == [second.idmIdentifier])
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.directory.file("state/keys")).allSatisfy { $0.hasPrefix(second.idmIdentifier) },
-                "the replaced key is gone")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: fixture.directory.file("state/keys")).allSatisfy {
+                $0.hasPrefix(second.idmIdentifier)
+            },
+            "the replaced key is gone")
     }
 
     @Test(arguments: keyKinds) func afterALocalResetOverrideMovesTheActivationHere(keyKind: String) throws {
@@ -56,7 +62,10 @@ import XignTestSupport
         let first = try fixture.personalize(data)
         let fresh = fixture.directory.file("fresh-state")  // a reinstalled machine
         let personalizer = try fixture.sdk(stateDirectory: fresh).personalizer()
-        guard case .rePersonalization(let parameters, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .rePersonalization(let parameters, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
+        else {
             Issue.record("expected rePersonalization")
             return
         }
@@ -78,7 +87,8 @@ import XignTestSupport
         let first = try fixture.personalize(data)
         let mailsBefore = try fixture.manager.mails().count
         let personalizer = try fixture.sdk(stateDirectory: fixture.directory.file("other-state")).personalizer()
-        guard case .rePersonalization(_, let trigger) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard case .rePersonalization(_, let trigger) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+        else {
             Issue.record("expected rePersonalization")
             return
         }
@@ -107,7 +117,10 @@ import XignTestSupport
         let pin = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "alice@acme.example"))
         let personalizer = try fixture.sdk().personalizer()
-        guard case .mergePersonalization(let parameters, let merge) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin) else {
+        guard
+            case .mergePersonalization(let parameters, let merge) = try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: pin)
+        else {
             Issue.record("expected mergePersonalization")
             return
         }
@@ -131,7 +144,8 @@ import XignTestSupport
         var delays: [TimeInterval] = []
         for attempt in 1...4 {
             let before = Date()
-            guard case .lockout(let lock, let again) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570") else {
+            guard case .lockout(let lock, let again) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570")
+            else {
                 Issue.record("attempt \(attempt) was not a lockout")
                 return
             }
@@ -141,7 +155,9 @@ import XignTestSupport
                 #expect(!lock.isPermanent)
                 delays.append(lock.lockedUntil.timeIntervalSince(before))
                 // The client remembers the lock and stops before asking the manager, even with the right PIN.
-                #expect(throws: XignSdkLockoutError.self) { try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") }
+                #expect(throws: XignSdkLockoutError.self) {
+                    try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+                }
                 Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
             } else {
                 #expect(lock.isPermanent)
@@ -152,7 +168,8 @@ import XignTestSupport
         // Permanent: the right PIN is refused, also on a machine with no memory of the lock (the manager enforces it).
         for stateDirectory in [nil, fixture.directory.file("elsewhere")] {
             do {
-                _ = try fixture.sdk(stateDirectory: stateDirectory).personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+                _ = try fixture.sdk(stateDirectory: stateDirectory).personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: "24680")
                 Issue.record("a permanently locked activation accepted the right PIN")
             } catch let error as XignSdkLockoutError {
                 #expect(error.information.isPermanent)
@@ -211,7 +228,10 @@ import XignTestSupport
         let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "carol@acme.example"))
         let sdk = try fixture.sdk()
-        guard case .mergePersonalization(_, let merge) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: invitePIN) else {
+        guard
+            case .mergePersonalization(_, let merge) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: invitePIN)
+        else {
             Issue.record("expected mergePersonalization")
             return
         }
@@ -238,10 +258,12 @@ import XignTestSupport
         }
         #expect(idmIdentifier == existing.idmIdentifier)
         // The invite is gone: its account, its activation data, and its address is now taken.
-        let accounts = try JSONSerialization.jsonObject(with: Data(try fixture.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        let accounts =
+            try JSONSerialization.jsonObject(with: Data(try fixture.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
         #expect(accounts.compactMap { $0["email"] as? String }.sorted() == ["carol@example.org", "dave@example.org"])
         do {
-            _ = try fixture.sdk(stateDirectory: fixture.directory.file("fresh")).personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: invitePIN)
+            _ = try fixture.sdk(stateDirectory: fixture.directory.file("fresh")).personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: invitePIN)
             Issue.record("the invite still decrypts")
         } catch let error as XignSdkError {
             #expect(error.errorCode == .activationNotFound)

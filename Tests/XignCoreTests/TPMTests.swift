@@ -1,10 +1,11 @@
 import Foundation
 import Testing
-@testable import XignCore
 import XignCrypto
 import XignDevice
 import XignProtocol
 import XignTestSupport
+
+@testable import XignCore
 
 /// Device keys in a TPM (swtpm, one per test), through the real manager.
 @Suite struct TPMTests {
@@ -21,10 +22,14 @@ import XignTestSupport
         let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: id, service: "pam", host: "h", localUser: "alice")
         let request = try authenticator.startAuthenticationSynchronous(data: data)
         request.setSelection(request.roles[0])
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { throw TestFailure("prepare") }
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            throw TestFailure("prepare")
+        }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
-        guard case .serviceLogin(let result) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else { throw TestFailure("not a login") }
+        guard case .serviceLogin(let result) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+            throw TestFailure("not a login")
+        }
         return try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(result), expecting: data)
     }
 
@@ -129,10 +134,14 @@ import XignTestSupport
     @Test func autoFallsBackToASoftwareKeyAndSaysSo() throws {
         let fixture = try Fixture()
         let missing = "swtpm:path=\(fixture.directory.file("no-tpm-here"))"
-        fixture.adjust = { $0.deviceKey = .auto; $0.tcti = missing }
+        fixture.adjust = {
+            $0.deviceKey = .auto
+            $0.tcti = missing
+        }
         let choice = try fixture.sdk().newKeyKind()
         #expect(choice.kind == .software)
-        #expect(choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true, "\(String(describing: choice.warning))")
+        #expect(
+            choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true, "\(String(describing: choice.warning))")
         let result = try fixture.personalize(try fixture.register("auto@example.org"))
         #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == "software")
     }
@@ -149,7 +158,10 @@ import XignTestSupport
         _ = try fixture.directory.write("pam.d/sudo", "auth required pam_xign.so\n")
         let healthy = try fixture.sdk().diagnose(pamDirectory: pam)
         #expect(healthy.status == .ok, "\(healthy.items.map { "\($0.name): \($0.detail)" })")
-        #expect(healthy.items.map(\.name) == ["tcti", "tpm", "srk", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)", "manager \(fixture.manager.url)", "pam"])
+        #expect(
+            healthy.items.map(\.name) == [
+                "tcti", "tpm", "srk", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)", "manager \(fixture.manager.url)", "pam",
+            ])
         #expect(healthy.items.first { $0.name == "device_key" }?.detail == "tpm: new keys are tpm keys")
         tpm.stop()
         fixture.manager.stop()
@@ -166,7 +178,10 @@ import XignTestSupport
         let (fixture, tpm) = try fixture()
         fixture.adjust = { $0.deviceKey = .software }
         let result = try fixture.personalize(try fixture.register("soft@example.org"))
-        fixture.adjust = { $0.deviceKey = .auto; $0.tcti = tpm.tcti }
+        fixture.adjust = {
+            $0.deviceKey = .auto
+            $0.tcti = tpm.tcti
+        }
         let items = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path).items
         let key = try #require(items.first { $0.name == "key \(result.idmIdentifier.prefix(8)) (alice, software)" })
         #expect(key.status == .warning && key.hint?.contains("personalize again to make the key in the TPM") == true, "\(key)")

@@ -1,5 +1,5 @@
-import FoundationEssentials
 import COpenSSL
+import FoundationEssentials
 import Testing
 import XignCrypto
 
@@ -67,12 +67,15 @@ import XignCrypto
             var expected = [UInt8](repeating: 0, count: 32)
             let ok = password.withUnsafeBytes { p in
                 salt.withUnsafeBytes { s in
-                    PKCS5_PBKDF2_HMAC(p.bindMemory(to: CChar.self).baseAddress, Int32(p.count), s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
-                                      Int32(iterations), EVP_sha256(), 32, &expected)
+                    PKCS5_PBKDF2_HMAC(
+                        p.bindMemory(to: CChar.self).baseAddress, Int32(p.count), s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
+                        Int32(iterations), EVP_sha256(), 32, &expected)
                 }
             }
             #expect(ok == 1)
-            #expect(try PBKDF2.deriveKey(password: password, salt: salt, iterations: iterations) == Data(expected), "password \(length) bytes, \(iterations) iterations")
+            #expect(
+                try PBKDF2.deriveKey(password: password, salt: salt, iterations: iterations) == Data(expected),
+                "password \(length) bytes, \(iterations) iterations")
         }
         // RFC 4231 test case 2.
         let mac = HMACSHA256.authenticationCode(for: Data("what do ya want for nothing?".utf8), key: Data("Jefe".utf8))

@@ -1,18 +1,19 @@
 import Foundation
 import Testing
-@testable import XignDevice
 import XignTestSupport
+
+@testable import XignDevice
 
 @Suite struct TPMFailureTests {
     @Test(arguments: [
-        (UInt32(0x0000_0921), TPMFailure.lockout),             // TPM_RC_LOCKOUT
-        (UInt32(0x0000_0922), .busy("")),                      // TPM_RC_RETRY
-        (UInt32(0x0000_01DF), .keyDoesNotLoad("")),            // TPM_RC_INTEGRITY on parameter 1: another seed
-        (UInt32(0x0000_09A2), .ownerAuthorization),            // TPM_RC_BAD_AUTH on session 1
-        (UInt32(0x000A_000A), .unavailable("")),               // TCTI: IO error
-        (UInt32(0x000A_0009), .busy("")),                      // TCTI: try again
-        (UInt32(0x000C_0921), .lockout),                       // LOCKOUT passed on by the resource manager
-        (UInt32(0x5849_0001), .cleared),                      // XIGN_TPM_RC_SRK_MISMATCH
+        (UInt32(0x0000_0921), TPMFailure.lockout),  // TPM_RC_LOCKOUT
+        (UInt32(0x0000_0922), .busy("")),  // TPM_RC_RETRY
+        (UInt32(0x0000_01DF), .keyDoesNotLoad("")),  // TPM_RC_INTEGRITY on parameter 1: another seed
+        (UInt32(0x0000_09A2), .ownerAuthorization),  // TPM_RC_BAD_AUTH on session 1
+        (UInt32(0x000A_000A), .unavailable("")),  // TCTI: IO error
+        (UInt32(0x000A_0009), .busy("")),  // TCTI: try again
+        (UInt32(0x000C_0921), .lockout),  // LOCKOUT passed on by the resource manager
+        (UInt32(0x5849_0001), .cleared),  // XIGN_TPM_RC_SRK_MISMATCH
     ])
     func returnCodesMapToWhatTheUserCanDo(rc: UInt32, expected: TPMFailure) {
         let failure = TPMFailure.from(rc)

@@ -37,7 +37,9 @@ struct API {
     func post(_ path: String, json: String) throws -> Answer { try call("POST", path, body: Data(json.utf8)) }
 
     var managerKey: P256PublicKey {
-        get throws { try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey }
+        get throws {
+            try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey
+        }
     }
 
     /// A client SDK with its state next to this manager's.
@@ -49,7 +51,10 @@ struct API {
 
     /// POST /v1/registrations for `email` in the email category, whatever the answer.
     func postRegistration(_ email: String, pin: String = "24680") throws -> Answer {
-        try post(APIPath.registrations, RegisterRequest(categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        try post(
+            APIPath.registrations,
+            RegisterRequest(
+                categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
     }
 
     func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
@@ -59,17 +64,23 @@ struct API {
     }
 
     func decrypt(_ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)") throws -> Answer {
-        try post(APIPath.personalizationDecrypt, DecryptRequest(activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce, knownDeviceIds: []))
+        try post(
+            APIPath.personalizationDecrypt,
+            DecryptRequest(activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce, knownDeviceIds: [])
+        )
     }
 
     /// The body and signature of a personalization request signed with `key` over `challenge`.
-    func signedPersonalization(session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil) throws -> (Data, String) {
+    func signedPersonalization(
+        session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil
+    ) throws -> (Data, String) {
         let request = PersonalizeRequest(
             sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: keyKind,
             device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil
         )
         let body = try JSONEncoder.canonical.encode(request)
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+        let message = SignedRequest.canonicalMessage(
+            method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
         return (body, Base64URL.encode(try (signer ?? key).signature(for: message)))
     }
 
@@ -95,11 +106,15 @@ struct API {
 
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
     func finishAuthentication(_ started: [String: Any], pin: String, signer: P256PrivateKey) throws -> Answer {
-        let request = AuthenticationFinishRequest(authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
-                                                  pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
+        let request = AuthenticationFinishRequest(
+            authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
+            pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
         let body = try JSONEncoder.canonical.encode(request)
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
-        return try call("POST", APIPath.authenticationFinish, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
+        let message = SignedRequest.canonicalMessage(
+            method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
+        return try call(
+            "POST", APIPath.authenticationFinish, body: body,
+            headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
     }
 
     /// Start and finish for `device`: one login attempt with `pin`.

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import NIOConcurrencyHelpers
+import Testing
 import XignCrypto
 import XignProtocol
 import XignTestSupport
@@ -20,7 +20,9 @@ import XignTestSupport
 
     /// Registrations and wrong PINs from 6 clients for `seconds`; `victim` is killed halfway. Clients of the
     /// instance that dies stop at their first failed call; those of a surviving instance must never fail.
-    func load(_ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess, after seconds: Double, record: Record) throws {
+    func load(
+        _ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess, after seconds: Double, record: Record
+    ) throws {
         let stop = Date().addingTimeInterval(seconds * 2)
         let killedOnce = DispatchSemaphore(value: 0)
         let killer = Thread {
@@ -68,10 +70,18 @@ import XignTestSupport
         let registered = record.registered.withLockedValue { $0 }
         #expect(!registered.isEmpty)
         #expect(registered.filter { !accounts.contains($0) }.isEmpty, "every 201 has its account")
-        #expect(try manager.query("SELECT COUNT(*) FROM accounts c WHERE NOT EXISTS (SELECT 1 FROM activations a WHERE a.account_id = c.id)") == ["0"])
-        #expect(try manager.query("SELECT COUNT(*) FROM authentications WHERE code_expires_at IS NOT NULL AND (role IS NULL OR attributes IS NULL)") == ["0"])
+        #expect(
+            try manager.query("SELECT COUNT(*) FROM accounts c WHERE NOT EXISTS (SELECT 1 FROM activations a WHERE a.account_id = c.id)") == ["0"])
+        #expect(
+            try manager.query("SELECT COUNT(*) FROM authentications WHERE code_expires_at IS NOT NULL AND (role IS NULL OR attributes IS NULL)") == [
+                "0"
+            ])
         for device in devices {
-            let counted = Int(try manager.query("SELECT a.failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(device.id)'").first ?? "") ?? -1
+            let counted =
+                Int(
+                    try manager.query(
+                        "SELECT a.failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(device.id)'"
+                    ).first ?? "") ?? -1
             let answered = record.charges.withLockedValue { $0[device.id] ?? 0 }, sent = record.sent.withLockedValue { $0[device.id] ?? 0 }
             #expect(counted >= answered && counted <= sent, "\(answered) charges answered, \(sent) sent, \(counted) counted")
         }
@@ -121,7 +131,8 @@ import XignTestSupport
         let devices = try (0..<2).map { try api.enrolDevice("claimed\($0)@example.org") }
         manager.stop()
         // As a kill in the middle of two PIN checks leaves them: one claimed by this instance, one by another.
-        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let until = Int64(Date().timeIntervalSince1970 * 1000) + 30_000
         for (device, owner) in zip(devices, [instance, "another-instance"]) {
             _ = try manager.query("UPDATE activations SET pin_check_until = \(until), pin_check_by = '\(owner)' WHERE device_id = '\(device.id)'")
@@ -129,7 +140,9 @@ import XignTestSupport
         try manager.start()
         /// The activation's failures and whether a claim still holds it.
         func state(_ device: (id: String, key: P256PrivateKey)) throws -> (failures: String, claimed: Bool) {
-            let fields = try manager.query("SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'").first?.split(separator: "|") ?? []
+            let fields =
+                try manager.query("SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'").first?.split(
+                    separator: "|") ?? []
             return (fields.first.map(String.init) ?? "?", fields.last != "0")
         }
         #expect(try state(devices[0]) == ("1", false), "its own claim was charged at start and released")

@@ -10,8 +10,10 @@ import XignTestSupport
         let trusted = try cluster.makeDatabase(tls: cluster.certificates.caFile)
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n" + trusted.config + "\n")
         _ = try API(manager: manager).register("tls@example.org")
-        #expect(try cluster.query("SELECT COUNT(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.datname = '\(trusted.name)'") != "0",
-                "the manager's connections are encrypted")
+        #expect(
+            try cluster.query("SELECT COUNT(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.datname = '\(trusted.name)'")
+                != "0",
+            "the manager's connections are encrypted")
 
         let untrusted = try cluster.makeDatabase(tls: cluster.certificates.otherCAFile)
         #expect { try ManagerProcess(config: ManagerProcess.testConfig + "\n" + untrusted.config + "\n") } throws: {

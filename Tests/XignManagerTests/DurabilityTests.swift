@@ -2,8 +2,9 @@ import Foundation
 import Logging
 import SQLKit
 import Testing
-@testable import XignManager
 import XignTestSupport
+
+@testable import XignManager
 
 /// Database.Durability on SQLite: an unsynced transaction commits without fsync, and every other one is synced again.
 @Suite struct DurabilityTests {

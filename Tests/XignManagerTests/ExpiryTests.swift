@@ -22,9 +22,11 @@ import XignTestSupport
                 for _ in 0..<(Self.logins / 6) {
                     // Start, finish and redeem the code, exactly what pam_xign does.
                     let answer = try api.authenticate(device, pin: "24680")
-                    let login = try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any]
+                    let login =
+                        try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any]
                     guard let code = login?["authorizationCode"] as? String,
-                          try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200 else {
+                        try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200
+                    else {
                         throw TestFailure("login \(client) failed: \(answer.json)")
                     }
                 }

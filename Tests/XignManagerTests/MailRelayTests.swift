@@ -6,7 +6,8 @@ import XignTestSupport
 @Suite struct MailRelayTests {
     @Test func activationMailGoesThroughTheRelayAndLeavesTheQueue() throws {
         let sink = try SMTPSink()
-        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n")
+        let manager = try ManagerProcess(
+            config: ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n")
         _ = try API(manager: manager).postRegistration("relay@example.org")
         #expect(waitUntil { sink.messages.count == 1 })
         let message = try #require(sink.messages.first)

@@ -23,8 +23,13 @@ import XignTestSupport
         #expect(taken.status == 422)
         #expect(taken.errorCode == "registrationRejected")
         #expect(taken.error["attributes"] as? [String: String] == ["email": "notAvailable"])
-        let bad = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"12345","attributes":{"email":"nope","givenName":"  ","shoeSize":"44"},"alias":""}"#)
-        #expect(bad.error["attributes"] as? [String: String] == ["email": "invalid", "givenName": "invalid", "shoeSize": "invalid", "pin": "invalid", "alias": "invalid"])
+        let bad = try api.post(
+            APIPath.registrations,
+            json: #"{"categoryId":"email","pin":"12345","attributes":{"email":"nope","givenName":"  ","shoeSize":"44"},"alias":""}"#)
+        #expect(
+            bad.error["attributes"] as? [String: String] == [
+                "email": "invalid", "givenName": "invalid", "shoeSize": "invalid", "pin": "invalid", "alias": "invalid",
+            ])
         #expect(bad.error["pinError"] as? String == "blacklisted")
         let missing = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{}}"#)
         #expect(missing.error["attributes"] as? [String: String] == ["email": "required"])
@@ -36,14 +41,23 @@ import XignTestSupport
     }
 
     @Test(arguments: TestDatabase.allCases) func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator(database: TestDatabase) throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n", database: database))
-        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#).status == 201)
-        let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
+        let api = API(
+            manager: try ManagerProcess(
+                config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n",
+                database: database))
+        #expect(
+            try api.post(
+                APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#
+            ).status == 201)
+        let taken = try api.post(
+            APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
         #expect(taken.error["attributes"] as? [String: String] == ["loginName": "notAvailable"])
-        let bad = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"Root; rm"}}"#)
+        let bad = try api.post(
+            APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"Root; rm"}}"#)
         #expect(bad.error["attributes"] as? [String: String] == ["loginName": "invalid"])
         func accounts() throws -> [String: String] {
-            let list = try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            let list =
+                try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
             return Dictionary(uniqueKeysWithValues: list.map { ($0["email"] as? String ?? "", $0["loginName"] as? String ?? "-") })
         }
         #expect(try accounts() == ["a@example.org": "alice"])
@@ -59,10 +73,12 @@ import XignTestSupport
     }
 
     @Test(arguments: TestDatabase.allCases) func blockedDomainsAreNotAvailable(database: TestDatabase) throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n", database: database))
+        let api = API(
+            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n", database: database))
         let blocked = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@SPAM.example"}}"#)
         #expect(blocked.error["attributes"] as? [String: String] == ["email": "notAvailable"])
-        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@fine.example"}}"#).status == 201)
+        #expect(
+            try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@fine.example"}}"#).status == 201)
     }
 
     @Test(arguments: TestDatabase.allCases) func personalizationRequiresTheDeviceSignatureAndIsSingleUse(database: TestDatabase) throws {
@@ -86,14 +102,18 @@ import XignTestSupport
 
         let accepted = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(accepted.status == 200)
-        #expect(try accepted.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceKey"] as? String == Base64URL.encode(try device.publicKey.derRepresentation))
+        #expect(
+            try accepted.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceKey"] as? String
+                == Base64URL.encode(try device.publicKey.derRepresentation))
         let replay = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(replay.status == 409)
         #expect(replay.errorCode == "sessionInvalid")
     }
 
     @Test(arguments: TestDatabase.allCases) func aLockedActivationIsNotEvenAskedThePIN(database: TestDatabase) throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h"), database: database))
+        let api = API(
+            manager: try ManagerProcess(
+                config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h"), database: database))
         let payload = try api.register("lock@example.org")
         let wrong = try api.decrypt(payload, pin: "13570").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
         let lock = try #require(wrong["lockout"] as? [String: Any])
@@ -107,7 +127,8 @@ import XignTestSupport
     }
 
     @Test(arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(database: TestDatabase) throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
+        let api = API(
+            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
         let payload = try api.register("hw@example.org")
         let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
         let session = try #require(result["session"] as? [String: Any])
@@ -119,7 +140,9 @@ import XignTestSupport
         let sdk = try api.sdk()
         let data = PersonalizationInitializationData(payload: try api.register("hw2@example.org"))
         let personalizer = sdk.personalizer()
-        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+        else {
             Issue.record("expected newPersonalization")
             return
         }
@@ -133,7 +156,8 @@ import XignTestSupport
         let device = try P256PrivateKey()
         let (body, signature) = try api.signedPersonalization(session: try #require(result["session"] as? [String: Any]), key: device)
         let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
-        let deviceId = try #require(try personalized.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
+        let deviceId = try #require(
+            try personalized.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
 
         #expect(try api.post(APIPath.challenges, ChallengeRequest(deviceId: "0123456789abcdef0123456789abcdef")).status == 404)
         let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
@@ -178,7 +202,8 @@ import XignTestSupport
         let directory = TemporaryDirectory()
         let certificates = try TestCertificates(in: directory)
         chmod(certificates.valid.key, 0o640)
-        let config = ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
+        let config =
+            ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
         #expect { try ManagerProcess(config: config) } throws: { "\($0)".contains("is readable by other users; chmod 0600 it") }
     }
 
@@ -208,13 +233,19 @@ import XignTestSupport
         func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
             try api.finishAuthentication(started, pin: pin, signer: signer ?? device)
         }
-        #expect(try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "nope", host: "h", localUser: "u", nonce: "s")).status == 404)
+        #expect(
+            try api.post(
+                APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "nope", host: "h", localUser: "u", nonce: "s")
+            ).status == 404)
         let first = try start()
         #expect(try finish(first, pin: "24680", signer: P256PrivateKey()).errorCode == "signatureInvalid")
         let wrong = try finish(first, pin: "13570").signedPayload(key: key, type: SignedAnswerType.authenticationResult)
         #expect(wrong["outcome"] as? String == "lockout")
         #expect(wrong["nextChallenge"] is String)
-        #expect(try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s")).status == 423)
+        #expect(
+            try api.post(
+                APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s")
+            ).status == 423)
         let lock = try #require(wrong["lockout"] as? [String: Any])
         Thread.sleep(until: Date(timeIntervalSince1970: (lock["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
 
@@ -223,7 +254,8 @@ import XignTestSupport
         let login = try #require(try accepted.signedPayload(key: key, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
         #expect(try finish(second, pin: "24680").status == 409, "a finished authentication cannot be finished again")
         let code = try #require(login["authorizationCode"] as? String)
-        let token = try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).signedPayload(key: key, type: SignedAnswerType.loginToken)
+        let token = try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).signedPayload(
+            key: key, type: SignedAnswerType.loginToken)
         #expect(token["host"] as? String == "h")
         #expect(token["localUser"] as? String == "u")
         #expect(token["nonce"] as? String == "t")
@@ -234,8 +266,10 @@ import XignTestSupport
         let api = API(manager: try ManagerProcess(database: database))
         // A database that lost a table under the running manager: the store's query fails with the database's own error.
         _ = try api.manager.query("DROP TABLE account_emails")
-        let body = try JSONEncoder.canonical.encode(RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": "x@example.org"], alias: nil,
-                                                                    serviceMappingId: nil, arbitraryUserAttributes: nil))
+        let body = try JSONEncoder.canonical.encode(
+            RegisterRequest(
+                categoryId: "email", pin: "24680", attributes: ["email": "x@example.org"], alias: nil,
+                serviceMappingId: nil, arbitraryUserAttributes: nil))
         let response = try HTTPClient().send("POST", to: api.manager.url, path: APIPath.registrations, body: body)
         #expect(response.status == 500)
         let error = try JSONDecoder().decode(ErrorBody.self, from: response.body).error
@@ -250,8 +284,9 @@ import XignTestSupport
         let token = try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? ""))
         #expect(token.managerKeyFingerprint == (try api.managerKey.fingerprint))
         let hostKey = try P256PrivateKey(), other = try P256PrivateKey()
-        let body = try JSONEncoder.canonical.encode(HostJoinRequest(
-            joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
+        let body = try JSONEncoder.canonical.encode(
+            HostJoinRequest(
+                joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
         func signature(_ key: P256PrivateKey) throws -> (String, String) {
             let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: token.secret)
             return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))
@@ -278,17 +313,22 @@ import XignTestSupport
             let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
             return [(SignedRequest.signatureHeader, Base64URL.encode(try hostKey.signature(for: message)))]
         }
-        let join = try JSONEncoder.canonical.encode(HostJoinRequest(
-            joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
-        let hostId = try api.call("POST", APIPath.hosts, body: join, headers: try signed(APIPath.hosts, join, challenge: token.secret))
+        let join = try JSONEncoder.canonical.encode(
+            HostJoinRequest(
+                joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
+        let hostId =
+            try api.call("POST", APIPath.hosts, body: join, headers: try signed(APIPath.hosts, join, challenge: token.secret))
             .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""
         func start(_ loginName: String) throws -> API.Answer {
             let challenge = try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId))
             #expect(challenge.status == 201)
-            let body = try JSONEncoder.canonical.encode(ConfirmationRequest(
-                hostId: hostId, challenge: challenge.json["challenge"] as? String ?? "", loginName: loginName, service: "sshd",
-                remoteHost: "192.0.2.7", tty: "ssh", command: nil, nonce: "n-\(loginName)"))
-            return try api.call("POST", APIPath.confirmations, body: body, headers: try signed(APIPath.confirmations, body, challenge: challenge.json["challenge"] as? String ?? ""))
+            let body = try JSONEncoder.canonical.encode(
+                ConfirmationRequest(
+                    hostId: hostId, challenge: challenge.json["challenge"] as? String ?? "", loginName: loginName, service: "sshd",
+                    remoteHost: "192.0.2.7", tty: "ssh", command: nil, nonce: "n-\(loginName)"))
+            return try api.call(
+                "POST", APIPath.confirmations, body: body,
+                headers: try signed(APIPath.confirmations, body, challenge: challenge.json["challenge"] as? String ?? ""))
         }
         #expect(try start("bob").errorCode == "unknownLogin")
         let started = try start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
@@ -300,9 +340,13 @@ import XignTestSupport
         }
         let pending = try state()
         #expect(pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice" && pending["loginName"] as? String == "alice")
-        #expect(try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: "wrong", waitMilliseconds: 0)).status == 404,
-                "only the host that started it can wait for it")
-        #expect(try api.post(APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)).json["state"] as? String == "withdrawn")
+        #expect(
+            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: "wrong", waitMilliseconds: 0)).status
+                == 404,
+            "only the host that started it can wait for it")
+        #expect(
+            try api.post(APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)).json["state"]
+                as? String == "withdrawn")
         #expect(try state()["state"] as? String == "withdrawn")
     }
 }

@@ -20,12 +20,13 @@ import XignProtocol
     }
 
     @Test func categoriesAndTheirAttributesAreConfigurable() throws {
-        let file = try ConfigFile(text: """
-            [registration]
-            categories = email, idcheck
-            category.idcheck.types = idCard
-            category.idcheck.attributes = email!, givenName!, familyName!, birthdate!, placeOfBirth!
-            """, source: "t.conf")
+        let file = try ConfigFile(
+            text: """
+                [registration]
+                categories = email, idcheck
+                category.idcheck.types = idCard
+                category.idcheck.attributes = email!, givenName!, familyName!, birthdate!, placeOfBirth!
+                """, source: "t.conf")
         let configuration = try ManagerConfiguration(file: file)
         #expect(configuration.categories.map(\.id) == ["email", "idcheck"])
         #expect(configuration.categories[1].types == ["idCard"])
@@ -62,14 +63,25 @@ import XignProtocol
     }
 
     @Test func aPostgreSQLURLGivesHostDatabaseAndTLS() throws {
-        let remote = try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@db.example.org:6432/idm\npassword_file = /etc/xign-manager/db-password\n", source: "m.conf"))
+        let remote = try ManagerConfiguration(
+            file: ConfigFile(
+                text:
+                    "[storage]\ndriver = postgresql\nurl = postgres://xign@db.example.org:6432/idm\npassword_file = /etc/xign-manager/db-password\n",
+                source: "m.conf"))
         let settings = try #require(remote.postgreSQL)
-        #expect([settings.host, settings.user, settings.database, settings.passwordFile] == ["db.example.org", "xign", "idm", "/etc/xign-manager/db-password"])
+        #expect(
+            [settings.host, settings.user, settings.database, settings.passwordFile] == [
+                "db.example.org", "xign", "idm", "/etc/xign-manager/db-password",
+            ])
         #expect(settings.port == 6432 && settings.requiresTLS)
         // On loopback TLS is off unless asked for.
-        let local = try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@127.0.0.1/idm\n", source: "m.conf"))
+        let local = try ManagerConfiguration(
+            file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@127.0.0.1/idm\n", source: "m.conf"))
         #expect(local.postgreSQL?.requiresTLS == false)
-        #expect(try ManagerConfiguration(file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@localhost/idm?sslmode=verify-full\n", source: "m.conf")).postgreSQL?.requiresTLS == true)
+        #expect(
+            try ManagerConfiguration(
+                file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@localhost/idm?sslmode=verify-full\n", source: "m.conf")
+            ).postgreSQL?.requiresTLS == true)
     }
 
     @Test func theLockoutEscalatesAndCannotBeSwitchedOff() {

@@ -33,12 +33,14 @@ import XignTestSupport
         let device = try api.enrolDevice("metrics@example.org")
         // Port 0 binds any free port; the log names it.
         var port = 0
-        #expect(waitUntil {
-            guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
-                  let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) }) else { return false }
-            port = found
-            return true
-        })
+        #expect(
+            waitUntil {
+                guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
+                    let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) })
+                else { return false }
+                port = found
+                return true
+            })
         let before = try scrape(port, in: manager.directory)
         #expect(before["xign_confirmations_pending{}"] == 0)
 
@@ -51,7 +53,8 @@ import XignTestSupport
             locked = (lock?["lockedUntil"] as? Double ?? 0) > Date().timeIntervalSince1970 * 1000
         }
         #expect(locked)
-        let refused = try api.post(APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: "pam", host: "h", localUser: "u", nonce: "s"))
+        let refused = try api.post(
+            APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: "pam", host: "h", localUser: "u", nonce: "s"))
         #expect(refused.status == 423)
         let after = try scrape(port, in: manager.directory)
         #expect(after["xign_logins_total{result=\"success\"}"] == 1)
@@ -59,7 +62,8 @@ import XignTestSupport
         #expect(after["xign_logins_total{result=\"locked\"}"] == 1)
         #expect((after["xign_lockouts_total{}"] ?? 0) >= 1)
         // The HTTP latencies, per route pattern: a histogram whose count matches the finishes answered.
-        let finishes = "http_server_request_duration_count{http_request_method=\"POST\",http_response_status_code=\"200\",http_route=\"/v1/authentications/finish\"}"
+        let finishes =
+            "http_server_request_duration_count{http_request_method=\"POST\",http_response_status_code=\"200\",http_route=\"/v1/authentications/finish\"}"
         #expect((after[finishes] ?? 0) >= 2, "\(after.keys.filter { $0.contains("duration_count") }.sorted())")
         // The API's own port does not serve it.
         #expect(try HTTPClient().send("GET", to: manager.url, path: "/metrics", body: nil, headers: []).status == 404)

@@ -18,7 +18,8 @@ import XignTestSupport
         limit.rlim_cur = max(limit.rlim_cur, min(limit.rlim_max, 8192))
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         // The manager gets the file limit the packaged unit had when this was found (1024), and a short read timeout.
-        let manager = try ManagerProcess(config: Self.config(adding: "\nread_timeout = 2s\n"), launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
+        let manager = try ManagerProcess(
+            config: Self.config(adding: "\nread_timeout = 2s\n"), launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
         let api = API(manager: manager)
         let device = try api.enrolDevice("patient@example.org")
 
@@ -26,7 +27,9 @@ import XignTestSupport
         defer { held.forEach { close($0) } }
         for _ in 0..<1_100 {
             guard let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.2") else { continue }
-            _ = "POST /v1/registrations HTTP/1.1\r\nHost: idm\r\nContent-Length: 4000\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            _ = "POST /v1/registrations HTTP/1.1\r\nHost: idm\r\nContent-Length: 4000\r\n".withCString {
+                send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL))
+            }
             held.append(fd)
         }
         #expect(held.count == 1_100, "the kernel accepted them all")
@@ -107,6 +110,7 @@ import XignTestSupport
 
     static func registration(_ email: String) -> String {
         let body = #"{"attributes":{"email":"\#(email)"},"categoryId":"email","pin":"24680"}"#
-        return "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        return
+            "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
     }
 }

@@ -30,8 +30,9 @@ struct OpenAPIValidator {
     /// Throws with every mismatch between the answer and the documented response.
     func validate(path: String, method: String, status: Int, contentType: String?, body: Data) throws {
         guard let paths = document["paths"] as? [String: Any], let item = paths[path] as? [String: Any],
-              let operation = item[method.lowercased()] as? [String: Any],
-              let responses = operation["responses"] as? [String: Any] else {
+            let operation = item[method.lowercased()] as? [String: Any],
+            let responses = operation["responses"] as? [String: Any]
+        else {
             throw ValidationFailure("\(method) \(path) is not in the spec")
         }
         guard var response = responses[String(status)] as? [String: Any] else {
@@ -96,7 +97,9 @@ struct OpenAPIValidator {
         case ("array", .array(let array)):
             if let min = schema["minItems"] as? Int, array.count < min { problems.append("\(path): fewer than \(min) items") }
             if let max = schema["maxItems"] as? Int, array.count > max { problems.append("\(path): more than \(max) items") }
-            if let items = schema["items"] { for (index, item) in array.enumerated() { check(item, against: items, at: "\(path)[\(index)]", &problems) } }
+            if let items = schema["items"] {
+                for (index, item) in array.enumerated() { check(item, against: items, at: "\(path)[\(index)]", &problems) }
+            }
         case ("string", .string(let string)):
             if let min = schema["minLength"] as? Int, string.count < min { problems.append("\(path): shorter than \(min)") }
             if let max = schema["maxLength"] as? Int, string.count > max { problems.append("\(path): longer than \(max)") }
@@ -119,7 +122,12 @@ struct OpenAPIValidator {
 
 /// A JSON value decoded strictly: a boolean is never a number and a number never a boolean.
 enum JSON: Decodable, CustomStringConvertible {
-    case null, bool(Bool), number(Double), string(String), array([JSON]), object([String: JSON])
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSON])
+    case object([String: JSON])
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()

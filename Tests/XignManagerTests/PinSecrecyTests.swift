@@ -18,7 +18,8 @@ import XignTestSupport
         #expect(first.activationId != second.activationId)
         #expect(first.activationSecret != second.activationSecret)
         // The compact form holds the id, the secret and the fingerprint (26 characters each), then the URL: nothing else.
-        #expect(first.deepLink == PersonalizationPayload.compactPrefix + (try #require(Data(hexadecimal: first.activationId))).base32
+        #expect(
+            first.deepLink == PersonalizationPayload.compactPrefix + (try #require(Data(hexadecimal: first.activationId))).base32
                 + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
         // The manager stores only a hash of the activation secret.
         let stored = try manager.query("SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'")
@@ -28,7 +29,8 @@ import XignTestSupport
     @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) throws {
         let manager = try ManagerProcess(database: database)
         let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
-        let row = try manager.query("SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'")
+        let row = try manager.query(
+            "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'")
         let fields = try #require(row.first?.split(separator: "|").map(String.init))
         let salt = try #require(Base64URL.decode(fields[0]))
         let stored = try #require(Base64URL.decode(fields[1]))
@@ -69,14 +71,18 @@ import XignTestSupport
         #expect(try api.decrypt(payload, pin: "24680").status == 200)
     }
 
-    @Test(arguments: TestDatabase.allCases) func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
+        database: TestDatabase
+    ) throws {
         let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
         let api = API(manager: manager)
-        #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
+        #expect(
+            try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
         func register(_ email: String, mapping: String?) throws {
-            let request = RegisterRequest(categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil,
-                                          serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
+            let request = RegisterRequest(
+                categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil,
+                serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
             #expect(try api.post(APIPath.registrations, request).status == 201)
         }
         try register("unlinked@example.org", mapping: nil)
@@ -88,7 +94,10 @@ import XignTestSupport
         // The first personalization hands them to the linked service and deletes them.
         let sdk = try api.sdk()
         let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "linked@example.org"))
-        guard case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
+        else {
             Issue.record("expected newPersonalization")
             return
         }
@@ -96,7 +105,9 @@ import XignTestSupport
         #expect(try manager.query("SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == ["-"])
         let delivered = try FileManager.default.contentsOfDirectory(atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
         #expect(delivered.count == 1)
-        #expect(try String(contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8) == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
+        #expect(
+            try String(contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8)
+                == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
     }
 }
 
@@ -115,7 +126,9 @@ import XignTestSupport
     @Test func itCatchesWhatItShould() {
         let good = #"{"managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
         #expect(problems(APIPath.health, 200, good) == nil)
-        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains("unexpected property 'extra'") == true)
+        #expect(
+            problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains(
+                "unexpected property 'extra'") == true)
         #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"fine","version":"1"}"#)?.contains("is not one of") == true)
         #expect(problems(APIPath.health, 200, #"{"status":"ok","version":"1"}"#)?.contains("missing 'managerKeyFingerprint'") == true)
         #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"a b","status":"ok","version":"1"}"#)?.contains("does not match") == true)
@@ -131,7 +144,9 @@ extension Data {
         var bytes: [UInt8] = []
         var index = text.startIndex
         while index < text.endIndex {
-            guard let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex), let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            guard let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex), let byte = UInt8(text[index..<next], radix: 16) else {
+                return nil
+            }
             bytes.append(byte)
             index = next
         }

@@ -20,7 +20,8 @@ import XignTestSupport
 
         let started = try a.startAuthentication(deviceId: device.id)
         let finished = try b.finishAuthentication(started, pin: "24680", signer: device.key)
-        let login = try #require(try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
+        let login = try #require(
+            try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
         let replay = try a.finishAuthentication(started, pin: "24680", signer: device.key)
         #expect(replay.status == 409, "the challenge B consumed is gone for A too")
         let code = try #require(login["authorizationCode"] as? String)
@@ -95,7 +96,8 @@ import XignTestSupport
         let storage = try PostgreSQLServer.shared().makeDatabase()
         let config = try directory.write("postgresql.conf", ManagerProcess.testConfig + "\n" + storage.config + "\n")
         let openers = try (0..<4).map { _ in
-            try ChildProcess(try Products.path("xign-manager"), ["admin", "activations", "--config", config, "--data-dir", keys.dataDirectory], in: directory)
+            try ChildProcess(
+                try Products.path("xign-manager"), ["admin", "activations", "--config", config, "--data-dir", keys.dataDirectory], in: directory)
         }
         for opener in openers {
             let result = try opener.wait()
@@ -110,7 +112,8 @@ import XignTestSupport
         let config = try directory.write("manager.conf", try String(contentsOfFile: first.configPath, encoding: .utf8))
         // Its own fresh data directory: it would make a new signing key and pepper, which the database does not know.
         let result = try ChildProcess(
-            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", directory.file("data"), "--listen", "127.0.0.1:0"], in: directory
+            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", directory.file("data"), "--listen", "127.0.0.1:0"],
+            in: directory
         ).wait(timeout: 30)
         #expect(result.status != 0)
         #expect(result.stderr.contains("copy signing-key.pem and pin-pepper"), "\(result.stderr)")

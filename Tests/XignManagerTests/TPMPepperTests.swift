@@ -12,7 +12,8 @@ import XignTestSupport
     }
 
     func verifierRow(_ manager: ManagerProcess, _ activationId: String) throws -> [String] {
-        let row = try manager.query("SELECT pin_pepper || '|' || CAST(pin_iterations AS TEXT) || '|' || pin_verifier FROM activations WHERE id = '\(activationId)'")
+        let row = try manager.query(
+            "SELECT pin_pepper || '|' || CAST(pin_iterations AS TEXT) || '|' || pin_verifier FROM activations WHERE id = '\(activationId)'")
         return try #require(row.first).split(separator: "|").map(String.init)
     }
 
@@ -44,9 +45,12 @@ import XignTestSupport
         let copy = TemporaryDirectory()
         try FileManager.default.copyItem(atPath: manager.dataDirectory, toPath: copy.file("manager"))
         try writeTestFile(copy.file("manager.conf"), Data(Self.config(other).utf8))
-        let refused = try ChildProcess(try Products.path("xign-manager"), [
-            "serve", "--config", copy.file("manager.conf"), "--data-dir", copy.file("manager"), "--listen", "127.0.0.1:0",
-        ], in: copy).wait()
+        let refused = try ChildProcess(
+            try Products.path("xign-manager"),
+            [
+                "serve", "--config", copy.file("manager.conf"), "--data-dir", copy.file("manager"), "--listen", "127.0.0.1:0",
+            ], in: copy
+        ).wait()
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("does not load"), "\(refused.stderr)")
         let stored = try #require(Base64URL.decode(try verifierRow(manager, payload.activationId)[2]))

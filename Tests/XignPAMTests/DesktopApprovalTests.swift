@@ -24,12 +24,12 @@ import XignTestSupport
         setup = try fixture.laptop.copyForOtherUsers(try Products.path("xign-setup"))
     }
 
-
     /// `xign-setup` as nobody, as a terminal in the desktop session runs it.
     func setupAsUser(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> ChildProcess {
         let command = PAMFixture.runAs("nobody") + [setup] + arguments
-        return try ChildProcess(command[0], Array(command.dropFirst()), stdin: stdin,
-                                environment: ["PATH": "/usr/bin:/bin", "HOME": session].merging(environment) { $1 }, in: fixture.laptop.directory)
+        return try ChildProcess(
+            command[0], Array(command.dropFirst()), stdin: stdin,
+            environment: ["PATH": "/usr/bin:/bin", "HOME": session].merging(environment) { $1 }, in: fixture.laptop.directory)
     }
 
     @Test func aPendingLoginShowsOneNotificationAndTheUserApprovesThroughXignd() throws {
@@ -42,15 +42,18 @@ import XignTestSupport
         let login = try fixture.laptop.startLogin("nobody", answers: [])
         let code = try fixture.code(of: login)
         let shown = try desktop.waitForNotifications(count: 1)
-        #expect(shown.count == 1 && shown[0].hasPrefix("XignIn|Approve a login to web1.example.org?|nobody wants to log in to web1.example.org (login)"),
-                "\(shown) \((try? String(contentsOfFile: agent.stderrPath, encoding: .utf8)) ?? "")")
+        #expect(
+            shown.count == 1 && shown[0].hasPrefix("XignIn|Approve a login to web1.example.org?|nobody wants to log in to web1.example.org (login)"),
+            "\(shown) \((try? String(contentsOfFile: agent.stderrPath, encoding: .utf8)) ?? "")")
         #expect(!shown[0].contains(code), "the code stays on the server: typing it proves the user started this login")
         usleep(3_000_000)
         #expect(try desktop.notifications().count == 1, "the agent shows each login once, however often it asks")
 
         // Choosing the notification opens the approval with the login's payload.
         try desktop.run(["/usr/bin/dunstctl", "action", "0"])
-        #expect(waitUntil(seconds: 15) { ((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "").hasSuffix("\n") }, "the notification's action opened nothing")
+        #expect(
+            waitUntil(seconds: 15) { ((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "").hasSuffix("\n") },
+            "the notification's action opened nothing")
         let payload = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(ConfirmationPayload.confirmationId(in: payload) != nil, "\(payload)")
 
@@ -86,19 +89,23 @@ final class DesktopSession: @unchecked Sendable {
         display = try VirtualDisplay()
         let record = directory + "/record.sh"
         try writeTestFile(record, Data("#!/bin/sh\nprintf '%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> \(log)\n".utf8), mode: 0o755)
-        try writeTestFile(directory + "/dunstrc", Data("[global]\nfont = Monospace 8\n[xign]\nappname = XignIn\nscript = \(record)\n".utf8), mode: 0o644)
+        try writeTestFile(
+            directory + "/dunstrc", Data("[global]\nfont = Monospace 8\n[xign]\nappname = XignIn\nscript = \(record)\n".utf8), mode: 0o644)
         processes.append(try start(["/usr/bin/dbus-daemon", "--session", "--nofork", "--address=unix:path=\(bus)"]))
         try wait("the session bus") { FileManager.default.fileExists(atPath: self.bus) }
         processes.append(try start(["/usr/bin/dunst", "-config", directory + "/dunstrc"]))
         try wait("dunst on the bus") {
-            (try? self.run(["/usr/bin/dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                            "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications"]).stdout.contains("boolean true")) == true
+            (try? self.run([
+                "/usr/bin/dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications",
+            ]).stdout.contains("boolean true")) == true
         }
     }
 
     func start(_ command: [String]) throws -> ChildProcess {
         let full = PAMFixture.runAs(user) + command
-        return try ChildProcess(full[0], Array(full.dropFirst()), environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(environment) { $1 }, in: scratch)
+        return try ChildProcess(
+            full[0], Array(full.dropFirst()), environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(environment) { $1 }, in: scratch)
     }
 
     @discardableResult

@@ -16,8 +16,10 @@ final class ConfirmationFixture: @unchecked Sendable {
     /// The user enrolled on the laptop, and the login name the server asks for.
     let user: String
 
-    init(managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil,
-         user: String = "alice") throws {
+    init(
+        managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil,
+        user: String = "alice"
+    ) throws {
         self.user = user
         laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm)
         let result = try laptop.manager.admin(["accounts", "set-login", "\(user)@example.org", user])
@@ -33,7 +35,8 @@ final class ConfirmationFixture: @unchecked Sendable {
     }
 
     func service(_ name: String, arguments: String, then: String = "") throws {
-        _ = try laptop.directory.write("pam.d/\(name)", "auth required \(try PAMFixture.module) config=\(serverConfig) \(arguments)\n\(then)\n", mode: 0o644)
+        _ = try laptop.directory.write(
+            "pam.d/\(name)", "auth required \(try PAMFixture.module) config=\(serverConfig) \(arguments)\n\(then)\n", mode: 0o644)
     }
 
     /// The code the module showed, once it has shown it.
@@ -52,9 +55,14 @@ final class ConfirmationFixture: @unchecked Sendable {
 
     /// `xign-setup approve` on the laptop, with the code and the PIN as lines.
     func approve(code: String, pin: String = "24680", extra: [String] = []) throws -> ChildProcess.Result {
-        try ChildProcess(try Products.path("xign-setup"), ["approve", "--config", laptop.configPath, "--state-dir", laptop.state, "--user", user,
-                                                           "--pin-stdin", "--wait"] + extra,
-                         stdin: "\(code)\n\(pin)\n", in: laptop.directory).wait()
+        try ChildProcess(
+            try Products.path("xign-setup"),
+            [
+                "approve", "--config", laptop.configPath, "--state-dir", laptop.state, "--user", user,
+                "--pin-stdin", "--wait",
+            ] + extra,
+            stdin: "\(code)\n\(pin)\n", in: laptop.directory
+        ).wait()
     }
 }
 
@@ -96,8 +104,10 @@ final class ConfirmationFixture: @unchecked Sendable {
         let fixture = try ConfirmationFixture()
         let login = try fixture.laptop.startLogin(answers: [])
         _ = try fixture.code(of: login)
-        let denial = try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
-                                      in: fixture.laptop.directory).wait()
+        let denial = try ChildProcess(
+            try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+            in: fixture.laptop.directory
+        ).wait()
         #expect(denial.status == 0, "\(denial.stderr)")
         let result = try fixture.laptop.finish(login)
         #expect(result.code == PAMCode.authError)
@@ -157,7 +167,10 @@ final class ConfirmationFixture: @unchecked Sendable {
         let third = try fixture.laptop.login(answers: [])
         #expect(third.code == PAMCode.authError)
         #expect(third.conversation.contains("2 logins to alice are waiting for approval already"), "\(third.conversation)")
-        for login in [first, second] { kill(login.pid, SIGTERM); _ = try? login.wait(timeout: 10) }
+        for login in [first, second] {
+            kill(login.pid, SIGTERM)
+            _ = try? login.wait(timeout: 10)
+        }
     }
 
     @Test func anAccountWithHostGroupsLogsInOnlyToHostsThatShareOne() throws {

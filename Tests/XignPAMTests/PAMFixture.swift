@@ -41,8 +41,10 @@ final class PAMFixture: @unchecked Sendable {
     let tpm: SoftwareTPM?
 
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
-    init(managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-         caFile: String? = nil) throws {
+    init(
+        managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
+        caFile: String? = nil
+    ) throws {
         manager = try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
         let state = directory.file("state")
@@ -65,7 +67,10 @@ final class PAMFixture: @unchecked Sendable {
             parameters.setAlias("\(user)'s laptop")
             _ = try sdk.registry.registerSynchronous(data: parameters)
             let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
-            guard case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+            guard
+                case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: "24680")
+            else {
                 throw TestFailure("expected newPersonalization")
             }
             _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
@@ -117,17 +122,22 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`. `wrapper` runs the
     /// host (`harness`, the libpam harness unless given) inside another command, with `environment` if given.
-    func login(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
-               harness: String? = nil, environment: [String: String]? = nil) throws -> Login {
+    func login(
+        _ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
+        harness: String? = nil, environment: [String: String]? = nil
+    ) throws -> Login {
         try finish(try startLogin(user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment))
     }
 
     /// Starts a login without waiting for it; its conversation can be read while the module waits.
-    func startLogin(_ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
-                    harness: String? = nil, environment: [String: String]? = nil) throws -> ChildProcess {
+    func startLogin(
+        _ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
+        harness: String? = nil, environment: [String: String]? = nil
+    ) throws -> ChildProcess {
         let host = try harness ?? Self.harness.get()
         let command = wrapper + [host, confdir, service, user]
-        return try ChildProcess(command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
+        return try ChildProcess(
+            command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
     }
 
     /// Waits for a started login and reads what it printed.
@@ -146,7 +156,9 @@ final class PAMFixture: @unchecked Sendable {
         let conversation = lines.filter { $0.hasPrefix("[") }.map {
             $0.replacingOccurrences(of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+:-]+"#, with: "<TIME>", options: .regularExpression)
         }.joined(separator: "\n")
-        return Login(code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"), output: result.stdout)
+        return Login(
+            code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"),
+            output: result.stdout)
     }
 
     /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
@@ -173,7 +185,8 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Logins the manager finished for `localUser`: a code was issued and redeemed for a token.
     func completedLogins(_ localUser: String) throws -> Int {
-        let rows = try manager.query("SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL")
+        let rows = try manager.query(
+            "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL")
         return rows.first.flatMap { Int($0) } ?? -1
     }
 

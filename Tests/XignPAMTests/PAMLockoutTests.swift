@@ -11,7 +11,9 @@ import XignTestSupport
         .replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 60s").replacingOccurrences(of: "max_delay = 5s", with: "max_delay = 1h")
 
     /// Runs `count` logins at once, each in its own harness process, and returns them in start order.
-    func parallelLogins(_ fixture: PAMFixture, users: [String] = ["alice"], count: Int, answers: @escaping @Sendable (Int) -> [String]) -> [Result<PAMFixture.Login, any Error>] {
+    func parallelLogins(
+        _ fixture: PAMFixture, users: [String] = ["alice"], count: Int, answers: @escaping @Sendable (Int) -> [String]
+    ) -> [Result<PAMFixture.Login, any Error>] {
         let results = LoginResults(count: count)
         DispatchQueue.concurrentPerform(iterations: count) { index in
             results.set(index, Result { try fixture.login(users[index % users.count], answers: answers(index)) })
@@ -30,7 +32,8 @@ import XignTestSupport
 
     @Test func parallelWrongPINsAreEachCountedWhenNoLockStopsThem() throws {
         // Free attempts: no failure locks, so every guess reaches the PIN check, and each must be charged.
-        let fixture = try PAMFixture(managerConfig: ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20"))
+        let fixture = try PAMFixture(
+            managerConfig: ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20"))
         let codes = try codes(parallelLogins(fixture, count: 20) { _ in ["13570"] })
         #expect(codes == Array(repeating: PAMCode.authError, count: 20))
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 20)
@@ -64,7 +67,9 @@ import XignTestSupport
     func setClaim(_ fixture: PAMFixture, email: String, until: Int64) throws {
         let id = try fixture.activation(email)["id"] as? String ?? ""
         let sql = "UPDATE activations SET pin_check_until = \(until) WHERE id = '\(id)';"
-        let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql], in: fixture.directory).wait()
+        let result = try ChildProcess(
+            "/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql], in: fixture.directory
+        ).wait()
         guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
     }
 
@@ -108,8 +113,9 @@ import XignTestSupport
     }
 
     @Test func aTokenThatExpiredOnItsWayIsRefusedAndOneInTimeIsNot() throws {
-        let config = ManagerProcess.testConfig(pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
-                                               "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
+        let config = ManagerProcess.testConfig(
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+            "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
         let fixture = try PAMFixture(managerConfig: config)
         // Holds the manager's token answer back past the token's lifetime.
         let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) { $0.hasPrefix("POST \(APIPath.token) ") }
@@ -131,9 +137,12 @@ import XignTestSupport
         return contents?["pendingLockouts"] as? [String: [String: Any]] ?? [:]
     }
 
-    static let plantedLock = FaultyServer.http(status: 423, body: Array("""
-        {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
-        """.utf8))
+    static let plantedLock = FaultyServer.http(
+        status: 423,
+        body: Array(
+            """
+            {"error":{"code":"lockedOut","message":"locked","lockout":{"isPermanent":true,"lockedUntil":253402300799000,"failedAttempts":99,"issuedAt":0}}}
+            """.utf8))
 
     @Test func anUnsignedLockFromAStandInIsShownOnceAndNeverRemembered() throws {
         let fixture = try PAMFixture()

@@ -62,7 +62,8 @@ import XignTestSupport
         let fixture = try PAMFixture()  // permanent at the 4th failure
         for _ in 1...4 {
             // Wait out each lock; the machine remembers it too, so forget it locally to let the next guess through.
-            Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+            Thread.sleep(
+                until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
             try forgetLocalLockouts(fixture)
             _ = try fixture.login(answers: ["13570"])
         }
@@ -127,8 +128,9 @@ import XignTestSupport
     }
 
     @Test func sudoCanDemandMoreThanLogin() throws {
-        let config = ManagerProcess.testConfig(pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
-                                               "role.sudo.authenticators = device+pin+biometric")
+        let config = ManagerProcess.testConfig(
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+            "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config)
         #expect(try fixture.login(service: "login").code == PAMCode.success)
         let sudo = try fixture.login(service: "sudo")
@@ -143,11 +145,17 @@ import XignTestSupport
         let fixture = try PAMFixture()
         let attacker = try P256PrivateKey()
         let forger = try FaultyServer { request in
-            let nonce = (try? JSONDecoder().decode(AuthenticationStartRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
-            let start = AuthenticationStartMessage(nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c", expiresAt: Int64.max / 2,
-                                                   service: "pam", relyingPartyName: "x", roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: [])
+            let nonce =
+                (try? JSONDecoder().decode(AuthenticationStartRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8))
+                    .nonce) ?? ""
+            let start = AuthenticationStartMessage(
+                nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c", expiresAt: Int64.max / 2,
+                service: "pam", relyingPartyName: "x", roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: []
+            )
             let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: (try? attacker.publicKey.fingerprint) ?? "")
-            return FaultyServer.http(contentType: "application/jose", body: Array(((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))
+            return FaultyServer.http(
+                contentType: "application/jose",
+                body: Array(((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))
         }
         let path = fixture.state + "/identity-managers.json"
         let stored = try String(contentsOfFile: path, encoding: .utf8)
@@ -198,7 +206,9 @@ import XignTestSupport
     }
 
     @Test func onlyThePAMEntryPointsAreExported() throws {
-        let symbols = try tool("/usr/bin/nm", ["-D", "--defined-only", try PAMFixture.module]).split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+        let symbols = try tool("/usr/bin/nm", ["-D", "--defined-only", try PAMFixture.module]).split(separator: "\n").compactMap {
+            $0.split(separator: " ").last.map(String.init)
+        }
         #expect(symbols.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
     }
 

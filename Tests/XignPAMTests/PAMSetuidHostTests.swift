@@ -41,8 +41,9 @@ import XignTestSupport
                 throw TestFailure("cannot make the setuid host: \(String(cString: strerror(errno)))")
             }
         }
-        return try fixture.login(answers: answers, wrapper: PAMFixture.runAs("nobody"),
-                                 harness: host, environment: callerEnvironment(traps))
+        return try fixture.login(
+            answers: answers, wrapper: PAMFixture.runAs("nobody"),
+            harness: host, environment: callerEnvironment(traps))
     }
 
     func expectIsolated(_ login: PAMFixture.Login, code: Int) {
@@ -60,7 +61,8 @@ import XignTestSupport
     @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {
         let tls = try TLSFrontEnd(to: fixture.manager.port)
         try fixture.redirectEnrolments(to: tls.url)
-        try writeTestFile(fixture.configPath, Data((try String(contentsOfFile: fixture.configPath, encoding: .utf8) + "ca_file = \(tls.caFile)\n").utf8))
+        try writeTestFile(
+            fixture.configPath, Data((try String(contentsOfFile: fixture.configPath, encoding: .utf8) + "ca_file = \(tls.caFile)\n").utf8))
         let (_, control) = try plainLogin()
         let keys = (try? String(contentsOfFile: control.file("tls-keys.log"), encoding: .utf8)) ?? ""
         #expect(keys.contains("CLIENT_"), "a host that is not setuid may log its own TLS secrets; this shows the login went over TLS")
@@ -84,18 +86,26 @@ final class TLSFrontEnd: @unchecked Sendable {
             let result = try ChildProcess("/usr/bin/openssl", arguments, in: directory).wait()
             guard result.status == 0 else { throw TestFailure("openssl \(arguments.first ?? ""): \(result.stderr)") }
         }
-        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("ca.key"),
-                     "-out", caFile, "-days", "2", "-subj", "/CN=xign test CA"])
-        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("server.key"),
-                     "-out", directory.file("server.csr"), "-subj", "/CN=localhost"])
+        try openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("ca.key"),
+            "-out", caFile, "-days", "2", "-subj", "/CN=xign test CA",
+        ])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("server.key"),
+            "-out", directory.file("server.csr"), "-subj", "/CN=localhost",
+        ])
         _ = try directory.write("san.ext", "subjectAltName = DNS:localhost, IP:127.0.0.1\n")
-        try openssl(["x509", "-req", "-in", directory.file("server.csr"), "-CA", caFile, "-CAkey", directory.file("ca.key"), "-CAcreateserial",
-                     "-out", directory.file("server.pem"), "-days", "2", "-extfile", directory.file("san.ext")])
+        try openssl([
+            "x509", "-req", "-in", directory.file("server.csr"), "-CA", caFile, "-CAkey", directory.file("ca.key"), "-CAcreateserial",
+            "-out", directory.file("server.pem"), "-days", "2", "-extfile", directory.file("san.ext"),
+        ])
         let port = try LoopbackSocket.unusedPort()
-        let process = try ChildProcess("/usr/bin/socat", [
-            "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,cert=\(directory.file("server.pem")),key=\(directory.file("server.key"))",
-            "TCP:127.0.0.1:\(managerPort)",
-        ], in: directory)
+        let process = try ChildProcess(
+            "/usr/bin/socat",
+            [
+                "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,verify=0,cert=\(directory.file("server.pem")),key=\(directory.file("server.key"))",
+                "TCP:127.0.0.1:\(managerPort)",
+            ], in: directory)
         let deadline = Date().addingTimeInterval(10)
         while !LoopbackSocket.isListening(port) {
             guard Date() < deadline, process.poll() == nil else { throw TestFailure("socat did not listen on \(port)") }

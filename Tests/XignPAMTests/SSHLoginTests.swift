@@ -21,10 +21,13 @@ final class SSHServer: @unchecked Sendable {
     }
 
     init(pamServices: String) throws {
-        let keygen = try ChildProcess("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory).wait()
+        let keygen = try ChildProcess("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory)
+            .wait()
         guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
         port = try LoopbackSocket.unusedPort()
-        let config = try directory.write("sshd_config", """
+        let config = try directory.write(
+            "sshd_config",
+            """
             Port \(port)
             ListenAddress 127.0.0.1
             HostKey \(directory.file("host_key"))
@@ -57,10 +60,12 @@ final class SSHServer: @unchecked Sendable {
 
     /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, keyboard-interactive only, with no known-hosts file.
     func ssh(_ user: String, _ command: String) throws -> PseudoTerminal {
-        try PseudoTerminal("/usr/bin/ssh", [
-            "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            "-o", "PreferredAuthentications=keyboard-interactive", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
-        ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+        try PseudoTerminal(
+            "/usr/bin/ssh",
+            [
+                "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", "PreferredAuthentications=keyboard-interactive", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
+            ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
     }
 
     deinit { process.stop() }
@@ -100,8 +105,10 @@ final class SSHServer: @unchecked Sendable {
         let (fixture, server, user) = try setUp()
         let ssh = try server.ssh(user, "echo should-not-run")
         try ssh.expect("Press Enter once approved:")
-        let denial = try ChildProcess(try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
-                                      in: fixture.laptop.directory).wait()
+        let denial = try ChildProcess(
+            try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+            in: fixture.laptop.directory
+        ).wait()
         #expect(denial.status == 0, "\(denial.stderr)")
         ssh.send("\r")
         try ssh.expect("the login was denied on your device")

@@ -39,7 +39,7 @@ import XignTestSupport
         #expect(try waitUntil(seconds: 15) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager")
         usleep(1_000_000)
         #expect(locker.poll() == nil, "a wrong PIN keeps the screen locked")
-        usleep(500_000) // the manager's lock after one wrong PIN (300 ms in the test config)
+        usleep(500_000)  // the manager's lock after one wrong PIN (300 ms in the test config)
         try type("24680")
         let result = try locker.wait(timeout: 30)
         #expect(result.status == 0, "i3lock unlocked: \(result.stderr) \(daemon.log)")
@@ -57,7 +57,7 @@ import XignTestSupport
         #expect(locker.poll() == nil, "without xignd the screen stays locked")
         try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
         try daemon.start()
-        usleep(1_500_000) // i3lock shows the failure for a moment before it takes input again
+        usleep(1_500_000)  // i3lock shows the failure for a moment before it takes input again
         try type("24680")
         let result = try locker.wait(timeout: 30)
         #expect(result.status == 0, "the locker did not hang on the lost daemon: \(result.stderr)")

@@ -15,18 +15,22 @@ import XignTestSupport
             try? FileManager.default.removeItem(atPath: pamFile)
             try? FileManager.default.removeItem(atPath: sudoersFile)
         }
-        try writeTestFile(pamFile, Data("""
-            auth required \(try PAMFixture.module) mode=confirm config=\(fixture.serverConfig) timeout=30
-            account required pam_permit.so
-            session required pam_permit.so
+        try writeTestFile(
+            pamFile,
+            Data(
+                """
+                auth required \(try PAMFixture.module) mode=confirm config=\(fixture.serverConfig) timeout=30
+                account required pam_permit.so
+                session required pam_permit.so
 
-            """.utf8), mode: 0o644)
+                """.utf8), mode: 0o644)
         try writeTestFile(sudoersFile, Data("Defaults:\(user) pam_service=\(service)\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
         let check = try ChildProcess("/usr/sbin/visudo", ["-c", "-f", sudoersFile], in: fixture.laptop.directory).wait()
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
 
-        let sudo = try PseudoTerminal("/usr/sbin/runuser", ["-u", user, "--", "/usr/bin/sudo", "-k", "/usr/bin/id", "-un"],
-                                      environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+        let sudo = try PseudoTerminal(
+            "/usr/sbin/runuser", ["-u", user, "--", "/usr/bin/sudo", "-k", "/usr/bin/id", "-un"],
+            environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
         let code = String(try sudo.expect(matching: #"type the code \d{6}"#).suffix(6))
         let approval = try fixture.approve(code: code)
         #expect(approval.status == 0, "\(approval.stderr)")

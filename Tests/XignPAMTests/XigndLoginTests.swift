@@ -60,7 +60,9 @@ import XignTestSupport
         #expect(login.conversation == "[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: ")
         let wrong = try lockerLogin(answers: ["13570"])
         #expect(wrong.code == PAMCode.authError)
-        #expect(wrong.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: \n[ERROR_MSG] Wrong PIN. XignIn is locked until"), "\(wrong.conversation)")
+        #expect(
+            wrong.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: \n[ERROR_MSG] Wrong PIN. XignIn is locked until"),
+            "\(wrong.conversation)")
     }
 
     @Test func rootLogsInInProcessWithXigndStopped() throws {
@@ -73,9 +75,13 @@ import XignTestSupport
         daemon.kill()
         let login = try lockerLogin()
         #expect(login.code == PAMCode.authInfoUnavailable, "\(login.output)")
-        #expect(login.conversation == "[ERROR_MSG] XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.")
+        #expect(
+            login.conversation
+                == "[ERROR_MSG] XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.")
         let safe = try lockerLogin(service: "locker-safe")
-        #expect(safe.code == PAMCode.authError && safe.conversation.isEmpty, "failmode=safe is silent and lets the rest of the stack (pam_deny) decide: \(safe.output)")
+        #expect(
+            safe.code == PAMCode.authError && safe.conversation.isEmpty,
+            "failmode=safe is silent and lets the rest of the stack (pam_deny) decide: \(safe.output)")
     }
 
     @Test func xigndKilledMidRequestEndsTheLoginAndKeepsItsAttemptRecord() throws {
@@ -102,7 +108,9 @@ import XignTestSupport
         for _ in 0..<5 { #expect(try lockerLogin(answers: ["13570"]).code != PAMCode.success) }
         let refused = try lockerLogin()
         #expect(refused.code == PAMCode.maxTries, "\(refused.output)")
-        #expect(refused.conversation.hasPrefix("[ERROR_MSG] XignIn: Too many PIN attempts for nobody on this machine; try again in"), "\(refused.conversation)")
+        #expect(
+            refused.conversation.hasPrefix("[ERROR_MSG] XignIn: Too many PIN attempts for nobody on this machine; try again in"),
+            "\(refused.conversation)")
         daemon.kill(SIGTERM)
         try daemon.start()
         #expect(try lockerLogin().code == PAMCode.maxTries, "a restart hands out no new attempts")
@@ -126,7 +134,8 @@ import XignTestSupport
         let turnedAway = idle.filter { connection in
             var entry = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&entry, 1, 0) == 1 else { return false }
-            return (try? connection.receive(DaemonReply.self, deadline: .deadline(in: 1_000))) == .failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again")
+            return (try? connection.receive(DaemonReply.self, deadline: .deadline(in: 1_000)))
+                == .failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again")
         }
         #expect(turnedAway.count >= 4, "\(daemon.log)")
         // Another user is still served.
@@ -153,11 +162,16 @@ import XignTestSupport
     func standIn(_ name: String, owner: String, reply: [UInt8]) throws -> ChildProcess {
         let directory = fixture.directory.file(name)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-        guard let entry = getpwnam(owner), chown(directory, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else { throw TestFailure("chown \(directory)") }
+        guard let entry = getpwnam(owner), chown(directory, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else {
+            throw TestFailure("chown \(directory)")
+        }
         try writeTestFile(directory + "/reply", Data(reply), mode: 0o644)
-        let command = PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:cat \(directory)/reply"]
+        let command =
+            PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:cat \(directory)/reply"]
         let process = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory)
-        guard waitUntil(seconds: 10, { FileManager.default.fileExists(atPath: directory + "/xignd.sock") }) else { throw TestFailure("socat did not listen") }
+        guard waitUntil(seconds: 10, { FileManager.default.fileExists(atPath: directory + "/xignd.sock") }) else {
+            throw TestFailure("socat did not listen")
+        }
         try fixture.service(name, arguments: "socket=\(directory)/xignd.sock")
         return process
     }

@@ -30,16 +30,20 @@ import XignProtocol
     )
 
     @Test func theCompactFormRoundTripsInEitherCaseAndItsAppLinkToo() throws {
-        #expect(compact.deepLink == "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54\(compact.activationSecret)\(compact.managerKeyFingerprint)/HTTPS://IDM.EXAMPLE.ORG:8443")
+        #expect(
+            compact.deepLink
+                == "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54\(compact.activationSecret)\(compact.managerKeyFingerprint)/HTTPS://IDM.EXAMPLE.ORG:8443")
         #expect(try PersonalizationPayload(parsing: compact.deepLink) == compact)
         #expect(try PersonalizationPayload(parsing: compact.deepLink.lowercased()) == compact, "base32, scheme and host are case-insensitive")
         #expect(try PersonalizationPayload(parsing: compact.appLink) == compact)
         #expect(try PersonalizationPayload(parsingMail: "From: m\r\n\r\nScan or open:\r\n  \(compact.deepLink)\r\n") == compact)
         let fields = "AERUKZ4JVPG66AJDIVTYTK6N54" + compact.activationSecret + compact.managerKeyFingerprint
-        for broken in ["XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54SHORT\(compact.managerKeyFingerprint)/HTTPS://A.B",
-                       "XIGN://P/" + "1" + fields.dropFirst() + "/HTTPS://A.B",
-                       "XIGN://P/\(fields)/FTP://A.B",
-                       "XIGN://P/\(fields)"] {
+        for broken in [
+            "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54SHORT\(compact.managerKeyFingerprint)/HTTPS://A.B",
+            "XIGN://P/" + "1" + fields.dropFirst() + "/HTTPS://A.B",
+            "XIGN://P/\(fields)/FTP://A.B",
+            "XIGN://P/\(fields)",
+        ] {
             #expect(throws: PersonalizationPayload.ParseError.self, "\(broken)") { try PersonalizationPayload(parsing: broken) }
         }
     }
@@ -52,12 +56,24 @@ import XignProtocol
     @Test(arguments: [
         ("", "starts neither"),
         ("https://example.org/", "starts neither"),
-        ("xign://personalize?v=2&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))", "version 2"),
-        ("xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=XYZ&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))", "activation id"),
-        ("xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=short&k=\(String(repeating: "b", count: 43))", "activation secret"),
+        (
+            "xign://personalize?v=2&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))",
+            "version 2"
+        ),
+        (
+            "xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=XYZ&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))",
+            "activation id"
+        ),
+        (
+            "xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=short&k=\(String(repeating: "b", count: 43))",
+            "activation secret"
+        ),
         ("xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))", "fingerprint"),
         ("xign://personalize?v=1&v=1&m=x", "appears twice"),
-        ("xign://personalize?v=1&m=ftp%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))", "https://"),
+        (
+            "xign://personalize?v=1&m=ftp%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))",
+            "https://"
+        ),
         ("xign://personalize?v=1&m=%ZZ&a=0", "badly encoded"),
         ("xign://personalize?v=1 &m=x", "spaces"),
         ("xign://personalize?" + String(repeating: "x", count: 2000), "longer than 1024"),
@@ -89,8 +105,10 @@ import XignProtocol
         #expect(url.endpoint("/v1/registrations") == "https://idm.example.org:8443/base/v1/registrations")
     }
 
-    @Test(arguments: ["idm.example.org", "ftp://x", "https://", "https://a@b", "https://a:0", "https://a:99999", "https://a/?q", "https://a/#f",
-                      "https://a b", "https://a/../b", "https://[::1", "https://a_b"])
+    @Test(arguments: [
+        "idm.example.org", "ftp://x", "https://", "https://a@b", "https://a:0", "https://a:99999", "https://a/?q", "https://a/#f",
+        "https://a b", "https://a/../b", "https://[::1", "https://a_b",
+    ])
     func refusesMalformed(_ text: String) {
         #expect(throws: ManagerURL.ParseError.self) { try ManagerURL(text) }
     }
@@ -98,8 +116,12 @@ import XignProtocol
     // The three examples of the Nevis rule: scheme, host and port from the override, the path from the base.
     @Test func nevisOverrideRule() throws {
         #expect(try ManagerURL("https://server/path").overriding(with: ManagerURL("https://other.server")).description == "https://other.server/path")
-        #expect(try ManagerURL("https://server:443/path").overriding(with: ManagerURL("https://other.server/path")).description == "https://other.server/path")
-        #expect(try ManagerURL("https://server/path").overriding(with: ManagerURL("http://other.server:80/otherpath")).description == "http://other.server:80/path")
+        #expect(
+            try ManagerURL("https://server:443/path").overriding(with: ManagerURL("https://other.server/path")).description
+                == "https://other.server/path")
+        #expect(
+            try ManagerURL("https://server/path").overriding(with: ManagerURL("http://other.server:80/otherpath")).description
+                == "http://other.server:80/path")
     }
 
     @Test func plainHTTPOnlyToLoopback() throws {

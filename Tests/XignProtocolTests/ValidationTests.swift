@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Testing
 import XignProtocol
 
@@ -62,5 +63,3 @@ import XignProtocol
         #expect(String(decoding: message, as: UTF8.self) == "xign-request-v1\nPOST\n/v1/x\nRBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o\nc1")
     }
 }
-
-import FoundationEssentials

@@ -1,23 +1,27 @@
 import ArgumentParser
 import Foundation
 import Testing
-@testable import xign_setup
 import XignProtocol
 import XignTestSupport
+
+@testable import xign_setup
 
 /// `xign-manager admin hosts` and `xign-setup host join`, with the real manager and the real binaries.
 @Suite struct HostJoinTests {
     /// `admin hosts add NAME`: the token from its last line.
     func addHost(_ setup: Setup, _ name: String, extra: [String] = []) throws -> String {
         let result = try setup.manager.admin(["hosts", "add", name] + extra)
-        guard result.status == 0, let token = result.stdout.split(separator: " ").last.map({ String($0).trimmingCharacters(in: .whitespacesAndNewlines) }) else {
+        guard result.status == 0,
+            let token = result.stdout.split(separator: " ").last.map({ String($0).trimmingCharacters(in: .whitespacesAndNewlines) })
+        else {
             throw TestFailure("hosts add failed: \(result.stderr)")
         }
         return token
     }
 
     func join(_ setup: Setup, token: String, config: [String] = []) throws -> ChildProcess.Result {
-        try setup.run(["host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, "--json"] + config, stdin: token + "\n")
+        try setup.run(
+            ["host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, "--json"] + config, stdin: token + "\n")
     }
 
     func hostsAtManager(_ setup: Setup) throws -> [[String: Any]] {
@@ -72,8 +76,13 @@ import XignTestSupport
     @Test func anExpiredTokenIsRefusedAndANameIsIssuedAgainOnlyAfterRemoval() throws {
         let setup = try Setup()
         let token = try addHost(setup, "db1")
-        let expire = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", setup.manager.dataDirectory + "/manager.sqlite",
-                                                           "UPDATE host_join_tokens SET expires_at = 1;"], in: setup.directory).wait()
+        let expire = try ChildProcess(
+            "/usr/bin/sqlite3",
+            [
+                "-cmd", ".timeout 5000", setup.manager.dataDirectory + "/manager.sqlite",
+                "UPDATE host_join_tokens SET expires_at = 1;",
+            ], in: setup.directory
+        ).wait()
         #expect(expire.status == 0)
         #expect(try join(setup, token: token).stderr.contains("unknown, used or expired"))
         #expect(try join(setup, token: try addHost(setup, "db1")).exitCode == .success, "a new token for the same name replaces the expired one")

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import Testing
-@testable import xign_setup
 import XignProtocol
 import XignTestSupport
+
+@testable import xign_setup
 
 /// QR codes as a terminal of a given size shows them: all of the code fits with its text, or it is left out
 /// with a pointer to --png; what fits decodes with zbarimg.
@@ -21,7 +22,8 @@ import XignTestSupport
         #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: screen(fits)), in: setup.directory) == link)
         // A link of the long form, as older mails carry it, is too tall for 80×24.
         let payload = try PersonalizationPayload(parsing: link)
-        let long = "xign://personalize?v=1&m=\(PercentEncoding.encode(payload.managerURL.description))&a=\(payload.activationId)"
+        let long =
+            "xign://personalize?v=1&m=\(PercentEncoding.encode(payload.managerURL.description))&a=\(payload.activationId)"
             + "&s=" + String(repeating: "A", count: 43) + "&k=" + String(repeating: "b", count: 43)
         let small = try PseudoTerminal(try Products.path("xign-setup"), ["qr", long], columns: 80, rows: 24)
         #expect(try small.wait() == ExitCode.failure.rawValue)
@@ -32,14 +34,18 @@ import XignTestSupport
         let setup = try Setup()
         try setup.register("small@example.org")
         let mail = try setup.manager.mailPath(for: "small@example.org")
-        let terminal = try PseudoTerminal(try Products.path("xign-setup"), [
-            "personalize", "--mail", mail, "--user", "alice", "--state-dir", setup.state,
-        ], columns: 80, rows: 24)
+        let terminal = try PseudoTerminal(
+            try Products.path("xign-setup"),
+            [
+                "personalize", "--mail", mail, "--user", "alice", "--state-dir", setup.state,
+            ], columns: 80, rows: 24)
         try terminal.expect("PIN")
         let shown = screen(terminal)
-        let code = (shown.components(separatedBy: "Activation QR code").last ?? "").split(separator: "\n", omittingEmptySubsequences: false).dropFirst()
+        let code = (shown.components(separatedBy: "Activation QR code").last ?? "").split(separator: "\n", omittingEmptySubsequences: false)
+            .dropFirst()
             .prefix { !$0.hasPrefix("Activating") }.joined(separator: "\n")
-        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: code), in: setup.directory)
+        #expect(
+            try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: code), in: setup.directory)
                 == (try PersonalizationPayload(parsingMail: String(contentsOfFile: mail, encoding: .utf8)).deepLink), "\(shown)")
         terminal.send("24680\r")
         #expect(try terminal.wait() == 0, "\(screen(terminal))")

@@ -1,10 +1,11 @@
-import Foundation
 import ArgumentParser
+import Foundation
 import Testing
-@testable import xign_setup
 import XignCore
 import XignProtocol
 import XignTestSupport
+
+@testable import xign_setup
 
 extension ChildProcess.Result {
     /// The status as xign-setup names it (ExitCode+Xign.swift).
@@ -19,8 +20,10 @@ final class Setup: @unchecked Sendable {
 
     init(managerConfig: String = ManagerProcess.testConfig) throws { manager = try ManagerProcess(config: managerConfig) }
 
-    func run(_ arguments: [String], stdin: String? = nil, asUser: String? = nil, environment: [String: String]? = nil,
-             extraFileDescriptor: (fd: Int32, contents: String)? = nil) throws -> ChildProcess.Result {
+    func run(
+        _ arguments: [String], stdin: String? = nil, asUser: String? = nil, environment: [String: String]? = nil,
+        extraFileDescriptor: (fd: Int32, contents: String)? = nil
+    ) throws -> ChildProcess.Result {
         var executable = try Products.path("xign-setup")
         var arguments = arguments
         if let asUser {
@@ -32,21 +35,29 @@ final class Setup: @unchecked Sendable {
             arguments = ["--reuid=\(asUser)", "--regid=\(asUser)", "--clear-groups", "--", copy] + arguments
             executable = "/usr/bin/setpriv"
         }
-        return try ChildProcess(executable, arguments, stdin: stdin, environment: environment, extraFileDescriptor: extraFileDescriptor, in: directory).wait()
+        return try ChildProcess(
+            executable, arguments, stdin: stdin, environment: environment, extraFileDescriptor: extraFileDescriptor, in: directory
+        ).wait()
     }
 
     func register(_ email: String, pin: String = "24680") throws {
-        let result = try run(["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state], stdin: pin + "\n")
+        let result = try run(
+            ["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state], stdin: pin + "\n")
         guard result.exitCode == .success else { throw TestFailure("register failed (\(result.status)): \(result.stderr)") }
     }
 
     func personalize(_ email: String, pin: String = "24680", extra: [String] = [], state: String? = nil) throws -> ChildProcess.Result {
-        try run(["personalize", "--mail", try manager.mailPath(for: email), "--pin-stdin", "--no-qr", "--user", "alice",
-                 "--state-dir", state ?? self.state, "--json"] + extra, stdin: pin + "\n")
+        try run(
+            [
+                "personalize", "--mail", try manager.mailPath(for: email), "--pin-stdin", "--no-qr", "--user", "alice",
+                "--state-dir", state ?? self.state, "--json",
+            ] + extra, stdin: pin + "\n")
     }
 
     func json(_ text: String) throws -> [String: Any] {
-        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else { throw TestFailure("not a JSON object: \(text)") }
+        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+            throw TestFailure("not a JSON object: \(text)")
+        }
         return object
     }
 
@@ -118,11 +129,14 @@ final class Setup: @unchecked Sendable {
         #expect(noLink.exitCode == .failure)
         #expect(noLink.stderr.contains("contains no activation data"))
 
-        let plain = try setup.run(["register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        let plain = try setup.run(
+            ["register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin", "--state-dir", setup.state],
+            stdin: "24680\n")
         #expect(plain.exitCode == .failure)
         #expect(plain.stderr.contains("plain http to a host that is not loopback"))
 
-        let undecided = try setup.run(["personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", setup.state], stdin: "24680\n")
+        let undecided = try setup.run(
+            ["personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", setup.state], stdin: "24680\n")
         #expect(undecided.exitCode == .validationFailure)
         #expect(undecided.stderr.contains("--on-existing"))
 
@@ -135,7 +149,9 @@ final class Setup: @unchecked Sendable {
         #expect(wrong.stderr.contains("Run the same command again after that time"))
 
         setup.manager.stop()
-        let down = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        let down = try setup.run(
+            ["register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin", "--state-dir", setup.state],
+            stdin: "24680\n")
         #expect(down.exitCode == .managerUnreachable)
         #expect(down.stderr.contains("cannot reach the manager"))
 
@@ -157,8 +173,10 @@ final class Setup: @unchecked Sendable {
             // Root writes anywhere; an ordinary user cannot write root's 0700 state directory.
             // The user saved the activation mail where they can read it.
             chmod(setup.directory.path, 0o755)
-            let mail = try setup.directory.write("activation.eml", String(contentsOfFile: setup.manager.mailPath(for: "ro2@example.org"), encoding: .utf8), mode: 0o644)
-            result = try setup.run(["personalize", "--mail", mail, "--pin-stdin", "--no-qr", "--state-dir", setup.state], stdin: "24680\n", asUser: "65534")
+            let mail = try setup.directory.write(
+                "activation.eml", String(contentsOfFile: setup.manager.mailPath(for: "ro2@example.org"), encoding: .utf8), mode: 0o644)
+            result = try setup.run(
+                ["personalize", "--mail", mail, "--pin-stdin", "--no-qr", "--state-dir", setup.state], stdin: "24680\n", asUser: "65534")
         } else {
             chmod(setup.state, 0o500)
             defer { chmod(setup.state, 0o700) }
@@ -175,8 +193,11 @@ final class Setup: @unchecked Sendable {
         try setup.register("re@example.org")
         #expect(try setup.personalize("re@example.org").exitCode == .success)
         let fresh = setup.directory.file("fresh")
-        let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr", "--user", "alice",
-                                    "--state-dir", fresh, "--json", "--on-existing", "new-activation", "--alias", "Second"], stdin: "24680\n97531\n")
+        let result = try setup.run(
+            [
+                "personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr", "--user", "alice",
+                "--state-dir", fresh, "--json", "--on-existing", "new-activation", "--alias", "Second",
+            ], stdin: "24680\n97531\n")
         #expect(result.exitCode == .success, "\(result.stderr)")
         let json = try setup.json(result.stdout)
         #expect(json["outcome"] as? String == "rePersonalization")
@@ -186,12 +207,17 @@ final class Setup: @unchecked Sendable {
     @Test func aRejectedRegistrationListsTheReasons() throws {
         let setup = try Setup()
         try setup.register("dup@example.org")
-        let again = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin", "--json",
-                                   "--state-dir", setup.state], stdin: "24680\n")
+        let again = try setup.run(
+            [
+                "register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin", "--json",
+                "--state-dir", setup.state,
+            ], stdin: "24680\n")
         #expect(again.exitCode == .registrationRejected)
         #expect(again.stderr.contains("email: already in use or blocked"))
         #expect((try setup.json(again.stdout)["errors"] as? [String: String]) == ["email": "notAvailable"])
-        let weak = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state], stdin: "12345\n")
+        let weak = try setup.run(
+            ["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state],
+            stdin: "12345\n")
         #expect(weak.exitCode == .failure)
         #expect(weak.stderr.contains("too common"))
     }
@@ -199,8 +225,11 @@ final class Setup: @unchecked Sendable {
     @Test func thePINCanComeFromAFileDescriptor() throws {
         let setup = try Setup()
         try setup.register("fd@example.org")
-        let result = try setup.run(["personalize", "--mail", try setup.manager.mailPath(for: "fd@example.org"), "--pin-fd", "5", "--no-qr",
-                                    "--state-dir", setup.state, "--json"], extraFileDescriptor: (5, "24680\n"))
+        let result = try setup.run(
+            [
+                "personalize", "--mail", try setup.manager.mailPath(for: "fd@example.org"), "--pin-fd", "5", "--no-qr",
+                "--state-dir", setup.state, "--json",
+            ], extraFileDescriptor: (5, "24680\n"))
         #expect(result.exitCode == .success, "\(result.stderr)")
         #expect(try setup.json(result.stdout)["status"] as? String == "personalized")
     }
@@ -212,14 +241,20 @@ final class Setup: @unchecked Sendable {
         for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = trap.url }
         environment["no_proxy"] = nil
         environment["NO_PROXY"] = nil
-        let direct = try setup.run(["register", "--manager", setup.manager.url.description, "--email", "proxy@example.org", "--pin-stdin",
-                                    "--state-dir", setup.state], stdin: "24680\n", environment: environment)
+        let direct = try setup.run(
+            [
+                "register", "--manager", setup.manager.url.description, "--email", "proxy@example.org", "--pin-stdin",
+                "--state-dir", setup.state,
+            ], stdin: "24680\n", environment: environment)
         #expect(direct.exitCode == .success, "\(direct.stderr)")
         #expect(trap.requests.isEmpty, "a proxy from the environment was used")
         // The proxy named in the config file is used.
         let config = try setup.directory.write("xign.conf", "proxy = \(trap.url)\n")
-        let proxied = try setup.run(["register", "--config", config, "--manager", setup.manager.url.description, "--email", "proxy2@example.org",
-                                     "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        let proxied = try setup.run(
+            [
+                "register", "--config", config, "--manager", setup.manager.url.description, "--email", "proxy2@example.org",
+                "--pin-stdin", "--state-dir", setup.state,
+            ], stdin: "24680\n")
         #expect(proxied.exitCode == .failure)
         #expect(trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters") == true)
     }
@@ -244,8 +279,9 @@ final class Setup: @unchecked Sendable {
         let tpm = try SoftwareTPM()
         let config = try setup.directory.write("xign.conf", "device_key = tpm\ntcti = \(tpm.tcti)\n")
         let trace = setup.directory.file("tss2.log")
-        let result = try setup.run(["doctor", "--config", config, "--state-dir", setup.state, "--pam-dir", setup.directory.path],
-                                   environment: ["PATH": "/usr/bin:/bin", "TSS2_LOG": "all+trace", "TSS2_LOGFILE": trace])
+        let result = try setup.run(
+            ["doctor", "--config", config, "--state-dir", setup.state, "--pam-dir", setup.directory.path],
+            environment: ["PATH": "/usr/bin:/bin", "TSS2_LOG": "all+trace", "TSS2_LOGFILE": trace])
         #expect(result.stdout.contains("TPM"), "\(result.stdout)\(result.stderr)")
         #expect(FileManager.default.fileExists(atPath: trace), "libtss2 honours TSS2_LOGFILE for the tool's own runs")
     }

@@ -5,7 +5,8 @@ import XignTestSupport
 
 @Suite struct QRTests {
     let directory = TemporaryDirectory()
-    static let payload = "xign://personalize?v=1&m=https%3A%2F%2Fidm.example.org%3A8443&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "Q", count: 43))&k=\(String(repeating: "z", count: 43))"
+    static let payload =
+        "xign://personalize?v=1&m=https%3A%2F%2Fidm.example.org%3A8443&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "Q", count: 43))&k=\(String(repeating: "z", count: 43))"
 
     @Test func theCompactActivationFormForAShortURLFitsAn80By24TerminalWithThreeLinesOfText() throws {
         // XIGN://P/<id>/<secret>/<fingerprint>/<URL>, as docs/protocol.md gives it: 26 base32 characters each.
@@ -36,8 +37,9 @@ import XignTestSupport
     @Test func the331ByteLimitFitsIn80Columns() throws {
         let code = try QRCode(encoding: String(repeating: "x", count: 331))
         #expect(code.paddedSize <= 80)
-        #expect(try QRReader.decode(bitmap: QRReader.bitmap(fromTerminalText: QRRenderer.render(code, style: .utf8, columns: 80)), in: directory)
-            == String(repeating: "x", count: 331))
+        #expect(
+            try QRReader.decode(bitmap: QRReader.bitmap(fromTerminalText: QRRenderer.render(code, style: .utf8, columns: 80)), in: directory)
+                == String(repeating: "x", count: 331))
     }
 
     @Test func aCodeTooWideForTheTerminalIsRefusedWithAHint() throws {

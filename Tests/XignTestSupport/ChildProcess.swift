@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,8 +20,10 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Starts `executable` with `arguments`. `stdin` is written to a file the child reads; nil gives /dev/null.
-    public init(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
-                extraFileDescriptor: (fd: Int32, contents: String)? = nil, in directory: TemporaryDirectory) throws {
+    public init(
+        _ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
+        extraFileDescriptor: (fd: Int32, contents: String)? = nil, in directory: TemporaryDirectory
+    ) throws {
         let tag = UUID().uuidString
         stdoutPath = directory.path + "/\(tag).out"
         stderrPath = directory.path + "/\(tag).err"
@@ -44,7 +47,9 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// posix_spawn with an empty signal mask and default dispositions for the signals tests send (Swift Testing
     /// runs with some blocked, and a child would inherit that), with `actions` for its descriptors.
-    static func spawn(_ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t) throws -> pid_t {
+    static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t
+    ) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

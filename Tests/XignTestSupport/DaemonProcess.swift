@@ -1,5 +1,6 @@
 import Foundation
 import XignDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,7 +27,9 @@ public final class FaultyServer: @unchecked Sendable {
     }
 
     /// A stand-in that passes every request on to 127.0.0.1:`port`, holding back those that `match` for `seconds`.
-    public static func delaying(_ seconds: Double, to port: Int, when match: @escaping @Sendable (_ request: String) -> Bool = { _ in true }) throws -> FaultyServer {
+    public static func delaying(
+        _ seconds: Double, to port: Int, when match: @escaping @Sendable (_ request: String) -> Bool = { _ in true }
+    ) throws -> FaultyServer {
         try FaultyServer { request in
             if match(request) { Thread.sleep(forTimeInterval: seconds) }
             return forward(request, toPort: port)
@@ -47,7 +50,10 @@ public final class FaultyServer: @unchecked Sendable {
             } else {
                 // Hold the connection open and silent until the server stops.
                 let keep = client
-                Thread.detachNewThread { sleep(30); close(keep) }
+                Thread.detachNewThread {
+                    sleep(30)
+                    close(keep)
+                }
             }
         }
     }
@@ -64,7 +70,8 @@ public final class FaultyServer: @unchecked Sendable {
             let text = String(decoding: data, as: UTF8.self)
             if let end = text.range(of: "\r\n\r\n") {
                 let headers = text[..<end.lowerBound].lowercased()
-                let length = headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                let length =
+                    headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
                     .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
                 if text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length { break }
             }
@@ -88,7 +95,8 @@ public final class FaultyServer: @unchecked Sendable {
         guard let fd = LoopbackSocket.connect(port) else { return nil }
         defer { close(fd) }
         // One request per connection, as libcurl's easy calls here make them.
-        let closing = request.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n", options: [], range: request.range(of: "\r\n\r\n"))
+        let closing = request.replacingOccurrences(
+            of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n", options: [], range: request.range(of: "\r\n\r\n"))
         let bytes = Array(closing.utf8)
         guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else { return nil }
         var answer = [UInt8]()
@@ -103,7 +111,8 @@ public final class FaultyServer: @unchecked Sendable {
 
     /// An HTTP/1.1 answer with the given body; `declaredLength` lets a test lie about the length.
     public static func http(status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil) -> [UInt8] {
-        let head = "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"
+        let head =
+            "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body
     }
 }

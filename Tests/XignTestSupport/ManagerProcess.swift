@@ -1,8 +1,9 @@
 import Foundation
+import XignProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import XignProtocol
 
 /// The database a test manager uses: a temporary SQLite file, or a fresh database in the test cluster.
 public enum TestDatabase: String, Sendable, CaseIterable {
@@ -43,8 +44,10 @@ public final class ManagerProcess: @unchecked Sendable {
         testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n") + "\n"
     }
 
-    public init(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, launcher: [String] = [],
-                directory: TemporaryDirectory = TemporaryDirectory()) throws {
+    public init(
+        config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, launcher: [String] = [],
+        directory: TemporaryDirectory = TemporaryDirectory()
+    ) throws {
         self.directory = directory
         self.launcher = launcher
         self.database = database
@@ -82,7 +85,8 @@ public final class ManagerProcess: @unchecked Sendable {
         if let postgreSQLDatabase {
             output = try PostgreSQLServer.shared().query(statement, database: postgreSQLDatabase)
         } else {
-            let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", dataDirectory + "/manager.sqlite", statement], in: directory).wait()
+            let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", dataDirectory + "/manager.sqlite", statement], in: directory)
+                .wait()
             guard result.status == 0 else { throw TestFailure("sqlite3 \(statement.prefix(60)): \(result.stderr)") }
             output = result.stdout
         }
@@ -125,13 +129,18 @@ public final class ManagerProcess: @unchecked Sendable {
         let portFile = directory.file("port")
         try? FileManager.default.removeItem(atPath: portFile)
         let listen = "127.0.0.1:\(port)"
-        let command = launcher + [try Products.path("xign-manager"),
-                                  "serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file", portFile]
+        let command =
+            launcher + [
+                try Products.path("xign-manager"),
+                "serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file", portFile,
+            ]
         let child = try ChildProcess(command[0], Array(command.dropFirst()), in: directory)
         process = child
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let bound = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if let text = try? String(contentsOfFile: portFile, encoding: .utf8),
+                let bound = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
                 port = bound
                 return
             }
@@ -146,7 +155,8 @@ public final class ManagerProcess: @unchecked Sendable {
     /// What the server printed so far (its log).
     public var log: String {
         guard let process else { return "" }
-        return ((try? String(contentsOfFile: process.stdoutPath, encoding: .utf8)) ?? "") + ((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "")
+        return ((try? String(contentsOfFile: process.stdoutPath, encoding: .utf8)) ?? "")
+            + ((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "")
     }
 
     public func stop() {

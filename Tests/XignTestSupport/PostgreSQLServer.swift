@@ -50,17 +50,28 @@ public final class PostgreSQLServer: @unchecked Sendable {
         if asRoot { for path in [serverCertificate, serverKey] { chown(path, 65534, 65534) } }
         port = try LoopbackSocket.unusedPort()
         let data = cluster + "/data"
-        try run("initdb", ["-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], asRoot)
-        let options = "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300"
+        try run(
+            "initdb",
+            [
+                "-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8",
+                "--no-instructions",
+            ], asRoot)
+        let options =
+            "-p \(port) -k \(cluster) -c listen_addresses=127.0.0.1 -c max_connections=300"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             + " -c ssl=on -c ssl_cert_file=\(serverCertificate) -c ssl_key_file=\(serverKey)"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
         // SIGQUIT is PostgreSQL's immediate shutdown; the watchdog sends it when this process has exited, then removes the cluster.
         let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
-        watchdog = try ChildProcess("/bin/sh", ["-c", """
-            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
-            kill -QUIT \(postmaster); while kill -0 \(postmaster) 2>/dev/null; do sleep 0.2; done; rm -rf '\(directory.path)'
-            """], in: directory)
+        watchdog = try ChildProcess(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+                kill -QUIT \(postmaster); while kill -0 \(postmaster) 2>/dev/null; do sleep 0.2; done; rm -rf '\(directory.path)'
+                """,
+            ], in: directory)
     }
 
     /// Creates an empty database and returns its name and the manager config lines that use it; `tls` adds
@@ -68,13 +79,16 @@ public final class PostgreSQLServer: @unchecked Sendable {
     public func makeDatabase(tls caFile: String? = nil) throws -> (name: String, config: String) {
         let name = "xign_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         _ = try query("CREATE DATABASE \(name)")
-        return (name, """
+        return (
+            name,
+            """
             [storage]
             driver = postgresql
             url = postgres://xign@127.0.0.1:\(port)/\(name)?sslmode=\(caFile == nil ? "disable" : "verify-full")
             password_file = \(passwordFile)
             \(caFile.map { "ca_file = \($0)" } ?? "")
-            """)
+            """
+        )
     }
 
     /// The output of one statement, run as the superuser through psql.
@@ -89,8 +103,10 @@ public final class PostgreSQLServer: @unchecked Sendable {
     }
 
     private func run(_ tool: String, _ arguments: [String], _ asRoot: Bool) throws {
-        let command = asRoot ? ("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binaries + "/" + tool] + arguments)
-                             : (binaries + "/" + tool, arguments)
+        let command =
+            asRoot
+            ? ("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binaries + "/" + tool] + arguments)
+            : (binaries + "/" + tool, arguments)
         let result = try ChildProcess(command.0, command.1, in: directory).wait(timeout: 120)
         guard result.status == 0 else {
             let log = (try? String(contentsOfFile: directory.file("cluster/log"), encoding: .utf8)) ?? ""

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,8 +27,9 @@ public final class PseudoTerminal: @unchecked Sendable {
         // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty.
         let spawned: pid_t
         do {
-            spawned = try ChildProcess.spawn("/usr/bin/setsid", ["--ctty", "--wait", executable] + arguments,
-                                             environment: environment ?? ProcessInfo.processInfo.environment, actions: &actions)
+            spawned = try ChildProcess.spawn(
+                "/usr/bin/setsid", ["--ctty", "--wait", executable] + arguments,
+                environment: environment ?? ProcessInfo.processInfo.environment, actions: &actions)
         } catch {
             close(slave)
             close(master)

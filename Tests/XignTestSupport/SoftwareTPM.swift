@@ -16,10 +16,12 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// Starts (or restarts, as after a reboot) the simulator on the same state.
     public func start() throws {
         try? FileManager.default.removeItem(atPath: directory.file("s"))
-        process = try ChildProcess("/usr/bin/swtpm", [
-            "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl", "type=unixio,path=\(directory.file("s.ctrl"))",
-            "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory.path)",
-        ], in: directory)
+        process = try ChildProcess(
+            "/usr/bin/swtpm",
+            [
+                "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl", "type=unixio,path=\(directory.file("s.ctrl"))",
+                "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory.path)",
+            ], in: directory)
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: directory.file("s")) {
             if let result = process?.poll() { throw TestFailure("swtpm exited with \(result.status): \(result.stderr)") }
@@ -27,7 +29,8 @@ public final class SoftwareTPM: @unchecked Sendable {
             usleep(2_000)
         }
         // Keys are noDA, but keep the dictionary-attack parameters known and lenient.
-        try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout"])
+        try tool(
+            "tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout"])
     }
 
     public func stop() {

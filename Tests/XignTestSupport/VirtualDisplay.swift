@@ -13,7 +13,9 @@ public final class VirtualDisplay: @unchecked Sendable {
         process = try ChildProcess("/usr/bin/Xvfb", ["-displayfd", "1", "-ac", "-nolisten", "tcp", "-screen", "0", "800x600x24"], in: directory)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
-            if let text = try? String(contentsOfFile: process.stdoutPath, encoding: .utf8), text.hasSuffix("\n"), let number = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if let text = try? String(contentsOfFile: process.stdoutPath, encoding: .utf8), text.hasSuffix("\n"),
+                let number = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
                 name = ":\(number)"
                 return
             }

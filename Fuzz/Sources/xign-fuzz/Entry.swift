@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// The target XIGN_FUZZ_TARGET names; `make fuzz` runs this binary once per target, each with its own corpus.
 nonisolated(unsafe) let selected: FuzzTarget = {

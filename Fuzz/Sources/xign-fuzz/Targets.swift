@@ -1,10 +1,11 @@
 import Foundation
-@testable import XignCore
 import XignCrypto
 import XignDaemon
-@testable import XignDevice
 import XignPAM
 import XignProtocol
+
+@testable import XignCore
+@testable import XignDevice
 
 /// One libFuzzer target: what it reads, fed one input. Every throw is an accepted answer; only a trap, a leak
 /// the sanitizer sees or a hang is a finding.
@@ -14,7 +15,8 @@ struct FuzzTarget {
 
     /// A key pair made once, so JWS inputs can meet a real verification.
     static let key = try! P256PrivateKey()
-    static let pinPolicy = PinPolicyMessage(minLength: 5, maxLength: 64, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["12345"])
+    static let pinPolicy = PinPolicyMessage(
+        minLength: 5, maxLength: 64, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["12345"])
 
     nonisolated(unsafe) static let all: [FuzzTarget] = [
         FuzzTarget(name: "personalization-link") { input in

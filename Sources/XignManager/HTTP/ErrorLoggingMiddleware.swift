@@ -15,11 +15,13 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch let error as HTTPError where error.status.code < 500 {
             // The router's own refusals (no such route, wrong method) are the client's mistake, answered in the API's shape.
-            throw ManagerError(error.status, error.status == .notFound ? .notFound : .badRequest,
-                               "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))")
+            throw ManagerError(
+                error.status, error.status == .notFound ? .notFound : .badRequest,
+                "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))")
         } catch let error as PSQLError {
             // PostgresNIO's description hides the server's words; the code and message are what an admin needs.
-            logger.error("request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))")
+            logger.error(
+                "request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))")
             throw ManagerError.unexpected
         } catch {
             logger.error("request failed: \(error)")

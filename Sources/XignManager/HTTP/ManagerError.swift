@@ -14,11 +14,14 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
 
     public var description: String { detail.message }
 
-    init(_ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, attributes: [String: AttributeErrorCode]? = nil,
-         pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil) {
+    init(
+        _ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, attributes: [String: AttributeErrorCode]? = nil,
+        pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
+    ) {
         self.status = status
         self.detail = ErrorBody.Detail(
-            code: code, message: message, attributes: attributes, pinError: pinError, lockout: lockout, authenticationAttributes: authenticationAttributes
+            code: code, message: message, attributes: attributes, pinError: pinError, lockout: lockout,
+            authenticationAttributes: authenticationAttributes
         )
     }
 
@@ -37,7 +40,8 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
 
     static func tooManyRequests(retryAfterMilliseconds: Int64) -> ManagerError {
         let seconds = max(1, (retryAfterMilliseconds + 999) / 1000)
-        var error = ManagerError(.tooManyRequests, .tooManyRequests, "too many requests from this address or for this account; try again in \(seconds) s")
+        var error = ManagerError(
+            .tooManyRequests, .tooManyRequests, "too many requests from this address or for this account; try again in \(seconds) s")
         error.retryAfterSeconds = seconds
         return error
     }

@@ -21,8 +21,9 @@ extension Request {
     func clientAddress(_ context: some RemoteAddressRequestContext, trustedProxies: [String]) -> String {
         let peer = context.remoteAddress?.ipAddress ?? "unknown"
         guard trustedProxies.contains(peer), let forwarded = headers[Self.forwardedFor],
-              let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
-              !last.isEmpty, last.utf8.count <= 45, last.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
+            !last.isEmpty, last.utf8.count <= 45, last.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" })
+        else {
             return peer
         }
         return last

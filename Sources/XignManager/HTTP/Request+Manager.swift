@@ -32,11 +32,13 @@ extension Request {
 extension Response {
     static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
         let data = try JSONEncoder.canonical.encode(value)
-        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// A compact JWS (`application/jose`): the answers that change trust.
     static func jose(_ compact: String) -> Response {
-        Response(status: .ok, headers: [.contentType: "application/jose", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(string: compact)))
+        Response(
+            status: .ok, headers: [.contentType: "application/jose", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(string: compact)))
     }
 }

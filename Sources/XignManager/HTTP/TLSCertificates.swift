@@ -42,7 +42,8 @@ final class TLSCertificates: Sendable {
             throw ManagerError.internalFailure("server.tls_key \(paths.keyPath) cannot be read: \(String(cString: strerror(errno)))")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw ManagerError.internalFailure("server.tls_key \(paths.keyPath) is readable by other users; chmod 0600 it (owner: the manager's user)")
+            throw ManagerError.internalFailure(
+                "server.tls_key \(paths.keyPath) is readable by other users; chmod 0600 it (owner: the manager's user)")
         }
         let chain: [NIOSSLCertificate], key: NIOSSLPrivateKey
         do { chain = try NIOSSLCertificate.fromPEMFile(paths.certificatePath) } catch {
@@ -53,7 +54,10 @@ final class TLSCertificates: Sendable {
         }
         guard !chain.isEmpty else { throw ManagerError.internalFailure("server.tls_certificate \(paths.certificatePath) holds no certificate") }
         // A context built from the pair fails when the key does not match the certificate.
-        do { _ = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))) } catch {
+        do {
+            _ = try NIOSSLContext(
+                configuration: .makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
+        } catch {
             throw ManagerError.internalFailure("server.tls_key does not belong to server.tls_certificate (\(error)); install the matching pair")
         }
         return (chain, key)

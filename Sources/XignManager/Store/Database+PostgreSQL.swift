@@ -114,13 +114,16 @@ final class PostgreSQLPool: Sendable {
     }
 
     /// One SERIALIZABLE transaction, run again (after a short random pause) when PostgreSQL reports a conflict.
-    func serializableTransaction<T: Sendable>(_ durability: Database.Durability, logger: Logger,
-                                              _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+    func serializableTransaction<T: Sendable>(
+        _ durability: Database.Durability, logger: Logger,
+        _ body: @escaping @Sendable (ManagerStore) async throws -> T
+    ) async throws -> T {
         var attempt = 1
         while true {
             do {
                 return try await withLease { connection in
-                    try await Database.inTransaction(connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
+                    try await Database.inTransaction(
+                        connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
                 }
             } catch let error as PSQLError where Self.isConflict(error) && attempt < Self.maximumAttempts {
                 attempt += 1
@@ -155,13 +158,16 @@ final class PostgreSQLPool: Sendable {
         let target = "PostgreSQL at \(settings.host):\(settings.port) (database \(settings.database), user \(settings.user))"
         switch error.serverInfo?[.sqlState] {
         case "28P01", "28000"?:
-            return ManagerError.internalFailure("\(target) refused the login: check the user in storage.url and the password in storage.password_file")
+            return ManagerError.internalFailure(
+                "\(target) refused the login: check the user in storage.url and the password in storage.password_file")
         case "3D000"?:
-            return ManagerError.internalFailure("\(target): the database does not exist; create it (createdb -O \(settings.user) \(settings.database))")
+            return ManagerError.internalFailure(
+                "\(target): the database does not exist; create it (createdb -O \(settings.user) \(settings.database))")
         case let state?:
             return ManagerError.internalFailure("\(target) answered \(state): \(error.serverInfo?[.message] ?? "no message")")
         case nil:
-            return ManagerError.internalFailure("cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file")
+            return ManagerError.internalFailure(
+                "cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file")
         }
     }
 }

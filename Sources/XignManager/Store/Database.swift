@@ -63,7 +63,9 @@ public final class Database: Sendable {
 
     /// Runs `body` in one transaction and returns once it committed. `body` may run more than once on PostgreSQL,
     /// so it does nothing outside the database but log.
-    public func transaction<T: Sendable>(durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(
+        durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T
+    ) async throws -> T {
         switch backend {
         case .sqlite(let connection, let lock):
             return try await lock.withLock {
@@ -72,7 +74,9 @@ public final class Database: Sendable {
                 guard durability == .unsynced else { return try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body) }
                 try await sql.raw("PRAGMA synchronous=NORMAL").run()
                 let result: Result<T, any Error>
-                do { result = .success(try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body)) } catch { result = .failure(error) }
+                do { result = .success(try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body)) } catch {
+                    result = .failure(error)
+                }
                 // Back to FULL before the lock goes, whatever happened: the next transaction may be one that must be synced.
                 try await sql.raw("PRAGMA synchronous=FULL").run()
                 return try result.get()

@@ -19,17 +19,21 @@ extension ManagerStore {
 
     /// An address merged into another account is as taken as an account's own.
     func isEmailTaken(_ email: String) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT email FROM accounts WHERE email = \(bind: email) UNION SELECT email FROM account_emails WHERE email = \(bind: email)
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     func insertAccount(_ account: NewAccount) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO accounts (id, email, login_name, attributes, arbitrary_attributes, service_mapping_id, organization, is_temporary, created_at)
             VALUES (\(bind: account.id), \(bind: account.email), \(bind: account.loginName), \(bind: account.attributes), \(bind: account.arbitraryAttributes),
                     \(bind: account.serviceMappingId), \(bind: account.organization), \(bind: account.organization == nil ? 0 : 1), \(bind: account.createdAt))
-            """).run()
+            """
+        ).run()
     }
 
     func accountId(email: String) async throws -> String? {
@@ -47,9 +51,13 @@ extension ManagerStore {
 
     /// The attribute values of the account that holds `activationId`, its email and login name included; empty when there is none.
     func accountAttributes(activationId: String) async throws -> [String: String] {
-        guard let row = try await sql.raw("""
-            SELECT c.email, c.login_name, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
-            """).first() else { return [:] }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT c.email, c.login_name, c.attributes FROM activations a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(bind: activationId)
+                """
+            ).first()
+        else { return [:] }
         var values = (try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
         values["email"] = try row.decode(column: "email", as: String.self)
         values[AttributeValidator.loginName] = try row.decode(column: "login_name", as: String?.self)
@@ -62,9 +70,13 @@ extension ManagerStore {
 
     /// The arbitrary attributes kept for a linked service until the first personalization, with that service.
     func keptAttributes(accountId: String) async throws -> (attributes: String, service: String?)? {
-        guard let row = try await sql.raw("""
-            SELECT arbitrary_attributes, service_mapping_id FROM accounts WHERE id = \(bind: accountId) AND arbitrary_attributes IS NOT NULL
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT arbitrary_attributes, service_mapping_id FROM accounts WHERE id = \(bind: accountId) AND arbitrary_attributes IS NOT NULL
+                """
+            ).first()
+        else { return nil }
         return (try row.decode(column: "arbitrary_attributes", as: String.self), try row.decode(column: "service_mapping_id", as: String?.self))
     }
 
@@ -74,15 +86,20 @@ extension ManagerStore {
 
     /// The temporary account an invite's personalization session belongs to, with its address.
     func invitedAccount(personalizationSession session: String) async throws -> (id: String, email: String)? {
-        guard let row = try await sql.raw("""
-            SELECT c.id, c.email FROM personalization_sessions s JOIN activations a ON a.id = s.activation_id JOIN accounts c ON c.id = a.account_id
-            WHERE s.id = \(bind: session) AND s.outcome = 'mergePersonalization' AND c.is_temporary = 1
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT c.id, c.email FROM personalization_sessions s JOIN activations a ON a.id = s.activation_id JOIN accounts c ON c.id = a.account_id
+                WHERE s.id = \(bind: session) AND s.outcome = 'mergePersonalization' AND c.is_temporary = 1
+                """
+            ).first()
+        else { return nil }
         return (try row.decode(column: "id", as: String.self), try row.decode(column: "email", as: String.self))
     }
 
     func accountId(activationId: String) async throws -> String? {
-        try await sql.raw("SELECT account_id FROM activations WHERE id = \(bind: activationId)").first()?.decode(column: "account_id", as: String.self)
+        try await sql.raw("SELECT account_id FROM activations WHERE id = \(bind: activationId)").first()?.decode(
+            column: "account_id", as: String.self)
     }
 
     /// Deletes `account` (its activations go with it) and gives its address to `target`.
@@ -93,16 +110,20 @@ extension ManagerStore {
 
     func accountSummaries() async throws -> [IdentityManager.AccountSummary] {
         var hostGroups: [String: [String]] = [:]
-        for row in try await sql.raw("""
+        for row in try await sql.raw(
+            """
             SELECT c.email, g.group_name FROM account_host_groups g JOIN accounts c ON c.id = g.account_id ORDER BY g.group_name
-            """).all() {
+            """
+        ).all() {
             hostGroups[try row.decode(column: "email", as: String.self), default: []].append(try row.decode(column: "group_name", as: String.self))
         }
-        return try await sql.raw("""
+        return try await sql.raw(
+            """
             SELECT c.email, c.login_name, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
             FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
             GROUP BY c.id, c.email, c.login_name, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
-            """).all().map { row in
+            """
+        ).all().map { row in
             IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),
                 loginName: try row.decode(column: "login_name", as: String?.self),

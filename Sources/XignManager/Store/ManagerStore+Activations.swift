@@ -67,7 +67,9 @@ extension ManagerStore {
         var pendingLock: LockoutMessage? {
             let now = IdentityManager.now()
             if permanentlyLocked { return LockoutMessage(isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
-            if lockedUntil > now { return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
+            if lockedUntil > now {
+                return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now)
+            }
             return nil
         }
     }
@@ -82,7 +84,8 @@ extension ManagerStore {
         return try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0 \(owner)").all().map(ActivationRecord.init)
     }
 
-    private static let activationColumns = SQLQueryString("""
+    private static let activationColumns = SQLQueryString(
+        """
         SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
                a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
                c.email, c.is_temporary, c.organization
@@ -90,26 +93,31 @@ extension ManagerStore {
         """)
 
     func insertActivation(_ activation: NewActivation) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO activations (id, account_id, alias, secret_hash, pin_salt, pin_verifier, pin_iterations, pin_pepper, state, device_id,
                                      ever_personalized, failed_attempts, locked_until, permanently_locked, created_at)
             VALUES (\(bind: activation.id), \(bind: activation.accountId), \(bind: activation.alias), \(bind: activation.secretHash),
                     \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations), \(bind: activation.pinPepper.rawValue),
                     \(bind: activation.deviceId == nil ? "pending" : "personalized"), \(bind: activation.deviceId),
                     \(bind: activation.deviceId == nil ? 0 : 1), 0, 0, 0, \(bind: activation.createdAt))
-            """).run()
+            """
+        ).run()
     }
 
     func activationCount(accountId: String) async throws -> Int {
-        try await sql.raw("SELECT COUNT(*) AS n FROM activations WHERE account_id = \(bind: accountId)").first()?.decode(column: "n", as: Int.self) ?? 0
+        try await sql.raw("SELECT COUNT(*) AS n FROM activations WHERE account_id = \(bind: accountId)").first()?.decode(column: "n", as: Int.self)
+            ?? 0
     }
 
     /// The activation moves to `deviceId`; every device that held it before is revoked.
     func personalize(activationId: String, deviceId: String) async throws {
         try await sql.raw("UPDATE devices SET revoked = 1 WHERE activation_id = \(bind: activationId)").run()
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE activations SET state = 'personalized', device_id = \(bind: deviceId), ever_personalized = 1 WHERE id = \(bind: activationId)
-            """).run()
+            """
+        ).run()
     }
 
     func markRevoked(activationId: String) async throws {
@@ -119,9 +127,11 @@ extension ManagerStore {
     // MARK: The PIN check (IdentityManager+PINCheck)
 
     func claimPINCheck(activationId: String, until: Int64, by instance: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE activations SET pin_check_until = \(bind: until), pin_check_by = \(bind: instance) WHERE id = \(bind: activationId)
-            """).run()
+            """
+        ).run()
     }
 
     func releasePINCheck(activationId: String) async throws {
@@ -130,43 +140,52 @@ extension ManagerStore {
 
     /// Writes a failure's lock and ends any claim.
     func recordPINFailure(_ lock: LockoutMessage, activationId: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
                    permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
-            """).run()
+            """
+        ).run()
     }
 
     /// A verifier made again with the current cost and pepper, after a right PIN.
     func replacePINVerifier(activationId: String, with verifier: PINVerifier) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE activations SET pin_salt = \(bind: Base64URL.encode(verifier.salt)), pin_verifier = \(bind: Base64URL.encode(verifier.value)),
                    pin_iterations = \(bind: verifier.iterations), pin_pepper = \(bind: verifier.pepper.rawValue) WHERE id = \(bind: activationId)
-            """).run()
+            """
+        ).run()
     }
 
     /// The peppers stored verifiers were made with, so the manager loads each one they need.
     func pinPepperKindsInUse() async throws -> Set<PINPepperKind> {
-        Set(try await sql.raw("SELECT DISTINCT pin_pepper FROM activations").all().compactMap {
-            PINPepperKind(rawValue: try $0.decode(column: "pin_pepper", as: String.self))
-        })
+        Set(
+            try await sql.raw("SELECT DISTINCT pin_pepper FROM activations").all().compactMap {
+                PINPepperKind(rawValue: try $0.decode(column: "pin_pepper", as: String.self))
+            })
     }
 
     /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation.
     @discardableResult
     func clearLockout(activationId: String) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0
             WHERE id = \(bind: activationId) RETURNING id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     func activationSummaries(email: String?) async throws -> [IdentityManager.ActivationSummary] {
         let filter = email.map { SQLQueryString("WHERE c.email = \(bind: $0.lowercased())") } ?? SQLQueryString("")
-        return try await sql.raw("""
+        return try await sql.raw(
+            """
             SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, a.failed_attempts, a.locked_until, a.permanently_locked
             FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
             \(filter) ORDER BY a.created_at
-            """).all().map { row in
+            """
+        ).all().map { row in
             IdentityManager.ActivationSummary(
                 id: try row.decode(column: "id", as: String.self),
                 email: try row.decode(column: "email", as: String.self),

@@ -37,50 +37,62 @@ extension ManagerStore {
     /// Pending confirmations of one account, or of all with nil.
     func pendingConfirmationCount(accountId: String?, now: Int64) async throws -> Int {
         let account = accountId.map { SQLQueryString("account_id = \(bind: $0) AND") } ?? SQLQueryString("")
-        return try await sql.raw("""
+        return try await sql.raw(
+            """
             SELECT COUNT(*) AS n FROM confirmations WHERE \(account) state = 'pending' AND expires_at > \(bind: now)
-            """).first()?.decode(column: "n", as: Int.self) ?? 0
+            """
+        ).first()?.decode(column: "n", as: Int.self) ?? 0
     }
 
     /// Stores a new confirmation; its state, code failures and approver start out empty whatever `confirmation` says.
     func insertConfirmation(_ confirmation: ConfirmationRecord) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, tty, command, nonce, wait_token_hash, code,
                                        code_failures, state, created_at, expires_at)
             VALUES (\(bind: confirmation.id), \(bind: confirmation.hostId), \(bind: confirmation.accountId), \(bind: confirmation.loginName),
                     \(bind: confirmation.service), \(bind: confirmation.remoteHost), \(bind: confirmation.tty), \(bind: confirmation.command),
                     \(bind: confirmation.nonce), \(bind: confirmation.waitTokenHash), \(bind: confirmation.code), 0, 'pending',
                     \(bind: confirmation.createdAt), \(bind: confirmation.expiresAt))
-            """).run()
+            """
+        ).run()
     }
 
     func confirmation(_ id: String) async throws -> ConfirmationRecord? {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id WHERE c.id = \(bind: id)
-            """).first().map(Self.confirmationRecord)
+            """
+        ).first().map(Self.confirmationRecord)
     }
 
     /// The confirmations waiting for `accountId`, oldest first.
     func pendingConfirmations(accountId: String, now: Int64) async throws -> [ConfirmationRecord] {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id
             WHERE c.account_id = \(bind: accountId) AND c.state = 'pending' AND c.expires_at > \(bind: now) ORDER BY c.created_at
-            """).all().map(Self.confirmationRecord)
+            """
+        ).all().map(Self.confirmationRecord)
     }
 
     /// Counts a wrong code; returns the failures so far.
     func recordWrongConfirmationCode(_ id: String) async throws -> Int {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE confirmations SET code_failures = code_failures + 1 WHERE id = \(bind: id) RETURNING code_failures
-            """).first()?.decode(column: "code_failures", as: Int.self) ?? 0
+            """
+        ).first()?.decode(column: "code_failures", as: Int.self) ?? 0
     }
 
     /// Decides a pending confirmation; false when it was decided (or ran out) before.
     func decideConfirmation(_ id: String, state: ConfirmationState, approvedBy: String?, now: Int64) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE confirmations SET state = \(bind: state.rawValue), approved_by = \(bind: approvedBy)
             WHERE id = \(bind: id) AND state = 'pending' AND expires_at > \(bind: now) RETURNING id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     func blockConfirmations(accountId: String, until: Int64) async throws {
@@ -89,25 +101,31 @@ extension ManagerStore {
 
     /// The account an activation belongs to, for matching an approving device to a confirmation.
     func accountId(ofDevice deviceId: String) async throws -> String? {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT a.account_id FROM devices d JOIN activations a ON a.id = d.activation_id WHERE d.id = \(bind: deviceId) AND d.revoked = 0
-            """).first()?.decode(column: "account_id", as: String.self)
+            """
+        ).first()?.decode(column: "account_id", as: String.self)
     }
 
     // MARK: Host challenges
 
     /// Stores a challenge for `hostId`; the expiry service deletes it once it ran out.
     func insertHostChallenge(_ challenge: ChallengeMessage, hostId: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO host_challenges (challenge, host_id, expires_at) VALUES (\(bind: challenge.challenge), \(bind: hostId), \(bind: challenge.expiresAt))
-            """).run()
+            """
+        ).run()
     }
 
     /// Uses up a host's challenge; false when it is unknown, expired or used.
     func consumeHostChallenge(_ challenge: String, hostId: String, now: Int64) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             DELETE FROM host_challenges WHERE challenge = \(bind: challenge) AND host_id = \(bind: hostId) AND expires_at > \(bind: now) RETURNING host_id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     private static func confirmationRecord(_ row: any SQLRow) throws -> ConfirmationRecord {

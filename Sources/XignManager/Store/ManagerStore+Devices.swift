@@ -23,22 +23,29 @@ extension ManagerStore {
     }
 
     func insertDevice(_ device: NewDevice) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO devices (id, activation_id, public_key, key_kind, name, platform, revoked, created_at)
             VALUES (\(bind: device.id), \(bind: device.activationId), \(bind: device.publicKey), \(bind: device.keyKind.rawValue),
                     \(bind: device.name), \(bind: device.platform), 0, \(bind: device.createdAt))
-            """).run()
+            """
+        ).run()
     }
 
     /// A device that is not revoked; with `holdingItsActivation`, only while its activation is personalized to it.
     func device(_ id: String, holdingItsActivation: Bool = false) async throws -> DeviceRecord? {
         let holding = holdingItsActivation ? SQLQueryString("AND a.state = 'personalized' AND a.device_id = d.id") : SQLQueryString("")
-        guard let row = try await sql.raw("""
-            SELECT d.id, d.activation_id, d.public_key, d.key_kind FROM devices d JOIN activations a ON a.id = d.activation_id
-            WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT d.id, d.activation_id, d.public_key, d.key_kind FROM devices d JOIN activations a ON a.id = d.activation_id
+                WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
+                """
+            ).first()
+        else { return nil }
         guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
-              let key = try? P256PublicKey(derRepresentation: keyBytes) else {
+            let key = try? P256PublicKey(derRepresentation: keyBytes)
+        else {
             throw ManagerError.internalFailure("stored key of device \(id) is corrupt")
         }
         return DeviceRecord(
@@ -53,25 +60,31 @@ extension ManagerStore {
 
     /// The address of the permanent account, other than `accountId`'s, that `deviceId` is enrolled for.
     func otherAccountEmail(ofDevice deviceId: String, notAccount accountId: String) async throws -> String? {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT c.email FROM devices d JOIN activations a ON a.id = d.activation_id JOIN accounts c ON c.id = a.account_id
             WHERE d.id = \(bind: deviceId) AND d.revoked = 0 AND c.is_temporary = 0 AND c.id <> \(bind: accountId)
-            """).first()?.decode(column: "email", as: String.self)
+            """
+        ).first()?.decode(column: "email", as: String.self)
     }
 
     /// Stores a challenge for `deviceId`; the expiry service deletes it once it ran out.
     func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO device_challenges (challenge, device_id, expires_at)
             VALUES (\(bind: challenge.challenge), \(bind: deviceId), \(bind: challenge.expiresAt))
-            """).run()
+            """
+        ).run()
     }
 
     /// Uses up a device's challenge; false when it is unknown, expired or used.
     func consumeDeviceChallenge(_ challenge: String, deviceId: String, now: Int64) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             DELETE FROM device_challenges WHERE challenge = \(bind: challenge) AND device_id = \(bind: deviceId) AND expires_at > \(bind: now)
             RETURNING device_id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 }

@@ -15,21 +15,26 @@ extension ManagerStore {
     /// A join token for `name`, stored as its hash; a token for the same name issued before is void.
     func insertHostJoinToken(hash: String, name: String, expiresAt: Int64) async throws {
         try await sql.raw("DELETE FROM host_join_tokens WHERE name = \(bind: name)").run()
-        try await sql.raw("INSERT INTO host_join_tokens (token_hash, name, expires_at) VALUES (\(bind: hash), \(bind: name), \(bind: expiresAt))").run()
+        try await sql.raw("INSERT INTO host_join_tokens (token_hash, name, expires_at) VALUES (\(bind: hash), \(bind: name), \(bind: expiresAt))")
+            .run()
     }
 
     /// Uses up a join token; returns the host name it was issued for, or nil when it is unknown, used or expired.
     func consumeHostJoinToken(hash: String, now: Int64) async throws -> String? {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             DELETE FROM host_join_tokens WHERE token_hash = \(bind: hash) AND expires_at > \(bind: now) RETURNING name
-            """).first()?.decode(column: "name", as: String.self)
+            """
+        ).first()?.decode(column: "name", as: String.self)
     }
 
     func insertHost(id: String, name: String, publicKey: String, keyKind: KeyKind, createdAt: Int64) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO hosts (id, name, public_key, key_kind, created_at)
             VALUES (\(bind: id), \(bind: name), \(bind: publicKey), \(bind: keyKind.rawValue), \(bind: createdAt))
-            """).run()
+            """
+        ).run()
     }
 
     func host(id: String) async throws -> HostRecord? {
@@ -86,7 +91,8 @@ extension ManagerStore {
     private static func hostRecord(_ row: any SQLRow) throws -> HostRecord {
         let id = try row.decode(column: "id", as: String.self)
         guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
-              let key = try? P256PublicKey(derRepresentation: keyBytes) else {
+            let key = try? P256PublicKey(derRepresentation: keyBytes)
+        else {
             throw ManagerError.internalFailure("stored key of host \(id) is corrupt")
         }
         return HostRecord(

@@ -14,20 +14,27 @@ extension ManagerStore {
     }
 
     func queueMail(id: String, recipient: String, message: String, now: Int64) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO mail_queue (id, recipient, message, created_at, claimed_until, attempts)
             VALUES (\(bind: id), \(bind: recipient), \(bind: message), \(bind: now), 0, 0)
-            """).run()
+            """
+        ).run()
     }
 
     /// Takes the oldest due mail (or the one named `id`) until `until`; no other instance sends it meanwhile.
     func claimMail(id: String? = nil, now: Int64, until: Int64) async throws -> QueuedMail? {
-        let which = id.map { SQLQueryString("id = \(bind: $0) AND claimed_until < \(bind: now)") }
+        let which =
+            id.map { SQLQueryString("id = \(bind: $0) AND claimed_until < \(bind: now)") }
             ?? SQLQueryString("id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) ORDER BY created_at LIMIT 1)")
-        guard let row = try await sql.raw("""
-            UPDATE mail_queue SET claimed_until = \(bind: until), attempts = attempts + 1 WHERE \(which)
-            RETURNING id, recipient, message, created_at, attempts
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                UPDATE mail_queue SET claimed_until = \(bind: until), attempts = attempts + 1 WHERE \(which)
+                RETURNING id, recipient, message, created_at, attempts
+                """
+            ).first()
+        else { return nil }
         return try Self.queuedMail(row)
     }
 
@@ -52,13 +59,15 @@ extension ManagerStore {
     /// Counts one use of `key` in the fixed window that starts at `windowStart`; returns the uses in that window so far.
     /// One statement, so uses on several instances at once are all counted.
     func countUse(of key: String, windowStart: Int64) async throws -> Int {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO rate_limits (key, window_start, count) VALUES (\(bind: key), \(bind: windowStart), 1)
             ON CONFLICT (key) DO UPDATE SET
                 count = CASE WHEN rate_limits.window_start = excluded.window_start THEN rate_limits.count + 1 ELSE 1 END,
                 window_start = excluded.window_start
             RETURNING count
-            """).first()?.decode(column: "count", as: Int.self) ?? 1
+            """
+        ).first()?.decode(column: "count", as: Int.self) ?? 1
     }
 
     // MARK: Expiry
@@ -68,7 +77,10 @@ extension ManagerStore {
     func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64) async throws -> [String: Int] {
         var deleted: [String: Int] = [:]
         let statements: [(String, SQLQueryString)] = [
-            ("authentications", "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"),
+            (
+                "authentications",
+                "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"
+            ),
             ("personalization_sessions", "DELETE FROM personalization_sessions WHERE expires_at < \(bind: cutoff) RETURNING id"),
             ("confirmations", "DELETE FROM confirmations WHERE expires_at < \(bind: cutoff) RETURNING id"),
             ("device_challenges", "DELETE FROM device_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),

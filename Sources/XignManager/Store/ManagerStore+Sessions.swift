@@ -12,18 +12,26 @@ extension ManagerStore {
         var expiresAt: Int64
     }
 
-    func insertPersonalizationSession(_ session: SessionMessage, activationId: String, outcome: PersonalizationOutcome, mergeDeviceId: String?) async throws {
-        try await sql.raw("""
+    func insertPersonalizationSession(
+        _ session: SessionMessage, activationId: String, outcome: PersonalizationOutcome, mergeDeviceId: String?
+    ) async throws {
+        try await sql.raw(
+            """
             INSERT INTO personalization_sessions (id, activation_id, outcome, challenge, expires_at, merge_device_id)
             VALUES (\(bind: session.id), \(bind: activationId), \(bind: outcome.rawValue), \(bind: session.challenge),
                     \(bind: session.expiresAt), \(bind: mergeDeviceId))
-            """).run()
+            """
+        ).run()
     }
 
     func personalizationSession(_ id: String) async throws -> PersonalizationSession? {
-        guard let row = try await sql.raw("""
-            SELECT activation_id, outcome, challenge, expires_at FROM personalization_sessions WHERE id = \(bind: id)
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT activation_id, outcome, challenge, expires_at FROM personalization_sessions WHERE id = \(bind: id)
+                """
+            ).first()
+        else { return nil }
         return PersonalizationSession(
             activationId: try row.decode(column: "activation_id", as: String.self), outcome: try row.decode(column: "outcome", as: String.self),
             challenge: try row.decode(column: "challenge", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
@@ -32,17 +40,21 @@ extension ManagerStore {
 
     /// Deletes the session if it still has `challenge`; false when another request used it first.
     func consumePersonalizationSession(_ id: String, challenge: String) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             DELETE FROM personalization_sessions WHERE id = \(bind: id) AND challenge = \(bind: challenge) RETURNING id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     /// A merge session that names `deviceId` as the one to confirm it, and has not run out.
     func isMergeSessionOpen(_ id: String, for deviceId: String, now: Int64) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             SELECT id FROM personalization_sessions WHERE id = \(bind: id) AND outcome = 'mergePersonalization'
             AND merge_device_id = \(bind: deviceId) AND expires_at > \(bind: now)
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     // MARK: Authentications
@@ -86,57 +98,74 @@ extension ManagerStore {
     }
 
     func insertAuthentication(_ authentication: NewAuthentication) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id, confirmation_id)
             VALUES (\(bind: authentication.id), \(bind: authentication.deviceId), \(bind: authentication.activationId), \(bind: authentication.service),
                     \(bind: authentication.host), \(bind: authentication.localUser), \(bind: authentication.challenge), \(bind: authentication.expiresAt),
                     \(bind: authentication.mergeSessionId), \(bind: authentication.confirmationId))
-            """).run()
+            """
+        ).run()
     }
 
     func pendingAuthentication(_ id: String, now: Int64) async throws -> PendingAuthentication? {
-        guard let row = try await sql.raw("""
-            SELECT au.device_id, au.activation_id, c.email, au.service, au.host, au.local_user, au.challenge, au.merge_session_id, au.confirmation_id
-            FROM authentications au JOIN activations a ON a.id = au.activation_id JOIN accounts c ON c.id = a.account_id
-            WHERE au.id = \(bind: id) AND au.challenge IS NOT NULL AND au.expires_at > \(bind: now)
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT au.device_id, au.activation_id, c.email, au.service, au.host, au.local_user, au.challenge, au.merge_session_id, au.confirmation_id
+                FROM authentications au JOIN activations a ON a.id = au.activation_id JOIN accounts c ON c.id = a.account_id
+                WHERE au.id = \(bind: id) AND au.challenge IS NOT NULL AND au.expires_at > \(bind: now)
+                """
+            ).first()
+        else { return nil }
         return PendingAuthentication(
             deviceId: try row.decode(column: "device_id", as: String.self), activationId: try row.decode(column: "activation_id", as: String.self),
             email: try row.decode(column: "email", as: String.self), service: try row.decode(column: "service", as: String.self),
             host: try row.decode(column: "host", as: String.self), localUser: try row.decode(column: "local_user", as: String.self),
-            challenge: try row.decode(column: "challenge", as: String.self), mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
+            challenge: try row.decode(column: "challenge", as: String.self),
+            mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
             confirmationId: try row.decode(column: "confirmation_id", as: String?.self)
         )
     }
 
     /// Uses up the authentication's challenge; false when another request used it first.
     func consumeAuthenticationChallenge(_ id: String, challenge: String) async throws -> Bool {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE authentications SET challenge = NULL WHERE id = \(bind: id) AND challenge = \(bind: challenge) RETURNING id
-            """).first() != nil
+            """
+        ).first() != nil
     }
 
     /// After a lockout: the challenge the next attempt signs, valid until `expiresAt`.
     func renewAuthenticationChallenge(_ id: String, challenge: String, expiresAt: Int64) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE authentications SET challenge = \(bind: challenge), expires_at = \(bind: expiresAt) WHERE id = \(bind: id)
-            """).run()
+            """
+        ).run()
     }
 
     func recordServiceLogin(_ id: String, role: String, code: String, codeExpiresAt: Int64, attributes: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             UPDATE authentications SET role = \(bind: role), code = \(bind: code), code_expires_at = \(bind: codeExpiresAt),
                    attributes = \(bind: attributes) WHERE id = \(bind: id)
-            """).run()
+            """
+        ).run()
     }
 
     /// Uses up an authorization code; nil when it is unknown, expired or used.
     func redeemAuthorizationCode(_ code: String, now: Int64) async throws -> CodeGrant? {
-        guard let row = try await sql.raw("""
-            UPDATE authentications SET code = NULL
-            WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
-            RETURNING device_id, service, role, host, local_user, attributes
-            """).first() else { return nil }
+        guard
+            let row = try await sql.raw(
+                """
+                UPDATE authentications SET code = NULL
+                WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
+                RETURNING device_id, service, role, host, local_user, attributes
+                """
+            ).first()
+        else { return nil }
         return CodeGrant(
             deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
             role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),

@@ -10,9 +10,11 @@ public struct ManagerStore: Sendable {
     }
 
     func setSetting(_ name: String, to value: String) async throws {
-        try await sql.raw("""
+        try await sql.raw(
+            """
             INSERT INTO manager_settings (name, value) VALUES (\(bind: name), \(bind: value))
             ON CONFLICT (name) DO UPDATE SET value = excluded.value
-            """).run()
+            """
+        ).run()
     }
 }

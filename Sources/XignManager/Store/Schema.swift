@@ -113,7 +113,7 @@ enum Schema {
 
     /// PIN checks of one activation run one at a time; the claim is a row value, so it holds across instances.
     static let pinChecks = [
-        "ALTER TABLE activations ADD COLUMN pin_check_until BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE activations ADD COLUMN pin_check_until BIGINT NOT NULL DEFAULT 0"
     ]
 
     /// Organization-invite merges: more addresses per account, and which device may confirm a merge.
@@ -144,7 +144,7 @@ enum Schema {
             code_expires_at BIGINT,
             attributes TEXT
         )
-        """,
+        """
     ]
 
     static let initial = [
@@ -214,7 +214,8 @@ enum Schema {
     /// Brings the schema to `version`, in the caller's transaction; refuses a database newer than this manager.
     static func migrate(_ sql: any SQLDatabase) async throws {
         try await sql.raw("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)").run()
-        let current = try await sql.raw("SELECT version FROM schema_version").first()
+        let current =
+            try await sql.raw("SELECT version FROM schema_version").first()
             .map { try $0.decode(column: "version", as: Int.self) } ?? 0
         guard current < version else {
             guard current == version else {
