@@ -24,7 +24,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test api-check fuzz demo bench bench-manager package package-test clean
+.PHONY: all deps build pam install test lint api-check fuzz demo bench bench-manager package package-test clean
 
 all: build
 
@@ -52,6 +52,11 @@ install: pam
 test: deps pam
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# The toolchain's swift-format, with .swift-format; `swift-format format -i -r` on the same paths fixes what it reports.
+FORMATTED := Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+lint:
+	swift-format lint --strict --recursive $(FORMATTED)
 
 # schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
 api-check: build
