@@ -6,6 +6,7 @@ latter, and hands the compact string on for the former.
 """
 import base64
 import binascii
+import functools
 import json
 import os
 import pathlib
@@ -29,11 +30,18 @@ def _decode(part: str) -> dict:
     return value
 
 
-def _signed_payload_schema(path: str, method: str, status: int):
+def _validator(schema: dict):
+    return jsonschema_rs.Draft202012Validator({**schema, "components": SPEC["components"]})
+
+
+@functools.lru_cache(maxsize=None)
+def _signed_payload_validator(path: str, method: str, status: int):
+    """The validator of the operation's `x-xign-signed-payload`, compiled once; None when the spec names none."""
     response = SPEC["paths"][path][method.lower()]["responses"][str(status)]
     if "$ref" in response:
         response = SPEC["components"]["responses"][response["$ref"].rsplit("/", 1)[-1]]
-    return response["content"]["application/jose"].get("x-xign-signed-payload")
+    schema = response["content"]["application/jose"].get("x-xign-signed-payload")
+    return schema and _validator(schema)
 
 
 @schemathesis.deserializer("application/jose")
@@ -45,10 +53,9 @@ def signed_answer(ctx, response):
     header, payload = _decode(parts[0]), _decode(parts[1])
     if header.get("alg") != "ES256":
         raise ValueError(f"a signed answer uses alg {header.get('alg')!r}, not ES256")
-    schema = _signed_payload_schema(ctx.operation.path, ctx.operation.method, response.status_code)
-    if schema is None:
+    validator = _signed_payload_validator(ctx.operation.path, ctx.operation.method, response.status_code)
+    if validator is None:
         raise ValueError(f"{ctx.operation.method} {ctx.operation.path} {response.status_code} names no x-xign-signed-payload")
-    validator = jsonschema_rs.Draft202012Validator({**schema, "components": SPEC["components"]})
     problems = [f"/{'/'.join(map(str, error.instance_path))}: {error.message}" for error in validator.iter_errors(payload)]
     if problems:
         raise ValueError("the signed payload breaks the spec: " + "; ".join(problems))
@@ -71,9 +78,9 @@ SEEDED_FIELDS = {
 }
 
 
-def _request_validator(operation):
-    schema = SPEC["paths"][operation.path][operation.method.lower()]["requestBody"]["content"]["application/json"]["schema"]
-    return jsonschema_rs.Draft202012Validator({**schema, "components": SPEC["components"]})
+@functools.lru_cache(maxsize=None)
+def _request_validator(path: str, method: str):
+    return _validator(SPEC["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]["schema"])
 
 
 @schemathesis.hook
@@ -83,7 +90,7 @@ def map_body(context, body):
     fields = SEEDED_FIELDS.get(context.operation.definition.raw.get("operationId"))
     if not SEED or not fields or not isinstance(body, dict) or zlib.crc32(json.dumps(body, sort_keys=True).encode()) % 2:
         return body
-    if not _request_validator(context.operation).is_valid(body):
+    if not _request_validator(context.operation.path, context.operation.method).is_valid(body):
         return body
     seeded = {**body, **{field: SEED[field] for field in fields}}
     if context.operation.definition.raw.get("operationId") == "startAuthentication":
