@@ -12,8 +12,9 @@ let package = Package(
         .executable(name: "xignd", targets: ["xignd"]),
         // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
         .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
-        // The client's parsers as one library for the libFuzzer targets in Fuzz/, a package of its own.
+        // The client's parsers and the manager's config file as libraries for the libFuzzer targets in Fuzz/, a package of its own.
         .library(name: "XignClient", targets: ["XignCore", "XignPAM"]),
+        .library(name: "XignManagerConfiguration", targets: ["XignManagerConfiguration"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -64,12 +65,13 @@ let package = Package(
             ]
         ),
 
-        // The identity manager.
+        // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.
+        .target(name: "XignManagerConfiguration", dependencies: ["XignProtocol"]),
         .target(
             name: "XignManager",
             dependencies: [
                 // XignDevice for the TPM-held PIN pepper only.
-                "XignProtocol", "XignCrypto", "XignDevice",
+                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
@@ -92,7 +94,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "xign-manager",
-            dependencies: ["XignManager", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["XignManager", "XignManagerConfiguration", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // `make bench`: figures, never timed tests.
         // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
@@ -107,7 +109,7 @@ let package = Package(
         .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignTestSupport"]),
         .testTarget(
             name: "XignManagerTests",
-            dependencies: ["XignManager", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
+            dependencies: ["XignManager", "XignManagerConfiguration", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(
             name: "XignSetupTests",

@@ -10,7 +10,8 @@ let package = Package(
         .executableTarget(
             name: "xign-fuzz",
             dependencies: [
-                .product(name: "XignClient", package: "xign")
+                .product(name: "XignClient", package: "xign"),
+                .product(name: "XignManagerConfiguration", package: "xign"),
             ],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         )

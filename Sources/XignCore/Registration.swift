@@ -40,6 +40,7 @@ public final class PinSpecification {
         case .blacklisted: return "This PIN is too common; choose another."
         case .sequence: return "The PIN must not contain more than \(maxSequenceLength) consecutive ascending or descending digits."
         case .similarDigits: return "The PIN must not repeat a digit more than \(maxSimilarDigits) times in a row."
+        case .unsupportedCharacter: return "Use only letters, digits and symbols of a US keyboard in the PIN, so every login screen can type it."
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 
 /// InApp authentication in three round trips: start, finish (device-signed, PIN checked), token.
@@ -38,10 +39,11 @@ extension IdentityManager {
     }
 
     public func startAuthentication(_ request: AuthenticationStartRequest) async throws -> String {
-        guard request.deviceId.utf8.count <= 64, (1...253).contains(request.host.utf8.count), (1...64).contains(request.localUser.utf8.count),
+        guard request.deviceId.utf8.count <= 64, IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
+            DisplayText.isSafeLine(request.localUser, maximumLength: 64),
             (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64
         else {
-            throw ManagerError.badRequest("a field of the authentication request is empty or too long")
+            throw ManagerError.badRequest("a field of the authentication request is empty, too long or holds characters it may not")
         }
         guard (request.service == APIPath.mergeService) == (request.mergeSessionId != nil), (request.mergeSessionId?.utf8.count ?? 0) <= 64 else {
             throw ManagerError.badRequest("the merge process needs service \(APIPath.mergeService) together with mergeSessionId")

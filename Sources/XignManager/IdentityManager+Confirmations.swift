@@ -28,8 +28,7 @@ extension IdentityManager {
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
         guard request.hostId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count),
-            LoginNameValidator.validate(request.loginName) == .valid, (1...64).contains(request.service.utf8.count),
-            TextAttributeValidator.validate(request.service) == .valid,
+            LoginNameValidator.validate(request.loginName) == .valid, IdentifierValidator.isValid(request.service),
             [request.remoteHost, request.tty, request.command].allSatisfy({ $0.map { TextAttributeValidator.validate($0) == .valid } ?? true })
         else {
             throw ManagerError.badRequest("a field of the confirmation request is empty, too long or holds control characters")

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import ServiceLifecycle
+import XignManagerConfiguration
 
 /// What keeps the manager usable under load and abuse: rate limits on the unauthenticated routes that cost a PIN
 /// hash or a mail, and the deletion of rows that ran out. Both live in the database, so they hold across instances.

@@ -75,10 +75,10 @@ extension IdentityManager {
     /// which is consumed in the same transaction, so a replay finds no challenge.
     public func personalize(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
-        guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.device.name.utf8.count <= 128,
-            request.device.platform.utf8.count <= 128, request.sessionId.utf8.count <= 64
+        guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, DisplayText.isSafeLine(request.device.name, maximumLength: 128),
+            DisplayText.isSafeLine(request.device.platform, maximumLength: 128), request.sessionId.utf8.count <= 64
         else {
-            throw ManagerError.badRequest("a field of the personalization request is empty or too long")
+            throw ManagerError.badRequest("a field of the personalization request is empty, too long or holds control characters")
         }
         guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")

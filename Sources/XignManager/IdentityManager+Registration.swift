@@ -41,8 +41,16 @@ extension IdentityManager {
         if pinVerdict != .valid { errors["pin"] = .invalid }
         if let alias = request.alias, configuration.aliasPolicy.validate(alias) != .valid { errors["alias"] = .invalid }
         let arbitrary = request.arbitraryUserAttributes ?? [:]
-        guard arbitrary.count <= 32, arbitrary.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 1024 }) else {
-            throw ManagerError.badRequest("arbitraryUserAttributes allows at most 32 entries, keys up to 64 and values up to 1024 bytes")
+        guard arbitrary.count <= 32,
+            arbitrary.allSatisfy({
+                !$0.key.isEmpty && DisplayText.isSafeLine($0.key, maximumLength: 64) && DisplayText.isSafeLine($0.value, maximumLength: 1024)
+            })
+        else {
+            throw ManagerError.badRequest(
+                "arbitraryUserAttributes allows at most 32 entries, keys of 1 to 64 and values up to 1024 characters, without control characters")
+        }
+        guard request.serviceMappingId.map({ IdentifierValidator.isValid($0) }) ?? true else {
+            throw ManagerError.badRequest("serviceMappingId must be 1 to 64 printable ASCII characters without spaces")
         }
         guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
             throw ManagerError(

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 
 /// The identity manager's behaviour, independent of HTTP: the HTTP controllers and `xign-manager admin` both call it.

@@ -1,16 +1,8 @@
 import Foundation
 import XignCrypto
 import XignDevice
+import XignManagerConfiguration
 import XignProtocol
-
-/// Which pepper keys a PIN verifier. Stored with each verifier, so a change of `keys.pin_pepper` (or of the
-/// iteration count) upgrades verifiers one correct PIN at a time.
-public enum PINPepperKind: String, Sendable {
-    /// 32 random bytes in a 0600 file next to the database.
-    case file
-    /// An HMAC key inside this machine's TPM: a copy of the disk tests no PIN.
-    case tpm
-}
 
 /// A PIN verifier as an activation stores it: salt and value, and the cost and pepper it was made with.
 struct PINVerifier: Sendable {

@@ -44,6 +44,16 @@ public enum DisplayText {
         text.unicodeScalars.allSatisfy(isSafe)
     }
 
+    /// `isSafeLine`, and at most `maximumLength` Unicode scalars: JSON Schema's maxLength counts them so.
+    public static func isSafeLine(_ text: String, maximumLength: Int) -> Bool {
+        var count = 0
+        for scalar in text.unicodeScalars {
+            count += 1
+            guard count <= maximumLength, isSafe(scalar) else { return false }
+        }
+        return true
+    }
+
     /// After ESC: CSI (`[`), a control string (`]` OSC, `P` DCS, `X` SOS, `^` PM, `_` APC), or intermediates
     /// and one final byte.
     private static func skipEscapeSequence(_ scalars: inout String.UnicodeScalarView.Iterator) {

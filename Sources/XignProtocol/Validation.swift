@@ -4,6 +4,8 @@ import FoundationEssentials
 public enum PinValidationResult: String, Codable, Sendable, CaseIterable {
     case valid, empty, onlyNumbers, tooShort, tooLong
     case blacklisted, sequence, similarDigits
+    /// A character outside printable ASCII: a login screen or console with another keyboard layout could not type it.
+    case unsupportedCharacter
 }
 
 extension PinPolicyMessage {
@@ -13,6 +15,7 @@ extension PinPolicyMessage {
         let length = pin.unicodeScalars.count
         if length > maxLength { return .tooLong }
         if digitsOnly && !pin.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) }) { return .onlyNumbers }
+        if !pin.unicodeScalars.allSatisfy({ (0x20...0x7E).contains($0.value) }) { return .unsupportedCharacter }
         if length < minLength { return .tooShort }
         if blacklist.contains(pin) { return .blacklisted }
         let digits = pin.unicodeScalars.map { Int($0.value) }
@@ -41,7 +44,8 @@ public enum AliasValidationResult: String, Codable, Sendable, CaseIterable {
 extension AliasPolicyMessage {
     public func validate(_ alias: String) -> AliasValidationResult {
         if alias.trimmed.isEmpty { return .empty }
-        let length = alias.count
+        // Scalars, as JSON Schema's maxLength counts them (docs/openapi.yaml).
+        let length = alias.unicodeScalars.count
         if length > maxLength { return .tooLong }
         if length < minLength { return .tooShort }
         if !DisplayText.isSafeLine(alias) { return .invalid }
@@ -60,7 +64,7 @@ public enum EmailValidator {
     /// A deliberately plain check: one "@", a dotted domain, no spaces or control characters.
     public static func validate(_ email: String) -> EmailValidationResult {
         if email.isEmpty { return .empty }
-        guard email.utf8.count <= maximumLength, email.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
+        guard email.utf8.count <= maximumLength, email.unicodeScalars.allSatisfy({ $0 != " " && DisplayText.isSafe($0) }) else {
             return .invalid
         }
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
@@ -77,10 +81,15 @@ public enum TextAttributeValidator {
 
     public static func validate(_ value: String) -> EmailValidationResult {
         if value.trimmed.isEmpty { return .empty }
-        guard value.count <= maximumLength, DisplayText.isSafeLine(value) else {
-            return .invalid
-        }
-        return .valid
+        return DisplayText.isSafeLine(value, maximumLength: maximumLength) ? .valid : .invalid
+    }
+}
+
+/// What machines name things with (ids, services, roles, categories): printable ASCII without spaces, so its
+/// length in bytes is its length in characters. docs/openapi.yaml's `Identifier` patterns say the same.
+public enum IdentifierValidator {
+    public static func isValid(_ text: some StringProtocol, length: ClosedRange<Int> = 1...64) -> Bool {
+        length.contains(text.utf8.count) && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import XignManager
+import XignManagerConfiguration
 import XignProtocol
 
 @main

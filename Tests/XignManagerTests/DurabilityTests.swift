@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SQLKit
 import Testing
+import XignManagerConfiguration
 import XignTestSupport
 
 @testable import XignManager

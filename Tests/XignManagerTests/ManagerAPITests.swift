@@ -14,6 +14,10 @@ import XignTestSupport
         #expect((parameters.json["pinSpec"] as? [String: Any])?["minLength"] as? Int == 5)
         // An unknown service mapping id is not echoed: attributes for it would be dropped.
         #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=nope").json["serviceMappingId"] == nil)
+        // What the spec refuses the manager refuses too (schemathesis found this one): printable ASCII only.
+        let nonASCII = try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=%C2%84")
+        #expect(nonASCII.status == 400)
+        #expect(nonASCII.errorCode == "badRequest")
     }
 
     @Test(arguments: TestDatabase.allCases) func registrationReportsEveryAttributeThatIsWrong(database: TestDatabase) throws {
@@ -34,6 +38,17 @@ import XignTestSupport
         let missing = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{}}"#)
         #expect(missing.error["attributes"] as? [String: String] == ["email": "required"])
         #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"phone","pin":"24680","attributes":{}}"#).status == 400)
+        // Free text takes any script but no control character; ids are printable ASCII.
+        let text = try api.post(
+            APIPath.registrations,
+            json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#)
+        #expect(text.error["attributes"] as? [String: String] == ["givenName": "invalid"])
+        for body in [
+            #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
+            #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@example.org"},"serviceMappingId":"port\u00e4l"}"#,
+        ] {
+            #expect(try api.post(APIPath.registrations, json: body).status == 400, "\(body)")
+        }
         #expect(try api.post(APIPath.registrations, json: "{not json").errorCode == "badRequest")
         let huge = try api.post(APIPath.registrations, json: "{\"pad\":\"" + String(repeating: "x", count: 20_000) + "\"}")
         #expect(huge.status == 413)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XignManager
+import XignManagerConfiguration
 import XignProtocol
 
 @Suite struct ManagerConfigurationTests {
@@ -51,6 +52,11 @@ import XignProtocol
         ("[registration]\nopen = maybe\n", "registration.open"),
         ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
         ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
+        // Names clients send back must be identifiers the API allows.
+        ("[registration]\ncategories = e mail\n", "registration.categories names 'e mail'; use 1 to 64 printable ASCII"),
+        ("[registration]\nlinked_services = portäl\n", "registration.linked_services names 'portäl'"),
+        ("[services]\nnames = pam\n[service.pam]\nroles = log in\n", "service.pam.roles names 'log in'"),
+        ("[mail]\nsmtp_relay = relay\n", "mail.smtp_relay must be HOST:PORT"),
     ])
     func mistakesAreErrorsThatNameTheLine(text: String, message: String) {
         do {
@@ -60,6 +66,14 @@ import XignProtocol
             #expect("\(error)".hasPrefix("m.conf:"), "\(error)")
             #expect("\(error)".contains(message), "\(error)")
         }
+    }
+
+    /// The fuzz target's seeds (Fuzz/Corpus/manager-config) must load, or the fuzzer starts where nothing is checked.
+    @Test func theFuzzSeedsLoad() throws {
+        let folder = OpenAPIValidator.repositoryFile("Fuzz/Corpus/manager-config")
+        let seeds = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(seeds.count >= 3)
+        for seed in seeds { _ = try ManagerConfiguration.load(path: folder + "/" + seed) }
     }
 
     @Test func aPostgreSQLURLGivesHostDatabaseAndTLS() throws {

@@ -24,6 +24,36 @@ import XignProtocol
         #expect(EmailValidator.validate("a@b") == .invalid)
         #expect(EmailValidator.validate("a b@c.d") == .invalid)
         #expect(EmailValidator.validate("alice@example.org") == .valid)
+        #expect(EmailValidator.validate("jürgen@example.org") == .valid)
+        #expect(EmailValidator.validate("alice\u{202E}@example.org") == .invalid)
+        #expect(EmailValidator.validate("alice\u{85}@example.org") == .invalid)
+    }
+
+    /// Lengths count Unicode scalars, as JSON Schema's maxLength does (docs/openapi.yaml): a decomposed "é" is two.
+    @Test func aliasLengthsCountScalarsAsTheSpecDoes() {
+        let alias = AliasPolicyMessage(minLength: 1, maxLength: 4)
+        #expect(alias.validate("Jörg") == .valid)
+        #expect(alias.validate("Jo\u{308}rg") == .tooLong)
+        #expect(TextAttributeValidator.validate(String(repeating: "ü", count: 128)) == .valid)
+        #expect(TextAttributeValidator.validate(String(repeating: "u\u{308}", count: 65)) == .invalid)
+    }
+
+    /// A PIN must be typable on any login screen: a non-ASCII character is refused even where letters are allowed.
+    @Test func aPINIsPrintableASCII() {
+        let letters = PinPolicyMessage(minLength: 4, maxLength: 16, digitsOnly: false, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: [])
+        #expect(letters.validate("Blue sky 7!") == .valid)
+        #expect(letters.validate("Grüße 7") == .unsupportedCharacter)
+        #expect(letters.validate("tab\there") == .unsupportedCharacter)
+        #expect(policy.validate("2468\u{660}") == .onlyNumbers)
+    }
+
+    @Test func identifiersArePrintableASCIIWithoutSpaces() {
+        #expect(IdentifierValidator.isValid("portal-1.example_org"))
+        #expect(!IdentifierValidator.isValid(""))
+        #expect(IdentifierValidator.isValid("", length: 0...64))
+        #expect(!IdentifierValidator.isValid("a b"))
+        #expect(!IdentifierValidator.isValid("\u{84}"))
+        #expect(!IdentifierValidator.isValid(String(repeating: "a", count: 65)))
     }
 }
 

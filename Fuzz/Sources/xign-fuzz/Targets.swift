@@ -1,6 +1,7 @@
 import Foundation
 import XignCrypto
 import XignDaemon
+import XignManagerConfiguration
 import XignPAM
 import XignProtocol
 
@@ -39,6 +40,26 @@ struct FuzzTarget {
         FuzzTarget(name: "config") { input in
             guard let file = try? ConfigFile(text: String(decoding: input, as: UTF8.self), source: "fuzz.conf") else { return }
             _ = try? ClientConfiguration(file: file)
+        },
+        FuzzTarget(name: "manager-config") { input in
+            guard let file = try? ConfigFile(text: String(decoding: input, as: UTF8.self), source: "manager.conf"),
+                let configuration = try? ManagerConfiguration(file: file)
+            else { return }
+            // What loads must keep the invariants the manager relies on without checking again.
+            precondition(configuration.pinPolicy.minLength <= configuration.pinPolicy.maxLength, "PIN lengths out of order")
+            precondition(configuration.lockout.freeAttempts < configuration.lockout.maxAttempts, "no permanent lock")
+            precondition(!configuration.services.isEmpty && !configuration.categories.isEmpty, "no service or category")
+            for service in configuration.services {
+                precondition(
+                    service.roles.allSatisfy { role in role.requestedAuthenticators.allSatisfy { $0.contains(.device) } }, "a role without the device"
+                )
+            }
+            // The lock after each failure: never before now, never overflowing, permanent exactly from maxAttempts on.
+            let now: Int64 = 1_800_000_000_000
+            for failures in 0...(configuration.lockout.maxAttempts + 1) {
+                let lock = configuration.lockout.lock(afterFailures: failures, now: now)
+                precondition(lock.lockedUntil >= now && lock.isPermanent == (failures >= configuration.lockout.maxAttempts), "wrong lock")
+            }
         },
         FuzzTarget(name: "pam-arguments") { input in
             // argv as libpam gives it: NUL-separated words.

@@ -3,6 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
 import ServiceLifecycle
+import XignManagerConfiguration
 
 /// The server's certificate chain and key from `[server] tls_certificate` and `tls_key`. Every handshake takes the
 /// pair loaded last, so `reload()` (on SIGHUP) puts a renewed certificate to use without a restart.

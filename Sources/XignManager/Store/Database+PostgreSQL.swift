@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOSSL
 import PostgresKit
 import PostgresNIO
+import XignManagerConfiguration
 import XignProtocol
 
 extension Database {

@@ -4,6 +4,7 @@ import NIOCore
 import PostgresKit
 import SQLKit
 import SQLiteKit
+import XignManagerConfiguration
 import XignProtocol
 
 /// The manager's database, SQLite or PostgreSQL, with the schema kept current. Every request's work is one

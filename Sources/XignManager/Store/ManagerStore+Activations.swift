@@ -1,5 +1,6 @@
 import SQLKit
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 
 /// Activations: the PIN verifier, the lockout and which device holds each.

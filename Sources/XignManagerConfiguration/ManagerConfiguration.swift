@@ -18,6 +18,11 @@ public struct ManagerConfiguration: Sendable {
         /// Attributes the service asks for; required ones must be confirmed.
         public var attributes: [AttributeMessage]
         public var tokenLifetimeMilliseconds: Int64
+
+        public init(id: String, relyingPartyName: String, roles: [RoleMessage], attributes: [AttributeMessage], tokenLifetimeMilliseconds: Int64) {
+            (self.id, self.relyingPartyName, self.roles, self.attributes) = (id, relyingPartyName, roles, attributes)
+            self.tokenLifetimeMilliseconds = tokenLifetimeMilliseconds
+        }
     }
 
     public struct Lockout: Sendable {
@@ -181,7 +186,9 @@ public struct ManagerConfiguration: Sendable {
         outboxPath = file.string("mail.outbox") ?? outboxPath
         mailFrom = file.string("mail.from") ?? mailFrom
         if let relay = file.string("mail.smtp_relay") {
-            guard (try? SMTPRelay(relay)) != nil else { throw fail("mail.smtp_relay", "must be HOST:PORT, for example 127.0.0.1:25") }
+            guard let address = Self.listenAddress(relay), address.port > 0 else {
+                throw fail("mail.smtp_relay", "must be HOST:PORT, for example 127.0.0.1:25")
+            }
             smtpRelay = relay
         }
         pinPolicy.minLength = try file.integer("pin.min_length", in: 4...64) ?? pinPolicy.minLength
@@ -194,9 +201,10 @@ public struct ManagerConfiguration: Sendable {
         pinHashIterations = try file.integer("pin.hash_iterations", in: 1_000...5_000_000) ?? pinHashIterations
         aliasPolicy.minLength = try file.integer("registration.alias_min_length", in: 1...128) ?? aliasPolicy.minLength
         aliasPolicy.maxLength = try file.integer("registration.alias_max_length", in: 1...128) ?? aliasPolicy.maxLength
-        linkedServices = file.list("registration.linked_services") ?? linkedServices
+        linkedServices =
+            try Self.identifiers(file.list("registration.linked_services"), key: "registration.linked_services", fail: fail) ?? linkedServices
         blockedDomains = (file.list("registration.blocked_domains") ?? blockedDomains).map { $0.lowercased() }
-        if let ids = file.list("registration.categories") {
+        if let ids = try Self.identifiers(file.list("registration.categories"), key: "registration.categories", fail: fail) {
             guard !ids.isEmpty else { throw fail("registration.categories", "must name at least one category") }
             categories = try ids.map { id in
                 let typesKey = "registration.category.\(id).types", attributesKey = "registration.category.\(id).attributes"
@@ -230,12 +238,12 @@ public struct ManagerConfiguration: Sendable {
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
         known.insert("services.names")
-        if let ids = file.list("services.names") {
+        if let ids = try Self.identifiers(file.list("services.names"), key: "services.names", fail: fail) {
             guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
             services = try ids.map { id in
                 let prefix = "service.\(id)."
                 known.formUnion(["name", "roles", "attributes", "token_lifetime"].map { prefix + $0 })
-                guard let roleNames = file.list(prefix + "roles"), !roleNames.isEmpty else {
+                guard let roleNames = try Self.identifiers(file.list(prefix + "roles"), key: prefix + "roles", fail: fail), !roleNames.isEmpty else {
                     throw fail("services.names", "names '\(id)', which needs \(prefix)roles")
                 }
                 let roles = try roleNames.map { role in
@@ -265,6 +273,14 @@ public struct ManagerConfiguration: Sendable {
         try file.rejectUnknownKeys(known)
     }
 
+    /// Names clients send back in requests: each must be an identifier (`IdentifierValidator`), as the API allows no other.
+    static func identifiers(_ names: [String]?, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> [String]? {
+        if let invalid = names?.first(where: { !IdentifierValidator.isValid($0) }) {
+            throw fail(key, "names '\(DisplayText.sanitized(String(invalid.prefix(64))))'; use 1 to 64 printable ASCII characters without spaces")
+        }
+        return names
+    }
+
     /// "device+pin | device+biometric": alternatives of factors that must all be given.
     static func authenticators(_ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> [[AuthenticatorType]] {
         try text.split(separator: "|").map { alternative in
@@ -292,4 +308,13 @@ public struct ManagerConfiguration: Sendable {
         }
         return try ManagerConfiguration(file: ConfigFile(text: text, source: path))
     }
+}
+
+/// Which pepper keys a PIN verifier. Stored with each verifier, so a change of `keys.pin_pepper` (or of the
+/// iteration count) upgrades verifiers one correct PIN at a time.
+public enum PINPepperKind: String, Sendable {
+    /// 32 random bytes in a 0600 file next to the database.
+    case file
+    /// An HMAC key inside this machine's TPM: a copy of the disk tests no PIN.
+    case tpm
 }
