@@ -24,7 +24,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test lint api-check fuzz demo bench bench-manager package package-test clean
+.PHONY: all deps build pam install test lint api-check fuzz sanitize demo bench bench-manager package package-test clean
 
 all: build
 
@@ -66,6 +66,10 @@ api-check: build
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/run.sh
+
+# Every test under AddressSanitizer and the manager's under ThreadSanitizer (.build-asan, .build-tsan); SANITIZERS picks.
+sanitize: deps pam
+	bash Tests/Sanitizers/run.sh $(SANITIZERS)
 
 demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"
