@@ -62,12 +62,12 @@ lint:
 api-check: build
 	bash Tests/APICheck/run.sh "$$($(SWIFT) build --show-bin-path)"
 
-# libFuzzer targets (Fuzz/, a package of its own) with AddressSanitizer, FUZZ_SECONDS each.
+# libFuzzer targets (Fuzz/, a package of its own) with AddressSanitizer, FUZZ_SECONDS each; FUZZ_TARGETS picks some.
 FUZZ_SECONDS ?= 60
 fuzz: deps
-	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/run.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" bash Fuzz/run.sh
 
-# Every test under AddressSanitizer and the manager's under ThreadSanitizer (.build-asan, .build-tsan); SANITIZERS picks.
+# Every test under AddressSanitizer, the manager's and xignd's under ThreadSanitizer (.build-asan, .build-tsan); SANITIZERS picks.
 sanitize: deps pam
 	bash Tests/Sanitizers/run.sh $(SANITIZERS)
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make sanitize`: every test under AddressSanitizer, and the manager's tests under ThreadSanitizer, each built in a
-# scratch path of its own so the everyday build stays as it is. LeakSanitizer is off: at exit it reports what
+# `make sanitize`: every test under AddressSanitizer, and those of the manager and xignd under ThreadSanitizer, each
+# built in a scratch path of its own so the everyday build stays as it is. LeakSanitizer is off: at exit it reports what
 # process-wide singletons still hold (NIO's thread pool, a `static let` Data) as direct leaks, most likely because
 # Swift keeps enum tags in the spare bits of a reference, where it does not see a pointer; every instrumented command
 # would then exit 23. `make fuzz` checks each input for leaks instead.
-# The tests start the built xign-manager and xign-setup, so those run instrumented too. A report from any
+# The tests start the built xign-manager, xignd and xign-setup, so those run instrumented too. A report from any
 # instrumented process fails the run, including one from a manager that a test stopped with SIGTERM, whose
 # exit status no test sees: reports go to files (log_path) that are checked at the end.
 # Usage: run.sh [address|thread]...; both when none is named.
@@ -44,8 +44,9 @@ failed=0
 for sanitizer in "${sanitizers[@]}"; do
     case "$sanitizer" in
     address) run address || failed=1 ;;
-    # The manager is the concurrent part (NIO, Hummingbird, async stores); the client side is synchronous by design.
-    thread) run thread --filter XignManagerTests || failed=1 ;;
+    # The concurrent parts: the manager (NIO, Hummingbird, async stores) and xignd (a thread per connection). The
+    # client side, pam_xign and xign-setup, is synchronous by design.
+    thread) run thread --filter "XignManagerTests|XigndLoginTests|DesktopApprovalTests|ScreenLockerTests" || failed=1 ;;
     *) echo "sanitize: use address or thread, not '$sanitizer'" >&2; exit 2 ;;
     esac
 done
