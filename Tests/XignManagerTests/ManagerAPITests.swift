@@ -41,7 +41,9 @@ import XignTestSupport
         // Free text takes any script but no control character; ids are printable ASCII.
         let text = try api.post(
             APIPath.registrations,
-            json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#)
+            json:
+                #"{"categoryId":"email","pin":"24680","attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#
+        )
         #expect(text.error["attributes"] as? [String: String] == ["givenName": "invalid"])
         for body in [
             #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
