@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make fuzz`: builds the libFuzzer targets with AddressSanitizer and runs each for FUZZ_SECONDS on its committed
-# seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz. Prints each target's
+# `make fuzz`: builds the libFuzzer targets with AddressSanitizer and runs each (or those FUZZ_TARGETS names) for
+# FUZZ_SECONDS on its committed seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz. Prints each target's
 # executions per second and coverage; a crash leaves its input in .build-fuzz/crashes and fails the run.
 set -euo pipefail
 fuzz="$(cd "$(dirname "$0")" && pwd)"
@@ -11,6 +11,12 @@ swift build --package-path "$fuzz" --scratch-path "$scratch" -Xswiftc -sanitize=
 binary="$scratch/debug/xign-fuzz"
 targets=$("$binary" 2>&1 | sed -n 's/^set XIGN_FUZZ_TARGET to one of: //p' || true)
 [ -n "$targets" ] || { echo "fuzz: the binary lists no targets" >&2; exit 1; }
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+    for target in $FUZZ_TARGETS; do
+        [[ " $targets " == *" $target "* ]] || { echo "fuzz: no target '$target'; the targets are: $targets" >&2; exit 2; }
+    done
+    targets="$FUZZ_TARGETS"
+fi
 mkdir -p "$scratch/crashes"
 failed=0
 printf '%-22s %10s %8s %8s %8s\n' target runs exec/s cov corpus
@@ -18,7 +24,13 @@ for target in $targets; do
     [ -d "$fuzz/Corpus/$target" ] || { echo "fuzz: $target has no seed corpus in Fuzz/Corpus/$target" >&2; failed=1; continue; }
     mkdir -p "$scratch/corpus/$target"
     log="$scratch/$target.log"
-    if ! XIGN_FUZZ_TARGET="$target" "$binary" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" \
+    # A dictionary of the tokens the input's format is made of: JSON's field names, the config file's keys.
+    case "$target" in
+    wire-answers | request-bodies) dictionary=(-dict="$fuzz/Dictionaries/json.dict") ;;
+    manager-config) dictionary=(-dict="$fuzz/Dictionaries/manager-config.dict") ;;
+    *) dictionary=() ;;
+    esac
+    if ! XIGN_FUZZ_TARGET="$target" "$binary" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" "${dictionary[@]}" \
         -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" > "$log" 2>&1; then
         echo "fuzz: $target FAILED; its log is $log:" >&2
         grep -E "ERROR|Fatal|panic|SUMMARY|Test unit written" "$log" | head -20 >&2
