@@ -1,5 +1,6 @@
 import Foundation
 import NIOPosix
+import XignManagerConfiguration
 
 /// Hands mail from the outbox to an SMTP relay (plain SMTP, for a relay on this host or a trusted network).
 ///
@@ -10,11 +11,10 @@ struct SMTPRelay: Sendable {
     var timeoutSeconds = 10
 
     init(_ relay: String) throws {
-        guard let colon = relay.lastIndex(of: ":"), let port = Int(relay[relay.index(after: colon)...]), (1...65535).contains(port) else {
+        guard let (host, port) = ManagerConfiguration.relayAddress(relay) else {
             throw ManagerError.internalFailure("mail.smtp_relay must be HOST:PORT, not '\(relay)'")
         }
-        host = String(relay[..<colon])
-        self.port = port
+        (self.host, self.port) = (host, port)
     }
 
     struct Failure: Error, CustomStringConvertible {

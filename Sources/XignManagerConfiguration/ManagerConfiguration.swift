@@ -143,6 +143,12 @@ public struct ManagerConfiguration: Sendable {
         return (host, port)
     }
 
+    /// `mail.smtp_relay`'s HOST:PORT, the host as written; the config check and the relay share it.
+    public static func relayAddress(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        return (String(text[..<colon]), port)
+    }
+
     static let knownAttributes: Set<String> = [
         "email", "givenName", "familyName", "phone", "birthdate", "placeOfBirth", AttributeValidator.loginName,
     ]
@@ -186,7 +192,7 @@ public struct ManagerConfiguration: Sendable {
         outboxPath = file.string("mail.outbox") ?? outboxPath
         mailFrom = file.string("mail.from") ?? mailFrom
         if let relay = file.string("mail.smtp_relay") {
-            guard let address = Self.listenAddress(relay), address.port > 0 else {
+            guard Self.relayAddress(relay) != nil else {
                 throw fail("mail.smtp_relay", "must be HOST:PORT, for example 127.0.0.1:25")
             }
             smtpRelay = relay
