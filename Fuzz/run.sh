@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds the libFuzzer targets with AddressSanitizer and runs each (or those FUZZ_TARGETS names) for
-# FUZZ_SECONDS on its committed seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz. Prints each target's
-# executions per second and coverage; a crash leaves its input in .build-fuzz/crashes and fails the run.
+# FUZZ_SECONDS on its committed seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz.
+# Prints each target's executions per second and coverage; a crash leaves its input in .build-fuzz/crashes and fails
+# the run.
 set -euo pipefail
 fuzz="$(cd "$(dirname "$0")" && pwd)"
 repository="$(cd "$fuzz/.." && pwd)"

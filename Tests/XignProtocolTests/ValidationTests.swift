@@ -29,7 +29,7 @@ import XignProtocol
         #expect(EmailValidator.validate("alice\u{85}@example.org") == .invalid)
     }
 
-    /// Lengths count Unicode scalars, as JSON Schema's maxLength does (docs/openapi.yaml): a decomposed "é" is two.
+    /// Lengths count Unicode scalars, as JSON Schema's maxLength does (docs/openapi.yaml): a decomposed "ö" is two.
     @Test func aliasLengthsCountScalarsAsTheSpecDoes() {
         let alias = AliasPolicyMessage(minLength: 1, maxLength: 4)
         #expect(alias.validate("Jörg") == .valid)
