@@ -41,6 +41,14 @@ public enum AuthenticationResult {
     /// The merge of an organization invite is done: its address now belongs to this enrolment's account,
     /// and the invite's activation data is void.
     case apiAccessMergeComplete(idmIdentifier: String)
+    /// Set the new PIN, then `Personalizer.finishChangePin`.
+    case apiAccessChangePin(ApiAccessChangePin)
+    /// Set the activation PIN (and alias), then `Personalizer.finishRequestNewActivationData`.
+    case apiAccessRequestNewActivationData(ApiAccessRequestNewActivationData)
+    /// Confirmed; `Personalizer.finishDeletion` deletes the account.
+    case apiAccessDelete(ApiAccessDelete)
+    /// `Personalizer.finishAddFactor` records the factor for this device.
+    case apiAccessAddFactor(ApiAccessAddFactor)
     /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
@@ -102,6 +110,14 @@ public struct Authenticator {
             idmIdentifier: entity.idmIdentifier, service: APIPath.mergeService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
         )
         return try start(data, mergeSessionId: merge.sessionId)
+    }
+
+    /// Starts an api access process: an authentication at the process's built-in service, with device and PIN.
+    public func startApiAccessSynchronous(_ process: ApiAccessProcess, idmIdentifier: String) throws -> AuthenticateRequest {
+        let entity = try store.entity(idmIdentifier)
+        let data = AuthenticationInitializationData(
+            idmIdentifier: entity.idmIdentifier, service: process.service, host: XignSdk.deviceInformation().name, localUser: entity.localUser)
+        return try start(data, mergeSessionId: nil)
     }
 
     private func start(
@@ -187,7 +203,8 @@ public struct Authenticator {
                     idmIdentifier: session.entity.idmIdentifier
                 ))
         case .serviceLogin:
-            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService, let login = result.serviceLogin,
+            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService,
+                ApiAccessProcess(service: session.data.service) == nil, let login = result.serviceLogin,
                 login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
                 let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
@@ -199,6 +216,14 @@ public struct Authenticator {
                     relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
                     expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
                 ))
+        case .apiAccess:
+            guard let grant = result.apiAccess, grant.process.service == session.data.service, grant.grant.utf8.count <= 128,
+                MonotonicClock.lifetime(from: grant.issuedAt, to: grant.expiresAt) != nil
+            else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
+            }
+            try store.recordLockout(activationId: session.entity.activationId, nil)
+            return try ApiAccessGrant(grant, session: session, sentAt: sentAt).result()
         case .mergeComplete:
             guard session.data.service == APIPath.mergeService, result.mergedEmail != nil else {
                 throw XignSdkError(.invalidManagerResponse, "the manager reported a merge for a login")

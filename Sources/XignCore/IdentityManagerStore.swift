@@ -112,6 +112,15 @@ public struct IdentityManagerStore: Sendable {
         }
     }
 
+    /// Drops the enrolment and its remembered lockout, then its device key (a key left behind is only clutter).
+    func forget(_ entity: IdentityManagerEntity, keys: DeviceKeys) throws {
+        try update { contents in
+            contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier }
+            contents.pendingLockouts[entity.activationId] = nil
+        }
+        try? keys.store(for: entity.keyKind).delete(entity.keyReference)
+    }
+
     func pendingLockout(activationId: String) throws -> PendingLockoutInformation? {
         guard let record = try read().pendingLockouts[activationId] else { return nil }
         let until = Date(millisecondsSince1970: record.lockedUntil)

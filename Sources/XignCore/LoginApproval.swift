@@ -64,7 +64,7 @@ public struct SdkLoginApprover: LoginApprover {
             return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
         case .lockout(let lock, _):
             return .lockout(lock)
-        case .serviceLogin, .apiAccessMergeComplete:
+        default:
             throw XignSdkError(.invalidManagerResponse, "the manager answered the approval with the result of another process")
         }
     }

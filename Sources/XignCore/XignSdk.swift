@@ -83,8 +83,7 @@ public struct XignSdk {
                 outcome = .alreadyGoneAtManager
             }
         }
-        try store.update { contents in contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier } }
-        try? keys.store(for: entity.keyKind).delete(entity.keyReference)
+        try store.forget(entity, keys: keys)
         return outcome
     }
 

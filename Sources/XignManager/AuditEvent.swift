@@ -3,6 +3,8 @@ public struct AuditEvent: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case login, loginFailure, lockout, unlock, enrolment, revocation
         case accountCreated, loginNameSet, hostGroupsSet, hostAdded, hostJoined, hostRemoved
+        /// The api access processes a device finished.
+        case pinChanged, activationRequested, accountDeleted, factorAdded
         /// A row written by a newer manager.
         case unknown
     }

@@ -22,6 +22,12 @@ extension IdentityManager {
         public var state: String
         public var deviceId: String?
         public var keyKind: String?
+        /// The device that holds the activation (Nevis's device information); nil while none does.
+        public var deviceName: String?
+        public var platform: String?
+        public var factors: [AuthenticatorType]?
+        public var enrolledAt: Int64?
+        public var lastUsedAt: Int64?
         public var failedAttempts: Int
         public var lockedUntil: Int64
         public var permanentlyLocked: Bool

@@ -5,9 +5,6 @@ import XignProtocol
 
 /// InApp authentication in three round trips: start, finish (device-signed, PIN checked), token.
 extension IdentityManager {
-    /// What every device enrolled here can give. Biometrics need their own enrolment, which Linux devices do not have yet.
-    static let enrolledFactors: Set<AuthenticatorType> = [.device, .pin]
-
     /// A device that still holds its activation, or the error that says to personalize again.
     static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
         guard let device = try await store.device(id, holdingItsActivation: true) else {
@@ -32,6 +29,7 @@ extension IdentityManager {
     func service(_ id: String) throws -> ManagerConfiguration.Service {
         if id == APIPath.mergeService { return Self.mergeService }
         if id == APIPath.confirmService { return Self.confirmService }
+        if let builtIn = Self.apiAccessServices[id] { return builtIn }
         guard let service = configuration.services.first(where: { $0.id == id }) else {
             throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
         }
@@ -87,7 +85,7 @@ extension IdentityManager {
                     expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
                     roles: service.roles.map { role in
                         // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
-                        let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: Self.enrolledFactors) }
+                        let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: device.factors) }
                         return RoleMessage(name: role.name, requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
                     },
                     attributes: service.attributes.map { attribute in
@@ -122,7 +120,8 @@ extension IdentityManager {
         }
         let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let authentication = try await database.transaction { store -> ManagerStore.PendingAuthentication in
+        let (authentication, enrolledFactors) = try await database.transaction {
+            store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -134,7 +133,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return pending
+            return (pending, device.factors)
         }
         let service = try service(authentication.service)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -144,9 +143,10 @@ extension IdentityManager {
         guard role.requestedAuthenticators.contains(where: { Set($0) == given }) else {
             throw ManagerError.badRequest("the factors \(request.factors.map(\.rawValue)) match no combination role \(role.name) accepts")
         }
-        guard given.isSubset(of: Self.enrolledFactors) else {
+        guard given.isSubset(of: enrolledFactors) else {
             throw ManagerError.badRequest(
-                "this device has not enrolled \(given.subtracting(Self.enrolledFactors).map(\.rawValue).sorted().joined(separator: ", "))")
+                "this device has not enrolled \(given.subtracting(enrolledFactors).map(\.rawValue).sorted().joined(separator: ", ")); add it first (the add factor process)"
+            )
         }
         let missing = try await checkAttributes(request, service: service, activationId: authentication.activationId)
 
@@ -183,6 +183,11 @@ extension IdentityManager {
             result.mergedEmail = try await merge(session: mergeSession, into: authentication.activationId)
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
+        if let process = ApiAccessProcess(service: service.id) {
+            result.outcome = .apiAccess
+            result.apiAccess = try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role.name)
+            return try sign(result, type: SignedAnswerType.authenticationResult)
+        }
         if let confirmationId = authentication.confirmationId {
             result.outcome = .userLogin
             result.userLogin = try await approve(confirmationId, for: authentication, role: role.name)
@@ -196,6 +201,7 @@ extension IdentityManager {
         try await database.transaction { store in
             try await store.recordServiceLogin(
                 request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
+            try await store.recordUse(ofDevice: authentication.deviceId, at: codeIssuedAt)
             try await store.recordAudit(
                 AuditEvent(
                     at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId,
@@ -237,6 +243,7 @@ extension IdentityManager {
                     host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)",
                     actor: "device \(deviceId)"
                 ))
+            try await store.recordUse(ofDevice: deviceId, at: Self.now())
             return confirmation
         }
         signals.signal("confirmation:\(confirmationId)")
@@ -292,6 +299,9 @@ extension IdentityManager {
         let token = try await database.transaction { store -> LoginTokenMessage in
             guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
+            }
+            guard ApiAccessProcess(service: grant.service) == nil else {
+                throw ManagerError(.conflict, .challengeInvalid, "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
             let service = try self.service(grant.service)

@@ -91,16 +91,7 @@ extension IdentityManager {
         var newActivation: ActivationSecrets?
         if request.mode == .newActivation {
             guard let trigger = request.newActivation else { throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN") }
-            let verdict = configuration.pinPolicy.validate(trigger.pin)
-            guard verdict == .valid else {
-                throw ManagerError(
-                    .unprocessableContent, .pinPolicy, "the new activation PIN does not meet the PIN policy (\(verdict.rawValue))",
-                    pinError: verdict.rawValue)
-            }
-            if let alias = trigger.alias, configuration.aliasPolicy.validate(alias) != .valid {
-                throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])
-            }
+            try checkNewActivationTrigger(trigger)
             newActivation = try makeActivation(pin: trigger.pin)
         }
         let deviceId = try SecureRandom.identifier()

@@ -192,7 +192,8 @@ public struct PAMLogin {
             if lock.isPermanent { return lockedOut(permanent: true, until: lock.lockedUntil) }
             tell("Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
             return (PAM_AUTH_ERR, "wrong-pin")
-        case .apiAccessMergeComplete, .userLogin:
+        case .apiAccessMergeComplete, .userLogin, .apiAccessChangePin, .apiAccessRequestNewActivationData, .apiAccessDelete,
+            .apiAccessAddFactor:
             log(LOG_ERR, "the manager answered a login with the result of another process")
             return (PAM_AUTH_ERR, "refused")
         case .serviceLogin(let login):

@@ -149,6 +149,8 @@ public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
     case mergeComplete
     /// A login confirmation was approved: the host that asked may let the user in.
     case userLogin
+    /// An api access process (change PIN, new activation, delete, add factor) may be finished with the grant.
+    case apiAccess
 }
 
 /// What a device that approved a login confirmation learns.
@@ -197,6 +199,7 @@ public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
     public var mergedEmail: String?
     /// userLogin: the confirmation that was approved.
     public var userLogin: UserLoginMessage?
+    public var apiAccess: ApiAccessGrantMessage?
 
     public init(nonce: String, outcome: AuthenticationOutcome) {
         self.nonce = nonce

@@ -206,6 +206,10 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "Only this account.") var email: String?
         @Flag(help: "Print JSON.") var json = false
 
+        static func date(_ milliseconds: Int64?) -> String {
+            milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000).ISO8601Format() } ?? "never"
+        }
+
         func run() async throws {
             let activations = try await options.withManager { try await $0.activations(email: email) }
             if json { return try printJSON(activations) }
@@ -216,7 +220,11 @@ struct Admin: AsyncParsableCommand {
                 } else if a.lockedUntil > Int64(Date().timeIntervalSince1970 * 1000) {
                     lock = "locked until \(Date(timeIntervalSince1970: Double(a.lockedUntil) / 1000))"
                 }
-                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state)\t\(a.keyKind ?? "-")\t\(a.failedAttempts) failure(s), \(lock)")
+                let device = a.deviceName.map { name in
+                    "\(name) (\(a.platform ?? "-"), \(a.keyKind ?? "-") key, \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
+                        + ", enrolled \(Self.date(a.enrolledAt)), last used \(Self.date(a.lastUsedAt))"
+                }
+                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)")
             }
         }
     }

@@ -10,32 +10,55 @@ struct List: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the identity managers this machine is personalized for.")
 
     @OptionGroup var common: CommonOptions
+    @Flag(help: "Also ask each manager for every device of the account: name, platform, key, factors, enrolment and last use.")
+    var devices = false
 
     func run() throws {
         try reportingErrors(json: common.json) {
-            let store = IdentityManagerStore(directory: try common.loadConfiguration().stateDirectory)
-            let entries = try store.list()
+            let sdk = try common.sdk(user: nil)
+            let entries = try sdk.store.list()
+            let accountDevices = try devices ? entries.map { try sdk.accountDevices(idmIdentifier: $0.idmIdentifier) } : nil
             if common.json {
                 Output(json: true).emit([
                     "identityManagers": .array(
-                        entries.map { entity in
-                            .object([
+                        entries.enumerated().map { index, entity in
+                            var fields: [String: JSONValue] = [
                                 "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
                                 "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
                                 "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind),
-                                "personalizedAt": .string(Date(timeIntervalSince1970: Double(entity.personalizedAt) / 1000).iso8601),
-                            ])
+                                "personalizedAt": .string(Self.date(entity.personalizedAt)),
+                            ]
+                            if let accountDevices { fields["devices"] = .array(accountDevices[index].map(Self.json)) }
+                            return .object(fields)
                         })
                 ])
                 return
             }
             if entries.isEmpty { print("This machine is not personalized yet. Start with `xign-setup register`.") }
-            for entity in entries {
+            for (index, entity) in entries.enumerated() {
                 printSanitized(
                     "\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key"
                 )
+                for device in accountDevices?[index] ?? [] {
+                    let mark = device.deviceId == entity.idmIdentifier ? "*" : " "
+                    printSanitized(
+                        "  \(mark) \(device.name)  \(device.platform)  \(device.keyKind.rawValue) key  \(device.factors.map(\.rawValue).joined(separator: "+"))"
+                            + "  \"\(device.activationAlias)\"  enrolled \(Self.date(device.enrolledAt))  last used \(device.lastUsedAt.map(Self.date) ?? "never")"
+                    )
+                }
             }
         }
+    }
+
+    static func date(_ milliseconds: Int64) -> String { Date(timeIntervalSince1970: Double(milliseconds) / 1000).iso8601 }
+
+    static func json(_ device: DeviceSummary) -> JSONValue {
+        .object([
+            "deviceId": .string(device.deviceId), "activationAlias": .string(device.activationAlias), "name": .string(device.name),
+            "platform": .string(device.platform), "keyKind": .string(device.keyKind.rawValue),
+            "factors": .array(device.factors.map { .string($0.rawValue) }), "enrolledAt": .string(date(device.enrolledAt)),
+            "lastUsedAt": device.lastUsedAt.map { .string(date($0)) } ?? .null,
+        ])
     }
 }
 

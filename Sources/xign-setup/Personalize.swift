@@ -162,8 +162,8 @@ struct Personalize: ParsableCommand {
             ])
         case .lockout(let lock, _):
             throw reportLockout(lock, output: output)
-        case .serviceLogin, .userLogin:
-            throw XignSdkError(.invalidManagerResponse, "the manager answered the merge with a login")
+        default:
+            throw XignSdkError(.invalidManagerResponse, "the manager answered the merge with the result of another process")
         }
     }
 

@@ -19,7 +19,10 @@ struct SetupCommand: ParsableCommand {
             5 registration rejected, 64 bad usage.
             """,
         version: XignCoreVersion.string,
-        subcommands: [Register.self, Personalize.self, List.self, QR.self, Remove.self, Doctor.self, Host.self, Approve.self, Agent.self]
+        subcommands: [
+            Register.self, Personalize.self, List.self, ChangePin.self, NewActivation.self, DeleteAccount.self, QR.self, Remove.self, Doctor.self,
+            Host.self, Approve.self, Agent.self,
+        ]
     )
 }
 

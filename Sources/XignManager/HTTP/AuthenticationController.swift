@@ -12,6 +12,9 @@ struct AuthenticationController<Context: RequestContext> {
         router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
             Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
         }
+        router.post(RouterPath(APIPath.apiAccess)) { request, _ in
+            Response.jose(try await manager.finishApiAccess(body: try await request.collectBody(), signature: request.signatureHeader))
+        }
         router.post(RouterPath(APIPath.token)) { request, _ in
             Response.jose(try await manager.token(try await request.decodeBody(as: TokenRequest.self)))
         }

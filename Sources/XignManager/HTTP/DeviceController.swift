@@ -12,5 +12,8 @@ struct DeviceController<Context: RequestContext> {
         router.post(RouterPath(APIPath.deviceRevocations)) { request, _ in
             Response.jose(try await manager.revoke(body: try await request.collectBody(), signature: request.signatureHeader))
         }
+        router.post(RouterPath(APIPath.accountDevices)) { request, _ in
+            Response.jose(try await manager.accountDevices(body: try await request.collectBody(), signature: request.signatureHeader))
+        }
     }
 }

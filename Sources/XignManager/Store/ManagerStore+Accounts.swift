@@ -108,6 +108,39 @@ extension ManagerStore {
         try await sql.raw("INSERT INTO account_emails (email, account_id) VALUES (\(bind: account.email), \(bind: target))").run()
     }
 
+    /// Every address of the account: the one it registered with and those merged into it.
+    func emails(ofAccount accountId: String) async throws -> [String] {
+        try await sql.raw(
+            """
+            SELECT email FROM accounts WHERE id = \(bind: accountId) UNION SELECT email FROM account_emails WHERE account_id = \(bind: accountId)
+            """
+        ).all().map { try $0.decode(column: "email", as: String.self) }
+    }
+
+    /// Deletes the account with everything that hangs on it (activations, devices, sessions, confirmations, addresses),
+    /// its queued mail and its audit entries. Returns how many devices held an activation.
+    func deleteAccount(_ accountId: String) async throws -> Int {
+        let emails = try await emails(ofAccount: accountId)
+        let devices =
+            try await sql.raw(
+                """
+                SELECT COUNT(*) AS n FROM devices d JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id
+                WHERE a.account_id = \(bind: accountId) AND d.revoked = 0
+                """
+            ).first()?.decode(column: "n", as: Int.self) ?? 0
+        try await sql.raw(
+            """
+            DELETE FROM audit_events WHERE activation_id IN (SELECT id FROM activations WHERE account_id = \(bind: accountId))
+            """
+        ).run()
+        for email in emails {
+            try await sql.raw("DELETE FROM audit_events WHERE email = \(bind: email)").run()
+            try await sql.raw("DELETE FROM mail_queue WHERE recipient = \(bind: email)").run()
+        }
+        try await sql.raw("DELETE FROM accounts WHERE id = \(bind: accountId)").run()
+        return devices
+    }
+
     func accountSummaries() async throws -> [IdentityManager.AccountSummary] {
         var hostGroups: [String: [String]] = [:]
         for row in try await sql.raw(

@@ -121,6 +121,18 @@ extension ManagerStore {
         ).run()
     }
 
+    /// One PIN for every activation of the account; returns how many there are.
+    func setPIN(_ pin: PINVerifier, ofAccount accountId: String) async throws -> Int {
+        try await sql.raw(
+            """
+            UPDATE activations SET pin_salt = \(bind: Base64URL.encode(pin.salt)), pin_verifier = \(bind: Base64URL.encode(pin.value)),
+                   pin_iterations = \(bind: pin.iterations), pin_pepper = \(bind: pin.pepper.rawValue)
+            WHERE account_id = \(bind: accountId) AND state <> 'revoked'
+            RETURNING id
+            """
+        ).all().count
+    }
+
     func markRevoked(activationId: String) async throws {
         try await sql.raw("UPDATE activations SET state = 'revoked', device_id = NULL WHERE id = \(bind: activationId)").run()
     }
@@ -182,7 +194,8 @@ extension ManagerStore {
         let filter = email.map { SQLQueryString("WHERE c.email = \(bind: $0.lowercased())") } ?? SQLQueryString("")
         return try await sql.raw(
             """
-            SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, a.failed_attempts, a.locked_until, a.permanently_locked
+            SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, d.name, d.platform, d.factors, d.created_at, d.last_used_at,
+                   a.failed_attempts, a.locked_until, a.permanently_locked
             FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
             \(filter) ORDER BY a.created_at
             """
@@ -194,6 +207,11 @@ extension ManagerStore {
                 state: try row.decode(column: "state", as: String.self),
                 deviceId: try row.decode(column: "device_id", as: String?.self),
                 keyKind: try row.decode(column: "key_kind", as: String?.self),
+                deviceName: try row.decode(column: "name", as: String?.self),
+                platform: try row.decode(column: "platform", as: String?.self),
+                factors: try row.decode(column: "factors", as: String?.self).map { AuthenticatorType.allCases.filter(Self.factors($0).contains) },
+                enrolledAt: try row.decode(column: "created_at", as: Int64?.self),
+                lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
                 failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),
                 lockedUntil: try row.decode(column: "locked_until", as: Int64.self),
                 permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0

@@ -20,6 +20,13 @@ extension ManagerStore {
         var activationId: String
         var publicKey: P256PublicKey
         var keyKind: KeyKind
+        /// Every factor the device can sign with: device and PIN, and those it added.
+        var factors: Set<AuthenticatorType>
+    }
+
+    /// The factors column holds the added ones, comma-separated; unknown names (a newer manager's) are skipped.
+    static func factors(_ column: String) -> Set<AuthenticatorType> {
+        Set(column.split(separator: ",").compactMap { AuthenticatorType(rawValue: String($0)) }).union([.device, .pin])
     }
 
     func insertDevice(_ device: NewDevice) async throws {
@@ -38,7 +45,7 @@ extension ManagerStore {
         guard
             let row = try await sql.raw(
                 """
-                SELECT d.id, d.activation_id, d.public_key, d.key_kind FROM devices d JOIN activations a ON a.id = d.activation_id
+                SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors FROM devices d JOIN activations a ON a.id = d.activation_id
                 WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
                 """
             ).first()
@@ -50,8 +57,37 @@ extension ManagerStore {
         }
         return DeviceRecord(
             id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
-            keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software
+            keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software,
+            factors: Self.factors(try row.decode(column: "factors", as: String.self))
         )
+    }
+
+    func recordUse(ofDevice id: String, at time: Int64) async throws {
+        try await sql.raw("UPDATE devices SET last_used_at = \(bind: time) WHERE id = \(bind: id)").run()
+    }
+
+    func setFactors(_ factors: Set<AuthenticatorType>, ofDevice id: String) async throws {
+        let added = factors.subtracting([.device, .pin]).map(\.rawValue).sorted().joined(separator: ",")
+        try await sql.raw("UPDATE devices SET factors = \(bind: added) WHERE id = \(bind: id)").run()
+    }
+
+    /// The devices that hold an activation of the account, oldest first.
+    func devices(ofAccount accountId: String) async throws -> [DeviceSummaryMessage] {
+        try await sql.raw(
+            """
+            SELECT d.id, a.alias, d.name, d.platform, d.key_kind, d.factors, d.created_at, d.last_used_at
+            FROM devices d JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id AND a.state = 'personalized'
+            WHERE a.account_id = \(bind: accountId) AND d.revoked = 0 ORDER BY d.created_at, d.id
+            """
+        ).all().map { row in
+            DeviceSummaryMessage(
+                deviceId: try row.decode(column: "id", as: String.self), activationAlias: try row.decode(column: "alias", as: String.self),
+                name: try row.decode(column: "name", as: String.self), platform: try row.decode(column: "platform", as: String.self),
+                keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software,
+                factors: AuthenticatorType.allCases.filter(Self.factors(try row.decode(column: "factors", as: String.self)).contains),
+                enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self)
+            )
+        }
     }
 
     func revokeDevice(_ id: String) async throws {

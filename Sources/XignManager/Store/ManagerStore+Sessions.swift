@@ -157,16 +157,27 @@ extension ManagerStore {
 
     /// Uses up an authorization code; nil when it is unknown, expired or used.
     func redeemAuthorizationCode(_ code: String, now: Int64) async throws -> CodeGrant? {
-        guard
-            let row = try await sql.raw(
-                """
-                UPDATE authentications SET code = NULL
-                WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
-                RETURNING device_id, service, role, host, local_user, attributes
-                """
-            ).first()
-        else { return nil }
-        return CodeGrant(
+        try await sql.raw(
+            """
+            UPDATE authentications SET code = NULL
+            WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
+            RETURNING device_id, service, role, host, local_user, attributes
+            """
+        ).first().map(Self.codeGrant)
+    }
+
+    /// What an unused, unexpired code stands for, without using it up.
+    func authorizationCode(_ code: String, now: Int64) async throws -> CodeGrant? {
+        try await sql.raw(
+            """
+            SELECT device_id, service, role, host, local_user, attributes FROM authentications
+            WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
+            """
+        ).first().map(Self.codeGrant)
+    }
+
+    private static func codeGrant(_ row: any SQLRow) throws -> CodeGrant {
+        CodeGrant(
             deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
             role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
             localUser: try row.decode(column: "local_user", as: String.self), attributes: try row.decode(column: "attributes", as: String?.self)

@@ -4,8 +4,14 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability]
+    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation]
     static var version: Int { migrations.count }
+
+    /// Device information (Nevis): when each device last authenticated, and the factors it enrolled beyond device and PIN.
+    static let deviceInformation = [
+        "ALTER TABLE devices ADD COLUMN last_used_at BIGINT",
+        "ALTER TABLE devices ADD COLUMN factors TEXT NOT NULL DEFAULT ''",
+    ]
 
     /// Which pepper keys each PIN verifier, and the audit of security events (kept `audit.keep`, then deleted).
     static let observability = [

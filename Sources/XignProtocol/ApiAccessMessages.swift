@@ -1,0 +1,166 @@
+import FoundationEssentials
+
+// The seeds' api access processes: an authentication with the device and the PIN at a built-in service
+// ends in a single-use grant, and the device then finishes the process at /v1/api-access with it.
+
+extension APIPath {
+    public static let apiAccess = "/v1/api-access"
+    /// The devices of the caller's account (device information); device-signed over a /v1/challenges challenge.
+    public static let accountDevices = "/v1/devices/list"
+}
+
+extension SignedAnswerType {
+    public static let apiAccess = "xign-api-access+jwt"
+    public static let accountDevices = "xign-devices+jwt"
+}
+
+/// The processes an authentication can open instead of a login.
+public enum ApiAccessProcess: String, Codable, Sendable, CaseIterable {
+    case changePin
+    case requestNewActivation
+    case delete
+    case addFactor
+
+    /// The built-in service an authentication for this process names.
+    public var service: String {
+        switch self {
+        case .changePin: "change-pin"
+        case .requestNewActivation: "new-activation"
+        case .delete: "delete"
+        case .addFactor: "add-factor"
+        }
+    }
+
+    public init?(service: String) {
+        guard let process = Self.allCases.first(where: { $0.service == service }) else { return nil }
+        self = process
+    }
+}
+
+/// In an authentication result: the grant that finishes the process.
+public struct ApiAccessGrantMessage: Codable, Equatable, Sendable {
+    public var process: ApiAccessProcess
+    /// Single use; the device signs the finishing request over it.
+    public var grant: String
+    public var issuedAt: Int64
+    public var expiresAt: Int64
+    /// changePin and requestNewActivation: the policy the new PIN must meet.
+    public var pinSpec: PinPolicyMessage?
+    /// requestNewActivation: the policy of the new activation's alias.
+    public var aliasSpec: AliasPolicyMessage?
+    /// requestNewActivation: whether the manager can mail the activation data.
+    public var canSendEmail: Bool?
+
+    public init(process: ApiAccessProcess, grant: String, issuedAt: Int64, expiresAt: Int64) {
+        self.process = process
+        self.grant = grant
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Device-signed over the grant. Exactly the field of the grant's process is set.
+public struct ApiAccessRequest: Codable, Equatable, Sendable {
+    public var grant: String
+    public var nonce: String
+    /// changePin.
+    public var newPin: String?
+    /// requestNewActivation.
+    public var newActivation: NewActivationMessage?
+    /// addFactor.
+    public var factor: AuthenticatorType?
+
+    public init(grant: String, nonce: String, newPin: String? = nil, newActivation: NewActivationMessage? = nil, factor: AuthenticatorType? = nil) {
+        self.grant = grant
+        self.nonce = nonce
+        self.newPin = newPin
+        self.newActivation = newActivation
+        self.factor = factor
+    }
+}
+
+/// The new activation a requestNewActivation made: its data goes to the other machine.
+public struct NewActivationDataMessage: Codable, Equatable, Sendable {
+    public var activationId: String
+    public var alias: String
+    /// The activation data as a link (`xign-setup personalize` reads it; a QR code carries it).
+    public var activationData: String
+    public var mailQueued: Bool
+
+    public init(activationId: String, alias: String, activationData: String, mailQueued: Bool) {
+        self.activationId = activationId
+        self.alias = alias
+        self.activationData = activationData
+        self.mailQueued = mailQueued
+    }
+}
+
+/// The signed answer of /v1/api-access.
+public struct ApiAccessResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var process: ApiAccessProcess
+    public var deviceId: String
+    /// changePin: how many activations of the account the new PIN now unlocks.
+    public var activationsWithNewPin: Int?
+    public var newActivation: NewActivationDataMessage?
+    /// addFactor: every factor the device can now sign with.
+    public var factors: [AuthenticatorType]?
+    /// delete: how many devices of the account were revoked with it.
+    public var revokedDevices: Int?
+
+    public init(nonce: String, process: ApiAccessProcess, deviceId: String) {
+        self.nonce = nonce
+        self.process = process
+        self.deviceId = deviceId
+    }
+}
+
+/// Device-signed over a /v1/challenges challenge.
+public struct AccountDevicesRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var nonce: String
+
+    public init(deviceId: String, challenge: String, nonce: String) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.nonce = nonce
+    }
+}
+
+/// One device of an account (the seeds' device information).
+public struct DeviceSummaryMessage: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var activationAlias: String
+    public var name: String
+    public var platform: String
+    public var keyKind: KeyKind
+    public var factors: [AuthenticatorType]
+    public var enrolledAt: Int64
+    /// nil until the device first authenticates.
+    public var lastUsedAt: Int64?
+
+    public init(
+        deviceId: String, activationAlias: String, name: String, platform: String, keyKind: KeyKind, factors: [AuthenticatorType],
+        enrolledAt: Int64, lastUsedAt: Int64?
+    ) {
+        self.deviceId = deviceId
+        self.activationAlias = activationAlias
+        self.name = name
+        self.platform = platform
+        self.keyKind = keyKind
+        self.factors = factors
+        self.enrolledAt = enrolledAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+public struct AccountDevicesMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var devices: [DeviceSummaryMessage]
+
+    public init(nonce: String, devices: [DeviceSummaryMessage]) {
+        self.nonce = nonce
+        self.devices = devices
+    }
+}

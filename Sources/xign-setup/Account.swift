@@ -1,0 +1,149 @@
+import ArgumentParser
+import FoundationEssentials
+import XignCore
+import XignProtocol
+import XignTerminal
+
+/// The api access processes: each confirms with this machine's device key and the current PIN first.
+struct ApiAccessOptions: ParsableArguments {
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var pins: PinSource
+    @Argument(help: "The idmIdentifier, as `xign-setup list` shows it; may be left out when this machine holds one enrolment.")
+    var idmIdentifier: String?
+
+    /// Confirms the process with device and PIN; a wrong PIN ends the command with the lockout (exit 2).
+    func authenticate(_ process: ApiAccessProcess, sdk: XignSdk, output: Output) throws -> AuthenticationResult {
+        let entity = try enrolment(sdk)
+        let authenticator = sdk.authenticator
+        let request = try authenticator.startApiAccessSynchronous(process, idmIdentifier: entity.idmIdentifier)
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager asks for information a \(process.rawValue) cannot give")
+        }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor(try pins.read("Current PIN of \(entity.accountEmail): ")))
+        let result = try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        if case .lockout(let lock, _) = result { throw reportLockout(lock, output: output) }
+        return result
+    }
+
+    private func enrolment(_ sdk: XignSdk) throws -> IdentityManagerEntity {
+        if let idmIdentifier { return try sdk.entity(idmIdentifier) }
+        let entries = try sdk.store.list().filter { $0.localUser == sdk.localUser }
+        guard entries.count == 1, let only = entries.first else {
+            throw ValidationError(
+                entries.isEmpty
+                    ? "this machine holds no enrolment; personalize it first"
+                    : "this machine holds \(entries.count) enrolments; name one: \(entries.map(\.idmIdentifier).joined(separator: ", "))")
+        }
+        return only
+    }
+
+    var interactive: Bool { pins.descriptor == nil && Terminal.isInteractive }
+}
+
+struct ChangePin: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change the PIN, confirmed with the current one.",
+        discussion: "The new PIN holds for every device of the account. A wrong current PIN counts toward the lockout like a failed login."
+    )
+
+    @OptionGroup var options: ApiAccessOptions
+
+    func run() throws {
+        let output = Output(json: options.common.json)
+        try reportingErrors(json: options.common.json) {
+            let sdk = try options.common.sdk(user: nil)
+            guard case .apiAccessChangePin(let change) = try options.authenticate(.changePin, sdk: sdk, output: output) else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered the PIN change with the result of another process")
+            }
+            try options.pins.choose(change.pinSpec, prompt: "New PIN", interactive: options.interactive)
+            let activations = try sdk.personalizer().finishChangePin(request: change)
+            output.say(
+                activations == 1
+                    ? "PIN changed."
+                    : "PIN changed for all \(activations) activations of the account: every device of it uses the new PIN from now on.")
+            output.emit(["status": .string("changed"), "idmIdentifier": .string(change.idmIdentifier), "activations": .int(activations)])
+        }
+    }
+}
+
+struct NewActivation: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "new-activation",
+        abstract: "Request a new activation of the account for another machine; this one keeps working.",
+        discussion: "Personalize the other machine with the link (or the QR code, or the mail) and the activation PIN chosen here."
+    )
+
+    @OptionGroup var options: ApiAccessOptions
+    @Option(help: "A name for the new activation.") var alias: String?
+    @Flag(help: "Also mail the activation data to the account's address.") var sendEmail = false
+    @Flag(help: "Print the link only, no QR code.") var noQr = false
+
+    func run() throws {
+        let output = Output(json: options.common.json)
+        try reportingErrors(json: options.common.json) {
+            let sdk = try options.common.sdk(user: nil)
+            guard case .apiAccessRequestNewActivationData(let trigger) = try options.authenticate(.requestNewActivation, sdk: sdk, output: output)
+            else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered the new activation with the result of another process")
+            }
+            if let alias {
+                let check = trigger.setAlias(alias)
+                guard check == .valid else { throw XignSdkError(.invalidInput, trigger.validatorAlias.explain(check)) }
+            }
+            try options.pins.choose(trigger.pinSpec, prompt: "Activation PIN for the new machine", interactive: options.interactive)
+            trigger.shouldSendEmail = sendEmail
+            let made = try sdk.personalizer().finishRequestNewActivationData(request: trigger)
+            output.say("New activation \"\(made.alias)\". On the other machine, run `xign-setup personalize` with this link:")
+            output.say(made.payload.deepLink)
+            if !noQr && !options.common.json {
+                do {
+                    print(
+                        try QRRenderer.render(
+                            made.payload.deepLink, style: .utf8, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 1),
+                        terminator: "")
+                } catch {
+                    Terminal.write("(QR code not shown: \(error))\n")
+                }
+            }
+            if made.mailQueued { output.say("The activation data was also mailed to the account's address.") }
+            output.emit([
+                "status": .string("requested"), "activationId": .string(made.activationId), "alias": .string(made.alias),
+                "activationData": .string(made.payload.deepLink), "mailQueued": .bool(made.mailQueued),
+            ])
+        }
+    }
+}
+
+struct DeleteAccount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete the account at the manager: every device of it stops working, and this machine forgets it.",
+        discussion: "Confirmed with the current PIN. Only the manager's audit keeps a note that the account was deleted."
+    )
+
+    @OptionGroup var options: ApiAccessOptions
+    @Flag(help: "Do not ask; needed when there is no terminal.") var yes = false
+
+    func run() throws {
+        let output = Output(json: options.common.json)
+        try reportingErrors(json: options.common.json) {
+            let sdk = try options.common.sdk(user: nil)
+            guard case .apiAccessDelete(let deletion) = try options.authenticate(.delete, sdk: sdk, output: output) else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered the deletion with the result of another process")
+            }
+            if !yes {
+                guard Terminal.isInteractive else { throw ValidationError("pass --yes to delete without a terminal to confirm at") }
+                let typed = try Terminal.ask("This deletes \(deletion.accountEmail) and all its devices. Type the address to confirm: ")
+                guard typed.trimmingCharacters(in: .whitespaces).lowercased() == deletion.accountEmail.lowercased() else {
+                    output.say("Nothing was deleted.")
+                    output.emit(["status": .string("cancelled")])
+                    return
+                }
+            }
+            let devices = try sdk.personalizer().finishDeletion(request: deletion)
+            output.say("Deleted \(deletion.accountEmail) with \(devices) device(s); this machine forgot it.")
+            output.emit(["status": .string("deleted"), "idmIdentifier": .string(deletion.idmIdentifier), "revokedDevices": .int(devices)])
+        }
+    }
+}

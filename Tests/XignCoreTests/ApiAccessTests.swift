@@ -1,0 +1,201 @@
+import Foundation
+import Synchronization
+import Testing
+import XignProtocol
+import XignTestSupport
+
+@testable import XignCore
+
+/// Change PIN, new activation, delete and add factor (the seeds' api access results) through the real manager.
+@Suite struct ApiAccessTests {
+    let logins = AuthenticationTests()
+
+    func enrolled(_ fixture: Fixture, _ email: String) throws -> (XignSdk, String) {
+        let result = try fixture.personalize(try fixture.register(email))
+        return (try fixture.sdk(), result.idmIdentifier)
+    }
+
+    /// Confirms `process` with device and `pin`, as xign-setup does.
+    func confirm(_ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String) throws -> AuthenticationResult {
+        let authenticator = sdk.authenticator
+        let request = try authenticator.startApiAccessSynchronous(process, idmIdentifier: id)
+        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            throw TestFailure("attributes not confirmed")
+        }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor(pin))
+        return try authenticator.finishAuthenticationSynchronous(userInfo: information)
+    }
+
+    func changePin(_ sdk: XignSdk, _ id: String, from old: String, to new: String) throws -> Int {
+        guard case .apiAccessChangePin(let change) = try confirm(.changePin, sdk, id, pin: old) else {
+            throw TestFailure("expected apiAccessChangePin")
+        }
+        try expectSetPin(change.pinSpec.setPin(new))
+        return try sdk.personalizer().finishChangePin(request: change)
+    }
+
+    func isServiceLogin(_ sdk: XignSdk, _ id: String, pin: String) throws -> Bool {
+        if case .serviceLogin = try logins.login(sdk, id, pin: pin).0 { return true }
+        return false
+    }
+
+    @Test func aChangedPINLogsInAndTheOldOneIsAWrongPIN() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "change@example.org")
+        #expect(try changePin(sdk, id, from: "24680", to: "97531") == 1)
+        #expect(try isServiceLogin(sdk, id, pin: "97531"))
+        guard case .lockout(let lock, _) = try logins.login(sdk, id, pin: "24680").0 else {
+            Issue.record("the old PIN still logs in")
+            return
+        }
+        #expect(lock.failedAttempts == 1)
+        let audit = try fixture.manager.admin(["audit", "--json"]).stdout
+        #expect(audit.contains("pinChanged"))
+        #expect(!audit.contains("97531") && !audit.contains("24680"), "no PIN in the audit")
+    }
+
+    @Test func aWrongCurrentPINChargesTheLockoutAndChangesNothing() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "wrongold@example.org")
+        guard case .lockout(let lock, _) = try confirm(.changePin, sdk, id, pin: "11223") else {
+            Issue.record("a wrong current PIN opened the PIN change")
+            return
+        }
+        #expect(lock.failedAttempts == 1 && !lock.isPermanent)
+        #expect(try fixture.activations().first?["failedAttempts"] as? Int == 1)
+        Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
+        #expect(try isServiceLogin(sdk, id, pin: "24680"), "the PIN is unchanged")
+    }
+
+    @Test func theNewPINHoldsForEveryDeviceOfTheAccountAndMeetsThePolicy() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "twopin@example.org")
+        let (second, secondId, _) = try newActivation(fixture, sdk, id, pin: "25814")
+        guard case .apiAccessChangePin(let change) = try confirm(.changePin, sdk, id, pin: "24680") else {
+            Issue.record("expected apiAccessChangePin")
+            return
+        }
+        #expect(change.pinSpec.setPin("56789") == .sequence)
+        #expect(change.pinSpec.setPin("77777") == .similarDigits)
+        #expect(throws: XignSdkError.self) { _ = try sdk.personalizer().finishChangePin(request: change) }
+        try expectSetPin(change.pinSpec.setPin("86420"))
+        #expect(try sdk.personalizer().finishChangePin(request: change) == 2)
+        #expect(try isServiceLogin(second, secondId, pin: "86420"))
+        #expect(try isServiceLogin(sdk, id, pin: "86420"))
+    }
+
+    @Test func aGrantIsSpentOnceEvenInParallelAndIsNoAuthorizationCode() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "grant@example.org")
+        guard case .apiAccessChangePin(let change) = try confirm(.changePin, sdk, id, pin: "24680") else {
+            Issue.record("expected apiAccessChangePin")
+            return
+        }
+        let code = AuthorizationCode(code: change.grant.message.grant, idmIdentifier: id)
+        let data = AuthenticationInitializationData(idmIdentifier: id, service: "change-pin", host: "h", localUser: "alice")
+        #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.fetchToken(code, expecting: data) }
+        // The refusal rolled back: the grant still finishes its own process, once.
+        try expectSetPin(change.pinSpec.setPin("97531"))
+        #expect(try sdk.personalizer().finishChangePin(request: change) == 1)
+        #expect(throws: XignSdkError.self) { _ = try sdk.personalizer().finishChangePin(request: change) }
+
+        guard case .apiAccessChangePin(let again) = try confirm(.changePin, sdk, id, pin: "97531") else {
+            Issue.record("expected apiAccessChangePin")
+            return
+        }
+        try expectSetPin(again.pinSpec.setPin("86420"))
+        let successes = Mutex(0)
+        // Each thread its own SDK, all with the one grant: the manager must spend it once.
+        nonisolated(unsafe) let shared = again
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            if (try? fixture.sdk().personalizer().finishChangePin(request: shared)) != nil { successes.withLock { $0 += 1 } }
+        }
+        #expect(successes.withLock { $0 } == 1)
+        #expect(try isServiceLogin(sdk, id, pin: "86420"))
+    }
+
+    /// Requests a new activation on `sdk` and personalizes it in a second state directory.
+    func newActivation(
+        _ fixture: Fixture, _ sdk: XignSdk, _ id: String, pin: String, mail: Bool = false
+    ) throws -> (XignSdk, String, NewActivationData) {
+        guard case .apiAccessRequestNewActivationData(let trigger) = try confirm(.requestNewActivation, sdk, id, pin: "24680") else {
+            throw TestFailure("expected apiAccessRequestNewActivationData")
+        }
+        try expectSetPin(trigger.pinSpec.setPin(pin))
+        #expect(trigger.setAlias("Second laptop") == .valid)
+        trigger.shouldSendEmail = mail
+        let made = try sdk.personalizer().finishRequestNewActivationData(request: trigger)
+        let state = fixture.directory.file("second-\(made.activationId.prefix(8))")
+        let second = try fixture.sdk(stateDirectory: state)
+        let data = try PersonalizationInitializationData(parsing: made.payload.deepLink)
+        guard
+            case .newPersonalization(let parameters) = try second.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: pin)
+        else {
+            throw TestFailure("expected newPersonalization of the new activation")
+        }
+        #expect(parameters.activationAlias == "Second laptop")
+        return (second, try second.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters).idmIdentifier, made)
+    }
+
+    @Test func aNewActivationPersonalizesASecondMachineAndTheFirstKeepsWorking() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "second@example.org")
+        let firstLink = try fixture.manager.activationLink(for: "second@example.org")
+        let (second, secondId, made) = try newActivation(fixture, sdk, id, pin: "25814", mail: true)
+        #expect(made.mailQueued)
+        let mailed = try PersonalizationPayload(parsing: try fixture.manager.activationLink(for: "second@example.org"))
+        #expect(mailed.activationId == made.activationId && mailed.deepLink != firstLink, "the mail carries the new activation's own data")
+        #expect(try isServiceLogin(second, secondId, pin: "25814"))
+        #expect(try isServiceLogin(sdk, id, pin: "24680"))
+        let devices = try sdk.accountDevices(idmIdentifier: id)
+        #expect(Set(devices.map(\.deviceId)) == [id, secondId])
+        #expect(devices.allSatisfy { $0.lastUsedAt != nil && $0.keyKind == .software && $0.factors == [.device, .pin] })
+        #expect(devices.map(\.activationAlias).contains("Second laptop"))
+    }
+
+    @Test func aDeletionEndsEveryDeviceAndLeavesOnlyTheAuditOfIt() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "gone@example.org")
+        let (second, secondId, _) = try newActivation(fixture, sdk, id, pin: "25814", mail: true)
+        #expect(try isServiceLogin(second, secondId, pin: "25814"))
+        guard case .apiAccessDelete(let deletion) = try confirm(.delete, sdk, id, pin: "24680") else {
+            Issue.record("expected apiAccessDelete")
+            return
+        }
+        #expect(try sdk.personalizer().finishDeletion(request: deletion) == 2)
+        #expect(try sdk.store.list().isEmpty, "this machine forgot the enrolment")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sdk.store.keyDirectory).isEmpty, "and its key")
+        do {
+            _ = try logins.login(second, secondId, pin: "25814")
+            Issue.record("the other machine still logs in")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .deviceNotEnrolled)
+            #expect(error.message.contains("not enrolled"))
+        }
+        #expect(throws: XignSdkError.self) { _ = try logins.login(sdk, id, pin: "24680") }
+        for table in ["accounts", "activations", "devices", "account_emails", "authentications", "personalization_sessions", "mail_queue"] {
+            #expect(try fixture.manager.query("SELECT COUNT(*) FROM \(table)") == ["0"], "\(table) holds a row of the deleted account")
+        }
+        let audit = try fixture.manager.query("SELECT event, email FROM audit_events")
+        #expect(audit == ["accountDeleted|gone@example.org"])
+    }
+
+    @Test func anAddedFactorLetsARoleAskForIt() throws {
+        let fixture = try Fixture(
+            managerConfig: ManagerProcess.testConfig(
+                pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
+        let (sdk, id) = try enrolled(fixture, "factor@example.org")
+        guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
+            Issue.record("expected apiAccessAddFactor")
+            return
+        }
+        #expect(try sdk.personalizer().finishAddFactor(request: add, factor: .biometric) == [.device, .pin, .biometric])
+        let request = try sdk.authenticator.startAuthenticationSynchronous(
+            data: .init(idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
+        #expect(request.roles.first { $0.name == "strong" }?.requestedAuthenticators == [[.device, .pin, .biometric]])
+        #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin", "biometric"])
+        #expect(try sdk.accountDevices(idmIdentifier: id).first?.factors == [.device, .pin, .biometric])
+    }
+}
