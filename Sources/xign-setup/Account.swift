@@ -28,7 +28,7 @@ struct ApiAccessOptions: ParsableArguments {
 
     private func enrolment(_ sdk: XignSdk) throws -> IdentityManagerEntity {
         if let idmIdentifier { return try sdk.entity(idmIdentifier) }
-        let entries = try sdk.store.list().filter { $0.localUser == sdk.localUser }
+        let entries = try sdk.store.list()
         guard entries.count == 1, let only = entries.first else {
             throw ValidationError(
                 entries.isEmpty
@@ -127,13 +127,14 @@ struct DeleteAccount: ParsableCommand {
 
     func run() throws {
         let output = Output(json: options.common.json)
+        // Before the PIN is asked: a script that forgot --yes must not spend an attempt.
+        if !yes && !Terminal.isInteractive { throw ValidationError("pass --yes to delete without a terminal to confirm at") }
         try reportingErrors(json: options.common.json) {
             let sdk = try options.common.sdk(user: nil)
             guard case .apiAccessDelete(let deletion) = try options.authenticate(.delete, sdk: sdk, output: output) else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered the deletion with the result of another process")
             }
             if !yes {
-                guard Terminal.isInteractive else { throw ValidationError("pass --yes to delete without a terminal to confirm at") }
                 let typed = try Terminal.ask("This deletes \(deletion.accountEmail) and all its devices. Type the address to confirm: ")
                 guard typed.trimmingCharacters(in: .whitespaces).lowercased() == deletion.accountEmail.lowercased() else {
                     output.say("Nothing was deleted.")
