@@ -71,12 +71,18 @@ printf '%s\n%s\n' "$CODE" "$PIN" | "$BIN/xign-setup" approve --user demo --pin-s
 wait "$SERVER_LOGIN" || { cat "$WORK/server-login.out"; echo "the approved login failed" >&2; exit 1; }
 tail -n 1 "$WORK/server-login.out"
 
-step "A wrong PIN fails, and the lockout is shown"
-if printf '13570\n' | pamtester; then echo "a wrong PIN was accepted" >&2; exit 1; fi
-if printf '%s\n' "$PIN" | pamtester; then echo "the lockout did not hold" >&2; exit 1; fi
+step "Change the PIN, confirmed with the current one; then log in with the new PIN"
+NEW_PIN=97531
+printf '%s\n%s\n' "$PIN" "$NEW_PIN" | "$BIN/xign-setup" change-pin --pin-stdin --state-dir "$WORK/state"
+printf '%s\n' "$NEW_PIN" | pamtester
 
-step "What the manager knows"
+step "The old PIN is now a wrong PIN: it fails, and the lockout is shown"
+if printf '%s\n' "$PIN" | pamtester; then echo "the old PIN was accepted" >&2; exit 1; fi
+if printf '%s\n' "$NEW_PIN" | pamtester; then echo "the lockout did not hold" >&2; exit 1; fi
+
+step "What the manager knows: the activations, and the account's devices with their last use"
 "$BIN/xign-manager" admin activations --data-dir "$WORK/manager"
+"$BIN/xign-setup" list --devices --state-dir "$WORK/state"
 
 step "Remove: revoke at the manager and forget it here"
 ID=$("$BIN/xign-setup" list --state-dir "$WORK/state" --json | sed -n 's/.*"idmIdentifier" : "\([0-9a-f]*\)".*/\1/p')
