@@ -95,6 +95,8 @@ struct FuzzTarget {
             _ = try? decoder.decode(ConfirmationResultMessage.self, from: input)
             _ = try? decoder.decode(ConfirmationStateMessage.self, from: input)
             _ = try? decoder.decode(ConfirmationListMessage.self, from: input)
+            _ = try? decoder.decode(ApiAccessResultMessage.self, from: input)
+            _ = try? decoder.decode(AccountDevicesMessage.self, from: input)
             _ = try? decoder.decode(DaemonReply.self, from: input)
             _ = DisplayText.sanitized(String(decoding: input, as: UTF8.self))
         },
@@ -119,6 +121,8 @@ struct FuzzTarget {
             _ = try? decoder.decode(ConfirmationWithdrawalRequest.self, from: input)
             _ = try? decoder.decode(PendingConfirmationsRequest.self, from: input)
             _ = try? decoder.decode(ConfirmationDenialRequest.self, from: input)
+            _ = try? decoder.decode(ApiAccessRequest.self, from: input)
+            _ = try? decoder.decode(AccountDevicesRequest.self, from: input)
             _ = try? decoder.decode(DaemonRequest.self, from: input)
         },
     ]

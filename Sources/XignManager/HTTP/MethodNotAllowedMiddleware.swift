@@ -12,6 +12,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges, APIPath.deviceRevocations,
             APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
             APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal, APIPath.confirmationsPending, APIPath.confirmationDenial,
+            APIPath.apiAccess, APIPath.accountDevices,
         ] {
             methods[path] = .post
         }

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// /v1/api-access and /v1/devices/list over HTTP, every answer checked against docs/openapi.yaml.
+@Suite struct ApiAccessAPITests {
+    /// Confirms `process` with device and PIN; the grant.
+    func grant(_ api: API, _ device: (id: String, key: P256PrivateKey), _ process: ApiAccessProcess) throws -> String {
+        let started = try api.post(
+            APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: process.service, host: "h", localUser: "u", nonce: "s")
+        ).signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+        let request = AuthenticationFinishRequest(
+            authenticationId: started["authenticationId"] as? String ?? "", role: process.service, factors: [.device, .pin], pin: "24680",
+            attributeValues: [:], attributeSelections: [:], nonce: "f")
+        let body = try JSONEncoder.canonical.encode(request)
+        let answer = try api.call(
+            "POST", APIPath.authenticationFinish, body: body,
+            headers: [
+                (SignedRequest.signatureHeader, try sign(body, APIPath.authenticationFinish, started["challenge"] as? String ?? "", device.key))
+            ])
+        let result = try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)
+        guard result["outcome"] as? String == "apiAccess", let access = result["apiAccess"] as? [String: Any],
+            access["process"] as? String == process.rawValue, let grant = access["grant"] as? String
+        else { throw TestFailure("no grant: \(result)") }
+        return grant
+    }
+
+    func sign(_ body: Data, _ path: String, _ challenge: String, _ key: P256PrivateKey) throws -> String {
+        Base64URL.encode(try key.signature(for: SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)))
+    }
+
+    func finish(_ api: API, _ request: ApiAccessRequest, signer: P256PrivateKey?) throws -> API.Answer {
+        let body = try JSONEncoder.canonical.encode(request)
+        let headers = try signer.map { [(SignedRequest.signatureHeader, try sign(body, APIPath.apiAccess, request.grant, $0))] } ?? []
+        return try api.call("POST", APIPath.apiAccess, body: body, headers: headers)
+    }
+
+    @Test func aGrantNeedsTheDevicesSignatureTheRightFieldAndAValidPINAndIsSpentOnce() throws {
+        let api = API(manager: try ManagerProcess())
+        let device = try api.enrolDevice("grant-api@example.org")
+        let grant = try grant(api, device, .changePin)
+        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "97531"), signer: nil).status == 401)
+        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "97531"), signer: try P256PrivateKey()).status == 401)
+        let wrongField = try finish(api, ApiAccessRequest(grant: grant, nonce: "n", factor: .biometric), signer: device.key)
+        #expect(wrongField.status == 400)
+        let policy = try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "56789"), signer: device.key)
+        #expect(policy.status == 422 && policy.errorCode == "pinPolicy" && policy.error["pinError"] as? String == "sequence")
+        let tooLong = try finish(api, ApiAccessRequest(grant: String(repeating: "g", count: 129), nonce: "n", newPin: "97531"), signer: device.key)
+        #expect(tooLong.status == 400)
+
+        let changed = try finish(api, ApiAccessRequest(grant: grant, nonce: "n1", newPin: "97531"), signer: device.key)
+        #expect(changed.status == 200, "\(changed.json)")
+        let result = try changed.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)
+        #expect(result["nonce"] as? String == "n1" && result["activationsWithNewPin"] as? Int == 1 && result["deviceId"] as? String == device.id)
+        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n2", newPin: "86420"), signer: device.key).status == 409)
+        #expect(
+            try api.authenticate(device, pin: "97531").signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"]
+                as? String == "serviceLogin")
+    }
+
+    @Test(arguments: TestDatabase.allCases) func theDeviceListAndEveryProcessAnswerMatchTheSpec(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        let device = try api.enrolDevice("spec-api@example.org")
+        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        let challenge = try api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
+        let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: device.id, challenge: challenge, nonce: "d"))
+        let listed = try api.call(
+            "POST", APIPath.accountDevices, body: body,
+            headers: [(SignedRequest.signatureHeader, try sign(body, APIPath.accountDevices, challenge, device.key))])
+        let devices = try listed.signedPayload(key: try api.managerKey, type: SignedAnswerType.accountDevices)["devices"] as? [[String: Any]]
+        #expect(devices?.count == 1 && devices?.first?["name"] as? String == "test-host" && devices?.first?["lastUsedAt"] is Int)
+
+        let added = try finish(api, ApiAccessRequest(grant: try grant(api, device, .addFactor), nonce: "a", factor: .biometric), signer: device.key)
+        #expect(
+            try added.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["factors"] as? [String] == [
+                "device", "pin", "biometric",
+            ])
+        let trigger = NewActivationMessage(pin: "25814", alias: "Other", shouldSendEmail: false)
+        let made = try finish(
+            api, ApiAccessRequest(grant: try grant(api, device, .requestNewActivation), nonce: "r", newActivation: trigger), signer: device.key)
+        #expect(
+            (try made.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["newActivation"] as? [String: Any])?["alias"]
+                as? String == "Other")
+        let deleted = try finish(api, ApiAccessRequest(grant: try grant(api, device, .delete), nonce: "x"), signer: device.key)
+        #expect(try deleted.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["revokedDevices"] as? Int == 1)
+        #expect(
+            try api.post(
+                APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: "pam", host: "h", localUser: "u", nonce: "s")
+            ).status == 404)
+        for table in ["accounts", "activations", "devices", "authentications"] {
+            #expect(try api.manager.query("SELECT COUNT(*) FROM \(table)").map { $0.trimmingCharacters(in: .whitespaces) } == ["0"], "\(table)")
+        }
+        #expect(try api.manager.query("SELECT event FROM audit_events").map { $0.trimmingCharacters(in: .whitespaces) } == ["accountDeleted"])
+    }
+}
