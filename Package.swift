@@ -37,6 +37,7 @@ let package = Package(
         .systemLibrary(name: "CQREncode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CPAM", providers: [.apt(["libpam0g-dev"])]),
         .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev"])]),
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
 
         // Leaf modules.
         .target(name: "XignProtocol", dependencies: ["XignCrypto"]),
@@ -45,7 +46,7 @@ let package = Package(
             name: "CXignTPM", dependencies: ["CTSS2"],
             linkerSettings: ["tss2-esys", "tss2-mu", "tss2-tctildr", "tss2-rc"].map { .linkedLibrary($0) }
         ),
-        .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM"]),
+        .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM", "CDBus"]),
         // XignProtocol for DisplayText: what reaches the terminal is made safe there.
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 

@@ -134,7 +134,8 @@ extension Personalizer {
     }
 
     /// Records `factor` for this device at the manager; returns every factor the device can now sign with.
-    public func finishAddFactor(request: ApiAccessAddFactor, factor: AuthenticatorType) throws -> [AuthenticatorType] {
+    /// Only after the factor was proven here (`finishAddBiometricFactor`).
+    func finishAddFactor(request: ApiAccessAddFactor, factor: AuthenticatorType) throws -> [AuthenticatorType] {
         let result = try finish(
             request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), factor: factor))
         guard let factors = result.factors, factors.contains(factor) else {

@@ -77,6 +77,7 @@ public struct Authenticator {
     let http: HTTPClient
     let store: IdentityManagerStore
     let keys: DeviceKeys
+    let fingerprints: FingerprintReader
 
     /// InApp initialization needs no round trip: the enrolment names the manager, the service is configured locally.
     public func fetchInAppAuthenticationInitializationData(
@@ -142,7 +143,8 @@ public struct Authenticator {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
         let session = AuthenticationSession(
-            data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge)
+            data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge,
+            fingerprints: fingerprints)
         return AuthenticateRequest(start: start, session: session)
     }
 
@@ -291,5 +293,7 @@ public struct Authenticator {
 }
 
 extension XignSdk {
-    public var authenticator: Authenticator { Authenticator(http: http, store: store, keys: keys) }
+    public var authenticator: Authenticator {
+        Authenticator(http: http, store: store, keys: keys, fingerprints: configuration.fingerprintReader)
+    }
 }

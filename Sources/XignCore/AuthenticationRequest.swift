@@ -93,10 +93,13 @@ final class AuthenticationSession {
     let managerKey: P256PublicKey
     let authenticationId: String
     var challenge: String
+    let fingerprints: FingerprintReader
 
     init(
-        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String
+        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String,
+        fingerprints: FingerprintReader
     ) {
+        self.fingerprints = fingerprints
         self.data = data
         self.entity = entity
         self.managerKey = managerKey
@@ -129,10 +132,12 @@ public struct PinFactor: AuthenticationFactor {
     public init(_ pin: String) { self.pin = pin }
 }
 
-/// A biometric factor. Linux devices cannot enrol one yet, so signing with it fails with a clear error.
+/// A finger on fprintd's reader, matched against the local user's enrolled fingers when the factor is signed.
 public struct BiometricFactor: AuthenticationFactor {
     public var type: AuthenticatorType { .biometric }
-    public init() {}
+    /// Gets what to tell the user: touch the reader, or try again.
+    let prompt: (String) -> Void
+    public init(prompt: @escaping (String) -> Void = { _ in }) { self.prompt = prompt }
 }
 
 /// The confirmed request, to be signed with one alternative of `requestedAuthenticators`.
@@ -158,6 +163,8 @@ public final class AuthenticationUserInformation {
                 throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters")
             }
             pin = pinFactor.pin
+        case let biometric as BiometricFactor where request.session.entity.factors.contains(.biometric):
+            try request.session.fingerprints.check(user: request.session.data.localUser, prompt: biometric.prompt)
         default:
             throw XignSdkError(
                 .invalidInput,

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import XignDevice
 import XignProtocol
 
 /// /etc/xign/xign.conf: settings for xign-setup and the PAM module. Never read from the environment.
@@ -18,6 +19,8 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// The role a PAM service asks for; services not listed use `pamDefaultRole`.
     public var pamRoles = ["sudo": "sudo"]
     public var pamDefaultRole = "login"
+    /// fprintd, for roles that ask for the biometric factor.
+    public var fingerprintReader = FingerprintReader()
 
     /// The role for a PAM service name (sudo, login, gdm-password, sshd, …).
     public func role(forPAMService service: String?) -> String {
@@ -35,7 +38,10 @@ public struct ClientConfiguration: Sendable, Equatable {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
         }
         try file.rejectUnknownKeys(
-            ["state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role"],
+            [
+                "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
+                "fprintd_bus", "fingerprint_timeout",
+            ],
             prefixes: ["pam.role."]
         )
         if let directory = file.string("state_dir") {
@@ -63,6 +69,10 @@ public struct ClientConfiguration: Sendable, Equatable {
             }
             self.tcti = tcti
         }
+        let bus = file.string("fprintd_bus") ?? fingerprintReader.busAddress
+        guard bus.hasPrefix("unix:path=/"), bus.utf8.count <= 256 else { throw fail("fprintd_bus", "must be unix:path=/… (the system bus socket)") }
+        let wait = try file.milliseconds("fingerprint_timeout", in: 1_000...120_000) ?? Int64(fingerprintReader.timeoutMilliseconds)
+        fingerprintReader = FingerprintReader(busAddress: bus, timeoutMilliseconds: Int(wait))
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
             deviceKey = preference

@@ -44,6 +44,10 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     // This machine
     case stateUnavailable
     case deviceKeyFailure
+    /// The finger did not match the user's enrolled ones.
+    case biometricMismatch
+    /// fprintd, its reader or the user's enrolled fingers are missing.
+    case biometricUnavailable
     /// The TPM is missing, busy or in dictionary-attack lockout; trying later may work.
     case tpmUnavailable
     case identityManagerNotFound

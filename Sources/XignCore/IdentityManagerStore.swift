@@ -17,6 +17,11 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     /// The device key's name in its key store.
     public var keyReference: String
     public var personalizedAt: Int64
+    /// Factors added after personalization (add factor); nil in files from before factors could be added.
+    public var addedFactors: [AuthenticatorType]?
+
+    /// What this enrolment can sign with.
+    public var factors: Set<AuthenticatorType> { Set(addedFactors ?? []).union([.device, .pin]) }
 
     /// The manager's signing key as pinned at personalization.
     func pinnedManagerKey() throws -> P256PublicKey {

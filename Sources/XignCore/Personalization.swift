@@ -116,6 +116,7 @@ public struct Personalizer {
     let device: DeviceInformationMessage
     /// Nevis's rule: a given URL replaces scheme, host and port of the one in the activation data.
     let managerURLOverride: ManagerURL?
+    let fingerprints: FingerprintReader
 
     func managerURL(for data: PersonalizationInitializationData) -> ManagerURL {
         managerURLOverride.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL

@@ -40,7 +40,8 @@ public struct XignSdk {
 
     public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
         Personalizer(
-            http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride)
+            http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride,
+            fingerprints: configuration.fingerprintReader)
     }
 
     /// Nevis's DeviceInformation for this machine: its host name and platform.

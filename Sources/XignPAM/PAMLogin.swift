@@ -125,6 +125,9 @@ public struct PAMLogin {
                 log(LOG_ERR, "device key: \(error.message)")
                 tell("XignIn: \(error.message)", isError: true)
                 return (PAM_AUTH_ERR, "device-key")
+            case .biometricMismatch, .biometricUnavailable:
+                tell("XignIn: \(error.message)", isError: true)
+                return (PAM_AUTH_ERR, error.errorCode == .biometricMismatch ? "biometric-mismatch" : "biometric-unavailable")
             case .deviceNotEnrolled:
                 tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
                 return (PAM_AUTH_ERR, "not-enrolled")
@@ -172,7 +175,7 @@ public struct PAMLogin {
             tell("XignIn: the requested information is incomplete.", isError: true)
             return (PAM_AUTH_ERR, "attribute-missing")
         }
-        guard let factors = information.requestedAuthenticators.first(where: { Set($0).isSubset(of: [.device, .pin]) }) else {
+        guard let factors = information.requestedAuthenticators.first(where: { Set($0).isSubset(of: enrolment.factors) }) else {
             let wanted = information.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") }.joined(separator: " or ")
             tell("XignIn: role \(roleName) needs \(wanted), which this machine has not enrolled.", isError: true)
             return (PAM_AUTH_ERR, "factor-missing")
@@ -183,6 +186,8 @@ public struct PAMLogin {
                 let pin = try ask(options.prompt.replacing("%a", with: DisplayText.sanitized(enrolment.alias, keepingLineFeeds: false)), echo: false)
                 guard !pin.isEmpty else { return (PAM_AUTH_ERR, "no-pin") }
                 try information.sign(factor: PinFactor(pin))
+            case .biometric:
+                try information.sign(factor: BiometricFactor { tell("XignIn: \($0)", isError: false) })
             default:
                 try information.sign(factor: DeviceFactor())
             }

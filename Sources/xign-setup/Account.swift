@@ -148,3 +148,36 @@ struct DeleteAccount: ParsableCommand {
         }
     }
 }
+
+struct AddFactor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-factor",
+        abstract: "Add the fingerprint (fprintd) as a factor of this device, for roles that ask for device+pin+biometric.",
+        discussion: "Enrol a finger with `fprintd-enroll USER` first. Confirmed with the current PIN and a finger on the reader."
+    )
+
+    // Before the options: the optional idmIdentifier comes after it.
+    @Argument(help: "The factor to add: biometric.") var factor: AuthenticatorType
+    @OptionGroup var options: ApiAccessOptions
+
+    func validate() throws {
+        guard factor == .biometric else { throw ValidationError("only biometric can be added; device and PIN come with every enrolment") }
+    }
+
+    func run() throws {
+        let output = Output(json: options.common.json)
+        try reportingErrors(json: options.common.json) {
+            let sdk = try options.common.sdk(user: nil)
+            guard case .apiAccessAddFactor(let add) = try options.authenticate(.addFactor, sdk: sdk, output: output) else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered the add factor with the result of another process")
+            }
+            let factors = try sdk.personalizer().finishAddBiometricFactor(request: add) { Terminal.write($0 + "\n") }
+            output.say("This device now signs with \(factors.map(\.rawValue).joined(separator: ", ")).")
+            output.emit([
+                "status": .string("added"), "idmIdentifier": .string(add.idmIdentifier), "factors": .array(factors.map { .string($0.rawValue) }),
+            ])
+        }
+    }
+}
+
+extension AuthenticatorType: ExpressibleByArgument {}

@@ -182,20 +182,63 @@ import XignTestSupport
         #expect(audit == ["accountDeleted|gone@example.org"])
     }
 
-    @Test func anAddedFactorLetsARoleAskForIt() throws {
+    @Test func aFingerprintIsAddedAsAFactorAndARoleThatAsksForItChecksIt() throws {
+        let reader = try FingerprintDaemon()
         let fixture = try Fixture(
             managerConfig: ManagerProcess.testConfig(
                 pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
+        fixture.adjust = { $0.fingerprintReader = FingerprintReader(busAddress: reader.busAddress, timeoutMilliseconds: 5_000) }
         let (sdk, id) = try enrolled(fixture, "factor@example.org")
-        guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
-            Issue.record("expected apiAccessAddFactor")
-            return
+        func addFactor() throws -> [AuthenticatorType] {
+            guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
+                throw TestFailure("expected apiAccessAddFactor")
+            }
+            return try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
         }
-        #expect(try sdk.personalizer().finishAddFactor(request: add, factor: .biometric) == [.device, .pin, .biometric])
-        let request = try sdk.authenticator.startAuthenticationSynchronous(
-            data: .init(idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
-        #expect(request.roles.first { $0.name == "strong" }?.requestedAuthenticators == [[.device, .pin, .biometric]])
+        do {
+            _ = try addFactor()
+            Issue.record("a factor was added without an enrolled finger")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .biometricUnavailable && error.message.contains("fprintd-enroll alice"))
+        }
+        #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin"], "nothing reached the manager")
+
+        try reader.enrol(user: "alice", finger: "alice-right")
+        reader.scanLater("mallory")
+        #expect(throws: XignSdkError.self) { _ = try addFactor() }
+        reader.scanLater("alice-right")
+        #expect(try addFactor() == [.device, .pin, .biometric])
+        #expect(try sdk.entity(id).addedFactors == [.biometric])
         #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin", "biometric"])
         #expect(try sdk.accountDevices(idmIdentifier: id).first?.factors == [.device, .pin, .biometric])
+
+        func strongLogin(finger: String) throws -> AuthenticationResult {
+            let request = try sdk.authenticator.startAuthenticationSynchronous(
+                data: .init(idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
+            guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }
+            #expect(strong.requestedAuthenticators == [[.device, .pin, .biometric]])
+            request.setSelection(strong)
+            guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+                throw TestFailure("attributes not confirmed")
+            }
+            try information.sign(factor: DeviceFactor())
+            try information.sign(factor: PinFactor("24680"))
+            reader.scanLater(finger)
+            var prompts: [String] = []
+            try information.sign(factor: BiometricFactor { prompts.append($0) })
+            #expect(prompts.first == "Touch the fingerprint reader.")
+            return try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information)
+        }
+        guard case .serviceLogin = try strongLogin(finger: "alice-right") else {
+            Issue.record("the right finger did not log in")
+            return
+        }
+        do {
+            _ = try strongLogin(finger: "mallory")
+            Issue.record("another finger logged in")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .biometricMismatch)
+        }
+        #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "a wrong finger is refused here and costs no PIN attempt")
     }
 }

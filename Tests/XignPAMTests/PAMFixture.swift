@@ -39,11 +39,13 @@ final class PAMFixture: @unchecked Sendable {
 
     /// The simulator behind TPM keys, when the fixture uses them.
     let tpm: SoftwareTPM?
+    /// What xign.conf says, for SDKs a test makes.
+    let configuration: ClientConfiguration
 
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
     init(
         managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-        caFile: String? = nil
+        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil
     ) throws {
         manager = try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
@@ -58,6 +60,11 @@ final class PAMFixture: @unchecked Sendable {
             configuration.tcti = tpm.tcti
             keyLines += "device_key = tpm\ntcti = \(tpm.tcti)\n"
         }
+        if let fingerprints {
+            configuration.fingerprintReader = FingerprintReader(busAddress: fingerprints.busAddress, timeoutMilliseconds: 5_000)
+            keyLines += "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = 5s\n"
+        }
+        self.configuration = configuration
         for user in users {
             let email = "\(user)@example.org"
             let sdk = try XignSdk(configuration: configuration, localUser: user)

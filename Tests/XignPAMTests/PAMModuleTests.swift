@@ -141,6 +141,38 @@ import XignTestSupport
         #expect(try fixture.login(service: "sudo").code == PAMCode.success)
     }
 
+    /// After add-factor, sudo's device+pin+biometric asks for the PIN, then for a finger on fprintd's reader.
+    @Test func sudoWithAFingerprintAfterTheFactorWasAdded() throws {
+        let reader = try FingerprintDaemon()
+        let config = ManagerProcess.testConfig(
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
+        let fixture = try PAMFixture(managerConfig: config, fingerprints: reader)
+        try reader.enrol(user: "alice", finger: "alice-right")
+        let sdk = try XignSdk(configuration: fixture.configuration, localUser: "alice")
+        let id = try #require(try sdk.store.list().first?.idmIdentifier)
+        let request = try sdk.authenticator.startApiAccessSynchronous(.addFactor, idmIdentifier: id)
+        guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            throw TestFailure("attributes")
+        }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor("24680"))
+        guard case .apiAccessAddFactor(let add) = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+            throw TestFailure("expected apiAccessAddFactor")
+        }
+        reader.scanLater("alice-right")
+        _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
+
+        reader.scanLater("alice-right")
+        let sudo = try fixture.login(service: "sudo")
+        #expect(sudo.code == PAMCode.success)
+        #expect(sudo.conversation == (try PAMFixture.golden("sudo-with-fingerprint")))
+        reader.scanLater("mallory")
+        let other = try fixture.login(service: "sudo")
+        #expect(other.code == PAMCode.authError)
+        #expect(other.conversation == (try PAMFixture.golden("sudo-wrong-finger")))
+        #expect(try fixture.login(service: "login").code == PAMCode.success, "login still asks for device and PIN only")
+    }
+
     @Test func aManagerAnswerWithABadSignatureIsRefused() throws {
         let fixture = try PAMFixture()
         let attacker = try P256PrivateKey()

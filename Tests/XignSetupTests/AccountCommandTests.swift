@@ -77,4 +77,24 @@ import XignTestSupport
         let change = try setup.run(["change-pin"] + state, stdin: "24680\n97531\n")
         #expect(change.exitCode == .success, "the old PIN still holds: \(change.stderr)")
     }
+
+    @Test func addFactorChecksTheFingerOnFprintdsReader() throws {
+        let reader = try FingerprintDaemon()
+        let setup = try Setup()
+        _ = try enrolled(setup, "finger@example.org")
+        let config = try setup.directory.write(
+            "xign.conf", "state_dir = \(setup.state)\nfprintd_bus = \(reader.busAddress)\nfingerprint_timeout = 5s\n")
+        let command = ["add-factor", "biometric", "--config", config, "--pin-stdin", "--json"]
+        let otp = try setup.run(["add-factor", "otp", "--config", config, "--pin-stdin"], stdin: "24680\n")
+        #expect(otp.exitCode.rawValue == 64 && otp.stderr.contains("only biometric"))
+        let noFinger = try setup.run(command, stdin: "24680\n")
+        #expect(noFinger.exitCode == .failure && noFinger.stderr.contains("fprintd-enroll alice"), "\(noFinger.stderr)")
+        try reader.enrol(user: "alice", finger: "alice-right")
+        reader.scanLater("alice-right")
+        let added = try setup.run(command, stdin: "24680\n")
+        #expect(added.exitCode == .success, "\(added.stderr)")
+        #expect(try setup.json(added.stdout)["factors"] as? [String] == ["device", "pin", "biometric"])
+        #expect(added.stderr.contains("Touch the fingerprint reader."))
+        #expect(try devices(setup, state: setup.state).first?["factors"] as? [String] == ["device", "pin", "biometric"])
+    }
 }

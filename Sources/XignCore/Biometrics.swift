@@ -1,0 +1,46 @@
+import FoundationEssentials
+import XignDevice
+import XignProtocol
+
+public typealias FingerprintReader = XignDevice.FingerprintReader
+
+extension FingerprintReader {
+    /// A match, or the error that says what to do.
+    func check(user: String, prompt: (String) -> Void) throws {
+        let matched: Bool
+        do { matched = try verify(user: user, prompt: prompt) } catch let error as ReaderError {
+            switch error.kind {
+            case .noEnrolledFingers:
+                throw XignSdkError(.biometricUnavailable, "\(user) has no finger enrolled with fprintd; run fprintd-enroll \(user)")
+            case .timedOut:
+                throw XignSdkError(.biometricMismatch, "no finger was read in time; try again")
+            case .unavailable, .failed:
+                throw XignSdkError(.biometricUnavailable, "the fingerprint reader cannot be used: \(error.description)")
+            }
+        }
+        guard matched else { throw XignSdkError(.biometricMismatch, "the finger does not match \(user)'s enrolled fingers; try again") }
+    }
+}
+
+extension Personalizer {
+    /// Adds the biometric factor: the user must have a finger enrolled with fprintd and prove it on the reader
+    /// first. The manager then accepts it for this device, and this machine remembers it.
+    public func finishAddBiometricFactor(request: ApiAccessAddFactor, prompt: (String) -> Void) throws -> [AuthenticatorType] {
+        let entity = request.grant.entity
+        let fingers: [String]
+        do { fingers = try fingerprints.enrolledFingers(user: entity.localUser) } catch let error as FingerprintReader.ReaderError {
+            throw XignSdkError(.biometricUnavailable, "the fingerprint reader cannot be used: \(error.description)")
+        }
+        guard !fingers.isEmpty else {
+            throw XignSdkError(
+                .biometricUnavailable, "\(entity.localUser) has no finger enrolled with fprintd; run fprintd-enroll \(entity.localUser) first")
+        }
+        try fingerprints.check(user: entity.localUser, prompt: prompt)
+        let factors = try finishAddFactor(request: request, factor: .biometric)
+        try store.update { contents in
+            guard let index = contents.entries.firstIndex(where: { $0.idmIdentifier == entity.idmIdentifier }) else { return }
+            contents.entries[index].addedFactors = factors.filter { $0 != .device && $0 != .pin }
+        }
+        return factors
+    }
+}

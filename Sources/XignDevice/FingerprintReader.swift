@@ -1,0 +1,228 @@
+import CDBus
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The biometric factor on Linux: fprintd, asked over the system bus for a local user's enrolled fingers.
+///
+/// Synchronous with one deadline, for the PAM path. The bus is named by address, never found through the
+/// environment, and the connection is private to one call, so a PAM host's own bus use is left alone.
+public struct FingerprintReader: Sendable, Equatable {
+    public static let defaultBusAddress = "unix:path=/run/dbus/system_bus_socket"
+    public let busAddress: String
+    public let timeoutMilliseconds: Int
+
+    public init(busAddress: String = defaultBusAddress, timeoutMilliseconds: Int = 15_000) {
+        self.busAddress = busAddress
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    public struct ReaderError: Error, CustomStringConvertible, Equatable {
+        public enum Kind: Sendable { case unavailable, noEnrolledFingers, timedOut, failed }
+        public let kind: Kind
+        public let description: String
+    }
+
+    /// The fingers `user` enrolled with fprintd (`fprintd-enroll`); empty when none.
+    public func enrolledFingers(user: String) throws -> [String] {
+        try withConnection { bus in
+            let device = try bus.defaultDevice()
+            do {
+                return try bus.call(device, "ListEnrolledFingers", [user]).strings()
+            } catch let error as ReaderError where error.description.contains("NoEnrolledPrints") {
+                return []
+            }
+        }
+    }
+
+    /// Asks `user` for a finger and compares it with theirs: true on a match, false on no match.
+    /// `prompt` gets what to tell the user (touch the reader, or try again after a bad swipe).
+    public func verify(user: String, prompt: (String) -> Void) throws -> Bool {
+        try withConnection { bus in
+            let device = try bus.defaultDevice()
+            _ = try bus.call(device, "Claim", [user])
+            defer { _ = try? bus.call(device, "Release", []) }
+            try bus.subscribe(device)
+            _ = try bus.call(device, "VerifyStart", ["any"])
+            defer { _ = try? bus.call(device, "VerifyStop", []) }
+            prompt("Touch the fingerprint reader.")
+            while true {
+                let (result, done) = try bus.nextVerifyStatus(device)
+                switch result {
+                case "verify-match": return true
+                case "verify-no-match": return false
+                case "verify-retry-scan", "verify-swipe-too-short", "verify-finger-not-centered", "verify-remove-and-retry":
+                    prompt("The reader could not read the finger; touch it again.")
+                default:
+                    if done { throw ReaderError(kind: .failed, description: "fprintd ended the verification with \(result.prefix(64))") }
+                }
+            }
+        }
+    }
+
+    private func withConnection<T>(_ body: (Bus) throws -> T) throws -> T {
+        let bus = try Bus(address: busAddress, deadline: .now + .milliseconds(timeoutMilliseconds))
+        defer { bus.close() }
+        return try body(bus)
+    }
+}
+
+/// One private connection to the bus that fprintd is on.
+private final class Bus {
+    static let service = "net.reactivated.Fprint"
+    static let deviceInterface = "net.reactivated.Fprint.Device"
+    let connection: OpaquePointer
+    let deadline: ContinuousClock.Instant
+
+    init(address: String, deadline: ContinuousClock.Instant) throws {
+        var error = DBusError()
+        dbus_error_init(&error)
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw Self.readerError(&error, .unavailable, "cannot reach the system bus at \(address)")
+        }
+        // Never exit the process (a PAM host) when the bus goes away.
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus_bus_register(connection, &error) != 0 else {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw Self.readerError(&error, .unavailable, "the system bus refused us")
+        }
+        self.connection = connection
+        self.deadline = deadline
+    }
+
+    func close() {
+        dbus_connection_close(connection)
+        dbus_connection_unref(connection)
+    }
+
+    var remainingMilliseconds: Int32 {
+        let left = ContinuousClock.now.duration(to: deadline).components
+        return Int32(clamping: max(0, left.seconds * 1000 + left.attoseconds / 1_000_000_000_000_000))
+    }
+
+    func defaultDevice() throws -> String {
+        do {
+            guard let path = try call(path: "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []).objectPath()
+            else {
+                throw ReaderErrorFactory.failed("fprintd named no device")
+            }
+            return path
+        } catch let error as FingerprintReader.ReaderError where error.description.contains("NoSuchDevice") {
+            throw FingerprintReader.ReaderError(kind: .unavailable, description: "fprintd sees no fingerprint reader")
+        }
+    }
+
+    func call(_ device: String, _ method: String, _ arguments: [String]) throws -> Reply {
+        try call(path: device, Self.deviceInterface, method, arguments)
+    }
+
+    func call(path: String, _ interface: String, _ method: String, _ arguments: [String]) throws -> Reply {
+        guard let message = dbus_message_new_method_call(Self.service, path, interface, method) else {
+            throw ReaderErrorFactory.failed("out of memory")
+        }
+        defer { dbus_message_unref(message) }
+        var iterator = DBusMessageIter()
+        dbus_message_iter_init_append(message, &iterator)
+        for argument in arguments {
+            let appended = argument.withCString { text in
+                var pointer: UnsafePointer<CChar>? = text
+                return dbus_message_iter_append_basic(&iterator, Int32(UInt8(ascii: "s")), &pointer)
+            }
+            guard appended != 0 else { throw ReaderErrorFactory.failed("out of memory") }
+        }
+        var error = DBusError()
+        dbus_error_init(&error)
+        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, max(1, remainingMilliseconds), &error) else {
+            let timedOut = error.name.map { String(cString: $0) == DBUS_ERROR_NO_REPLY } ?? false
+            throw Self.readerError(&error, timedOut ? .timedOut : .failed, "fprintd \(method)")
+        }
+        return Reply(reply)
+    }
+
+    func subscribe(_ device: String) throws {
+        var error = DBusError()
+        dbus_error_init(&error)
+        dbus_bus_add_match(
+            connection, "type='signal',sender='\(Self.service)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'", &error)
+        if dbus_error_is_set(&error) != 0 { throw Self.readerError(&error, .failed, "cannot follow the verification") }
+    }
+
+    /// Waits, until the deadline, for the device's next VerifyStatus signal.
+    func nextVerifyStatus(_ device: String) throws -> (result: String, done: Bool) {
+        while true {
+            if let message = dbus_connection_pop_message(connection) {
+                defer { dbus_message_unref(message) }
+                guard dbus_message_is_signal(message, Self.deviceInterface, "VerifyStatus") != 0,
+                    dbus_message_get_path(message).map({ String(cString: $0) }) == device
+                else { continue }
+                var iterator = DBusMessageIter()
+                guard dbus_message_iter_init(message, &iterator) != 0, let result = Reply.string(&iterator), dbus_message_iter_next(&iterator) != 0,
+                    dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "b"))
+                else { throw ReaderErrorFactory.failed("fprintd sent a malformed VerifyStatus") }
+                var done: dbus_bool_t = 0
+                dbus_message_iter_get_basic(&iterator, &done)
+                return (result, done != 0)
+            }
+            let left = remainingMilliseconds
+            guard left > 0 else {
+                throw FingerprintReader.ReaderError(kind: .timedOut, description: "no finger on the reader in time")
+            }
+            guard dbus_connection_read_write(connection, left) != 0 else {
+                throw FingerprintReader.ReaderError(kind: .unavailable, description: "the system bus went away during the verification")
+            }
+        }
+    }
+
+    static func readerError(_ error: inout DBusError, _ kind: FingerprintReader.ReaderError.Kind, _ what: String) -> FingerprintReader.ReaderError {
+        defer { dbus_error_free(&error) }
+        let name = error.name.map { String(cString: $0) } ?? "unknown"
+        let message = error.message.map { String(String(cString: $0).prefix(200)) } ?? ""
+        var kind = kind
+        if name.hasSuffix("NoEnrolledPrints") { kind = .noEnrolledFingers }
+        return FingerprintReader.ReaderError(kind: kind, description: "\(what): \(name) \(message)")
+    }
+}
+
+private enum ReaderErrorFactory {
+    static func failed(_ why: String) -> FingerprintReader.ReaderError { FingerprintReader.ReaderError(kind: .failed, description: why) }
+}
+
+/// A method reply; owns the message.
+private final class Reply {
+    let message: OpaquePointer
+    init(_ message: OpaquePointer) { self.message = message }
+    deinit { dbus_message_unref(message) }
+
+    static func string(_ iterator: inout DBusMessageIter) -> String? {
+        let type = dbus_message_iter_get_arg_type(&iterator)
+        guard type == Int32(UInt8(ascii: "s")) || type == Int32(UInt8(ascii: "o")) else { return nil }
+        var pointer: UnsafePointer<CChar>?
+        dbus_message_iter_get_basic(&iterator, &pointer)
+        return pointer.map { String(String(cString: $0).prefix(256)) }
+    }
+
+    func objectPath() -> String? {
+        var iterator = DBusMessageIter()
+        guard dbus_message_iter_init(message, &iterator) != 0 else { return nil }
+        return Self.string(&iterator)
+    }
+
+    /// An array of strings, at most 32 of them.
+    func strings() throws -> [String] {
+        var iterator = DBusMessageIter()
+        guard dbus_message_iter_init(message, &iterator) != 0, dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a")) else {
+            throw ReaderErrorFactory.failed("fprintd answered without a list")
+        }
+        var element = DBusMessageIter()
+        dbus_message_iter_recurse(&iterator, &element)
+        var values: [String] = []
+        while values.count < 32, let value = Self.string(&element) {
+            values.append(value)
+            if dbus_message_iter_next(&element) == 0 { break }
+        }
+        return values
+    }
+}
