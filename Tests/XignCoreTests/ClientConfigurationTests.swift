@@ -1,0 +1,31 @@
+import Testing
+import XignCore
+import XignProtocol
+
+/// xign.conf's fingerprint settings: the bus is a socket path, and the wait is bounded.
+@Suite struct ClientConfigurationTests {
+    func load(_ text: String) throws -> ClientConfiguration { try ClientConfiguration(file: try ConfigFile(text: text, source: "xign.conf")) }
+
+    @Test func theFingerprintReaderDefaultsToTheSystemBus() throws {
+        let configuration = try load("")
+        #expect(configuration.fingerprintReader.busAddress == "unix:path=/run/dbus/system_bus_socket")
+        #expect(configuration.fingerprintReader.timeoutMilliseconds == 15_000)
+        let custom = try load("fprintd_bus = unix:path=/tmp/bus\nfingerprint_timeout = 30s\n")
+        #expect(custom.fingerprintReader == FingerprintReader(busAddress: "unix:path=/tmp/bus", timeoutMilliseconds: 30_000))
+    }
+
+    @Test(arguments: [
+        ("fprintd_bus = tcp:host=10.0.0.1,port=5555\n", "xign.conf:1: fprintd_bus must be unix:path=/"),
+        ("fprintd_bus = unix:path=relative\n", "fprintd_bus must be unix:path=/"),
+        ("fingerprint_timeout = 0s\n", "fingerprint_timeout must be"),
+        ("fingerprint_timeout = 10m\n", "fingerprint_timeout must be"),
+    ])
+    func aBadFingerprintSettingNamesTheLine(text: String, message: String) {
+        do {
+            _ = try load(text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect("\(error)".contains(message), "\(error)")
+        }
+    }
+}
