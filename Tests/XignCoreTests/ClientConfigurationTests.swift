@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import XignCore
 import XignProtocol
@@ -12,6 +13,16 @@ import XignProtocol
         #expect(configuration.fingerprintReader.timeoutMilliseconds == 15_000)
         let custom = try load("fprintd_bus = unix:path=/tmp/bus\nfingerprint_timeout = 30s\n")
         #expect(custom.fingerprintReader == FingerprintReader(busAddress: "unix:path=/tmp/bus", timeoutMilliseconds: 30_000))
+    }
+
+    /// Every setting the shipped file documents, uncommented, is one the parser takes, with the default it claims.
+    @Test func theShippedFilesDocumentedSettingsLoad() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../packaging/config/xign.conf").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("#") && line.contains(" = ") && !line.hasPrefix("# ") ? String(line.dropFirst()) : String(line)
+        }.joined(separator: "\n")
+        #expect(try load(uncommented).fingerprintReader == FingerprintReader())
     }
 
     @Test(arguments: [
