@@ -129,7 +129,12 @@ extension Personalizer {
         try store.checkWritable()
         let result = try finish(request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce()))
         guard let count = result.revokedDevices else { throw XignSdkError(.invalidManagerResponse, "the manager's deletion answer is inconsistent") }
-        try store.forget(request.grant.entity, keys: keys)
+        do { try store.forget(request.grant.entity, keys: keys) } catch {
+            throw XignSdkError(
+                .stateUnavailable,
+                "the account was deleted at the manager, but this machine could not forget it (\(error)); "
+                    + "run xign-setup remove --local-only \(request.idmIdentifier)")
+        }
         return count
     }
 
