@@ -10,13 +10,10 @@ extension XignSdk {
         let entity = try entity(idmIdentifier)
         let managerKey = try entity.pinnedManagerKey()
         let key = try keys.load(entity.keyKind, entity.keyReference, what: "device")
-        let client = ManagerClient(url: entity.managerURL, http: http)
-        let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
-        let nonce = try ManagerClient.nonce()
-        let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce))
-        let compact = try client.postDeviceSigned(APIPath.accountDevices, body: body, challenge: challenge, key: key)
-        let answer = try ManagerClient.verify(
-            compact, type: SignedAnswerType.accountDevices, key: managerKey, as: AccountDevicesMessage.self, nonce: nonce, nonceOf: \.nonce)
+        let answer = try deviceSigned(
+            entity, key: key, managerKey: managerKey, path: APIPath.accountDevices, answer: SignedAnswerType.accountDevices,
+            as: AccountDevicesMessage.self, nonceOf: \.nonce
+        ) { AccountDevicesRequest(deviceId: entity.idmIdentifier, challenge: $0, nonce: $1) }
         guard answer.devices.count <= 256, answer.devices.contains(where: { $0.deviceId == entity.idmIdentifier }) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's device list does not hold this device")
         }

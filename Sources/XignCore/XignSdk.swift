@@ -94,13 +94,23 @@ public struct XignSdk {
         do { key = try keys.store(for: entity.keyKind).load(entity.keyReference) } catch {
             throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")
         }
+        let result = try deviceSigned(
+            entity, key: key, managerKey: managerKey, path: APIPath.deviceRevocations, answer: SignedAnswerType.revocation,
+            as: RevocationResultMessage.self, nonceOf: \.nonce
+        ) { RevokeRequest(deviceId: entity.idmIdentifier, challenge: $0, nonce: $1) }
+        guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
+    }
+
+    /// A request the device signs over a fresh /v1/challenges challenge; `request` gets the challenge and the nonce.
+    func deviceSigned<Answer: Decodable & Sendable>(
+        _ entity: IdentityManagerEntity, key: any DeviceKey, managerKey: P256PublicKey, path: String, answer type: String, as: Answer.Type,
+        nonceOf: (Answer) -> String, request: (_ challenge: String, _ nonce: String) -> some Encodable
+    ) throws -> Answer {
         let client = ManagerClient(url: entity.managerURL, http: http)
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let nonce = try ManagerClient.nonce()
-        let body = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce))
-        let compact = try client.postDeviceSigned(APIPath.deviceRevocations, body: body, challenge: challenge, key: key)
-        let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.revocation, key: managerKey, as: RevocationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
+        let body = try JSONEncoder.canonical.encode(request(challenge, nonce))
+        let compact = try client.postDeviceSigned(path, body: body, challenge: challenge, key: key)
+        return try ManagerClient.verify(compact, type: type, key: managerKey, as: Answer.self, nonce: nonce, nonceOf: nonceOf)
     }
 }

@@ -60,9 +60,9 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the api access request is empty or too long")
         }
         let rawSignature = try Self.signature(from: signature)
-        let now = Self.now()
-        let grant = try await database.transaction { store -> ManagerStore.CodeGrant in
-            guard let grant = try await store.authorizationCode(request.grant, now: now), let process = ApiAccessProcess(service: grant.service)
+        // Read only: the grant, the device's signature over it, and the process's field.
+        let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
+            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), let process = ApiAccessProcess(service: grant.service)
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
@@ -71,25 +71,32 @@ extension IdentityManager {
             guard device.publicKey.isValidSignature(rawSignature, for: message) else {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
             }
-            // Checked before the grant is spent, so a typo in the new PIN does not cost the user the whole process.
+            // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
             try self.checkApiAccessFields(request, for: process)
-            guard try await store.redeemAuthorizationCode(request.grant, now: now) != nil else {
+            return (grant, process)
+        }
+        // The slow PIN hash runs outside every transaction, and only for a signed, valid request.
+        let verifier = try request.newPin.map { try makePINVerifier(pin: $0) }
+        let fresh = try request.newActivation.map { try makeActivation(pin: $0.pin) }
+        // The grant is spent in the transaction that does the work: both happen, or neither.
+        let (result, mailId) = try await database.transaction { store -> (ApiAccessResultMessage, String?) in
+            guard try await store.redeemAuthorizationCode(request.grant, now: Self.now()) != nil else {
                 throw ManagerError(.conflict, .challengeInvalid, "the grant was already used")
             }
-            return grant
-        }
-        let process = ApiAccessProcess(service: grant.service)!
-        var result = ApiAccessResultMessage(nonce: request.nonce, process: process, deviceId: grant.deviceId)
-        var mailId: String?
-        switch process {
-        case .changePin:
-            result.activationsWithNewPin = try await changePIN(request.newPin!, grant: grant)
-        case .requestNewActivation:
-            (result.newActivation, mailId) = try await requestNewActivation(request.newActivation!, grant: grant)
-        case .delete:
-            result.revokedDevices = try await deleteAccount(grant: grant)
-        case .addFactor:
-            result.factors = try await addFactor(request.factor!, grant: grant)
+            let (device, activation) = try await Self.account(of: grant, in: store)
+            var result = ApiAccessResultMessage(nonce: request.nonce, process: process, deviceId: device.id)
+            var mailId: String?
+            switch process {
+            case .changePin:
+                result.activationsWithNewPin = try await self.changePIN(verifier!, of: activation, by: device, in: store)
+            case .requestNewActivation:
+                (result.newActivation, mailId) = try await self.addActivation(fresh!, request.newActivation!, to: activation, by: device, in: store)
+            case .delete:
+                result.revokedDevices = try await self.deleteAccount(of: activation, by: device, in: store)
+            case .addFactor:
+                result.factors = try await self.addFactor(request.factor!, to: device, of: activation, in: store)
+            }
+            return (result, mailId)
         }
         if let mailId { await deliverMail(id: mailId) }
         logger.info("api access finished", metadata: ["device": "\(grant.deviceId)", "process": "\(process.rawValue)"])
@@ -126,74 +133,65 @@ extension IdentityManager {
         }
     }
 
-    private func accountOf(
-        _ grant: ManagerStore.CodeGrant, in store: ManagerStore
+    private static func account(
+        of grant: ManagerStore.CodeGrant, in store: ManagerStore
     ) async throws -> (device: ManagerStore.DeviceRecord, activation: ManagerStore.ActivationRecord) {
-        let device = try await Self.enrolledDevice(grant.deviceId, in: store)
+        let device = try await enrolledDevice(grant.deviceId, in: store)
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
         }
         return (device, activation)
     }
 
-    /// One new verifier for every activation of the account, in one transaction: all use the new PIN, or none.
-    private func changePIN(_ pin: String, grant: ManagerStore.CodeGrant) async throws -> Int {
-        let verifier = try makePINVerifier(pin: pin)
-        return try await database.transaction { store in
-            let (device, activation) = try await self.accountOf(grant, in: store)
-            let count = try await store.setPIN(verifier, ofAccount: activation.accountId)
-            try await store.recordAudit(
-                AuditEvent(
-                    .pinChanged, email: activation.email, activationId: activation.id, detail: "for \(count) activation(s) of the account",
-                    actor: "device \(device.id)"))
-            return count
-        }
+    /// One new verifier for every activation of the account: all use the new PIN, or none.
+    private func changePIN(
+        _ verifier: PINVerifier, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
+    ) async throws -> Int {
+        let count = try await store.setPIN(verifier, ofAccount: activation.accountId)
+        try await store.recordAudit(
+            AuditEvent(
+                .pinChanged, email: activation.email, activationId: activation.id, detail: "for \(count) activation(s) of the account",
+                actor: "device \(device.id)"))
+        return count
     }
 
-    private func requestNewActivation(
-        _ trigger: NewActivationMessage, grant: ManagerStore.CodeGrant
+    /// An activation of the account that waits for its first personalization; its mail is queued when asked for.
+    private func addActivation(
+        _ fresh: ActivationSecrets, _ trigger: NewActivationMessage, to activation: ManagerStore.ActivationRecord,
+        by device: ManagerStore.DeviceRecord, in store: ManagerStore
     ) async throws -> (NewActivationDataMessage, String?) {
-        let fresh = try makeActivation(pin: trigger.pin)
         let payload = payload(for: fresh)
-        return try await database.transaction { store in
-            let (device, activation) = try await self.accountOf(grant, in: store)
-            let count = try await store.activationCount(accountId: activation.accountId)
-            let alias = trigger.alias ?? "Activation \(count + 1)"
-            try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: nil))
-            try await store.recordAudit(
-                AuditEvent(
-                    .activationRequested, email: activation.email, activationId: fresh.id, detail: "alias \(alias)", actor: "device \(device.id)"))
-            let mailId =
-                trigger.shouldSendEmail
-                ? try await self.queue(Outbox.activationMail(to: activation.email, alias: alias, payload: payload, backup: true), in: store) : nil
-            let data = NewActivationDataMessage(
-                activationId: fresh.id, alias: alias, activationData: payload.deepLink, mailQueued: mailId != nil)
-            return (data, mailId)
-        }
+        let count = try await store.activationCount(accountId: activation.accountId)
+        let alias = trigger.alias ?? "Activation \(count + 1)"
+        try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: nil))
+        try await store.recordAudit(
+            AuditEvent(.activationRequested, email: activation.email, activationId: fresh.id, detail: "alias \(alias)", actor: "device \(device.id)"))
+        let mailId =
+            trigger.shouldSendEmail
+            ? try await queue(Outbox.activationMail(to: activation.email, alias: alias, payload: payload, backup: true), in: store) : nil
+        return (NewActivationDataMessage(activationId: fresh.id, alias: alias, activationData: payload.deepLink, mailQueued: mailId != nil), mailId)
     }
 
     /// The account goes with all it holds; what stays is one audit entry that says it was deleted, and by which device.
-    private func deleteAccount(grant: ManagerStore.CodeGrant) async throws -> Int {
-        try await database.transaction { store in
-            let (device, activation) = try await self.accountOf(grant, in: store)
-            let devices = try await store.deleteAccount(activation.accountId)
-            try await store.recordAudit(
-                AuditEvent(
-                    .accountDeleted, email: activation.email, detail: "with \(devices) device(s), at the request of its device \(device.id)",
-                    actor: "device \(device.id)"))
-            return devices
-        }
+    private func deleteAccount(
+        of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
+    ) async throws -> Int {
+        let devices = try await store.deleteAccount(activation.accountId)
+        try await store.recordAudit(
+            AuditEvent(
+                .accountDeleted, email: activation.email, detail: "with \(devices) device(s), at the request of its device \(device.id)",
+                actor: "device \(device.id)"))
+        return devices
     }
 
-    private func addFactor(_ factor: AuthenticatorType, grant: ManagerStore.CodeGrant) async throws -> [AuthenticatorType] {
-        try await database.transaction { store in
-            let (device, activation) = try await self.accountOf(grant, in: store)
-            let factors = device.factors.union([factor])
-            try await store.setFactors(factors, ofDevice: device.id)
-            try await store.recordAudit(
-                AuditEvent(.factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue, actor: "device \(device.id)"))
-            return AuthenticatorType.allCases.filter(factors.contains)
-        }
+    private func addFactor(
+        _ factor: AuthenticatorType, to device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord, in store: ManagerStore
+    ) async throws -> [AuthenticatorType] {
+        let factors = device.factors.union([factor])
+        try await store.setFactors(factors, ofDevice: device.id)
+        try await store.recordAudit(
+            AuditEvent(.factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue, actor: "device \(device.id)"))
+        return AuthenticatorType.allCases.filter(factors.contains)
     }
 
     /// Device information: the devices of the caller's account, signed by the caller over a challenge.
