@@ -62,7 +62,8 @@ extension IdentityManager {
         let rawSignature = try Self.signature(from: signature)
         // Read only: the grant, the device's signature over it, and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
-            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), let process = ApiAccessProcess(service: grant.service)
+            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()),
+                let process = ApiAccessProcess(service: grant.service)
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
