@@ -71,6 +71,7 @@ extension XignSdk {
         }
         for entity in enrolments {
             items.append(checkKey(entity, tpmAnswers: tpmAnswers))
+            if entity.factors.contains(.biometric) { items.append(checkFingerprint(entity)) }
         }
         var seen = Set<ManagerURL>()
         for entity in enrolments where seen.insert(entity.managerURL).inserted {
@@ -101,6 +102,24 @@ extension XignSdk {
             return .init(
                 name: name, status: .failure, detail: failure.message,
                 hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+        }
+    }
+
+    /// An enrolment that signs with a finger needs fprintd to answer and the user's finger to be there.
+    private func checkFingerprint(_ entity: IdentityManagerEntity) -> Diagnosis.Item {
+        let name = "fingerprint \(entity.idmIdentifier.prefix(8)) (\(entity.localUser))"
+        do {
+            let fingers = try configuration.fingerprintReader.enrolledFingers(user: entity.localUser)
+            guard !fingers.isEmpty else {
+                return .init(
+                    name: name, status: .failure, detail: "fprintd has no finger of \(entity.localUser)",
+                    hint: "fprintd-enroll \(entity.localUser); until then, roles that ask for a finger refuse the login")
+            }
+            return .init(name: name, status: .ok, detail: "fprintd knows \(fingers.joined(separator: ", "))", hint: nil)
+        } catch {
+            return .init(
+                name: name, status: .failure, detail: "\(error)",
+                hint: "start fprintd (systemctl start fprintd) and check fprintd_bus in \(ClientConfiguration.defaultPath)")
         }
     }
 

@@ -96,5 +96,8 @@ import XignTestSupport
         #expect(try setup.json(added.stdout)["factors"] as? [String] == ["device", "pin", "biometric"])
         #expect(added.stderr.contains("Touch the fingerprint reader."))
         #expect(try devices(setup, state: setup.state).first?["factors"] as? [String] == ["device", "pin", "biometric"])
+        let doctor = try setup.json(try setup.run(["doctor", "--config", config, "--json", "--pam-dir", setup.directory.path]).stdout)
+        let fingerprint = (doctor["items"] as? [[String: Any]])?.first { ($0["name"] as? String)?.hasPrefix("fingerprint") == true }
+        #expect(fingerprint?["status"] as? String == "ok" && (fingerprint?["detail"] as? String)?.contains("right-index-finger") == true)
     }
 }
