@@ -43,10 +43,10 @@ public struct FingerprintReader: Sendable, Equatable {
         try withConnection { bus in
             let device = try bus.defaultDevice()
             _ = try bus.call(device, "Claim", [user])
-            defer { _ = try? bus.call(device, "Release", []) }
+            defer { bus.cleanUp(device, "Release") }
             try bus.subscribe(device)
             _ = try bus.call(device, "VerifyStart", ["any"])
-            defer { _ = try? bus.call(device, "VerifyStop", []) }
+            defer { bus.cleanUp(device, "VerifyStop") }
             prompt("Touch the fingerprint reader.")
             while true {
                 let (result, done) = try bus.nextVerifyStatus(device)
@@ -119,7 +119,13 @@ private final class Bus {
         try call(path: device, Self.deviceInterface, method, arguments)
     }
 
-    func call(path: String, _ interface: String, _ method: String, _ arguments: [String]) throws -> Reply {
+    /// Ends a verification or a claim even after the deadline (a second at most), and waits for fprintd to
+    /// confirm, so the reader is free for the next login the moment this one returns.
+    func cleanUp(_ device: String, _ method: String) {
+        _ = try? call(path: device, Self.deviceInterface, method, [], timeout: max(remainingMilliseconds, 1_000))
+    }
+
+    func call(path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil) throws -> Reply {
         guard let message = dbus_message_new_method_call(Self.service, path, interface, method) else {
             throw ReaderErrorFactory.failed("out of memory")
         }
@@ -135,7 +141,7 @@ private final class Bus {
         }
         var error = DBusError()
         dbus_error_init(&error)
-        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, max(1, remainingMilliseconds), &error) else {
+        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, timeout ?? max(1, remainingMilliseconds), &error) else {
             let timedOut = error.name.map { String(cString: $0) == DBUS_ERROR_NO_REPLY } ?? false
             throw Self.readerError(&error, timedOut ? .timedOut : .failed, "fprintd \(method)")
         }
