@@ -53,27 +53,13 @@ public final class ApiAccessChangePin {
 }
 
 /// A request for another activation of the account (the seeds' NewActivationTrigger, after the authentication).
-public final class ApiAccessRequestNewActivationData {
-    public let pinSpec: PinSpecification
-    public let validatorAlias: AliasValidator
-    public let canSendEmail: Bool
-    public var shouldSendEmail = false
-    public private(set) var alias: String?
+public final class ApiAccessRequestNewActivationData: NewActivationChoices {
     public var idmIdentifier: String { grant.entity.idmIdentifier }
     let grant: ApiAccessGrant
 
     init(grant: ApiAccessGrant, pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool) {
         self.grant = grant
-        self.pinSpec = PinSpecification(pinSpec)
-        validatorAlias = AliasValidator(policy: aliasSpec)
-        self.canSendEmail = canSendEmail
-    }
-
-    @discardableResult
-    public func setAlias(_ alias: String) -> AliasValidator.ResultCode {
-        let result = validatorAlias.validate(alias)
-        self.alias = result == .valid ? alias : nil
-        return result
+        super.init(pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: canSendEmail)
     }
 }
 
@@ -111,8 +97,7 @@ extension Personalizer {
 
     /// Makes a new activation of the account; its data personalizes another machine (and is mailed, if asked).
     public func finishRequestNewActivationData(request: ApiAccessRequestNewActivationData) throws -> NewActivationData {
-        guard let pin = request.pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first") }
-        let trigger = NewActivationMessage(pin: pin, alias: request.alias, shouldSendEmail: request.shouldSendEmail && request.canSendEmail)
+        let trigger = try request.message()
         let result = try finish(
             request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), newActivation: trigger))
         guard let made = result.newActivation, let payload = try? PersonalizationPayload(parsing: made.activationData),

@@ -58,21 +58,20 @@ public final class PersonalizationParameters {
     }
 }
 
-/// rePersonalization's other way on: a second activation for this device, leaving the original one intact.
-public final class NewActivationTrigger {
+/// What a new activation is made with: its PIN, an optional alias, and whether to mail its data.
+/// Both ways to a new activation fill it in: rePersonalization's trigger and the api access request.
+public class NewActivationChoices {
     public let pinSpec: PinSpecification
     public let validatorAlias: AliasValidator
-    /// Whether this manager can mail a backup of the new activation data.
+    /// Whether this manager can mail the new activation data.
     public let canSendEmail: Bool
     public var shouldSendEmail = false
     public private(set) var alias: String?
-    let parameters: PersonalizationParameters
 
-    init(pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool, parameters: PersonalizationParameters) {
+    init(pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool) {
         self.pinSpec = PinSpecification(pinSpec)
         validatorAlias = AliasValidator(policy: aliasSpec)
         self.canSendEmail = canSendEmail
-        self.parameters = parameters
     }
 
     @discardableResult
@@ -80,6 +79,22 @@ public final class NewActivationTrigger {
         let result = validatorAlias.validate(alias)
         self.alias = result == .valid ? alias : nil
         return result
+    }
+
+    /// The choices as the manager takes them; a valid PIN must be set first.
+    func message() throws -> NewActivationMessage {
+        guard let pin = pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first") }
+        return NewActivationMessage(pin: pin, alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
+    }
+}
+
+/// rePersonalization's other way on: a second activation for this device, leaving the original one intact.
+public final class NewActivationTrigger: NewActivationChoices {
+    let parameters: PersonalizationParameters
+
+    init(pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool, parameters: PersonalizationParameters) {
+        self.parameters = parameters
+        super.init(pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: canSendEmail)
     }
 }
 
@@ -197,9 +212,7 @@ public struct Personalizer {
 
     /// Finishes a rePersonalization with a new activation; the trigger needs a valid PIN set first.
     public func personalizeIdentityManagerSynchronous(trigger: NewActivationTrigger) throws -> PersonalizationResult {
-        guard let pin = trigger.pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid PIN on the trigger's pinSpec first") }
-        let newActivation = NewActivationMessage(pin: pin, alias: trigger.alias, shouldSendEmail: trigger.shouldSendEmail && trigger.canSendEmail)
-        return try personalize(trigger.parameters, mode: .newActivation, newActivation: newActivation)
+        try personalize(trigger.parameters, mode: .newActivation, newActivation: try trigger.message())
     }
 
     private func personalize(
