@@ -219,9 +219,7 @@ public struct Authenticator {
                     expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
                 ))
         case .apiAccess:
-            guard let grant = result.apiAccess, grant.process.service == session.data.service, grant.grant.utf8.count <= 128,
-                MonotonicClock.lifetime(from: grant.issuedAt, to: grant.expiresAt) != nil
-            else {
+            guard let grant = result.apiAccess, grant.process.service == session.data.service, grant.grant.utf8.count <= 128 else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
             }
             try store.recordLockout(activationId: session.entity.activationId, nil)

@@ -27,14 +27,6 @@ extension Personalizer {
     /// first. The manager then accepts it for this device, and this machine remembers it.
     public func finishAddBiometricFactor(request: ApiAccessAddFactor, prompt: (String) -> Void) throws -> [AuthenticatorType] {
         let entity = request.grant.entity
-        let fingers: [String]
-        do { fingers = try fingerprints.enrolledFingers(user: entity.localUser) } catch let error as FingerprintReader.ReaderError {
-            throw XignSdkError(.biometricUnavailable, "the fingerprint reader cannot be used: \(error.description)")
-        }
-        guard !fingers.isEmpty else {
-            throw XignSdkError(
-                .biometricUnavailable, "\(entity.localUser) has no finger enrolled with fprintd; run fprintd-enroll \(entity.localUser) first")
-        }
         try fingerprints.check(user: entity.localUser, prompt: prompt)
         let factors = try finishAddFactor(request: request, factor: .biometric)
         try store.update { contents in

@@ -31,7 +31,7 @@ public struct FingerprintReader: Sendable, Equatable {
             let device = try bus.defaultDevice()
             do {
                 return try bus.call(device, "ListEnrolledFingers", [user]).strings()
-            } catch let error as ReaderError where error.description.contains("NoEnrolledPrints") {
+            } catch let error as ReaderError where error.kind == .noEnrolledFingers {
                 return []
             }
         }
@@ -104,15 +104,11 @@ private final class Bus {
     }
 
     func defaultDevice() throws -> String {
-        do {
-            guard let path = try call(path: "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []).objectPath()
-            else {
-                throw ReaderErrorFactory.failed("fprintd named no device")
-            }
-            return path
-        } catch let error as FingerprintReader.ReaderError where error.description.contains("NoSuchDevice") {
-            throw FingerprintReader.ReaderError(kind: .unavailable, description: "fprintd sees no fingerprint reader")
+        guard let path = try call(path: "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []).objectPath()
+        else {
+            throw FingerprintReader.ReaderError.failed("fprintd named no device")
         }
+        return path
     }
 
     func call(_ device: String, _ method: String, _ arguments: [String]) throws -> Reply {
@@ -127,7 +123,7 @@ private final class Bus {
 
     func call(path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil) throws -> Reply {
         guard let message = dbus_message_new_method_call(Self.service, path, interface, method) else {
-            throw ReaderErrorFactory.failed("out of memory")
+            throw FingerprintReader.ReaderError.failed("out of memory")
         }
         defer { dbus_message_unref(message) }
         var iterator = DBusMessageIter()
@@ -137,7 +133,7 @@ private final class Bus {
                 var pointer: UnsafePointer<CChar>? = text
                 return dbus_message_iter_append_basic(&iterator, Int32(UInt8(ascii: "s")), &pointer)
             }
-            guard appended != 0 else { throw ReaderErrorFactory.failed("out of memory") }
+            guard appended != 0 else { throw FingerprintReader.ReaderError.failed("out of memory") }
         }
         var error = DBusError()
         dbus_error_init(&error)
@@ -167,7 +163,7 @@ private final class Bus {
                 var iterator = DBusMessageIter()
                 guard dbus_message_iter_init(message, &iterator) != 0, let result = Reply.string(&iterator), dbus_message_iter_next(&iterator) != 0,
                     dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "b"))
-                else { throw ReaderErrorFactory.failed("fprintd sent a malformed VerifyStatus") }
+                else { throw FingerprintReader.ReaderError.failed("fprintd sent a malformed VerifyStatus") }
                 var done: dbus_bool_t = 0
                 dbus_message_iter_get_basic(&iterator, &done)
                 return (result, done != 0)
@@ -186,14 +182,16 @@ private final class Bus {
         defer { dbus_error_free(&error) }
         let name = error.name.map { String(cString: $0) } ?? "unknown"
         let message = error.message.map { String(String(cString: $0).prefix(200)) } ?? ""
-        var kind = kind
-        if name.hasSuffix("NoEnrolledPrints") { kind = .noEnrolledFingers }
+        if name.hasSuffix("NoSuchDevice") {
+            return FingerprintReader.ReaderError(kind: .unavailable, description: "fprintd sees no fingerprint reader")
+        }
+        let kind = name.hasSuffix("NoEnrolledPrints") ? .noEnrolledFingers : kind
         return FingerprintReader.ReaderError(kind: kind, description: "\(what): \(name) \(message)")
     }
 }
 
-private enum ReaderErrorFactory {
-    static func failed(_ why: String) -> FingerprintReader.ReaderError { FingerprintReader.ReaderError(kind: .failed, description: why) }
+extension FingerprintReader.ReaderError {
+    fileprivate static func failed(_ why: String) -> Self { Self(kind: .failed, description: why) }
 }
 
 /// A method reply; owns the message.
@@ -220,7 +218,7 @@ private final class Reply {
     func strings() throws -> [String] {
         var iterator = DBusMessageIter()
         guard dbus_message_iter_init(message, &iterator) != 0, dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a")) else {
-            throw ReaderErrorFactory.failed("fprintd answered without a list")
+            throw FingerprintReader.ReaderError.failed("fprintd answered without a list")
         }
         var element = DBusMessageIter()
         dbus_message_iter_recurse(&iterator, &element)
