@@ -192,7 +192,7 @@ extension IdentityManager {
         try await store.setFactors(factors, ofDevice: device.id)
         try await store.recordAudit(
             AuditEvent(.factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue, actor: "device \(device.id)"))
-        return AuthenticatorType.allCases.filter(factors.contains)
+        return ManagerStore.orderedFactors(factors)
     }
 
     /// Device information: the devices of the caller's account, signed by the caller over a challenge.

@@ -121,13 +121,7 @@ extension ManagerStore {
     /// its queued mail and its audit entries. Returns how many devices held an activation.
     func deleteAccount(_ accountId: String) async throws -> Int {
         let emails = try await emails(ofAccount: accountId)
-        let devices =
-            try await sql.raw(
-                """
-                SELECT COUNT(*) AS n FROM devices d JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id
-                WHERE a.account_id = \(bind: accountId) AND d.revoked = 0
-                """
-            ).first()?.decode(column: "n", as: Int.self) ?? 0
+        let devices = try await devices(ofAccount: accountId).count
         try await sql.raw(
             """
             DELETE FROM audit_events WHERE activation_id IN (SELECT id FROM activations WHERE account_id = \(bind: accountId))

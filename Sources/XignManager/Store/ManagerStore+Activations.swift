@@ -209,7 +209,7 @@ extension ManagerStore {
                 keyKind: try row.decode(column: "key_kind", as: String?.self),
                 deviceName: try row.decode(column: "name", as: String?.self),
                 platform: try row.decode(column: "platform", as: String?.self),
-                factors: try row.decode(column: "factors", as: String?.self).map { AuthenticatorType.allCases.filter(Self.factors($0).contains) },
+                factors: try row.decode(column: "factors", as: String?.self).map { Self.orderedFactors(Self.factors($0)) },
                 enrolledAt: try row.decode(column: "created_at", as: Int64?.self),
                 lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
                 failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),

@@ -29,6 +29,9 @@ extension ManagerStore {
         Set(column.split(separator: ",").compactMap { AuthenticatorType(rawValue: String($0)) }).union([.device, .pin])
     }
 
+    /// `factors` in the wire's order (AuthenticatorType's).
+    static func orderedFactors(_ factors: Set<AuthenticatorType>) -> [AuthenticatorType] { AuthenticatorType.allCases.filter(factors.contains) }
+
     func insertDevice(_ device: NewDevice) async throws {
         try await sql.raw(
             """
@@ -84,7 +87,7 @@ extension ManagerStore {
                 deviceId: try row.decode(column: "id", as: String.self), activationAlias: try row.decode(column: "alias", as: String.self),
                 name: try row.decode(column: "name", as: String.self), platform: try row.decode(column: "platform", as: String.self),
                 keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software,
-                factors: AuthenticatorType.allCases.filter(Self.factors(try row.decode(column: "factors", as: String.self)).contains),
+                factors: Self.orderedFactors(Self.factors(try row.decode(column: "factors", as: String.self))),
                 enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self)
             )
         }
