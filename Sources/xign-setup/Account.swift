@@ -96,16 +96,7 @@ struct NewActivation: ParsableCommand {
             let made = try sdk.personalizer().finishRequestNewActivationData(request: trigger)
             output.say("New activation \"\(made.alias)\". On the other machine, run `xign-setup personalize` with this link:")
             output.say(made.payload.deepLink)
-            if !noQr && !options.common.json {
-                do {
-                    print(
-                        try QRRenderer.render(
-                            made.payload.deepLink, style: .utf8, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 1),
-                        terminator: "")
-                } catch {
-                    Terminal.write("(QR code not shown: \(error))\n")
-                }
-            }
+            if !noQr && !options.common.json { drawQR(made.payload.deepLink, style: .utf8, caption: nil, besideLines: 1) }
             if made.mailQueued { output.say("The activation data was also mailed to the account's address.") }
             output.emit([
                 "status": .string("requested"), "activationId": .string(made.activationId), "alias": .string(made.alias),

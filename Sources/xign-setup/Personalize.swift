@@ -75,7 +75,12 @@ struct Personalize: ParsableCommand {
         let url = override.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL
         try url.checkTransportPolicyAsSdkError()
         let interactive = pins.descriptor == nil && Terminal.isInteractive
-        if !noQr && !common.json { drawQR(data.payload.deepLink) }
+        if !noQr && !common.json {
+            // Beside it: its caption, the PIN prompt and the line the PIN is typed on.
+            drawQR(
+                data.payload.deepLink, style: style, caption: "Activation QR code (scan it with the XignIn app to activate a phone instead):",
+                besideLines: 3)
+        }
 
         output.say("Activating for local user \(sdk.localUser) at \(url).")
         let pin = try pins.read("Activation PIN: ")
@@ -182,14 +187,4 @@ struct Personalize: ParsableCommand {
         }
     }
 
-    private func drawQR(_ payload: String) {
-        do {
-            // Beside it: its caption, the PIN prompt and the line the PIN is typed on.
-            let text = try QRRenderer.render(payload, style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: 3)
-            print("Activation QR code (scan it with the XignIn app to activate a phone instead):")
-            print(text, terminator: "")
-        } catch {
-            Terminal.write("(QR code not shown: \(error))\n")
-        }
-    }
 }

@@ -117,6 +117,18 @@ struct PinSource: ParsableArguments {
     }
 }
 
+/// Draws `payload` as a QR code fitted to the terminal, with `besideLines` left for what follows; when it cannot
+/// fit, says so and goes on (the link is printed too).
+func drawQR(_ payload: String, style: QRStyle, caption: String?, besideLines: Int) {
+    do {
+        let text = try QRRenderer.render(payload, style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: besideLines)
+        if let caption { print(caption) }
+        print(text, terminator: "")
+    } catch {
+        Terminal.write("(QR code not shown: \(error))\n")
+    }
+}
+
 /// `print` for text that quotes the manager or what it wrote into the state: no control characters (DisplayText).
 func printSanitized(_ text: String) {
     print(DisplayText.sanitized(text))
