@@ -206,10 +206,6 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "Only this account.") var email: String?
         @Flag(help: "Print JSON.") var json = false
 
-        static func date(_ milliseconds: Int64?) -> String {
-            milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000).ISO8601Format() } ?? "never"
-        }
-
         func run() async throws {
             let activations = try await options.withManager { try await $0.activations(email: email) }
             if json { return try printJSON(activations) }
@@ -222,7 +218,7 @@ struct Admin: AsyncParsableCommand {
                 }
                 let device = a.deviceName.map { name in
                     "\(name) (\(a.platform ?? "-"), \(a.keyKind ?? "-") key, \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
-                        + ", enrolled \(Self.date(a.enrolledAt)), last used \(Self.date(a.lastUsedAt))"
+                        + ", enrolled \(a.enrolledAt.map(isoDate) ?? "never"), last used \(a.lastUsedAt.map(isoDate) ?? "never")"
                 }
                 print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)")
             }
@@ -263,7 +259,7 @@ struct Admin: AsyncParsableCommand {
             let queued = try await options.withManager { try await $0.queuedMail() }
             if queued.isEmpty { print("No mail is waiting.") }
             for mail in queued {
-                let queuedAt = Date(timeIntervalSince1970: TimeInterval(mail.queuedAt) / 1000).formatted(.iso8601)
+                let queuedAt = isoDate(mail.queuedAt)
                 print("\(mail.recipient)\tqueued \(queuedAt)\t\(mail.attempts) attempt\(mail.attempts == 1 ? "" : "s")")
             }
         }
@@ -295,7 +291,7 @@ extension Admin {
             if json { return try printJSON(events) }
             if events.isEmpty { print("No events since \(start.formatted(.iso8601)).") }
             for event in events {
-                let at = Date(timeIntervalSince1970: Double(event.at) / 1000).formatted(.iso8601)
+                let at = isoDate(event.at)
                 let fields = [event.email, event.host.map { "host \($0)" }, event.service.map { "service \($0)" }, event.detail].compactMap { $0 }
                 print("\(at)\t\(event.event.rawValue)\t\(fields.joined(separator: ", "))\t\(event.actor)")
             }
@@ -308,3 +304,6 @@ func printJSON(_ value: some Encodable) throws {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
+
+/// A time from the manager's records (milliseconds since 1970), in ISO 8601.
+func isoDate(_ milliseconds: Int64) -> String { Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601) }
