@@ -166,6 +166,17 @@ public struct Authenticator {
         return failed ? .failure(request) : .success(AuthenticationUserInformation(request: request, role: role))
     }
 
+    /// Finishes a built-in process (a login approval, a merge, an api access), whose role is device and PIN and which
+    /// asks for no attributes. `pin` is read only once that holds; otherwise `incomplete` is thrown.
+    public func finishWithDeviceAndPinSynchronous(
+        request: AuthenticateRequest, pin: () throws -> String, incomplete: @autoclosure () -> XignSdkError
+    ) throws -> AuthenticationResult {
+        guard case .success(let information) = try prepareAuthenticationUserInformationSynchronous(request: request) else { throw incomplete() }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor(try pin()))
+        return try finishAuthenticationSynchronous(userInfo: information)
+    }
+
     /// Round trip 2: signs with the device key, sends the PIN, and returns serviceLogin or lockout.
     public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> AuthenticationResult {
         let session = userInfo.request.session

@@ -54,12 +54,10 @@ public struct SdkLoginApprover: LoginApprover {
         let request = try authenticator.startAuthenticationSynchronous(
             confirmation: ConfirmationInitializationData(
                 idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmation.confirmationId, code: code))
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw XignSdkError(.parametersIncomplete, "the manager asks for information an approval cannot give")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(pin))
-        switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
+        switch try authenticator.finishWithDeviceAndPinSynchronous(
+            request: request, pin: { pin },
+            incomplete: XignSdkError(.parametersIncomplete, "the manager asks for information an approval cannot give"))
+        {
         case .userLogin(let login):
             return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
         case .lockout(let lock, _):

@@ -16,12 +16,9 @@ struct ApiAccessOptions: ParsableArguments {
         let entity = try enrolment(sdk)
         let authenticator = sdk.authenticator
         let request = try authenticator.startApiAccessSynchronous(process, idmIdentifier: entity.idmIdentifier)
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw XignSdkError(.invalidManagerResponse, "the manager asks for information a \(process.rawValue) cannot give")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(try pins.read("Current PIN of \(entity.accountEmail): ")))
-        let result = try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        let result = try authenticator.finishWithDeviceAndPinSynchronous(
+            request: request, pin: { try pins.read("Current PIN of \(entity.accountEmail): ") },
+            incomplete: XignSdkError(.invalidManagerResponse, "the manager asks for information a \(process.rawValue) cannot give"))
         if case .lockout(let lock, _) = result { throw reportLockout(lock, output: output) }
         return result
     }

@@ -152,12 +152,10 @@ struct Personalize: ParsableCommand {
     private func confirmMerge(_ merge: AuthenticationInitializationDataWithSession, sdk: XignSdk, output: Output) throws {
         let authenticator = sdk.authenticator
         let request = try authenticator.startAuthenticationSynchronous(data: merge)
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw XignSdkError(.invalidManagerResponse, "the manager asks for information the merge cannot give")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(try pins.read("PIN of \(merge.existingAccountEmail): ")))
-        switch try authenticator.finishAuthenticationSynchronous(userInfo: information) {
+        switch try authenticator.finishWithDeviceAndPinSynchronous(
+            request: request, pin: { try pins.read("PIN of \(merge.existingAccountEmail): ") },
+            incomplete: XignSdkError(.invalidManagerResponse, "the manager asks for information the merge cannot give"))
+        {
         case .apiAccessMergeComplete(let idmIdentifier):
             output.say(
                 "Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
