@@ -17,14 +17,9 @@ import XignTestSupport
 
     /// Confirms `process` with device and `pin`, as xign-setup does.
     func confirm(_ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String) throws -> AuthenticationResult {
-        let authenticator = sdk.authenticator
-        let request = try authenticator.startApiAccessSynchronous(process, idmIdentifier: id)
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw TestFailure("attributes not confirmed")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(pin))
-        return try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        try sdk.authenticator.finishWithDeviceAndPinSynchronous(
+            request: try sdk.authenticator.startApiAccessSynchronous(process, idmIdentifier: id), pin: { pin },
+            incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed"))
     }
 
     func changePin(_ sdk: XignSdk, _ id: String, from old: String, to new: String) throws -> Int {

@@ -151,12 +151,10 @@ import XignTestSupport
         let sdk = try XignSdk(configuration: fixture.configuration, localUser: "alice")
         let id = try #require(try sdk.store.list().first?.idmIdentifier)
         let request = try sdk.authenticator.startApiAccessSynchronous(.addFactor, idmIdentifier: id)
-        guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-            throw TestFailure("attributes")
-        }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor("24680"))
-        guard case .apiAccessAddFactor(let add) = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+        guard
+            case .apiAccessAddFactor(let add) = try sdk.authenticator.finishWithDeviceAndPinSynchronous(
+                request: request, pin: { "24680" }, incomplete: XignSdkError(.parametersIncomplete, "attributes"))
+        else {
             throw TestFailure("expected apiAccessAddFactor")
         }
         reader.scanLater("alice-right")
