@@ -1,2 +1,3 @@
 #include <security/pam_appl.h>
 #include <security/pam_modules.h>
+#include <sys/auxv.h>

@@ -90,7 +90,7 @@ public struct Authenticator {
         return AuthenticationInitializationData(idmIdentifier: idmIdentifier, service: service, host: host, localUser: localUser)
     }
 
-    /// Round trip 1: the roles, attributes and challenge. Stops early on a lockout this machine remembers.
+    /// Round trip 1: the roles, attributes and challenge.
     public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
         try start(data, mergeSessionId: nil)
     }
@@ -125,7 +125,9 @@ public struct Authenticator {
         _ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil
     ) throws -> AuthenticateRequest {
         let entity = try store.entity(data.idmIdentifier)
-        if let pending = try store.pendingLockout(activationId: entity.activationId) { throw XignSdkLockoutError(pending) }
+        // A remembered lock is a reason to ask, not a verdict: an administrator may have lifted it. A manager that still
+        // holds it answers 423 (shown, never written); a start signed over this nonce means it is gone.
+        let remembersLock = try store.pendingLockout(activationId: entity.activationId) != nil
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
@@ -142,6 +144,7 @@ public struct Authenticator {
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
+        if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
         let session = AuthenticationSession(
             data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge,
             fingerprints: fingerprints)
@@ -275,7 +278,7 @@ public struct Authenticator {
         guard token.host == data.host else {
             throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(token.host.prefix(64))', not this one")
         }
-        guard token.localUser == data.localUser else {
+        guard UserName.same(token.localUser, data.localUser) else {
             throw XignSdkError(.managerSignatureInvalid, "the login token is for the user '\(token.localUser.prefix(64))', not '\(data.localUser)'")
         }
         guard token.deviceId == entity.idmIdentifier, token.activationId == entity.activationId, token.service == data.service else {

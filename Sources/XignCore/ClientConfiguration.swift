@@ -21,6 +21,16 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var pamDefaultRole = "login"
     /// fprintd, for roles that ask for the biometric factor.
     public var fingerprintReader = FingerprintReader()
+    /// Where the host records its sessions, to tell a login at this machine from one over the network.
+    public var sessionRecords = SessionRecords()
+    /// Whether a host confirms logins to system accounts (root, uids below UID_MIN); no by default.
+    public var confirmsSystemAccounts = false
+
+    public struct SessionRecords: Sendable, Equatable {
+        public var utmpPath = "/var/run/utmp"
+        public var logindSessionsDirectory = "/run/systemd/sessions"
+        public init() {}
+    }
 
     /// The role for a PAM service name (sudo, login, gdm-password, sshd, …).
     public func role(forPAMService service: String?) -> String {
@@ -40,7 +50,7 @@ public struct ClientConfiguration: Sendable, Equatable {
         try file.rejectUnknownKeys(
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
-                "fprintd_bus", "fingerprint_timeout",
+                "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts",
             ],
             prefixes: ["pam.role."]
         )
@@ -73,6 +83,12 @@ public struct ClientConfiguration: Sendable, Equatable {
         guard bus.hasPrefix("unix:path=/"), bus.utf8.count <= 256 else { throw fail("fprintd_bus", "must be unix:path=/… (the system bus socket)") }
         let wait = try file.milliseconds("fingerprint_timeout", in: 1_000...120_000) ?? Int64(fingerprintReader.timeoutMilliseconds)
         fingerprintReader = FingerprintReader(busAddress: bus, timeoutMilliseconds: Int(wait))
+        for (key, path) in [("pam.utmp", \SessionRecords.utmpPath), ("pam.logind_sessions", \SessionRecords.logindSessionsDirectory)] {
+            guard let value = file.string(key) else { continue }
+            guard value.hasPrefix("/"), value.utf8.count <= 256 else { throw fail(key, "must be an absolute path") }
+            sessionRecords[keyPath: path] = value
+        }
+        confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
             deviceKey = preference

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import XignProtocol
 
 /// How a login a host asks to confirm ended at this device.
 public enum LoginApprovalResult: Sendable, Equatable {
@@ -23,7 +24,7 @@ public struct SdkLoginApprover: LoginApprover {
 
     /// The local user's enrolments; none is an error that says what to do.
     func enrolments() throws -> [IdentityManagerEntity] {
-        let enrolments = try sdk.store.list().filter { $0.localUser == sdk.localUser }
+        let enrolments = try sdk.store.list().filter { UserName.same($0.localUser, sdk.localUser) }
         guard !enrolments.isEmpty else {
             throw XignSdkError(.identityManagerNotFound, "\(sdk.localUser) has no enrolment on this machine; personalize it first")
         }

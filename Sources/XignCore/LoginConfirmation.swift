@@ -126,7 +126,7 @@ extension XignSdk {
         guard result.confirmationId == pending.confirmationId, result.hostId == pending.host.hostId else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's decision is for another confirmation or host")
         }
-        guard result.loginName == pending.loginName, result.service == pending.service else {
+        guard UserName.same(result.loginName, pending.loginName), result.service == pending.service else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's decision is for another user or service")
         }
         switch result.state {

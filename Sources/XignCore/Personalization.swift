@@ -145,9 +145,9 @@ public struct Personalizer {
         let url = managerURL(for: data)
         // Before anything that changes state anywhere: the state directory must be writable here.
         try store.checkWritable()
-        if let pending = try store.pendingLockout(activationId: payload.activationId) { throw XignSdkLockoutError(pending) }
+        // A remembered lock is not checked here: the manager, which may have lifted it, answers 423 while it holds.
         let mine = try store.list().filter { $0.managerURL == url }
-        if let other = mine.first(where: { $0.activationId == payload.activationId && $0.localUser != localUser }) {
+        if let other = mine.first(where: { $0.activationId == payload.activationId && !UserName.same($0.localUser, localUser) }) {
             throw XignSdkError(
                 .invalidInput,
                 "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`"
@@ -157,7 +157,7 @@ public struct Personalizer {
         let nonce = try ManagerClient.nonce()
         let request = DecryptRequest(
             activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce,
-            knownDeviceIds: mine.filter { $0.localUser == localUser }.map(\.idmIdentifier)
+            knownDeviceIds: mine.filter { UserName.same($0.localUser, localUser) }.map(\.idmIdentifier)
         )
         let client = ManagerClient(url: url, http: http)
         let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))

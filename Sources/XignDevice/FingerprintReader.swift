@@ -75,6 +75,8 @@ private final class Bus {
     static let deviceInterface = "net.reactivated.Fprint.Device"
     let connection: OpaquePointer
     let deadline: ContinuousClock.Instant
+    /// The unique name (":1.N") that owned fprintd's well-known name when the connection opened.
+    private(set) var fprintd = Bus.service
 
     init(address: String, deadline: ContinuousClock.Instant) throws {
         var error = DBusError()
@@ -91,6 +93,22 @@ private final class Bus {
         }
         self.connection = connection
         self.deadline = deadline
+        // Any client on the system bus may send a signal straight to this connection, so a verdict counts only from
+        // the connection that owns fprintd's name, and calls go to that same connection.
+        do {
+            guard
+                let owner = try call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", [Self.service]
+                ).objectPath(), owner.hasPrefix(":")
+            else { throw FingerprintReader.ReaderError.failed("the bus named no owner of \(Self.service)") }
+            fprintd = owner
+        } catch let error as FingerprintReader.ReaderError where error.description.contains("NameHasNoOwner") {
+            close()
+            throw FingerprintReader.ReaderError(kind: .unavailable, description: "fprintd is not running (no owner of \(Self.service))")
+        } catch {
+            close()
+            throw error
+        }
     }
 
     func close() {
@@ -121,8 +139,10 @@ private final class Bus {
         _ = try? call(path: device, Self.deviceInterface, method, [], timeout: max(remainingMilliseconds, 1_000))
     }
 
-    func call(path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil) throws -> Reply {
-        guard let message = dbus_message_new_method_call(Self.service, path, interface, method) else {
+    func call(
+        destination: String? = nil, path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil
+    ) throws -> Reply {
+        guard let message = dbus_message_new_method_call(destination ?? fprintd, path, interface, method) else {
             throw FingerprintReader.ReaderError.failed("out of memory")
         }
         defer { dbus_message_unref(message) }
@@ -148,7 +168,7 @@ private final class Bus {
         var error = DBusError()
         dbus_error_init(&error)
         dbus_bus_add_match(
-            connection, "type='signal',sender='\(Self.service)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'", &error)
+            connection, "type='signal',sender='\(fprintd)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'", &error)
         if dbus_error_is_set(&error) != 0 { throw Self.readerError(&error, .failed, "cannot follow the verification") }
     }
 
@@ -158,6 +178,7 @@ private final class Bus {
             if let message = dbus_connection_pop_message(connection) {
                 defer { dbus_message_unref(message) }
                 guard dbus_message_is_signal(message, Self.deviceInterface, "VerifyStatus") != 0,
+                    dbus_message_get_sender(message).map({ String(cString: $0) }) == fprintd,
                     dbus_message_get_path(message).map({ String(cString: $0) }) == device
                 else { continue }
                 var iterator = DBusMessageIter()

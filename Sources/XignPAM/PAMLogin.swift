@@ -82,21 +82,31 @@ public struct PAMLogin {
         let enrolment: IdentityManagerEntity?
         do {
             sdk = try XignSdk(configuration: configuration, localUser: caller.user)
-            enrolment = try sdk.store.list().first(where: { $0.localUser == caller.user })
+            enrolment = try sdk.store.list().first(where: { UserName.same($0.localUser, caller.user) })
         } catch {
             log(LOG_ERR, "cannot use the xign state: \(error)")
             return (PAM_SERVICE_ERR, "state-error")
         }
-        let confirming = options.mode == .confirm || (options.mode == .auto && enrolment == nil)
+        let remote = options.remote == .pinOnly ? nil : LoginOrigin(caller: caller, records: configuration.sessionRecords).remoteReason
+        let confirming = options.mode == .confirm || (options.mode == .auto && (enrolment == nil || remote != nil))
         if !confirming && enrolment == nil {
             debug("no enrolment for \(caller.user) in \(configuration.stateDirectory)")
             return unknownUser()
         }
+        if !confirming, let remote { return refuseRemote(because: remote) }
+        if !confirming, let refusal = refuseOtherUsersEnrolment() { return refusal }
         do {
             if let enrolment, !confirming {
                 let role = options.role ?? configuration.role(forPAMService: caller.service)
                 debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
                 return try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+            }
+            if let account = LocalUser(named: caller.user), account.isSystemAccount, !configuration.confirmsSystemAccounts {
+                log(
+                    LOG_WARNING,
+                    "refused to confirm a login to the system account \(caller.user) (uid \(account.uid)); confirm_system_accounts allows it")
+                tell("XignIn: logins to \(caller.user) are not confirmed on this host.", isError: true)
+                return (PAM_AUTH_ERR, "system-account")
             }
             return try confirm(sdk: sdk)
         } catch is ConversationFailed {
@@ -215,6 +225,32 @@ public struct PAMLogin {
         }
     }
 
+    /// mode=local over the network: the machine's key is there whoever connects, so it is not used (LoginOrigin).
+    private func refuseRemote(because reason: String) -> (Int32, String) {
+        if options.remote == .ignore {
+            debug("not using this machine's device key: the login is remote (\(reason))")
+            return (PAM_IGNORE, "remote-ignored")
+        }
+        log(LOG_WARNING, "refused this machine's device key: the login is remote (\(reason)); use mode=auto or mode=confirm for this service")
+        tell(
+            "XignIn: this machine's key is only for logins at this machine, and this login comes over the network. Log in another way, or ask your administrator.",
+            isError: true)
+        return (PAM_AUTH_ERR, "remote-refused")
+    }
+
+    /// In a setuid host that a user runs (su, sudo), the module is root with that user's choice of target: such a
+    /// caller may use only the enrolment of its own real uid, as xignd rules, so nobody tests or locks another's PIN.
+    private func refuseOtherUsersEnrolment() -> (Int32, String)? {
+        let caller = getuid()
+        guard caller != 0, getauxval(UInt(AT_SECURE)) != 0 || caller != geteuid() else { return nil }
+        guard let target = LocalUser(named: self.caller.user), target.uid == caller else {
+            log(LOG_WARNING, "uid=\(caller) asked for \(self.caller.user)'s enrolment through \(self.caller.service ?? "a setuid program"): refused")
+            tell("XignIn: here you can use only your own enrolment; \(self.caller.user) must log in as themselves.", isError: true)
+            return (PAM_AUTH_ERR, "other-user-refused")
+        }
+        return nil
+    }
+
     func unknownUser() -> (Int32, String) {
         options.ignoreUnknownUser ? (PAM_IGNORE, "unknown-user-ignored") : (PAM_USER_UNKNOWN, "unknown-user")
     }
@@ -306,8 +342,14 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         log(LOG_ERR, "configuration error: \(error)")
         return PAM_SERVICE_ERR
     }
+    // A name that is not UTF-8 would be read with replacement characters and could match another user's enrolment.
+    guard let userName = String(validating: UnsafeBufferPointer(start: user, count: strnlen(user, 1024)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    else {
+        log(LOG_WARNING, "result=refused: the PAM user name is not valid UTF-8")
+        return PAM_AUTH_ERR
+    }
     let caller = PAMLogin.Caller(
-        user: string(user) ?? "", service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
+        user: userName, service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
         tty: string(context.tty))
     return PAMLogin(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
 }

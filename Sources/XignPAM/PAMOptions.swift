@@ -21,6 +21,16 @@ public struct PAMOptions: Equatable {
         case auto
     }
 
+    /// What the local device key does for a login that comes over the network (LoginOrigin).
+    enum RemotePolicy: String, Equatable {
+        /// PAM_AUTH_ERR with one line: the key is present whoever connects, so it proves nothing there.
+        case refuse
+        /// PAM_IGNORE: the rest of the stack decides, as in the pam-auth-update profile's common-auth.
+        case ignore
+        /// Device key and PIN anyway, so the PIN is the only secret left; an administrator's explicit choice.
+        case pinOnly = "pin-only"
+    }
+
     enum QRPolicy: String, Equatable {
         /// Only where it fits an 80×24 terminal with the text around it.
         case auto
@@ -29,6 +39,7 @@ public struct PAMOptions: Equatable {
     }
 
     public var mode = Mode.local
+    var remote = RemotePolicy.refuse
     var qr = QRPolicy.auto
     /// The longest a confirmation waits, below sshd's LoginGraceTime (120 s).
     var totalTimeoutSeconds = 100
@@ -83,6 +94,11 @@ public struct PAMOptions: Equatable {
                     throw Invalid(description: "mode=\(value.prefix(20)) must be local, confirm or auto")
                 }
                 mode = parsed
+            case ("remote", let value?):
+                guard let parsed = RemotePolicy(rawValue: value) else {
+                    throw Invalid(description: "remote=\(value.prefix(20)) must be refuse, ignore or pin-only")
+                }
+                remote = parsed
             case ("qr", let value?):
                 guard let parsed = QRPolicy(rawValue: value) else {
                     throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always or never")

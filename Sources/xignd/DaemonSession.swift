@@ -3,6 +3,7 @@ import Foundation
 import XignCore
 import XignDaemon
 import XignPAM
+import XignProtocol
 
 /// One connection: who is calling (SO_PEERCRED), whether it may act for the user it names, and the request.
 struct DaemonSession {
@@ -76,7 +77,9 @@ struct DaemonSession {
         // Only a login that will check a PIN takes from the allowance: with the shared stack every user's locker
         // comes here, and a user without an enrolment must not be told of PIN attempts.
         let enrolled =
-            (try? XignSdk(configuration: daemon.configuration, localUser: target.name).store.list().contains { $0.localUser == target.name }) ?? true
+            (try? XignSdk(configuration: daemon.configuration, localUser: target.name).store.list().contains {
+                UserName.same($0.localUser, target.name)
+            }) ?? true
         if enrolled { guard charge(target, pamStyle: true) else { return } }
         let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
@@ -143,21 +146,5 @@ struct RelayConversation: Conversation {
         {
             throw ConversationFailed()
         }
-    }
-}
-
-/// A user of this machine, from the passwd database.
-struct LocalUser {
-    let name: String
-    let uid: UInt32
-
-    init?(named name: String) {
-        guard !name.isEmpty, name.utf8.count <= 64 else { return nil }
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        self.name = name
-        uid = entry.pw_uid
     }
 }

@@ -84,7 +84,7 @@ import XignTestSupport
         }
         #expect(!lock.isPermanent)
         #expect(lock.failedAttempts == 1)
-        // The machine remembers the lock and does not even ask the manager.
+        // While the lock holds, the manager refuses to start (the remembered lock only makes the machine ask).
         #expect(throws: XignSdkLockoutError.self) {
             _ = try sdk.authenticator.startAuthenticationSynchronous(
                 data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))

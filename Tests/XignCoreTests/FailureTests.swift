@@ -133,7 +133,7 @@ import XignTestSupport
             "shown for this attempt")
         #expect(fixture.snapshot() == before, "and nothing is written down")
         _ = try fixture.personalize(data)
-        // Honest control: a lock the real manager signed is remembered and stops the next attempt early.
+        // Honest control: a lock the real manager signed holds, and the right PIN during it is refused uncharged.
         let second = try fixture.register("signed@example.org")
         let personalizer = try fixture.sdk().personalizer()
         guard case .lockout = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: second, pin: "13570") else {
@@ -143,7 +143,7 @@ import XignTestSupport
         #expect(code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: second, pin: "24680") } == .lockedOut)
         #expect(
             try fixture.activations().first { $0["email"] as? String == "signed@example.org" }?["failedAttempts"] as? Int == 1,
-            "the remembered lock stopped the attempt before the manager")
+            "the lock refused the attempt before the PIN was checked")
         #expect(standIn.requests.count == requests)
     }
 

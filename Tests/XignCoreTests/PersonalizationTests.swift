@@ -154,7 +154,7 @@ import XignTestSupport
             if attempt < 4 {
                 #expect(!lock.isPermanent)
                 delays.append(lock.lockedUntil.timeIntervalSince(before))
-                // The client remembers the lock and stops before asking the manager, even with the right PIN.
+                // While the lock holds, the manager refuses even the right PIN, and charges nothing for it.
                 #expect(throws: XignSdkLockoutError.self) {
                     try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
                 }

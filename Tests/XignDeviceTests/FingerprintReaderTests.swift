@@ -33,4 +33,31 @@ import XignTestSupport
         daemon.scanLater("alice-right")
         #expect(try FingerprintReader(busAddress: daemon.busAddress).verify(user: "alice") { _ in })
     }
+
+    /// Any local user may send a signal straight to the reader's connection; only fprintd's verdict counts.
+    @Test func aForgedMatchFromAnotherUsersConnectionDoesNotPass() throws {
+        let daemon = try FingerprintDaemon()
+        try daemon.enrol(user: "alice", finger: "alice-right")
+        let reader = FingerprintReader(busAddress: daemon.busAddress, timeoutMilliseconds: 3_000)
+        let forged = Counter()
+        let outcome = kind {
+            let matched = try reader.verify(user: "alice") { _ in
+                Thread { forged.add((try? daemon.forgeVerifyStatus("verify-match", asUser: "nobody")) ?? 0) }.start()
+            }
+            Issue.record("the verification ended with \(matched) instead of waiting for a finger")
+        }
+        #expect(outcome == .timedOut, "the forged match was ignored and the reader waited for a finger")
+        #expect(forged.value >= 1, "the bus delivered the forgery to at least the reader's connection")
+        // Honest control: fprintd's own verdict still passes.
+        daemon.scanLater("alice-right")
+        #expect(try FingerprintReader(busAddress: daemon.busAddress).verify(user: "alice") { _ in })
+    }
+}
+
+/// A count written from another thread.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add(_ n: Int) { lock.withLock { count += n } }
+    var value: Int { lock.withLock { count } }
 }

@@ -9,7 +9,7 @@ final class PAMFixture: @unchecked Sendable {
     let directory = TemporaryDirectory()
     var state: String { directory.file("state") }
     var confdir: String { directory.file("pam.d") }
-    let configPath: String
+    private(set) var configPath: String
 
     static let repository: String = {
         var url = URL(fileURLWithPath: #filePath)
@@ -65,26 +65,29 @@ final class PAMFixture: @unchecked Sendable {
             keyLines += "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = 5s\n"
         }
         self.configuration = configuration
-        for user in users {
-            let email = "\(user)@example.org"
-            let sdk = try XignSdk(configuration: configuration, localUser: user)
-            let parameters = try sdk.registry.initializationSynchronous(url: manager.url)
-            parameters.pinSpec.setPin("24680")
-            parameters.selection?.info.email?.setValue(value: email)
-            parameters.setAlias("\(user)'s laptop")
-            _ = try sdk.registry.registerSynchronous(data: parameters)
-            let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
-            guard
-                case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: data, pin: "24680")
-            else {
-                throw TestFailure("expected newPersonalization")
-            }
-            _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
-        }
+        configPath = ""
+        for user in users { try enrol(localUser: user, email: "\(user)@example.org") }
         configPath = try directory.write("xign.conf", "state_dir = \(state)\n" + keyLines)
         try FileManager.default.createDirectory(atPath: confdir, withIntermediateDirectories: true)
         for name in ["login", "sudo"] { try service(name, arguments: "timeout=3") }
+    }
+
+    /// Registers `email` and personalizes this machine for `localUser`, with PIN 24680.
+    func enrol(localUser user: String, email: String) throws {
+        let sdk = try XignSdk(configuration: configuration, localUser: user)
+        let parameters = try sdk.registry.initializationSynchronous(url: manager.url)
+        parameters.pinSpec.setPin("24680")
+        parameters.selection?.info.email?.setValue(value: email)
+        parameters.setAlias("\(user)'s laptop")
+        _ = try sdk.registry.registerSynchronous(data: parameters)
+        let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
+        guard
+            case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
+        else {
+            throw TestFailure("expected newPersonalization")
+        }
+        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
     }
 
     /// The module the service files load; a copy in the fixture's directory once hosts without root use it.
@@ -129,20 +132,22 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`. `wrapper` runs the
     /// host (`harness`, the libpam harness unless given) inside another command, with `environment` if given.
+    /// `items` sets PAM items first, such as "rhost=203.0.113.9" or "tty=/dev/pts/7".
     func login(
         _ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
-        harness: String? = nil, environment: [String: String]? = nil
+        harness: String? = nil, environment: [String: String]? = nil, items: [String] = []
     ) throws -> Login {
-        try finish(try startLogin(user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment))
+        try finish(
+            try startLogin(user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment, items: items))
     }
 
     /// Starts a login without waiting for it; its conversation can be read while the module waits.
     func startLogin(
         _ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
-        harness: String? = nil, environment: [String: String]? = nil
+        harness: String? = nil, environment: [String: String]? = nil, items: [String] = []
     ) throws -> ChildProcess {
         let host = try harness ?? Self.harness.get()
-        let command = wrapper + [host, confdir, service, user]
+        let command = wrapper + [host, confdir, service, user] + (items.isEmpty ? [] : ["1"] + items)
         return try ChildProcess(
             command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
     }

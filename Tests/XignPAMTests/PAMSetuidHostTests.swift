@@ -12,7 +12,8 @@ import XignTestSupport
 
     init() throws {
         tpm = try SoftwareTPM()
-        fixture = try PAMFixture(tpm: tpm)
+        // nobody runs the setuid host and logs in as itself; root's enrolment is someone else's.
+        fixture = try PAMFixture(users: ["alice", "nobody", "root"], tpm: tpm)
         traps = TemporaryDirectory()
     }
 
@@ -33,7 +34,7 @@ import XignTestSupport
     }
 
     /// The libpam harness as a setuid-root program, run by `nobody`: AT_SECURE is set, as in su.
-    func setuidLogin(answers: [String]) throws -> PAMFixture.Login {
+    func setuidLogin(_ user: String = "nobody", answers: [String]) throws -> PAMFixture.Login {
         let host = fixture.directory.file("setuid-harness")
         if !FileManager.default.fileExists(atPath: host) {
             try writeTestFile(host, try Data(contentsOf: URL(fileURLWithPath: try PAMFixture.harness.get())), mode: 0o755)
@@ -42,7 +43,7 @@ import XignTestSupport
             }
         }
         return try fixture.login(
-            answers: answers, wrapper: PAMFixture.runAs("nobody"),
+            user, answers: answers, wrapper: PAMFixture.runAs("nobody"),
             harness: host, environment: callerEnvironment(traps))
     }
 
@@ -56,6 +57,19 @@ import XignTestSupport
         _ = try plainLogin()
         expectIsolated(try setuidLogin(answers: ["24680"]), code: PAMCode.success)
         expectIsolated(try setuidLogin(answers: ["13570"]), code: PAMCode.authError)
+    }
+
+    /// su is setuid: without this rule any user could test another's PIN as root, and lock it at the last guess.
+    @Test func aCallerMayUseOnlyItsOwnEnrolmentAndAnothersIsRefusedBeforeAnyPIN() throws {
+        let other = try setuidLogin("root", answers: ["13570"])
+        #expect(other.code == PAMCode.authError, "\(other.output)")
+        #expect(
+            other.conversation == "[ERROR_MSG] XignIn: here you can use only your own enrolment; root must log in as themselves.",
+            "no PIN prompt: \(other.conversation)")
+        #expect(try fixture.failedAttempts("root@example.org") == 0, "the manager counted nothing")
+        // Honest controls: the caller's own enrolment logs in, and root itself may still use root's.
+        #expect(try setuidLogin(answers: ["24680"]).code == PAMCode.success)
+        #expect(try fixture.login("root").code == PAMCode.success)
     }
 
     @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {

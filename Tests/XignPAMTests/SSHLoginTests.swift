@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XignCore
 import XignProtocol
 import XignTestSupport
 
@@ -8,6 +9,7 @@ import XignTestSupport
 final class SSHServer: @unchecked Sendable {
     let directory = TemporaryDirectory()
     let port: Int
+    let method: String
     private let process: ChildProcess
 
     /// A local account to log in as; created once per machine, without a password.
@@ -20,7 +22,9 @@ final class SSHServer: @unchecked Sendable {
         return name
     }
 
-    init(pamServices: String) throws {
+    /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt).
+    init(pamServices: String, method: String = "keyboard-interactive") throws {
+        self.method = method
         let keygen = try ChildProcess("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory)
             .wait()
         guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
@@ -33,10 +37,11 @@ final class SSHServer: @unchecked Sendable {
             HostKey \(directory.file("host_key"))
             PidFile \(directory.file("sshd.pid"))
             UsePAM yes
-            KbdInteractiveAuthentication yes
-            PasswordAuthentication no
+            KbdInteractiveAuthentication \(method == "password" ? "no" : "yes")
+            PasswordAuthentication \(method == "password" ? "yes" : "no")
+            PermitEmptyPasswords no
             PubkeyAuthentication no
-            AuthenticationMethods keyboard-interactive
+            AuthenticationMethods \(method)
             PermitRootLogin no
             StrictModes no
             LoginGraceTime 60
@@ -58,13 +63,13 @@ final class SSHServer: @unchecked Sendable {
 
     var log: String { (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "" }
 
-    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, keyboard-interactive only, with no known-hosts file.
+    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, with the server's one method, and no known-hosts file.
     func ssh(_ user: String, _ command: String) throws -> PseudoTerminal {
         try PseudoTerminal(
             "/usr/bin/ssh",
             [
                 "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                "-o", "PreferredAuthentications=keyboard-interactive", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
+                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
             ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
     }
 
@@ -115,6 +120,46 @@ final class SSHServer: @unchecked Sendable {
         ssh.send("\r")
         #expect(try ssh.wait() != 0)
         #expect(!ssh.output.contains("should-not-run"))
+    }
+
+    /// With mode=local the key of the machine being logged into is there whoever connects: the PIN alone must not
+    /// open a shell, and no PIN typed over SSH (or SSH password fed to the PIN prompt) is charged.
+    @Test(arguments: ["keyboard-interactive", "password"]) func thePINAloneGivesNoShellOverSSH(method: String) throws {
+        let user = try SSHServer.user.get()
+        let fixture = try PAMFixture(users: [user])
+        try fixture.service("sshd", arguments: "timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        let server = try SSHServer(pamServices: fixture.confdir, method: method)
+        for pin in ["24680", "13570"] {
+            let ssh = try server.ssh(user, "echo shell-for-$(id -un)")
+            if method == "password" {
+                try ssh.expect("password:")
+                ssh.send(pin + "\r")
+            } else {
+                try ssh.expect("only for logins at this machine")
+                ssh.send("\r")
+            }
+            #expect(try ssh.wait() != 0)
+            #expect(!ssh.output.contains("shell-for-"), "\(ssh.output)")
+            #expect(!ssh.output.contains("PIN"), "no PIN was asked: \(ssh.output)")
+        }
+        #expect(try fixture.failedAttempts("\(user)@example.org") == 0)
+        // Honest control: the same enrolment at the machine logs in with the PIN.
+        try fixture.service("login", arguments: "timeout=5")
+        #expect(try fixture.login(user).code == PAMCode.success)
+    }
+
+    @Test func modeAutoOverSSHAsksForConfirmationWhereTheUserIsEnrolled() throws {
+        let user = try SSHServer.user.get()
+        let fixture = try PAMFixture(users: [user])
+        #expect(try fixture.manager.admin(["accounts", "set-login", "\(user)@example.org", user]).status == 0)
+        let added = try fixture.manager.admin(["hosts", "add", "web1.example.org"])
+        _ = try XignSdk(configuration: fixture.configuration, localUser: "root")
+            .joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try fixture.service("sshd", arguments: "mode=auto timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        let server = try SSHServer(pamServices: fixture.confdir)
+        let ssh = try server.ssh(user, "echo shell-for-$(id -un)")
+        try ssh.expect("Press Enter once approved:")
+        #expect(!ssh.output.contains("PIN"), "\(ssh.output)")
     }
 
     @Test func anExpiredAnUnknownAndAnUnreachableLoginEachEndAsDocumented() throws {

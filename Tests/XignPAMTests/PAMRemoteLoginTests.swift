@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+import XignCore
+import XignProtocol
+import XignTestSupport
+
+/// The machine's own key proves presence only at the machine: over the network it is there whoever connects, so a
+/// remote login never uses it (docs/security.md, "Which factors a login has").
+@Suite struct PAMRemoteLoginTests {
+    /// A utmp file with one live session on `line`, from `host` ("" for a console).
+    static func utmp(line: String, host: String, in directory: TemporaryDirectory) throws -> String {
+        var record = utmpx()
+        record.ut_type = Int16(USER_PROCESS)
+        record.ut_pid = getpid()
+        func fill<T>(_ field: inout T, _ text: String) {
+            withUnsafeMutableBytes(of: &field) { raw in raw.copyBytes(from: Array(text.utf8.prefix(raw.count - 1))) }
+        }
+        fill(&record.ut_line, line)
+        fill(&record.ut_user, "alice")
+        fill(&record.ut_host, host)
+        let path = directory.file("utmp-\(line.replacingOccurrences(of: "/", with: "-"))")
+        try writeTestFile(path, withUnsafeBytes(of: record) { Data($0) }, mode: 0o644)
+        return path
+    }
+
+    func appendToConfig(_ fixture: PAMFixture, _ text: String) throws {
+        let config = try String(contentsOfFile: fixture.configPath, encoding: .utf8)
+        try writeTestFile(fixture.configPath, Data((config + text).utf8))
+    }
+
+    @Test func aLoginFromAnotherHostIsRefusedBeforeAnyPINAndChargesNothing() throws {
+        let fixture = try PAMFixture()
+        let remote = try fixture.login(answers: ["24680"], items: ["rhost=203.0.113.9"])
+        #expect(remote.code == PAMCode.authError, "\(remote.output)")
+        #expect(
+            remote.conversation
+                == "[ERROR_MSG] XignIn: this machine's key is only for logins at this machine, and this login comes over the network. Log in another way, or ask your administrator.",
+            "no PIN prompt: \(remote.conversation)")
+        let wrong = try fixture.login(answers: ["13570"], items: ["rhost=203.0.113.9"])
+        #expect(wrong.code == PAMCode.authError)
+        #expect(try fixture.failedAttempts("alice@example.org") == 0, "no PIN typed remotely is charged")
+        // Honest control: the same login at the machine asks for the PIN and logs in.
+        let local = try fixture.login()
+        #expect(local.code == PAMCode.success, "\(local.output)")
+        #expect(local.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"))
+    }
+
+    @Test func sudoInsideARemoteTerminalSessionIsRemoteAndOnTheConsoleIsNot() throws {
+        let fixture = try PAMFixture()
+        let records = TemporaryDirectory()
+        let sshSession = try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records)
+        try appendToConfig(fixture, "[pam]\nutmp = \(sshSession)\n")
+        let insideSSH = try fixture.login(service: "sudo", items: ["tty=/dev/pts/7"])
+        #expect(insideSSH.code == PAMCode.authError, "\(insideSSH.output)")
+        #expect(insideSSH.conversation.contains("comes over the network"))
+        // Honest controls: another terminal of the same file, and a console session, are at the machine.
+        #expect(try fixture.login(service: "sudo", items: ["tty=/dev/pts/8"]).code == PAMCode.success)
+        let console = try Self.utmp(line: "tty2", host: "", in: records)
+        let desktop = try Self.utmp(line: "pts/3", host: ":0", in: records)
+        for (file, tty) in [(console, "tty2"), (desktop, "/dev/pts/3")] {
+            try writeTestFile(fixture.configPath, Data("state_dir = \(fixture.state)\n[pam]\nutmp = \(file)\n".utf8))
+            let login = try fixture.login(service: "sudo", items: ["tty=\(tty)"])
+            #expect(login.code == PAMCode.success, "\(tty): \(login.output)")
+        }
+    }
+
+    @Test func theAdministratorsChoicesForRemoteLogins() throws {
+        let fixture = try PAMFixture()
+        // The module's PAM_IGNORE leaves the decision to the next line (here one that lets everyone in), silently.
+        try fixture.service("login", arguments: "timeout=3 remote=ignore", then: "auth required pam_permit.so")
+        let ignored = try fixture.login(items: ["rhost=203.0.113.9"])
+        #expect(ignored.code == PAMCode.success && ignored.conversation.isEmpty, "\(ignored.output)")
+        try fixture.service("login", arguments: "timeout=3", then: "auth required pam_permit.so")
+        #expect(try fixture.login(items: ["rhost=203.0.113.9"]).code == PAMCode.authError, "honest control: the default refuses")
+        try fixture.service("login", arguments: "timeout=3 remote=pin-only")
+        let pinOnly = try fixture.login(items: ["rhost=203.0.113.9"])
+        #expect(pinOnly.code == PAMCode.success, "an explicit opt-in logs in with the PIN: \(pinOnly.output)")
+        try fixture.service("login", arguments: "timeout=3 remote=sometimes")
+        #expect(try fixture.login(items: ["rhost=203.0.113.9"]).code == PAMCode.serviceError, "a value it does not know is a config error")
+    }
+
+    @Test func modeAutoSendsARemoteLoginToConfirmationEvenWhereTheUserIsEnrolled() throws {
+        let fixture = try PAMFixture()
+        #expect(try fixture.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0)
+        let added = try fixture.manager.admin(["hosts", "add", "web1.example.org"])
+        _ = try XignSdk(configuration: fixture.configuration, localUser: "root")
+            .joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try fixture.service("login", arguments: "timeout=3 mode=auto timeout_total=10")
+        let remote = try fixture.startLogin(answers: [], items: ["rhost=203.0.113.9"])
+        let text = try waitForOutput(of: remote, containing: "type the code")
+        #expect(!text.contains("PIN"), "a confirmation, not a PIN prompt: \(text)")
+        remote.stop()
+        // Honest control: at the machine, mode=auto uses the enrolment.
+        let local = try fixture.login()
+        #expect(local.code == PAMCode.success && local.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"), "\(local.output)")
+    }
+
+    func waitForOutput(of child: ChildProcess, containing text: String) throws -> String {
+        var output = ""
+        guard
+            try waitUntil(
+                seconds: 20,
+                {
+                    output = (try? String(contentsOfFile: child.stdoutPath, encoding: .utf8)) ?? ""
+                    return output.contains(text)
+                })
+        else { throw TestFailure("no '\(text)' in: \(output)") }
+        return output
+    }
+}
+
+/// Which enrolment a PAM user selects, and what survives an administrator's unlock.
+@Suite struct PAMUserAndLockTests {
+    /// "zoë" with ë as one scalar (NFC) and as e plus a combining diaeresis (NFD): two Unix names.
+    @Test func userNamesAreComparedAsBytes() throws {
+        let fixture = try PAMFixture(users: [])
+        let composed = "zo\u{00EB}", decomposed = "zoe\u{0308}"
+        #expect(composed == decomposed, "Swift's == would take one for the other")
+        try fixture.enrol(localUser: composed, email: "zoe@example.org")
+        #expect(try fixture.login(composed).code == PAMCode.success, "honest control: the enrolled name logs in")
+        let other = try fixture.login(decomposed)
+        #expect(other.code == PAMCode.userUnknown && other.conversation.isEmpty, "\(other.output)")
+        // A name that is not UTF-8 would decode with replacement characters; it is refused outright.
+        let invalid = try fixture.login("hex:7a6fff")
+        #expect(invalid.code == PAMCode.authError && invalid.conversation.isEmpty, "\(invalid.output)")
+    }
+
+    @Test func anAdministratorsUnlockOfAPermanentLockBringsTheNextLoginBack() throws {
+        let fixture = try PAMFixture()
+        var login = try fixture.login(answers: ["13570"])
+        // The test manager locks for good at the fourth failure; the waits in between are short.
+        while login.code != PAMCode.maxTries {
+            #expect(login.code == PAMCode.authError, "\(login.output)")
+            Thread.sleep(forTimeInterval: 5.2)
+            login = try fixture.login(answers: ["13570"])
+        }
+        #expect(login.conversation.contains("locked permanently"), "\(login.conversation)")
+        let locked = try fixture.login()
+        #expect(locked.code == PAMCode.maxTries, "the right PIN during the lock: \(locked.output)")
+        let id = try fixture.activation("alice@example.org")["id"] as? String ?? ""
+        let unlock = try fixture.manager.admin(["unlock", id])
+        #expect(unlock.status == 0, "\(unlock.stderr)")
+        let after = try fixture.login()
+        #expect(after.code == PAMCode.success, "the machine asks the manager again: \(after.output)")
+    }
+}
+
+@Suite struct PAMSystemAccountTests {
+    /// Login names are the administrator's to give; as a second line, a host does not confirm root or daemons.
+    @Test func aHostDoesNotConfirmRootUnlessItsConfigSaysSo() throws {
+        let fixture = try ConfirmationFixture(moduleArguments: "mode=confirm timeout=5 timeout_total=10")
+        let root = try fixture.laptop.login("root", answers: [])
+        #expect(root.code == PAMCode.authError, "\(root.output)")
+        #expect(root.conversation == "[ERROR_MSG] XignIn: logins to root are not confirmed on this host.", "\(root.conversation)")
+        // Honest control: with the host's consent the manager is asked, which knows no account named root.
+        try writeTestFile(
+            fixture.serverConfig,
+            Data((try String(contentsOfFile: fixture.serverConfig, encoding: .utf8) + "[pam]\nconfirm_system_accounts = yes\n").utf8))
+        #expect(try fixture.laptop.login("root", answers: []).code == PAMCode.userUnknown)
+    }
+}
