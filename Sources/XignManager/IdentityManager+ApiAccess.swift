@@ -148,7 +148,10 @@ extension IdentityManager {
     private func changePIN(
         _ verifier: PINVerifier, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
     ) async throws -> Int {
-        let count = try await store.setPIN(verifier, ofAccount: activation.accountId)
+        guard let count = try await store.setPIN(verifier, ofAccount: activation.accountId, now: Self.now()) else {
+            // Rolled back with the grant unspent, so the same request can simply be sent again.
+            throw ManagerError(.serviceUnavailable, .busy, "a PIN check of this account is running; send the change again in a moment")
+        }
         try await store.recordAudit(
             AuditEvent(
                 .pinChanged, email: activation.email, activationId: activation.id, detail: "for \(count) activation(s) of the account",

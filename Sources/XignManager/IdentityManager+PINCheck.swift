@@ -136,11 +136,18 @@ extension IdentityManager {
             try? await database.transaction { store in try await store.releasePINCheck(activationId: activation.id) }
             throw error
         }
-        let verdict = try await database.transaction { store in
+        let settled = try await database.transaction { store -> PINVerdict? in
+            let current = try await store.activation(id: activation.id)
+            // A PIN change that committed during the hash (its claim check raced this one on another instance):
+            // this PIN was compared with a verifier that is gone, so it is neither right nor wrong now.
+            guard current?.pinVerifier == activation.pinVerifier else {
+                try await store.releasePINCheck(activationId: activation.id)
+                return nil
+            }
             guard constantTimeEquals(presented, stored) else {
                 // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
                 // another instance took over because clocks disagree) is added to, never overwritten.
-                let failures = try await store.activation(id: activation.id)?.failedAttempts ?? activation.failedAttempts
+                let failures = current?.failedAttempts ?? activation.failedAttempts
                 let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
                 let now = Self.now()
                 var event = AuditEvent(
@@ -160,9 +167,12 @@ extension IdentityManager {
             }
             try await store.clearLockout(activationId: activation.id)
             if let upgrade {
-                try await store.replacePINVerifier(activationId: activation.id, with: upgrade)
+                try await store.replacePINVerifier(activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
             }
             return PINVerdict(activation: activation, lockout: nil)
+        }
+        guard let verdict = settled else {
+            throw ManagerError(.conflict, .sessionInvalid, "the PIN was changed while this one was checked; start again with the current PIN")
         }
         if let lock = verdict.lockout, lock.isPermanent || lock.lockedUntil > Self.now() { ManagerMetrics.lockout() }
         return verdict

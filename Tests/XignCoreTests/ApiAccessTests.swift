@@ -236,4 +236,39 @@ import XignTestSupport
         }
         #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "a wrong finger is refused here and costs no PIN attempt")
     }
+
+    /// A login whose verifier is being upgraded (the hash cost went up) races a PIN change: the login's verdict is about
+    /// the old PIN, so it may not land after the change, and the old PIN must not come back.
+    @Test func aPINChangeRacingALoginWhoseVerifierUpgradesKeepsTheNewPIN() throws {
+        let fixture = try Fixture()
+        let (sdk, id) = try enrolled(fixture, "race@example.org")
+        guard case .apiAccessChangePin(let change) = try confirm(.changePin, sdk, id, pin: "24680") else {
+            throw TestFailure("expected apiAccessChangePin")
+        }
+        try expectSetPin(change.pinSpec.setPin("97531"))
+        // The cost goes up: the next right PIN is hashed again the new way (seconds), which opens the window.
+        let config = try String(contentsOfFile: fixture.manager.configPath, encoding: .utf8)
+        try writeTestFile(
+            fixture.manager.configPath, Data(config.replacingOccurrences(of: "hash_iterations = 2000", with: "hash_iterations = 5000000").utf8))
+        fixture.manager.stop()
+        try fixture.manager.start()
+        nonisolated(unsafe) let (slowSDK, pending) = (try fixture.sdk(timeout: 30_000), change)
+        let changed = Thread.detachedResult { () -> Int in
+            // Busy while the login holds its claim; the grant is not spent, so the same change is sent again.
+            for _ in 0..<5 {
+                if let count = try? slowSDK.personalizer().finishChangePin(request: pending) { return count }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+            return try slowSDK.personalizer().finishChangePin(request: pending)
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        let raced = Result { try logins.login(slowSDK, id, pin: "24680").0 }
+        #expect(try changed.value(timeout: 60) == 1, "the change went through")
+        if case .success(.lockout) = raced { Issue.record("the old PIN was charged as wrong before the change landed") }
+        #expect(try isServiceLogin(slowSDK, id, pin: "97531"), "the new PIN holds")
+        guard case .lockout = try logins.login(slowSDK, id, pin: "24680").0 else {
+            Issue.record("the old PIN came back")
+            return
+        }
+    }
 }

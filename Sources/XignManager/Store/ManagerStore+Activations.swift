@@ -122,15 +122,22 @@ extension ManagerStore {
     }
 
     /// One PIN for every activation of the account; returns how many there are.
-    func setPIN(_ pin: PINVerifier, ofAccount accountId: String) async throws -> Int {
-        try await sql.raw(
+    /// The new verifier for every activation of the account, or nil (nothing written) while a PIN check of one of them
+    /// holds its claim: that check's verdict is about the old PIN, and must not land after the change.
+    func setPIN(_ pin: PINVerifier, ofAccount accountId: String, now: Int64) async throws -> Int? {
+        let count =
+            try await sql.raw(
+                "SELECT count(*) AS n FROM activations WHERE account_id = \(bind: accountId) AND state <> 'revoked'"
+            ).first().map { try $0.decode(column: "n", as: Int.self) } ?? 0
+        let changed = try await sql.raw(
             """
             UPDATE activations SET pin_salt = \(bind: Base64URL.encode(pin.salt)), pin_verifier = \(bind: Base64URL.encode(pin.value)),
                    pin_iterations = \(bind: pin.iterations), pin_pepper = \(bind: pin.pepper.rawValue)
-            WHERE account_id = \(bind: accountId) AND state <> 'revoked'
+            WHERE account_id = \(bind: accountId) AND state <> 'revoked' AND pin_check_until <= \(bind: now)
             RETURNING id
             """
         ).all().count
+        return changed == count ? changed : nil
     }
 
     func markRevoked(activationId: String) async throws {
@@ -162,11 +169,13 @@ extension ManagerStore {
     }
 
     /// A verifier made again with the current cost and pepper, after a right PIN.
-    func replacePINVerifier(activationId: String, with verifier: PINVerifier) async throws {
+    /// Replaces the verifier `checked` (compare and swap): a verifier written meanwhile, by a PIN change, stays.
+    func replacePINVerifier(activationId: String, checked: String, with verifier: PINVerifier) async throws {
         try await sql.raw(
             """
             UPDATE activations SET pin_salt = \(bind: Base64URL.encode(verifier.salt)), pin_verifier = \(bind: Base64URL.encode(verifier.value)),
-                   pin_iterations = \(bind: verifier.iterations), pin_pepper = \(bind: verifier.pepper.rawValue) WHERE id = \(bind: activationId)
+                   pin_iterations = \(bind: verifier.iterations), pin_pepper = \(bind: verifier.pepper.rawValue)
+            WHERE id = \(bind: activationId) AND pin_verifier = \(bind: checked)
             """
         ).run()
     }
