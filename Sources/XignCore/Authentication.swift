@@ -129,14 +129,19 @@ public struct Authenticator {
         // holds it answers 423 (shown, never written); a start signed over this nonce means it is gone.
         let remembersLock = try store.pendingLockout(activationId: entity.activationId) != nil
         let managerKey = try entity.pinnedManagerKey()
+        let key = try keys.load(entity.keyKind, entity.keyReference, what: "device")
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
+        // Signed like every device request, so nobody else can start in the device's name (and spend a confirmation's
+        // code attempts, or read its lock).
+        let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let request = AuthenticationStartRequest(
-            deviceId: entity.idmIdentifier, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce,
+            deviceId: entity.idmIdentifier, challenge: challenge, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce,
             mergeSessionId: mergeSessionId,
             confirmationId: confirmation?.confirmationId, confirmationCode: confirmation?.code
         )
-        let compact = try client.postSigned(APIPath.authentications, body: try JSONEncoder.canonical.encode(request))
+        let compact = try client.postDeviceSigned(
+            APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128,

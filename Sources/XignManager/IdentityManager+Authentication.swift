@@ -3,7 +3,7 @@ import XignCrypto
 import XignManagerConfiguration
 import XignProtocol
 
-/// InApp authentication in three round trips: start, finish (device-signed, PIN checked), token.
+/// InApp authentication: start (device-signed over a challenge), finish (device-signed, PIN checked), token.
 extension IdentityManager {
     /// A device that still holds its activation, or the error that says to personalize again.
     static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
@@ -36,8 +36,10 @@ extension IdentityManager {
         return service
     }
 
-    public func startAuthentication(_ request: AuthenticationStartRequest) async throws -> String {
-        guard request.deviceId.utf8.count <= 64, IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
+    public func startAuthentication(body: Data, signature: String?) async throws -> String {
+        let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
+        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
+            IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
             DisplayText.isSafeLine(request.localUser, maximumLength: 64),
             (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64
         else {
@@ -53,7 +55,13 @@ extension IdentityManager {
                 "approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
         }
         let service = try service(request.service)
-        // Number matching first: a wrong code counts against the confirmation, whatever else is wrong.
+        // The device proves itself before anything is looked up, counted or written in its name.
+        try await database.transaction(durability: .unsynced) { store in
+            _ = try await self.verifyDeviceSignature(
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body, signature: signature, in: store)
+        }
+        try await charge(.startsPerDevice, key: request.deviceId)
+        // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await request.confirmationId.asyncMap {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
         }

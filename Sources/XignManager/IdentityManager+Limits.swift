@@ -10,12 +10,14 @@ extension IdentityManager {
         case registrationsPerAddress = "registration-address"
         case registrationsPerEmail = "registration-email"
         case decryptsPerAddress = "decrypt-address"
+        case startsPerDevice = "start-device"
 
         func limit(_ limits: ManagerConfiguration.Limits) -> Int {
             switch self {
             case .registrationsPerAddress: limits.registrationsPerAddress
             case .registrationsPerEmail: limits.registrationsPerEmail
             case .decryptsPerAddress: limits.decryptsPerAddress
+            case .startsPerDevice: limits.startsPerDevice
             }
         }
     }

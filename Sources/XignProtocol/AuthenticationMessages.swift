@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-// Authentication (InApp, as pam_xign uses it) in three round trips:
+// Authentication (InApp, as pam_xign uses it) in four round trips (a challenge first):
 // start → finish (device-signed, PIN checked, authorization code batched in) → token.
 
 extension APIPath {
@@ -61,8 +61,10 @@ public enum AuthenticationAttributeErrorCode: String, Codable, Sendable, CaseIte
     case none, invalid, notAvailable, dataMissing, noAliasSelected
 }
 
+/// Device-signed over a /v1/challenges challenge, like every request a device makes.
 public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var deviceId: String
+    public var challenge: String
     public var service: String
     /// The host the login happens on; the token will be bound to it.
     public var host: String
@@ -76,10 +78,11 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var confirmationCode: String?
 
     public init(
-        deviceId: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
+        deviceId: String, challenge: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
         confirmationId: String? = nil, confirmationCode: String? = nil
     ) {
         self.deviceId = deviceId
+        self.challenge = challenge
         self.service = service
         self.host = host
         self.localUser = localUser

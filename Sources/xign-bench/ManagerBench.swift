@@ -150,13 +150,14 @@ enum ManagerBench {
         [limits]
         registrations_per_address = 100000
         decrypts_per_address = 100000
+        starts_per_device = 1000000
         connections_per_address = 10000
         [metrics]
         listen = 127.0.0.1:0
         """
 
-    /// The three requests of a login, as the manager's /metrics names them.
-    static let loginRoutes = [APIPath.authentications, APIPath.authenticationFinish, APIPath.token]
+    /// The four requests of a login, as the manager's /metrics names them.
+    static let loginRoutes = [APIPath.challenges, APIPath.authentications, APIPath.authenticationFinish, APIPath.token]
 
     /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
     static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {

@@ -98,10 +98,27 @@ struct API {
         return (id, device)
     }
 
-    /// Starts an authentication of `deviceId` for the `pam` service; the signed start payload.
-    func startAuthentication(deviceId: String) throws -> [String: Any] {
-        try post(APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s"))
-            .signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
+    /// POST /v1/authentications for `device` at `service`, signed over a fresh challenge as the client does; `signer`
+    /// signs instead of the device's key (nil: unsigned), to see a forgery refused.
+    func postStart(
+        _ device: (id: String, key: P256PrivateKey), service: String = "pam", confirmation: (id: String, code: String)? = nil,
+        signer: P256PrivateKey?? = .none
+    ) throws -> Answer {
+        let challenge = try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
+        let request = AuthenticationStartRequest(
+            deviceId: device.id, challenge: challenge, service: service, host: "h", localUser: "u", nonce: "s",
+            confirmationId: confirmation?.id, confirmationCode: confirmation?.code)
+        let body = try JSONEncoder.canonical.encode(request)
+        guard let key = signer ?? device.key else { return try call("POST", APIPath.authentications, body: body) }
+        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authentications, body: body, challenge: challenge)
+        return try call(
+            "POST", APIPath.authentications, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
+        )
+    }
+
+    /// Starts an authentication of `device` for the `pam` service; the signed start payload.
+    func startAuthentication(_ device: (id: String, key: P256PrivateKey)) throws -> [String: Any] {
+        try postStart(device).signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
     }
 
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
@@ -119,6 +136,6 @@ struct API {
 
     /// Start and finish for `device`: one login attempt with `pin`.
     func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) throws -> Answer {
-        try finishAuthentication(try startAuthentication(deviceId: device.id), pin: pin, signer: device.key)
+        try finishAuthentication(try startAuthentication(device), pin: pin, signer: device.key)
     }
 }

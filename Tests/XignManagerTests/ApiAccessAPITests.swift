@@ -8,9 +8,8 @@ import XignTestSupport
 @Suite struct ApiAccessAPITests {
     /// Confirms `process` with device and PIN; the grant.
     func grant(_ api: API, _ device: (id: String, key: P256PrivateKey), _ process: ApiAccessProcess) throws -> String {
-        let started = try api.post(
-            APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: process.service, host: "h", localUser: "u", nonce: "s")
-        ).signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+        let started = try api.postStart(device, service: process.service).signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.authenticationStart)
         let request = AuthenticationFinishRequest(
             authenticationId: started["authenticationId"] as? String ?? "", role: process.service, factors: [.device, .pin], pin: "24680",
             attributeValues: [:], attributeSelections: [:], nonce: "f")
@@ -85,10 +84,7 @@ import XignTestSupport
                 as? String == "Other")
         let deleted = try finish(api, ApiAccessRequest(grant: try grant(api, device, .delete), nonce: "x"), signer: device.key)
         #expect(try deleted.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["revokedDevices"] as? Int == 1)
-        #expect(
-            try api.post(
-                APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: "pam", host: "h", localUser: "u", nonce: "s")
-            ).status == 404)
+        #expect(try api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).status == 404, "no challenge for a device that is gone")
         for table in ["accounts", "activations", "devices", "authentications"] {
             #expect(try api.manager.query("SELECT COUNT(*) FROM \(table)").map { $0.trimmingCharacters(in: .whitespaces) } == ["0"], "\(table)")
         }

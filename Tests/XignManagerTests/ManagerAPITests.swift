@@ -246,23 +246,20 @@ import XignTestSupport
         let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         let deviceId = try #require(try personalized.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceId"] as? String)
 
-        func start() throws -> [String: Any] { try api.startAuthentication(deviceId: deviceId) }
+        func start() throws -> [String: Any] { try api.startAuthentication((deviceId, device)) }
         func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
             try api.finishAuthentication(started, pin: pin, signer: signer ?? device)
         }
-        #expect(
-            try api.post(
-                APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "nope", host: "h", localUser: "u", nonce: "s")
-            ).status == 404)
+        #expect(try api.postStart((deviceId, device), service: "nope").status == 404)
+        // The start is device-signed: unsigned, or signed by another key, it is refused before anything is looked at.
+        #expect(try api.postStart((deviceId, device), signer: .some(nil)).errorCode == "signatureInvalid")
+        #expect(try api.postStart((deviceId, device), signer: try P256PrivateKey()).errorCode == "signatureInvalid")
         let first = try start()
         #expect(try finish(first, pin: "24680", signer: P256PrivateKey()).errorCode == "signatureInvalid")
         let wrong = try finish(first, pin: "13570").signedPayload(key: key, type: SignedAnswerType.authenticationResult)
         #expect(wrong["outcome"] as? String == "lockout")
         #expect(wrong["nextChallenge"] is String)
-        #expect(
-            try api.post(
-                APIPath.authentications, AuthenticationStartRequest(deviceId: deviceId, service: "pam", host: "h", localUser: "u", nonce: "s")
-            ).status == 423)
+        #expect(try api.postStart((deviceId, device)).status == 423)
         let lock = try #require(wrong["lockout"] as? [String: Any])
         Thread.sleep(until: Date(timeIntervalSince1970: (lock["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
 
@@ -320,9 +317,18 @@ import XignTestSupport
         #expect(replayed.status == 409 && replayed.errorCode == "sessionInvalid")
     }
 
+    @Test func authenticationStartsAreCountedPerDevice() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\nstarts_per_device = 3\n"))
+        let (busy, other) = (try api.enrolDevice("busy@example.org"), try api.enrolDevice("other@example.org"))
+        for _ in 0..<3 { #expect(try api.postStart(busy).status == 200) }
+        let refused = try api.postStart(busy)
+        #expect(refused.status == 429 && refused.errorCode == "tooManyRequests", "\(refused.json)")
+        #expect(try api.postStart(other).status == 200, "honest control: another device is not held up")
+    }
+
     @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(database: TestDatabase) throws {
         let api = API(manager: try ManagerProcess(database: database))
-        _ = try api.register("alice@example.org")
+        let device = try api.enrolDevice("alice@example.org")
         #expect(try api.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0)
         let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", "web1"]).stdout.split(separator: " ").last ?? ""))
         let hostKey = try P256PrivateKey()
@@ -355,6 +361,18 @@ import XignTestSupport
             try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: waitToken, waitMilliseconds: 0))
                 .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         }
+        // Someone who saw the device id and the confirmation id cannot spend the code attempts: an unsigned start, or
+        // one signed by another key, is refused before the code is looked at.
+        for signer in [nil, try P256PrivateKey()] as [P256PrivateKey?] {
+            for _ in 0..<3 {
+                let forged = try api.postStart(device, service: APIPath.confirmService, confirmation: (id, "000000"), signer: .some(signer))
+                #expect(forged.status == 401 && forged.errorCode == "signatureInvalid")
+            }
+        }
+        #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["0"])
+        // Honest control: the device's own start with a wrong code is counted.
+        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (id, "000000")).errorCode == "wrongCode")
+        #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["1"])
         let pending = try state()
         #expect(pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice" && pending["loginName"] as? String == "alice")
         #expect(

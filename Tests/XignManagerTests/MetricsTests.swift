@@ -53,8 +53,7 @@ import XignTestSupport
             locked = (lock?["lockedUntil"] as? Double ?? 0) > Date().timeIntervalSince1970 * 1000
         }
         #expect(locked)
-        let refused = try api.post(
-            APIPath.authentications, AuthenticationStartRequest(deviceId: device.id, service: "pam", host: "h", localUser: "u", nonce: "s"))
+        let refused = try api.postStart(device)
         #expect(refused.status == 423)
         let after = try scrape(port, in: manager.directory)
         #expect(after["xign_logins_total{result=\"success\"}"] == 1)

@@ -20,7 +20,7 @@ import XignTestSupport
         #expect(try a.managerKey.fingerprint == (try b.managerKey.fingerprint))
         let device = try a.enrolDevice("both@example.org")
 
-        let started = try a.startAuthentication(deviceId: device.id)
+        let started = try a.startAuthentication(device)
         let finished = try b.finishAuthentication(started, pin: "24680", signer: device.key)
         let login = try #require(
             try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
@@ -62,7 +62,7 @@ import XignTestSupport
         let device = try apis[0].enrolDevice("locked@example.org")
         // Started before the storm, so each guess is one finish and none of them meets a lock at its start.
         let started: [[[String: String]]] = try apis.map { api in
-            try (0..<10).map { _ in try api.startAuthentication(deviceId: device.id).compactMapValues { $0 as? String } }
+            try (0..<10).map { _ in try api.startAuthentication(device).compactMapValues { $0 as? String } }
         }
         let outcomes = try onThreads(20) { attempt in
             try apis[attempt % 2].finishAuthentication(started[attempt % 2][attempt / 2], pin: "13579", signer: device.key).status

@@ -212,7 +212,7 @@ final class ConfirmationFixture: @unchecked Sendable {
         // The enrolled machine itself: device key and PIN.
         try fixture.laptop.service("login", arguments: "mode=auto timeout=30")
         let local = try fixture.laptop.login()
-        #expect(local.code == PAMCode.success)
+        #expect(local.code == PAMCode.success, "\(local.output)")
         #expect(local.conversation == (try PAMFixture.golden("success")))
     }
 }

@@ -32,6 +32,7 @@ import XignTestSupport
         Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
         try forgetLocalLockouts(fixture)
         try tpm.clear()
+        // The key is loaded to sign the start, so a cleared TPM is told before any PIN is asked.
         let cleared = try fixture.login()
         #expect(cleared.code == PAMCode.authError)
         #expect(cleared.conversation == (try PAMFixture.golden("tpm-cleared")))

@@ -1,13 +1,13 @@
 import Hummingbird
 import XignProtocol
 
-/// Authentication in three round trips: start, finish, token.
+/// Authentication after a /v1/challenges challenge: start (device-signed), finish, token.
 struct AuthenticationController<Context: RequestContext> {
     let manager: IdentityManager
 
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.authentications)) { request, _ in
-            Response.jose(try await manager.startAuthentication(try await request.decodeBody(as: AuthenticationStartRequest.self)))
+            Response.jose(try await manager.startAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
             Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
