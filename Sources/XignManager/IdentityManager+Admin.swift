@@ -63,6 +63,31 @@ extension IdentityManager {
         try await database.transaction { store in try await store.activationSummaries(email: email) }
     }
 
+    /// New activation data for an activation, mailed to its account; the data before it stops working. The
+    /// administrator's way to move or add a machine when no enrolled one is at hand. Returns the address and the expiry.
+    public func reissueActivationData(activationId: String) async throws -> (email: String, validUntil: Int64) {
+        let secret = Base32.encode(try SecureRandom.bytes(16))
+        let validUntil = Self.now() + configuration.activationDataLifetimeMilliseconds
+        let (email, mailId) = try await database.transaction { store -> (String, String) in
+            guard let activation = try await store.activation(id: activationId),
+                try await store.replaceSecret(activationId: activationId, hash: Self.hashed(secret), validUntil: validUntil)
+            else {
+                throw ManagerError(
+                    .notFound, .activationNotFound, "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
+            }
+            let payload = PersonalizationPayload(
+                managerURL: self.managerURL, activationId: activation.id, activationSecret: secret,
+                managerKeyFingerprint: self.publicKey.shortFingerprint)
+            let mailId = try await self.queue(
+                Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true), in: store)
+            try await store.recordAudit(self.adminEvent(.activationRequested, email: activation.email, activationId: activation.id))
+            return (activation.email, mailId)
+        }
+        await deliverMail(id: mailId)
+        logger.notice("activation data reissued by administrator", metadata: ["activation": "\(activationId)"])
+        return (email, validUntil)
+    }
+
     /// Lifts a lockout, including a permanent one: the administrator's way back for a user who proved who they are.
     public func unlock(activationId: String) async throws {
         try await database.transaction { store in

@@ -167,7 +167,9 @@ extension IdentityManager {
         let payload = payload(for: fresh)
         let count = try await store.activationCount(accountId: activation.accountId)
         let alias = trigger.alias ?? "Activation \(count + 1)"
-        try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: nil))
+        try await store.insertActivation(
+            fresh.record(
+                accountId: activation.accountId, alias: alias, deviceId: nil, validFor: configuration.activationDataLifetimeMilliseconds))
         try await store.recordAudit(
             AuditEvent(.activationRequested, email: activation.email, activationId: fresh.id, detail: "alias \(alias)", actor: "device \(device.id)"))
         let mailId =

@@ -40,10 +40,12 @@ extension IdentityManager {
         guard request.nonce.utf8.count <= 128, request.challenge.utf8.count <= 128, request.deviceId.utf8.count <= 64 else {
             throw ManagerError.badRequest("a field of the revocation request is too long")
         }
-        try await database.transaction { store in
+        let notice = try await database.transaction { store -> String? in
             let activationId = try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body, signature: signature, in: store
             )
+            let device = try await store.device(request.deviceId)
+            let activation = try await store.activation(id: activationId)
             try await store.revokeDevice(request.deviceId)
             try await store.markRevoked(activationId: activationId)
             try await store.recordAudit(
@@ -51,7 +53,13 @@ extension IdentityManager {
                     .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
                     detail: "the device revoked itself", actor: "device \(request.deviceId)"
                 ))
+            guard let activation, let device else { return nil }
+            return try await self.queue(
+                Outbox.deviceNotice(
+                    to: activation.email, alias: activation.alias, device: "device \(device.id) (\(device.keyKind.rawValue) key)", added: false),
+                in: store)
         }
+        if let notice { await deliverMail(id: notice) }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
         return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)
     }

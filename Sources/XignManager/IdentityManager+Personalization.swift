@@ -15,9 +15,23 @@ extension IdentityManager {
         }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
         let purpose = PINCheckPurpose(service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
+        let now = Self.now()
         let verdict = try await checkPIN(request.pin, activationId: request.activationId, for: purpose) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
+            }
+            // Before the PIN is looked at, so used or old data tests no PIN and locks nothing. (A removed
+            // activation is said to be removed, by the claim.)
+            guard activation.secretValidUntil != 0 || activation.state == "revoked" else {
+                throw ManagerError(
+                    .gone, .activationNotFound,
+                    "this activation data was used already: a personalization voids it. Add this machine with `xign-setup new-activation` on an enrolled one, or ask your administrator for new activation data"
+                )
+            }
+            guard activation.secretValidUntil > now || activation.state == "revoked" else {
+                throw ManagerError(
+                    .gone, .activationNotFound,
+                    "this activation data expired; ask your administrator for new activation data (xign-manager admin reissue)")
             }
             return activation
         }
@@ -96,7 +110,7 @@ extension IdentityManager {
         }
         let deviceId = try SecureRandom.identifier()
         let frozenNewActivation = newActivation
-        let (result, mailId) = try await database.transaction { store -> (PersonalizationResultMessage, String?) in
+        let (result, mailIds) = try await database.transaction { store -> (PersonalizationResultMessage, [String]) in
             guard let session = try await store.personalizationSession(request.sessionId) else {
                 throw ManagerError(
                     .conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
@@ -126,16 +140,22 @@ extension IdentityManager {
             else {
                 throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
             }
+            // Another session of the same data personalized first (or the administrator reissued the data meanwhile).
+            guard activation.secretValidUntil > Self.now() else {
+                throw ManagerError(.conflict, .sessionInvalid, "this activation data was used meanwhile; ask for new activation data")
+            }
             var mailId: String?
             if let fresh = frozenNewActivation {
                 let count = try await store.activationCount(accountId: activation.accountId)
                 let alias = request.newActivation?.alias ?? "Activation \(count + 1)"
-                try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId))
+                try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId, validFor: 0))
                 if request.newActivation?.shouldSendEmail == true {
                     mailId = try await self.queue(
                         Outbox.activationMail(to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true), in: store
                     )
                 }
+                // The data that led here is used up, like any that personalizes.
+                _ = try await store.replaceSecret(activationId: activation.id, hash: activation.secretHash, validUntil: 0)
                 activation.id = fresh.id
                 activation.alias = alias
             } else {
@@ -157,9 +177,12 @@ extension IdentityManager {
                 nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
                 accountEmail: activation.email, deviceKey: request.deviceKey
             )
-            return (result, mailId)
+            let device = "\(request.device.name.prefix(64)) (\(request.device.platform.prefix(64)), \(request.keyKind.rawValue) key)"
+            let notice = try await self.queue(
+                Outbox.deviceNotice(to: activation.email, alias: activation.alias, device: device, added: true), in: store)
+            return (result, [mailId, notice].compactMap { $0 })
         }
-        if let mailId { await deliverMail(id: mailId) }
+        for id in mailIds { await deliverMail(id: id) }
         logger.info(
             "device personalized",
             metadata: [

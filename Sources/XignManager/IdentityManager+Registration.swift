@@ -119,7 +119,9 @@ extension IdentityManager {
         do {
             mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
-                try await store.insertActivation(activation.record(accountId: record.id, alias: chosenAlias, deviceId: nil))
+                try await store.insertActivation(
+                    activation.record(
+                        accountId: record.id, alias: chosenAlias, deviceId: nil, validFor: self.configuration.activationDataLifetimeMilliseconds))
                 try await store.recordAudit(
                     AuditEvent(
                         .accountCreated, email: record.email, activationId: activation.id,
@@ -151,11 +153,13 @@ extension IdentityManager {
         var secret: String
         var pin: PINVerifier
 
-        func record(accountId: String, alias: String, deviceId: String?) -> ManagerStore.NewActivation {
-            ManagerStore.NewActivation(
+        /// `validFor`: how long the data may wait for its first personalization (none when `deviceId` is given).
+        func record(accountId: String, alias: String, deviceId: String?, validFor lifetime: Int64) -> ManagerStore.NewActivation {
+            let now = IdentityManager.now()
+            return ManagerStore.NewActivation(
                 id: id, accountId: accountId, alias: alias, secretHash: IdentityManager.hashed(secret),
                 pinSalt: Base64URL.encode(pin.salt), pinVerifier: Base64URL.encode(pin.value), pinIterations: pin.iterations, pinPepper: pin.pepper,
-                deviceId: deviceId, createdAt: IdentityManager.now()
+                deviceId: deviceId, secretValidUntil: deviceId == nil ? now + lifetime : 0, createdAt: now
             )
         }
     }

@@ -46,6 +46,24 @@ public struct Outbox: Sendable {
         return formatter.string(from: Date())
     }
 
+    /// Every enrolment and removal of a device is told to the account, so one the user did not make is noticed.
+    static func deviceNotice(to email: String, alias: String, device: String, added: Bool) -> Mail {
+        let body = """
+            Hello,
+
+            \(added ? "a device was enrolled for" : "a device was removed from") your XignIn activation "\(alias)":
+
+                \(device)
+
+            If this was not you, tell your administrator now: \(added
+                ? "they can revoke the device and lock the activation."
+                : "someone with that device and your PIN may have removed it.")
+
+            """
+        return Mail(
+            to: email, subject: added ? "A device was enrolled for your XignIn account" : "A device was removed from your XignIn account", body: body)
+    }
+
     static func activationMail(to email: String, alias: String, payload: PersonalizationPayload, backup: Bool = false) -> Mail {
         let body = """
             Hello,

@@ -52,7 +52,7 @@ extension ManagerConfiguration {
         "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.window",
         "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address", "limits.starts_per_device",
         "limits.trusted_proxies",
-        "registration.open", "metrics.listen",
+        "registration.open", "registration.activation_lifetime", "metrics.listen",
     ]
 
     mutating func readDeployment(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
@@ -93,6 +93,8 @@ extension ManagerConfiguration {
         limits.startsPerDevice = try file.integer("limits.starts_per_device", in: 1...1_000_000) ?? limits.startsPerDevice
         limits.trustedProxies = file.list("limits.trusted_proxies") ?? []
         registrationIsOpen = try file.bool("registration.open") ?? registrationIsOpen
+        activationDataLifetimeMilliseconds =
+            try file.milliseconds("registration.activation_lifetime", in: 60_000...(90 * 86_400_000)) ?? activationDataLifetimeMilliseconds
     }
 }
 

@@ -78,6 +78,8 @@ public struct ManagerConfiguration: Sendable {
     public var limits = Limits()
     /// Off: accounts come only from `xign-manager admin invite`; the registration routes answer 403.
     public var registrationIsOpen = true
+    /// How long activation data stays usable; the first personalization voids it before that.
+    public var activationDataLifetimeMilliseconds: Int64 = 7 * 86_400_000
     public var signingKeyPath = "/var/lib/xign-manager/signing-key.pem"
     public var pepperPath = "/var/lib/xign-manager/pin-pepper"
     /// The pepper new PIN verifiers are made with; `keys.pin_pepper = tpm` keeps it in this machine's TPM.

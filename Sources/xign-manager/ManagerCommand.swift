@@ -125,7 +125,7 @@ struct Serve: AsyncParsableCommand {
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Inspect and change accounts, activations, lockouts and the outbox.",
-        subcommands: [Accounts.self, Activations.self, Unlock.self, Invite.self, Outbox.self, Hosts.self, Audit.self]
+        subcommands: [Accounts.self, Activations.self, Unlock.self, Reissue.self, Invite.self, Outbox.self, Hosts.self, Audit.self]
     )
 
     struct Accounts: AsyncParsableCommand {
@@ -233,6 +233,21 @@ struct Admin: AsyncParsableCommand {
         func run() async throws {
             try await options.withManager { try await $0.unlock(activationId: activation) }
             print("Lockout lifted for \(activation).")
+        }
+    }
+
+    struct Reissue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Mail new activation data for an activation; the data before it stops working.",
+            discussion:
+                "Activation data is single-use and expires (registration.activation_lifetime). With new data the user moves the activation to another machine (override) or adds one, with the activation's PIN."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
+
+        func run() async throws {
+            let (email, validUntil) = try await options.withManager { try await $0.reissueActivationData(activationId: activation) }
+            print("New activation data mailed to \(email), usable once until \(isoDate(validUntil)).")
         }
     }
 

@@ -34,10 +34,11 @@ import XignTestSupport
         #expect(try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int == 0o700)
     }
 
-    @Test(arguments: keyKinds) func scanningAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey(keyKind: String) throws {
+    @Test(arguments: keyKinds) func scanningFreshDataAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey(keyKind: String) throws {
         let fixture = try fixture(keyKind)
-        let data = try fixture.register("again@example.org")
-        let first = try fixture.personalize(data)
+        let first = try fixture.personalize(try fixture.register("again@example.org"))
+        // The first personalization used the data up; the administrator's new data reaches the activation again.
+        let data = try PersonalizationInitializationData(parsing: fixture.manager.reissue("again@example.org"))
         let personalizer = try fixture.sdk().personalizer()
         guard
             case .alreadyPersonalized(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
@@ -58,8 +59,8 @@ import XignTestSupport
 
     @Test(arguments: keyKinds) func afterALocalResetOverrideMovesTheActivationHere(keyKind: String) throws {
         let fixture = try fixture(keyKind)
-        let data = try fixture.register("reset@example.org")
-        let first = try fixture.personalize(data)
+        let first = try fixture.personalize(try fixture.register("reset@example.org"))
+        let data = try PersonalizationInitializationData(parsing: fixture.manager.reissue("reset@example.org"))
         let fresh = fixture.directory.file("fresh-state")  // a reinstalled machine
         let personalizer = try fixture.sdk(stateDirectory: fresh).personalizer()
         guard
@@ -81,10 +82,42 @@ import XignTestSupport
         #expect(activation["deviceId"] as? String == moved.idmIdentifier)
     }
 
+    /// Activation data opens its activation once: whoever holds the mail and the PIN later cannot take the account over,
+    /// nor (with the mail alone) spend its PIN attempts.
+    @Test func activationDataIsSingleUseExpiresAndEveryEnrolmentIsMailed() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("once@example.org")
+        let first = try fixture.personalize(data)
+        #expect(try fixture.manager.subjects(to: "once@example.org").last == "A device was enrolled for your XignIn account")
+        let elsewhere = try fixture.sdk(stateDirectory: fixture.directory.file("attacker")).personalizer()
+        for pin in ["24680", "11223"] {
+            do {
+                _ = try elsewhere.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin)
+                Issue.record("used activation data was accepted")
+            } catch let error as XignSdkError {
+                #expect(error.errorCode == .activationNotFound && error.message.contains("used already"), "\(error)")
+            }
+        }
+        #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "no PIN was checked")
+        // Data that waited past its lifetime is refused the same way (its expiry set back, as a week would).
+        let late = try fixture.register("late@example.org")
+        _ = try fixture.manager.query("UPDATE activations SET secret_valid_until = 1 WHERE secret_valid_until > 0")
+        do {
+            _ = try fixture.personalize(late)
+            Issue.record("expired activation data was accepted")
+        } catch let error as XignSdkError {
+            #expect(error.message.contains("expired"), "\(error)")
+        }
+        // Honest control: the administrator's new data works once, and the machine that holds the activation still logs in.
+        let fresh = try PersonalizationInitializationData(parsing: fixture.manager.reissue("late@example.org"))
+        _ = try fixture.personalize(fresh)
+        #expect(try ApiAccessTests().isServiceLogin(fixture.sdk(), first.idmIdentifier, pin: "24680"))
+    }
+
     @Test func afterALocalResetANewActivationLeavesTheOriginalIntact() throws {
         let fixture = try Fixture()
-        let data = try fixture.register("second@example.org")
-        let first = try fixture.personalize(data)
+        let first = try fixture.personalize(try fixture.register("second@example.org"))
+        let data = try PersonalizationInitializationData(parsing: fixture.manager.reissue("second@example.org"))
         let mailsBefore = try fixture.manager.mails().count
         let personalizer = try fixture.sdk(stateDirectory: fixture.directory.file("other-state")).personalizer()
         guard case .rePersonalization(_, let trigger) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
@@ -103,9 +136,10 @@ import XignTestSupport
         let activations = try fixture.activations().filter { $0["email"] as? String == "second@example.org" }
         #expect(activations.count == 2)
         #expect(activations.first { $0["id"] as? String == first.entity.activationId }?["deviceId"] as? String == first.idmIdentifier)
-        // The backup mail carries the new activation's data.
-        #expect(try fixture.manager.mails().count == mailsBefore + 1)
-        let backup = try PersonalizationPayload(parsingMail: String(contentsOfFile: try fixture.manager.mails().last!, encoding: .utf8))
+        // The backup mail carries the new activation's data, and the account is told of the new device.
+        #expect(try fixture.manager.mails().count == mailsBefore + 2)
+        let backup = try PersonalizationPayload(
+            parsingMail: String(contentsOfFile: try fixture.manager.mailPath(for: "second@example.org"), encoding: .utf8))
         #expect(backup.activationId == added.entity.activationId)
     }
 

@@ -117,6 +117,8 @@ final class Setup: @unchecked Sendable {
         let setup = try Setup()
         try setup.register("bad@example.org")
         #expect(try setup.personalize("bad@example.org").exitCode == .success)
+        // The first personalization used the data; the administrator's new data leads to the activation again.
+        _ = try setup.manager.reissue("bad@example.org")
         let before = setup.snapshot()
         let mailPath = try setup.manager.mailPath(for: "bad@example.org")
 
@@ -192,6 +194,7 @@ final class Setup: @unchecked Sendable {
         let setup = try Setup()
         try setup.register("re@example.org")
         #expect(try setup.personalize("re@example.org").exitCode == .success)
+        _ = try setup.manager.reissue("re@example.org")
         let fresh = setup.directory.file("fresh")
         let result = try setup.run(
             [

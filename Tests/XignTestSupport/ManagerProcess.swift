@@ -180,22 +180,37 @@ public final class ManagerProcess: @unchecked Sendable {
         return try FileManager.default.contentsOfDirectory(atPath: outbox).sorted().map { outbox + "/" + $0 }
     }
 
-    /// The activation data of the newest mail to `email`.
+    /// The activation data of the newest activation mail to `email` (device notices carry none).
     public func activationLink(for email: String) throws -> String {
+        try PersonalizationPayload(parsingMail: String(contentsOfFile: try mailPath(for: email), encoding: .utf8)).deepLink
+    }
+
+    /// The newest activation mail to `email`.
+    public func mailPath(for email: String) throws -> String {
         for mail in try mails().reversed() {
             let text = try String(contentsOfFile: mail, encoding: .utf8)
-            if text.contains("To: \(email)\r\n") {
-                return try PersonalizationPayload(parsingMail: text).deepLink
-            }
+            if text.contains("To: \(email)\r\n"), text.contains("\r\n\(PersonalizationPayload.mailHeader): ") { return mail }
         }
         throw TestFailure("no activation mail to \(email) in \(outbox)")
     }
 
-    public func mailPath(for email: String) throws -> String {
-        for mail in try mails().reversed() where (try String(contentsOfFile: mail, encoding: .utf8)).contains("To: \(email)\r\n") {
-            return mail
+    /// The subjects of the mails to `email`, oldest first.
+    public func subjects(to email: String) throws -> [String] {
+        try mails().compactMap { mail in
+            let text = try String(contentsOfFile: mail, encoding: .utf8)
+            guard text.contains("To: \(email)\r\n") else { return nil }
+            return text.components(separatedBy: "\r\n").first { $0.hasPrefix("Subject: ") }.map { String($0.dropFirst(9)) }
         }
-        throw TestFailure("no activation mail to \(email)")
+    }
+
+    /// New activation data for the activation of `email` that has `alias` (xign-manager admin reissue); its link.
+    public func reissue(_ email: String) throws -> String {
+        let list = try admin(["activations", "--json", "--email", email])
+        let activations = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
+        guard let id = activations.first?["id"] as? String else { throw TestFailure("no activation of \(email): \(list.stderr)") }
+        let result = try admin(["reissue", id])
+        guard result.status == 0 else { throw TestFailure("reissue: \(result.stderr)") }
+        return try activationLink(for: email)
     }
 
     deinit { stop() }

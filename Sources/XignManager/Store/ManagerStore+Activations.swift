@@ -16,6 +16,8 @@ extension ManagerStore {
         var pinPepper: PINPepperKind
         /// nil while the activation waits for its first personalization.
         var deviceId: String?
+        /// Until when the secret opens the activation; 0 for one that is personalized as it is made.
+        var secretValidUntil: Int64
         var createdAt: Int64
     }
 
@@ -24,6 +26,8 @@ extension ManagerStore {
         var accountId: String
         var alias: String
         var secretHash: String
+        /// Until when the secret opens the activation; 0 once a personalization used it.
+        var secretValidUntil: Int64
         var pinSalt: String
         var pinVerifier: String
         var pinIterations: Int
@@ -45,6 +49,7 @@ extension ManagerStore {
             accountId = try row.decode(column: "account_id", as: String.self)
             alias = try row.decode(column: "alias", as: String.self)
             secretHash = try row.decode(column: "secret_hash", as: String.self)
+            secretValidUntil = try row.decode(column: "secret_valid_until", as: Int64.self)
             pinSalt = try row.decode(column: "pin_salt", as: String.self)
             pinVerifier = try row.decode(column: "pin_verifier", as: String.self)
             pinIterations = try row.decode(column: "pin_iterations", as: Int.self)
@@ -87,7 +92,7 @@ extension ManagerStore {
 
     private static let activationColumns = SQLQueryString(
         """
-        SELECT a.id, a.account_id, a.alias, a.secret_hash, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
+        SELECT a.id, a.account_id, a.alias, a.secret_hash, a.secret_valid_until, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
                a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
                c.email, c.is_temporary, c.organization
         FROM activations a JOIN accounts c ON c.id = a.account_id
@@ -96,9 +101,10 @@ extension ManagerStore {
     func insertActivation(_ activation: NewActivation) async throws {
         try await sql.raw(
             """
-            INSERT INTO activations (id, account_id, alias, secret_hash, pin_salt, pin_verifier, pin_iterations, pin_pepper, state, device_id,
-                                     ever_personalized, failed_attempts, locked_until, permanently_locked, created_at)
+            INSERT INTO activations (id, account_id, alias, secret_hash, secret_valid_until, pin_salt, pin_verifier, pin_iterations, pin_pepper,
+                                     state, device_id, ever_personalized, failed_attempts, locked_until, permanently_locked, created_at)
             VALUES (\(bind: activation.id), \(bind: activation.accountId), \(bind: activation.alias), \(bind: activation.secretHash),
+                    \(bind: activation.secretValidUntil),
                     \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations), \(bind: activation.pinPepper.rawValue),
                     \(bind: activation.deviceId == nil ? "pending" : "personalized"), \(bind: activation.deviceId),
                     \(bind: activation.deviceId == nil ? 0 : 1), 0, 0, 0, \(bind: activation.createdAt))
@@ -116,12 +122,12 @@ extension ManagerStore {
         try await sql.raw("UPDATE devices SET revoked = 1 WHERE activation_id = \(bind: activationId)").run()
         try await sql.raw(
             """
-            UPDATE activations SET state = 'personalized', device_id = \(bind: deviceId), ever_personalized = 1 WHERE id = \(bind: activationId)
+            UPDATE activations SET state = 'personalized', device_id = \(bind: deviceId), ever_personalized = 1, secret_valid_until = 0
+            WHERE id = \(bind: activationId)
             """
         ).run()
     }
 
-    /// One PIN for every activation of the account; returns how many there are.
     /// The new verifier for every activation of the account, or nil (nothing written) while a PIN check of one of them
     /// holds its claim: that check's verdict is about the old PIN, and must not land after the change.
     func setPIN(_ pin: PINVerifier, ofAccount accountId: String, now: Int64) async throws -> Int? {
@@ -152,6 +158,16 @@ extension ManagerStore {
             UPDATE activations SET pin_check_until = \(bind: until), pin_check_by = \(bind: instance) WHERE id = \(bind: activationId)
             """
         ).run()
+    }
+
+    /// A new secret for the activation, usable until `validUntil`; the one before it stops working.
+    func replaceSecret(activationId: String, hash: String, validUntil: Int64) async throws -> Bool {
+        try await sql.raw(
+            """
+            UPDATE activations SET secret_hash = \(bind: hash), secret_valid_until = \(bind: validUntil)
+            WHERE id = \(bind: activationId) AND state <> 'revoked' RETURNING id
+            """
+        ).first() != nil
     }
 
     func releasePINCheck(activationId: String) async throws {

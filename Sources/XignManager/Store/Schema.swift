@@ -4,8 +4,15 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation]
+    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData]
     static var version: Int { migrations.count }
+
+    /// Activation data is single-use and expires: until when its secret opens the activation (0: used or withdrawn).
+    /// Data that waited for its first personalization gets a week from its making; used data is void.
+    static let singleUseActivationData = [
+        "ALTER TABLE activations ADD COLUMN secret_valid_until BIGINT NOT NULL DEFAULT 0",
+        "UPDATE activations SET secret_valid_until = created_at + 604800000 WHERE ever_personalized = 0",
+    ]
 
     /// Device information (Nevis): when each device last authenticated, and the factors it enrolled beyond device and PIN.
     static let deviceInformation = [
