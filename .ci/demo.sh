@@ -56,6 +56,7 @@ step "A server that holds no key of demo's joins the manager as a host"
 TOKEN=$("$BIN/xign-manager" admin hosts add demo-server --data-dir "$WORK/manager" | awk '{print $NF}')
 printf '%s\n' "$TOKEN" | "$BIN/xign-setup" host join --manager "$URL" --state-dir "$WORK/server"
 "$BIN/xign-manager" admin accounts set-login demo@example.org demo --data-dir "$WORK/manager"
+"$BIN/xign-manager" admin accounts set-host-groups demo@example.org --all --data-dir "$WORK/manager"
 
 step "Logging in to the server (mode=confirm): approve it on the enrolled machine with the code it shows"
 printf 'state_dir = %s\n' "$WORK/server" > "$WORK/server.conf"

@@ -7,7 +7,9 @@ extension IdentityManager {
     public struct AccountSummary: Codable, Sendable {
         public var email: String
         public var loginName: String?
-        /// The host groups the account may log in to; empty means any host.
+        /// The name the registrant asked for, until an administrator gives one.
+        public var requestedLoginName: String?
+        /// The host groups the account may log in to (`*`: every host); empty means none.
         public var hostGroups: [String]
         public var organization: String?
         public var isTemporary: Bool
@@ -100,12 +102,20 @@ extension IdentityManager {
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }
 
+    /// A name an administrator may give: valid, and not a system account's, which no account may log in as.
+    static func checkLoginName(_ name: String) throws {
+        guard LoginNameValidator.validate(name) == .valid else {
+            throw ManagerError.badRequest(
+                "'\(name.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+        }
+        guard !LoginNameValidator.isSystemAccountName(name) else {
+            throw ManagerError.badRequest("'\(name)' is a system account's name; no account may log in to hosts as it")
+        }
+    }
+
     /// Gives the account with `email` the login name hosts ask for (nil removes it).
     public func setLoginName(_ loginName: String?, email: String) async throws {
-        if let loginName, LoginNameValidator.validate(loginName) != .valid {
-            throw ManagerError.badRequest(
-                "'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
-        }
+        if let loginName { try Self.checkLoginName(loginName) }
         try await database.transaction { store in
             if let loginName, try await store.isLoginNameTaken(loginName) {
                 throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
@@ -126,10 +136,7 @@ extension IdentityManager {
         if let organization, TextAttributeValidator.validate(organization) != .valid {
             throw ManagerError.badRequest("the organization name is empty or too long")
         }
-        if let loginName, LoginNameValidator.validate(loginName) != .valid {
-            throw ManagerError.badRequest(
-                "'\(loginName.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
-        }
+        if let loginName { try Self.checkLoginName(loginName) }
         let policy = configuration.pinPolicy
         var pin = ""
         repeat {

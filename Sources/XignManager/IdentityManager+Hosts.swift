@@ -97,18 +97,34 @@ extension IdentityManager {
             includeKey: true)
     }
 
-    /// Limits the hosts the account with `email` may log in to, to those in one of `groups`; no groups means any host.
+    /// The host group that stands for every host.
+    public static let everyHost = "*"
+
+    /// Lets the account with `email` log in to hosts in one of `groups` (`everyHost`: all of them; none: no host).
     public func setHostGroups(_ groups: [String], email: String) async throws {
-        try Self.checkGroupNames(groups)
+        try Self.checkGroupNames(groups.filter { $0 != Self.everyHost })
         try await database.transaction { store in
             guard let accountId = try await store.accountId(email: email.lowercased()) else {
                 throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
             try await store.setHostGroups(groups, accountId: accountId)
             try await store.recordAudit(
-                self.adminEvent(.hostGroupsSet, email: email.lowercased(), detail: groups.isEmpty ? "any host" : groups.joined(separator: ",")))
+                self.adminEvent(.hostGroupsSet, email: email.lowercased(), detail: groups.isEmpty ? "no host" : groups.joined(separator: ",")))
         }
         logger.notice("host groups set", metadata: ["email": "\(email)", "groups": "\(groups.joined(separator: ","))"])
+    }
+
+    /// The upgrade step for host access: every account with a login name and no host groups, which could log in to any
+    /// host before access was explicit, keeps that (`*`). Returns their addresses.
+    public func keepOpenHostAccess() async throws -> [String] {
+        try await database.transaction { store in
+            let accounts = try await store.accountsWithoutHostGroups()
+            for account in accounts {
+                try await store.setHostGroups([Self.everyHost], accountId: account.id)
+                try await store.recordAudit(self.adminEvent(.hostGroupsSet, email: account.email, detail: "every host (kept at the upgrade)"))
+            }
+            return accounts.map(\.email)
+        }
     }
 
     private static func checkGroupNames(_ groups: [String]) throws {

@@ -62,9 +62,15 @@ extension IdentityManager {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
             if blocked { errors["email"] = .notAvailable } else if try await isEmailTaken(email) { errors["email"] = .notAvailable }
         }
-        let loginName = request.attributes[AttributeValidator.loginName].flatMap { $0.isEmpty ? nil : $0 }
-        if let loginName, errors[AttributeValidator.loginName] == nil, try await isLoginNameTaken(loginName) {
-            errors[AttributeValidator.loginName] = .notAvailable
+        // A registrant may only ask for a login name: it is kept with the attributes until an administrator gives it
+        // (`accounts set-login`), and system accounts' names are not even asked for.
+        let requestedLoginName = request.attributes[AttributeValidator.loginName].flatMap { $0.isEmpty ? nil : $0 }
+        if let name = requestedLoginName, errors[AttributeValidator.loginName] == nil {
+            if LoginNameValidator.isSystemAccountName(name) {
+                errors[AttributeValidator.loginName] = .invalid
+            } else if try await isLoginNameTaken(name) {
+                errors[AttributeValidator.loginName] = .notAvailable
+            }
         }
         guard errors.isEmpty else {
             throw ManagerError(
@@ -76,8 +82,8 @@ extension IdentityManager {
         let keepArbitrary = request.serviceMappingId.map { configuration.linkedServices.contains($0) } ?? false
         let account = NewAccount(
             email: email,
-            loginName: loginName,
-            attributes: request.attributes.filter { $0.key != "email" && $0.key != AttributeValidator.loginName },
+            loginName: nil,
+            attributes: request.attributes.filter { $0.key != "email" },
             arbitraryAttributes: keepArbitrary && !arbitrary.isEmpty ? arbitrary : nil,
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil

@@ -14,6 +14,7 @@ extension Bench {
     ) throws {
         let manager = bin + "/xign-manager"
         try run(manager, ["admin", "accounts", "set-login", email, "bench", "--data-dir", work + "/manager"])
+        try run(manager, ["admin", "accounts", "set-host-groups", email, "--all", "--data-dir", work + "/manager"])
         let added = try run(manager, ["admin", "hosts", "add", "bench-host", "--data-dir", work + "/manager"])
         var configuration = ClientConfiguration()
         configuration.stateDirectory = work + "/host"

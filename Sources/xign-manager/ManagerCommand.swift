@@ -131,7 +131,7 @@ struct Admin: AsyncParsableCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
-            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self], defaultSubcommand: List.self
+            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self], defaultSubcommand: List.self
         )
 
         struct Add: AsyncParsableCommand {
@@ -158,8 +158,11 @@ struct Admin: AsyncParsableCommand {
                 if json { return try printJSON(accounts) }
                 for account in accounts {
                     let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
-                    let hosts = account.hostGroups.isEmpty ? "any host" : "hosts in " + account.hostGroups.joined(separator: ",")
-                    print("\(account.email)\t\(account.loginName ?? "-")\t\(hosts)\t\(kind)\t\(account.activations) activation(s)")
+                    let hosts =
+                        account.hostGroups.contains(IdentityManager.everyHost)
+                        ? "every host" : account.hostGroups.isEmpty ? "no host" : "hosts in " + account.hostGroups.joined(separator: ",")
+                    let login = account.loginName ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
+                    print("\(account.email)\t\(login)\t\(hosts)\t\(kind)\t\(account.activations) activation(s)")
                 }
             }
         }
@@ -167,15 +170,39 @@ struct Admin: AsyncParsableCommand {
         struct SetHostGroups: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set-host-groups",
-                abstract: "Let an account log in only to hosts in these groups (none: any host)."
+                abstract: "Let an account log in to hosts in these groups, or to every host with --all (none: to no host)."
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The account's email address.") var email: String
             @Argument(help: "Host groups, as given to `hosts add --group`.") var groups: [String] = []
+            @Flag(help: "Every host, now and later.") var all = false
+
+            func validate() throws {
+                guard !(all && !groups.isEmpty) else { throw ValidationError("give host groups or --all, not both") }
+            }
 
             func run() async throws {
-                try await options.withManager { try await $0.setHostGroups(groups, email: email) }
-                print(groups.isEmpty ? "\(email) may log in to any host." : "\(email) may log in to hosts in: \(groups.joined(separator: ", ")).")
+                try await options.withManager { try await $0.setHostGroups(all ? [IdentityManager.everyHost] : groups, email: email) }
+                print(
+                    all
+                        ? "\(email) may log in to every host."
+                        : groups.isEmpty ? "\(email) may log in to no host." : "\(email) may log in to hosts in: \(groups.joined(separator: ", ")).")
+            }
+        }
+
+        struct KeepOpenHostAccess: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "keep-open-host-access",
+                abstract: "Upgrade step: accounts with a login name and no host groups keep access to every host.",
+                discussion:
+                    "Host access is explicit now: an account without host groups logs in to no host. Before, it logged in to every host. Run this once after the upgrade to keep that for the accounts that have it; give the others groups with set-host-groups."
+            )
+            @OptionGroup var options: ConfigOptions
+
+            func run() async throws {
+                let kept = try await options.withManager { try await $0.keepOpenHostAccess() }
+                print(kept.isEmpty ? "No account had open host access to keep." : "These accounts keep access to every host:")
+                for email in kept { print("  \(email)") }
             }
         }
 

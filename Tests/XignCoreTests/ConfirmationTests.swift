@@ -19,9 +19,7 @@ import XignTestSupport
             fixture = try Fixture()
             idmIdentifier = try fixture.personalize(try fixture.register("alice@example.org")).idmIdentifier
             laptop = try fixture.sdk()
-            guard try fixture.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0 else {
-                throw TestFailure("set-login")
-            }
+            try fixture.manager.giveLogin("alice@example.org", "alice")
         }
 
         /// A new host named `name` with its own state directory.

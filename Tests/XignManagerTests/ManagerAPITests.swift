@@ -66,6 +66,16 @@ import XignTestSupport
             try api.post(
                 APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#
             ).status == 201)
+        // A registrant only asks: no login name until the administrator gives one, and a system account's is refused.
+        for name in ["root", "systemd-network", "_apt"] {
+            let system = try api.post(
+                APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"r@example.org","loginName":"\#(name)"}}"#)
+            #expect(system.error["attributes"] as? [String: String] == ["loginName": "invalid"], "\(name)")
+        }
+        let listed = try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]]
+        #expect(listed?.first?["loginName"] == nil && listed?.first?["requestedLoginName"] as? String == "alice", "\(listed ?? [])")
+        #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "root"]).stderr.contains("system account"))
+        #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "alice"]).status == 0, "honest control: an ordinary name is given")
         let taken = try api.post(
             APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
         #expect(taken.error["attributes"] as? [String: String] == ["loginName": "notAvailable"])
@@ -329,7 +339,7 @@ import XignTestSupport
     @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(database: TestDatabase) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let device = try api.enrolDevice("alice@example.org")
-        #expect(try api.manager.admin(["accounts", "set-login", "alice@example.org", "alice"]).status == 0)
+        try api.manager.giveLogin("alice@example.org", "alice")
         let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", "web1"]).stdout.split(separator: " ").last ?? ""))
         let hostKey = try P256PrivateKey()
         func signed(_ path: String, _ body: Data, challenge: String) throws -> [(String, String)] {

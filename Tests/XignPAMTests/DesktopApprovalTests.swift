@@ -3,7 +3,7 @@ import Testing
 import XignProtocol
 import XignTestSupport
 
-/// A desktop session of the enrolled user (nobody): its own D-Bus session bus, Debian's dunst as the notification
+/// A desktop session of the enrolled user (a person's account, as login names are): its own D-Bus session bus, Debian's dunst as the notification
 /// server under Xvfb, and `xign-setup agent` waiting for logins through xignd. A server (a host) asks to confirm
 /// a login for that user; the notification appears, its action opens the approval, and the approval, run as the
 /// user, goes through xignd.
@@ -11,39 +11,43 @@ import XignTestSupport
     let fixture: ConfirmationFixture
     let daemon: DaemonProcess
     let session: String
-    /// xign-setup where nobody may run it.
+    /// xign-setup where the user may run it.
     let setup: String
+    let user: String
 
     init() throws {
-        fixture = try ConfirmationFixture(user: "nobody")
+        user = try SSHServer.user.get()
+        fixture = try ConfirmationFixture(user: user)
         try fixture.laptop.allowHostsWithoutRoot()
         daemon = try DaemonProcess(configPath: fixture.laptop.configPath, directory: fixture.laptop.directory)
         session = fixture.laptop.directory.file("session")
         try FileManager.default.createDirectory(atPath: session, withIntermediateDirectories: false)
-        guard chown(session, 65534, 65534) == 0 else { throw TestFailure("cannot give \(session) to nobody") }
+        guard let account = getpwnam(user), chown(session, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+            throw TestFailure("cannot give \(session) to \(user)")
+        }
         setup = try fixture.laptop.copyForOtherUsers(try Products.path("xign-setup"))
     }
 
-    /// `xign-setup` as nobody, as a terminal in the desktop session runs it.
+    /// `xign-setup` as the user, as a terminal in the desktop session runs it.
     func setupAsUser(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> ChildProcess {
-        let command = PAMFixture.runAs("nobody") + [setup] + arguments
+        let command = PAMFixture.runAs(user) + [setup] + arguments
         return try ChildProcess(
             command[0], Array(command.dropFirst()), stdin: stdin,
             environment: ["PATH": "/usr/bin:/bin", "HOME": session].merging(environment) { $1 }, in: fixture.laptop.directory)
     }
 
     @Test func aPendingLoginShowsOneNotificationAndTheUserApprovesThroughXignd() throws {
-        let desktop = try DesktopSession(user: "nobody", directory: session)
+        let desktop = try DesktopSession(user: user, directory: session)
         let opened = session + "/opened"
         let opener = try fixture.laptop.directory.write("open.sh", "#!/bin/sh\necho \"$@\" >> \(opened)\n", mode: 0o755)
         let agent = try setupAsUser(["agent", "--xignd-socket", daemon.socketPath, "--open", opener], environment: desktop.environment)
         defer { agent.stop() }
 
-        let login = try fixture.laptop.startLogin("nobody", answers: [])
+        let login = try fixture.laptop.startLogin(user, answers: [])
         let code = try fixture.code(of: login)
         let shown = try desktop.waitForNotifications(count: 1)
         #expect(
-            shown.count == 1 && shown[0].hasPrefix("XignIn|Approve a login to web1.example.org?|nobody wants to log in to web1.example.org (login)"),
+            shown.count == 1 && shown[0].hasPrefix("XignIn|Approve a login to web1.example.org?|\(user) wants to log in to web1.example.org (login)"),
             "\(shown) \((try? String(contentsOfFile: agent.stderrPath, encoding: .utf8)) ?? "")")
         #expect(!shown[0].contains(code), "the code stays on the server: typing it proves the user started this login")
         usleep(3_000_000)
@@ -59,7 +63,7 @@ import XignTestSupport
 
         let approval = try setupAsUser(["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin", payload], stdin: "\(code)\n24680\n").wait()
         #expect(approval.status == 0, "\(approval.stderr) \(daemon.log)")
-        #expect(approval.stdout.contains("Approved: nobody may log in to web1.example.org."), "\(approval.stdout)")
+        #expect(approval.stdout.contains("Approved: \(user) may log in to web1.example.org."), "\(approval.stdout)")
         #expect(try fixture.laptop.finish(login).code == PAMCode.success)
     }
 

@@ -22,8 +22,7 @@ final class ConfirmationFixture: @unchecked Sendable {
     ) throws {
         self.user = user
         laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm)
-        let result = try laptop.manager.admin(["accounts", "set-login", "\(user)@example.org", user])
-        guard result.status == 0 else { throw TestFailure("set-login: \(result.stderr)") }
+        try laptop.manager.giveLogin("\(user)@example.org", user)
         serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
         let added = try laptop.manager.admin(["hosts", "add", "web1.example.org"])
         var configuration = ClientConfiguration()
@@ -176,6 +175,9 @@ final class ConfirmationFixture: @unchecked Sendable {
     @Test func anAccountWithHostGroupsLogsInOnlyToHostsThatShareOne() throws {
         let fixture = try ConfirmationFixture()
         let admin = fixture.laptop.manager
+        // Host access is explicit: without groups (or --all, which the fixture gave) an account logs in nowhere.
+        #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org"]).stdout.contains("may log in to no host"))
+        #expect(try fixture.laptop.login(answers: []).conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.")
         #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "databases"]).status == 0)
         let refused = try fixture.laptop.login(answers: [])
         #expect(refused.code == PAMCode.authError)

@@ -80,7 +80,7 @@ final class SSHServer: @unchecked Sendable {
     func setUp(moduleArguments: String = "mode=confirm timeout=30") throws -> (ConfirmationFixture, SSHServer, String) {
         let user = try SSHServer.user.get()
         let fixture = try ConfirmationFixture(moduleArguments: moduleArguments)
-        #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
+        try fixture.laptop.manager.giveLogin("alice@example.org", user)
         try fixture.service("sshd", arguments: moduleArguments, then: "account required pam_permit.so\nsession required pam_permit.so")
         return (fixture, try SSHServer(pamServices: fixture.laptop.confdir), user)
     }
@@ -151,7 +151,7 @@ final class SSHServer: @unchecked Sendable {
     @Test func modeAutoOverSSHAsksForConfirmationWhereTheUserIsEnrolled() throws {
         let user = try SSHServer.user.get()
         let fixture = try PAMFixture(users: [user])
-        #expect(try fixture.manager.admin(["accounts", "set-login", "\(user)@example.org", user]).status == 0)
+        try fixture.manager.giveLogin("\(user)@example.org", user)
         let added = try fixture.manager.admin(["hosts", "add", "web1.example.org"])
         _ = try XignSdk(configuration: fixture.configuration, localUser: "root")
             .joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
@@ -171,7 +171,7 @@ final class SSHServer: @unchecked Sendable {
         let unknown = try server.ssh(user, "echo in-without-approval")
         #expect(try unknown.wait() != 0)
         #expect(!unknown.output.contains("Press Enter") && !unknown.output.contains("in-without-approval"), "\(unknown.output)")
-        #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
+        try fixture.laptop.manager.giveLogin("alice@example.org", user)
         // Nobody approves: Enter after the confirmation ran out gives one clear line.
         let late = try server.ssh(user, "true")
         try late.expect("Press Enter once approved:")

@@ -8,7 +8,7 @@ import XignTestSupport
     @Test func sudoWaitsForTheApprovalAndRunsTheCommand() throws {
         let user = try SSHServer.user.get()
         let fixture = try ConfirmationFixture()
-        #expect(try fixture.laptop.manager.admin(["accounts", "set-login", "alice@example.org", user]).status == 0)
+        try fixture.laptop.manager.giveLogin("alice@example.org", user)
         let service = "xign-test-sudo-\(getpid())"
         let pamFile = "/etc/pam.d/\(service)", sudoersFile = "/etc/sudoers.d/xign-test-\(getpid())"
         defer {

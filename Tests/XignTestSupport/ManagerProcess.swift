@@ -174,6 +174,14 @@ public final class ManagerProcess: @unchecked Sendable {
         return try child.wait()
     }
 
+    /// Gives the account of `email` the login name `name` and access to every host, as an administrator does.
+    public func giveLogin(_ email: String, _ name: String) throws {
+        for arguments in [["accounts", "set-login", email, name], ["accounts", "set-host-groups", email, "--all"]] {
+            let result = try admin(arguments)
+            guard result.status == 0 else { throw TestFailure("\(arguments.prefix(2).joined(separator: " ")): \(result.stderr)") }
+        }
+    }
+
     /// The mails in the outbox, oldest first.
     public func mails() throws -> [String] {
         guard FileManager.default.fileExists(atPath: outbox) else { return [] }

@@ -146,14 +146,17 @@ extension ManagerStore {
         }
         return try await sql.raw(
             """
-            SELECT c.email, c.login_name, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
+            SELECT c.email, c.login_name, c.attributes, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
             FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
-            GROUP BY c.id, c.email, c.login_name, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
+            GROUP BY c.id, c.email, c.login_name, c.attributes, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
             """
         ).all().map { row in
-            IdentityManager.AccountSummary(
+            let attributes = try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))
+            let loginName = try row.decode(column: "login_name", as: String?.self)
+            return IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),
-                loginName: try row.decode(column: "login_name", as: String?.self),
+                loginName: loginName,
+                requestedLoginName: loginName == nil ? attributes?[AttributeValidator.loginName] : nil,
                 hostGroups: hostGroups[try row.decode(column: "email", as: String.self)] ?? [],
                 organization: try row.decode(column: "organization", as: String?.self),
                 isTemporary: try row.decode(column: "is_temporary", as: Int.self) != 0,

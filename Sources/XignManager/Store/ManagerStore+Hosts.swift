@@ -77,11 +77,22 @@ extension ManagerStore {
             .map { try $0.decode(column: "group_name", as: String.self) }
     }
 
-    /// An account without host groups may log in to any host; one with groups only to hosts that share one.
+    /// An account may log in to hosts that share one of its groups, to every host with `*`, and to none without groups.
     func mayLogIn(accountId: String, hostName: String) async throws -> Bool {
         let allowed = try await hostGroups(accountId: accountId)
-        guard !allowed.isEmpty else { return true }
+        if allowed.contains(IdentityManager.everyHost) { return true }
         return !Set(allowed).isDisjoint(with: try await groups(hostName: hostName))
+    }
+
+    /// Accounts with a login name and no host groups: before host access was explicit, these could log in everywhere.
+    func accountsWithoutHostGroups() async throws -> [(id: String, email: String)] {
+        try await sql.raw(
+            """
+            SELECT c.id, c.email FROM accounts c
+            WHERE c.login_name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM account_host_groups g WHERE g.account_id = c.id)
+            ORDER BY c.email
+            """
+        ).all().map { (try $0.decode(column: "id", as: String.self), try $0.decode(column: "email", as: String.self)) }
     }
 
     func isHostNameTaken(_ name: String) async throws -> Bool {
