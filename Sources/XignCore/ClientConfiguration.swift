@@ -25,6 +25,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var sessionRecords = SessionRecords()
     /// Whether a host confirms logins to system accounts (root, uids below UID_MIN); no by default.
     public var confirmsSystemAccounts = false
+    /// Whether a user running a setuid program (su) may use another user's enrolment, within an attempt limit per
+    /// caller and target; no by default.
+    public var setuidCallersMayUseOtherEnrolments = false
 
     public struct SessionRecords: Sendable, Equatable {
         public var utmpPath = "/var/run/utmp"
@@ -50,7 +53,7 @@ public struct ClientConfiguration: Sendable, Equatable {
         try file.rejectUnknownKeys(
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
-                "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts",
+                "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts", "pam.setuid_other_users",
             ],
             prefixes: ["pam.role."]
         )
@@ -89,6 +92,7 @@ public struct ClientConfiguration: Sendable, Equatable {
             sessionRecords[keyPath: path] = value
         }
         confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
+        setuidCallersMayUseOtherEnrolments = try file.bool("pam.setuid_other_users") ?? setuidCallersMayUseOtherEnrolments
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
             deviceKey = preference

@@ -94,12 +94,21 @@ public struct PAMLogin {
             return unknownUser()
         }
         if !confirming, let remote { return refuseRemote(because: remote) }
-        if !confirming, let refusal = refuseOtherUsersEnrolment() { return refusal }
+        var setuidAttempts: (limit: AttemptLimit, key: String)?
+        if !confirming {
+            switch checkSetuidCaller(configuration) {
+            case .refused(let refusal): return refusal
+            case .limited(let limit, let key): setuidAttempts = (limit, key)
+            case .free: break
+            }
+        }
         do {
             if let enrolment, !confirming {
                 let role = options.role ?? configuration.role(forPAMService: caller.service)
                 debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
-                return try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+                let result = try login(sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role)
+                if result.0 == PAM_SUCCESS, let setuidAttempts { try? setuidAttempts.limit.reset(setuidAttempts.key) }
+                return result
             }
             if let account = LocalUser(named: caller.user), account.isSystemAccount, !configuration.confirmsSystemAccounts {
                 log(
@@ -238,17 +247,40 @@ public struct PAMLogin {
         return (PAM_AUTH_ERR, "remote-refused")
     }
 
+    enum SetuidCaller {
+        /// Not a setuid host run by another user, or the caller's own enrolment.
+        case free
+        /// Another user's enrolment, which the configuration allows, within this limit.
+        case limited(AttemptLimit, key: String)
+        case refused((Int32, String))
+    }
+
     /// In a setuid host that a user runs (su, sudo), the module is root with that user's choice of target: such a
     /// caller may use only the enrolment of its own real uid, as xignd rules, so nobody tests or locks another's PIN.
-    private func refuseOtherUsersEnrolment() -> (Int32, String)? {
-        let caller = getuid()
-        guard caller != 0, getauxval(UInt(AT_SECURE)) != 0 || caller != geteuid() else { return nil }
-        guard let target = LocalUser(named: self.caller.user), target.uid == caller else {
-            log(LOG_WARNING, "uid=\(caller) asked for \(self.caller.user)'s enrolment through \(self.caller.service ?? "a setuid program"): refused")
-            tell("XignIn: here you can use only your own enrolment; \(self.caller.user) must log in as themselves.", isError: true)
-            return (PAM_AUTH_ERR, "other-user-refused")
+    /// With `setuid_other_users = yes` it may use another's, with xignd's attempt limit per caller and target.
+    private func checkSetuidCaller(_ configuration: ClientConfiguration) -> SetuidCaller {
+        let uid = getuid()
+        guard uid != 0, getauxval(UInt(AT_SECURE)) != 0 || uid != geteuid() else { return .free }
+        let target = LocalUser(named: caller.user)
+        if target?.uid == uid { return .free }
+        guard configuration.setuidCallersMayUseOtherEnrolments, let target else {
+            log(LOG_WARNING, "uid=\(uid) asked for \(caller.user)'s enrolment through \(caller.service ?? "a setuid program"): refused")
+            tell("XignIn: here you can use only your own enrolment; \(caller.user) must log in as themselves.", isError: true)
+            return .refused((PAM_AUTH_ERR, "other-user-refused"))
         }
-        return nil
+        let limit = AttemptLimit(path: configuration.stateDirectory + "/setuid-attempts.json")
+        let key = "\(uid)>\(target.uid)"
+        switch Result(catching: { try limit.charge(key) }) {
+        case .success(.allowed):
+            return .limited(limit, key: key)
+        case .success(.refused(let seconds)):
+            log(LOG_WARNING, "uid=\(uid) asked for \(caller.user)'s enrolment: attempt limit reached")
+            tell("XignIn: too many PIN attempts for \(caller.user) from your account; try again in \(seconds) s.", isError: true)
+            return .refused((PAM_MAXTRIES, "attempt-limit"))
+        case .failure(let error):
+            log(LOG_ERR, "cannot record the attempt: \(error)")
+            return .refused((PAM_SERVICE_ERR, "state-error"))
+        }
     }
 
     func unknownUser() -> (Int32, String) {

@@ -18,7 +18,8 @@ final class Daemon: @unchecked Sendable {
         self.configPath = configPath
         configuration = try ClientConfiguration.load(path: configPath)
         try AtomicFile.makeDirectory(configuration.stateDirectory)
-        attempts = try AttemptLimit(path: configuration.stateDirectory + "/xignd-attempts.json")
+        attempts = AttemptLimit(path: configuration.stateDirectory + "/xignd-attempts.json")
+        do { try attempts.check() } catch { throw XigndError("\(error), and start xignd again") }
         self.maximumConnections = maximumConnections
         self.maximumPerUid = maximumPerUid
     }

@@ -48,7 +48,7 @@ struct DaemonSession {
                 Self.answer {
                     switch try approver(for: target).approve(confirmation, code: code, pin: pin) {
                     case .approved(let loginName, let relyingPartyName):
-                        try? daemon.attempts.reset(target.uid)
+                        try? daemon.attempts.reset(String(target.uid))
                         return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
                     case .lockout(let lock):
                         return .lockout(isPermanent: lock.isPermanent, lockedUntil: lock.lockedUntil, failedAttempts: lock.failedAttempts)
@@ -84,14 +84,14 @@ struct DaemonSession {
         let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
         let code = PAMLogin(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
-        if code == PAM_SUCCESS { try? daemon.attempts.reset(target.uid) }
+        if code == PAM_SUCCESS { try? daemon.attempts.reset(String(target.uid)) }
         reply(.loginResult(pamCode: code))
     }
 
     /// Takes one PIN attempt from the target's allowance; a refusal is answered here.
     private func charge(_ target: LocalUser, pamStyle: Bool = false) -> Bool {
         let verdict: AttemptLimit.Verdict
-        do { verdict = try daemon.attempts.charge(target.uid) } catch {
+        do { verdict = try daemon.attempts.charge(String(target.uid)) } catch {
             daemon.log(LOG_ERR, "cannot record the attempt: \(error)")
             reply(
                 .failure(

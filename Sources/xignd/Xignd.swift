@@ -75,3 +75,8 @@ struct Xignd: ParsableCommand {
         return descriptor
     }
 }
+
+struct XigndError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

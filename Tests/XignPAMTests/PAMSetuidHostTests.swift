@@ -34,7 +34,8 @@ import XignTestSupport
     }
 
     /// The libpam harness as a setuid-root program, run by `nobody`: AT_SECURE is set, as in su.
-    func setuidLogin(_ user: String = "nobody", answers: [String]) throws -> PAMFixture.Login {
+    func setuidLogin(_ user: String = "nobody", answers: [String], in other: PAMFixture? = nil) throws -> PAMFixture.Login {
+        let fixture = other ?? fixture
         let host = fixture.directory.file("setuid-harness")
         if !FileManager.default.fileExists(atPath: host) {
             try writeTestFile(host, try Data(contentsOf: URL(fileURLWithPath: try PAMFixture.harness.get())), mode: 0o755)
@@ -70,6 +71,25 @@ import XignTestSupport
         // Honest controls: the caller's own enrolment logs in, and root itself may still use root's.
         #expect(try setuidLogin(answers: ["24680"]).code == PAMCode.success)
         #expect(try fixture.login("root").code == PAMCode.success)
+    }
+
+    /// `setuid_other_users = yes`: another user's enrolment, with xignd's limit per caller and target (5, then one
+    /// every 30 s), counted here before any PIN reaches the manager.
+    @Test func withTheAdministratorsConsentAnothersEnrolmentHasALimitPerCallerAndTarget() throws {
+        let free = ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20")
+        let consenting = try PAMFixture(managerConfig: free, users: ["nobody", "root"])
+        try writeTestFile(
+            consenting.configPath,
+            Data((try String(contentsOfFile: consenting.configPath, encoding: .utf8) + "[pam]\nsetuid_other_users = yes\n").utf8))
+        #expect(try setuidLogin("root", answers: ["24680"], in: consenting).code == PAMCode.success, "with consent, and the right PIN")
+        for _ in 0..<5 { #expect(try setuidLogin("root", answers: ["13570"], in: consenting).code == PAMCode.authError) }
+        let sixth = try setuidLogin("root", answers: ["24680"], in: consenting)
+        #expect(sixth.code == PAMCode.maxTries, "\(sixth.output)")
+        #expect(sixth.conversation.hasPrefix("[ERROR_MSG] XignIn: too many PIN attempts for root from your account; try again in "))
+        #expect(try consenting.failedAttempts("root@example.org") == 5, "the sixth guess never reached the manager")
+        // Honest controls: the caller's own enrolment and root's own login are not limited by it.
+        #expect(try setuidLogin(answers: ["24680"], in: consenting).code == PAMCode.success)
+        #expect(try consenting.login("root").code == PAMCode.success)
     }
 
     @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {
