@@ -66,10 +66,24 @@ final class PAMFixture: @unchecked Sendable {
         }
         self.configuration = configuration
         configPath = ""
+        baseConfig = "state_dir = \(state)\n" + keyLines
         for user in users { try enrol(localUser: user, email: "\(user)@example.org") }
-        configPath = try directory.write("xign.conf", "state_dir = \(state)\n" + keyLines)
+        configPath = try directory.write("xign.conf", "")
+        try writeConfig()
         try FileManager.default.createDirectory(atPath: confdir, withIntermediateDirectories: true)
         for name in ["login", "sudo"] { try service(name, arguments: "timeout=3") }
+    }
+
+    /// xign.conf before its [pam] section.
+    private var baseConfig = ""
+
+    /// Writes xign.conf: the fixture's settings, the session records of this test alone (so whether the test runner's
+    /// own session is remote, as over SSH, changes nothing), and `pam` lines for the [pam] section.
+    /// `top` adds settings outside any section, such as ca_file; they stay for later writes.
+    func writeConfig(utmp: String? = nil, pam: String = "", top: String = "") throws {
+        baseConfig += top
+        let records = "logind_sessions = \(directory.file("no-logind"))\nutmp = \(utmp ?? directory.file("no-utmp"))\n"
+        try writeTestFile(configPath, Data((baseConfig + "[pam]\n" + records + pam).utf8))
     }
 
     /// Registers `email` and personalizes this machine for `localUser`, with PIN 24680.

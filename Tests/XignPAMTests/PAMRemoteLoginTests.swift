@@ -23,11 +23,6 @@ import XignTestSupport
         return path
     }
 
-    func appendToConfig(_ fixture: PAMFixture, _ text: String) throws {
-        let config = try String(contentsOfFile: fixture.configPath, encoding: .utf8)
-        try writeTestFile(fixture.configPath, Data((config + text).utf8))
-    }
-
     @Test func aLoginFromAnotherHostIsRefusedBeforeAnyPINAndChargesNothing() throws {
         let fixture = try PAMFixture()
         let remote = try fixture.login(answers: ["24680"], items: ["rhost=203.0.113.9"])
@@ -49,7 +44,7 @@ import XignTestSupport
         let fixture = try PAMFixture()
         let records = TemporaryDirectory()
         let sshSession = try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records)
-        try appendToConfig(fixture, "[pam]\nutmp = \(sshSession)\n")
+        try fixture.writeConfig(utmp: sshSession)
         let insideSSH = try fixture.login(service: "sudo", items: ["tty=/dev/pts/7"])
         #expect(insideSSH.code == PAMCode.authError, "\(insideSSH.output)")
         #expect(insideSSH.conversation.contains("comes over the network"))
@@ -58,7 +53,7 @@ import XignTestSupport
         let console = try Self.utmp(line: "tty2", host: "", in: records)
         let desktop = try Self.utmp(line: "pts/3", host: ":0", in: records)
         for (file, tty) in [(console, "tty2"), (desktop, "/dev/pts/3")] {
-            try writeTestFile(fixture.configPath, Data("state_dir = \(fixture.state)\n[pam]\nutmp = \(file)\n".utf8))
+            try fixture.writeConfig(utmp: file)
             let login = try fixture.login(service: "sudo", items: ["tty=\(tty)"])
             #expect(login.code == PAMCode.success, "\(tty): \(login.output)")
         }

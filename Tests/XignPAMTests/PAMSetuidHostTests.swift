@@ -78,9 +78,7 @@ import XignTestSupport
     @Test func withTheAdministratorsConsentAnothersEnrolmentHasALimitPerCallerAndTarget() throws {
         let free = ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20")
         let consenting = try PAMFixture(managerConfig: free, users: ["nobody", "root"])
-        try writeTestFile(
-            consenting.configPath,
-            Data((try String(contentsOfFile: consenting.configPath, encoding: .utf8) + "[pam]\nsetuid_other_users = yes\n").utf8))
+        try consenting.writeConfig(pam: "setuid_other_users = yes\n")
         #expect(try setuidLogin("root", answers: ["24680"], in: consenting).code == PAMCode.success, "with consent, and the right PIN")
         for _ in 0..<5 { #expect(try setuidLogin("root", answers: ["13570"], in: consenting).code == PAMCode.authError) }
         let sixth = try setuidLogin("root", answers: ["24680"], in: consenting)
@@ -95,8 +93,7 @@ import XignTestSupport
     @Test func theCallersKeyLogIsNeverWrittenOverHTTPS() throws {
         let tls = try TLSFrontEnd(to: fixture.manager.port)
         try fixture.redirectEnrolments(to: tls.url)
-        try writeTestFile(
-            fixture.configPath, Data((try String(contentsOfFile: fixture.configPath, encoding: .utf8) + "ca_file = \(tls.caFile)\n").utf8))
+        try fixture.writeConfig(top: "ca_file = \(tls.caFile)\n")
         let (_, control) = try plainLogin()
         let keys = (try? String(contentsOfFile: control.file("tls-keys.log"), encoding: .utf8)) ?? ""
         #expect(keys.contains("CLIENT_"), "a host that is not setuid may log its own TLS secrets; this shows the login went over TLS")
@@ -149,4 +146,36 @@ final class TLSFrontEnd: @unchecked Sendable {
     }
 
     deinit { process.stop() }
+}
+
+/// The real su from util-linux (setuid root), run by a person's account. Its PAM service is replaced inside a
+/// private mount namespace for the one command, so the machine's own /etc/pam.d/su stays as it is.
+@Suite struct RealSuTests {
+    @Test func suToAnothersEnrolmentIsRefusedBeforeAnyPINAndSuToOnesOwnLogsIn() throws {
+        let user = try SSHServer.user.get()
+        let fixture = try PAMFixture(users: [user, "root"])
+        try fixture.allowHostsWithoutRoot()
+        let service = try fixture.directory.write(
+            "su-service",
+            "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\nsession required pam_permit.so\n",
+            mode: 0o644)
+        func su(_ target: String) throws -> PseudoTerminal {
+            let command =
+                "mount --bind \(service) /etc/pam.d/su && exec /usr/bin/setpriv --reuid=\(user) --regid=\(user) --clear-groups -- /usr/bin/su \(target) -c 'echo su-as-$(id -un)'"
+            return try PseudoTerminal(
+                "/usr/bin/unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", command],
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+        }
+        let other = try su("root")
+        try other.expect("here you can use only your own enrolment; root must log in as themselves")
+        #expect(try other.wait() != 0)
+        #expect(!other.output.contains("PIN") && !other.output.contains("su-as-"), "\(other.output)")
+        #expect(try fixture.failedAttempts("root@example.org") == 0, "the manager counted nothing")
+        // Honest control: the same su to the caller's own account asks for the PIN and logs in.
+        let own = try su(user)
+        try own.expect("XignIn PIN for")
+        own.send("24680\r")
+        try own.expect("su-as-\(user)")
+        #expect(try own.wait() == 0)
+    }
 }
