@@ -20,16 +20,19 @@ public struct LocalUser: Sendable {
         uid = entry.pw_uid
     }
 
-    /// The lowest uid of a person's account: UID_MIN in /etc/login.defs, 1000 where it says nothing.
-    public static func firstPersonUID(loginDefs path: String = "/etc/login.defs") -> UInt32 {
-        guard let data = try? AtomicFile.read(path, limit: 256 * 1024) else { return 1000 }
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            if fields.count >= 2, fields[0] == "UID_MIN", let uid = UInt32(fields[1]) { return uid }
+    /// The uids of people's accounts: UID_MIN to UID_MAX in /etc/login.defs (1000 to 60000 where it says nothing).
+    public static func personUIDs(loginDefs path: String = "/etc/login.defs") -> ClosedRange<UInt32> {
+        var (first, last): (UInt32, UInt32) = (1000, 60000)
+        if let data = try? AtomicFile.read(path, limit: 256 * 1024) {
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+                let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                guard fields.count >= 2, let uid = UInt32(fields[1]) else { continue }
+                if fields[0] == "UID_MIN" { first = uid } else if fields[0] == "UID_MAX" { last = uid }
+            }
         }
-        return 1000
+        return first <= last ? first...last : 1000...60000
     }
 
-    /// A system account (root, daemons): uid 0 or below UID_MIN.
-    public var isSystemAccount: Bool { uid == 0 || uid < Self.firstPersonUID() }
+    /// A system account: root, a daemon below UID_MIN, or one above UID_MAX such as nobody.
+    public var isSystemAccount: Bool { !Self.personUIDs().contains(uid) }
 }
