@@ -50,7 +50,7 @@ extension IdentityManager {
             try await store.markRevoked(activationId: activationId)
             try await store.recordAudit(
                 AuditEvent(
-                    .revocation, email: try await store.activation(id: activationId)?.email, activationId: activationId,
+                    .revocation, email: activation?.email, activationId: activationId,
                     detail: "the device revoked itself", actor: "device \(request.deviceId)"
                 ))
             guard let activation, let device else { return nil }
