@@ -151,8 +151,8 @@ public struct Authenticator {
         }
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
         let session = AuthenticationSession(
-            data: data, entity: entity, managerKey: managerKey, authenticationId: start.authenticationId, challenge: start.challenge,
-            fingerprints: fingerprints)
+            data: data, entity: entity, managerKey: managerKey, deviceKey: key, authenticationId: start.authenticationId,
+            challenge: start.challenge, fingerprints: fingerprints)
         return AuthenticateRequest(start: start, session: session)
     }
 
@@ -193,7 +193,6 @@ public struct Authenticator {
                 .parametersIncomplete,
                 "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
         }
-        let key = try keys.load(session.entity.keyKind, session.entity.keyReference, what: "device")
         var values: [String: String] = [:]
         var selections: [String: String] = [:]
         for info in userInfo.request.info.attributes {
@@ -208,7 +207,7 @@ public struct Authenticator {
         let client = ManagerClient(url: session.entity.managerURL, http: http)
         let sentAt = MonotonicClock.now()
         let compact = try client.postDeviceSigned(
-            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: key)
+            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
         let result = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
             nonceOf: \.nonce)

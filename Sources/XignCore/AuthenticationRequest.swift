@@ -1,5 +1,6 @@
 import FoundationEssentials
 import XignCrypto
+import XignDevice
 import XignProtocol
 
 // What an authentication asks for and how the user answers: roles, attributes, factors (the seeds' types).
@@ -91,15 +92,18 @@ final class AuthenticationSession {
     let data: AuthenticationInitializationData
     let entity: IdentityManagerEntity
     let managerKey: P256PublicKey
+    /// Loaded once for the start; the finish signs with it too.
+    let deviceKey: any DeviceKey
     let authenticationId: String
     var challenge: String
     let fingerprints: FingerprintReader
 
     init(
-        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, authenticationId: String, challenge: String,
-        fingerprints: FingerprintReader
+        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, deviceKey: any DeviceKey,
+        authenticationId: String, challenge: String, fingerprints: FingerprintReader
     ) {
         self.fingerprints = fingerprints
+        self.deviceKey = deviceKey
         self.data = data
         self.entity = entity
         self.managerKey = managerKey
