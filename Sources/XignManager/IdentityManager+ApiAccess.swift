@@ -207,9 +207,9 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the device list request is empty or too long")
         }
         let devices = try await database.transaction { store in
-            let activationId = try await self.verifyDeviceSignature(
+            let device = try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.accountDevices, body: body, signature: signature, in: store)
-            guard let accountId = try await store.accountId(activationId: activationId) else {
+            guard let accountId = try await store.accountId(activationId: device.activationId) else {
                 throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
             }
             return try await store.devices(ofAccount: accountId)

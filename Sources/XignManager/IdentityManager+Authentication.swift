@@ -57,7 +57,7 @@ extension IdentityManager {
         let service = try service(request.service)
         // The device proves itself before anything is looked up, counted or written in its name.
         try await database.transaction(durability: .unsynced) { store in
-            _ = try await self.verifyDeviceSignature(
+            try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body, signature: signature, in: store)
         }
         try await charge(.startsPerDevice, key: request.deviceId)

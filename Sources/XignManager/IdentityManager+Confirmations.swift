@@ -136,7 +136,7 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the request is empty or too long")
         }
         let accountId = try await database.transaction { store -> String in
-            _ = try await self.verifyDeviceSignature(
+            try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature,
                 in: store
             )
@@ -183,7 +183,7 @@ extension IdentityManager {
         }
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         try await database.transaction { store in
-            _ = try await self.verifyDeviceSignature(
+            try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature,
                 in: store
             )

@@ -16,10 +16,11 @@ extension IdentityManager {
         return challenge
     }
 
-    /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device's activation id.
+    /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device.
+    @discardableResult
     func verifyDeviceSignature(
         deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore
-    ) async throws -> String {
+    ) async throws -> ManagerStore.DeviceRecord {
         let raw = try Self.signature(from: signature)
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
@@ -31,7 +32,7 @@ extension IdentityManager {
         guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
             throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
         }
-        return device.activationId
+        return device
     }
 
     /// Removes a device and finishes its activation, signed by the device itself (`xign-setup remove`).
@@ -41,10 +42,10 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the revocation request is too long")
         }
         let notice = try await database.transaction { store -> String? in
-            let activationId = try await self.verifyDeviceSignature(
+            let device = try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body, signature: signature, in: store
             )
-            let device = try await store.device(request.deviceId)
+            let activationId = device.activationId
             let activation = try await store.activation(id: activationId)
             try await store.revokeDevice(request.deviceId)
             try await store.markRevoked(activationId: activationId)
@@ -53,7 +54,7 @@ extension IdentityManager {
                     .revocation, email: activation?.email, activationId: activationId,
                     detail: "the device revoked itself", actor: "device \(request.deviceId)"
                 ))
-            guard let activation, let device else { return nil }
+            guard let activation else { return nil }
             return try await self.queue(
                 Outbox.deviceNotice(
                     to: activation.email, alias: activation.alias, device: "device \(device.id) (\(device.keyKind.rawValue) key)", added: false),
