@@ -55,12 +55,15 @@ extension IdentityManager {
                 "approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
         }
         let service = try service(request.service)
-        // The device proves itself before anything is looked up, counted or written in its name.
-        try await database.transaction(durability: .unsynced) { store in
-            try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body, signature: signature, in: store)
-        }
-        try await charge(.startsPerDevice, key: request.deviceId)
+        // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
+        // the same (unsynced) transaction, so a login pays no extra write for the limit.
+        try enforce(
+            try await database.transaction(durability: .unsynced) { store in
+                try await self.verifyDeviceSignature(
+                    deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body, signature: signature,
+                    in: store)
+                return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
+            })
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await request.confirmationId.asyncMap {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
