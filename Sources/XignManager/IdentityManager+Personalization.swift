@@ -22,16 +22,12 @@ extension IdentityManager {
             }
             // Before the PIN is looked at, so used or old data tests no PIN and locks nothing. (A removed
             // activation is said to be removed, by the claim.)
-            guard activation.secretValidUntil != 0 || activation.state == "revoked" else {
+            if activation.state != "revoked", activation.secretValidUntil <= now {
                 throw ManagerError(
                     .gone, .activationNotFound,
-                    "this activation data was used already: a personalization voids it. Add this machine with `xign-setup new-activation` on an enrolled one, or ask your administrator for new activation data"
-                )
-            }
-            guard activation.secretValidUntil > now || activation.state == "revoked" else {
-                throw ManagerError(
-                    .gone, .activationNotFound,
-                    "this activation data expired; ask your administrator for new activation data (xign-manager admin reissue)")
+                    activation.secretValidUntil == 0
+                        ? "this activation data was used already: a personalization voids it. Add this machine with `xign-setup new-activation` on an enrolled one, or ask your administrator for new activation data"
+                        : "this activation data expired; ask your administrator for new activation data (xign-manager admin reissue)")
             }
             return activation
         }
