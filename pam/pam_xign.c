@@ -47,17 +47,18 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
     int rc = pam_get_user(pamh, &user, NULL);
     if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
     if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+    int isolate = caller_controls_environment();
     xign_pam_context context = {
         .user = user,
         .service = item(pamh, PAM_SERVICE),
         .ruser = item(pamh, PAM_RUSER),
         .rhost = item(pamh, PAM_RHOST),
         .tty = item(pamh, PAM_TTY),
+        .caller_controls_environment = isolate,
         .argc = argc,
         .argv = argv,
         .pamh = pamh,
     };
-    int isolate = caller_controls_environment();
     if (isolate) leave_host_environment();
     rc = xign_pam_authenticate(&context);
     if (isolate) return_host_environment();

@@ -1,3 +1,2 @@
 #include <security/pam_appl.h>
 #include <security/pam_modules.h>
-#include <sys/auxv.h>

@@ -35,7 +35,7 @@ extension PAMLogin {
     /// With `setuid_other_users = yes` it may use another's, with xignd's attempt limit per caller and target.
     func checkSetuidCaller(_ configuration: ClientConfiguration) -> SetuidCaller {
         let uid = getuid()
-        guard uid != 0, getauxval(UInt(AT_SECURE)) != 0 || uid != geteuid() else { return .free }
+        guard caller.inSetuidHost, uid != 0 else { return .free }
         let target = LocalUser(named: caller.user)
         if target?.uid == uid { return .free }
         guard configuration.setuidCallersMayUseOtherEnrolments, let target else {

@@ -28,13 +28,16 @@ public struct PAMLogin {
         var ruser: String?
         var rhost: String?
         var tty: String? = nil
+        /// A setuid host (su, sudo) that a user started: the shim's test (AT_SECURE, or real and effective ids differ).
+        var inSetuidHost = false
 
-        public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil) {
+        public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false) {
             self.user = user
             self.service = service
             self.ruser = ruser
             self.rhost = rhost
             self.tty = tty
+            self.inSetuidHost = inSetuidHost
         }
     }
 
@@ -333,6 +336,6 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
     }
     let caller = PAMLogin.Caller(
         user: userName, service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
-        tty: string(context.tty))
+        tty: string(context.tty), inSetuidHost: context.caller_controls_environment != 0)
     return PAMLogin(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
 }

@@ -14,6 +14,7 @@ typedef struct xign_pam_context {
     const char *ruser;
     const char *rhost;
     const char *tty;
+    int caller_controls_environment; /* a setuid host (su, sudo) run by a user: see pam_xign.c */
     int argc;
     const char *const *argv;
     void *pamh;
