@@ -24,11 +24,7 @@ final class ConfirmationFixture: @unchecked Sendable {
         laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm)
         try laptop.manager.giveLogin("\(user)@example.org", user)
         serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
-        let added = try laptop.manager.admin(["hosts", "add", "web1.example.org"])
-        var configuration = ClientConfiguration()
-        configuration.stateDirectory = server.file("state")
-        _ = try XignSdk(configuration: configuration, localUser: "root")
-            .joinHost(managerURL: laptop.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try laptop.joinAsHost(stateDirectory: server.file("state"))
         try service("login", arguments: moduleArguments)
         try service("sshd", arguments: moduleArguments)
     }
@@ -184,11 +180,7 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(refused.conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.", "\(refused.conversation)")
         // The host joined without groups; give it one (a new token for its name, after removing it) and join again.
         #expect(try admin.admin(["hosts", "remove", "web1.example.org"]).status == 0)
-        let added = try admin.admin(["hosts", "add", "web1.example.org", "--group", "databases", "--group", "web"])
-        var configuration = ClientConfiguration()
-        configuration.stateDirectory = fixture.server.file("state")
-        _ = try XignSdk(configuration: configuration, localUser: "root")
-            .joinHost(managerURL: admin.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try fixture.laptop.joinAsHost(groups: ["databases", "web"], stateDirectory: fixture.server.file("state"))
         let listed = try JSONSerialization.jsonObject(with: Data(try admin.admin(["hosts", "list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
         #expect(listed.first?["groups"] as? [String] == ["databases", "web"])
         let login = try fixture.laptop.startLogin(answers: [])

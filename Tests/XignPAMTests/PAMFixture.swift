@@ -86,6 +86,16 @@ final class PAMFixture: @unchecked Sendable {
         try writeTestFile(configPath, Data((baseConfig + "[pam]\n" + records + pam).utf8))
     }
 
+    /// Makes the machine whose state is `stateDirectory` (this fixture's unless given) a host named `name` at this
+    /// fixture's manager, as `hosts add` and `xign-setup host join` do.
+    func joinAsHost(_ name: String = "web1.example.org", groups: [String] = [], stateDirectory: String? = nil) throws {
+        let added = try manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] })
+        var host = ClientConfiguration()
+        host.stateDirectory = stateDirectory ?? state
+        _ = try XignSdk(configuration: host, localUser: "root")
+            .joinHost(managerURL: manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+    }
+
     /// Registers `email` and personalizes this machine for `localUser`, with PIN 24680.
     func enrol(localUser user: String, email: String) throws {
         let sdk = try XignSdk(configuration: configuration, localUser: user)

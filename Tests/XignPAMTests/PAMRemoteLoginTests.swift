@@ -77,9 +77,7 @@ import XignTestSupport
     @Test func modeAutoSendsARemoteLoginToConfirmationEvenWhereTheUserIsEnrolled() throws {
         let fixture = try PAMFixture()
         try fixture.manager.giveLogin("alice@example.org", "alice")
-        let added = try fixture.manager.admin(["hosts", "add", "web1.example.org"])
-        _ = try XignSdk(configuration: fixture.configuration, localUser: "root")
-            .joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+        try fixture.joinAsHost()
         try fixture.service("login", arguments: "timeout=3 mode=auto timeout_total=10")
         let remote = try fixture.startLogin(answers: [], items: ["rhost=203.0.113.9"])
         let text = try waitForOutput(of: remote, containing: "type the code")
