@@ -19,27 +19,38 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
 }
 
 /// A P-256 public key in SubjectPublicKeyInfo DER form, checked to be on the curve.
+///
+/// Only the one canonical encoding is accepted (id-ecPublicKey, prime256v1, an uncompressed point, nothing after
+/// it), so one key has one fingerprint.
 public struct P256PublicKey: Sendable, Hashable {
     /// The DER SubjectPublicKeyInfo, the form the key travels in.
     public let derRepresentation: Data
 
+    /// The DER that precedes the 65-byte point in every key we accept.
+    private static let prefix = Data([
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
+        0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    ])
+
     public init(derRepresentation: Data) throws {
-        guard derRepresentation.count <= 512 else { throw CryptoError("public key is too long") }
+        guard derRepresentation.count == Self.prefix.count + 65, derRepresentation.starts(with: Self.prefix),
+            derRepresentation[derRepresentation.startIndex + Self.prefix.count] == 0x04
+        else {
+            throw CryptoError("public key is not a P-256 SubjectPublicKeyInfo with an uncompressed point and nothing after it")
+        }
         let key = try Self.load(derRepresentation)
         EVP_PKEY_free(key)
-        self.derRepresentation = derRepresentation
+        self.derRepresentation = Data(derRepresentation)
     }
 
     /// The uncompressed point (0x04 || X || Y), for callers that build the key from raw coordinates.
     public init(x963Representation point: Data) throws {
         guard point.count == 65, point.first == 0x04 else { throw CryptoError("P-256 point must be 65 bytes, uncompressed") }
-        // A fixed DER prefix for an id-ecPublicKey / prime256v1 SPKI with a 65-byte point.
-        let prefix: [UInt8] = [
-            0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
-            0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
-        ]
-        try self.init(derRepresentation: Data(prefix) + point)
+        try self.init(derRepresentation: Self.prefix + point)
     }
+
+    /// The uncompressed point (0x04 || X || Y).
+    public var point: Data { derRepresentation.suffix(65) }
 
     /// base64url(SHA-256(SPKI)): the fingerprint the activation data carries to pin the manager key.
     public var fingerprint: String { Base64URL.encode(SHA256.hash(derRepresentation)) }
@@ -73,7 +84,13 @@ public struct P256PublicKey: Sendable, Hashable {
     static func load(_ der: Data) throws -> OpaquePointer {
         let key: OpaquePointer? = der.withUnsafeBytes { raw in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
-            return d2i_PUBKEY(nil, &cursor, raw.count)
+            let key = d2i_PUBKEY(nil, &cursor, raw.count)
+            // Every byte is the key's: trailing bytes would give one key many fingerprints.
+            guard let key, let start = raw.baseAddress, cursor.map({ UnsafeRawPointer($0) - start }) == raw.count else {
+                EVP_PKEY_free(key)
+                return nil
+            }
+            return key
         }
         guard let key else { throw CryptoError("public key is not a valid SubjectPublicKeyInfo") }
         guard isP256(key) else {
@@ -95,7 +112,7 @@ public struct P256PublicKey: Sendable, Hashable {
 
 /// A P-256 private key held in OpenSSL memory. The software device key and the manager's signing key.
 public final class P256PrivateKey: @unchecked Sendable {
-    private let key: OpaquePointer
+    let key: OpaquePointer
 
     /// Generates a fresh key from the system's CSPRNG.
     public init() throws {
@@ -144,6 +161,20 @@ public final class P256PrivateKey: @unchecked Sendable {
             defer { CRYPTO_free(out, #fileID, #line) }
             return try P256PublicKey(derRepresentation: Data(bytes: out, count: Int(length)))
         }
+    }
+
+    /// The ECDH shared secret (the x coordinate, 32 bytes) with `peer`.
+    public func sharedSecret(with peer: P256PublicKey) throws -> Data {
+        let peerKey = try P256PublicKey.load(peer.derRepresentation)
+        defer { EVP_PKEY_free(peerKey) }
+        guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoError("EVP_PKEY_CTX_new") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var secret = [UInt8](repeating: 0, count: 32)
+        var length = secret.count
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peerKey) == 1,
+            EVP_PKEY_derive(context, &secret, &length) == 1, length == 32
+        else { throw CryptoError("ECDH") }
+        return Data(secret)
     }
 
     /// ECDSA-SHA256 over `message`, returned as raw r || s (64 bytes).
