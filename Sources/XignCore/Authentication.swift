@@ -200,8 +200,11 @@ public struct Authenticator {
             if let alias = info.selection { selections[info.name] = alias.alias }
         }
         let nonce = try ManagerClient.nonce()
+        let sealedPin = try userInfo.pin.map {
+            try ManagerClient.seal($0, to: session.managerKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
+        }
         let request = AuthenticationFinishRequest(
-            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, pin: userInfo.pin,
+            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
             attributeValues: values, attributeSelections: selections, nonce: nonce
         )
         let client = ManagerClient(url: session.entity.managerURL, http: http)

@@ -133,6 +133,22 @@ struct ManagerClient {
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's first answer does not carry its signing key")
         }
+        try check(key, against: fingerprint)
+        return key
+    }
+
+    /// The manager's key as it says in /health, for sealing a PIN before any signed answer came; checked against
+    /// `fingerprint` when the user brought one. Without one (a registration) it is only as good as TLS.
+    func managerKey(pinnedTo fingerprint: String?) throws -> P256PublicKey {
+        let health: HealthMessage = try get(APIPath.health)
+        guard let der = Base64URL.decode(health.managerKey), let key = try? P256PublicKey(derRepresentation: der) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's health answer does not carry a usable key")
+        }
+        if let fingerprint { try Self.check(key, against: fingerprint) }
+        return key
+    }
+
+    private static func check(_ key: P256PublicKey, against fingerprint: String) throws {
         // Compact activation data carries the short form of the fingerprint; older links and join tokens the full one.
         let expected = fingerprint.utf8.count == key.shortFingerprint.utf8.count ? key.shortFingerprint : key.fingerprint
         guard constantTimeEquals(Data(expected.utf8), Data(fingerprint.utf8)) else {
@@ -140,7 +156,13 @@ struct ManagerClient {
                 .managerKeyMismatch,
                 "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
         }
-        return key
+    }
+
+    /// `pin` sealed to the manager's pinned key for one request.
+    static func seal(_ pin: String, to managerKey: P256PublicKey, for binding: PINBinding) throws -> SealedPINMessage {
+        do { return try SealedPINMessage(sealing: pin, to: managerKey, for: binding) } catch {
+            throw XignSdkError(.invalidInput, "the PIN cannot be sealed for the manager (\(error)); a PIN has 1 to 64 characters")
+        }
     }
 
     static func nonce() throws -> String {

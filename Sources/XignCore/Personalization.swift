@@ -81,10 +81,11 @@ public class NewActivationChoices {
         return result
     }
 
-    /// The choices as the manager takes them; a valid PIN must be set first.
-    func message() throws -> NewActivationMessage {
+    /// The choices as the manager takes them, the PIN sealed to `managerKey`; a valid PIN must be set first.
+    func message(sealedTo managerKey: P256PublicKey, for binding: PINBinding) throws -> NewActivationMessage {
         guard let pin = pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first") }
-        return NewActivationMessage(pin: pin, alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
+        return NewActivationMessage(
+            sealedPin: try ManagerClient.seal(pin, to: managerKey, for: binding), alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
     }
 }
 
@@ -155,13 +156,14 @@ public struct Personalizer {
         }
         guard !pin.isEmpty, pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
         let nonce = try ManagerClient.nonce()
+        let client = ManagerClient(url: url, http: http)
+        let managerKey = try client.managerKey(pinnedTo: payload.managerKeyFingerprint)
         let request = DecryptRequest(
-            activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce,
+            activationId: payload.activationId, activationSecret: payload.activationSecret,
+            sealedPin: try ManagerClient.seal(pin, to: managerKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce,
             knownDeviceIds: mine.filter { UserName.same($0.localUser, localUser) }.map(\.idmIdentifier)
         )
-        let client = ManagerClient(url: url, http: http)
         let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
-        let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: payload.managerKeyFingerprint)
         let result = try ManagerClient.verify(
             compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
         guard result.activationId == payload.activationId else {
@@ -212,7 +214,9 @@ public struct Personalizer {
 
     /// Finishes a rePersonalization with a new activation; the trigger needs a valid PIN set first.
     public func personalizeIdentityManagerSynchronous(trigger: NewActivationTrigger) throws -> PersonalizationResult {
-        try personalize(trigger.parameters, mode: .newActivation, newActivation: try trigger.message())
+        let parameters = trigger.parameters
+        let newActivation = try trigger.message(sealedTo: parameters.managerKey, for: .personalization(sessionId: parameters.session.id))
+        return try personalize(parameters, mode: .newActivation, newActivation: newActivation)
     }
 
     private func personalize(

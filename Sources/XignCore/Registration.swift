@@ -204,11 +204,14 @@ public struct Registry: Sendable {
                 throw XignSdkError(.parametersIncomplete, "the required attribute \(info.name) is not set")
             }
         }
-        let request = RegisterRequest(
-            categoryId: category.id, pin: pin, attributes: attributes, alias: parameters.alias,
-            serviceMappingId: parameters.serviceMappingId, arbitraryUserAttributes: parameters.arbitraryUserAttributes
-        )
         let client = ManagerClient(url: parameters.managerURL, http: http)
+        // Nothing is pinned before the first activation data, so the key is the one the manager names over TLS.
+        let managerKey = try client.managerKey(pinnedTo: nil)
+        let binding = PINBinding.registration(categoryId: category.id)
+        let request = RegisterRequest(
+            categoryId: category.id, sealedPin: try ManagerClient.seal(pin, to: managerKey, for: binding), attributes: attributes,
+            alias: parameters.alias, serviceMappingId: parameters.serviceMappingId, arbitraryUserAttributes: parameters.arbitraryUserAttributes
+        )
         do {
             let response: RegisterResponse = try client.post(APIPath.registrations, request)
             return .success(managerUrl: response.managerUrl)

@@ -54,7 +54,6 @@ extension IdentityManager {
     public func finishApiAccess(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ApiAccessRequest.self, from: body, "the api access request")
         guard (1...128).contains(request.grant.utf8.count), (1...128).contains(request.nonce.utf8.count),
-            (request.newPin?.utf8.count ?? 0) <= 64, (request.newActivation?.pin.utf8.count ?? 0) <= 64,
             (request.newActivation?.alias?.utf8.count ?? 0) <= 256
         else {
             throw ManagerError.badRequest("a field of the api access request is empty or too long")
@@ -72,13 +71,13 @@ extension IdentityManager {
             guard device.publicKey.isValidSignature(rawSignature, for: message) else {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
             }
-            // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
-            try self.checkApiAccessFields(request, for: process)
             return (grant, process)
         }
+        // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
+        let newPIN = try checkApiAccessFields(request, for: process)
         // The slow PIN hash runs outside every transaction, and only for a signed, valid request.
-        let verifier = try request.newPin.map { try makePINVerifier(pin: $0) }
-        let fresh = try request.newActivation.map { try makeActivation(pin: $0.pin) }
+        let verifier = try request.sealedNewPin.flatMap { _ in try newPIN.map { try makePINVerifier(pin: $0) } }
+        let fresh = try request.newActivation.flatMap { _ in try newPIN.map { try makeActivation(pin: $0) } }
         // The grant is spent in the transaction that does the work: both happen, or neither.
         let (result, mailId) = try await database.transaction { store -> (ApiAccessResultMessage, String?) in
             guard try await store.redeemAuthorizationCode(request.grant, now: Self.now()) != nil else {
@@ -104,17 +103,28 @@ extension IdentityManager {
         return try sign(result, type: SignedAnswerType.apiAccess)
     }
 
-    private func checkApiAccessFields(_ request: ApiAccessRequest, for process: ApiAccessProcess) throws {
-        guard (request.newPin != nil) == (process == .changePin), (request.newActivation != nil) == (process == .requestNewActivation),
+    /// Checks that the request holds exactly its process's field; returns the new PIN of changePin or
+    /// requestNewActivation, opened and checked against the policy.
+    private func checkApiAccessFields(_ request: ApiAccessRequest, for process: ApiAccessProcess) throws -> String? {
+        guard (request.sealedNewPin != nil) == (process == .changePin), (request.newActivation != nil) == (process == .requestNewActivation),
             (request.factor != nil) == (process == .addFactor)
         else {
             throw ManagerError.badRequest("a \(process.rawValue) grant takes exactly the field of that process")
         }
-        if let pin = request.newPin { try checkPINPolicy(pin, what: "the new PIN") }
-        if let trigger = request.newActivation { try checkNewActivationTrigger(trigger) }
         if let factor = request.factor, factor != .biometric {
             throw ManagerError.badRequest("only the biometric factor can be added; device and PIN come with every enrolment")
         }
+        if let sealed = request.sealedNewPin {
+            let pin = try openPIN(sealed, for: .grant(request.grant))
+            try checkPINPolicy(pin, what: "the new PIN")
+            return pin
+        }
+        if let trigger = request.newActivation {
+            let pin = try openPIN(trigger.sealedPin, for: .grant(request.grant))
+            try checkNewActivationTrigger(trigger, pin: pin)
+            return pin
+        }
+        return nil
     }
 
     func checkPINPolicy(_ pin: String, what: String) throws {
@@ -126,8 +136,8 @@ extension IdentityManager {
     }
 
     /// The NewActivationTrigger's PIN and alias, shared with the rePersonalization that asks for a new activation.
-    func checkNewActivationTrigger(_ trigger: NewActivationMessage) throws {
-        try checkPINPolicy(trigger.pin, what: "the new activation PIN")
+    func checkNewActivationTrigger(_ trigger: NewActivationMessage, pin: String) throws {
+        try checkPINPolicy(pin, what: "the new activation PIN")
         if let alias = trigger.alias, configuration.aliasPolicy.validate(alias) != .valid {
             throw ManagerError(
                 .unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])

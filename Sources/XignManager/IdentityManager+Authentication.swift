@@ -122,7 +122,7 @@ extension IdentityManager {
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
-        guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count), (request.pin?.utf8.count ?? 0) <= 64,
+        guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count),
             request.role.utf8.count <= 64, request.factors.count <= 8,
             request.attributeValues.count <= 16, request.attributeSelections.count <= 16,
             request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 })
@@ -163,7 +163,8 @@ extension IdentityManager {
 
         var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
         if given.contains(.pin) {
-            guard let pin = request.pin, !pin.isEmpty else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
+            guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
+            let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
             let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
             let verdict = try await countingLockedLogins {
                 try await checkPIN(pin, activationId: authentication.activationId, for: purpose) { activation in

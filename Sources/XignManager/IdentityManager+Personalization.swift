@@ -7,7 +7,7 @@ extension IdentityManager {
     /// Answers the activation PIN check of a personalization with one of the five outcomes.
     public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
         if let client { try await charge(.decryptsPerAddress, key: client) }
-        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64, request.pin.utf8.count <= 64,
+        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64,
             request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
             request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 })
         else {
@@ -16,7 +16,8 @@ extension IdentityManager {
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
         let purpose = PINCheckPurpose(service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
         let now = Self.now()
-        let verdict = try await checkPIN(request.pin, activationId: request.activationId, for: purpose) { activation in
+        let pin = try openPIN(request.sealedPin, for: .decrypt(activationId: request.activationId, nonce: request.nonce))
+        let verdict = try await checkPIN(pin, activationId: request.activationId, for: purpose) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
                 throw ManagerError(.notFound, .activationNotFound, "no activation matches this activation data; check the link or register again")
             }
@@ -101,8 +102,9 @@ extension IdentityManager {
         var newActivation: ActivationSecrets?
         if request.mode == .newActivation {
             guard let trigger = request.newActivation else { throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN") }
-            try checkNewActivationTrigger(trigger)
-            newActivation = try makeActivation(pin: trigger.pin)
+            let pin = try openPIN(trigger.sealedPin, for: .personalization(sessionId: request.sessionId))
+            try checkNewActivationTrigger(trigger, pin: pin)
+            newActivation = try makeActivation(pin: pin)
         }
         let deviceId = try SecureRandom.identifier()
         let frozenNewActivation = newActivation

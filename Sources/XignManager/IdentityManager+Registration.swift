@@ -37,7 +37,8 @@ extension IdentityManager {
             let verdict = AttributeValidator.validate(name: attribute.name, value: value)
             if verdict != .valid { errors[attribute.name] = .invalid }
         }
-        let pinVerdict = configuration.pinPolicy.validate(request.pin)
+        let pin = try openPIN(request.sealedPin, for: .registration(categoryId: request.categoryId))
+        let pinVerdict = configuration.pinPolicy.validate(pin)
         if pinVerdict != .valid { errors["pin"] = .invalid }
         if let alias = request.alias, configuration.aliasPolicy.validate(alias) != .valid { errors["alias"] = .invalid }
         let arbitrary = request.arbitraryUserAttributes ?? [:]
@@ -88,7 +89,7 @@ extension IdentityManager {
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
         )
-        let alias = try await createAccount(account, pin: request.pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
+        let alias = try await createAccount(account, pin: pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }

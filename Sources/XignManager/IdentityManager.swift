@@ -140,11 +140,14 @@ public final class IdentityManager: Sendable {
     }
 
     public func health() -> HealthMessage {
-        HealthMessage(status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: publicKey.fingerprint)
+        HealthMessage(
+            status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: publicKey.fingerprint,
+            managerKey: Base64URL.encode(publicKey.derRepresentation))
     }
 
     /// A request body that is signed as it arrived, so it is decoded here rather than by the route; badRequest names `what`.
     static func decode<T: Decodable>(_ type: T.Type, from body: Data, _ what: String) throws -> T {
+        try refuseClearPIN(in: body)
         do { return try JSONDecoder().decode(T.self, from: body) } catch {
             throw ManagerError.badRequest("\(what) is not valid JSON of the expected shape")
         }

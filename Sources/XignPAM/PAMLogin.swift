@@ -54,11 +54,13 @@ public struct PAMLogin {
     }
 
     /// Runs the login and logs one line with the result, the service, the user, ruser and rhost. Never the PIN.
+    /// The caller chose every field but the result (through xignd, bytes PAM could not carry, such as NUL).
     public func run() -> Int32 {
         let (code, outcome) = authenticate()
+        func field(_ value: String?) -> String { value.map { LogText.field($0, maximumLength: 128) } ?? "-" }
         let fields = [
-            "result=\(outcome)", "service=\(caller.service ?? "-")", "user=\(caller.user)",
-            "ruser=\(caller.ruser ?? "-")", "rhost=\(caller.rhost ?? "-")",
+            "result=\(outcome)", "service=\(field(caller.service))", "user=\(field(caller.user))",
+            "ruser=\(field(caller.ruser))", "rhost=\(field(caller.rhost))",
         ]
         log(code == PAM_SUCCESS ? LOG_NOTICE : LOG_WARNING, fields.joined(separator: " "))
         return code
@@ -318,7 +320,7 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         return String(decoding: bytes, as: UTF8.self)
     }
     // One line per message in the log, whatever a message quotes.
-    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, DisplayText.sanitized(message, keepingLineFeeds: false)) }
+    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, LogText.line(message)) }
     var arguments: [String] = []
     if let argv = context.argv {
         for index in 0..<Int(max(0, min(context.argc, 64))) { if let argument = string(argv[index]) { arguments.append(argument) } }

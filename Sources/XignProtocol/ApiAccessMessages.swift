@@ -63,17 +63,20 @@ public struct ApiAccessGrantMessage: Codable, Equatable, Sendable {
 public struct ApiAccessRequest: Codable, Equatable, Sendable {
     public var grant: String
     public var nonce: String
-    /// changePin.
-    public var newPin: String?
+    /// changePin, bound to `PINBinding.grant`.
+    public var sealedNewPin: SealedPINMessage?
     /// requestNewActivation.
     public var newActivation: NewActivationMessage?
     /// addFactor.
     public var factor: AuthenticatorType?
 
-    public init(grant: String, nonce: String, newPin: String? = nil, newActivation: NewActivationMessage? = nil, factor: AuthenticatorType? = nil) {
+    public init(
+        grant: String, nonce: String, sealedNewPin: SealedPINMessage? = nil, newActivation: NewActivationMessage? = nil,
+        factor: AuthenticatorType? = nil
+    ) {
         self.grant = grant
         self.nonce = nonce
-        self.newPin = newPin
+        self.sealedNewPin = sealedNewPin
         self.newActivation = newActivation
         self.factor = factor
     }

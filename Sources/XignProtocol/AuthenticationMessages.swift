@@ -125,7 +125,8 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     public var role: String
     /// The factors given, one alternative of the role's requestedAuthenticators.
     public var factors: [AuthenticatorType]
-    public var pin: String?
+    /// Bound to `PINBinding.authentication`.
+    public var sealedPin: SealedPINMessage?
     /// Values for attributes whose data was missing.
     public var attributeValues: [String: String]
     /// The chosen alias for attributes with several values.
@@ -133,13 +134,13 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     public var nonce: String
 
     public init(
-        authenticationId: String, role: String, factors: [AuthenticatorType], pin: String?,
+        authenticationId: String, role: String, factors: [AuthenticatorType], sealedPin: SealedPINMessage?,
         attributeValues: [String: String], attributeSelections: [String: String], nonce: String
     ) {
         self.authenticationId = authenticationId
         self.role = role
         self.factors = factors
-        self.pin = pin
+        self.sealedPin = sealedPin
         self.attributeValues = attributeValues
         self.attributeSelections = attributeSelections
         self.nonce = nonce

@@ -97,18 +97,19 @@ public struct RegistrationParametersMessage: Codable, Equatable, Sendable {
 
 public struct RegisterRequest: Codable, Equatable, Sendable {
     public var categoryId: String
-    public var pin: String
+    /// Bound to `PINBinding.registration`.
+    public var sealedPin: SealedPINMessage
     public var attributes: [String: String]
     public var alias: String?
     public var serviceMappingId: String?
     public var arbitraryUserAttributes: [String: String]?
 
     public init(
-        categoryId: String, pin: String, attributes: [String: String], alias: String?,
+        categoryId: String, sealedPin: SealedPINMessage, attributes: [String: String], alias: String?,
         serviceMappingId: String?, arbitraryUserAttributes: [String: String]?
     ) {
         self.categoryId = categoryId
-        self.pin = pin
+        self.sealedPin = sealedPin
         self.attributes = attributes
         self.alias = alias
         self.serviceMappingId = serviceMappingId
@@ -151,17 +152,18 @@ public enum KeyKind: String, Codable, Sendable, CaseIterable {
 public struct DecryptRequest: Codable, Equatable, Sendable {
     public var activationId: String
     public var activationSecret: String
-    public var pin: String
+    /// Bound to `PINBinding.decrypt`.
+    public var sealedPin: SealedPINMessage
     /// Fresh client nonce; the signed answer must echo it.
     public var nonce: String
     /// Device ids this machine already holds at this manager, so the manager can tell
     /// alreadyPersonalized and mergePersonalization from the other cases.
     public var knownDeviceIds: [String]
 
-    public init(activationId: String, activationSecret: String, pin: String, nonce: String, knownDeviceIds: [String]) {
+    public init(activationId: String, activationSecret: String, sealedPin: SealedPINMessage, nonce: String, knownDeviceIds: [String]) {
         self.activationId = activationId
         self.activationSecret = activationSecret
-        self.pin = pin
+        self.sealedPin = sealedPin
         self.nonce = nonce
         self.knownDeviceIds = knownDeviceIds
     }
@@ -255,12 +257,13 @@ public enum PersonalizationMode: String, Codable, Sendable, CaseIterable {
 }
 
 public struct NewActivationMessage: Codable, Equatable, Sendable {
-    public var pin: String
+    /// Bound to `PINBinding.grant` in an API access request, `PINBinding.personalization` in a personalization.
+    public var sealedPin: SealedPINMessage
     public var alias: String?
     public var shouldSendEmail: Bool
 
-    public init(pin: String, alias: String?, shouldSendEmail: Bool) {
-        self.pin = pin
+    public init(sealedPin: SealedPINMessage, alias: String?, shouldSendEmail: Bool) {
+        self.sealedPin = sealedPin
         self.alias = alias
         self.shouldSendEmail = shouldSendEmail
     }
@@ -355,11 +358,15 @@ public struct HealthMessage: Codable, Equatable, Sendable {
     public var status: String
     public var version: String
     public var managerKeyFingerprint: String
+    /// The signing key itself (SPKI DER, base64url): PINs are sealed to it. A client checks it against the
+    /// fingerprint it pinned before it seals anything.
+    public var managerKey: String
 
-    public init(status: String, version: String, managerKeyFingerprint: String) {
+    public init(status: String, version: String, managerKeyFingerprint: String, managerKey: String) {
         self.status = status
         self.version = version
         self.managerKeyFingerprint = managerKeyFingerprint
+        self.managerKey = managerKey
     }
 }
 

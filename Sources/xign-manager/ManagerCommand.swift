@@ -53,6 +53,7 @@ struct ConfigOptions: ParsableArguments {
         _ body: (IdentityManager) async throws -> T
     ) async throws -> T {
         umask(0o077)
+        ManagerLogHandler.install()
         var logger = Logger(label: "xign-manager")
         logger.logLevel = logLevel
         let manager: IdentityManager

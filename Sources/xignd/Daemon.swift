@@ -65,9 +65,10 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// One line on stderr with its syslog priority in front, as journald reads it.
+    /// One line on stderr with its syslog priority in front, as journald reads it. Callers' fields are in
+    /// `message`, so all of it goes through `LogText`: one entry per call, at this priority.
     func log(_ priority: Int32, _ message: String) {
-        let line = "<\(priority)>" + message.replacingOccurrences(of: "\n", with: " ") + "\n"
+        let line = "<\(priority)>" + LogText.line(message) + "\n"
         FileHandle.standardError.write(Data(line.utf8))
     }
 }

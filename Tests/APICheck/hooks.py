@@ -15,6 +15,10 @@ import zlib
 import jsonschema_rs  # schemathesis's own validator
 import schemathesis
 import yaml
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 COUNT_FILE = os.environ.get("XIGN_API_CHECK_SIGNED")
 SPEC = yaml.safe_load((pathlib.Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml").read_text())
@@ -66,10 +70,27 @@ def signed_answer(ctx, response):
     return compact
 
 
+def _base64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def seal_pin(pin: str, manager_key: bytes, *binding: str) -> dict:
+    """The PIN sealed as docs/protocol.md says, written from that text alone (a second implementation besides
+    XignCrypto/PINSeal.swift): ECDH P-256, HKDF-SHA256, AES-256-GCM over the PIN padded to 64 bytes."""
+    recipient = serialization.load_der_public_key(manager_key)
+    ephemeral = ec.generate_private_key(ec.SECP256R1())
+    point = ephemeral.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    material = HKDF(hashes.SHA256(), 44, salt=point + manager_key, info=b"xign pin seal v1").derive(ephemeral.exchange(ec.ECDH(), recipient))
+    associated = "\n".join(["xign-pin-v1", *binding]).encode()
+    sealed = AESGCM(material[:32]).encrypt(material[32:], pin.encode().ljust(64, b"\0"), associated)
+    return {"epk": _base64url(point), "ct": _base64url(sealed)}
+
+
 SEED = json.loads(os.environ.get("XIGN_API_CHECK_SEED", "{}"))
 # Which seeded values each operation's body takes; startAuthentication also names the service the seed can use.
 SEEDED_FIELDS = {
     "decryptPersonalizationInitializationData": {"activationId", "activationSecret"},
+    "register": set(),
     "challenge": {"deviceId"},
     "startAuthentication": {"deviceId"},
     "revokeDevice": {"deviceId"},
@@ -88,11 +109,18 @@ def map_body(context, body):
     """Every other schema-valid body of these operations gets the seed's real identifiers (a deterministic half,
     so a run can be replayed); invalid bodies stay as generated, so the negative checks see what they expect."""
     fields = SEEDED_FIELDS.get(context.operation.definition.raw.get("operationId"))
-    if not SEED or not fields or not isinstance(body, dict) or zlib.crc32(json.dumps(body, sort_keys=True).encode()) % 2:
+    if not SEED or fields is None or not isinstance(body, dict) or zlib.crc32(json.dumps(body, sort_keys=True).encode()) % 2:
         return body
     if not _request_validator(context.operation.path, context.operation.method).is_valid(body):
         return body
     seeded = {**body, **{field: SEED[field] for field in fields}}
+    manager_key = base64.urlsafe_b64decode(SEED["managerKey"] + "=" * (-len(SEED["managerKey"]) % 4))
+    if context.operation.definition.raw.get("operationId") == "decryptPersonalizationInitializationData":
+        # The seeded activation's PIN, sealed to the manager for this request: the check reaches the PIN.
+        seeded["sealedPin"] = seal_pin("24680", manager_key, "decrypt", seeded["activationId"], seeded["nonce"])
+    if context.operation.definition.raw.get("operationId") == "register":
+        # A PIN that meets the policy, sealed for the body's category: registrations get past the seal.
+        seeded["sealedPin"] = seal_pin("24680", manager_key, "registration", seeded["categoryId"])
     if context.operation.definition.raw.get("operationId") == "startAuthentication":
         seeded.update(service="pam")
         seeded.pop("mergeSessionId", None)

@@ -8,10 +8,10 @@ repository="$(cd "$here/../.." && pwd)"
 bin="$1"
 venv="$repository/.build-api/venv"
 version=4.32.5
-if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$version"; then
+if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$version" || ! "$venv/bin/python" -c "import cryptography" 2>/dev/null; then
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version" "cryptography>=42"
 fi
 
 work="$(mktemp -d)"
@@ -49,7 +49,9 @@ activation_link=$(grep -o 'link/personalize#[^ ]*' "$(register activation@exampl
 activation_id=$(printf '%s' "$activation_link" | sed -n 's/.*[#&]a=\([0-9a-f]*\).*/\1/p')
 activation_secret=$(printf '%s' "$activation_link" | sed -n 's/.*&s=\([A-Za-z0-9_-]*\).*/\1/p')
 [ -n "$device_id" ] && [ -n "$activation_id" ] && [ -n "$activation_secret" ] || { echo "api-check: cannot seed the manager" >&2; exit 1; }
-export XIGN_API_CHECK_SEED="{\"deviceId\": \"$device_id\", \"activationId\": \"$activation_id\", \"activationSecret\": \"$activation_secret\"}"
+manager_key=$(/usr/bin/python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/health", timeout=10))["managerKey"])' "$url")
+[ -n "$manager_key" ] || { echo "api-check: /health names no manager key" >&2; exit 1; }
+export XIGN_API_CHECK_SEED="{\"deviceId\": \"$device_id\", \"activationId\": \"$activation_id\", \"activationSecret\": \"$activation_secret\", \"managerKey\": \"$manager_key\"}"
 
 status=0
 (cd "$here" && PYTHONPATH="$here" XIGN_API_CHECK_SIGNED="$work/signed" "$venv/bin/st" --config-file "$here/schemathesis.toml" run "$repository/docs/openapi.yaml" \

@@ -82,18 +82,31 @@ import XignTestSupport
         @Sendable func nonce(in request: String) -> String {
             (try? JSONDecoder().decode(DecryptRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
         }
+        // The stand-in names `key` as the manager's in /health, where the client learns what to seal the PIN to.
+        @Sendable func health(_ key: P256PublicKey) -> [UInt8] {
+            FaultyServer.http(
+                body: Array(
+                    try! JSONEncoder().encode(
+                        HealthMessage(
+                            status: "ok", version: "stand-in", managerKeyFingerprint: key.fingerprint,
+                            managerKey: Base64URL.encode(key.derRepresentation)))))
+        }
         // A genuine answer from the real manager, for a nonce of its own: replaying it must fail.
         let genuine = try ManagerClient(url: fixture.manager.url, http: HTTPClient()).postSigned(
             APIPath.personalizationDecrypt,
             body: JSONEncoder().encode(
                 DecryptRequest(
                     activationId: data.payload.activationId, activationSecret: data.payload.activationSecret,
-                    pin: "24680", nonce: "captured-nonce", knownDeviceIds: []))
+                    sealedPin: try SealedPINMessage(
+                        sealing: "24680", to: realKey, for: .decrypt(activationId: data.payload.activationId, nonce: "captured-nonce")),
+                    nonce: "captured-nonce", knownDeviceIds: []))
         )
         let cases: [(String, @Sendable (String) -> [UInt8]?, XignSdkErrorCode)] = [
+            ("attacker's own key, named in /health", { [attacker] _ in health(try! attacker.publicKey) }, .managerKeyMismatch),
+            // The PIN went sealed to the key /health named and the fingerprint matched, so an answer in another key is a forgery.
             (
                 "attacker's own key", { [attacker] request in try? forged(spki: attacker.publicKey, signer: attacker, nonce: nonce(in: request)) },
-                .managerKeyMismatch
+                .managerSignatureInvalid
             ),
             (
                 "real key, attacker's signature", { [attacker] request in try? forged(spki: realKey, signer: attacker, nonce: nonce(in: request)) },
@@ -106,7 +119,9 @@ import XignTestSupport
             ("unsigned JSON", { _ in FaultyServer.http(body: Array("{\"outcome\":\"newPersonalization\"}".utf8)) }, .invalidManagerResponse),
         ]
         for (name, respond, expected) in cases {
-            let server = try FaultyServer(respond: respond)
+            let server = try FaultyServer { request in
+                request.hasPrefix("GET /health") && !name.hasSuffix("/health") ? health(realKey) : respond(request)
+            }
             let personalizer = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(server.url))
             #expect(
                 code { _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") } == expected, "\(name)")

@@ -38,8 +38,11 @@ import XignCrypto
         #expect(throws: CryptoError.self) { try P256PublicKey(derRepresentation: der + Data([0x04, 0x00])) }
         // The same point compressed (OpenSSL alone would take it): 0x02 or 0x03 by the parity of y.
         let point = key.point
-        let compressed = Data([0x30, 0x39, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE,
-            0x3D, 0x03, 0x01, 0x07, 0x03, 0x22, 0x00, 0x02 | (point.last! & 1)]) + point.dropFirst().prefix(32)
+        let compressed =
+            Data([
+                0x30, 0x39, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE,
+                0x3D, 0x03, 0x01, 0x07, 0x03, 0x22, 0x00, 0x02 | (point.last! & 1),
+            ]) + point.dropFirst().prefix(32)
         var loaded: OpaquePointer? = compressed.withUnsafeBytes { raw in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
             return d2i_PUBKEY(nil, &cursor, raw.count)
@@ -70,7 +73,10 @@ import XignCrypto
         }
         #expect(throws: CryptoError.self) { try PINSeal.seal("", to: manager.publicKey, binding: binding) }
         #expect(throws: CryptoError.self) { try PINSeal.seal(String(repeating: "1", count: 65), to: manager.publicKey, binding: binding) }
-        #expect(try PINSeal.open(PINSeal.seal(String(repeating: "1", count: 64), to: manager.publicKey, binding: binding), with: manager, binding: binding).count == 64)
+        #expect(
+            try PINSeal.open(
+                PINSeal.seal(String(repeating: "1", count: 64), to: manager.publicKey, binding: binding), with: manager, binding: binding
+            ).count == 64)
     }
 
     /// RFC 5869's first test case.
@@ -79,7 +85,9 @@ import XignCrypto
         let salt = Data((0x00...0x0C).map { UInt8($0) })
         let info = Data((0xF0...0xF9).map { UInt8($0) })
         let expected = "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"
-        #expect(HKDF.derive(secret: secret, salt: salt, info: info, length: 42).map { String(Int($0) + 0x100, radix: 16).dropFirst() }.joined() == expected)
+        #expect(
+            HKDF.derive(secret: secret, salt: salt, info: info, length: 42).map { String(Int($0) + 0x100, radix: 16).dropFirst() }.joined()
+                == expected)
     }
 
     @Test func derAndRawSignaturesConvert() throws {

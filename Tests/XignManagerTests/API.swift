@@ -49,12 +49,23 @@ struct API {
         return try XignSdk(configuration: configuration, localUser: "u")
     }
 
+    /// `pin` sealed to this manager's key for `binding`, as a client sends it.
+    func sealed(_ pin: String, for binding: PINBinding) throws -> SealedPINMessage {
+        try SealedPINMessage(sealing: pin, to: managerKey, for: binding)
+    }
+
+    /// The JSON of `pin` sealed for a registration in `category`, for bodies written by hand.
+    func sealedRegistrationPIN(_ pin: String, category: String = "email") throws -> String {
+        String(decoding: try JSONEncoder.canonical.encode(sealed(pin, for: .registration(categoryId: category))), as: UTF8.self)
+    }
+
     /// POST /v1/registrations for `email` in the email category, whatever the answer.
     func postRegistration(_ email: String, pin: String = "24680") throws -> Answer {
         try post(
             APIPath.registrations,
             RegisterRequest(
-                categoryId: "email", pin: pin, attributes: ["email": email], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+                categoryId: "email", sealedPin: try sealed(pin, for: .registration(categoryId: "email")), attributes: ["email": email], alias: nil,
+                serviceMappingId: nil, arbitraryUserAttributes: nil))
     }
 
     func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
@@ -66,7 +77,9 @@ struct API {
     func decrypt(_ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)") throws -> Answer {
         try post(
             APIPath.personalizationDecrypt,
-            DecryptRequest(activationId: payload.activationId, activationSecret: payload.activationSecret, pin: pin, nonce: nonce, knownDeviceIds: [])
+            DecryptRequest(
+                activationId: payload.activationId, activationSecret: payload.activationSecret,
+                sealedPin: try sealed(pin, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce, knownDeviceIds: [])
         )
     }
 
@@ -123,9 +136,11 @@ struct API {
 
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
     func finishAuthentication(_ started: [String: Any], pin: String, signer: P256PrivateKey) throws -> Answer {
+        let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
-            authenticationId: started["authenticationId"] as? String ?? "", role: "login", factors: [.device, .pin],
-            pin: pin, attributeValues: [:], attributeSelections: [:], nonce: "f")
+            authenticationId: id, role: "login", factors: [.device, .pin],
+            sealedPin: try sealed(pin, for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:], nonce: "f"
+        )
         let body = try JSONEncoder.canonical.encode(request)
         let message = SignedRequest.canonicalMessage(
             method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")

@@ -10,9 +10,11 @@ import XignTestSupport
     func grant(_ api: API, _ device: (id: String, key: P256PrivateKey), _ process: ApiAccessProcess) throws -> String {
         let started = try api.postStart(device, service: process.service).signedPayload(
             key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+        let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
-            authenticationId: started["authenticationId"] as? String ?? "", role: process.service, factors: [.device, .pin], pin: "24680",
-            attributeValues: [:], attributeSelections: [:], nonce: "f")
+            authenticationId: id, role: process.service, factors: [.device, .pin],
+            sealedPin: try api.sealed("24680", for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:],
+            nonce: "f")
         let body = try JSONEncoder.canonical.encode(request)
         let answer = try api.call(
             "POST", APIPath.authenticationFinish, body: body,
@@ -40,20 +42,34 @@ import XignTestSupport
         let api = API(manager: try ManagerProcess())
         let device = try api.enrolDevice("grant-api@example.org")
         let grant = try grant(api, device, .changePin)
-        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "97531"), signer: nil).status == 401)
-        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "97531"), signer: try P256PrivateKey()).status == 401)
+        func newPin(_ pin: String, grant: String = grant) throws -> SealedPINMessage { try api.sealed(pin, for: .grant(grant)) }
+        // A PIN in the clear, or sealed for another grant, is refused before the grant is spent.
+        var clear = try JSONSerialization.jsonObject(with: JSONEncoder.canonical.encode(ApiAccessRequest(grant: grant, nonce: "n"))) as! [String: Any]
+        clear["newPin"] = "97531"
+        let clearBody = try JSONSerialization.data(withJSONObject: clear)
+        let refused = try api.call(
+            "POST", APIPath.apiAccess, body: clearBody,
+            headers: [(SignedRequest.signatureHeader, try sign(clearBody, APIPath.apiAccess, grant, device.key))])
+        #expect(refused.status == 400 && refused.errorCode == "securityInsufficient", "\(refused.json)")
+        #expect(
+            try finish(api, ApiAccessRequest(grant: grant, nonce: "n", sealedNewPin: newPin("97531", grant: "another")), signer: device.key).status
+                == 400)
+        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n", sealedNewPin: newPin("97531")), signer: nil).status == 401)
+        #expect(
+            try finish(api, ApiAccessRequest(grant: grant, nonce: "n", sealedNewPin: newPin("97531")), signer: try P256PrivateKey()).status == 401)
         let wrongField = try finish(api, ApiAccessRequest(grant: grant, nonce: "n", factor: .biometric), signer: device.key)
         #expect(wrongField.status == 400)
-        let policy = try finish(api, ApiAccessRequest(grant: grant, nonce: "n", newPin: "56789"), signer: device.key)
+        let policy = try finish(api, ApiAccessRequest(grant: grant, nonce: "n", sealedNewPin: newPin("56789")), signer: device.key)
         #expect(policy.status == 422 && policy.errorCode == "pinPolicy" && policy.error["pinError"] as? String == "sequence")
-        let tooLong = try finish(api, ApiAccessRequest(grant: String(repeating: "g", count: 129), nonce: "n", newPin: "97531"), signer: device.key)
+        let tooLong = try finish(
+            api, ApiAccessRequest(grant: String(repeating: "g", count: 129), nonce: "n", sealedNewPin: newPin("97531")), signer: device.key)
         #expect(tooLong.status == 400)
 
-        let changed = try finish(api, ApiAccessRequest(grant: grant, nonce: "n1", newPin: "97531"), signer: device.key)
+        let changed = try finish(api, ApiAccessRequest(grant: grant, nonce: "n1", sealedNewPin: newPin("97531")), signer: device.key)
         #expect(changed.status == 200, "\(changed.json)")
         let result = try changed.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)
         #expect(result["nonce"] as? String == "n1" && result["activationsWithNewPin"] as? Int == 1 && result["deviceId"] as? String == device.id)
-        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n2", newPin: "86420"), signer: device.key).status == 409)
+        #expect(try finish(api, ApiAccessRequest(grant: grant, nonce: "n2", sealedNewPin: newPin("86420")), signer: device.key).status == 409)
         #expect(
             try api.authenticate(device, pin: "97531").signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"]
                 as? String == "serviceLogin")
@@ -76,9 +92,10 @@ import XignTestSupport
             try added.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["factors"] as? [String] == [
                 "device", "pin", "biometric",
             ])
-        let trigger = NewActivationMessage(pin: "25814", alias: "Other", shouldSendEmail: false)
-        let made = try finish(
-            api, ApiAccessRequest(grant: try grant(api, device, .requestNewActivation), nonce: "r", newActivation: trigger), signer: device.key)
+        let newActivationGrant = try grant(api, device, .requestNewActivation)
+        let trigger = NewActivationMessage(
+            sealedPin: try api.sealed("25814", for: .grant(newActivationGrant)), alias: "Other", shouldSendEmail: false)
+        let made = try finish(api, ApiAccessRequest(grant: newActivationGrant, nonce: "r", newActivation: trigger), signer: device.key)
         #expect(
             (try made.signedPayload(key: try api.managerKey, type: SignedAnswerType.apiAccess)["newActivation"] as? [String: Any])?["alias"]
                 as? String == "Other")

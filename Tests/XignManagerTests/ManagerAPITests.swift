@@ -20,34 +20,97 @@ import XignTestSupport
         #expect(nonASCII.errorCode == "badRequest")
     }
 
+    /// A PIN in the clear is refused before it is looked at, and so is one sealed for another request or another
+    /// manager; the same request sealed as the client seals it goes through.
+    @Test func aPINInTheClearOrSealedForAnotherRequestIsRefused() throws {
+        let api = API(manager: try ManagerProcess())
+        let clear = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"clear@example.org"}}"#)
+        #expect(clear.status == 400 && clear.errorCode == "securityInsufficient", "\(clear.json)")
+        #expect((clear.error["message"] as? String)?.contains("update xign") == true)
+        let otherManager = try SealedPINMessage(sealing: "24680", to: P256PrivateKey().publicKey, for: .registration(categoryId: "email"))
+        let elsewhere = try api.post(
+            APIPath.registrations,
+            RegisterRequest(
+                categoryId: "email", sealedPin: otherManager, attributes: ["email": "elsewhere@example.org"], alias: nil, serviceMappingId: nil,
+                arbitraryUserAttributes: nil))
+        #expect(elsewhere.status == 400 && (elsewhere.error["message"] as? String)?.contains("does not open") == true)
+        #expect(try api.postRegistration("sealed@example.org").status == 201, "the control")
+
+        let payload = try api.register("decrypt@example.org")
+        let moved = try api.post(
+            APIPath.personalizationDecrypt,
+            DecryptRequest(
+                activationId: payload.activationId, activationSecret: payload.activationSecret,
+                sealedPin: try api.sealed("24680", for: .decrypt(activationId: payload.activationId, nonce: "first")), nonce: "second",
+                knownDeviceIds: []))
+        #expect(moved.status == 400, "a seal is bound to its nonce: \(moved.json)")
+        var body =
+            try JSONSerialization.jsonObject(
+                with: JSONEncoder.canonical.encode(
+                    DecryptRequest(
+                        activationId: payload.activationId, activationSecret: payload.activationSecret,
+                        sealedPin: try api.sealed("24680", for: .decrypt(activationId: payload.activationId, nonce: "n")), nonce: "n",
+                        knownDeviceIds: []))) as! [String: Any]
+        body["pin"] = "24680"
+        #expect(
+            try api.call("POST", APIPath.personalizationDecrypt, body: JSONSerialization.data(withJSONObject: body)).errorCode
+                == "securityInsufficient")
+        #expect(try api.manager.query("SELECT failed_attempts FROM activations WHERE id = '\(payload.activationId)'") == ["0"], "no attempt spent")
+        #expect(try api.decrypt(payload, pin: "24680").status == 200, "the control")
+
+        // Signed right, sealed for another challenge: the seal does not open, and nothing counts as a wrong PIN.
+        let device = try api.enrolDevice("finish@example.org")
+        let started = try api.startAuthentication(device)
+        let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
+        let request = AuthenticationFinishRequest(
+            authenticationId: id, role: "login", factors: [.device, .pin],
+            sealedPin: try api.sealed("24680", for: .authentication(id: id, challenge: "another challenge")), attributeValues: [:],
+            attributeSelections: [:], nonce: "f")
+        let finishBody = try JSONEncoder.canonical.encode(request)
+        let signature = try device.key.signature(
+            for: SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: finishBody, challenge: challenge))
+        let sealedForOther = try api.call(
+            "POST", APIPath.authenticationFinish, body: finishBody, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        #expect(sealedForOther.status == 400 && (sealedForOther.error["message"] as? String)?.contains("does not open") == true)
+        #expect(try api.authenticate(device, pin: "24680").status == 200, "the control")
+    }
+
     @Test(arguments: TestDatabase.allCases) func registrationReportsEveryAttributeThatIsWrong(database: TestDatabase) throws {
         let api = API(manager: try ManagerProcess(database: database))
         _ = try api.register("taken@example.org")
-        let taken = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"TAKEN@example.org"}}"#)
+        let taken = try api.post(
+            APIPath.registrations,
+            json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"TAKEN@example.org"}}"#)
         #expect(taken.status == 422)
         #expect(taken.errorCode == "registrationRejected")
         #expect(taken.error["attributes"] as? [String: String] == ["email": "notAvailable"])
         let bad = try api.post(
             APIPath.registrations,
-            json: #"{"categoryId":"email","pin":"12345","attributes":{"email":"nope","givenName":"  ","shoeSize":"44"},"alias":""}"#)
+            json:
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("12345")),"attributes":{"email":"nope","givenName":"  ","shoeSize":"44"},"alias":""}"#
+        )
         #expect(
             bad.error["attributes"] as? [String: String] == [
                 "email": "invalid", "givenName": "invalid", "shoeSize": "invalid", "pin": "invalid", "alias": "invalid",
             ])
         #expect(bad.error["pinError"] as? String == "blacklisted")
-        let missing = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{}}"#)
+        let missing = try api.post(
+            APIPath.registrations, json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#)
         #expect(missing.error["attributes"] as? [String: String] == ["email": "required"])
-        #expect(try api.post(APIPath.registrations, json: #"{"categoryId":"phone","pin":"24680","attributes":{}}"#).status == 400)
+        #expect(
+            try api.post(
+                APIPath.registrations, json: #"{"categoryId":"phone","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#
+            ).status == 400)
         // Free text takes any script but no control character; ids are printable ASCII.
         let text = try api.post(
             APIPath.registrations,
             json:
-                #"{"categoryId":"email","pin":"24680","attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#
         )
         #expect(text.error["attributes"] as? [String: String] == ["givenName": "invalid"])
         for body in [
-            #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
-            #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@example.org"},"serviceMappingId":"port\u00e4l"}"#,
+            #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
+            #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"serviceMappingId":"port\u00e4l"}"#,
         ] {
             #expect(try api.post(APIPath.registrations, json: body).status == 400, "\(body)")
         }
@@ -64,12 +127,17 @@ import XignTestSupport
                 database: database))
         #expect(
             try api.post(
-                APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"a@example.org","loginName":"alice"}}"#
+                APIPath.registrations,
+                json:
+                    #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"a@example.org","loginName":"alice"}}"#
             ).status == 201)
         // A registrant only asks: no login name until the administrator gives one, and a system account's is refused.
         for name in ["root", "systemd-network", "_apt"] {
             let system = try api.post(
-                APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"r@example.org","loginName":"\#(name)"}}"#)
+                APIPath.registrations,
+                json:
+                    #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"r@example.org","loginName":"\#(name)"}}"#
+            )
             #expect(system.error["attributes"] as? [String: String] == ["loginName": "invalid"], "\(name)")
         }
         let listed = try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]]
@@ -77,10 +145,16 @@ import XignTestSupport
         #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "root"]).stderr.contains("system account"))
         #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "alice"]).status == 0, "honest control: an ordinary name is given")
         let taken = try api.post(
-            APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"alice"}}"#)
+            APIPath.registrations,
+            json:
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"b@example.org","loginName":"alice"}}"#
+        )
         #expect(taken.error["attributes"] as? [String: String] == ["loginName": "notAvailable"])
         let bad = try api.post(
-            APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"b@example.org","loginName":"Root; rm"}}"#)
+            APIPath.registrations,
+            json:
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"b@example.org","loginName":"Root; rm"}}"#
+        )
         #expect(bad.error["attributes"] as? [String: String] == ["loginName": "invalid"])
         func accounts() throws -> [String: String] {
             let list =
@@ -102,10 +176,15 @@ import XignTestSupport
     @Test(arguments: TestDatabase.allCases) func blockedDomainsAreNotAvailable(database: TestDatabase) throws {
         let api = API(
             manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n", database: database))
-        let blocked = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@SPAM.example"}}"#)
+        let blocked = try api.post(
+            APIPath.registrations,
+            json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@SPAM.example"}}"#)
         #expect(blocked.error["attributes"] as? [String: String] == ["email": "notAvailable"])
         #expect(
-            try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"x@fine.example"}}"#).status == 201)
+            try api.post(
+                APIPath.registrations,
+                json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@fine.example"}}"#
+            ).status == 201)
     }
 
     @Test(arguments: TestDatabase.allCases) func personalizationRequiresTheDeviceSignatureAndIsSingleUse(database: TestDatabase) throws {
@@ -292,7 +371,8 @@ import XignTestSupport
         _ = try api.manager.query("DROP TABLE account_emails")
         let body = try JSONEncoder.canonical.encode(
             RegisterRequest(
-                categoryId: "email", pin: "24680", attributes: ["email": "x@example.org"], alias: nil,
+                categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")),
+                attributes: ["email": "x@example.org"], alias: nil,
                 serviceMappingId: nil, arbitraryUserAttributes: nil))
         let response = try HTTPClient().send("POST", to: api.manager.url, path: APIPath.registrations, body: body)
         #expect(response.status == 500)

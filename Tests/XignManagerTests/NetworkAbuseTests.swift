@@ -60,13 +60,15 @@ import XignTestSupport
         let refused = try api.postRegistration("burst3@example.org")
         #expect(refused.status == 429)
         #expect(refused.errorCode == "tooManyRequests")
-        let raw = try #require(LoopbackSocket.exchange(Self.registration("burst4@example.org"), port: manager.port, from: "127.0.0.1"))
+        let raw = try #require(
+            LoopbackSocket.exchange(try Self.registration("burst4@example.org", manager: manager), port: manager.port, from: "127.0.0.1"))
         let retryAfter = raw.split(separator: "\r\n").first { $0.lowercased().hasPrefix("retry-after:") }
         let seconds = Int(retryAfter?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
         #expect((1...600).contains(seconds), "\(raw.prefix(300))")
         #expect(throws: (any Error).self) { try manager.mailPath(for: "burst3@example.org") }
 
-        let other = try #require(LoopbackSocket.exchange(Self.registration("elsewhere@example.org"), port: manager.port, from: "127.0.0.2"))
+        let other = try #require(
+            LoopbackSocket.exchange(try Self.registration("elsewhere@example.org", manager: manager), port: manager.port, from: "127.0.0.2"))
         #expect(other.hasPrefix("HTTP/1.1 201"), "\(other.prefix(200))")
         _ = try manager.mailPath(for: "elsewhere@example.org")
     }
@@ -74,7 +76,8 @@ import XignTestSupport
     @Test func oneTargetAddressCannotBeMailedFromManySources() throws {
         let manager = try ManagerProcess(config: Self.config([("registrations_per_email = 1000", "registrations_per_email = 2")]))
         let answers = try (2...4).map { source in
-            try #require(LoopbackSocket.exchange(Self.registration("victim@example.org"), port: manager.port, from: "127.0.0.\(source)"))
+            try #require(
+                LoopbackSocket.exchange(try Self.registration("victim@example.org", manager: manager), port: manager.port, from: "127.0.0.\(source)"))
         }
         #expect(answers[0].hasPrefix("HTTP/1.1 201"))
         #expect(answers[1].hasPrefix("HTTP/1.1 422"), "taken, and counted")
@@ -110,8 +113,9 @@ import XignTestSupport
         #expect(try manager.query("SELECT login_name, is_temporary FROM accounts") == ["staff|0"])
     }
 
-    static func registration(_ email: String) -> String {
-        let body = #"{"attributes":{"email":"\#(email)"},"categoryId":"email","pin":"24680"}"#
+    static func registration(_ email: String, manager: ManagerProcess) throws -> String {
+        let body =
+            #"{"attributes":{"email":"\#(email)"},"categoryId":"email","sealedPin":\#(try API(manager: manager).sealedRegistrationPIN("24680"))}"#
         return
             "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
     }

@@ -81,7 +81,8 @@ import XignTestSupport
             try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
         func register(_ email: String, mapping: String?) throws {
             let request = RegisterRequest(
-                categoryId: "email", pin: "24680", attributes: ["email": email], alias: nil,
+                categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")), attributes: ["email": email],
+                alias: nil,
                 serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
             #expect(try api.post(APIPath.registrations, request).status == 201)
         }
@@ -124,14 +125,19 @@ import XignTestSupport
     }
 
     @Test func itCatchesWhatItShould() {
-        let good = #"{"managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
+        let good = #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
         #expect(problems(APIPath.health, 200, good) == nil)
         #expect(
-            problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains(
+            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains(
                 "unexpected property 'extra'") == true)
-        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"abc","status":"fine","version":"1"}"#)?.contains("is not one of") == true)
-        #expect(problems(APIPath.health, 200, #"{"status":"ok","version":"1"}"#)?.contains("missing 'managerKeyFingerprint'") == true)
-        #expect(problems(APIPath.health, 200, #"{"managerKeyFingerprint":"a b","status":"ok","version":"1"}"#)?.contains("does not match") == true)
+        #expect(
+            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"fine","version":"1"}"#)?.contains(
+                "is not one of") == true)
+        #expect(
+            problems(APIPath.health, 200, #"{"managerKey":"k","status":"ok","version":"1"}"#)?.contains("missing 'managerKeyFingerprint'") == true)
+        #expect(
+            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"a b","status":"ok","version":"1"}"#)?.contains(
+                "does not match") == true)
         #expect(problems(APIPath.health, 500, good)?.contains("does not list") == true)
         #expect(problems(APIPath.health, 200, good, type: "text/plain")?.contains("not documented") == true)
         #expect(problems(APIPath.challenges, 201, #"{"challenge":"x","expiresAt":true}"#, method: "POST")?.contains("expected integer") == true)

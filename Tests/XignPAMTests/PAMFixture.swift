@@ -96,22 +96,26 @@ final class PAMFixture: @unchecked Sendable {
             .joinHost(managerURL: manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
     }
 
-    /// Registers `email` and personalizes this machine for `localUser`, with PIN 24680.
-    func enrol(localUser user: String, email: String) throws {
+    /// Registers `email` and personalizes this machine for `localUser`, with `pin`; through `url` (a front end that
+    /// trusts `caFile`) instead of the manager's own address when given.
+    func enrol(localUser user: String, email: String, pin: String = "24680", via url: ManagerURL? = nil, caFile: String? = nil) throws {
+        var configuration = configuration
+        configuration.http.caFile = caFile ?? configuration.http.caFile
         let sdk = try XignSdk(configuration: configuration, localUser: user)
-        let parameters = try sdk.registry.initializationSynchronous(url: manager.url)
-        parameters.pinSpec.setPin("24680")
+        let parameters = try sdk.registry.initializationSynchronous(url: url ?? manager.url)
+        parameters.pinSpec.setPin(pin)
         parameters.selection?.info.email?.setValue(value: email)
         parameters.setAlias("\(user)'s laptop")
         _ = try sdk.registry.registerSynchronous(data: parameters)
         let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
         guard
-            case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: "24680")
+            case .newPersonalization(let personalization) = try sdk.personalizer(managerURLOverride: url)
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: pin)
         else {
             throw TestFailure("expected newPersonalization")
         }
-        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
+        _ = try sdk.personalizer(managerURLOverride: url).personalizeIdentityManagerSynchronous(parameters: personalization)
     }
 
     /// The module the service files load; a copy in the fixture's directory once hosts without root use it.

@@ -127,6 +127,55 @@ import XignTestSupport
         #expect(stored == "{}", "\(stored)")
     }
 
+    /// xignd's stderr read as journald reads a service's stdout stream: an entry ends at LF or NUL, and `<N>` at
+    /// its start is its priority (the rest of the entry's text keeps nothing else).
+    static func journalEntries(_ stream: String) -> [(priority: Int?, text: String)] {
+        stream.split(whereSeparator: { $0 == "\n" || $0 == "\0" }).map { line in
+            guard line.hasPrefix("<"), let close = line.firstIndex(of: ">"), let priority = Int(line[line.index(after: line.startIndex)..<close]),
+                (0...7).contains(priority)
+            else { return (nil, String(line)) }
+            return (priority, String(line[line.index(after: close)...]))
+        }
+    }
+
+    /// One connection from a user without an enrolment, with fields PAM could never carry (a NUL, a line feed, a
+    /// level prefix): xignd writes exactly one journal entry for it, at its own priority, the forgery inside it.
+    @Test func aCallersFieldsCannotForgeJournalEntries() throws {
+        let forged = "sshd\0<0>sshd[4242]: Accepted password for root from 203.0.113.9\n<2>kernel: panic"
+        let request = DaemonRequest.login(
+            DaemonLoginRequest(user: "bin", service: forged, ruser: "\u{1b}[2Jroot\n<0>x", rhost: "host\u{202e}moc.evil", tty: nil, arguments: []))
+        let body = try JSONEncoder().encode(request)
+        let frame = [UInt8(body.count >> 24), UInt8(body.count >> 16 & 0xFF), UInt8(body.count >> 8 & 0xFF), UInt8(body.count & 0xFF)] + body
+        let script = """
+            import socket, sys
+            client = socket.socket(socket.AF_UNIX); client.settimeout(20); client.connect(sys.argv[1])
+            client.sendall(bytes.fromhex(sys.argv[2]))
+            while client.recv(4096): pass
+            """
+        func entries() -> [(priority: Int?, text: String)] { Self.journalEntries(daemon.log) }
+        let before = entries().count
+        let command =
+            PAMFixture.runAs("bin") + ["/usr/bin/python3", "-c", script, daemon.socketPath, frame.map { String(format: "%02x", $0) }.joined()]
+        let client = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory).wait(timeout: 30)
+        #expect(client.status == 0, "\(client.stderr)")
+        let new = Array(entries().dropFirst(before))
+        #expect(new.count == 1, "one entry: \(new)")
+        #expect(new.first?.priority == Int(LOG_WARNING) && new.first?.text.contains("user=bin") == true, "\(new)")
+        #expect(new.first?.text.contains("sshd[4242]: Accepted password for root") == true, "the forgery is kept, inside xignd's own entry")
+        #expect(!daemon.log.unicodeScalars.contains { $0.value == 0 || $0.value == 0x1B || $0.value == 0x202E })
+        #expect(!entries().contains { ($0.priority ?? 7) < Int(LOG_ERR) }, "nothing at emerg, alert or crit")
+
+        // The control: the same kind of request with plain fields is one entry too, at the same priority.
+        let plain = try JSONEncoder().encode(
+            DaemonRequest.login(DaemonLoginRequest(user: "bin", service: "sshd", ruser: "root", rhost: "host", tty: nil, arguments: [])))
+        let plainFrame = [0, 0, UInt8(plain.count >> 8), UInt8(plain.count & 0xFF)] + plain
+        let count = entries().count
+        let again =
+            PAMFixture.runAs("bin") + ["/usr/bin/python3", "-c", script, daemon.socketPath, plainFrame.map { String(format: "%02x", $0) }.joined()]
+        #expect(try ChildProcess(again[0], Array(again.dropFirst()), in: fixture.directory).wait(timeout: 30).status == 0)
+        #expect(entries().count == count + 1 && entries().last?.priority == Int(LOG_WARNING))
+    }
+
     @Test func idleConnectionsAreClosedAndOneCallerCannotTakeThemAll() throws {
         // Root opens 12 connections and says nothing: at most 8 (one uid's share) are taken, the rest are turned away.
         let idle = try (0..<12).map { _ in try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000) }

@@ -104,7 +104,7 @@ struct FuzzTarget {
             // What the manager (and xignd, as root) decode from a caller, and the checks that follow.
             let decoder = JSONDecoder()
             if let request = try? decoder.decode(RegisterRequest.self, from: input) {
-                _ = Self.pinPolicy.validate(request.pin)
+                _ = request.sealedPin.open(with: key, for: .registration(categoryId: request.categoryId)).map(Self.pinPolicy.validate)
                 for (name, value) in request.attributes { _ = AttributeValidator.validate(name: name, value: value) }
                 _ = request.alias.map { AliasPolicyMessage(minLength: 1, maxLength: 64).validate($0) }
             }
@@ -124,6 +124,19 @@ struct FuzzTarget {
             _ = try? decoder.decode(ApiAccessRequest.self, from: input)
             _ = try? decoder.decode(AccountDevicesRequest.self, from: input)
             _ = try? decoder.decode(DaemonRequest.self, from: input)
+        },
+        FuzzTarget(name: "sealed-pin") { input in
+            // First byte 0: the rest is a PIN, which must come back from its seal, and from no other binding.
+            // Otherwise a sealed PIN as the manager decodes it, opened with the manager's key.
+            if input.first == 0 {
+                let pin = String(decoding: input.dropFirst(), as: UTF8.self)
+                guard let sealed = try? SealedPINMessage(sealing: pin, to: key.publicKey, for: .grant("g")) else { return }
+                precondition(sealed.open(with: key, for: .grant("g")) == pin, "a sealed PIN does not open to itself")
+                precondition(sealed.open(with: key, for: .grant("h")) == nil, "a sealed PIN opens for another binding")
+                return
+            }
+            guard let sealed = try? JSONDecoder().decode(SealedPINMessage.self, from: input) else { return }
+            _ = sealed.open(with: key, for: .decrypt(activationId: "a", nonce: "n"))
         },
     ]
 }

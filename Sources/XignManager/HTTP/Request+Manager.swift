@@ -16,7 +16,11 @@ extension Request {
 
     /// The body decoded as `T`, or badRequest.
     func decodeBody<T: Decodable>(as type: T.Type = T.self) async throws -> T {
-        do { return try JSONDecoder().decode(T.self, from: try await collectBody()) } catch let error as ManagerError {
+        do {
+            let body = try await collectBody()
+            try IdentityManager.refuseClearPIN(in: body)
+            return try JSONDecoder().decode(T.self, from: body)
+        } catch let error as ManagerError {
             throw error
         } catch {
             throw ManagerError.badRequest("the request body is not valid JSON of the expected shape")
