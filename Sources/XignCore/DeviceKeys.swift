@@ -52,11 +52,15 @@ struct DeviceKeys {
     /// "personalize again").
     func register<Enrolment>(
         _ what: String, retry: String,
-        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: DeviceKeyKind) throws -> Enrolment,
-        reference: (Enrolment) -> String,
+        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: DeviceKeyKind, _ reference: String) throws -> Enrolment,
         save: (Enrolment) throws -> [(kind: String, reference: String)]
     ) throws -> Enrolment {
         let keyStore = storeForNewKeys().store
+        // Named here, never after the manager's answer: hostile activation data cannot pick the file a key lands in.
+        let reference: String
+        do { reference = "key-" + (try SecureRandom.token(byteCount: 12)) } catch {
+            throw XignSdkError(.deviceKeyFailure, "no randomness available: \(error)")
+        }
         let (key, pending): (any DeviceKey, String)
         do { (key, pending) = try keyStore.createPendingKey() } catch {
             throw Self.error(error, doing: "cannot create the \(what) key")
@@ -67,19 +71,19 @@ struct DeviceKeys {
         do { publicKey = Base64URL.encode(try key.publicKey.derRepresentation) } catch {
             throw XignSdkError(.deviceKeyFailure, "cannot read the new \(what) key: \(error)")
         }
-        let enrolment = try register(key, publicKey, keyStore.kind)
-        do { try keyStore.commit(pending: pending, as: reference(enrolment)) } catch {
+        let enrolment = try register(key, publicKey, keyStore.kind, reference)
+        do { try keyStore.commit(pending: pending, as: reference) } catch {
             throw XignSdkError(
                 .deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
         }
         committed = true
         let replaced: [(kind: String, reference: String)]
         do { replaced = try save(enrolment) } catch {
-            try? keyStore.delete(reference(enrolment))
+            try? keyStore.delete(reference)
             throw XignSdkError(
                 .stateUnavailable, "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)")
         }
-        for old in replaced where old.reference != reference(enrolment) { try? store(for: old.kind).delete(old.reference) }
+        for old in replaced where old.reference != reference { try? store(for: old.kind).delete(old.reference) }
         return enrolment
     }
 }

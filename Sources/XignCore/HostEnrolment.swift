@@ -27,7 +27,7 @@ extension XignSdk {
         try store.checkWritable()
         return try keys.register(
             "host", retry: "have the host removed and join again",
-            { key, publicKey, kind in
+            { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
                 let request = HostJoinRequest(
                     joinSecret: token.secret, hostKey: publicKey, keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, nonce: nonce)
@@ -45,9 +45,9 @@ extension XignSdk {
                 }
                 return HostEnrolment(
                     hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
-                    keyKind: kind.rawValue, keyReference: "host-\(result.hostId)", joinedAt: Date().millisecondsSince1970
+                    keyKind: kind.rawValue, keyReference: reference, joinedAt: Date().millisecondsSince1970
                 )
-            }, reference: \.keyReference,
+            },
             save: { enrolment in
                 try store.update { contents in
                     let gone = (contents.hosts ?? []).filter { $0.managerURL == url }

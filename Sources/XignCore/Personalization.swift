@@ -225,7 +225,7 @@ public struct Personalizer {
         try store.checkWritable()
         let entity = try keys.register(
             "device", retry: "personalize again",
-            { key, publicKey, kind in
+            { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
                 let request = PersonalizeRequest(
                     sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
@@ -251,9 +251,9 @@ public struct Personalizer {
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
                     activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
-                    keyKind: kind.rawValue, keyReference: result.deviceId, personalizedAt: Date().millisecondsSince1970
+                    keyKind: kind.rawValue, keyReference: reference, personalizedAt: Date().millisecondsSince1970
                 )
-            }, reference: \.keyReference,
+            },
             save: { entity in
                 try store.update { contents in
                     let gone = contents.entries.filter {

@@ -51,9 +51,11 @@ struct KeyFiles {
         return Data(buffer.prefix(n))
     }
 
+    /// Gives the pending key its name; never over an existing file (link fails on one, where rename would replace it).
     func commit(pending: String, as reference: String) throws {
         let from = try path(pending), to = try path(reference)
-        guard rename(from, to) == 0 else { throw DeviceKeyError("cannot store the device key as \(to): \(String(cString: strerror(errno)))") }
+        guard link(from, to) == 0 else { throw DeviceKeyError("cannot store the device key as \(to): \(String(cString: strerror(errno)))") }
+        unlink(from)
     }
 
     func delete(_ reference: String) throws {

@@ -28,8 +28,9 @@ import XignTestSupport
         #expect(result.entity.localUser == "alice")
         #expect(result.entity.keyKind == keyKind)
         #expect(result.entity.managerURL == fixture.manager.url)
-        // The device key and the state are private to root.
-        let keyFile = fixture.directory.file("state/keys/\(result.idmIdentifier).\(keyKind == "tpm" ? "tpm" : "pem")")
+        // The key file is named here, not after anything the manager said, and with the state is private to root.
+        #expect(result.entity.keyReference.hasPrefix("key-") && result.entity.keyReference != result.idmIdentifier)
+        let keyFile = fixture.directory.file("state/keys/\(result.entity.keyReference).\(keyKind == "tpm" ? "tpm" : "pem")")
         #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
         #expect(try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int == 0o700)
     }
@@ -52,7 +53,7 @@ import XignTestSupport
         #expect(try fixture.sdk().store.list().map(\.idmIdentifier) == [second.idmIdentifier])
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: fixture.directory.file("state/keys")).allSatisfy {
-                $0.hasPrefix(second.idmIdentifier)
+                $0.hasPrefix(second.entity.keyReference + ".")
             },
             "the replaced key is gone")
     }
@@ -234,7 +235,7 @@ import XignTestSupport
         let result = try fixture.personalize(data)
         #expect(try fixture.sdk().remove(idmIdentifier: result.idmIdentifier, localOnly: false) == .revoked)
         #expect(try fixture.sdk().store.list().isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(result.idmIdentifier).pem")))
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(result.entity.keyReference).pem")))
         do {
             _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
             Issue.record("a revoked activation was accepted")

@@ -34,7 +34,7 @@ import XignTestSupport
     }
 
     func keyFile(_ fixture: Fixture, _ result: PersonalizationResult) -> String {
-        fixture.directory.file("state/keys/\(result.idmIdentifier).tpm")
+        fixture.directory.file("state/keys/\(result.entity.keyReference).tpm")
     }
 
     @Test func personalizeWithATPMKeyAndLogIn() throws {

@@ -76,4 +76,17 @@ import XignTestSupport
         #expect(throws: DeviceKeyError.self) { _ = try store.load("device1") }
         #expect(throws: DeviceKeyError.self) { _ = try store.load("../etc/passwd") }
     }
+
+    /// A key never lands on another's file: committing under a name in use fails and leaves both keys as they were.
+    @Test func aNewKeyNeverReplacesAnExistingKeyFile() throws {
+        let directory = TemporaryDirectory()
+        let store = SoftwareDeviceKeyStore(directory: directory.file("keys"))
+        let (first, pending) = try store.createPendingKey()
+        try store.commit(pending: pending, as: "taken")
+        let (_, second) = try store.createPendingKey()
+        #expect(throws: DeviceKeyError.self) { try store.commit(pending: second, as: "taken") }
+        #expect(try store.load("taken").publicKey == first.publicKey, "the first key is untouched")
+        try store.commit(pending: second, as: "free")
+        #expect(try store.load("free").publicKey != first.publicKey, "the control: a free name takes the key")
+    }
 }
