@@ -176,6 +176,30 @@ import XignTestSupport
         #expect(entries().count == count + 1 && entries().last?.priority == Int(LOG_WARNING))
     }
 
+    /// xignd's socket is world-connectable from the moment it exists (no chmod by path afterwards), and xignd
+    /// refuses a directory others can write, where the socket could be swapped for a link to a file root would chmod.
+    @Test func theSocketIsMadeWithItsModeAndNeverInADirectoryOthersCanWrite() throws {
+        var status = stat()
+        #expect(lstat(daemon.socketPath, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK && status.st_mode & 0o777 == 0o666)
+        let shared = fixture.directory.file("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        chmod(shared, 0o1777)
+        let target = try fixture.directory.write("target", "root's file\n", mode: 0o600)
+        symlink(target, shared + "/xignd.sock")
+        let refused = try ChildProcess(
+            try Products.path("xignd"), ["--config", fixture.configPath, "--socket", shared + "/xignd.sock"], in: fixture.directory
+        )
+        .wait(timeout: 20)
+        #expect(refused.status != 0 && refused.stderr.contains("can be written by other users"), "\(refused.stderr)")
+        #expect(lstat(target, &status) == 0 && status.st_mode & 0o777 == 0o600, "the link's target keeps its mode")
+        // The control: the same directory closed to others takes the socket (the link is not a socket, so it is refused
+        // by name; removed, xignd listens).
+        chmod(shared, 0o755)
+        unlink(shared + "/xignd.sock")
+        let own = try DaemonProcess(configPath: fixture.configPath, socketPath: shared + "/xignd.sock", directory: fixture.directory)
+        #expect(lstat(own.socketPath, &status) == 0 && status.st_mode & 0o777 == 0o666)
+    }
+
     @Test func idleConnectionsAreClosedAndOneCallerCannotTakeThemAll() throws {
         // Root opens 12 connections and says nothing: at most 8 (one uid's share) are taken, the rest are turned away.
         let idle = try (0..<12).map { _ in try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000) }

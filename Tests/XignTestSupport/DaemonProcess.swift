@@ -12,10 +12,10 @@ public final class DaemonProcess: @unchecked Sendable {
     let directory: TemporaryDirectory
     public private(set) var process: ChildProcess?
 
-    public init(configPath: String, directory: TemporaryDirectory) throws {
+    public init(configPath: String, socketPath: String? = nil, directory: TemporaryDirectory) throws {
         self.configPath = configPath
         self.directory = directory
-        socketPath = directory.file("xignd.sock")
+        self.socketPath = socketPath ?? directory.file("xignd.sock")
         try start()
     }
 
