@@ -17,6 +17,8 @@ public func buildApplication(
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
     router.add(middleware: MethodNotAllowedMiddleware())
+    let limits = manager.configuration.limits
+    router.add(middleware: ForwardedClientLimitMiddleware(limit: limits.connectionsPerAddress, trustedProxies: limits.trustedProxies))
     router.get(RouterPath(APIPath.health)) { _, _ in try Response.json(.ok, manager.health()) }
     RegistrationController(manager: manager).addRoutes(to: router)
     PersonalizationController(manager: manager).addRoutes(to: router)
@@ -26,10 +28,10 @@ public func buildApplication(
     ConfirmationController(manager: manager).addRoutes(to: router)
 
     let configuration = manager.configuration
-    let limits = configuration.limits
-    let connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress)
+    let connections = ConnectionsPerAddress()
     let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [
-        ConnectionLimitHandler(connections),
+        ConnectionLimitHandler(
+            connections, perAddress: limits.connectionsPerAddress, perProxy: limits.connectionsPerProxy, trustedProxies: limits.trustedProxies),
         RequestDeadlineHandler(
             readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
     ])

@@ -188,14 +188,16 @@ extension IdentityManager {
         return (NewActivationDataMessage(activationId: fresh.id, alias: alias, activationData: payload.deepLink, mailQueued: mailId != nil), mailId)
     }
 
-    /// The account goes with all it holds; what stays is one audit entry that says it was deleted, and by which device.
+    /// The account goes with all it holds; what stays is its audit, under a pseudonym for its address, and one more entry
+    /// that says it was deleted, and by which device.
     private func deleteAccount(
         of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
     ) async throws -> Int {
-        let devices = try await store.deleteAccount(activation.accountId)
+        let devices = try await store.deleteAccount(activation.accountId, pseudonym: pseudonym(ofEmail:))
         try await store.recordAudit(
             AuditEvent(
-                .accountDeleted, email: activation.email, detail: "with \(devices) device(s), at the request of its device \(device.id)",
+                .accountDeleted, email: pseudonym(ofEmail: activation.email),
+                detail: "with \(devices) device(s), at the request of its device \(device.id)",
                 actor: "device \(device.id)"))
         return devices
     }

@@ -37,13 +37,14 @@ extension IdentityManager {
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
         let now = Self.now()
+        let source = Self.confirmationSource(hostId: request.hostId, remoteHost: request.remoteHost)
         let confirmation = ManagerStore.ConfirmationRecord(
             id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, hostName: "", accountId: "", loginName: request.loginName,
-            service: request.service, remoteHost: request.remoteHost, tty: request.tty, command: request.command, nonce: request.nonce,
-            waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), codeFailures: 0, state: .pending, approvedBy: nil,
-            createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
+            service: request.service, remoteHost: request.remoteHost, source: source, tty: request.tty, command: request.command,
+            nonce: request.nonce, waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), codeFailures: 0, state: .pending,
+            approvedBy: nil, createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
         )
-        let accountId = try await database.transaction { store -> String in
+        let (accountId, displaced) = try await database.transaction { store -> (String, String?) in
             guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
             let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.confirmations, body: body, challenge: request.challenge)
             guard host.publicKey.isValidSignature(raw, for: message) else {
@@ -52,28 +53,26 @@ extension IdentityManager {
             guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
             }
-            guard let account = try await store.account(loginName: request.loginName) else {
+            guard let accountId = try await store.accountId(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
-            guard try await store.mayLogIn(accountId: account.id, hostName: host.name) else {
+            guard try await store.mayLogIn(accountId: accountId, hostName: host.name) else {
                 throw ManagerError(
                     .forbidden, .hostNotAllowed, "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
             }
-            if account.blockedUntil > now {
+            let blockedUntil = try await store.confirmationsBlockedUntil(accountId: accountId, source: source)
+            if blockedUntil > now {
                 throw ManagerError(
                     .tooManyRequests, .tooManyRequests,
-                    "a login to \(request.loginName) was denied a moment ago; try again in \((account.blockedUntil - now + 999) / 1000) s")
+                    "a login to \(request.loginName) from here was denied a moment ago; try again in \((blockedUntil - now + 999) / 1000) s")
             }
-            guard try await store.pendingConfirmationCount(accountId: account.id, now: now) < settings.maxPending else {
-                throw ManagerError(
-                    .tooManyRequests, .tooManyRequests,
-                    "\(settings.maxPending) logins to \(request.loginName) are waiting for approval already; approve or deny those first")
-            }
+            let displaced = try await self.makeRoom(for: confirmation, of: accountId, in: store)
             var record = confirmation
-            (record.accountId, record.hostName) = (account.id, host.name)
+            (record.accountId, record.hostName) = (accountId, host.name)
             try await store.insertConfirmation(record)
-            return account.id
+            return (accountId, displaced)
         }
+        if let displaced { signals.signal("confirmation:\(displaced)") }
         signals.signal("account:\(accountId)")
         logger.info(
             "confirmation started",
@@ -86,6 +85,37 @@ extension IdentityManager {
             appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now, expiresAt: confirmation.expiresAt
         )
         return try sign(start, type: SignedAnswerType.confirmationStart)
+    }
+
+    /// What a confirmation counts against: its host and the remote address the host reports (its /64 for IPv6).
+    static func confirmationSource(hostId: String, remoteHost: String?) -> String {
+        hostId + " " + AddressKey.key(for: remoteHost ?? "-")
+    }
+
+    /// Keeps the account's queue within `max_pending` per source and `max_pending_per_account` in all: at a cap, the
+    /// oldest pending confirmation nobody opened (of the source, or of the account) ends to make room, so whoever
+    /// floods the queue cannot keep out the user's own next login. Returns the one that ended, if any.
+    private func makeRoom(for new: ManagerStore.ConfirmationRecord, of accountId: String, in store: ManagerStore) async throws -> String? {
+        let settings = configuration.confirmation
+        let pending = try await store.pendingConfirmations(accountId: accountId, now: new.createdAt)
+        let fromSource = pending.filter { $0.source == new.source }
+        let candidates: [ManagerStore.ConfirmationRecord]
+        if fromSource.count >= settings.maxPending {
+            candidates = fromSource
+        } else if pending.count >= settings.maxPendingPerAccount {
+            candidates = pending
+        } else {
+            return nil
+        }
+        // Oldest first; one a device opened stays, as someone is deciding it.
+        guard let oldest = candidates.first(where: { $0.openedAt == nil }),
+            try await store.decideConfirmation(oldest.id, state: .expired, approvedBy: nil, now: new.createdAt)
+        else {
+            throw ManagerError(
+                .tooManyRequests, .tooManyRequests,
+                "\(candidates.count) logins to \(new.loginName) are waiting for approval and being decided; approve or deny those first")
+        }
+        return oldest.id
     }
 
     /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.
@@ -175,7 +205,8 @@ extension IdentityManager {
         }
     }
 
-    /// The user refuses a confirmation from an enrolled device; the account gets a cool-down.
+    /// The user refuses a confirmation from an enrolled device; its source (host and remote address) gets a cool-down,
+    /// not the account, so a denied stranger does not lock the user out too.
     public func denyConfirmation(body: Data, signature: String?) async throws -> ConfirmationStateMessage {
         let request = try Self.decode(ConfirmationDenialRequest.self, from: body, "the denial")
         guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, request.confirmationId.utf8.count <= 64 else {
@@ -194,7 +225,7 @@ extension IdentityManager {
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
             }
-            try await store.blockConfirmations(accountId: confirmation.accountId, until: now + cooldown)
+            try await store.blockConfirmations(accountId: confirmation.accountId, source: confirmation.source, until: now + cooldown)
         }
         signals.signal("confirmation:\(request.confirmationId)")
         logger.notice("confirmation denied", metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
@@ -216,6 +247,7 @@ extension IdentityManager {
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
             }
+            try await store.markOpened(confirmation.id, now: Self.now())
             if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
             let failures = try await store.recordWrongConfirmationCode(confirmation.id)
             if failures >= settings.maxCodeFailures {

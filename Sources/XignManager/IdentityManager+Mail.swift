@@ -15,7 +15,8 @@ extension IdentityManager {
     /// Queues `mail` in the caller's transaction; returns its id for `deliverMail(id:)` once that committed.
     func queue(_ mail: Outbox.Mail, in store: ManagerStore) async throws -> String {
         let id = try SecureRandom.identifier()
-        let message = Outbox.message(mail, from: configuration.mailFrom, id: id)
+        // Sealed at rest: an activation mail holds the activation secret until it is sent, and is deleted then.
+        let message = try sealedForQueue(Outbox.message(mail, from: configuration.mailFrom, id: id))
         try await store.queueMail(id: id, recipient: mail.to, message: message, now: Self.now())
         return id
     }
@@ -44,11 +45,12 @@ extension IdentityManager {
                 })
             else { return sent }
             let outbox = self.outbox, sender = configuration.mailFrom
+            let message = try openedFromQueue(mail.message)
             try await NIOThreadPool.singleton.runIfActive {
                 if let relay {
-                    try relay.send(message: mail.message, from: sender, to: mail.recipient)
+                    try relay.send(message: message, from: sender, to: mail.recipient)
                 } else {
-                    try outbox.deliver(message: mail.message, id: mail.id, createdAt: mail.createdAt)
+                    try outbox.deliver(message: message, id: mail.id, createdAt: mail.createdAt)
                 }
             }
             try await database.transaction { store in try await store.deleteMail(id: mail.id) }

@@ -21,6 +21,9 @@ public struct ManagerSecrets: Sendable {
     /// Keyed into every PIN verifier, so a copy of the database alone cannot test PIN guesses.
     let filePepper: Data?
     let tpmPepper: TPMHMACKey?
+    /// For what the database keeps about people but should not show to whoever copies it: queued mail (sealed) and
+    /// the addresses of deleted accounts in the audit (a keyed hash). From the signing key, which every instance has.
+    let recordKey: Data
 
     /// What the database recorded of the secrets, and which peppers its verifiers use.
     struct Recorded: Sendable {
@@ -62,7 +65,10 @@ public struct ManagerSecrets: Sendable {
             }
             tpmPepper = try loadOrCreateTPMPepper(tpmPath, tcti: configuration.tcti)
         }
-        return ManagerSecrets(signingKey: signingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper, tpmPepper: tpmPepper)
+        let recordKey = HKDF.derive(
+            secret: Data(try signingKey.pemRepresentation().utf8), salt: Data(), info: Data("xign records v1".utf8), length: 32)
+        return ManagerSecrets(
+            signingKey: signingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper, tpmPepper: tpmPepper, recordKey: recordKey)
     }
 
     private static let checkMessage = Data("xign pepper check".utf8)

@@ -29,8 +29,11 @@ extension ManagerConfiguration {
         /// A request's head and body must arrive within this; a kept-alive connection may idle this long.
         public var readTimeoutMilliseconds: Int64 = 10_000
         public var idleTimeoutMilliseconds: Int64 = 60_000
-        /// Open connections per client address; more are closed at once.
+        /// Open connections per client address; more are closed at once. Behind a trusted proxy, requests at once per
+        /// forwarded client address.
         public var connectionsPerAddress = 64
+        /// Open connections from one trusted proxy, which carries many clients.
+        public var connectionsPerProxy = 4096
         /// The window of the counters below.
         public var windowMilliseconds: Int64 = 600_000
         /// Registrations (each hashes a PIN and sends mail) per client address and per target address.
@@ -49,7 +52,7 @@ extension ManagerConfiguration {
     static let deploymentKeys: Set<String> = [
         "server.tls_certificate", "server.tls_key",
         "storage.url", "storage.password_file", "storage.ca_file", "storage.pool_size", "storage.keep_expired",
-        "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.window",
+        "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.connections_per_proxy", "limits.window",
         "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address", "limits.starts_per_device",
         "limits.trusted_proxies",
         "registration.open", "registration.activation_lifetime", "metrics.listen",
@@ -86,6 +89,7 @@ extension ManagerConfiguration {
         limits.readTimeoutMilliseconds = try file.milliseconds("limits.read_timeout", in: 500...300_000) ?? limits.readTimeoutMilliseconds
         limits.idleTimeoutMilliseconds = try file.milliseconds("limits.idle_timeout", in: 500...3_600_000) ?? limits.idleTimeoutMilliseconds
         limits.connectionsPerAddress = try file.integer("limits.connections_per_address", in: 1...100_000) ?? limits.connectionsPerAddress
+        limits.connectionsPerProxy = try file.integer("limits.connections_per_proxy", in: 1...1_000_000) ?? limits.connectionsPerProxy
         limits.windowMilliseconds = try file.milliseconds("limits.window", in: 1_000...86_400_000) ?? limits.windowMilliseconds
         limits.registrationsPerAddress = try file.integer("limits.registrations_per_address", in: 1...1_000_000) ?? limits.registrationsPerAddress
         limits.registrationsPerEmail = try file.integer("limits.registrations_per_email", in: 1...1_000) ?? limits.registrationsPerEmail

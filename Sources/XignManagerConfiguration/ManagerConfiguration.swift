@@ -51,9 +51,11 @@ public struct ManagerConfiguration: Sendable {
     public struct Confirmation: Sendable {
         /// How long a user has to approve; below sshd's LoginGraceTime of 120 s.
         public var lifetimeMilliseconds: Int64 = 90_000
-        /// Pending confirmations per account; more are refused (push bombing).
+        /// Pending confirmations per source (the host and the remote address it reports) and per account; at a cap the
+        /// oldest one nobody opened makes room (push bombing, and a stranger filling the user's queue).
         public var maxPending = 3
-        /// After a denial, no new confirmation for the account for this long.
+        public var maxPendingPerAccount = 10
+        /// After a denial, no new confirmation from the same source for the account for this long.
         public var denialCooldownMilliseconds: Int64 = 30_000
         /// Wrong codes typed before the confirmation is denied.
         public var maxCodeFailures = 3
@@ -167,7 +169,8 @@ public struct ManagerConfiguration: Sendable {
             "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key", "audit.keep",
-            "confirmation.lifetime", "confirmation.max_pending", "confirmation.denial_cooldown", "confirmation.max_code_failures",
+            "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account", "confirmation.denial_cooldown",
+            "confirmation.max_code_failures",
         ])
         func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
             ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
@@ -241,6 +244,11 @@ public struct ManagerConfiguration: Sendable {
         sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
         confirmation.lifetimeMilliseconds = try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
         confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending
+        confirmation.maxPendingPerAccount =
+            try file.integer("confirmation.max_pending_per_account", in: 1...100) ?? max(confirmation.maxPendingPerAccount, confirmation.maxPending)
+        guard confirmation.maxPendingPerAccount >= confirmation.maxPending else {
+            throw fail("confirmation.max_pending_per_account", "is below confirmation.max_pending; make it at least as large")
+        }
         confirmation.denialCooldownMilliseconds =
             try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures

@@ -420,29 +420,8 @@ import XignTestSupport
         let api = API(manager: try ManagerProcess(database: database))
         let device = try api.enrolDevice("alice@example.org")
         try api.manager.giveLogin("alice@example.org", "alice")
-        let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", "web1"]).stdout.split(separator: " ").last ?? ""))
-        let hostKey = try P256PrivateKey()
-        func signed(_ path: String, _ body: Data, challenge: String) throws -> [(String, String)] {
-            let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
-            return [(SignedRequest.signatureHeader, Base64URL.encode(try hostKey.signature(for: message)))]
-        }
-        let join = try JSONEncoder.canonical.encode(
-            HostJoinRequest(
-                joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
-        let hostId =
-            try api.call("POST", APIPath.hosts, body: join, headers: try signed(APIPath.hosts, join, challenge: token.secret))
-            .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""
-        func start(_ loginName: String) throws -> API.Answer {
-            let challenge = try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId))
-            #expect(challenge.status == 201)
-            let body = try JSONEncoder.canonical.encode(
-                ConfirmationRequest(
-                    hostId: hostId, challenge: challenge.json["challenge"] as? String ?? "", loginName: loginName, service: "sshd",
-                    remoteHost: "192.0.2.7", tty: "ssh", command: nil, nonce: "n-\(loginName)"))
-            return try api.call(
-                "POST", APIPath.confirmations, body: body,
-                headers: try signed(APIPath.confirmations, body, challenge: challenge.json["challenge"] as? String ?? ""))
-        }
+        let host = try JoinedHost(api)
+        func start(_ loginName: String) throws -> API.Answer { try host.start(loginName) }
         #expect(try start("bob").errorCode == "unknownLogin")
         let started = try start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = started["confirmationId"] as? String ?? "", waitToken = started["waitToken"] as? String ?? ""
@@ -473,5 +452,73 @@ import XignTestSupport
             try api.post(APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)).json["state"]
                 as? String == "withdrawn")
         #expect(try state()["state"] as? String == "withdrawn")
+    }
+
+    /// The pending cap counts per source (host and reported address, an IPv6 /64 as one) and per account; at a cap
+    /// the oldest unopened one ends, one a device opened stays, and a cap of opened ones refuses.
+    @Test func pendingConfirmationsAreCappedPerSourceAndAccountAndMakeRoomByAge() throws {
+        let api = API(
+            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[confirmation]\nmax_pending = 2\nmax_pending_per_account = 3\n"))
+        let device = try api.enrolDevice("alice@example.org")
+        try api.manager.giveLogin("alice@example.org", "alice")
+        let host = try JoinedHost(api)
+        func state(_ id: String) throws -> String {
+            try api.manager.query("SELECT state FROM confirmations WHERE id = '\(id)'").first?.trimmingCharacters(in: .whitespaces) ?? "?"
+        }
+        func started(_ remote: String) throws -> String {
+            let answer = try host.start("alice", remoteHost: remote)
+            guard answer.status == 200 else { throw TestFailure("start from \(remote): \(answer.json)") }
+            return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)["confirmationId"] as? String ?? ""
+        }
+        // Two addresses of one /64 are one source: the third request displaces the first.
+        let first = try started("2001:db8:1:2::10"), second = try started("2001:db8:1:2:ffff::1")
+        let third = try started("2001:db8:1:2::99")
+        #expect(try [state(first), state(second), state(third)] == ["expired", "pending", "pending"])
+        // A device opens the second (a wrong code): it stays when the source is full again; the third makes room.
+        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (second, "000000")).errorCode == "wrongCode")
+        let fourth = try started("2001:db8:1:2::1")
+        #expect(try [state(second), state(third), state(fourth)] == ["pending", "expired", "pending"])
+        // Another /64 is another source, up to the account's cap of 3; past it the oldest unopened of all ends.
+        let other = try started("2001:db8:9::1")
+        #expect(try [state(second), state(fourth), state(other)] == ["pending", "pending", "pending"])
+        let fifth = try started("192.0.2.44")
+        #expect(try [state(second), state(fourth), state(other), state(fifth)] == ["pending", "expired", "pending", "pending"])
+        // When every pending one was opened, nothing makes room: refused, and it says so.
+        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (other, "000000")).errorCode == "wrongCode")
+        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (fifth, "000000")).errorCode == "wrongCode")
+        let refused = try host.start("alice", remoteHost: "192.0.2.44")
+        #expect(refused.status == 429 && (refused.error["message"] as? String)?.contains("approve or deny those first") == true, "\(refused.json)")
+    }
+}
+
+/// A host joined to `api`'s manager with a key of its own, starting confirmations as the module does.
+struct JoinedHost {
+    let api: API
+    let key = try! P256PrivateKey()
+    let hostId: String
+
+    init(_ api: API, name: String = "web1") throws {
+        self.api = api
+        let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
+        let join = try JSONEncoder.canonical.encode(
+            HostJoinRequest(joinSecret: token.secret, hostKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
+        hostId =
+            try api.call("POST", APIPath.hosts, body: join, headers: try Self.signed(key, APIPath.hosts, join, challenge: token.secret))
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""
+    }
+
+    static func signed(_ key: P256PrivateKey, _ path: String, _ body: Data, challenge: String) throws -> [(String, String)] {
+        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+        return [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
+    }
+
+    func start(_ loginName: String, remoteHost: String = "192.0.2.7") throws -> API.Answer {
+        let challenge = try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"] as? String ?? ""
+        let body = try JSONEncoder.canonical.encode(
+            ConfirmationRequest(
+                hostId: hostId, challenge: challenge, loginName: loginName, service: "sshd", remoteHost: remoteHost, tty: "ssh", command: nil,
+                nonce: "n-\(loginName)"))
+        return try api.call(
+            "POST", APIPath.confirmations, body: body, headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
     }
 }

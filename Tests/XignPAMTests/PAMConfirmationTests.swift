@@ -154,15 +154,50 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(try fixture.laptop.login(answers: []).code == PAMCode.authInfoUnavailable)
     }
 
-    @Test func pendingLoginsPerAccountAreLimited() throws {
-        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nmax_pending = 2\n")
-        let first = try fixture.laptop.startLogin(answers: []), second = try fixture.laptop.startLogin(answers: [])
-        _ = try fixture.code(of: first)
-        _ = try fixture.code(of: second)
-        let third = try fixture.laptop.login(answers: [])
-        #expect(third.code == PAMCode.authError)
-        #expect(third.conversation.contains("2 logins to alice are waiting for approval already"), "\(third.conversation)")
-        for login in [first, second] {
+    /// Anyone who reaches the server can start logins as alice (over SSH, say). Their pending requests count against their own address: the
+    /// newest displaces their oldest, alice's login from elsewhere is confirmed, and her denial of theirs cools
+    /// down their address, not her.
+    @Test func aStrangersPendingLoginsNeitherBlockNorFreezeTheUsersOwn() throws {
+        let fixture = try ConfirmationFixture()
+        let (stranger, alice) = (["rhost=203.0.113.9"], ["rhost=198.51.100.7"])
+        func login(from items: [String]) throws -> ChildProcess { try fixture.laptop.startLogin(answers: [], items: items) }
+        func confirmationId(of login: ChildProcess) throws -> String {
+            _ = try fixture.code(of: login)
+            let text = try String(contentsOfFile: login.stdoutPath, encoding: .utf8)
+            guard let range = text.range(of: #"/c#[A-Z2-7]+"#, options: .regularExpression) else { throw TestFailure("no link: \(text)") }
+            return String(text[range].dropFirst(3))
+        }
+        // One after the other, so the first is the oldest.
+        var held: [ChildProcess] = [], heldIds: [String] = []
+        for _ in 0..<3 {
+            held.append(try login(from: stranger))
+            heldIds.append(try confirmationId(of: held.last!))
+        }
+        // A fourth from the same address displaces the first, which nobody opened.
+        let fourth = try login(from: stranger)
+        _ = try confirmationId(of: fourth)
+        let displaced = try fixture.laptop.finish(held[0], timeout: 20)
+        #expect(displaced.code == PAMCode.authError && displaced.conversation.contains("log in again"), "\(displaced.output)")
+
+        // Alice, from her own address, with the stranger's three still pending: confirmed.
+        let own = try login(from: alice)
+        let code = try fixture.code(of: own)
+        #expect(try fixture.approve(code: code, extra: ["XIGN://C/" + (try confirmationId(of: own))]).status == 0)
+        #expect(try fixture.laptop.finish(own).code == PAMCode.success)
+
+        // She denies one of the stranger's: the stranger's address cools down, hers does not.
+        let denial = try ChildProcess(
+            try Products.path("xign-setup"),
+            ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "XIGN://C/" + heldIds[1]], in: fixture.laptop.directory
+        ).wait()
+        #expect(denial.status == 0, "\(denial.stderr)")
+        let again = try login(from: alice)
+        let ownId = try confirmationId(of: again)
+        #expect(try fixture.approve(code: try fixture.code(of: again), extra: ["XIGN://C/" + ownId]).status == 0)
+        #expect(try fixture.laptop.finish(again).code == PAMCode.success, "her own next login is confirmed")
+        let cooled = try fixture.laptop.finish(try login(from: stranger), timeout: 20)
+        #expect(cooled.code == PAMCode.authError && cooled.conversation.contains("denied a moment ago"), "\(cooled.conversation)")
+        for login in held.dropFirst() + [fourth] {
             kill(login.pid, SIGTERM)
             _ = try? login.wait(timeout: 10)
         }

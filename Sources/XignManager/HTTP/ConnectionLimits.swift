@@ -3,15 +3,12 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
 
-/// Open connections per client address, shared by every connection of one server.
+/// What is open per client address (connections, or a proxy's requests in flight), shared by one server.
 final class ConnectionsPerAddress: Sendable {
-    let limit: Int
     private let counts = NIOLockedValueBox<[String: Int]>([:])
 
-    init(limit: Int) { self.limit = limit }
-
-    /// Counts a new connection from `address`; false (and nothing counted) when it already has `limit`.
-    func admit(_ address: String) -> Bool {
+    /// Counts one more for `address`; false (and nothing counted) when it already has `limit`.
+    func admit(_ address: String, limit: Int) -> Bool {
         counts.withLockedValue { counts in
             let open = counts[address, default: 0]
             guard open < limit else { return false }
@@ -28,14 +25,20 @@ final class ConnectionsPerAddress: Sendable {
     }
 }
 
-/// Closes a connection whose address has too many open already, so one client cannot use up the file limit.
+/// Closes a connection whose address has too many open already, so one client cannot use up the file limit. A
+/// trusted proxy carries many clients, so it has a cap of its own (`connections_per_proxy`); its clients are held to
+/// `connections_per_address` by `ForwardedClientLimitMiddleware`, per request.
 final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
 
     private let connections: ConnectionsPerAddress
+    private let perAddress: Int, perProxy: Int
+    private let trustedProxies: Set<String>
     private var admitted: String?
 
-    init(_ connections: ConnectionsPerAddress) { self.connections = connections }
+    init(_ connections: ConnectionsPerAddress, perAddress: Int, perProxy: Int, trustedProxies: [String]) {
+        (self.connections, self.perAddress, self.perProxy, self.trustedProxies) = (connections, perAddress, perProxy, Set(trustedProxies))
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
@@ -55,7 +58,9 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
 
     private func admit(context: ChannelHandlerContext) {
         guard admitted == nil, let address = context.channel.remoteAddress?.ipAddress else { return }
-        if connections.admit(address) { admitted = address } else { context.close(promise: nil) }
+        let isProxy = trustedProxies.contains(address)
+        let key = isProxy ? address : AddressKey.key(for: address)
+        if connections.admit(key, limit: isProxy ? perProxy : perAddress) { admitted = key } else { context.close(promise: nil) }
     }
 }
 

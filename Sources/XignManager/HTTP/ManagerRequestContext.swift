@@ -16,15 +16,19 @@ public struct ManagerRequestContext: RequestContext, RemoteAddressRequestContext
 extension Request {
     private static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 
-    /// The client's address for rate limits: the peer, or, when the peer is a trusted proxy, the address it
-    /// appended last to X-Forwarded-For (the ones before it are the client's own claims).
+    /// The client's address for rate limits (its `AddressKey`): the peer, or, when the peer is a trusted proxy, the
+    /// address it appended last to X-Forwarded-For (the ones before it are the client's own claims).
     func clientAddress(_ context: some RemoteAddressRequestContext, trustedProxies: [String]) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
-        guard trustedProxies.contains(peer), let forwarded = headers[Self.forwardedFor],
+        AddressKey.key(for: forwardedAddress(context, trustedProxies: trustedProxies) ?? context.remoteAddress?.ipAddress ?? "unknown")
+    }
+
+    /// The client a trusted proxy names; nil when the peer is no trusted proxy or names none.
+    func forwardedAddress(_ context: some RemoteAddressRequestContext, trustedProxies: [String]) -> String? {
+        guard let peer = context.remoteAddress?.ipAddress, trustedProxies.contains(peer), let forwarded = headers[Self.forwardedFor],
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
             !last.isEmpty, last.utf8.count <= 45, last.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" })
         else {
-            return peer
+            return nil
         }
         return last
     }

@@ -117,20 +117,17 @@ extension ManagerStore {
         ).all().map { try $0.decode(column: "email", as: String.self) }
     }
 
-    /// Deletes the account with everything that hangs on it (activations, devices, sessions, confirmations, addresses),
-    /// its queued mail and its audit entries. Returns how many devices held an activation.
-    func deleteAccount(_ accountId: String) async throws -> Int {
+    /// Deletes the account with everything that hangs on it (activations, devices, sessions, confirmations, addresses,
+    /// cool-downs) and its queued mail. Its audit entries stay for `audit.keep`, each address replaced by `pseudonym`.
+    /// Returns how many devices held an activation.
+    func deleteAccount(_ accountId: String, pseudonym: (String) -> String) async throws -> Int {
         let emails = try await emails(ofAccount: accountId)
         let devices = try await devices(ofAccount: accountId).count
-        try await sql.raw(
-            """
-            DELETE FROM audit_events WHERE activation_id IN (SELECT id FROM activations WHERE account_id = \(bind: accountId))
-            """
-        ).run()
         for email in emails {
-            try await sql.raw("DELETE FROM audit_events WHERE email = \(bind: email)").run()
+            try await sql.raw("UPDATE audit_events SET email = \(bind: pseudonym(email)) WHERE email = \(bind: email)").run()
             try await sql.raw("DELETE FROM mail_queue WHERE recipient = \(bind: email)").run()
         }
+        try await sql.raw("DELETE FROM confirmation_cooldowns WHERE account_id = \(bind: accountId)").run()
         try await sql.raw("DELETE FROM accounts WHERE id = \(bind: accountId)").run()
         return devices
     }

@@ -11,6 +11,8 @@ extension ManagerStore {
         var loginName: String
         var service: String
         var remoteHost: String?
+        /// The host and the remote address it reported (`AddressKey`): what the pending cap and the cool-down count by.
+        var source: String
         var tty: String?
         var command: String?
         var nonce: String
@@ -21,17 +23,39 @@ extension ManagerStore {
         var approvedBy: String?
         var createdAt: Int64
         var expiresAt: Int64
+        /// When a device first began to approve or deny it; nil while nobody has.
+        var openedAt: Int64?
 
         /// The state as of `now`: a pending confirmation past its expiry has expired.
         func state(at now: Int64) -> ConfirmationState { state == .pending && expiresAt <= now ? .expired : state }
     }
 
-    /// The account a host's login name belongs to, and until when it may not start confirmations.
-    func account(loginName: String) async throws -> (id: String, blockedUntil: Int64)? {
-        guard let row = try await sql.raw("SELECT id, confirmations_blocked_until FROM accounts WHERE login_name = \(bind: loginName)").first() else {
-            return nil
-        }
-        return (try row.decode(column: "id", as: String.self), try row.decode(column: "confirmations_blocked_until", as: Int64.self))
+    /// The account a host's login name belongs to.
+    func accountId(loginName: String) async throws -> String? {
+        try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first()?.decode(column: "id", as: String.self)
+    }
+
+    /// Until when `source` may not start confirmations for the account (a denial's cool-down); 0 when it may.
+    func confirmationsBlockedUntil(accountId: String, source: String) async throws -> Int64 {
+        try await sql.raw(
+            """
+            SELECT blocked_until FROM confirmation_cooldowns WHERE account_id = \(bind: accountId) AND source = \(bind: source)
+            """
+        ).first()?.decode(column: "blocked_until", as: Int64.self) ?? 0
+    }
+
+    func blockConfirmations(accountId: String, source: String, until: Int64) async throws {
+        try await sql.raw(
+            """
+            INSERT INTO confirmation_cooldowns (account_id, source, blocked_until) VALUES (\(bind: accountId), \(bind: source), \(bind: until))
+            ON CONFLICT (account_id, source) DO UPDATE SET blocked_until = excluded.blocked_until
+            """
+        ).run()
+    }
+
+    /// Records that a device began to approve or deny the confirmation (the first time only).
+    func markOpened(_ id: String, now: Int64) async throws {
+        try await sql.raw("UPDATE confirmations SET opened_at = \(bind: now) WHERE id = \(bind: id) AND opened_at IS NULL").run()
     }
 
     /// Pending confirmations of one account, or of all with nil.
@@ -48,10 +72,11 @@ extension ManagerStore {
     func insertConfirmation(_ confirmation: ConfirmationRecord) async throws {
         try await sql.raw(
             """
-            INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, tty, command, nonce, wait_token_hash, code,
-                                       code_failures, state, created_at, expires_at)
+            INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, source, tty, command, nonce, wait_token_hash,
+                                       code, code_failures, state, created_at, expires_at)
             VALUES (\(bind: confirmation.id), \(bind: confirmation.hostId), \(bind: confirmation.accountId), \(bind: confirmation.loginName),
-                    \(bind: confirmation.service), \(bind: confirmation.remoteHost), \(bind: confirmation.tty), \(bind: confirmation.command),
+                    \(bind: confirmation.service), \(bind: confirmation.remoteHost), \(bind: confirmation.source), \(bind: confirmation.tty),
+                    \(bind: confirmation.command),
                     \(bind: confirmation.nonce), \(bind: confirmation.waitTokenHash), \(bind: confirmation.code), 0, 'pending',
                     \(bind: confirmation.createdAt), \(bind: confirmation.expiresAt))
             """
@@ -95,10 +120,6 @@ extension ManagerStore {
         ).first() != nil
     }
 
-    func blockConfirmations(accountId: String, until: Int64) async throws {
-        try await sql.raw("UPDATE accounts SET confirmations_blocked_until = \(bind: until) WHERE id = \(bind: accountId)").run()
-    }
-
     /// The account an activation belongs to, for matching an approving device to a confirmation.
     func accountId(ofDevice deviceId: String) async throws -> String? {
         try await sql.raw(
@@ -133,13 +154,15 @@ extension ManagerStore {
             id: try row.decode(column: "id", as: String.self), hostId: try row.decode(column: "host_id", as: String.self),
             hostName: try row.decode(column: "host_name", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
             loginName: try row.decode(column: "login_name", as: String.self), service: try row.decode(column: "service", as: String.self),
-            remoteHost: try row.decode(column: "remote_host", as: String?.self), tty: try row.decode(column: "tty", as: String?.self),
+            remoteHost: try row.decode(column: "remote_host", as: String?.self), source: try row.decode(column: "source", as: String.self),
+            tty: try row.decode(column: "tty", as: String?.self),
             command: try row.decode(column: "command", as: String?.self), nonce: try row.decode(column: "nonce", as: String.self),
             waitTokenHash: try row.decode(column: "wait_token_hash", as: String.self), code: try row.decode(column: "code", as: String.self),
             codeFailures: try row.decode(column: "code_failures", as: Int.self),
             state: ConfirmationState(rawValue: try row.decode(column: "state", as: String.self)) ?? .denied,
             approvedBy: try row.decode(column: "approved_by", as: String?.self),
-            createdAt: try row.decode(column: "created_at", as: Int64.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
+            createdAt: try row.decode(column: "created_at", as: Int64.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self),
+            openedAt: try row.decode(column: "opened_at", as: Int64?.self)
         )
     }
 }

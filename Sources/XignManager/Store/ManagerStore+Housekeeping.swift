@@ -87,6 +87,7 @@ extension ManagerStore {
             ("host_challenges", "DELETE FROM host_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
             ("host_join_tokens", "DELETE FROM host_join_tokens WHERE expires_at < \(bind: cutoff) RETURNING name"),
             ("rate_limits", "DELETE FROM rate_limits WHERE window_start < \(bind: windowCutoff) RETURNING key"),
+            ("confirmation_cooldowns", "DELETE FROM confirmation_cooldowns WHERE blocked_until < \(bind: cutoff) RETURNING source"),
             ("audit_events", "DELETE FROM audit_events WHERE at < \(bind: auditCutoff) RETURNING id"),
         ]
         for (table, statement) in statements {

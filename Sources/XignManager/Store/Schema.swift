@@ -4,7 +4,28 @@ import SQLKit
 /// (RETURNING, ON CONFLICT, BIGINT times in milliseconds), so one schema serves both.
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
-    static let migrations = [initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData]
+    static let migrations = [
+        initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
+        confirmationSources,
+    ]
+
+    /// Login confirmations count per source (the host and the remote address it reports) and cool down per source,
+    /// so nobody can fill or freeze another's queue; when a device opened one is kept, so a newer request displaces
+    /// only one nobody looked at.
+    static let confirmationSources = [
+        "ALTER TABLE confirmations ADD COLUMN source TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE confirmations ADD COLUMN opened_at BIGINT",
+        "CREATE INDEX confirmations_pending ON confirmations (account_id, state, expires_at)",
+        """
+        CREATE TABLE confirmation_cooldowns (
+            account_id TEXT NOT NULL,
+            source TEXT NOT NULL,
+            blocked_until BIGINT NOT NULL,
+            PRIMARY KEY (account_id, source)
+        )
+        """,
+        "CREATE INDEX confirmation_cooldowns_expiry ON confirmation_cooldowns (blocked_until)",
+    ]
     static var version: Int { migrations.count }
 
     /// Activation data is single-use and expires: until when its secret opens the activation (0: used or withdrawn).
