@@ -8,8 +8,11 @@ import XignProtocol
 extension IdentityManager {
     /// The longest a long poll is held; below common proxy idle timeouts.
     static let longestWaitMilliseconds = 25_000
-    /// How often a waiter reads the row again, for decisions made by another manager instance.
-    static let confirmationRecheck: Duration = .milliseconds(250)
+    /// How often a waiter reads the row again at the most, for decisions made by another manager instance (its own
+    /// instance's wake it at once); and at most this many reads per wait, so a flood of waiters costs the database
+    /// a bounded number of reads.
+    static let confirmationRecheck: Int64 = 250
+    static let readsPerWait: Int64 = 20
 
     public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
         guard request.hostId.utf8.count <= 64 else { throw ManagerError.badRequest("hostId is too long") }
@@ -144,7 +147,7 @@ extension IdentityManager {
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let decided = { (record: ManagerStore.ConfirmationRecord) in record.state(at: Self.now()) != .pending }
         let record = try await longPoll(request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", until: decided) {
-            guard let record = try await self.database.transaction({ store in try await store.confirmation(request.confirmationId) }),
+            guard let record = try await self.database.read({ store in try await store.confirmation(request.confirmationId) }),
                 constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
             else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
@@ -177,7 +180,7 @@ extension IdentityManager {
         }
         let any = { (waiting: [ManagerStore.ConfirmationRecord]) in !waiting.isEmpty }
         let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: any) {
-            try await self.database.transaction { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
+            try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
         }
         let list = ConfirmationListMessage(
             nonce: request.nonce,
@@ -191,17 +194,20 @@ extension IdentityManager {
     }
 
     /// Reads until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. A
-    /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read.
+    /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read, which
+    /// comes every `wait / readsPerWait` (250 ms at least).
     private func longPoll<Reading: Sendable>(
         _ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
         _ read: () async throws -> Reading
     ) async throws -> Reading {
-        let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
+        let wait = Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
+        let deadline = Self.now() + wait
+        let interval = max(Self.confirmationRecheck, wait / Self.readsPerWait)
         while true {
             let reading = try await read()
             let now = Self.now()
             if done(reading) || now >= deadline { return reading }
-            await signals.pause(key, upTo: min(Self.confirmationRecheck, .milliseconds(deadline - now)))
+            await signals.pause(key, upTo: .milliseconds(min(interval, deadline - now)))
         }
     }
 

@@ -52,16 +52,28 @@ extension IdentityManager {
         }
     }
 
-    /// Deletes what ran out more than `storage.keep_expired` ago; returns the rows deleted per table.
+    /// Deletes what ran out more than `storage.keep_expired` ago; returns the rows deleted per table. A batch of
+    /// `purgeBatch` rows per transaction, so a flood of expired rows never holds the writer from a PIN check long.
     @discardableResult
     public func purgeExpired() async throws -> [String: Int] {
         let now = Self.now()
         let cutoff = now - configuration.keepExpiredMilliseconds, windowCutoff = now - configuration.limits.windowMilliseconds
         let auditCutoff = now - configuration.auditKeepMilliseconds
-        return try await database.transaction { store in
-            try await store.purgeExpired(before: cutoff, windowsBefore: windowCutoff, auditBefore: auditCutoff)
+        var deleted: [String: Int] = [:]
+        for purge in ManagerStore.Purge.allCases {
+            while true {
+                let count = try await database.transaction(durability: .unsynced) { store in
+                    try await store.purge(purge, before: cutoff, windowsBefore: windowCutoff, auditBefore: auditCutoff, limit: Self.purgeBatch)
+                }
+                if count > 0 { deleted[purge.rawValue, default: 0] += count }
+                if count < Self.purgeBatch { break }
+                await Task.yield()
+            }
         }
+        return deleted
     }
+
+    static let purgeBatch = 500
 
     /// Half of `keep_expired`, between 1 s and a minute.
     var purgeInterval: Duration { .milliseconds(min(max(configuration.keepExpiredMilliseconds / 2, 1_000), 60_000)) }

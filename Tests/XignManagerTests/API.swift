@@ -7,6 +7,8 @@ import XignTestSupport
 /// Talks to the real manager over HTTP and checks every answer against docs/openapi.yaml.
 struct API {
     let manager: ManagerProcess
+    /// Where requests go instead of the manager's own address, such as a proxy in front of it.
+    var through: ManagerURL? = nil
     /// Read once; never mutated after loading.
     nonisolated(unsafe) static let spec = Result { try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml")) }
 
@@ -25,7 +27,7 @@ struct API {
 
     @discardableResult
     func call(_ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []) throws -> Answer {
-        let response = try HTTPClient().send(method, to: manager.url, path: path + query, body: body, headers: headers)
+        let response = try HTTPClient().send(method, to: through ?? manager.url, path: path + query, body: body, headers: headers)
         try API.spec.get().validate(path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
         return Answer(status: response.status, body: response.body)
     }

@@ -109,5 +109,11 @@ import XignTestSupport
         let audit = try api.manager.query("SELECT event || ' ' || COALESCE(email, '-') FROM audit_events ORDER BY at")
         #expect(audit.count > 1 && audit.last?.hasPrefix("accountDeleted deleted-") == true, "\(audit)")
         #expect(!audit.joined().contains("@"), "\(audit)")
+        // Whoever knows the address finds the entries by it; another address finds none.
+        let found = try api.manager.admin(["audit", "--email", "Spec-API@example.org", "--json"])
+        let entries = try JSONSerialization.jsonObject(with: Data(found.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(entries.count == audit.count && entries.last?["event"] as? String == "accountDeleted", "\(found.stdout.prefix(300))")
+        let none = try api.manager.admin(["audit", "--email", "other@example.org", "--json"]).stdout
+        #expect((try JSONSerialization.jsonObject(with: Data(none.utf8)) as? [Any])?.isEmpty == true, "\(none)")
     }
 }

@@ -28,4 +28,64 @@ import XignTestSupport
         #expect(try await database.transaction { try await synchronous($0) } == full)
         await database.close()
     }
+
+    /// Long polls re-read through `read`, which on SQLite is a connection of its own: a writer that holds the
+    /// database (a PIN check) does not hold them up, and they do not hold it up. A `transaction` does wait: the control.
+    @Test func readsDoNotWaitForTheWriter() async throws {
+        let directory = TemporaryDirectory()
+        var configuration = ManagerConfiguration()
+        configuration.databasePath = directory.file("manager.sqlite")
+        let database = try await Database.open(configuration, logger: Logger(label: "test"))
+        let clock = ContinuousClock()
+        let writing = Task {
+            try await database.transaction { store in
+                try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES ('w', 0, 1)").run()
+                try await Task.sleep(for: .seconds(2))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = clock.now
+        let count = try await database.read {
+            try await $0.sql.raw("SELECT COUNT(*) AS n FROM rate_limits").first()?.decode(column: "n", as: Int.self)
+        }
+        #expect(clock.now - started < .seconds(1), "the read did not wait for the writer")
+        #expect(count == 0, "and sees what was committed before it, not the writer's row")
+        let waited = clock.now
+        _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
+        #expect(clock.now - waited > .milliseconds(500), "a transaction waits for the writer")
+        try await writing.value
+        await database.close()
+    }
+
+    /// Expired rows go in batches of `purgeBatch`, each its own transaction, until none is left.
+    @Test func expiredRowsArePurgedInBatches() async throws {
+        let directory = TemporaryDirectory()
+        var configuration = ManagerConfiguration()
+        configuration.databasePath = directory.file("manager.sqlite")
+        let database = try await Database.open(configuration, logger: Logger(label: "test"))
+        configuration.signingKeyPath = directory.file("signing-key.pem")
+        configuration.pepperPath = directory.file("pin-pepper")
+        let rows = IdentityManager.purgeBatch * 2 + 7
+        try await database.transaction { store in
+            try await store.sql.raw(
+                """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(bind: rows))
+                INSERT INTO rate_limits (key, window_start, count) SELECT 'k' || i, 0, 1 FROM n
+                """
+            ).run()
+            try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES ('current', 9000000000000, 1)").run()
+        }
+        let batch = try await database.transaction { store in
+            try await store.purge(.rateLimits, before: 1, windowsBefore: 1, auditBefore: 1, limit: IdentityManager.purgeBatch)
+        }
+        #expect(batch == IdentityManager.purgeBatch)
+        let secrets = try ManagerSecrets.open(configuration, recorded: .init(signingKey: nil, checks: [:], verifiers: []))
+        let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: Logger(label: "test"))
+        #expect(try await manager.purgeExpired()["rate_limits"] == rows - IdentityManager.purgeBatch)
+        let left = try await database.read {
+            try await $0.sql.raw("SELECT key FROM rate_limits").all().map { try $0.decode(column: "key", as: String.self) }
+        }
+        #expect(left == ["current"], "the window that has not ended stays")
+        await database.close()
+    }
 }

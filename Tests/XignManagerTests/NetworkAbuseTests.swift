@@ -53,6 +53,58 @@ import XignTestSupport
         #expect(try api.call("GET", APIPath.health).status == 200)
     }
 
+    /// Behind a load balancer (socat, its upstream side on 127.0.0.2, which the manager trusts) every client arrives
+    /// from one address. The balancer has a connection cap of its own, so 64 idle connections through it leave room
+    /// for a login; each client it names is held to `connections_per_address` requests at once by that name (an IPv6
+    /// client by its /64); and a direct client is still capped by its connections.
+    @Test func behindABalancerALoginGetsThroughAndEachForwardedClientHasItsOwnCap() throws {
+        let manager = try ManagerProcess(config: Self.config(adding: "\ntrusted_proxies = 127.0.0.2\nread_timeout = 20s\n"))
+        let port = try LoopbackSocket.unusedPort()
+        let balancer = try ChildProcess(
+            "/usr/bin/socat", ["TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,backlog=512", "TCP:127.0.0.1:\(manager.port),bind=127.0.0.2"],
+            in: manager.directory)
+        defer { balancer.stop() }
+        #expect(waitUntil { LoopbackSocket.isListening(port) })
+        let api = API(manager: manager, through: try ManagerURL("http://127.0.0.1:\(port)"))
+        let device = try api.enrolDevice("behind@example.org")
+
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for _ in 0..<64 { if let fd = LoopbackSocket.connect(port) { held.append(fd) } }
+        #expect(held.count == 64)
+        usleep(300_000)
+        #expect(try api.authenticate(device, pin: "24680").status == 200, "a login through the balancer beside 64 idle connections")
+
+        // Requests in flight per forwarded client: a head whose body never comes holds one until the read timeout.
+        func hold(as client: String) -> Int32? {
+            guard let fd = LoopbackSocket.connect(port) else { return nil }
+            let head = "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nX-Forwarded-For: \(client)\r\nContent-Length: 4000\r\n\r\n{"
+            _ = head.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            return fd
+        }
+        func health(as client: String) -> String {
+            let request = "GET /health HTTP/1.1\r\nHost: idm\r\nX-Forwarded-For: \(client)\r\nConnection: close\r\n\r\n"
+            return String(LoopbackSocket.exchange(request, port: port, from: "127.0.0.1")?.prefix(12) ?? "")
+        }
+        for client in ["203.0.113.5", "2001:db8:5:5::1"] {
+            for _ in 0..<64 { if let fd = hold(as: client) { held.append(fd) } }
+        }
+        usleep(500_000)
+        #expect(health(as: "203.0.113.5") == "HTTP/1.1 429", "the client that holds 64 requests gets no 65th")
+        #expect(health(as: "2001:db8:5:5:ffff::2") == "HTTP/1.1 429", "nor does another address of its /64")
+        #expect(health(as: "203.0.113.6") == "HTTP/1.1 200", "another client gets through")
+        #expect(health(as: "2001:db8:5:6::1") == "HTTP/1.1 200", "and so does another /64")
+
+        // The control: without the balancer, one address's 64 connections are its cap; another address goes on.
+        var direct: [Int32] = []
+        defer { direct.forEach { close($0) } }
+        for _ in 0..<64 { if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) } }
+        usleep(300_000)
+        let request = "GET /health HTTP/1.1\r\nHost: idm\r\nConnection: close\r\n\r\n"
+        #expect(LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.3", timeoutSeconds: 3) == nil, "the 65th is closed")
+        #expect(LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.4")?.hasPrefix("HTTP/1.1 200") == true)
+    }
+
     @Test func aBurstOfRegistrationsFromOneAddressGets429WhileAnotherAddressRegisters() throws {
         let manager = try ManagerProcess(config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
         let api = API(manager: manager)

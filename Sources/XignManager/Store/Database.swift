@@ -13,7 +13,8 @@ import XignProtocol
 /// database behave as one. Everything a transaction reads or writes goes through the `ManagerStore` it is handed.
 public final class Database: Sendable {
     enum Backend: Sendable {
-        case sqlite(SQLiteConnection, AsyncLock)
+        /// The writer, and a second connection that only reads (`read`): in WAL mode it reads beside the writer.
+        case sqlite(SQLiteConnection, AsyncLock, reader: SQLiteConnection, AsyncLock)
         case postgreSQL(PostgreSQLPool)
     }
 
@@ -37,18 +38,22 @@ public final class Database: Sendable {
     /// Opens (and creates) the SQLite file in WAL mode with synchronous=FULL: a commit is on disk before any answer.
     private static func openSQLite(path: String, logger: Logger) async throws -> Database {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        let database = Database(backend: .sqlite(connection, AsyncLock()), logger: logger)
         let sql = connection.sql()
         for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=5000", "PRAGMA foreign_keys=ON"] {
             try await sql.raw(SQLQueryString(pragma)).run()
         }
+        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        for pragma in ["PRAGMA query_only=ON", "PRAGMA busy_timeout=5000"] { try await reader.sql().raw(SQLQueryString(pragma)).run() }
+        let database = Database(backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger)
         try await database.transaction { store in try await Schema.migrate(store.sql) }
         return database
     }
 
     public func close() async {
         switch backend {
-        case .sqlite(let connection, _): try? await connection.close().get()
+        case .sqlite(let connection, _, let reader, _):
+            try? await reader.close().get()
+            try? await connection.close().get()
         case .postgreSQL(let pool): await pool.close()
         }
     }
@@ -68,7 +73,7 @@ public final class Database: Sendable {
         durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
         switch backend {
-        case .sqlite(let connection, let lock):
+        case .sqlite(let connection, let lock, _, _):
             return try await lock.withLock {
                 let sql = connection.sql()
                 // In WAL mode, NORMAL commits without fsync; the next FULL commit syncs the log, this one included.
@@ -84,6 +89,17 @@ public final class Database: Sendable {
             }
         case .postgreSQL(let pool):
             return try await pool.serializableTransaction(durability, logger: logger, body)
+        }
+    }
+
+    /// Runs `body`, which only reads, in a transaction of its own. On SQLite that is the reading connection, so
+    /// the many re-reads of long polls never wait for the writer nor make PIN checks wait for them.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
+        switch backend {
+        case .sqlite(_, _, let reader, let lock):
+            return try await lock.withLock { try await Self.inTransaction(reader.sql(), begin: "BEGIN", logger: logger, body) }
+        case .postgreSQL:
+            return try await transaction(durability: .unsynced, body)
         }
     }
 

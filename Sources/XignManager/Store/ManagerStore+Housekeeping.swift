@@ -72,28 +72,48 @@ extension ManagerStore {
 
     // MARK: Expiry
 
-    /// Deletes what ran out before `cutoff`: authentications past their expiry whose code is redeemed or past too, sessions,
-    /// challenges, join tokens, confirmations, and rate-limit windows that ended. Returns the rows deleted per table.
-    func purgeExpired(before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64) async throws -> [String: Int] {
-        var deleted: [String: Int] = [:]
-        let statements: [(String, SQLQueryString)] = [
-            (
-                "authentications",
-                "DELETE FROM authentications WHERE expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff)) RETURNING id"
-            ),
-            ("personalization_sessions", "DELETE FROM personalization_sessions WHERE expires_at < \(bind: cutoff) RETURNING id"),
-            ("confirmations", "DELETE FROM confirmations WHERE expires_at < \(bind: cutoff) RETURNING id"),
-            ("device_challenges", "DELETE FROM device_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
-            ("host_challenges", "DELETE FROM host_challenges WHERE expires_at < \(bind: cutoff) RETURNING challenge"),
-            ("host_join_tokens", "DELETE FROM host_join_tokens WHERE expires_at < \(bind: cutoff) RETURNING name"),
-            ("rate_limits", "DELETE FROM rate_limits WHERE window_start < \(bind: windowCutoff) RETURNING key"),
-            ("confirmation_cooldowns", "DELETE FROM confirmation_cooldowns WHERE blocked_until < \(bind: cutoff) RETURNING source"),
-            ("audit_events", "DELETE FROM audit_events WHERE at < \(bind: auditCutoff) RETURNING id"),
-        ]
-        for (table, statement) in statements {
-            let count = try await sql.raw(statement).all().count
-            if count > 0 { deleted[table] = count }
+    /// What ran out and is deleted, table by table (the table's name, its key, and when a row ran out).
+    enum Purge: String, CaseIterable {
+        case authentications
+        case personalizationSessions = "personalization_sessions"
+        case confirmations
+        case deviceChallenges = "device_challenges"
+        case hostChallenges = "host_challenges"
+        case hostJoinTokens = "host_join_tokens"
+        case rateLimits = "rate_limits"
+        case confirmationCooldowns = "confirmation_cooldowns"
+        case auditEvents = "audit_events"
+
+        var key: String {
+            switch self {
+            case .deviceChallenges, .hostChallenges: "challenge"
+            case .hostJoinTokens: "name"
+            case .rateLimits: "key"
+            case .confirmationCooldowns: "account_id || ' ' || source"
+            default: "id"
+            }
         }
-        return deleted
+    }
+
+    /// Deletes at most `limit` rows of `purge` that ran out: authentications past their expiry whose code is redeemed
+    /// or past too, sessions, challenges, join tokens, confirmations and cool-downs before `cutoff`, rate-limit windows
+    /// that ended, audit entries older than `audit.keep`. Returns how many it deleted.
+    func purge(
+        _ purge: Purge, before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64, limit: Int
+    ) async throws -> Int {
+        let expired: SQLQueryString
+        switch purge {
+        case .authentications: expired = "expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff))"
+        case .rateLimits: expired = "window_start < \(bind: windowCutoff)"
+        case .confirmationCooldowns: expired = "blocked_until < \(bind: cutoff)"
+        case .auditEvents: expired = "at < \(bind: auditCutoff)"
+        default: expired = "expires_at < \(bind: cutoff)"
+        }
+        let table = SQLQueryString(purge.rawValue), key = SQLQueryString(purge.key)
+        return try await sql.raw(
+            """
+            DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(expired) LIMIT \(bind: limit)) RETURNING 1 AS deleted
+            """
+        ).all().count
     }
 }
