@@ -141,7 +141,12 @@ struct ManagerClient {
     /// `fingerprint` when the user brought one. Without one (a registration) it is only as good as TLS.
     func managerKey(pinnedTo fingerprint: String?) throws -> P256PublicKey {
         let health: HealthMessage = try get(APIPath.health)
-        guard let der = Base64URL.decode(health.managerKey), let key = try? P256PublicKey(derRepresentation: der) else {
+        guard let encoded = health.managerKey else {
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager (\(health.version.prefix(32))) is older than this client and cannot take a sealed PIN; upgrade xign-manager")
+        }
+        guard let der = Base64URL.decode(encoded), let key = try? P256PublicKey(derRepresentation: der) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's health answer does not carry a usable key")
         }
         if let fingerprint { try Self.check(key, against: fingerprint) }

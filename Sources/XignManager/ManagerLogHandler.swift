@@ -28,8 +28,12 @@ public struct ManagerLogHandler: LogHandler {
         let merged = metadata.merging(extra ?? [:]) { $1 }
         let fields = merged.sorted { $0.key < $1.key }.map { "\(LogText.field($0.key, maximumLength: 64))=\(LogText.field("\($0.value)"))" }
         let text = ([LogText.field(message.description, maximumLength: 2048)] + fields).joined(separator: " ")
-        FileHandle.standardError.write(Data("<\(Self.priority(level))>\(level) \(label): \(text)\n".utf8))
+        let prefix = Self.toTerminal ? "" : "<\(Self.priority(level))>"
+        FileHandle.standardError.write(Data("\(prefix)\(level) \(label): \(text)\n".utf8))
     }
+
+    /// An administrator's terminal gets the line without the priority journald reads.
+    private static let toTerminal = isatty(STDERR_FILENO) == 1
 
     static func priority(_ level: Logger.Level) -> Int {
         switch level {

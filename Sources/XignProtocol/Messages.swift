@@ -360,7 +360,8 @@ public struct HealthMessage: Codable, Equatable, Sendable {
     public var managerKeyFingerprint: String
     /// The signing key itself (SPKI DER, base64url): PINs are sealed to it. A client checks it against the
     /// fingerprint it pinned before it seals anything.
-    public var managerKey: String
+    /// Optional to decode, so a client can tell a manager older than sealed PINs by its absence.
+    public var managerKey: String?
 
     public init(status: String, version: String, managerKeyFingerprint: String, managerKey: String) {
         self.status = status

@@ -129,6 +129,25 @@ import XignTestSupport
         }
     }
 
+    /// A manager older than sealed PINs names no key in /health: the client says to upgrade it and sends no PIN.
+    @Test func aManagerThatCannotTakeASealedPINIsNamedAndGetsNoPIN() throws {
+        let fixture = try Fixture()
+        let data = try fixture.register("older@example.org")
+        let requests = RecordedRequests()
+        let standIn = try FaultyServer { request in
+            requests.append(request)
+            return FaultyServer.http(body: Array(#"{"status":"ok","version":"0.9","managerKeyFingerprint":"abc"}"#.utf8))
+        }
+        let personalizer = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(standIn.url))
+        do {
+            _ = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            Issue.record("a personalization against a manager without managerKey went on")
+        } catch let error as XignSdkError {
+            #expect(error.errorCode == .invalidManagerResponse && error.message.contains("upgrade xign-manager"), "\(error.message)")
+        }
+        #expect(requests.all.allSatisfy { $0.hasPrefix("GET /health") } && !requests.all.joined().contains("24680"))
+    }
+
     @Test func anUnsignedLockFromAStandInDoesNotStopTheNextPersonalization() throws {
         let fixture = try Fixture()
         let data = try fixture.register("planted@example.org")
@@ -231,4 +250,12 @@ import XignTestSupport
         // A wrong secret is not a PIN guess: nothing was counted.
         #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0)
     }
+}
+
+/// The requests a stand-in saw, from its threads.
+final class RecordedRequests: @unchecked Sendable {
+    private let lock = NSLock()
+    private var requests: [String] = []
+    func append(_ request: String) { lock.withLock { requests.append(request) } }
+    var all: [String] { lock.withLock { requests } }
 }
