@@ -26,11 +26,12 @@ public struct P256PublicKey: Sendable, Hashable {
     /// The DER SubjectPublicKeyInfo, the form the key travels in.
     public let derRepresentation: Data
 
-    /// The DER that precedes the 65-byte point in every key we accept.
-    private static let prefix = Data([
+    /// The DER that precedes the 65-byte point in every key we accept. An array, not Data: Data's enum keeps the
+    /// pointer with spare bits set, and LeakSanitizer (the fuzz targets) would take the global for a leak.
+    private static let prefix: [UInt8] = [
         0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
         0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
-    ])
+    ]
 
     public init(derRepresentation: Data) throws {
         guard derRepresentation.count == Self.prefix.count + 65, derRepresentation.starts(with: Self.prefix),
@@ -46,7 +47,7 @@ public struct P256PublicKey: Sendable, Hashable {
     /// The uncompressed point (0x04 || X || Y), for callers that build the key from raw coordinates.
     public init(x963Representation point: Data) throws {
         guard point.count == 65, point.first == 0x04 else { throw CryptoError("P-256 point must be 65 bytes, uncompressed") }
-        try self.init(derRepresentation: Self.prefix + point)
+        try self.init(derRepresentation: Data(Self.prefix) + point)
     }
 
     /// The uncompressed point (0x04 || X || Y).

@@ -13,7 +13,7 @@ public enum PINSeal {
     public static let paddedLength = 64
     static let tagLength = 16
     static let pointLength = 65
-    private static let info = Data("xign pin seal v1".utf8)
+    private static var info: Data { Data("xign pin seal v1".utf8) }
 
     /// The ephemeral public point (uncompressed, 65 bytes) and the ciphertext with its tag.
     public struct Sealed: Sendable, Equatable {
