@@ -9,15 +9,20 @@ import XignTestSupport
 
 /// Database.Durability on SQLite: an unsynced transaction commits without fsync, and every other one is synced again.
 @Suite struct DurabilityTests {
+    /// A fresh SQLite manager database in a directory of its own, with the configuration that names it.
+    static func temporaryDatabase() async throws -> (TemporaryDirectory, ManagerConfiguration, Database) {
+        let directory = TemporaryDirectory()
+        var configuration = ManagerConfiguration()
+        configuration.databasePath = directory.file("manager.sqlite")
+        return (directory, configuration, try await Database.open(configuration, logger: Logger(label: "test")))
+    }
+
     func synchronous(_ store: ManagerStore) async throws -> Int {
         try await store.sql.raw("PRAGMA synchronous").first()?.decode(column: "synchronous", as: Int.self) ?? -1
     }
 
     @Test func anUnsyncedTransactionLeavesTheNextOneSynced() async throws {
-        let directory = TemporaryDirectory()
-        var configuration = ManagerConfiguration()
-        configuration.databasePath = directory.file("manager.sqlite")
-        let database = try await Database.open(configuration, logger: Logger(label: "test"))
+        let (directory, _, database) = try await Self.temporaryDatabase()
         let (normal, full) = (1, 2)
         #expect(try await database.transaction { try await synchronous($0) } == full)
         #expect(try await database.transaction(durability: .unsynced) { try await synchronous($0) } == normal)
@@ -27,15 +32,13 @@ import XignTestSupport
         await #expect(throws: Refused.self) { try await database.transaction(durability: .unsynced) { _ in throw Refused() } }
         #expect(try await database.transaction { try await synchronous($0) } == full)
         await database.close()
+        withExtendedLifetime(directory) {}
     }
 
     /// Long polls re-read through `read`, which on SQLite is a connection of its own: a writer that holds the
     /// database (a PIN check) does not hold them up, and they do not hold it up. A `transaction` does wait: the control.
     @Test func readsDoNotWaitForTheWriter() async throws {
-        let directory = TemporaryDirectory()
-        var configuration = ManagerConfiguration()
-        configuration.databasePath = directory.file("manager.sqlite")
-        let database = try await Database.open(configuration, logger: Logger(label: "test"))
+        let (directory, _, database) = try await Self.temporaryDatabase()
         let clock = ContinuousClock()
         let writing = Task {
             try await database.transaction { store in
@@ -55,14 +58,12 @@ import XignTestSupport
         #expect(clock.now - waited > .milliseconds(500), "a transaction waits for the writer")
         try await writing.value
         await database.close()
+        withExtendedLifetime(directory) {}
     }
 
     /// Expired rows go in batches of `purgeBatch`, each its own transaction, until none is left.
     @Test func expiredRowsArePurgedInBatches() async throws {
-        let directory = TemporaryDirectory()
-        var configuration = ManagerConfiguration()
-        configuration.databasePath = directory.file("manager.sqlite")
-        let database = try await Database.open(configuration, logger: Logger(label: "test"))
+        var (directory, configuration, database) = try await Self.temporaryDatabase()
         configuration.signingKeyPath = directory.file("signing-key.pem")
         configuration.pepperPath = directory.file("pin-pepper")
         let rows = IdentityManager.purgeBatch * 2 + 7
@@ -87,5 +88,6 @@ import XignTestSupport
         }
         #expect(left == ["current"], "the window that has not ended stays")
         await database.close()
+        withExtendedLifetime(directory) {}
     }
 }
