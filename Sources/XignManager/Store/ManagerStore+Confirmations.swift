@@ -58,14 +58,10 @@ extension ManagerStore {
         try await sql.raw("UPDATE confirmations SET opened_at = \(bind: now) WHERE id = \(bind: id) AND opened_at IS NULL").run()
     }
 
-    /// Pending confirmations of one account, or of all with nil.
-    func pendingConfirmationCount(accountId: String?, now: Int64) async throws -> Int {
-        let account = accountId.map { SQLQueryString("account_id = \(bind: $0) AND") } ?? SQLQueryString("")
-        return try await sql.raw(
-            """
-            SELECT COUNT(*) AS n FROM confirmations WHERE \(account) state = 'pending' AND expires_at > \(bind: now)
-            """
-        ).first()?.decode(column: "n", as: Int.self) ?? 0
+    /// Pending confirmations of all accounts (the /metrics gauge).
+    func pendingConfirmationCount(now: Int64) async throws -> Int {
+        try await sql.raw("SELECT COUNT(*) AS n FROM confirmations WHERE state = 'pending' AND expires_at > \(bind: now)")
+            .first()?.decode(column: "n", as: Int.self) ?? 0
     }
 
     /// Stores a new confirmation; its state, code failures and approver start out empty whatever `confirmation` says.
