@@ -31,7 +31,7 @@ public enum PINSeal {
         guard !bytes.isEmpty, bytes.count <= paddedLength, !bytes.contains(0) else { throw CryptoError("a PIN to seal has 1 to 64 bytes and no NUL") }
         let ephemeral = try P256PrivateKey()
         let point = try ephemeral.publicKey.point
-        let (key, nonce) = try keyAndNonce(secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)
+        let (key, nonce) = keyAndNonce(secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)
         let padded = bytes + Data(repeating: 0, count: paddedLength - bytes.count)
         return Sealed(ephemeralPoint: point, ciphertext: try AESGCM.seal(padded, key: key, nonce: nonce, associatedData: binding))
     }
@@ -43,7 +43,7 @@ public enum PINSeal {
         }
         let ephemeral = try P256PublicKey(x963Representation: sealed.ephemeralPoint)
         let recipient = try key.publicKey
-        let (aesKey, nonce) = try keyAndNonce(
+        let (aesKey, nonce) = keyAndNonce(
             secret: try key.sharedSecret(with: ephemeral), ephemeralPoint: sealed.ephemeralPoint, recipient: recipient)
         let padded = try AESGCM.open(sealed.ciphertext, key: aesKey, nonce: nonce, associatedData: binding)
         let pin = padded.prefix { $0 != 0 }
@@ -53,7 +53,7 @@ public enum PINSeal {
         return text
     }
 
-    private static func keyAndNonce(secret: Data, ephemeralPoint: Data, recipient: P256PublicKey) throws -> (Data, Data) {
+    private static func keyAndNonce(secret: Data, ephemeralPoint: Data, recipient: P256PublicKey) -> (Data, Data) {
         let material = HKDF.derive(secret: secret, salt: ephemeralPoint + recipient.derRepresentation, info: info, length: 44)
         return (material.prefix(32), material.suffix(12))
     }

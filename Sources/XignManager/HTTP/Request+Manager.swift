@@ -14,17 +14,9 @@ extension Request {
         }
     }
 
-    /// The body decoded as `T`, or badRequest.
+    /// The body decoded as `T` the way a signed body is (`IdentityManager.decode`), or badRequest.
     func decodeBody<T: Decodable>(as type: T.Type = T.self) async throws -> T {
-        do {
-            let body = try await collectBody()
-            try IdentityManager.refuseClearPIN(in: body)
-            return try JSONDecoder().decode(T.self, from: body)
-        } catch let error as ManagerError {
-            throw error
-        } catch {
-            throw ManagerError.badRequest("the request body is not valid JSON of the expected shape")
-        }
+        try IdentityManager.decode(T.self, from: try await collectBody(), "the request body")
     }
 
     /// The signature header of a device- or host-signed request.
