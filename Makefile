@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev 
 	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv
 
 # pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
-# and nodelete so libpam's dlclose at every pam_end does not unload a runtime (DESIGN.md).
+# and nodelete so libpam's dlclose at every pam_end does not unload a runtime (docs/design.md, "The PAM host").
 PAM_BUILD := .build-pam
 PAM_SO := $(PAM_BUILD)/pam_xign.so
 # lld, not gold: gold keeps GOT-referenced Swift symbols in .dynsym even when the version script hides them.
@@ -55,8 +55,10 @@ test: deps pam
 
 # The toolchain's swift-format, with .swift-format; `swift-format format -i -r` on the same paths fixes what it reports.
 FORMATTED := Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+# The module map: each target's imports against Package.swift, and the README's drawing against both.
 lint:
 	swift-format lint --strict --recursive $(FORMATTED)
+	python3 .ci/module-map.py
 
 # schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
 api-check: build

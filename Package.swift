@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The client modules (XignProtocol, XignCrypto, XignDevice, XignTerminal, XignCore) end up inside
-// pam_xign.so, so they import FoundationEssentials only and stay synchronous (DESIGN.md).
+// The client modules (XignProtocol, XignCrypto, XignDevice, XignTerminal, XignCore, XignLogin) end up inside
+// pam_xign.so, so they import FoundationEssentials only and stay synchronous (docs/design.md, "The PAM host").
+// Each target lists exactly the modules it imports; `make lint` checks it, and the README's module map.
 let package = Package(
     name: "xign",
     platforms: [.macOS(.v14)],
@@ -13,7 +14,7 @@ let package = Package(
         // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
         .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
         // The client's parsers and the manager's config file as libraries for the libFuzzer targets in Fuzz/, a package of its own.
-        .library(name: "XignClient", targets: ["XignCore", "XignPAM"]),
+        .library(name: "XignClient", targets: ["XignCore", "XignLogin"]),
         .library(name: "XignManagerConfiguration", targets: ["XignManagerConfiguration"]),
     ],
     dependencies: [
@@ -22,7 +23,10 @@ let package = Package(
         .package(url: "https://github.com/vapor/sql-kit", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit", from: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-kit", from: "2.17.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -51,19 +55,20 @@ let package = Package(
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 
         // The SDK core used by every front end.
-        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignTerminal", "CCurl"]),
+        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "CCurl"]),
 
-        // The PAM module: the C entry points in pam/, the login in Swift.
+        // The login use cases (this machine's key, a confirmation, through xignd) and their typed outcome; xignd's
+        // protocol, which its callers without root speak.
+        .target(name: "XignLogin", dependencies: ["XignCore", "XignProtocol", "XignTerminal"]),
+
+        // The PAM module: the C entry points in pam/, and the bridge from them to a Login and back to a PAM code.
         .target(name: "CXignPAM", dependencies: ["CPAM"], path: "pam", exclude: ["pam_xign.map", "tests"], publicHeadersPath: "include"),
-        .target(name: "XignPAM", dependencies: ["XignCore", "XignDaemon", "CXignPAM", "CPAM"]),
+        .target(name: "XignPAM", dependencies: ["XignLogin", "XignProtocol", "CXignPAM", "CPAM"]),
 
-        // xignd and its callers without root: the socket protocol, and the daemon that holds the state and the TPM.
-        .target(name: "XignDaemon", dependencies: ["XignCore"]),
+        // xignd's server: it holds the state and the TPM and runs logins and approvals for callers without root.
+        .target(name: "XignDaemon", dependencies: ["XignLogin", "XignCore", "XignProtocol"]),
         .executableTarget(
-            name: "xignd",
-            dependencies: [
-                "XignDaemon", "XignPAM", "XignCore", "XignProtocol", "CPAM", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            name: "xignd", dependencies: ["XignDaemon", "XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.
@@ -77,6 +82,11 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -91,31 +101,45 @@ let package = Package(
         // Front ends.
         .executableTarget(
             name: "xign-setup",
-            dependencies: ["XignCore", "XignDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "XignCore", "XignLogin", "XignProtocol", "XignTerminal", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "xign-manager",
-            dependencies: ["XignManager", "XignManagerConfiguration", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "XignManager", "XignManagerConfiguration", "XignProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // `make bench`: figures, never timed tests.
         // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
-        .executableTarget(name: "xign-bench", dependencies: ["XignCore", "XignDevice", "XignTestSupport"]),
+        .executableTarget(
+            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
-        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignCrypto", "XignDaemon"], path: "Tests/XignTestSupport"),
-        .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol"]),
-        .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto"]),
+        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin"], path: "Tests/XignTestSupport"),
+        .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto"]),
+        .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
         .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
-        .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignTestSupport"]),
+        .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
         .testTarget(
             name: "XignManagerTests",
-            dependencies: ["XignManager", "XignManagerConfiguration", "XignCore", "XignTestSupport", .product(name: "Yams", package: "Yams")]
+            dependencies: [
+                "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignProtocol", "XignTestSupport",
+                .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "SQLKit", package: "sql-kit"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "XignSetupTests",
-            dependencies: ["xign-setup", "XignCore", "XignTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "xign-setup", "XignCore", "XignProtocol", "XignTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
-        .testTarget(name: "XignPAMTests", dependencies: ["XignPAM", "XignCore", "XignDaemon", "XignTestSupport"], exclude: ["Golden"]),
+        .testTarget(name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignTestSupport"]),
+        .testTarget(
+            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignLogin", "XignProtocol", "XignTestSupport"], exclude: ["Golden"]),
     ]
 )

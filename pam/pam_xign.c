@@ -42,7 +42,6 @@ static const char *item(pam_handle_t *pamh, int type) {
 }
 
 PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    (void)flags;
     const char *user = NULL;
     int rc = pam_get_user(pamh, &user, NULL);
     if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
@@ -55,6 +54,7 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
         .rhost = item(pamh, PAM_RHOST),
         .tty = item(pamh, PAM_TTY),
         .caller_controls_environment = isolate,
+        .silent = (flags & PAM_SILENT) != 0,
         .argc = argc,
         .argv = argv,
         .pamh = pamh,

@@ -52,7 +52,7 @@ public final class ApiAccessChangePin {
     }
 }
 
-/// A request for another activation of the account (the seeds' NewActivationTrigger, after the authentication).
+/// A request for another activation of the account (the SDKs' NewActivationTrigger, after the authentication).
 public final class ApiAccessRequestNewActivationData: NewActivationChoices {
     public var idmIdentifier: String { grant.entity.idmIdentifier }
     let grant: ApiAccessGrant

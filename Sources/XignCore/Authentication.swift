@@ -72,7 +72,7 @@ public struct LoginToken: Sendable, Equatable {
     public let managerClockOffsetMilliseconds: Int64
 }
 
-/// Authentication with this machine's enrolment (the seeds' Authenticator), synchronous for the PAM path.
+/// Authentication with this machine's enrolment (the SDKs' Authenticator), synchronous for the PAM path.
 public struct Authenticator {
     let http: HTTPClient
     let store: IdentityManagerStore

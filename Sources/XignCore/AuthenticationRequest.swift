@@ -3,7 +3,7 @@ import XignCrypto
 import XignDevice
 import XignProtocol
 
-// What an authentication asks for and how the user answers: roles, attributes, factors (the seeds' types).
+// What an authentication asks for and how the user answers: roles, attributes, factors (the SDKs' types).
 
 public struct Role: Sendable, Equatable {
     public let name: String

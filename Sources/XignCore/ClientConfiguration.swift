@@ -102,7 +102,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// Reads the file at `path`; a missing file at the default path means defaults, anywhere else it is an error.
     public static func load(path: String = defaultPath) throws -> ClientConfiguration {
         let data: Data?
-        do { data = try AtomicFile.read(path, limit: ConfigFile.maximumSize) } catch {
+        do { data = try AtomicFile.readTrusted(path, limit: ConfigFile.maximumSize) } catch let error as AtomicFile.UntrustedFile {
+            throw XignSdkError(.untrustedFile, "refused the config file: \(error)")
+        } catch {
             throw XignSdkError(.invalidInput, "cannot read the config file: \(error)")
         }
         guard let data else {

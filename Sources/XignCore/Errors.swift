@@ -42,6 +42,8 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     /// This machine has not joined the manager as a host.
     case hostNotJoined
     // This machine
+    /// A config or key file that someone other than root could have written.
+    case untrustedFile
     case stateUnavailable
     case deviceKeyFailure
     /// The finger did not match the user's enrolled ones.
@@ -53,6 +55,7 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     case identityManagerNotFound
 }
 
+/// The one error type the SDK throws, so a front end needs one `catch` to tell the user what happened and what to do.
 public class XignSdkError: Error, CustomStringConvertible, @unchecked Sendable {
     public let errorCode: XignSdkErrorCode
     public let message: String
@@ -65,15 +68,10 @@ public class XignSdkError: Error, CustomStringConvertible, @unchecked Sendable {
     public var description: String { message }
 }
 
-/// A lock that was set by an earlier attempt and has not run out (or never will).
-public struct PendingLockoutInformation: Sendable, Equatable {
-    public let isPermanent: Bool
-    public let lockedUntil: Date
-}
-
-/// The lock a wrong PIN just caused. `lockedUntil` is on this host's clock: the manager says how long the lock
-/// holds (`lockedUntil - issuedAt` on its clock), and the wait is counted from when its answer arrived.
-public struct LockoutAttemptInformation: Sendable, Equatable {
+/// A lock on an activation after too many wrong PINs: the one a wrong PIN just caused (a result), or one already in
+/// force (`XignSdkLockoutError`). `lockedUntil` is on this host's clock: the manager says how long the lock holds,
+/// and the wait is counted from when its answer arrived.
+public struct LockoutAttemptInformation: Codable, Sendable, Equatable {
     public let isPermanent: Bool
     public let lockedUntil: Date
     public let failedAttempts: Int
@@ -92,9 +90,9 @@ public struct LockoutAttemptInformation: Sendable, Equatable {
 }
 
 public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
-    public let information: PendingLockoutInformation
+    public let information: LockoutAttemptInformation
 
-    public init(_ information: PendingLockoutInformation) {
+    public init(_ information: LockoutAttemptInformation) {
         self.information = information
         super.init(
             .lockedOut,
@@ -108,75 +106,6 @@ public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
 /// The manager refuses this device's security level, e.g. a software key where it requires a TPM-bound one.
 public final class XignSdkSecurityInsufficientError: XignSdkError, @unchecked Sendable {
     public init(_ message: String) { super.init(.securityInsufficient, message) }
-}
-
-/// The codes `Registry.initializationSynchronous` can raise.
-public enum RegistrationInitializationErrorCodes: Sendable {
-    case insecureTransport, managerUnreachable, invalidManagerResponse, general
-
-    public static func from(_ code: XignSdkErrorCode) -> Self {
-        switch code {
-        case .insecureTransport: return .insecureTransport
-        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
-        case .invalidManagerResponse: return .invalidManagerResponse
-        default: return .general
-        }
-    }
-}
-
-/// The codes `Registry.registerSynchronous` can raise (a rejected attribute is a `.failure` response, not an error).
-public enum RegisterErrorCodes: Sendable {
-    case parametersIncomplete, insecureTransport, managerUnreachable, invalidManagerResponse, general
-
-    public static func from(_ code: XignSdkErrorCode) -> Self {
-        switch code {
-        case .parametersIncomplete, .pinPolicyViolation: return .parametersIncomplete
-        case .insecureTransport: return .insecureTransport
-        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
-        case .invalidManagerResponse: return .invalidManagerResponse
-        default: return .general
-        }
-    }
-}
-
-/// The codes `Personalizer.decryptPersonalizationInitializationDataSynchronous` can raise.
-public enum DecryptPersonalizationInitializationDataErrorCodes: Sendable {
-    case activationDataInvalid, activationNotFound, activationRevoked, managerKeyMismatch, managerSignatureInvalid
-    case insecureTransport, managerUnreachable, invalidManagerResponse, stateUnavailable, general
-
-    public static func from(_ code: XignSdkErrorCode) -> Self {
-        switch code {
-        case .activationDataInvalid, .invalidInput: return .activationDataInvalid
-        case .activationNotFound: return .activationNotFound
-        case .activationRevoked: return .activationRevoked
-        case .managerKeyMismatch: return .managerKeyMismatch
-        case .managerSignatureInvalid: return .managerSignatureInvalid
-        case .insecureTransport: return .insecureTransport
-        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
-        case .invalidManagerResponse: return .invalidManagerResponse
-        case .stateUnavailable: return .stateUnavailable
-        default: return .general
-        }
-    }
-}
-
-/// The codes `Personalizer.personalizeIdentityManagerSynchronous` can raise.
-public enum PersonalizeIdentityManagerErrorCodes: Sendable {
-    case sessionExpired, pinPolicyViolation, deviceKeyFailure, stateUnavailable, managerSignatureInvalid
-    case managerUnreachable, invalidManagerResponse, general
-
-    public static func from(_ code: XignSdkErrorCode) -> Self {
-        switch code {
-        case .sessionExpired: return .sessionExpired
-        case .pinPolicyViolation: return .pinPolicyViolation
-        case .deviceKeyFailure: return .deviceKeyFailure
-        case .stateUnavailable: return .stateUnavailable
-        case .managerSignatureInvalid, .managerKeyMismatch: return .managerSignatureInvalid
-        case .managerUnreachable, .timeout, .tlsFailure: return .managerUnreachable
-        case .invalidManagerResponse: return .invalidManagerResponse
-        default: return .general
-        }
-    }
 }
 
 extension Date {

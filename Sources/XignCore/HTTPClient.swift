@@ -3,7 +3,7 @@ import FoundationEssentials
 import XignProtocol
 
 /// Blocking HTTP over libcurl's easy interface: no threads, no signals, hard timeouts, a bounded response.
-/// This is the only way XignCore talks to a manager, so it is also the one place that enforces invariant 1.
+/// This is the only way XignCore talks to a manager, so it is also the one place that enforces docs/design.md's invariant 1.
 public struct HTTPClient: Sendable {
     public struct Configuration: Sendable, Equatable {
         /// The whole exchange, connect included.

@@ -2,7 +2,7 @@ import FoundationEssentials
 import XignCrypto
 import XignProtocol
 
-/// One personalized activation on this machine, bound to one local user (the seeds' IdentityManagerEntity).
+/// One personalized activation on this machine, bound to one local user (the SDKs' IdentityManagerEntity).
 public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     /// The device id the manager assigned; names this enrolment everywhere.
     public var idmIdentifier: String
@@ -54,6 +54,8 @@ public struct IdentityManagerStore: Sendable {
     struct PendingLockoutRecord: Codable, Equatable {
         var isPermanent: Bool
         var lockedUntil: Int64
+        /// Absent in files written before it was kept.
+        var failedAttempts: Int?
     }
 
     public init(directory: String) { self.directory = directory }
@@ -126,11 +128,11 @@ public struct IdentityManagerStore: Sendable {
         try? keys.store(for: entity.keyKind).delete(entity.keyReference)
     }
 
-    func pendingLockout(activationId: String) throws -> PendingLockoutInformation? {
+    func pendingLockout(activationId: String) throws -> LockoutAttemptInformation? {
         guard let record = try read().pendingLockouts[activationId] else { return nil }
         let until = Date(millisecondsSince1970: record.lockedUntil)
         guard record.isPermanent || until > Date() else { return nil }
-        return PendingLockoutInformation(isPermanent: record.isPermanent, lockedUntil: until)
+        return LockoutAttemptInformation(isPermanent: record.isPermanent, lockedUntil: until, failedAttempts: record.failedAttempts ?? 0)
     }
 
     /// Remembers (or, with nil, forgets) a lock. Only a lock the manager signed over this attempt's nonce may be
@@ -140,7 +142,8 @@ public struct IdentityManagerStore: Sendable {
         if lock == nil, try read().pendingLockouts[activationId] == nil { return }
         try update { contents in
             contents.pendingLockouts[activationId] = lock.map {
-                PendingLockoutRecord(isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970)
+                PendingLockoutRecord(
+                    isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970, failedAttempts: $0.failedAttempts)
             }
         }
     }

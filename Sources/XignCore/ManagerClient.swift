@@ -26,12 +26,12 @@ struct ManagerClient {
         return String(decoding: response.body, as: UTF8.self)
     }
 
-    /// POSTs `body` signed by `key` over the canonical encoding with `challenge` (invariant 4); returns the signed answer.
+    /// POSTs `body` signed by `key` over the canonical encoding with `challenge` (docs/design.md, invariant 3); returns the signed answer.
     func postDeviceSigned(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> String {
         try postSigned(path, body: body, headers: [try Self.signatureHeader(path, body: body, challenge: challenge, key: key)])
     }
 
-    /// The signature header of a POST signed by a device or host key (invariant 4).
+    /// The signature header of a POST signed by a device or host key (docs/design.md, invariant 3).
     static func signatureHeader(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> (String, String) {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         do { return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message))) } catch {
@@ -87,8 +87,7 @@ struct ManagerClient {
         case .lockedOut:
             guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
             // Unsigned: shown for this attempt, never remembered (a stand-in for the manager could plant it).
-            let information = LockoutAttemptInformation(lock)
-            return XignSdkLockoutError(PendingLockoutInformation(isPermanent: information.isPermanent, lockedUntil: information.lockedUntil))
+            return XignSdkLockoutError(LockoutAttemptInformation(lock))
         case .securityInsufficient: return XignSdkSecurityInsufficientError(message)
         case .activationNotFound: return XignSdkError(.activationNotFound, message)
         case .activationRevoked: return XignSdkError(.activationRevoked, message)

@@ -123,7 +123,7 @@ public struct PersonalizationResult: Sendable, Equatable {
     public let entity: IdentityManagerEntity
 }
 
-/// Personalization (activation) of this machine for one local user (the seeds' Personalizer).
+/// Personalization (activation) of this machine for one local user (the SDKs' Personalizer).
 public struct Personalizer {
     let http: HTTPClient
     let store: IdentityManagerStore

@@ -173,7 +173,7 @@ public enum RegistrationResponse {
     case failure(RegistrationParameters)
 }
 
-/// Registration at a manager (the seeds' Registry).
+/// Registration at a manager (the SDKs' Registry).
 public struct Registry: Sendable {
     let http: HTTPClient
 

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import XignCrypto
 
-/// Where a device key lives. The manager learns this and may refuse software keys (DESIGN.md invariant 3).
+/// Where a device key lives. The manager learns this and may refuse software keys (docs/design.md, invariant 4).
 public enum DeviceKeyKind: String, Sendable, CaseIterable {
     case software, tpm
 }

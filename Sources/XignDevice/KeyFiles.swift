@@ -45,6 +45,14 @@ struct KeyFiles {
             throw DeviceKeyError("the device key \(file) cannot be read (\(String(cString: strerror(errno)))); run xign-setup personalize again")
         }
         defer { close(fd) }
+        // As for the config (AtomicFile.readTrusted): a key someone else could have written is not this device's.
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == 0 || status.st_uid == geteuid(),
+            status.st_mode & 0o022 == 0
+        else {
+            throw DeviceKeyError(
+                "the device key \(file) is not a regular file that only root writes; run: chown root: \(file); chmod 0600 \(file)")
+        }
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         let n = Glibc.read(fd, &buffer, buffer.count)
         guard n > 0, n <= limit else { throw DeviceKeyError("the device key \(file) is empty or too large") }

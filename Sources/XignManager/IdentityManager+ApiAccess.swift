@@ -67,10 +67,7 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.apiAccess, body: body, challenge: request.grant)
-            guard device.publicKey.isValidSignature(rawSignature, for: message) else {
-                throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
-            }
+            try Self.checkSignature(rawSignature, by: device.publicKey, of: .device, path: APIPath.apiAccess, body: body, challenge: request.grant)
             return (grant, process)
         }
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.

@@ -137,10 +137,8 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
             let device = try await Self.enrolledDevice(pending.deviceId, in: store)
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: body, challenge: pending.challenge)
-            guard device.publicKey.isValidSignature(rawSignature, for: message) else {
-                throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
-            }
+            try Self.checkSignature(
+                rawSignature, by: device.publicKey, of: .device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge)
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }

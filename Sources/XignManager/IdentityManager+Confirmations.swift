@@ -49,10 +49,7 @@ extension IdentityManager {
         )
         let (accountId, displaced) = try await database.transaction { store -> (String, String?) in
             guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.confirmations, body: body, challenge: request.challenge)
-            guard host.publicKey.isValidSignature(raw, for: message) else {
-                throw ManagerError(.unauthorized, .signatureInvalid, "the host signature does not verify")
-            }
+            try Self.checkSignature(raw, by: host.publicKey, of: .host, path: APIPath.confirmations, body: body, challenge: request.challenge)
             guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
             }

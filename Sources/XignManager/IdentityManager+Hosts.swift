@@ -71,10 +71,8 @@ extension IdentityManager {
         guard let keyBytes = Base64URL.decode(request.hostKey), let hostKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("hostKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: request.joinSecret)
-        guard hostKey.isValidSignature(try Self.signature(from: signature), for: message) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the host signature does not verify")
-        }
+        try Self.checkSignature(
+            try Self.signature(from: signature), by: hostKey, of: .host, path: APIPath.hosts, body: body, challenge: request.joinSecret)
         if configuration.requireHardwareKey && request.keyKind == .software {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")

@@ -3,7 +3,7 @@ import NIOPosix
 import XignCrypto
 import XignProtocol
 
-/// The PIN check with the lockout (invariants 5 and 6), shared by personalization and authentication.
+/// The PIN check with the lockout (docs/design.md, invariants 5 and 6), shared by personalization and authentication.
 ///
 /// PIN checks of one activation run one at a time, and each result is written before the next check starts,
 /// so parallel guesses cannot outrun the counter and a right PIN never sees another attempt's pending charge

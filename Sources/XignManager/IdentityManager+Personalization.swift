@@ -116,10 +116,8 @@ extension IdentityManager {
             guard session.expiresAt > Self.now() else {
                 throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
             }
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.personalizations, body: body, challenge: session.challenge)
-            guard deviceKey.isValidSignature(rawSignature, for: message) else {
-                throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
-            }
+            try Self.checkSignature(
+                rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: session.challenge)
             guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }

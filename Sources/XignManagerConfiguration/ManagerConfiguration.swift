@@ -30,7 +30,7 @@ public struct ManagerConfiguration: Sendable {
         public var freeAttempts = 0
         public var baseDelayMilliseconds: Int64 = 5_000
         public var maxDelayMilliseconds: Int64 = 3_600_000
-        /// The failure that makes the lock permanent. It cannot be switched off (DESIGN.md invariant 6).
+        /// The failure that makes the lock permanent. It cannot be switched off (docs/design.md, invariant 6).
         public var maxAttempts = 10
 
         public init() {}
@@ -318,11 +318,14 @@ public struct ManagerConfiguration: Sendable {
     public static func load(path: String) throws -> ManagerConfiguration {
         let text: String
         do {
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            guard data.count <= ConfigFile.maximumSize else { throw ConfigFile.ParseError(description: "\(path): larger than 64 KiB") }
+            guard let data = try AtomicFile.readTrusted(path, limit: ConfigFile.maximumSize) else {
+                throw ConfigFile.ParseError(description: "the config file \(path) does not exist")
+            }
             text = String(decoding: data, as: UTF8.self)
         } catch let error as ConfigFile.ParseError {
             throw error
+        } catch let error as AtomicFile.UntrustedFile {
+            throw ConfigFile.ParseError(description: "refused the config file: \(error)")
         } catch {
             throw ConfigFile.ParseError(description: "cannot read config \(path): \(error.localizedDescription)")
         }

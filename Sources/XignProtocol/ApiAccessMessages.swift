@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-// The seeds' api access processes: an authentication with the device and the PIN at a built-in service
+// The SDKs' api access processes: an authentication with the device and the PIN at a built-in service
 // ends in a single-use grant, and the device then finishes the process at /v1/api-access with it.
 
 extension APIPath {
@@ -131,7 +131,7 @@ public struct AccountDevicesRequest: Codable, Equatable, Sendable {
     }
 }
 
-/// One device of an account (the seeds' device information).
+/// One device of an account (the SDKs' device information).
 public struct DeviceSummaryMessage: Codable, Equatable, Sendable {
     public var deviceId: String
     public var activationAlias: String

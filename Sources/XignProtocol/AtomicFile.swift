@@ -6,7 +6,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Whole-file reads and writes with the guarantees DESIGN.md invariant 7 asks for:
+/// Whole-file reads and writes with the guarantees docs/design.md invariant 7 asks for:
 /// a write goes to a temp file in the same directory, is fsynced, then renamed over the target,
 /// so a reader sees the old file or the new one and never half of either.
 public enum AtomicFile {
@@ -63,6 +63,38 @@ public enum AtomicFile {
             throw failure("cannot read", path)
         }
         defer { close(fd) }
+        return try readAll(fd, path, limit: limit)
+    }
+
+    /// A file that a process with privileges must not believe: someone other than root could have written it.
+    public struct UntrustedFile: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads like `read`, but only a regular file that root (or this process's own user) owns and that neither its
+    /// group nor others may write, as pam-u2f's open_safely does: what it says decides who logs in. The check is on
+    /// the open descriptor, so nobody can swap the file between check and read.
+    public static func readTrusted(_ path: String, limit: Int) throws -> Data? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP { throw UntrustedFile(description: "\(path) is a symbolic link; put the file itself there") }
+            throw failure("cannot read", path)
+        }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw failure("cannot read", path) }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw UntrustedFile(description: "\(path) is not a regular file") }
+        guard status.st_uid == 0 || status.st_uid == geteuid() else {
+            throw UntrustedFile(description: "\(path) is owned by uid \(status.st_uid), not root; run: chown root: \(path)")
+        }
+        guard status.st_mode & 0o022 == 0 else {
+            throw UntrustedFile(description: "\(path) can be written by its group or others; run: chmod go-w \(path)")
+        }
+        return try readAll(fd, path, limit: limit)
+    }
+
+    private static func readAll(_ fd: Int32, _ path: String, limit: Int) throws -> Data {
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         var total = 0
         while total <= limit {

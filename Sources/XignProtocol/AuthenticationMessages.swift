@@ -15,7 +15,7 @@ extension SignedAnswerType {
     public static let loginToken = "xign-token+jwt"
 }
 
-/// The factors a request can be signed with (the seeds' AuthenticatorType).
+/// The factors a request can be signed with (the SDKs' AuthenticatorType).
 public enum AuthenticatorType: String, Codable, Sendable, CaseIterable {
     case device, pin, biometric, otp, yubikey
 }
@@ -56,7 +56,7 @@ public struct AuthenticationAttributeMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// The seeds' AuthenticationInformationErrorCode.
+/// The SDKs' AuthenticationInformationErrorCode.
 public enum AuthenticationAttributeErrorCode: String, Codable, Sendable, CaseIterable {
     case none, invalid, notAvailable, dataMissing, noAliasSelected
 }

@@ -2,7 +2,7 @@ import FoundationEssentials
 import XignCrypto
 
 // Login confirmation: a host asks the manager to have a user confirm a login on an enrolled device, which approves
-// with the seeds' authentication (device + PIN, ending in userLogin). docs/protocol.md, "Login confirmation".
+// with the SDKs' authentication (device + PIN, ending in userLogin). docs/protocol.md, "Login confirmation".
 
 extension APIPath {
     /// A single-use challenge for a host-signed request.

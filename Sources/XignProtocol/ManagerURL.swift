@@ -106,7 +106,7 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
         ManagerURL(scheme: override.scheme, host: override.host, port: override.port, path: path)
     }
 
-    /// Invariant 1 of DESIGN.md: https everywhere, plain http only to loopback.
+    /// docs/design.md, invariant 1: https everywhere, plain http only to loopback.
     public func checkTransportPolicy() throws {
         if scheme == .http && !isLoopback {
             throw ParseError(description: "manager URL \(self) uses plain http to a host that is not loopback; use https://")

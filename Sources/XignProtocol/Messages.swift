@@ -127,7 +127,7 @@ public struct RegisterResponse: Codable, Equatable, Sendable {
     }
 }
 
-/// Per-attribute server verdicts, as RegistrationInformation.error in the seeds.
+/// Per-attribute server verdicts, as RegistrationInformation.error in the SDKs.
 public enum AttributeErrorCode: String, Codable, Sendable, CaseIterable {
     case none, invalid, notAvailable, required
 }
@@ -371,7 +371,7 @@ public struct HealthMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// The canonical encoding a device signs (invariant 4):
+/// The canonical encoding a device signs (docs/design.md, invariant 3):
 /// `xign-request-v1 LF METHOD LF path LF base64url(SHA-256(body)) LF challenge`.
 /// The path is the API path ("/v1/…"), independent of any prefix the manager is mounted under.
 public enum SignedRequest {

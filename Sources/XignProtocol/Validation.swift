@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// PinValidator.ResultCode from the seeds, with OneWelcome's policy codes added.
+/// PinValidator.ResultCode from the SDKs, with OneWelcome's policy codes added.
 public enum PinValidationResult: String, Codable, Sendable, CaseIterable {
     case valid, empty, onlyNumbers, tooShort, tooLong
     case blacklisted, sequence, similarDigits
@@ -36,7 +36,7 @@ extension PinPolicyMessage {
     }
 }
 
-/// AliasValidator.ResultCode from the seeds, and `invalid` for control characters (an alias is shown in prompts).
+/// AliasValidator.ResultCode from the SDKs, and `invalid` for control characters (an alias is shown in prompts).
 public enum AliasValidationResult: String, Codable, Sendable, CaseIterable {
     case valid, empty, tooShort, tooLong, invalid
 }
@@ -53,7 +53,7 @@ extension AliasPolicyMessage {
     }
 }
 
-/// EmailValidator.ResultCode from the seeds.
+/// EmailValidator.ResultCode from the SDKs.
 public enum EmailValidationResult: String, Codable, Sendable, CaseIterable {
     case valid, empty, invalid
 }

@@ -2,6 +2,7 @@ import Foundation
 import XignCore
 import XignCrypto
 import XignDevice
+import XignLogin
 import XignProtocol
 
 #if canImport(Glibc)
@@ -109,28 +110,21 @@ struct Bench {
 
         // Authentication as pam_xign runs it, step by step in this process, to break a login down.
         guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no enrolment to log in with") }
-        let authenticator = sdk.authenticator
-        let data = try authenticator.fetchInAppAuthenticationInitializationData(
-            idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "bench", localUser: "bench")
         var starts: [Double] = [], finishes: [Double] = [], tokens: [Double] = []
         for _ in 0..<50 {
             var t = DispatchTime.now().uptimeNanoseconds
-            func lap() -> Double {
+            var login = LocalLogin(sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: pin))
+            login.afterRoundTrip = { step in
                 let now = DispatchTime.now().uptimeNanoseconds
                 defer { t = now }
-                return Double(now - t) / 1_000_000
+                let milliseconds = Double(now - t) / 1_000_000
+                switch step {
+                case .start: starts.append(milliseconds)
+                case .finish: finishes.append(milliseconds)
+                case .token: tokens.append(milliseconds)
+                }
             }
-            let request = try authenticator.startAuthenticationSynchronous(data: data)
-            starts.append(lap())
-            request.setSelection(request.roles[0])
-            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { break }
-            try information.sign(factor: DeviceFactor())
-            try information.sign(factor: PinFactor(pin))
-            _ = lap()
-            guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else { break }
-            finishes.append(lap())
-            _ = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
-            tokens.append(lap())
+            guard try login.run() == .signedIn else { break }
         }
         let key = try P256PrivateKey()
         let message = Data(repeating: 7, count: 200)
@@ -402,4 +396,11 @@ final class CountingProxy: @unchecked Sendable {
         shutdown(destination, Int32(SHUT_WR))
         shutdown(source, Int32(SHUT_RD))
     }
+}
+
+/// Answers the PIN prompt, as the user would; the bench has no other questions to answer.
+struct BenchConversation: Conversation {
+    let pin: String
+    func ask(_ text: String, echo: Bool) throws -> String { pin }
+    func show(_ text: String, isError: Bool) throws {}
 }

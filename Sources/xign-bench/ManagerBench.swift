@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import XignCore
+import XignLogin
 import XignProtocol
 import XignTestSupport
 
@@ -184,20 +185,11 @@ enum ManagerBench {
         let user: String
 
         func login() throws {
-            let authenticator = sdk.authenticator
-            let data = try authenticator.fetchInAppAuthenticationInitializationData(
-                idmIdentifier: idmIdentifier, service: "pam", host: "bench", localUser: user)
-            let request = try authenticator.startAuthenticationSynchronous(data: data)
-            request.setSelection(request.roles[0])
-            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
-                throw XignSdkError(.invalidManagerResponse, "attributes not confirmed")
-            }
-            try information.sign(factor: DeviceFactor())
-            try information.sign(factor: PinFactor(ManagerBench.pin))
-            guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
-                throw XignSdkError(.invalidManagerResponse, "the login did not end in serviceLogin")
-            }
-            _ = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(login), expecting: data)
+            let enrolment = try sdk.store.entity(idmIdentifier)
+            let login = LocalLogin(
+                sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: ManagerBench.pin))
+            let outcome = try login.run()
+            guard outcome == .signedIn else { throw XignSdkError(.invalidManagerResponse, "the login ended in \(outcome.logWord)") }
         }
     }
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import XignCore
-import XignDaemon
+import XignLogin
 import XignProtocol
 import XignTerminal
 

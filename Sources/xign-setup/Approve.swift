@@ -1,7 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import XignCore
-import XignDaemon
+import XignLogin
 import XignProtocol
 import XignTerminal
 

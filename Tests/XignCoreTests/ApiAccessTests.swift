@@ -6,7 +6,7 @@ import XignTestSupport
 
 @testable import XignCore
 
-/// Change PIN, new activation, delete and add factor (the seeds' api access results) through the real manager.
+/// Change PIN, new activation, delete and add factor (the SDKs' api access results) through the real manager.
 @Suite struct ApiAccessTests {
     let logins = AuthenticationTests()
 

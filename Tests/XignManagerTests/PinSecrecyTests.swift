@@ -5,7 +5,7 @@ import XignCrypto
 import XignProtocol
 import XignTestSupport
 
-/// DESIGN.md invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
+/// docs/design.md, invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
 @Suite struct PinSecrecyTests {
     @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(database: TestDatabase) throws {
         let manager = try ManagerProcess(database: database)

@@ -110,6 +110,62 @@ import XignTestSupport
         #expect(try fixture.login().code == PAMCode.success, "failmode=safe leaves the decision to the rest of the stack")
     }
 
+    /// What the config and the key say decides who logs in, so only files nobody but root could have written count
+    /// (pam-u2f's open_safely): a group-writable or user-owned file is refused with what to run, before any PIN.
+    @Test func aConfigOrKeyOthersCouldWriteIsRefusedWithTheFix() throws {
+        let fixture = try PAMFixture()
+        let config = fixture.configPath
+        let nobody = try #require(getpwnam("nobody")).pointee.pw_uid
+        func refusal() throws -> PAMFixture.Login {
+            let login = try fixture.login(answers: [])
+            #expect(login.code == PAMCode.serviceError, "\(login.output)")
+            return login
+        }
+        chmod(config, 0o664)
+        #expect(
+            try refusal().conversation
+                == "[ERROR_MSG] XignIn: refused the config file: \(config) can be written by its group or others; run: chmod go-w \(config). Ask your administrator."
+        )
+        chmod(config, 0o644)
+        chown(config, nobody, 0)
+        #expect(
+            try refusal().conversation
+                == "[ERROR_MSG] XignIn: refused the config file: \(config) is owned by uid \(nobody), not root; run: chown root: \(config). Ask your administrator."
+        )
+        let link = fixture.directory.file("linked.conf")
+        chown(config, 0, 0)
+        symlink(config, link)
+        try fixture.service("login", arguments: "timeout=3 config=\(link)")
+        #expect(try refusal().conversation.contains("\(link) is a symbolic link"))
+        // Control: the same file, root's and 0644, logs in.
+        try fixture.service("login", arguments: "timeout=3")
+        #expect(try fixture.login().code == PAMCode.success)
+
+        let keys = fixture.state + "/keys"
+        let key = try #require(try FileManager.default.contentsOfDirectory(atPath: keys).first { $0.hasPrefix("key-") })
+        chmod(keys + "/" + key, 0o660)
+        let refused = try fixture.login(answers: [])
+        #expect(refused.code == PAMCode.authError)
+        #expect(
+            refused.conversation.contains("is not a regular file that only root writes; run: chown root: \(keys)/\(key); chmod 0600"),
+            "\(refused.output)")
+        #expect(try fixture.failedAttempts("alice@example.org") == 0, "refused before any PIN reached the manager")
+        chmod(keys + "/" + key, 0o600)
+        #expect(try fixture.login().code == PAMCode.success)
+    }
+
+    /// PAM_SILENT (sudo's default): why a login failed goes to the log only, as pam_faillock does; prompts stay.
+    @Test func underPAMSilentOnlyPromptsAreShown() throws {
+        let fixture = try PAMFixture()
+        let silent = try fixture.login(answers: ["13579"], items: ["silent"])
+        #expect(silent.code == PAMCode.authError)
+        #expect(silent.conversation == "[PROMPT_ECHO_OFF] XignIn PIN for alice's laptop: ")
+        // Control: without the flag the same wrong PIN says so.
+        Thread.sleep(forTimeInterval: 0.5)
+        let told = try fixture.login(answers: ["13579"])
+        #expect(told.conversation.contains("[ERROR_MSG] Wrong PIN. XignIn is locked until"), "\(told.output)")
+    }
+
     @Test func badArgumentsAndConfigAreServiceErrors() throws {
         let fixture = try PAMFixture()
         for arguments in ["timeout=0", "failmode=maybe", "nonsense", "config=relative.conf", "role="] {
@@ -228,7 +284,7 @@ import XignTestSupport
     }
 }
 
-/// The built .so is self-contained and exports only the PAM entry points (DESIGN.md).
+/// The built .so is self-contained and exports only the PAM entry points (docs/design.md, "The PAM host").
 @Suite struct PAMModuleBuildTests {
     let directory = TemporaryDirectory()
 

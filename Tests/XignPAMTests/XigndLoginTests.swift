@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import XignCore
-import XignDaemon
+import XignLogin
 import XignTestSupport
 
 /// Hosts that run PAM without root (screen lockers): the module hands the login to the real xignd over its socket.
@@ -257,7 +257,7 @@ import XignTestSupport
     }
 
     @Test func onlyRootsDaemonIsBelieved() throws {
-        let success = Self.frame(#"{"loginResult":{"pamCode":0}}"#)
+        let success = Self.frame(#"{"loginEnded":{"outcome":{"signedIn":{}}}}"#)
         // A user's own listener that says "success" is not xignd.
         let impostor = try standIn("impostor", owner: "nobody", reply: success)
         defer { impostor.stop() }
@@ -267,13 +267,13 @@ import XignTestSupport
         let rooted = try standIn("rooted", owner: "root", reply: success)
         defer { rooted.stop() }
         #expect(try lockerLogin(service: "rooted").code == PAMCode.success)
-        // Root's daemon with a garbled answer, or a result that is no PAM code the module knows.
+        // Root's daemon with a garbled answer, or an outcome the module does not know: neither is an answer.
         let garbled = try standIn("garbled", owner: "root", reply: [0, 0, 0, 9] + Array("{{{{{{{{{".utf8))
         defer { garbled.stop() }
         #expect(try lockerLogin(service: "garbled").code == PAMCode.authInfoUnavailable)
-        let strange = try standIn("strange", owner: "root", reply: Self.frame(#"{"loginResult":{"pamCode":12345}}"#))
+        let strange = try standIn("strange", owner: "root", reply: Self.frame(#"{"loginEnded":{"outcome":{"flying":{}}}}"#))
         defer { strange.stop() }
-        #expect(try lockerLogin(service: "strange").code == PAMCode.authError)
+        #expect(try lockerLogin(service: "strange").code == PAMCode.authInfoUnavailable)
     }
 
     @Test func twoUsersLogInAtOnce() throws {

@@ -6,7 +6,7 @@ import Glibc
 
 /// A child process started with posix_spawn and an empty signal mask.
 ///
-/// Foundation.Process children inherit Swift Testing's blocked SIGTERM, so `terminate()` would hang (DESIGN.md).
+/// Foundation.Process children inherit Swift Testing's blocked SIGTERM, so `terminate()` would hang (docs/design.md, "Testing with real parts").
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     public let stdoutPath: String

@@ -1,5 +1,5 @@
 import Foundation
-import XignDaemon
+import XignLogin
 
 #if canImport(Glibc)
 import Glibc

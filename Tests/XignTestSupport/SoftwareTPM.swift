@@ -1,6 +1,6 @@
 import Foundation
 
-/// One swtpm per test, on a unix socket in a temporary directory (DESIGN.md's measured recipe).
+/// One swtpm per test, on a unix socket in a temporary directory (docs/design.md, "Testing with real parts").
 public final class SoftwareTPM: @unchecked Sendable {
     public let directory = TemporaryDirectory()
     private var process: ChildProcess?

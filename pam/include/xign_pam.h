@@ -15,6 +15,7 @@ typedef struct xign_pam_context {
     const char *rhost;
     const char *tty;
     int caller_controls_environment; /* a setuid host (su, sudo) run by a user: see pam_xign.c */
+    int silent;                      /* PAM_SILENT: show no information text, only prompts and errors */
     int argc;
     const char *const *argv;
     void *pamh;

@@ -106,11 +106,13 @@ int main(int argc, char **argv) {
         struct timespec start, end;
         clock_gettime(CLOCK_MONOTONIC, &start);
         rc = pam_start_confdir(argv[2], user, &conversation, argv[1], &pamh);
+        int flags = 0;
         for (int i = 5; i < argc && rc == PAM_SUCCESS; i++) {
             if (strncmp(argv[i], "rhost=", 6) == 0) rc = pam_set_item(pamh, PAM_RHOST, argv[i] + 6);
             else if (strncmp(argv[i], "tty=", 4) == 0) rc = pam_set_item(pamh, PAM_TTY, argv[i] + 4);
+            else if (strcmp(argv[i], "silent") == 0) flags |= PAM_SILENT;
         }
-        if (rc == PAM_SUCCESS) rc = pam_authenticate(pamh, 0);
+        if (rc == PAM_SUCCESS) rc = pam_authenticate(pamh, flags);
         int end_rc = pam_end(pamh, rc);
         clock_gettime(CLOCK_MONOTONIC, &end);
         if (runs > 1) printf("time_us=%ld\n", (end.tv_sec - start.tv_sec) * 1000000L + (end.tv_nsec - start.tv_nsec) / 1000);

@@ -1,8 +1,7 @@
 import Foundation
 import XignCrypto
-import XignDaemon
+import XignLogin
 import XignManagerConfiguration
-import XignPAM
 import XignProtocol
 
 @testable import XignCore
@@ -64,7 +63,7 @@ struct FuzzTarget {
         FuzzTarget(name: "pam-arguments") { input in
             // argv as libpam gives it: NUL-separated words.
             let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-            _ = try? PAMOptions(arguments: arguments)
+            _ = try? LoginOptions(arguments: arguments)
         },
         FuzzTarget(name: "tpm-key-file") { input in
             guard let blob = try? TPMDeviceKeyStore.decode(input) else { return }

@@ -23,8 +23,7 @@ public struct DaemonLoginApprover: LoginApprover {
     public func approve(_ confirmation: PendingConfirmation, code: String, pin: String) throws -> LoginApprovalResult {
         switch try exchange(.approve(user: user, confirmation: confirmation, code: code, pin: pin)) {
         case .approved(let loginName, let relyingPartyName): return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
-        case .lockout(let isPermanent, let lockedUntil, let failedAttempts):
-            return .lockout(LockoutAttemptInformation(isPermanent: isPermanent, lockedUntil: lockedUntil, failedAttempts: failedAttempts))
+        case .lockout(let lock): return .lockout(lock)
         case let reply: throw unexpected(reply)
         }
     }

@@ -14,7 +14,7 @@ import Glibc
 /// host such as sudo or su running inside a session that logind or utmp records as remote. logind's record
 /// follows every process of the session, detached ones (tmux, nohup) included; utmp's only the terminal.
 struct LoginOrigin {
-    let caller: PAMLogin.Caller
+    let caller: LoginCaller
     let records: ClientConfiguration.SessionRecords
 
     /// Why the login counts as remote, for the log; nil for a login at this machine.
@@ -35,7 +35,7 @@ struct LoginOrigin {
     /// sudo (with pam_rhost) and su set PAM_RHOST to this machine's own name; no remote service is trusted to.
     private func isThisHostNamedByLocalProgram(_ rhost: String) -> Bool {
         guard let service = caller.service, ["sudo", "sudo-i", "su", "su-l"].contains(service) else { return false }
-        let name = PAMLogin.hostName()
+        let name = Login.hostName()
         return rhost == name || rhost.split(separator: ".").first.map(String.init) == name
     }
 

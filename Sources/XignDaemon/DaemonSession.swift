@@ -1,8 +1,6 @@
-import CPAM
 import Foundation
 import XignCore
-import XignDaemon
-import XignPAM
+import XignLogin
 import XignProtocol
 
 /// One connection: who is calling (SO_PEERCRED), whether it may act for the user it names, and the request.
@@ -51,7 +49,7 @@ struct DaemonSession {
                         try? daemon.attempts.reset(String(target.uid))
                         return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
                     case .lockout(let lock):
-                        return .lockout(isPermanent: lock.isPermanent, lockedUntil: lock.lockedUntil, failedAttempts: lock.failedAttempts)
+                        return .lockout(lock)
                     }
                 })
         case .deny(_, let confirmation):
@@ -67,13 +65,14 @@ struct DaemonSession {
 
     /// The module's own login, run here with xignd's configuration and the caller's conversation.
     private func runLogin(_ request: DaemonLoginRequest, for target: LocalUser) {
-        var options: PAMOptions
-        do { options = try PAMOptions(arguments: request.arguments) } catch {
+        var options: LoginOptions
+        do { options = try LoginOptions(arguments: request.arguments) } catch {
             daemon.log(LOG_ERR, "uid=\(peer.uid): the caller's module arguments: \(error)")
-            return reply(.loginResult(pamCode: PAM_SERVICE_ERR))
+            return reply(.loginEnded(outcome: .misconfigured(.configuration)))
         }
         options.configPath = daemon.configPath
         options.mode = .local
+        options.silent = request.silent
         // Only a login that will check a PIN takes from the allowance: with the shared stack every user's locker
         // comes here, and a user without an enrolment must not be told of PIN attempts.
         let enrolled =
@@ -81,11 +80,11 @@ struct DaemonSession {
                 UserName.same($0.localUser, target.name)
             }) ?? true
         if enrolled { guard charge(target, pamStyle: true) else { return } }
-        let caller = PAMLogin.Caller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
+        let caller = LoginCaller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
-        let code = PAMLogin(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
-        if code == PAM_SUCCESS { try? daemon.attempts.reset(String(target.uid)) }
-        reply(.loginResult(pamCode: code))
+        let outcome = Login(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
+        if outcome.isSuccess { try? daemon.attempts.reset(String(target.uid)) }
+        reply(.loginEnded(outcome: outcome))
     }
 
     /// Takes one PIN attempt from the target's allowance; a refusal is answered here.
@@ -104,7 +103,7 @@ struct DaemonSession {
         let text = "Too many PIN attempts for \(target.name) on this machine; try again in \(seconds) s."
         if pamStyle {
             reply(.message(text: "XignIn: " + text, isError: true))
-            reply(.loginResult(pamCode: PAM_MAXTRIES))
+            reply(.loginEnded(outcome: .attemptLimitReached))
         } else {
             reply(.failure(code: XignSdkErrorCode.lockedOut.rawValue, message: text))
         }

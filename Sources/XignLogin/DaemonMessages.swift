@@ -13,14 +13,17 @@ public struct DaemonLoginRequest: Codable, Sendable, Equatable {
     public var tty: String?
     /// The module arguments of the caller's pam_xign line; xignd ignores `config=` and the mode.
     public var arguments: [String]
+    /// The caller's PAM_SILENT.
+    public var silent: Bool
 
-    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String?, arguments: [String]) {
+    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String?, arguments: [String], silent: Bool = false) {
         self.user = user
         self.service = service
         self.ruser = ruser
         self.rhost = rhost
         self.tty = tty
         self.arguments = arguments
+        self.silent = silent
     }
 }
 
@@ -45,11 +48,11 @@ public enum DaemonRequest: Codable, Sendable, Equatable {
 public enum DaemonReply: Codable, Sendable, Equatable {
     case prompt(text: String, echo: Bool)
     case message(text: String, isError: Bool)
-    /// The end of a login: a PAM_* code.
-    case loginResult(pamCode: Int32)
+    /// The end of a login.
+    case loginEnded(outcome: LoginOutcome)
     case pendingConfirmations([PendingConfirmation])
     case approved(loginName: String, relyingPartyName: String)
-    case lockout(isPermanent: Bool, lockedUntil: Date, failedAttempts: Int)
+    case lockout(LockoutAttemptInformation)
     case denied
     /// An XignSdkErrorCode (or `refused` and `busy`, xignd's own) and a message for the user.
     case failure(code: String, message: String)

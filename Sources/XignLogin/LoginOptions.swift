@@ -1,14 +1,13 @@
-import CPAM
 import FoundationEssentials
 import XignCore
-import XignDaemon
 
-/// The module arguments of a `pam_xign.so` line. Unknown or malformed arguments are configuration errors.
-public struct PAMOptions: Equatable {
+/// How a login runs, from the arguments of a `pam_xign.so` line. Unknown or malformed arguments are configuration
+/// errors: a typo must not quietly weaken a login.
+public struct LoginOptions: Equatable {
     enum FailMode: String, Equatable {
-        /// Manager unreachable: PAM_AUTHINFO_UNAVAIL, so a `required` line fails the login.
+        /// Manager unreachable: the login is unavailable, so a `required` line fails it.
         case secure
-        /// Manager unreachable: PAM_IGNORE, so the rest of the stack decides (for example a password).
+        /// Manager unreachable: ignored, so the rest of the stack decides (for example a password).
         case safe
     }
 
@@ -23,9 +22,9 @@ public struct PAMOptions: Equatable {
 
     /// What the local device key does for a login that comes over the network (LoginOrigin).
     enum RemotePolicy: String, Equatable {
-        /// PAM_AUTH_ERR with one line: the key is present whoever connects, so it proves nothing there.
+        /// Refused with one line: the key is present whoever connects, so it proves nothing there.
         case refuse
-        /// PAM_IGNORE: the rest of the stack decides, as in the pam-auth-update profile's common-auth.
+        /// Ignored: the rest of the stack decides, as in the pam-auth-update profile's common-auth.
         case ignore
         /// Device key and PIN anyway, so the PIN is the only secret left; an administrator's explicit choice.
         case pinOnly = "pin-only"
@@ -60,6 +59,10 @@ public struct PAMOptions: Equatable {
 
     /// As given, for xignd.
     var arguments: [String] = []
+    /// PAM_SILENT: the application asks for no messages. Prompts, and the text the user must act on (a
+    /// confirmation's code, the fingerprint cue), are still shown; why a login failed goes to the log only, as
+    /// pam_faillock does.
+    public var silent = false
 
     public init(arguments: [String]) throws {
         self.arguments = arguments

@@ -1,11 +1,11 @@
 import Foundation
 import XignCore
-import XignDaemon
+import XignLogin
 import XignProtocol
 
 /// The accept loop: one thread per connection, at most `maximumConnections` at once and `maximumPerUid` for
 /// one caller, so one user holding connections open cannot keep the others out.
-final class Daemon: @unchecked Sendable {
+public final class Daemon: @unchecked Sendable {
     let configuration: ClientConfiguration
     let configPath: String
     let attempts: AttemptLimit
@@ -14,17 +14,17 @@ final class Daemon: @unchecked Sendable {
     private let lock = NSLock()
     private var open: [UInt32: Int] = [:]
 
-    init(configPath: String, maximumConnections: Int = 64, maximumPerUid: Int = 8) throws {
+    public init(configPath: String, maximumConnections: Int = 64, maximumPerUid: Int = 8) throws {
         self.configPath = configPath
         configuration = try ClientConfiguration.load(path: configPath)
         try AtomicFile.makeDirectory(configuration.stateDirectory)
         attempts = AttemptLimit(path: configuration.stateDirectory + "/xignd-attempts.json")
-        do { try attempts.check() } catch { throw XigndError("\(error), and start xignd again") }
+        do { try attempts.check() } catch { throw DaemonSetupError("\(error), and start xignd again") }
         self.maximumConnections = maximumConnections
         self.maximumPerUid = maximumPerUid
     }
 
-    func serve(_ listener: Int32) -> Never {
+    public func serve(_ listener: Int32) -> Never {
         log(LOG_NOTICE, "xignd \(XignCoreVersion.string) serving with \(configPath)")
         while true {
             let descriptor = accept(listener, nil, nil)

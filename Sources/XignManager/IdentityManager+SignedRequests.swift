@@ -2,8 +2,20 @@ import Foundation
 import XignCrypto
 import XignProtocol
 
-/// Requests an enrolled device signs over a single-use challenge: today, removing itself (`xign-setup remove`).
+/// Requests a device or a host signs: the one signature check, and the challenges a device asks for first.
 extension IdentityManager {
+    /// Who signed a request, for the refusal.
+    enum Signer: String { case device, host }
+
+    /// The one check of a signed request (docs/design.md, invariant 3): the signature covers the method, the path,
+    /// the body and a single-use challenge. Spending the challenge is the caller's, in the transaction that acts.
+    static func checkSignature(_ signature: Data, by key: P256PublicKey, of signer: Signer, path: String, body: Data, challenge: String) throws {
+        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+        guard key.isValidSignature(signature, for: message) else {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the \(signer.rawValue) signature does not verify")
+        }
+    }
+
     public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
         guard request.deviceId.utf8.count <= 64 else { throw ManagerError.badRequest("deviceId is too long") }
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
@@ -25,10 +37,7 @@ extension IdentityManager {
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
-        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
-        guard device.publicKey.isValidSignature(raw, for: message) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the device signature does not verify")
-        }
+        try Self.checkSignature(raw, by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
         guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
             throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
         }

@@ -1,0 +1,49 @@
+import XignProtocol
+
+/// Talks to the user. Under PAM this is the application's conversation function; under xignd, the caller's, relayed.
+public protocol Conversation {
+    /// Asks and returns the answer; throws when the conversation fails.
+    func ask(_ text: String, echo: Bool) throws -> String
+    /// Shows text; an error is shown as such.
+    func show(_ text: String, isError: Bool) throws
+}
+
+/// The conversation failed: the user or the application went away.
+public struct ConversationFailed: Error {
+    public init() {}
+}
+
+/// The conversation as a login uses it. Every text quotes the manager somewhere (aliases, names, messages), so none
+/// reaches the user's terminal with control characters or escape sequences (DisplayText).
+struct LoginDialogue {
+    let conversation: any Conversation
+    let service: String?
+    /// PAM_SILENT: `tell` says nothing; `instruct`, `ask` and `show` still do.
+    let silent: Bool
+
+    func ask(_ text: String, echo: Bool) throws -> String {
+        do { return try conversation.ask(DisplayText.sanitized(text), echo: echo) } catch { throw ConversationFailed() }
+    }
+
+    func show(_ text: String, isError: Bool) throws {
+        do { try conversation.show(DisplayText.sanitized(text), isError: isError) } catch { throw ConversationFailed() }
+    }
+
+    /// OpenSSH shows PAM_TEXT_INFO only after the next prompt (its bug 2876), so under sshd text that must be seen
+    /// now goes into a prompt.
+    var showsTextOnlyWithPrompts: Bool { service == "sshd" }
+
+    /// Why a login ended, or what holds it up: the user should see it now, unless the application asked for silence.
+    func tell(_ text: String, isError: Bool) {
+        if !silent { instruct(text, isError: isError) }
+    }
+
+    /// Text the user must see now to go on.
+    func instruct(_ text: String, isError: Bool) {
+        if showsTextOnlyWithPrompts {
+            _ = try? ask(text + " Press Enter.", echo: true)
+        } else {
+            try? show(text, isError: isError)
+        }
+    }
+}

@@ -1,0 +1,202 @@
+import FoundationEssentials
+import XignCore
+import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who logs in, as the application names them (PAM_USER, PAM_SERVICE, PAM_RUSER, PAM_RHOST, PAM_TTY).
+public struct LoginCaller: Sendable {
+    public var user: String
+    public var service: String?
+    public var ruser: String?
+    public var rhost: String?
+    public var tty: String?
+    /// A setuid host (su, sudo) that a user started: AT_SECURE, or real and effective ids that differ.
+    public var inSetuidHost: Bool
+
+    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false) {
+        self.user = user
+        self.service = service
+        self.ruser = ruser
+        self.rhost = rhost
+        self.tty = tty
+        self.inSetuidHost = inSetuidHost
+    }
+}
+
+/// One login as `pam_sm_authenticate` runs it: synchronous, no environment, nothing on stdout or stderr
+/// (docs/design.md, "The PAM host"). It picks the way (this machine's key, a confirmation, or xignd), runs it once
+/// and maps every error to an outcome that tells the user what to do.
+public struct Login {
+    public let caller: LoginCaller
+    let options: LoginOptions
+    let dialogue: LoginDialogue
+    let log: (_ priority: Int32, _ message: String) -> Void
+
+    public init(
+        caller: LoginCaller, options: LoginOptions, conversation: any Conversation, log: @escaping (_ priority: Int32, _ message: String) -> Void
+    ) {
+        self.caller = caller
+        self.options = options
+        self.dialogue = LoginDialogue(conversation: conversation, service: caller.service, silent: options.silent)
+        self.log = log
+    }
+
+    /// Runs the login and logs one line with the outcome, the service, the user, ruser and rhost; never the PIN.
+    /// The caller chose every field but the outcome (through xignd, even bytes PAM could not carry, such as NUL).
+    public func run() -> LoginOutcome {
+        let outcome = authenticate()
+        func field(_ value: String?) -> String { value.map { LogText.field($0, maximumLength: 128) } ?? "-" }
+        let fields = [
+            "result=\(outcome.logWord)", "service=\(field(caller.service))", "user=\(field(caller.user))",
+            "ruser=\(field(caller.ruser))", "rhost=\(field(caller.rhost))",
+        ]
+        log(outcome.isSuccess ? LOG_NOTICE : LOG_WARNING, fields.joined(separator: " "))
+        return outcome
+    }
+
+    func debug(_ message: String) {
+        if options.debug { log(LOG_DEBUG, message) }
+    }
+
+    private func authenticate() -> LoginOutcome {
+        // Without root the state and the TPM are out of reach (screen lockers): xignd does the login.
+        if geteuid() != 0 { return DaemonLogin(login: self).run() }
+        var configuration: ClientConfiguration
+        do { configuration = try ClientConfiguration.load(path: options.configPath) } catch {
+            log(LOG_ERR, "configuration error: \(error)")
+            if let error = error as? XignSdkError, error.errorCode == .untrustedFile {
+                tell("XignIn: \(error.message). Ask your administrator.", isError: true)
+            }
+            return .misconfigured(.configuration)
+        }
+        if let seconds = options.timeoutSeconds {
+            configuration.http.timeoutMilliseconds = seconds * 1000
+            configuration.http.connectTimeoutMilliseconds = min(configuration.http.connectTimeoutMilliseconds, seconds * 1000)
+        }
+        let sdk: XignSdk
+        let enrolment: IdentityManagerEntity?
+        do {
+            sdk = try XignSdk(configuration: configuration, localUser: caller.user)
+            enrolment = try sdk.store.list().first(where: { UserName.same($0.localUser, caller.user) })
+        } catch {
+            log(LOG_ERR, "cannot use the xign state: \(error)")
+            return .misconfigured(.state)
+        }
+        let remote = options.remote == .pinOnly ? nil : LoginOrigin(caller: caller, records: configuration.sessionRecords).remoteReason
+        let confirming = options.mode == .confirm || (options.mode == .auto && (enrolment == nil || remote != nil))
+        do {
+            if !confirming {
+                guard let enrolment else {
+                    debug("no enrolment for \(caller.user) in \(configuration.stateDirectory)")
+                    return unknownUser()
+                }
+                if let remote { return refuseRemote(because: remote) }
+                return try withSetuidAllowance(configuration) {
+                    let role = options.role ?? configuration.role(forPAMService: caller.service)
+                    debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
+                    return try LocalLogin(login: self, sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role).run()
+                }
+            }
+            if let account = LocalUser(named: caller.user), account.isSystemAccount, !configuration.confirmsSystemAccounts {
+                log(
+                    LOG_WARNING,
+                    "refused to confirm a login to the system account \(caller.user) (uid \(account.uid)); confirm_system_accounts allows it")
+                tell("XignIn: logins to \(caller.user) are not confirmed on this host.", isError: true)
+                return .refused(.systemAccount)
+            }
+            return try ConfirmLogin(login: self, sdk: sdk).run()
+        } catch {
+            return outcome(of: error)
+        }
+    }
+
+    /// The outcome of a login that threw, with what the user and the log are told.
+    func outcome(of error: any Error) -> LoginOutcome {
+        switch error {
+        case is ConversationFailed:
+            return .conversationFailed
+        case let lockout as XignSdkLockoutError:
+            tellLocked(lockout.information)
+            return .locked(lockout.information)
+        case let error as XignSdkSecurityInsufficientError:
+            tell("XignIn refuses this device: \(error.message)", isError: true)
+            return .refused(.securityInsufficient)
+        case let error as XignSdkError:
+            return outcome(of: error)
+        default:
+            log(LOG_ERR, "login failed: \(error)")
+            return .refused(.other)
+        }
+    }
+
+    private func outcome(of error: XignSdkError) -> LoginOutcome {
+        switch error.errorCode {
+        case .managerUnreachable, .timeout, .tlsFailure, .insecureTransport:
+            log(LOG_ERR, "manager unreachable: \(error.message)")
+            if options.failMode == .safe { return .ignored(.managerUnreachable) }
+            // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.
+            tell(
+                error.errorCode == .tlsFailure
+                    ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
+                    : "XignIn: the identity manager cannot be reached.", isError: true)
+            return .unavailable(.manager)
+        case .tpmUnavailable:
+            log(LOG_ERR, "TPM unavailable: \(error.message)")
+            tell("XignIn: \(error.message)", isError: true)
+            return .unavailable(.tpm)
+        case .deviceKeyFailure:
+            log(LOG_ERR, "device key: \(error.message)")
+            tell("XignIn: \(error.message)", isError: true)
+            return .refused(.deviceKey)
+        case .biometricMismatch, .biometricUnavailable:
+            tell("XignIn: \(error.message)", isError: true)
+            return .refused(error.errorCode == .biometricMismatch ? .biometricMismatch : .biometricUnavailable)
+        case .deviceNotEnrolled:
+            tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
+            return .refused(.notEnrolled)
+        case .unknownLoginName:
+            debug("the manager knows no account with the login name \(caller.user)")
+            return unknownUser()
+        case .tooManyRequests:
+            tell("XignIn: \(error.message)", isError: true)
+            return .refused(.tooManyRequests)
+        case .hostNotAllowed:
+            tell("XignIn: your account may not log in to this server.", isError: true)
+            return .refused(.hostNotAllowed)
+        case .hostNotJoined:
+            log(LOG_ERR, "mode=confirm needs this machine to be a host: \(error.message)")
+            return .misconfigured(.notAHost)
+        default:
+            log(LOG_ERR, "login refused: \(error.message)")
+            return .refused(.other)
+        }
+    }
+
+    func unknownUser() -> LoginOutcome {
+        options.ignoreUnknownUser ? .ignored(.unknownUser) : .unknownUser
+    }
+
+    /// A lock in force: this attempt's PIN was not checked, so the message does not blame one.
+    func tellLocked(_ lock: LockoutAttemptInformation) {
+        if lock.isPermanent {
+            tell(
+                "XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.",
+                isError: true)
+        } else {
+            tell("XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
+        }
+    }
+
+    func ask(_ text: String, echo: Bool) throws -> String { try dialogue.ask(text, echo: echo) }
+    func show(_ text: String, isError: Bool) throws { try dialogue.show(text, isError: isError) }
+    func tell(_ text: String, isError: Bool) { dialogue.tell(text, isError: isError) }
+
+    static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "localhost" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,94 @@
+import FoundationEssentials
+import XignCore
+
+/// How one login ended. Front ends map it to their own codes (pam_xign: one table in XignPAM); xignd sends it to
+/// the module as it is, so the daemon's protocol knows nothing of PAM.
+public enum LoginOutcome: Codable, Sendable, Equatable {
+    /// The manager checked this machine's device key and the factors the role asks for.
+    case signedIn
+    /// The user approved the login on an enrolled device.
+    case confirmed
+    /// The PIN was wrong; the lock it caused.
+    case wrongPIN(LockoutAttemptInformation)
+    /// A lock was already in force, so nothing was checked.
+    case locked(LockoutAttemptInformation)
+    /// This machine's own allowance of PIN attempts (xignd's, or a setuid caller's for another user) is spent.
+    case attemptLimitReached
+    /// Neither this machine nor the manager knows the user.
+    case unknownUser
+    /// The module stays out of the decision, as its arguments ask.
+    case ignored(Ignored)
+    /// What the login needs cannot be reached; trying later may work.
+    case unavailable(Unavailable)
+    case refused(Refusal)
+    /// The administrator must fix something before anyone can log in this way.
+    case misconfigured(Misconfiguration)
+    /// The application's conversation failed (the user went away).
+    case conversationFailed
+
+    public enum Ignored: String, Codable, Sendable {
+        case unknownUser = "unknown-user-ignored"
+        case managerUnreachable = "unreachable-ignored"
+        case remoteLogin = "remote-ignored"
+        case daemonUnavailable = "xignd-unavailable-ignored"
+    }
+
+    public enum Unavailable: String, Codable, Sendable {
+        case manager = "unreachable"
+        case tpm = "tpm-unavailable"
+        case daemon = "xignd-unavailable"
+        /// The socket's owner is not root, so it is not xignd.
+        case daemonImpostor = "xignd-impostor"
+    }
+
+    public enum Refusal: String, Codable, Sendable {
+        case denied
+        case expired
+        case noPIN = "no-pin"
+        case attributeInvalid = "attribute-invalid"
+        case attributeMissing = "attribute-missing"
+        case factorMissing = "factor-missing"
+        case remoteLogin = "remote-refused"
+        case otherUsersEnrolment = "other-user-refused"
+        case systemAccount = "system-account"
+        case securityInsufficient = "security-insufficient"
+        case deviceKey = "device-key"
+        case biometricMismatch = "biometric-mismatch"
+        case biometricUnavailable = "biometric-unavailable"
+        case notEnrolled = "not-enrolled"
+        case tooManyRequests = "too-many-requests"
+        case hostNotAllowed = "host-not-allowed"
+        /// xignd refused the request before the login began.
+        case byDaemon = "xignd-refused"
+        /// Any other refusal from the manager, or an answer that does not fit the request.
+        case other = "refused"
+    }
+
+    public enum Misconfiguration: String, Codable, Sendable {
+        case configuration = "config-error"
+        case state = "state-error"
+        case role = "no-role"
+        case notAHost = "not-a-host"
+        case confirmWithoutRoot = "confirm-without-root"
+        case daemonProtocol = "xignd-error"
+    }
+
+    /// One word for the log line, stable for the administrator's grep.
+    public var logWord: String {
+        switch self {
+        case .signedIn: "success"
+        case .confirmed: "confirmed"
+        case .wrongPIN(let lock): lock.isPermanent ? "locked-permanently" : "wrong-pin"
+        case .locked(let lock): lock.isPermanent ? "locked-permanently" : "locked"
+        case .attemptLimitReached: "attempt-limit"
+        case .unknownUser: "unknown-user"
+        case .ignored(let reason): reason.rawValue
+        case .unavailable(let reason): reason.rawValue
+        case .refused(let reason): reason.rawValue
+        case .misconfigured(let reason): reason.rawValue
+        case .conversationFailed: "conversation-error"
+        }
+    }
+
+    public var isSuccess: Bool { self == .signedIn || self == .confirmed }
+}

@@ -1,0 +1,82 @@
+import CPAM
+import CXignPAM
+import FoundationEssentials
+import XignLogin
+import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The entry point the C shim calls from pam_sm_authenticate: the caller's items and arguments in, a PAM code out.
+@_cdecl("xign_pam_authenticate")
+public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    guard let context = context?.pointee, let user = context.user else { return PAM_SERVICE_ERR }
+    let pamh = context.pamh
+    // One line per message in the log, whatever a message quotes.
+    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, LogText.line(message)) }
+    var arguments: [String] = []
+    if let argv = context.argv {
+        for index in 0..<Int(max(0, min(context.argc, 64))) { if let argument = string(argv[index]) { arguments.append(argument) } }
+    }
+    var options: LoginOptions
+    do { options = try LoginOptions(arguments: arguments) } catch {
+        log(LOG_ERR, "configuration error: \(error)")
+        return PAM_SERVICE_ERR
+    }
+    // A name that is not UTF-8 would be read with replacement characters and could match another user's enrolment.
+    guard let userName = String(validating: UnsafeBufferPointer(start: user, count: strnlen(user, 1024)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    else {
+        log(LOG_WARNING, "result=refused: the PAM user name is not valid UTF-8")
+        return PAM_AUTH_ERR
+    }
+    let caller = LoginCaller(
+        user: userName, service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
+        tty: string(context.tty), inSetuidHost: context.caller_controls_environment != 0)
+    options.silent = context.silent != 0
+    return Login(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run().pamCode
+}
+
+private func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+    guard let pointer else { return nil }
+    let bytes = UnsafeBufferPointer(start: pointer, count: strnlen(pointer, 1024)).map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+extension LoginOutcome {
+    /// The one table from outcomes to what libpam's stack understands.
+    var pamCode: Int32 {
+        switch self {
+        case .signedIn, .confirmed: PAM_SUCCESS
+        case .wrongPIN(let lock): lock.isPermanent ? PAM_MAXTRIES : PAM_AUTH_ERR
+        case .locked, .attemptLimitReached: PAM_MAXTRIES
+        case .unknownUser: PAM_USER_UNKNOWN
+        case .ignored: PAM_IGNORE
+        case .unavailable: PAM_AUTHINFO_UNAVAIL
+        case .refused: PAM_AUTH_ERR
+        case .misconfigured: PAM_SERVICE_ERR
+        case .conversationFailed: PAM_CONV_ERR
+        }
+    }
+}
+
+/// The PAM application's conversation, through the C shim.
+struct PAMConversation: Conversation {
+    let pamh: UnsafeMutableRawPointer?
+
+    func ask(_ text: String, echo: Bool) throws -> String {
+        var answer: UnsafeMutablePointer<CChar>?
+        guard xign_pam_converse(pamh, echo ? XIGN_PAM_PROMPT_ECHO_ON : XIGN_PAM_PROMPT_ECHO_OFF, text, &answer) == PAM_SUCCESS else {
+            throw ConversationFailed()
+        }
+        defer { xign_pam_free_answer(answer) }
+        guard let answer else { return "" }
+        return string(answer) ?? ""
+    }
+
+    func show(_ text: String, isError: Bool) throws {
+        guard xign_pam_converse(pamh, isError ? XIGN_PAM_ERROR_MSG : XIGN_PAM_TEXT_INFO, text, nil) == PAM_SUCCESS else {
+            throw ConversationFailed()
+        }
+    }
+}
