@@ -22,7 +22,7 @@ struct ApiAccessGrant {
         expiresAt = sentAt.advanced(by: lifetime)
     }
 
-    func result() throws -> AuthenticationResult {
+    func result() throws -> ApiAccessAuthenticationResult {
         func policy<T>(_ value: T?) throws -> T {
             guard let value else { throw XignSdkError(.invalidManagerResponse, "the manager's \(message.process.rawValue) grant lacks its policy") }
             return value

@@ -33,14 +33,30 @@ public struct UserLoginResult: Sendable, Equatable {
     public let idmIdentifier: String
 }
 
-public enum AuthenticationResult {
-    /// A login confirmation started by a host's QR code, link or listing ends here.
-    case userLogin(UserLoginResult)
-    /// The end of an InApp authentication; continue with `fetchAuthorizationCode`.
+/// How an authentication for a login ended.
+public enum LoginAuthenticationResult {
+    /// Continue with `fetchAuthorizationCode`, then `fetchToken`.
     case serviceLogin(ServiceLoginResult)
-    /// The merge of an organization invite is done: its address now belongs to this enrolment's account,
-    /// and the invite's activation data is void.
+    /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
+    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+}
+
+/// How the approval of a login confirmation ended.
+public enum ConfirmationAuthenticationResult {
+    /// The host that asked lets the user in.
+    case userLogin(UserLoginResult)
+    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+}
+
+/// How the merge of an organization invite ended.
+public enum MergeAuthenticationResult {
+    /// The invite's address now belongs to this enrolment's account, and the invite's activation data is void.
     case apiAccessMergeComplete(idmIdentifier: String)
+    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+}
+
+/// How the authentication of an api access process ended: with the grant of the process that was started.
+public enum ApiAccessAuthenticationResult {
     /// Set the new PIN, then `Personalizer.finishChangePin`.
     case apiAccessChangePin(ApiAccessChangePin)
     /// Set the activation PIN (and alias), then `Personalizer.finishRequestNewActivationData`.
@@ -49,7 +65,6 @@ public enum AuthenticationResult {
     case apiAccessDelete(ApiAccessDelete)
     /// `Personalizer.finishAddFactor` records the factor for this device.
     case apiAccessAddFactor(ApiAccessAddFactor)
-    /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
@@ -92,39 +107,30 @@ public struct Authenticator {
 
     /// Round trip 1: the roles, attributes and challenge.
     public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
-        try start(data, mergeSessionId: nil)
+        try start(.login(service: data.service), idmIdentifier: data.idmIdentifier, host: data.host, localUser: data.localUser)
     }
 
     /// Approves a login confirmation a host asked for: `code` is what the host shows (number matching).
     public func startAuthenticationSynchronous(confirmation: ConfirmationInitializationData) throws -> AuthenticateRequest {
-        let entity = try store.entity(confirmation.idmIdentifier)
-        let data = AuthenticationInitializationData(
-            idmIdentifier: entity.idmIdentifier, service: APIPath.confirmService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
-        )
-        return try start(data, mergeSessionId: nil, confirmation: confirmation)
+        try start(.confirmation(id: confirmation.confirmationId), idmIdentifier: confirmation.idmIdentifier, confirmationCode: confirmation.code)
     }
 
     /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
     public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
-        let entity = try store.entity(merge.existingIdmIdentifier)
-        let data = AuthenticationInitializationData(
-            idmIdentifier: entity.idmIdentifier, service: APIPath.mergeService, host: XignSdk.deviceInformation().name, localUser: entity.localUser
-        )
-        return try start(data, mergeSessionId: merge.sessionId)
+        try start(.merge(sessionId: merge.sessionId), idmIdentifier: merge.existingIdmIdentifier)
     }
 
-    /// Starts an api access process: an authentication at the process's built-in service, with device and PIN.
+    /// Starts an api access process: an authentication for that process, with device and PIN.
     public func startApiAccessSynchronous(_ process: ApiAccessProcess, idmIdentifier: String) throws -> AuthenticateRequest {
-        let entity = try store.entity(idmIdentifier)
-        let data = AuthenticationInitializationData(
-            idmIdentifier: entity.idmIdentifier, service: process.service, host: XignSdk.deviceInformation().name, localUser: entity.localUser)
-        return try start(data, mergeSessionId: nil)
+        try start(.apiAccess(process: process), idmIdentifier: idmIdentifier)
     }
 
+    /// Every purpose but a login happens on this machine for the enrolment's own user.
     private func start(
-        _ data: AuthenticationInitializationData, mergeSessionId: String?, confirmation: ConfirmationInitializationData? = nil
+        _ purpose: AuthenticationPurpose, idmIdentifier: String, host: String? = nil, localUser: String? = nil, confirmationCode: String? = nil
     ) throws -> AuthenticateRequest {
-        let entity = try store.entity(data.idmIdentifier)
+        let entity = try store.entity(idmIdentifier)
+        let localUser = localUser ?? entity.localUser
         // A remembered lock is a reason to ask, not a verdict: an administrator may have lifted it. A manager that still
         // holds it answers 423 (shown, never written); a start signed over this nonce means it is gone.
         let remembersLock = try store.pendingLockout(activationId: entity.activationId) != nil
@@ -136,23 +142,21 @@ public struct Authenticator {
         // code attempts, or read its lock).
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let request = AuthenticationStartRequest(
-            deviceId: entity.idmIdentifier, challenge: challenge, service: data.service, host: data.host, localUser: data.localUser, nonce: nonce,
-            mergeSessionId: mergeSessionId,
-            confirmationId: confirmation?.confirmationId, confirmationCode: confirmation?.code
-        )
+            deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
+            host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce)
         let compact = try client.postDeviceSigned(
             APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32, start.challenge.utf8.count <= 128,
-            start.authenticationId.utf8.count <= 64
+        guard start.purpose == purpose, !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32,
+            start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
         let session = AuthenticationSession(
-            data: data, entity: entity, managerKey: managerKey, deviceKey: key, authenticationId: start.authenticationId,
-            challenge: start.challenge, fingerprints: fingerprints)
+            purpose: purpose, localUser: localUser, entity: entity, managerKey: managerKey, deviceKey: key,
+            authenticationId: start.authenticationId, challenge: start.challenge, fingerprints: fingerprints)
         return AuthenticateRequest(start: start, session: session)
     }
 
@@ -172,93 +176,6 @@ public struct Authenticator {
             failed = failed || info.error != .none
         }
         return failed ? .failure(request) : .success(AuthenticationUserInformation(request: request, role: role))
-    }
-
-    /// Finishes a built-in process (a login approval, a merge, an api access), whose role is device and PIN and which
-    /// asks for no attributes. `pin` is read only once that holds; otherwise `incomplete` is thrown.
-    public func finishWithDeviceAndPinSynchronous(
-        request: AuthenticateRequest, pin: () throws -> String, incomplete: @autoclosure () -> XignSdkError
-    ) throws -> AuthenticationResult {
-        guard case .success(let information) = try prepareAuthenticationUserInformationSynchronous(request: request) else { throw incomplete() }
-        try information.sign(factor: DeviceFactor())
-        try information.sign(factor: PinFactor(try pin()))
-        return try finishAuthenticationSynchronous(userInfo: information)
-    }
-
-    /// Round trip 2: signs with the device key, sends the PIN, and returns serviceLogin or lockout.
-    public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> AuthenticationResult {
-        let session = userInfo.request.session
-        guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
-            throw XignSdkError(
-                .parametersIncomplete,
-                "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
-        }
-        var values: [String: String] = [:]
-        var selections: [String: String] = [:]
-        for info in userInfo.request.info.attributes {
-            if let value = info.value { values[info.name] = value }
-            if let alias = info.selection { selections[info.name] = alias.alias }
-        }
-        let nonce = try ManagerClient.nonce()
-        let sealedPin = try userInfo.pin.map {
-            try ManagerClient.seal($0, to: session.managerKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
-        }
-        let request = AuthenticationFinishRequest(
-            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
-            attributeValues: values, attributeSelections: selections, nonce: nonce
-        )
-        let client = ManagerClient(url: session.entity.managerURL, http: http)
-        let sentAt = MonotonicClock.now()
-        let compact = try client.postDeviceSigned(
-            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
-        let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
-            nonceOf: \.nonce)
-        switch result.outcome {
-        case .userLogin:
-            guard session.data.service == APIPath.confirmService, let login = result.userLogin, login.role == userInfo.role.name else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's userLogin answer is inconsistent")
-            }
-            try store.recordLockout(activationId: session.entity.activationId, nil)
-            return .userLogin(
-                UserLoginResult(
-                    relyingPartyName: login.relyingPartyName, roleName: login.role, loginName: login.loginName,
-                    idmIdentifier: session.entity.idmIdentifier
-                ))
-        case .serviceLogin:
-            guard session.data.service != APIPath.mergeService, session.data.service != APIPath.confirmService,
-                ApiAccessProcess(service: session.data.service) == nil, let login = result.serviceLogin,
-                login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
-                let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
-            else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's serviceLogin answer is inconsistent")
-            }
-            try store.recordLockout(activationId: session.entity.activationId, nil)
-            return .serviceLogin(
-                ServiceLoginResult(
-                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
-                    expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
-                ))
-        case .apiAccess:
-            guard let grant = result.apiAccess, grant.process.service == session.data.service, grant.grant.utf8.count <= 128 else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
-            }
-            try store.recordLockout(activationId: session.entity.activationId, nil)
-            return try ApiAccessGrant(grant, session: session, sentAt: sentAt).result()
-        case .mergeComplete:
-            guard session.data.service == APIPath.mergeService, result.mergedEmail != nil else {
-                throw XignSdkError(.invalidManagerResponse, "the manager reported a merge for a login")
-            }
-            try store.recordLockout(activationId: session.entity.activationId, nil)
-            return .apiAccessMergeComplete(idmIdentifier: session.entity.idmIdentifier)
-        case .lockout:
-            guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
-            let information = LockoutAttemptInformation(lock)
-            try? store.recordLockout(activationId: session.entity.activationId, information)
-            if let next = result.nextChallenge, next.utf8.count <= 128 { session.challenge = next }
-            userInfo.clearSignatures()
-            return .lockout(lockoutInformation: information, authenticationUserInformation: userInfo)
-        }
     }
 
     /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.

@@ -89,7 +89,9 @@ public final class AuthenticateRequest {
 
 /// What an authentication needs across its steps.
 final class AuthenticationSession {
-    let data: AuthenticationInitializationData
+    let purpose: AuthenticationPurpose
+    /// The local account the authentication is for.
+    let localUser: String
     let entity: IdentityManagerEntity
     let managerKey: P256PublicKey
     /// Loaded once for the start; the finish signs with it too.
@@ -99,12 +101,13 @@ final class AuthenticationSession {
     let fingerprints: FingerprintReader
 
     init(
-        data: AuthenticationInitializationData, entity: IdentityManagerEntity, managerKey: P256PublicKey, deviceKey: any DeviceKey,
+        purpose: AuthenticationPurpose, localUser: String, entity: IdentityManagerEntity, managerKey: P256PublicKey, deviceKey: any DeviceKey,
         authenticationId: String, challenge: String, fingerprints: FingerprintReader
     ) {
         self.fingerprints = fingerprints
         self.deviceKey = deviceKey
-        self.data = data
+        self.purpose = purpose
+        self.localUser = localUser
         self.entity = entity
         self.managerKey = managerKey
         self.authenticationId = authenticationId
@@ -168,7 +171,7 @@ public final class AuthenticationUserInformation {
             }
             pin = pinFactor.pin
         case let biometric as BiometricFactor where request.session.entity.factors.contains(.biometric):
-            try request.session.fingerprints.check(user: request.session.data.localUser, prompt: biometric.prompt)
+            try request.session.fingerprints.check(user: request.session.localUser, prompt: biometric.prompt)
         default:
             throw XignSdkError(
                 .invalidInput,

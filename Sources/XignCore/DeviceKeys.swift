@@ -21,12 +21,12 @@ struct DeviceKeys {
         }
     }
 
-    func store(for kind: String) -> any DeviceKeyStore {
-        kind == DeviceKeyKind.tpm.rawValue ? tpm : software
+    func store(for kind: KeyKind) -> any DeviceKeyStore {
+        kind == .tpm ? tpm : software
     }
 
     /// The key named `reference` in the store of its `kind`, with the failure as an SDK error.
-    func load(_ kind: String, _ reference: String, what: String) throws -> any DeviceKey {
+    func load(_ kind: KeyKind, _ reference: String, what: String) throws -> any DeviceKey {
         do { return try store(for: kind).load(reference) } catch {
             throw Self.error(error, doing: "cannot load the \(what) key")
         }
@@ -52,8 +52,8 @@ struct DeviceKeys {
     /// "personalize again").
     func register<Enrolment>(
         _ what: String, retry: String,
-        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: DeviceKeyKind, _ reference: String) throws -> Enrolment,
-        save: (Enrolment) throws -> [(kind: String, reference: String)]
+        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: KeyKind, _ reference: String) throws -> Enrolment,
+        save: (Enrolment) throws -> [(kind: KeyKind, reference: String)]
     ) throws -> Enrolment {
         let keyStore = storeForNewKeys().store
         // Named here, never after the manager's answer: hostile activation data cannot pick the file a key lands in.
@@ -77,7 +77,7 @@ struct DeviceKeys {
                 .deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
         }
         committed = true
-        let replaced: [(kind: String, reference: String)]
+        let replaced: [(kind: KeyKind, reference: String)]
         do { replaced = try save(enrolment) } catch {
             try? keyStore.delete(reference)
             throw XignSdkError(

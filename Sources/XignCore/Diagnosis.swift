@@ -91,7 +91,7 @@ extension XignSdk {
                     name: name, status: .failure, detail: "the key signs, but the signature does not verify",
                     hint: "enroll again with xign-setup personalize")
             }
-            if entity.keyKind == DeviceKeyKind.software.rawValue && tpmAnswers && configuration.deviceKey != .software {
+            if entity.keyKind == .software && tpmAnswers && configuration.deviceKey != .software {
                 return .init(
                     name: name, status: .warning, detail: "loads and signs, but is a software key although this machine has a TPM",
                     hint: "personalize again to make the key in the TPM, where a copy of the disk cannot use it")

@@ -11,7 +11,7 @@ public struct HostEnrolment: Codable, Sendable, Equatable {
     public var managerURL: ManagerURL
     /// The manager's signing key (SPKI, base64url), pinned at the join.
     public var managerKey: String
-    public var keyKind: String
+    public var keyKind: KeyKind
     /// The host key's name in its key store.
     public var keyReference: String
     public var joinedAt: Int64
@@ -30,7 +30,7 @@ extension XignSdk {
             { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
                 let request = HostJoinRequest(
-                    joinSecret: token.secret, hostKey: publicKey, keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, nonce: nonce)
+                    joinSecret: token.secret, hostKey: publicKey, keyKind: kind, nonce: nonce)
                 let client = ManagerClient(url: url, http: http)
                 let compact = try client.postDeviceSigned(
                     APIPath.hosts, body: try JSONEncoder.canonical.encode(request), challenge: token.secret, key: key)
@@ -45,7 +45,7 @@ extension XignSdk {
                 }
                 return HostEnrolment(
                     hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
-                    keyKind: kind.rawValue, keyReference: reference, joinedAt: Date().millisecondsSince1970
+                    keyKind: kind, keyReference: reference, joinedAt: Date().millisecondsSince1970
                 )
             },
             save: { enrolment in

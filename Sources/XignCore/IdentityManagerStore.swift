@@ -13,7 +13,7 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     public var accountEmail: String
     public var alias: String
     public var localUser: String
-    public var keyKind: String
+    public var keyKind: KeyKind
     /// The device key's name in its key store.
     public var keyReference: String
     public var personalizedAt: Int64

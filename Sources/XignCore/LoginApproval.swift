@@ -55,16 +55,12 @@ public struct SdkLoginApprover: LoginApprover {
         let request = try authenticator.startAuthenticationSynchronous(
             confirmation: ConfirmationInitializationData(
                 idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmation.confirmationId, code: code))
-        switch try authenticator.finishWithDeviceAndPinSynchronous(
+        let signed = try authenticator.signWithDeviceAndPinSynchronous(
             request: request, pin: { pin },
             incomplete: XignSdkError(.parametersIncomplete, "the manager asks for information an approval cannot give"))
-        {
-        case .userLogin(let login):
-            return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
-        case .lockout(let lock, _):
-            return .lockout(lock)
-        default:
-            throw XignSdkError(.invalidManagerResponse, "the manager answered the approval with the result of another process")
+        switch try authenticator.finishConfirmationSynchronous(userInfo: signed) {
+        case .userLogin(let login): return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
+        case .lockout(let lock, _): return .lockout(lock)
         }
     }
 

@@ -229,7 +229,7 @@ public struct Personalizer {
                 let nonce = try ManagerClient.nonce()
                 let request = PersonalizeRequest(
                     sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
-                    keyKind: KeyKind(rawValue: kind.rawValue) ?? .software, device: device, nonce: nonce, newActivation: newActivation
+                    keyKind: kind, device: device, nonce: nonce, newActivation: newActivation
                 )
                 let client = ManagerClient(url: parameters.managerURL, http: http)
                 let compact = try client.postDeviceSigned(
@@ -251,7 +251,7 @@ public struct Personalizer {
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
                     activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
-                    keyKind: kind.rawValue, keyReference: reference, personalizedAt: Date().millisecondsSince1970
+                    keyKind: kind, keyReference: reference, personalizedAt: Date().millisecondsSince1970
                 )
             },
             save: { entity in

@@ -31,7 +31,7 @@ public struct XignSdk {
     }
 
     /// Where the next device or host key will be made (`device_key`), and a warning when `auto` falls back to software.
-    public func newKeyKind() -> (kind: DeviceKeyKind, warning: String?) {
+    public func newKeyKind() -> (kind: KeyKind, warning: String?) {
         let (store, warning) = keys.storeForNewKeys()
         return (store.kind, warning)
     }

@@ -1,14 +1,9 @@
 import FoundationEssentials
 import XignCrypto
 
-/// Where a device key lives. The manager learns this and may refuse software keys (docs/design.md, invariant 4).
-public enum DeviceKeyKind: String, Sendable, CaseIterable {
-    case software, tpm
-}
-
 /// A P-256 signing key bound to this machine.
 public protocol DeviceKey {
-    var kind: DeviceKeyKind { get }
+    var kind: KeyKind { get }
     var publicKey: P256PublicKey { get throws }
     /// ECDSA-SHA256 over `message`, raw r || s.
     func signature(for message: Data) throws -> Data
@@ -24,7 +19,7 @@ public struct DeviceKeyError: Error, Equatable, CustomStringConvertible {
 /// A new key is created under a pending name and committed only once the manager has accepted it,
 /// so a failed personalization leaves nothing behind.
 public protocol DeviceKeyStore {
-    var kind: DeviceKeyKind { get }
+    var kind: KeyKind { get }
     func createPendingKey() throws -> (key: any DeviceKey, reference: String)
     func commit(pending: String, as reference: String) throws
     func load(_ reference: String) throws -> any DeviceKey

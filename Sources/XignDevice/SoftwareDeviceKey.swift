@@ -9,14 +9,14 @@ import Glibc
 /// Whoever can read that file can sign as this device, which is why a manager may refuse this kind.
 public struct SoftwareDeviceKey: DeviceKey {
     let privateKey: P256PrivateKey
-    public var kind: DeviceKeyKind { .software }
+    public var kind: KeyKind { .software }
     public var publicKey: P256PublicKey { get throws { try privateKey.publicKey } }
     public func signature(for message: Data) throws -> Data { try privateKey.signature(for: message) }
 }
 
 public struct SoftwareDeviceKeyStore: DeviceKeyStore {
     public let directory: String
-    public var kind: DeviceKeyKind { .software }
+    public var kind: KeyKind { .software }
     private var files: KeyFiles { KeyFiles(directory: directory, suffix: ".pem") }
 
     public init(directory: String) { self.directory = directory }

@@ -78,7 +78,7 @@ public struct TPMDeviceKey: DeviceKey {
     let blob: xign_tpm_blob
     let point: Data
 
-    public var kind: DeviceKeyKind { .tpm }
+    public var kind: KeyKind { .tpm }
     public var publicKey: P256PublicKey { get throws { try P256PublicKey(x963Representation: point) } }
 
     public func signature(for message: Data) throws -> Data {
@@ -98,7 +98,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     public let directory: String
     /// The TCTI configuration, e.g. "device:/dev/tpmrm0"; never empty, so libtss2 never guesses.
     public let tcti: String
-    public var kind: DeviceKeyKind { .tpm }
+    public var kind: KeyKind { .tpm }
 
     public init(directory: String, tcti: String) {
         self.directory = directory

@@ -101,9 +101,6 @@ public struct LocalLogin {
                 )
             }
             return .signedIn
-        default:
-            login.log(LOG_ERR, "the manager answered a login with the result of another process")
-            return .refused(.other)
         }
     }
 

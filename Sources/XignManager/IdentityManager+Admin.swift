@@ -21,9 +21,9 @@ extension IdentityManager {
         public var id: String
         public var email: String
         public var alias: String
-        public var state: String
+        public var state: ActivationState
         public var deviceId: String?
-        public var keyKind: String?
+        public var keyKind: KeyKind?
         /// The device that holds the activation (Nevis's device information); nil while none does.
         public var deviceName: String?
         public var platform: String?

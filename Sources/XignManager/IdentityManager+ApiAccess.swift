@@ -5,30 +5,12 @@ import XignProtocol
 
 /// The api access processes: change PIN, request a new activation, delete the account, add a factor.
 ///
-/// Each starts as an authentication at its built-in service, signed with device and PIN, so a wrong PIN
+/// Each starts as an authentication for its purpose, signed with device and PIN, so a wrong PIN
 /// charges the lockout like any login. The finish answer carries a single-use grant instead of a login;
 /// the device then signs the process's request over that grant at /v1/api-access.
 extension IdentityManager {
     /// How long a grant lasts: long enough to type a new PIN twice.
     static let apiAccessGrantMilliseconds: Int64 = 300_000
-
-    static let apiAccessServices: [String: ManagerConfiguration.Service] = Dictionary(
-        uniqueKeysWithValues: ApiAccessProcess.allCases.map { process in
-            let name: String
-            switch process {
-            case .changePin: name = "Change PIN"
-            case .requestNewActivation: name = "New activation"
-            case .delete: name = "Delete account"
-            case .addFactor: name = "Add factor"
-            }
-            return (
-                process.service,
-                ManagerConfiguration.Service(
-                    id: process.service, relyingPartyName: name,
-                    roles: [RoleMessage(name: process.service, requestedAuthenticators: [[.device, .pin]])], attributes: [],
-                    tokenLifetimeMilliseconds: apiAccessGrantMilliseconds)
-            )
-        })
 
     /// Answers an authentication at an api access service with its grant.
     func grantApiAccess(
@@ -61,8 +43,7 @@ extension IdentityManager {
         let rawSignature = try Self.signature(from: signature)
         // Read only: the grant, the device's signature over it, and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
-            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()),
-                let process = ApiAccessProcess(service: grant.service)
+            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), case .apiAccess(let process) = grant.purpose
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }

@@ -14,26 +14,31 @@ extension IdentityManager {
         return device
     }
 
-    /// The merge process, built in: the existing device confirms with device and PIN.
-    static let mergeService = ManagerConfiguration.Service(
-        id: APIPath.mergeService, relyingPartyName: "Account merge",
-        roles: [RoleMessage(name: "merge", requestedAuthenticators: [[.device, .pin]])], attributes: [], tokenLifetimeMilliseconds: 60_000
-    )
-
-    /// Approving a login confirmation, built in: the device that holds the account confirms with device and PIN.
-    static let confirmService = ManagerConfiguration.Service(
-        id: APIPath.confirmService, relyingPartyName: "Login confirmation",
-        roles: [RoleMessage(name: "confirm", requestedAuthenticators: [[.device, .pin]])], attributes: [], tokenLifetimeMilliseconds: 60_000
-    )
-
-    func service(_ id: String) throws -> ManagerConfiguration.Service {
-        if id == APIPath.mergeService { return Self.mergeService }
-        if id == APIPath.confirmService { return Self.confirmService }
-        if let builtIn = Self.apiAccessServices[id] { return builtIn }
-        guard let service = configuration.services.first(where: { $0.id == id }) else {
-            throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
+    /// The service a purpose authenticates at: the configured one a login names, or the one built in for each process
+    /// (device and PIN, no attributes), whose name the audit shows.
+    func service(for purpose: AuthenticationPurpose) throws -> ManagerConfiguration.Service {
+        func builtIn(_ id: String, _ name: String, lifetime: Int64 = 60_000) -> ManagerConfiguration.Service {
+            ManagerConfiguration.Service(
+                id: id, relyingPartyName: name, roles: [RoleMessage(name: id, requestedAuthenticators: [[.device, .pin]])], attributes: [],
+                tokenLifetimeMilliseconds: lifetime)
         }
-        return service
+        switch purpose {
+        case .login(let id):
+            guard let service = configuration.services.first(where: { $0.id == id }) else {
+                throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
+            }
+            return service
+        case .confirmation: return builtIn("confirm", "Login confirmation")
+        case .merge: return builtIn("merge", "Account merge")
+        case .apiAccess(let process):
+            let lifetime = Self.apiAccessGrantMilliseconds
+            switch process {
+            case .changePin: return builtIn("change-pin", "Change PIN", lifetime: lifetime)
+            case .requestNewActivation: return builtIn("new-activation", "New activation", lifetime: lifetime)
+            case .delete: return builtIn("delete", "Delete account", lifetime: lifetime)
+            case .addFactor: return builtIn("add-factor", "Add factor", lifetime: lifetime)
+            }
+        }
     }
 
     public func startAuthentication(body: Data, signature: String?) async throws -> String {
@@ -41,20 +46,30 @@ extension IdentityManager {
         guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
             IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
             DisplayText.isSafeLine(request.localUser, maximumLength: 64),
-            (1...128).contains(request.nonce.utf8.count), request.service.utf8.count <= 64
+            (1...128).contains(request.nonce.utf8.count), (request.confirmationCode?.utf8.count ?? 0) <= 16
         else {
             throw ManagerError.badRequest("a field of the authentication request is empty, too long or holds characters it may not")
         }
-        guard (request.service == APIPath.mergeService) == (request.mergeSessionId != nil), (request.mergeSessionId?.utf8.count ?? 0) <= 64 else {
-            throw ManagerError.badRequest("the merge process needs service \(APIPath.mergeService) together with mergeSessionId")
+        let confirmationId: String?
+        switch request.purpose {
+        case .login(let id):
+            guard (1...64).contains(id.utf8.count) else { throw ManagerError.badRequest("the service of a login is empty or too long") }
+            confirmationId = nil
+        case .confirmation(let id):
+            guard (1...64).contains(id.utf8.count), request.confirmationCode != nil else {
+                throw ManagerError.badRequest("approving a login needs the confirmation's id and the code the host shows")
+            }
+            confirmationId = id
+        case .merge(let sessionId):
+            guard (1...64).contains(sessionId.utf8.count) else { throw ManagerError.badRequest("the merge session id is empty or too long") }
+            confirmationId = nil
+        case .apiAccess:
+            confirmationId = nil
         }
-        guard (request.service == APIPath.confirmService) == (request.confirmationId != nil), (request.confirmationId?.utf8.count ?? 0) <= 64,
-            (request.confirmationCode?.utf8.count ?? 0) <= 16
-        else {
-            throw ManagerError.badRequest(
-                "approving a login needs service \(APIPath.confirmService) together with confirmationId and confirmationCode")
+        if confirmationId == nil, request.confirmationCode != nil {
+            throw ManagerError.badRequest("confirmationCode belongs to purpose confirmation only")
         }
-        let service = try service(request.service)
+        let service = try service(for: request.purpose)
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
         try enforce(
@@ -65,7 +80,7 @@ extension IdentityManager {
                 return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
-        let confirmation = try await request.confirmationId.asyncMap {
+        let confirmation = try await confirmationId.asyncMap {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
@@ -83,7 +98,7 @@ extension IdentityManager {
                     throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
                 }
                 if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
-                if let mergeSession = request.mergeSessionId {
+                if case .merge(let mergeSession) = request.purpose {
                     // Only the device the decrypt answer named may confirm the merge, while the session lasts.
                     guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
                         throw ManagerError(
@@ -93,7 +108,8 @@ extension IdentityManager {
                 let values = try await store.accountAttributes(activationId: activation.id)
                 let message = AuthenticationStartMessage(
                     nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
-                    expiresAt: Self.now() + lifetime, service: service.id, relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
+                    expiresAt: Self.now() + lifetime, purpose: request.purpose,
+                    relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
                     roles: service.roles.map { role in
                         // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
                         let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: device.factors) }
@@ -109,10 +125,8 @@ extension IdentityManager {
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(
-                        id: message.authenticationId, deviceId: device.id, activationId: activation.id, service: service.id, host: request.host,
-                        localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt,
-                        mergeSessionId: request.mergeSessionId,
-                        confirmationId: confirmation?.id
+                        id: message.authenticationId, deviceId: device.id, activationId: activation.id, purpose: request.purpose,
+                        host: request.host, localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt
                     ))
                 return message
             }
@@ -144,7 +158,7 @@ extension IdentityManager {
             }
             return (pending, device.factors)
         }
-        let service = try service(authentication.service)
+        let service = try service(for: authentication.purpose)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
             throw ManagerError.badRequest("the service \(service.id) has no role '\(request.role.prefix(64))'")
         }
@@ -188,44 +202,49 @@ extension IdentityManager {
                 return try sign(result, type: SignedAnswerType.authenticationResult)
             }
         }
-        if let mergeSession = authentication.mergeSessionId {
+        switch authentication.purpose {
+        case .login:
+            result.serviceLogin = try await recordServiceLogin(request, of: authentication, at: service, role: role.name, attributes: missing)
+        case .confirmation(let id):
+            result.outcome = .userLogin
+            result.userLogin = try await approve(id, for: authentication, role: role.name)
+            ManagerMetrics.login(.success)
+        case .merge(let sessionId):
             result.outcome = .mergeComplete
-            result.mergedEmail = try await merge(session: mergeSession, into: authentication.activationId)
-            return try sign(result, type: SignedAnswerType.authenticationResult)
-        }
-        if let process = ApiAccessProcess(service: service.id) {
+            result.mergedEmail = try await merge(session: sessionId, into: authentication.activationId)
+        case .apiAccess(let process):
             result.outcome = .apiAccess
             result.apiAccess = try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role.name)
-            return try sign(result, type: SignedAnswerType.authenticationResult)
         }
-        if let confirmationId = authentication.confirmationId {
-            result.outcome = .userLogin
-            result.userLogin = try await approve(confirmationId, for: authentication, role: role.name)
-            ManagerMetrics.login(.success)
-            return try sign(result, type: SignedAnswerType.authenticationResult)
-        }
+        return try sign(result, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// A login: the single-use authorization code, batched into the finish answer to save a round trip.
+    private func recordServiceLogin(
+        _ request: AuthenticationFinishRequest, of authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+        role: String, attributes missing: [String: String]
+    ) async throws -> ServiceLoginMessage {
         let code = try SecureRandom.token()
         let codeIssuedAt = Self.now()
         let codeExpiresAt = codeIssuedAt + 60_000
         let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
         try await database.transaction { store in
             try await store.recordServiceLogin(
-                request.authenticationId, role: role.name, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
+                request.authenticationId, role: role, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
             try await store.recordUse(ofDevice: authentication.deviceId, at: codeIssuedAt)
             try await store.recordAudit(
                 AuditEvent(
                     at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId,
                     host: authentication.host, service: service.id,
-                    detail: "role \(role.name) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
+                    detail: "role \(role) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
                 ))
         }
-        result.serviceLogin = ServiceLoginMessage(
-            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id,
-            relyingPartyName: service.relyingPartyName, role: role.name
-        )
         ManagerMetrics.login(.success)
-        logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
-        return try sign(result, type: SignedAnswerType.authenticationResult)
+        logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
+        return ServiceLoginMessage(
+            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id,
+            relyingPartyName: service.relyingPartyName, role: role
+        )
     }
 
     /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
@@ -250,7 +269,8 @@ extension IdentityManager {
             try await store.recordAudit(
                 AuditEvent(
                     at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
-                    host: confirmation.hostName, service: APIPath.confirmService, detail: "approved on a device, role \(role)",
+                    host: confirmation.hostName, service: try self.service(for: authentication.purpose).id,
+                    detail: "approved on a device, role \(role)",
                     actor: "device \(deviceId)"
                 ))
             try await store.recordUse(ofDevice: deviceId, at: Self.now())
@@ -310,11 +330,11 @@ extension IdentityManager {
             guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
             }
-            guard ApiAccessProcess(service: grant.service) == nil else {
+            guard case .login = grant.purpose else {
                 throw ManagerError(.conflict, .challengeInvalid, "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            let service = try self.service(grant.service)
+            let service = try self.service(for: grant.purpose)
             var values = try await store.accountAttributes(activationId: device.activationId)
             let given = (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
             values.merge(given) { _, new in new }

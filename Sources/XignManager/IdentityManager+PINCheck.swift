@@ -58,7 +58,7 @@ extension IdentityManager {
             // Synced, though nothing is answered before the verdict: it may charge a check a crash cut off.
             let claim = try await database.transaction { store -> Claim in
                 var activation = try admit(try await store.activation(id: activationId))
-                guard activation.state != "revoked" else {
+                guard activation.state != .revoked else {
                     throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
                 }
                 let now = Self.now()

@@ -23,7 +23,7 @@ extension IdentityManager {
             }
             // Before the PIN is looked at, so used or old data tests no PIN and locks nothing. (A removed
             // activation is said to be removed, by the claim.)
-            if activation.state != "revoked", activation.secretValidUntil <= now {
+            if activation.state != .revoked, activation.secretValidUntil <= now {
                 throw ManagerError(
                     .gone, .activationNotFound,
                     activation.secretValidUntil == 0
@@ -44,7 +44,7 @@ extension IdentityManager {
             var result = DecryptResult(nonce: request.nonce, outcome: .newPersonalization, activationId: activation.id)
             result.accountEmail = activation.email
             result.activationAlias = activation.alias
-            if activation.state == "personalized", let device = activation.deviceId, known.contains(device) {
+            if activation.state == .personalized, let device = activation.deviceId, known.contains(device) {
                 result.outcome = .alreadyPersonalized
                 result.personalizedDeviceId = device
             } else if activation.everPersonalized {
@@ -121,7 +121,7 @@ extension IdentityManager {
             guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            let outcome = PersonalizationOutcome(rawValue: session.outcome)
+            let outcome = session.outcome
             let allowed: Bool
             switch request.mode {
             case .new: allowed = outcome == .newPersonalization || outcome == .mergePersonalization
@@ -130,9 +130,9 @@ extension IdentityManager {
             }
             guard allowed else {
                 throw ManagerError(
-                    .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome?.rawValue ?? "?") session")
+                    .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome.rawValue) session")
             }
-            guard var activation = try await store.activation(id: session.activationId), activation.state != "revoked", !activation.permanentlyLocked
+            guard var activation = try await store.activation(id: session.activationId), activation.state != .revoked, !activation.permanentlyLocked
             else {
                 throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
             }

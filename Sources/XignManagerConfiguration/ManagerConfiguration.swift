@@ -256,10 +256,6 @@ public struct ManagerConfiguration: Sendable {
         known.insert("services.names")
         if let ids = try Self.identifiers(file.list("services.names"), key: "services.names", fail: fail) {
             guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
-            let builtIn = [APIPath.mergeService, APIPath.confirmService] + ApiAccessProcess.allCases.map(\.service)
-            if let taken = ids.first(where: builtIn.contains) {
-                throw fail("services.names", "names '\(taken)', which is built in; built-in services are \(builtIn.joined(separator: ", "))")
-            }
             services = try ids.map { id in
                 let prefix = "service.\(id)."
                 known.formUnion(["name", "roles", "attributes", "token_lifetime"].map { prefix + $0 })

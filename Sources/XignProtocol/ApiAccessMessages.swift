@@ -1,6 +1,7 @@
 import FoundationEssentials
+import XignCrypto
 
-// The SDKs' api access processes: an authentication with the device and the PIN at a built-in service
+// The SDKs' api access processes: an authentication with the device and the PIN for the process's purpose
 // ends in a single-use grant, and the device then finishes the process at /v1/api-access with it.
 
 extension APIPath {
@@ -20,21 +21,6 @@ public enum ApiAccessProcess: String, Codable, Sendable, CaseIterable {
     case requestNewActivation
     case delete
     case addFactor
-
-    /// The built-in service an authentication for this process names.
-    public var service: String {
-        switch self {
-        case .changePin: "change-pin"
-        case .requestNewActivation: "new-activation"
-        case .delete: "delete"
-        case .addFactor: "add-factor"
-        }
-    }
-
-    public init?(service: String) {
-        guard let process = Self.allCases.first(where: { $0.service == service }) else { return nil }
-        self = process
-    }
 }
 
 /// In an authentication result: the grant that finishes the process.

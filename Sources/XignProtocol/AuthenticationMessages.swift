@@ -61,35 +61,43 @@ public enum AuthenticationAttributeErrorCode: String, Codable, Sendable, CaseIte
     case none, invalid, notAvailable, dataMissing, noAliasSelected
 }
 
+/// What an authentication is for. The device names it at start, the manager stores it with the pending
+/// authentication, and each side decides by it alone what the finish may return.
+public enum AuthenticationPurpose: Codable, Sendable, Hashable {
+    /// A login to a service the manager configures (pam_xign); it ends in a service login.
+    case login(service: String)
+    /// Approving a login a host asked to confirm; it ends in a user login for that host.
+    case confirmation(id: String)
+    /// Merging an organization invite (its personalization session) into this device's account.
+    case merge(sessionId: String)
+    /// An api access process; it ends in a grant that finishes it.
+    case apiAccess(process: ApiAccessProcess)
+}
+
 /// Device-signed over a /v1/challenges challenge, like every request a device makes.
 public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var deviceId: String
     public var challenge: String
-    public var service: String
+    public var purpose: AuthenticationPurpose
+    /// With purpose `confirmation`: the code the host shows (number matching).
+    public var confirmationCode: String?
     /// The host the login happens on; the token will be bound to it.
     public var host: String
     /// The local account being logged in to; the token will be bound to it.
     public var localUser: String
     public var nonce: String
-    /// For the merge process: the personalization session of the invite (service `merge`).
-    public var mergeSessionId: String?
-    /// For approving a login confirmation (service `confirm`): which one, and the code the host showed.
-    public var confirmationId: String?
-    public var confirmationCode: String?
 
     public init(
-        deviceId: String, challenge: String, service: String, host: String, localUser: String, nonce: String, mergeSessionId: String? = nil,
-        confirmationId: String? = nil, confirmationCode: String? = nil
+        deviceId: String, challenge: String, purpose: AuthenticationPurpose, confirmationCode: String? = nil, host: String, localUser: String,
+        nonce: String
     ) {
         self.deviceId = deviceId
         self.challenge = challenge
-        self.service = service
+        self.purpose = purpose
+        self.confirmationCode = confirmationCode
         self.host = host
         self.localUser = localUser
         self.nonce = nonce
-        self.mergeSessionId = mergeSessionId
-        self.confirmationId = confirmationId
-        self.confirmationCode = confirmationCode
     }
 }
 
@@ -99,20 +107,21 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
     public var authenticationId: String
     public var challenge: String
     public var expiresAt: Int64
-    public var service: String
+    /// The purpose the device asked for, as the manager stored it.
+    public var purpose: AuthenticationPurpose
     public var relyingPartyName: String
     public var roles: [RoleMessage]
     public var attributes: [AuthenticationAttributeMessage]
 
     public init(
-        nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, service: String, relyingPartyName: String,
+        nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, purpose: AuthenticationPurpose, relyingPartyName: String,
         roles: [RoleMessage], attributes: [AuthenticationAttributeMessage]
     ) {
         self.nonce = nonce
         self.authenticationId = authenticationId
         self.challenge = challenge
         self.expiresAt = expiresAt
-        self.service = service
+        self.purpose = purpose
         self.relyingPartyName = relyingPartyName
         self.roles = roles
         self.attributes = attributes

@@ -17,8 +17,6 @@ extension APIPath {
     public static let confirmationsPending = "/v1/confirmations/pending"
     /// An enrolled device refuses a confirmation (device-signed).
     public static let confirmationDenial = "/v1/confirmations/deny"
-    /// The built-in service a device approves confirmations with.
-    public static let confirmService = "confirm"
 }
 
 extension SignedAnswerType {

@@ -5,8 +5,6 @@ import XignCrypto
 // Times on the wire are milliseconds since the Unix epoch.
 
 public enum APIPath {
-    /// The built-in service of the merge process.
-    public static let mergeService = "merge"
     public static let health = "/health"
     public static let registrationParameters = "/v1/registration/parameters"
     public static let registrations = "/v1/registrations"
@@ -143,10 +141,6 @@ public struct DeviceInformationMessage: Codable, Equatable, Sendable {
         self.name = name
         self.platform = platform
     }
-}
-
-public enum KeyKind: String, Codable, Sendable, CaseIterable {
-    case software, tpm
 }
 
 public struct DecryptRequest: Codable, Equatable, Sendable {

@@ -31,7 +31,7 @@ extension Bench {
             guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { return }
             try information.sign(factor: DeviceFactor())
             try information.sign(factor: PinFactor(pin))
-            guard case .userLogin = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+            guard case .userLogin = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
                 throw XignSdkError(.invalidManagerResponse, "the approval did not end in userLogin")
             }
         }

@@ -245,10 +245,10 @@ struct Admin: AsyncParsableCommand {
                     lock = "locked until \(Date(timeIntervalSince1970: Double(a.lockedUntil) / 1000))"
                 }
                 let device = a.deviceName.map { name in
-                    "\(name) (\(a.platform ?? "-"), \(a.keyKind ?? "-") key, \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
+                    "\(name) (\(a.platform ?? "-"), \(a.keyKind?.rawValue ?? "-") key, \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
                         + ", enrolled \(a.enrolledAt.map(isoDate) ?? "never"), last used \(a.lastUsedAt.map(isoDate) ?? "never")"
                 }
-                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)")
+                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state.rawValue)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)")
             }
         }
     }

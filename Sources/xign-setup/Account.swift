@@ -12,13 +12,14 @@ struct ApiAccessOptions: ParsableArguments {
     var idmIdentifier: String?
 
     /// Confirms the process with device and PIN; a wrong PIN ends the command with the lockout (exit 2).
-    func authenticate(_ process: ApiAccessProcess, sdk: XignSdk, output: Output) throws -> AuthenticationResult {
+    func authenticate(_ process: ApiAccessProcess, sdk: XignSdk, output: Output) throws -> ApiAccessAuthenticationResult {
         let entity = try enrolment(sdk)
         let authenticator = sdk.authenticator
         let request = try authenticator.startApiAccessSynchronous(process, idmIdentifier: entity.idmIdentifier)
-        let result = try authenticator.finishWithDeviceAndPinSynchronous(
+        let signed = try authenticator.signWithDeviceAndPinSynchronous(
             request: request, pin: { try pins.read("Current PIN of \(entity.accountEmail): ") },
             incomplete: XignSdkError(.invalidManagerResponse, "the manager asks for information a \(process.rawValue) cannot give"))
+        let result = try authenticator.finishApiAccessSynchronous(userInfo: signed)
         if case .lockout(let lock, _) = result { throw reportLockout(lock, output: output) }
         return result
     }

@@ -25,7 +25,7 @@ struct List: ParsableCommand {
                             var fields: [String: JSONValue] = [
                                 "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
                                 "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
-                                "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind),
+                                "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
                                 "personalizedAt": .string(Self.date(entity.personalizedAt)),
                             ]
                             if let accountDevices { fields["devices"] = .array(accountDevices[index].map(Self.json)) }

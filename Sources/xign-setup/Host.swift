@@ -36,7 +36,7 @@ struct Host: ParsableCommand {
                 let enrolment = try common.sdkForNewKeys(user: nil).joinHost(managerURL: url, token: token)
                 Output(json: common.json).emit([
                     "status": .string("joined"), "hostId": .string(enrolment.hostId), "name": .string(enrolment.name),
-                    "managerUrl": .string(enrolment.managerURL.description), "keyKind": .string(enrolment.keyKind),
+                    "managerUrl": .string(enrolment.managerURL.description), "keyKind": .string(enrolment.keyKind.rawValue),
                 ])
                 Output(json: common.json).say("Joined \(enrolment.managerURL) as host \(enrolment.name) (\(enrolment.keyKind) key).")
             }
@@ -75,7 +75,7 @@ struct Host: ParsableCommand {
                             hosts.map { host in
                                 .object([
                                     "hostId": .string(host.hostId), "name": .string(host.name), "managerUrl": .string(host.managerURL.description),
-                                    "keyKind": .string(host.keyKind),
+                                    "keyKind": .string(host.keyKind.rawValue),
                                 ])
                             })
                     ])

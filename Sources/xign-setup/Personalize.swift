@@ -144,7 +144,7 @@ struct Personalize: ParsableCommand {
         output.emit([
             "status": .string("personalized"), "outcome": .string(outcome), "idmIdentifier": .string(entity.idmIdentifier),
             "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
-            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind), "managerUrl": .string(entity.managerURL.description),
+            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue), "managerUrl": .string(entity.managerURL.description),
         ])
     }
 
@@ -152,10 +152,10 @@ struct Personalize: ParsableCommand {
     private func confirmMerge(_ merge: AuthenticationInitializationDataWithSession, sdk: XignSdk, output: Output) throws {
         let authenticator = sdk.authenticator
         let request = try authenticator.startAuthenticationSynchronous(data: merge)
-        switch try authenticator.finishWithDeviceAndPinSynchronous(
+        let signed = try authenticator.signWithDeviceAndPinSynchronous(
             request: request, pin: { try pins.read("PIN of \(merge.existingAccountEmail): ") },
             incomplete: XignSdkError(.invalidManagerResponse, "the manager asks for information the merge cannot give"))
-        {
+        switch try authenticator.finishMergeSynchronous(userInfo: signed) {
         case .apiAccessMergeComplete(let idmIdentifier):
             output.say(
                 "Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
@@ -165,8 +165,6 @@ struct Personalize: ParsableCommand {
             ])
         case .lockout(let lock, _):
             throw reportLockout(lock, output: output)
-        default:
-            throw XignSdkError(.invalidManagerResponse, "the manager answered the merge with the result of another process")
         }
     }
 

@@ -87,7 +87,7 @@ def seal_pin(pin: str, manager_key: bytes, *binding: str) -> dict:
 
 
 SEED = json.loads(os.environ.get("XIGN_API_CHECK_SEED", "{}"))
-# Which seeded values each operation's body takes; startAuthentication also names the service the seed can use.
+# Which seeded values each operation's body takes; startAuthentication also gets a login to the service the seed can use.
 SEEDED_FIELDS = {
     "decryptPersonalizationInitializationData": {"activationId", "activationSecret"},
     "register": set(),
@@ -122,8 +122,6 @@ def map_body(context, body):
         # A PIN that meets the policy, sealed for the body's category: registrations get past the seal.
         seeded["sealedPin"] = seal_pin("24680", manager_key, "registration", seeded["categoryId"])
     if context.operation.definition.raw.get("operationId") == "startAuthentication":
-        seeded.update(service="pam")
-        seeded.pop("mergeSessionId", None)
-        seeded.pop("confirmationId", None)
+        seeded.update(purpose={"login": {"service": "pam"}})
         seeded.pop("confirmationCode", None)
     return seeded

@@ -16,10 +16,11 @@ import XignTestSupport
     }
 
     /// Confirms `process` with device and `pin`, as xign-setup does.
-    func confirm(_ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String) throws -> AuthenticationResult {
-        try sdk.authenticator.finishWithDeviceAndPinSynchronous(
-            request: try sdk.authenticator.startApiAccessSynchronous(process, idmIdentifier: id), pin: { pin },
-            incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed"))
+    func confirm(_ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String) throws -> ApiAccessAuthenticationResult {
+        try sdk.authenticator.finishApiAccessSynchronous(
+            userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
+                request: try sdk.authenticator.startApiAccessSynchronous(process, idmIdentifier: id), pin: { pin },
+                incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
     }
 
     func changePin(_ sdk: XignSdk, _ id: String, from old: String, to new: String) throws -> Int {
@@ -211,7 +212,7 @@ import XignTestSupport
         #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin", "biometric"])
         #expect(try sdk.accountDevices(idmIdentifier: id).first?.factors == [.device, .pin, .biometric])
 
-        func strongLogin(finger: String) throws -> AuthenticationResult {
+        func strongLogin(finger: String) throws -> LoginAuthenticationResult {
             let request = try sdk.authenticator.startAuthenticationSynchronous(
                 data: .init(idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
             guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }

@@ -17,7 +17,7 @@ import XignTestSupport
     /// The whole login: start, confirm, sign with device and PIN, finish, token.
     func login(
         _ sdk: XignSdk, _ id: String, pin: String, role: String = "login", user: String = "alice", host: String = "host-a"
-    ) throws -> (AuthenticationResult, AuthenticationInitializationData) {
+    ) throws -> (LoginAuthenticationResult, AuthenticationInitializationData) {
         let authenticator = sdk.authenticator
         let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: id, service: "pam", host: host, localUser: user)
         let request = try authenticator.startAuthenticationSynchronous(data: data)

@@ -42,7 +42,7 @@ import XignTestSupport
             }
             try information.sign(factor: DeviceFactor())
             try information.sign(factor: PinFactor("24680"))
-            guard case .userLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+            guard case .userLogin(let login) = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
                 throw TestFailure("no userLogin")
             }
             #expect(login.loginName == pending.loginName && login.relyingPartyName == pending.hostName)

@@ -26,7 +26,7 @@ import XignTestSupport
         #expect(result.entity.alias == "Laptop")
         #expect(result.entity.accountEmail == "new@example.org")
         #expect(result.entity.localUser == "alice")
-        #expect(result.entity.keyKind == keyKind)
+        #expect(result.entity.keyKind.rawValue == keyKind)
         #expect(result.entity.managerURL == fixture.manager.url)
         // The key file is named here, not after anything the manager said, and with the state is private to root.
         #expect(result.entity.keyReference.hasPrefix("key-") && result.entity.keyReference != result.idmIdentifier)
@@ -287,7 +287,7 @@ import XignTestSupport
         }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
-        guard case .apiAccessMergeComplete(let idmIdentifier) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+        guard case .apiAccessMergeComplete(let idmIdentifier) = try authenticator.finishMergeSynchronous(userInfo: information) else {
             Issue.record("expected apiAccessMergeComplete")
             return
         }

@@ -40,7 +40,7 @@ import XignTestSupport
     @Test func personalizeWithATPMKeyAndLogIn() throws {
         let (fixture, _) = try fixture()
         let result = try fixture.personalize(try fixture.register("tpm@example.org"))
-        #expect(result.entity.keyKind == "tpm")
+        #expect(result.entity.keyKind == .tpm)
         #expect(try fixture.activations().first?["keyKind"] as? String == "tpm", "the manager stores the key kind")
         #expect(try login(try fixture.sdk(), result.idmIdentifier).subject == "tpm@example.org")
         #expect(try FileManager.default.attributesOfItem(atPath: keyFile(fixture, result))[.posixPermissions] as? Int == 0o600)
@@ -128,7 +128,7 @@ import XignTestSupport
         let choice = try fixture.sdk().newKeyKind()
         #expect(choice.kind == .tpm && choice.warning == nil)
         let result = try fixture.personalize(try fixture.register("auto-tpm@example.org"))
-        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == "tpm")
+        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == .tpm)
     }
 
     @Test func autoFallsBackToASoftwareKeyAndSaysSo() throws {
@@ -143,7 +143,7 @@ import XignTestSupport
         #expect(
             choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true, "\(String(describing: choice.warning))")
         let result = try fixture.personalize(try fixture.register("auto@example.org"))
-        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == "software")
+        #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == .software)
     }
 
     @Test func autoIsTheDefault() {

@@ -113,16 +113,15 @@ struct API {
         return (id, device)
     }
 
-    /// POST /v1/authentications for `device` at `service`, signed over a fresh challenge as the client does; `signer`
-    /// signs instead of the device's key (nil: unsigned), to see a forgery refused.
+    /// POST /v1/authentications for `device` with `purpose`, signed over a fresh challenge as the client does;
+    /// `signer` signs instead of the device's key (nil: unsigned), to see a forgery refused.
     func postStart(
-        _ device: (id: String, key: P256PrivateKey), service: String = "pam", confirmation: (id: String, code: String)? = nil,
+        _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"), code: String? = nil,
         signer: P256PrivateKey?? = .none
     ) throws -> Answer {
         let challenge = try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
-            deviceId: device.id, challenge: challenge, service: service, host: "h", localUser: "u", nonce: "s",
-            confirmationId: confirmation?.id, confirmationCode: confirmation?.code)
+            deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h", localUser: "u", nonce: "s")
         let body = try JSONEncoder.canonical.encode(request)
         guard let key = signer ?? device.key else { return try call("POST", APIPath.authentications, body: body) }
         let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authentications, body: body, challenge: challenge)

@@ -6,26 +6,44 @@ import XignTestSupport
 
 /// /v1/api-access and /v1/devices/list over HTTP, every answer checked against docs/openapi.yaml.
 @Suite struct ApiAccessAPITests {
-    /// Confirms `process` with device and PIN; the grant.
-    func grant(_ api: API, _ device: (id: String, key: P256PrivateKey), _ process: ApiAccessProcess) throws -> String {
-        let started = try api.postStart(device, service: process.service).signedPayload(
-            key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+    /// Runs an authentication for `purpose` with device and PIN; the signed finish answer.
+    func authenticated(_ api: API, _ device: (id: String, key: P256PrivateKey), for purpose: AuthenticationPurpose) throws -> [String: Any] {
+        let started = try api.postStart(device, purpose: purpose).signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
-            authenticationId: id, role: process.service, factors: [.device, .pin],
+            authenticationId: id, role: (started["roles"] as? [[String: Any]])?.first?["name"] as? String ?? "", factors: [.device, .pin],
             sealedPin: try api.sealed("24680", for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:],
             nonce: "f")
         let body = try JSONEncoder.canonical.encode(request)
         let answer = try api.call(
             "POST", APIPath.authenticationFinish, body: body,
-            headers: [
-                (SignedRequest.signatureHeader, try sign(body, APIPath.authenticationFinish, started["challenge"] as? String ?? "", device.key))
-            ])
-        let result = try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)
+            headers: [(SignedRequest.signatureHeader, try sign(body, APIPath.authenticationFinish, challenge, device.key))])
+        return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// Confirms `process` with device and PIN; the grant.
+    func grant(_ api: API, _ device: (id: String, key: P256PrivateKey), _ process: ApiAccessProcess) throws -> String {
+        let result = try authenticated(api, device, for: .apiAccess(process: process))
         guard result["outcome"] as? String == "apiAccess", let access = result["apiAccess"] as? [String: Any],
             access["process"] as? String == process.rawValue, let grant = access["grant"] as? String
         else { throw TestFailure("no grant: \(result)") }
         return grant
+    }
+
+    /// The purpose decides what an authentication ends in, not a service's name: a configured service named like a
+    /// process is a login, and the process is reached only by asking for it.
+    @Test func thePurposeNotTheServiceNameDecidesTheOutcome() throws {
+        let config = ManagerProcess.testConfig + "\n[services]\nnames = change-pin\n[service.change-pin]\nname = Tools\nroles = login\n"
+        let api = API(manager: try ManagerProcess(config: config))
+        let device = try api.enrolDevice("purpose@example.org")
+        let login = try authenticated(api, device, for: .login(service: "change-pin"))
+        #expect(login["outcome"] as? String == "serviceLogin" && login["apiAccess"] == nil, "\(login)")
+        #expect((login["serviceLogin"] as? [String: Any])?["service"] as? String == "change-pin")
+        // Control: the process, asked for by its purpose, gives its grant.
+        #expect(try !grant(api, device, .changePin).isEmpty)
+        // A confirmation code belongs to a confirmation only.
+        let stray = try api.postStart(device, purpose: .login(service: "change-pin"), code: "123456")
+        #expect(stray.status == 400, "\(stray.json)")
     }
 
     func sign(_ body: Data, _ path: String, _ challenge: String, _ key: P256PrivateKey) throws -> String {

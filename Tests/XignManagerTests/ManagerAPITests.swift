@@ -339,7 +339,7 @@ import XignTestSupport
         func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
             try api.finishAuthentication(started, pin: pin, signer: signer ?? device)
         }
-        #expect(try api.postStart((deviceId, device), service: "nope").status == 404)
+        #expect(try api.postStart((deviceId, device), purpose: .login(service: "nope")).status == 404)
         // The start is device-signed: unsigned, or signed by another key, it is refused before anything is looked at.
         #expect(try api.postStart((deviceId, device), signer: .some(nil)).errorCode == "signatureInvalid")
         #expect(try api.postStart((deviceId, device), signer: try P256PrivateKey()).errorCode == "signatureInvalid")
@@ -434,13 +434,13 @@ import XignTestSupport
         // one signed by another key, is refused before the code is looked at.
         for signer in [nil, try P256PrivateKey()] as [P256PrivateKey?] {
             for _ in 0..<3 {
-                let forged = try api.postStart(device, service: APIPath.confirmService, confirmation: (id, "000000"), signer: .some(signer))
+                let forged = try api.postStart(device, purpose: .confirmation(id: id), code: "000000", signer: .some(signer))
                 #expect(forged.status == 401 && forged.errorCode == "signatureInvalid")
             }
         }
         #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["0"])
         // Honest control: the device's own start with a wrong code is counted.
-        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (id, "000000")).errorCode == "wrongCode")
+        #expect(try api.postStart(device, purpose: .confirmation(id: id), code: "000000").errorCode == "wrongCode")
         #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["1"])
         let pending = try state()
         #expect(pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice" && pending["loginName"] as? String == "alice")
@@ -475,7 +475,7 @@ import XignTestSupport
         let third = try started("2001:db8:1:2::99")
         #expect(try [state(first), state(second), state(third)] == ["expired", "pending", "pending"])
         // A device opens the second (a wrong code): it stays when the source is full again; the third makes room.
-        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (second, "000000")).errorCode == "wrongCode")
+        #expect(try api.postStart(device, purpose: .confirmation(id: second), code: "000000").errorCode == "wrongCode")
         let fourth = try started("2001:db8:1:2::1")
         #expect(try [state(second), state(third), state(fourth)] == ["pending", "expired", "pending"])
         // Another /64 is another source, up to the account's cap of 3; past it the oldest unopened of all ends.
@@ -484,8 +484,8 @@ import XignTestSupport
         let fifth = try started("192.0.2.44")
         #expect(try [state(second), state(fourth), state(other), state(fifth)] == ["pending", "expired", "pending", "pending"])
         // When every pending one was opened, nothing makes room: refused, and it says so.
-        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (other, "000000")).errorCode == "wrongCode")
-        #expect(try api.postStart(device, service: APIPath.confirmService, confirmation: (fifth, "000000")).errorCode == "wrongCode")
+        #expect(try api.postStart(device, purpose: .confirmation(id: other), code: "000000").errorCode == "wrongCode")
+        #expect(try api.postStart(device, purpose: .confirmation(id: fifth), code: "000000").errorCode == "wrongCode")
         let refused = try host.start("alice", remoteHost: "192.0.2.44")
         #expect(refused.status == 429 && (refused.error["message"] as? String)?.contains("approve or deny those first") == true, "\(refused.json)")
     }

@@ -57,7 +57,6 @@ import XignProtocol
         ("[registration]\nlinked_services = portäl\n", "registration.linked_services names 'portäl'"),
         ("[services]\nnames = pam\n[service.pam]\nroles = log in\n", "service.pam.roles names 'log in'"),
         ("[mail]\nsmtp_relay = relay\n", "mail.smtp_relay must be HOST:PORT"),
-        ("[services]\nnames = pam, change-pin\n[service.pam]\nroles = login\n", "names 'change-pin', which is built in"),
     ])
     func mistakesAreErrorsThatNameTheLine(text: String, message: String) {
         do {

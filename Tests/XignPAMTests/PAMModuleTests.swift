@@ -209,8 +209,9 @@ import XignTestSupport
         let id = try #require(try sdk.store.list().first?.idmIdentifier)
         let request = try sdk.authenticator.startApiAccessSynchronous(.addFactor, idmIdentifier: id)
         guard
-            case .apiAccessAddFactor(let add) = try sdk.authenticator.finishWithDeviceAndPinSynchronous(
-                request: request, pin: { "24680" }, incomplete: XignSdkError(.parametersIncomplete, "attributes"))
+            case .apiAccessAddFactor(let add) = try sdk.authenticator.finishApiAccessSynchronous(
+                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
+                    request: request, pin: { "24680" }, incomplete: XignSdkError(.parametersIncomplete, "attributes")))
         else {
             throw TestFailure("expected apiAccessAddFactor")
         }
@@ -237,7 +238,8 @@ import XignTestSupport
                     .nonce) ?? ""
             let start = AuthenticationStartMessage(
                 nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c", expiresAt: Int64.max / 2,
-                service: "pam", relyingPartyName: "x", roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: []
+                purpose: .login(service: "pam"), relyingPartyName: "x",
+                roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: []
             )
             let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: (try? attacker.publicKey.fingerprint) ?? "")
             return FaultyServer.http(

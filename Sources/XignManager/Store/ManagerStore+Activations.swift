@@ -32,7 +32,7 @@ extension ManagerStore {
         var pinVerifier: String
         var pinIterations: Int
         var pinPepper: PINPepperKind
-        var state: String
+        var state: ActivationState
         var deviceId: String?
         var everPersonalized: Bool
         var failedAttempts: Int
@@ -58,7 +58,7 @@ extension ManagerStore {
                 throw ManagerError.internalFailure("activation \(id) names an unknown PIN pepper '\(pepper.prefix(20))'")
             }
             self.pinPepper = pinPepper
-            state = try row.decode(column: "state", as: String.self)
+            state = try ActivationState(row)
             deviceId = try row.decode(column: "device_id", as: String?.self)
             everPersonalized = try row.decode(column: "ever_personalized", as: Int.self) != 0
             failedAttempts = try row.decode(column: "failed_attempts", as: Int.self)
@@ -106,7 +106,7 @@ extension ManagerStore {
             VALUES (\(bind: activation.id), \(bind: activation.accountId), \(bind: activation.alias), \(bind: activation.secretHash),
                     \(bind: activation.secretValidUntil),
                     \(bind: activation.pinSalt), \(bind: activation.pinVerifier), \(bind: activation.pinIterations), \(bind: activation.pinPepper.rawValue),
-                    \(bind: activation.deviceId == nil ? "pending" : "personalized"), \(bind: activation.deviceId),
+                    \(bind: (activation.deviceId == nil ? ActivationState.pending : .personalized).rawValue), \(bind: activation.deviceId),
                     \(bind: activation.deviceId == nil ? 0 : 1), 0, 0, 0, \(bind: activation.createdAt))
             """
         ).run()
@@ -229,9 +229,9 @@ extension ManagerStore {
                 id: try row.decode(column: "id", as: String.self),
                 email: try row.decode(column: "email", as: String.self),
                 alias: try row.decode(column: "alias", as: String.self),
-                state: try row.decode(column: "state", as: String.self),
+                state: try ActivationState(row),
                 deviceId: try row.decode(column: "device_id", as: String?.self),
-                keyKind: try row.decode(column: "key_kind", as: String?.self),
+                keyKind: try row.decode(column: "key_kind", as: String?.self) == nil ? nil : try Self.keyKind(row),
                 deviceName: try row.decode(column: "name", as: String?.self),
                 platform: try row.decode(column: "platform", as: String?.self),
                 factors: try row.decode(column: "factors", as: String?.self).map { Self.orderedFactors(Self.factors($0)) },
@@ -242,5 +242,16 @@ extension ManagerStore {
                 permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0
             )
         }
+    }
+}
+
+/// An activation waits for its first personalization, is held by a device, or is revoked for good.
+public enum ActivationState: String, Codable, Sendable {
+    case pending, personalized, revoked
+
+    init(_ row: any SQLRow) throws {
+        let text = try row.decode(column: "state", as: String.self)
+        guard let state = Self(rawValue: text) else { throw ManagerError.internalFailure("an activation has the unknown state '\(text.prefix(20))'") }
+        self = state
     }
 }

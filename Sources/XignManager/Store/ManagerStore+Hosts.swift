@@ -108,7 +108,7 @@ extension ManagerStore {
         }
         return HostRecord(
             id: id, name: try row.decode(column: "name", as: String.self), publicKey: key,
-            keyKind: KeyKind(rawValue: try row.decode(column: "key_kind", as: String.self)) ?? .software,
+            keyKind: try Self.keyKind(row),
             createdAt: try row.decode(column: "created_at", as: Int64.self)
         )
     }

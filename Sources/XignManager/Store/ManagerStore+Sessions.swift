@@ -1,3 +1,4 @@
+import Foundation
 import SQLKit
 import XignProtocol
 
@@ -7,7 +8,7 @@ extension ManagerStore {
 
     struct PersonalizationSession: Sendable {
         var activationId: String
-        var outcome: String
+        var outcome: PersonalizationOutcome
         var challenge: String
         var expiresAt: Int64
     }
@@ -33,7 +34,7 @@ extension ManagerStore {
             ).first()
         else { return nil }
         return PersonalizationSession(
-            activationId: try row.decode(column: "activation_id", as: String.self), outcome: try row.decode(column: "outcome", as: String.self),
+            activationId: try row.decode(column: "activation_id", as: String.self), outcome: try Self.personalizationOutcome(row),
             challenge: try row.decode(column: "challenge", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
         )
     }
@@ -63,13 +64,11 @@ extension ManagerStore {
         var id: String
         var deviceId: String
         var activationId: String
-        var service: String
+        var purpose: AuthenticationPurpose
         var host: String
         var localUser: String
         var challenge: String
         var expiresAt: Int64
-        var mergeSessionId: String?
-        var confirmationId: String?
     }
 
     /// An authentication waiting for its finish.
@@ -78,18 +77,16 @@ extension ManagerStore {
         var activationId: String
         /// The account's address, for the audit.
         var email: String
-        var service: String
+        var purpose: AuthenticationPurpose
         var host: String
         var localUser: String
         var challenge: String
-        var mergeSessionId: String?
-        var confirmationId: String?
     }
 
     /// What a redeemed authorization code stood for.
     struct CodeGrant: Sendable {
         var deviceId: String
-        var service: String
+        var purpose: AuthenticationPurpose
         var role: String
         var host: String
         var localUser: String
@@ -100,10 +97,10 @@ extension ManagerStore {
     func insertAuthentication(_ authentication: NewAuthentication) async throws {
         try await sql.raw(
             """
-            INSERT INTO authentications (id, device_id, activation_id, service, host, local_user, challenge, expires_at, merge_session_id, confirmation_id)
-            VALUES (\(bind: authentication.id), \(bind: authentication.deviceId), \(bind: authentication.activationId), \(bind: authentication.service),
-                    \(bind: authentication.host), \(bind: authentication.localUser), \(bind: authentication.challenge), \(bind: authentication.expiresAt),
-                    \(bind: authentication.mergeSessionId), \(bind: authentication.confirmationId))
+            INSERT INTO authentications (id, device_id, activation_id, purpose, host, local_user, challenge, expires_at)
+            VALUES (\(bind: authentication.id), \(bind: authentication.deviceId), \(bind: authentication.activationId),
+                    \(bind: try Self.column(authentication.purpose)), \(bind: authentication.host), \(bind: authentication.localUser),
+                    \(bind: authentication.challenge), \(bind: authentication.expiresAt))
             """
         ).run()
     }
@@ -112,7 +109,7 @@ extension ManagerStore {
         guard
             let row = try await sql.raw(
                 """
-                SELECT au.device_id, au.activation_id, c.email, au.service, au.host, au.local_user, au.challenge, au.merge_session_id, au.confirmation_id
+                SELECT au.device_id, au.activation_id, c.email, au.purpose, au.host, au.local_user, au.challenge
                 FROM authentications au JOIN activations a ON a.id = au.activation_id JOIN accounts c ON c.id = a.account_id
                 WHERE au.id = \(bind: id) AND au.challenge IS NOT NULL AND au.expires_at > \(bind: now)
                 """
@@ -120,11 +117,9 @@ extension ManagerStore {
         else { return nil }
         return PendingAuthentication(
             deviceId: try row.decode(column: "device_id", as: String.self), activationId: try row.decode(column: "activation_id", as: String.self),
-            email: try row.decode(column: "email", as: String.self), service: try row.decode(column: "service", as: String.self),
+            email: try row.decode(column: "email", as: String.self), purpose: try Self.purpose(row),
             host: try row.decode(column: "host", as: String.self), localUser: try row.decode(column: "local_user", as: String.self),
-            challenge: try row.decode(column: "challenge", as: String.self),
-            mergeSessionId: try row.decode(column: "merge_session_id", as: String?.self),
-            confirmationId: try row.decode(column: "confirmation_id", as: String?.self)
+            challenge: try row.decode(column: "challenge", as: String.self)
         )
     }
 
@@ -161,7 +156,7 @@ extension ManagerStore {
             """
             UPDATE authentications SET code = NULL
             WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
-            RETURNING device_id, service, role, host, local_user, attributes
+            RETURNING device_id, purpose, role, host, local_user, attributes
             """
         ).first().map(Self.codeGrant)
     }
@@ -170,7 +165,7 @@ extension ManagerStore {
     func authorizationCode(_ code: String, now: Int64) async throws -> CodeGrant? {
         try await sql.raw(
             """
-            SELECT device_id, service, role, host, local_user, attributes FROM authentications
+            SELECT device_id, purpose, role, host, local_user, attributes FROM authentications
             WHERE code = \(bind: code) AND code_expires_at > \(bind: now)
             """
         ).first().map(Self.codeGrant)
@@ -178,9 +173,30 @@ extension ManagerStore {
 
     private static func codeGrant(_ row: any SQLRow) throws -> CodeGrant {
         CodeGrant(
-            deviceId: try row.decode(column: "device_id", as: String.self), service: try row.decode(column: "service", as: String.self),
+            deviceId: try row.decode(column: "device_id", as: String.self), purpose: try purpose(row),
             role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
             localUser: try row.decode(column: "local_user", as: String.self), attributes: try row.decode(column: "attributes", as: String?.self)
         )
+    }
+
+    private static func personalizationOutcome(_ row: any SQLRow) throws -> PersonalizationOutcome {
+        let text = try row.decode(column: "outcome", as: String.self)
+        guard let outcome = PersonalizationOutcome(rawValue: text) else {
+            throw ManagerError.internalFailure("a personalization session has the unknown outcome '\(text.prefix(20))'")
+        }
+        return outcome
+    }
+
+    /// The purpose column holds the purpose as the wire has it (canonical JSON): one form, decoded here at the row.
+    static func column(_ purpose: AuthenticationPurpose) throws -> String {
+        String(decoding: try JSONEncoder.canonical.encode(purpose), as: UTF8.self)
+    }
+
+    private static func purpose(_ row: any SQLRow) throws -> AuthenticationPurpose {
+        let text = try row.decode(column: "purpose", as: String.self)
+        guard let purpose = try? JSONDecoder().decode(AuthenticationPurpose.self, from: Data(text.utf8)) else {
+            throw ManagerError.internalFailure("an authentication row holds the purpose '\(text.prefix(64))', which this manager does not know")
+        }
+        return purpose
     }
 }

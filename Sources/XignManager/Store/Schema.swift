@@ -6,7 +6,27 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources,
+        confirmationSources, authenticationPurposes,
+    ]
+
+    /// One column says what an authentication is for (AuthenticationPurpose, as JSON), instead of a service name that
+    /// meant a process and two optional ids. Rows in flight keep their meaning.
+    static let authenticationPurposes = [
+        "ALTER TABLE authentications ADD COLUMN purpose TEXT NOT NULL DEFAULT ''",
+        """
+        UPDATE authentications SET purpose = CASE
+            WHEN merge_session_id IS NOT NULL THEN '{"merge":{"sessionId":"' || merge_session_id || '"}}'
+            WHEN confirmation_id IS NOT NULL THEN '{"confirmation":{"id":"' || confirmation_id || '"}}'
+            WHEN service = 'change-pin' THEN '{"apiAccess":{"process":"changePin"}}'
+            WHEN service = 'new-activation' THEN '{"apiAccess":{"process":"requestNewActivation"}}'
+            WHEN service = 'delete' THEN '{"apiAccess":{"process":"delete"}}'
+            WHEN service = 'add-factor' THEN '{"apiAccess":{"process":"addFactor"}}'
+            ELSE '{"login":{"service":"' || service || '"}}'
+        END
+        """,
+        "ALTER TABLE authentications DROP COLUMN service",
+        "ALTER TABLE authentications DROP COLUMN merge_session_id",
+        "ALTER TABLE authentications DROP COLUMN confirmation_id",
     ]
 
     /// Login confirmations count per source (the host and the remote address it reports) and cool down per source,

@@ -1,0 +1,132 @@
+import FoundationEssentials
+import XignProtocol
+
+/// Round trip 2: the finish, one function per purpose, each returning only what that purpose can end in.
+extension Authenticator {
+    /// A login: a service login or a lockout.
+    public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> LoginAuthenticationResult {
+        guard case .login(let service) = userInfo.request.session.purpose else { throw startedFor(userInfo, "a login") }
+        switch try finish(userInfo) {
+        case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
+        case .answer(let result, let sentAt):
+            guard result.outcome == .serviceLogin, let login = result.serviceLogin, login.service == service,
+                login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
+                let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
+            else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(result.outcome.rawValue) that does not fit it")
+            }
+            return .serviceLogin(
+                ServiceLoginResult(
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
+                    expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: userInfo.request.session.entity.idmIdentifier
+                ))
+        }
+    }
+
+    /// The approval of a login confirmation: a user login for the host that asked, or a lockout.
+    public func finishConfirmationSynchronous(userInfo: AuthenticationUserInformation) throws -> ConfirmationAuthenticationResult {
+        guard case .confirmation = userInfo.request.session.purpose else { throw startedFor(userInfo, "a confirmation") }
+        switch try finish(userInfo) {
+        case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
+        case .answer(let result, _):
+            guard result.outcome == .userLogin, let login = result.userLogin, login.role == userInfo.role.name else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered an approval with \(result.outcome.rawValue) that does not fit it")
+            }
+            return .userLogin(
+                UserLoginResult(
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, loginName: login.loginName,
+                    idmIdentifier: userInfo.request.session.entity.idmIdentifier
+                ))
+        }
+    }
+
+    /// The merge of an organization invite: complete, or a lockout.
+    public func finishMergeSynchronous(userInfo: AuthenticationUserInformation) throws -> MergeAuthenticationResult {
+        guard case .merge = userInfo.request.session.purpose else { throw startedFor(userInfo, "a merge") }
+        switch try finish(userInfo) {
+        case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
+        case .answer(let result, _):
+            guard result.outcome == .mergeComplete, result.mergedEmail != nil else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered a merge with \(result.outcome.rawValue)")
+            }
+            return .apiAccessMergeComplete(idmIdentifier: userInfo.request.session.entity.idmIdentifier)
+        }
+    }
+
+    /// An api access process: the grant of the process that was started, or a lockout.
+    public func finishApiAccessSynchronous(userInfo: AuthenticationUserInformation) throws -> ApiAccessAuthenticationResult {
+        let session = userInfo.request.session
+        guard case .apiAccess(let process) = session.purpose else { throw startedFor(userInfo, "an api access process") }
+        switch try finish(userInfo) {
+        case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
+        case .answer(let result, let sentAt):
+            guard result.outcome == .apiAccess, let grant = result.apiAccess, grant.process == process, grant.grant.utf8.count <= 128 else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
+            }
+            return try ApiAccessGrant(grant, session: session, sentAt: sentAt).result()
+        }
+    }
+
+    /// For the built-in purposes (an approval, a merge, an api access), whose role is device and PIN and which ask
+    /// for no attributes: prepares and signs. `pin` is read only once that holds; otherwise `incomplete` is thrown.
+    public func signWithDeviceAndPinSynchronous(
+        request: AuthenticateRequest, pin: () throws -> String, incomplete: @autoclosure () -> XignSdkError
+    ) throws -> AuthenticationUserInformation {
+        guard case .success(let information) = try prepareAuthenticationUserInformationSynchronous(request: request) else { throw incomplete() }
+        try information.sign(factor: DeviceFactor())
+        try information.sign(factor: PinFactor(try pin()))
+        return information
+    }
+
+    private func startedFor(_ userInfo: AuthenticationUserInformation, _ wanted: String) -> XignSdkError {
+        XignSdkError(.invalidInput, "this authentication was started for \(userInfo.request.session.purpose), not for \(wanted)")
+    }
+
+    private enum Answer {
+        case lockout(LockoutAttemptInformation)
+        /// Any other signed result, with when its request left (lifetimes count from there).
+        case answer(AuthenticationResultMessage, sentAt: MonotonicClock.Instant)
+    }
+
+    /// Signs with the device key, sends the sealed PIN, and checks the manager's signature over the answer. A
+    /// lockout is remembered; any other answer means the PIN was right, so a remembered lock is forgotten.
+    private func finish(_ userInfo: AuthenticationUserInformation) throws -> Answer {
+        let session = userInfo.request.session
+        guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
+            throw XignSdkError(
+                .parametersIncomplete,
+                "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+        }
+        var values: [String: String] = [:]
+        var selections: [String: String] = [:]
+        for info in userInfo.request.info.attributes {
+            if let value = info.value { values[info.name] = value }
+            if let alias = info.selection { selections[info.name] = alias.alias }
+        }
+        let nonce = try ManagerClient.nonce()
+        let sealedPin = try userInfo.pin.map {
+            try ManagerClient.seal($0, to: session.managerKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
+        }
+        let request = AuthenticationFinishRequest(
+            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
+            attributeValues: values, attributeSelections: selections, nonce: nonce
+        )
+        let client = ManagerClient(url: session.entity.managerURL, http: http)
+        let sentAt = MonotonicClock.now()
+        let compact = try client.postDeviceSigned(
+            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
+        let result = try ManagerClient.verify(
+            compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
+            nonceOf: \.nonce)
+        guard result.outcome == .lockout else {
+            try store.recordLockout(activationId: session.entity.activationId, nil)
+            return .answer(result, sentAt: sentAt)
+        }
+        guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+        let information = LockoutAttemptInformation(lock)
+        try? store.recordLockout(activationId: session.entity.activationId, information)
+        if let next = result.nextChallenge, next.utf8.count <= 128 { session.challenge = next }
+        userInfo.clearSignatures()
+        return .lockout(information)
+    }
+}
