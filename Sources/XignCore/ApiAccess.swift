@@ -2,6 +2,7 @@ import FoundationEssentials
 import XignCrypto
 import XignProtocol
 
+/// The SDKs' name, so a front end needs only XignCore to start a process.
 public typealias ApiAccessProcess = XignProtocol.ApiAccessProcess
 
 /// What every api access result carries: the manager's grant and the enrolment it was given to.

@@ -12,6 +12,7 @@ public struct AttemptLimit: Sendable {
         var updatedAt: Double
     }
 
+    /// Whether this attempt may go on, or how long the caller must wait.
     public enum Verdict: Equatable, Sendable {
         case allowed
         case refused(retryAfterSeconds: Int)

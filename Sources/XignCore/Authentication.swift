@@ -3,7 +3,9 @@ import XignCrypto
 import XignDevice
 import XignProtocol
 
+/// The SDKs' factor names, re-exported so front ends import XignCore alone.
 public typealias AuthenticatorType = XignProtocol.AuthenticatorType
+/// The SDKs' name for what is wrong with one requested attribute.
 public typealias AuthenticationInformationErrorCode = AuthenticationAttributeErrorCode
 
 /// What starts an InApp authentication: which enrolment, which service, and who logs in where.
@@ -12,8 +14,11 @@ public struct AuthenticationInitializationData: Sendable, Equatable {
     public let service: String
     public let host: String
     public let localUser: String
+    /// The enrolment as it was read once, carried to the start and the token instead of being read again.
+    let entity: IdentityManagerEntity
 }
 
+/// A login the manager accepted; its authorization code stays inside, so only `fetchAuthorizationCode` can spend it.
 public struct ServiceLoginResult: Sendable, Equatable {
     public let relyingPartyName: String
     public let roleName: String
@@ -68,6 +73,7 @@ public enum ApiAccessAuthenticationResult {
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
+/// A single-use code for the login token, opaque to the front end.
 public struct AuthorizationCode: Sendable, Equatable {
     let code: String
     let idmIdentifier: String
@@ -98,38 +104,46 @@ public struct Authenticator {
     public func fetchInAppAuthenticationInitializationData(
         idmIdentifier: String, service: String, host: String, localUser: String
     ) throws -> AuthenticationInitializationData {
+        try fetchInAppAuthenticationInitializationData(enrolment: store.entity(idmIdentifier), service: service, host: host, localUser: localUser)
+    }
+
+    /// The same, for an enrolment the caller already read (a login reads the state file once).
+    public func fetchInAppAuthenticationInitializationData(
+        enrolment: IdentityManagerEntity, service: String, host: String, localUser: String
+    ) throws -> AuthenticationInitializationData {
         guard (1...64).contains(service.utf8.count), (1...253).contains(host.utf8.count), (1...64).contains(localUser.utf8.count) else {
             throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
         }
-        _ = try store.entity(idmIdentifier)
-        return AuthenticationInitializationData(idmIdentifier: idmIdentifier, service: service, host: host, localUser: localUser)
+        return AuthenticationInitializationData(
+            idmIdentifier: enrolment.idmIdentifier, service: service, host: host, localUser: localUser, entity: enrolment)
     }
 
     /// Round trip 1: the roles, attributes and challenge.
     public func startAuthenticationSynchronous(data: AuthenticationInitializationData) throws -> AuthenticateRequest {
-        try start(.login(service: data.service), idmIdentifier: data.idmIdentifier, host: data.host, localUser: data.localUser)
+        try start(.login(service: data.service), entity: data.entity, host: data.host, localUser: data.localUser)
     }
 
     /// Approves a login confirmation a host asked for: `code` is what the host shows (number matching).
     public func startAuthenticationSynchronous(confirmation: ConfirmationInitializationData) throws -> AuthenticateRequest {
-        try start(.confirmation(id: confirmation.confirmationId), idmIdentifier: confirmation.idmIdentifier, confirmationCode: confirmation.code)
+        try start(
+            .confirmation(id: confirmation.confirmationId), entity: store.entity(confirmation.idmIdentifier), confirmationCode: confirmation.code)
     }
 
     /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
     public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
-        try start(.merge(sessionId: merge.sessionId), idmIdentifier: merge.existingIdmIdentifier)
+        try start(.merge(sessionId: merge.sessionId), entity: store.entity(merge.existingIdmIdentifier))
     }
 
     /// Starts an api access process: an authentication for that process, with device and PIN.
     public func startApiAccessSynchronous(_ process: ApiAccessProcess, idmIdentifier: String) throws -> AuthenticateRequest {
-        try start(.apiAccess(process: process), idmIdentifier: idmIdentifier)
+        try start(.apiAccess(process: process), entity: store.entity(idmIdentifier))
     }
 
     /// Every purpose but a login happens on this machine for the enrolment's own user.
     private func start(
-        _ purpose: AuthenticationPurpose, idmIdentifier: String, host: String? = nil, localUser: String? = nil, confirmationCode: String? = nil
+        _ purpose: AuthenticationPurpose, entity: IdentityManagerEntity, host: String? = nil, localUser: String? = nil,
+        confirmationCode: String? = nil
     ) throws -> AuthenticateRequest {
-        let entity = try store.entity(idmIdentifier)
         let localUser = localUser ?? entity.localUser
         // A remembered lock is a reason to ask, not a verdict: an administrator may have lifted it. A manager that still
         // holds it answers 423 (shown, never written); a start signed over this nonce means it is gone.
@@ -189,7 +203,10 @@ public struct Authenticator {
     /// Round trip 3: the login token. It is believed only if the pinned manager key signed it for our nonce,
     /// for this host, this local user and this service, and it has not expired.
     public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
-        let entity = try store.entity(code.idmIdentifier)
+        guard code.idmIdentifier == data.idmIdentifier else {
+            throw XignSdkError(.invalidInput, "the authorization code is for another enrolment than the login it should finish")
+        }
+        let entity = data.entity
         let managerKey = try entity.pinnedManagerKey()
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)

@@ -89,7 +89,8 @@ extension Authenticator {
     }
 
     /// Signs with the device key, sends the sealed PIN, and checks the manager's signature over the answer. A
-    /// lockout is remembered; any other answer means the PIN was right, so a remembered lock is forgotten.
+    /// lockout is remembered; any other answer means the PIN was right, so a lock this session remembered is
+    /// forgotten (one remembered before it was forgotten at start).
     private func finish(_ userInfo: AuthenticationUserInformation) throws -> Answer {
         let session = userInfo.request.session
         guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
@@ -119,12 +120,13 @@ extension Authenticator {
             compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
             nonceOf: \.nonce)
         guard result.outcome == .lockout else {
-            try store.recordLockout(activationId: session.entity.activationId, nil)
+            if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
             return .answer(result, sentAt: sentAt)
         }
         guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
         let information = LockoutAttemptInformation(lock)
         try? store.recordLockout(activationId: session.entity.activationId, information)
+        session.recordedLockout = true
         if let next = result.nextChallenge, next.utf8.count <= 128 { session.challenge = next }
         userInfo.clearSignatures()
         return .lockout(information)

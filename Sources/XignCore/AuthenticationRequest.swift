@@ -5,11 +5,13 @@ import XignProtocol
 
 // What an authentication asks for and how the user answers: roles, attributes, factors (the SDKs' types).
 
+/// A role of the service and the factor combinations it accepts; the PAM service picks one by name.
 public struct Role: Sendable, Equatable {
     public let name: String
     public let requestedAuthenticators: [[AuthenticatorType]]
 }
 
+/// A name for a stored attribute value: the device chooses among aliases and never sees the value.
 public struct PersonalInformationAlias: Sendable, Hashable {
     public let alias: String
     public let isPrimary: Bool
@@ -51,6 +53,7 @@ public final class AuthenticationInformation {
     }
 }
 
+/// One attribute the service asks for, which the user confirms (an alias) or supplies (missing data).
 public final class AuthenticationPersonalInformation {
     public let attributes: [AuthenticationInformation]
 
@@ -99,6 +102,8 @@ final class AuthenticationSession {
     let authenticationId: String
     var challenge: String
     let fingerprints: FingerprintReader
+    /// This session wrote a lock to the state file (a wrong PIN), so a right PIN afterwards must forget it.
+    var recordedLockout = false
 
     init(
         purpose: AuthenticationPurpose, localUser: String, entity: IdentityManagerEntity, managerKey: P256PublicKey, deviceKey: any DeviceKey,
@@ -115,6 +120,7 @@ final class AuthenticationSession {
     }
 }
 
+/// Whether the attributes are complete enough to sign; checked here first, so a round trip is not spent on it.
 public enum PrepareAuthenticationUserInformationResult {
     /// The request again, with `error` set on each attribute to correct.
     case failure(AuthenticateRequest)

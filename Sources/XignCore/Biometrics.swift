@@ -2,6 +2,7 @@ import FoundationEssentials
 import XignDevice
 import XignProtocol
 
+/// fprintd's reader, re-exported so the configuration can name it without importing XignDevice.
 public typealias FingerprintReader = XignDevice.FingerprintReader
 
 extension FingerprintReader {

@@ -29,6 +29,7 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// caller and target; no by default.
     public var setuidCallersMayUseOtherEnrolments = false
 
+    /// Where this host records sessions (logind, utmp): how the login tells a local session from a remote one.
     public struct SessionRecords: Sendable, Equatable {
         public var utmpPath = "/var/run/utmp"
         public var logindSessionsDirectory = "/run/systemd/sessions"
@@ -40,6 +41,7 @@ public struct ClientConfiguration: Sendable, Equatable {
         service.flatMap { pamRoles[$0] } ?? pamDefaultRole
     }
 
+    /// `device_key`: `tpm` (required), `software` (the explicit fallback), or `auto` (a TPM key where the machine has one).
     public enum DeviceKeyPreference: String, Sendable, CaseIterable {
         case tpm, software, auto
     }
@@ -47,9 +49,7 @@ public struct ClientConfiguration: Sendable, Equatable {
     public init() {}
 
     public init(file: ConfigFile) throws {
-        func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
-            ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
-        }
+        let fail = file.fail
         try file.rejectUnknownKeys(
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",

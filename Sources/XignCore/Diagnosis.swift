@@ -9,6 +9,7 @@ import Glibc
 
 /// What `xign-setup doctor` reports: each part of a working setup, checked for real.
 public struct Diagnosis: Sendable {
+    /// How bad one finding is; ordered, so the worst decides the exit status.
     public enum Status: String, Sendable, Comparable {
         case ok, warning, failure
 
@@ -23,6 +24,7 @@ public struct Diagnosis: Sendable {
         public static func < (a: Status, b: Status) -> Bool { a.rank < b.rank }
     }
 
+    /// One finding of `xign-setup doctor`, with what to do about it.
     public struct Item: Sendable {
         public let name: String
         public let status: Status

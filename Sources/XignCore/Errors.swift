@@ -89,6 +89,7 @@ public struct LockoutAttemptInformation: Codable, Sendable, Equatable {
     }
 }
 
+/// A lock already in force: thrown before any PIN is asked, since the attempt cannot count.
 public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
     public let information: LockoutAttemptInformation
 

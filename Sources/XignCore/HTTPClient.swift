@@ -5,6 +5,7 @@ import XignProtocol
 /// Blocking HTTP over libcurl's easy interface: no threads, no signals, hard timeouts, a bounded response.
 /// This is the only way XignCore talks to a manager, so it is also the one place that enforces docs/design.md's invariant 1.
 public struct HTTPClient: Sendable {
+    /// Timeouts and trust for every call to a manager; the PAM path never waits longer than these.
     public struct Configuration: Sendable, Equatable {
         /// The whole exchange, connect included.
         public var timeoutMilliseconds = 10_000
@@ -18,12 +19,14 @@ public struct HTTPClient: Sendable {
         public init() {}
     }
 
+    /// A manager's answer, already size-limited.
     public struct Response: Sendable {
         public var status: Int
         public var body: Data
         public var contentType: String?
     }
 
+    /// Why a call got no answer, kept apart from a refusal so the login can say "unreachable".
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case insecureTransport(String)
         case timedOut(String)
@@ -58,12 +61,6 @@ public struct HTTPClient: Sendable {
         guard Self.globalInit == CURLE_OK, let handle = curl_easy_init() else { throw Failure.transport("libcurl could not start") }
         defer { curl_easy_cleanup(handle) }
 
-        final class Sink {
-            var data = Data()
-            let limit: Int
-            var overflowed = false
-            init(limit: Int) { self.limit = limit }
-        }
         let sink = Sink(limit: configuration.maximumResponseBytes)
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
 
@@ -73,17 +70,6 @@ public struct HTTPClient: Sendable {
             list = curl_slist_append(list, "\(name): \(value)")
         }
         if body != nil { list = curl_slist_append(list, "Content-Type: application/json") }
-
-        let writer: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { pointer, size, count, context in
-            let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
-            let length = size * count
-            guard sink.data.count + length <= sink.limit else {
-                sink.overflowed = true
-                return 0  // makes libcurl stop with CURLE_WRITE_ERROR
-            }
-            if let pointer { sink.data.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length) }
-            return length
-        }
 
         let code: CURLcode = withExtendedLifetime(sink) {
             errorBuffer.withUnsafeMutableBufferPointer { errors -> CURLcode in
@@ -101,7 +87,7 @@ public struct HTTPClient: Sendable {
                     xign_curl_setopt_string(handle, CURLOPT_USERAGENT, "xign/\(XignCoreVersion.string)"),
                     xign_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)),
                     xign_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errors.baseAddress)),
-                    xign_curl_setopt_write(handle, writer),
+                    xign_curl_setopt_write(handle, Self.writer),
                     xign_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()),
                 ]
                 if let caFile = configuration.caFile { setup.append(xign_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
@@ -118,18 +104,8 @@ public struct HTTPClient: Sendable {
                 return curl_easy_perform(handle)
             }
         }
-        let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        switch code {
-        case CURLE_OK: break
-        case CURLE_WRITE_ERROR where sink.overflowed: throw Failure.responseTooLarge(configuration.maximumResponseBytes)
-        case CURLE_OPERATION_TIMEDOUT: throw Failure.timedOut(url)
-        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: throw Failure.unreachable(reason)
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM:
-            throw Failure.tls(reason)
-        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
-            throw Failure.unreachable("the connection broke off (\(reason))")
-        default: throw Failure.transport(reason)
+        if let failure = Self.failure(code, errorBuffer, overflowed: sink.overflowed, url: url, limit: configuration.maximumResponseBytes) {
+            throw failure
         }
         var status = 0
         xign_curl_response_code(handle, &status)
@@ -137,8 +113,45 @@ public struct HTTPClient: Sendable {
         xign_curl_content_type(handle, &type)
         return Response(status: status, body: sink.data, contentType: type.map { String(cString: $0) })
     }
+
+    /// What libcurl's answer means for the caller: nil when a response arrived.
+    private static func failure(_ code: CURLcode, _ errorBuffer: [CChar], overflowed: Bool, url: String, limit: Int) -> Failure? {
+        let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        switch code {
+        case CURLE_OK: return nil
+        case CURLE_WRITE_ERROR where overflowed: return .responseTooLarge(limit)
+        case CURLE_OPERATION_TIMEDOUT: return .timedOut(url)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .unreachable(reason)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM: return .tls(reason)
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+            return .unreachable("the connection broke off (\(reason))")
+        default: return .transport(reason)
+        }
+    }
+
+    /// The response body, collected up to a limit; past it the transfer stops.
+    private final class Sink {
+        var data = Data()
+        let limit: Int
+        var overflowed = false
+        init(limit: Int) { self.limit = limit }
+    }
+
+    private static let writer: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        pointer, size, count, context in
+        let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+        let length = size * count
+        guard sink.data.count + length <= sink.limit else {
+            sink.overflowed = true
+            return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+        }
+        if let pointer { sink.data.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length) }
+        return length
+    }
 }
 
+/// The version every front end reports, and sends to the manager in its user agent.
 public enum XignCoreVersion {
     public static let string = "0.1.0"
 }

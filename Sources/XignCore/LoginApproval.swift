@@ -17,6 +17,7 @@ public protocol LoginApprover {
     func deny(_ confirmation: PendingConfirmation) throws
 }
 
+/// Approvals with this machine's own state and keys: for root, and inside xignd.
 public struct SdkLoginApprover: LoginApprover {
     let sdk: XignSdk
 

@@ -26,6 +26,7 @@ public struct PendingLoginConfirmation: Sendable {
     let managerKey: P256PublicKey
 }
 
+/// What became of a login a host asked to confirm, as the manager signed it.
 public enum LoginConfirmationDecision: Sendable, Equatable {
     case approved(byDevice: String)
     case denied

@@ -5,6 +5,7 @@ import Glibc
 /// A clock that only moves forward and ignores changes to the wall clock: lifetimes the manager grants are
 /// counted on it, so a host clock that is wrong or jumps neither refuses nor prolongs them.
 public enum MonotonicClock {
+    /// A point on the monotonic clock, so no lifetime depends on the wall clock's or the manager's time.
     public struct Instant: Sendable, Equatable, Comparable {
         public let milliseconds: Int64
 

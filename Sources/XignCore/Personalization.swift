@@ -110,6 +110,7 @@ public struct AuthenticationInitializationDataWithSession: Sendable, Equatable {
     let sessionId: String
 }
 
+/// The SDKs' five answers to decrypting activation data; each says what the next step may be.
 public enum PersonalizationResponse {
     case newPersonalization(PersonalizationParameters)
     case rePersonalization(PersonalizationParameters, NewActivationTrigger)
@@ -118,6 +119,7 @@ public enum PersonalizationResponse {
     case lockout(lockoutInformation: LockoutAttemptInformation, personalizationInitializationData: PersonalizationInitializationData)
 }
 
+/// What a finished personalization leaves on the machine: the enrolment the logins use.
 public struct PersonalizationResult: Sendable, Equatable {
     public let idmIdentifier: String
     public let entity: IdentityManagerEntity

@@ -1,11 +1,14 @@
 import FoundationEssentials
 import XignProtocol
 
+/// Checks a PIN against the manager's policy before it leaves the machine, so the user hears why at once.
 public enum PinValidator {
+    /// The SDKs' name for a PIN's verdict.
     public typealias ResultCode = PinValidationResult
 }
 
 extension EmailValidator {
+    /// The SDKs' name for an address's verdict.
     public typealias ResultCode = EmailValidationResult
 }
 
@@ -45,7 +48,9 @@ public final class PinSpecification {
     }
 }
 
+/// Checks an alias locally: it is shown in every PIN prompt, so it must be printable and short.
 public struct AliasValidator: Sendable {
+    /// The SDKs' name for an alias's verdict.
     public typealias ResultCode = AliasValidationResult
     let policy: AliasPolicyMessage
     public var minLength: Int { policy.minLength }
@@ -104,10 +109,12 @@ public final class RegistrationPersonalInformation {
     public var familyName: RegistrationInformation? { self["familyName"] }
 }
 
+/// How a registration category identifies the person (the SDKs' identification types).
 public enum IdentificationType: String, Sendable, CaseIterable {
     case anonymous, email, phone, idCard
 }
 
+/// One way to register offered by the manager, with the attributes it asks for.
 public final class IdentificationCategory {
     public let id: String
     public let types: Set<IdentificationType>
@@ -167,6 +174,7 @@ public final class RegistrationParameters {
     }
 }
 
+/// Success with where the activation data went, or the attributes the manager refused and why.
 public enum RegistrationResponse {
     case success(managerUrl: String)
     /// The same parameters, with `error` set on each attribute the manager refused.

@@ -61,6 +61,7 @@ public struct XignSdk {
     /// The enrolment named by `idmIdentifier`, for this machine.
     public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity { try store.entity(idmIdentifier) }
 
+    /// Whether the manager revoked the device too, had forgotten it already, or was not asked.
     public enum RemovalOutcome: Sendable, Equatable {
         /// The manager revoked the device, and it is gone here too.
         case revoked

@@ -12,6 +12,7 @@ public final class DaemonConnection: @unchecked Sendable {
     public static let defaultSocketPath = "/run/xign/xignd.sock"
     public static let maximumMessageSize = 16 * 1024
 
+    /// Why a message did not go through; each ends the connection.
     public enum Failure: Error, Equatable, CustomStringConvertible {
         /// No xignd listens at the path (or it cannot be reached): errno's text.
         case unreachable(String)
@@ -132,6 +133,7 @@ extension MonotonicClock.Instant {
 }
 
 extension DaemonConnection {
+    /// Who is at the other end (SO_PEERCRED): the kernel's word, not the caller's.
     public struct PeerCredentials: Sendable, Equatable {
         public let pid: pid_t
         public let uid: uid_t

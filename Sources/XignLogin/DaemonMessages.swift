@@ -5,6 +5,7 @@ import XignCore
 // One request opens a connection. A login is a conversation: xignd sends prompts and messages, the caller
 // answers the prompts, and the result ends it. Every other request gets one reply.
 
+/// A login a caller without root asks xignd to run; the caller's fields are only as true as the caller.
 public struct DaemonLoginRequest: Codable, Sendable, Equatable {
     public var user: String
     public var service: String?
@@ -27,6 +28,7 @@ public struct DaemonLoginRequest: Codable, Sendable, Equatable {
     }
 }
 
+/// What a caller may ask xignd; each names the local user it acts for, which xignd checks against SO_PEERCRED.
 public enum DaemonRequest: Codable, Sendable, Equatable {
     case login(DaemonLoginRequest)
     /// The answer to the last prompt.
@@ -45,6 +47,7 @@ public enum DaemonRequest: Codable, Sendable, Equatable {
     }
 }
 
+/// xignd's side of a conversation: prompts and messages to relay, then one end.
 public enum DaemonReply: Codable, Sendable, Equatable {
     case prompt(text: String, echo: Bool)
     case message(text: String, isError: Bool)

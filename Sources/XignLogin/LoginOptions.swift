@@ -11,6 +11,7 @@ public struct LoginOptions: Equatable {
         case safe
     }
 
+    /// `mode=`: which way a login goes.
     public enum Mode: String, Equatable {
         /// This machine holds the user's enrolment: device key and PIN.
         case local

@@ -26,6 +26,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
     /// The application's conversation failed (the user went away).
     case conversationFailed
 
+    /// Why the module stayed out (PAM_IGNORE); the raw value is the log's word.
     public enum Ignored: String, Codable, Sendable {
         case unknownUser = "unknown-user-ignored"
         case managerUnreachable = "unreachable-ignored"
@@ -33,6 +34,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case daemonUnavailable = "xignd-unavailable-ignored"
     }
 
+    /// What could not be reached; the raw value is the log's word.
     public enum Unavailable: String, Codable, Sendable {
         case manager = "unreachable"
         case tpm = "tpm-unavailable"
@@ -41,6 +43,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case daemonImpostor = "xignd-impostor"
     }
 
+    /// Why a login was refused; the raw value is the log's word.
     public enum Refusal: String, Codable, Sendable {
         case denied
         case expired
@@ -64,6 +67,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case other = "refused"
     }
 
+    /// What the administrator must fix; the raw value is the log's word.
     public enum Misconfiguration: String, Codable, Sendable {
         case configuration = "config-error"
         case state = "state-error"

@@ -41,15 +41,8 @@ extension IdentityManager {
         }
     }
 
-    public func startAuthentication(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
-        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
-            IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
-            DisplayText.isSafeLine(request.localUser, maximumLength: 64),
-            (1...128).contains(request.nonce.utf8.count), (request.confirmationCode?.utf8.count ?? 0) <= 16
-        else {
-            throw ManagerError.badRequest("a field of the authentication request is empty, too long or holds characters it may not")
-        }
+    /// Checks the purpose's fields; the confirmation a start approves, if any. Only a confirmation carries a code.
+    static func confirmationId(checking request: AuthenticationStartRequest) throws -> String? {
         let confirmationId: String?
         switch request.purpose {
         case .login(let id):
@@ -69,6 +62,19 @@ extension IdentityManager {
         if confirmationId == nil, request.confirmationCode != nil {
             throw ManagerError.badRequest("confirmationCode belongs to purpose confirmation only")
         }
+        return confirmationId
+    }
+
+    public func startAuthentication(body: Data, signature: String?) async throws -> String {
+        let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
+        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
+            IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
+            DisplayText.isSafeLine(request.localUser, maximumLength: 64),
+            (1...128).contains(request.nonce.utf8.count), (request.confirmationCode?.utf8.count ?? 0) <= 16
+        else {
+            throw ManagerError.badRequest("a field of the authentication request is empty, too long or holds characters it may not")
+        }
+        let confirmationId = try Self.confirmationId(checking: request)
         let service = try service(for: request.purpose)
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
@@ -174,33 +180,10 @@ extension IdentityManager {
         let missing = try await checkAttributes(request, service: service, activationId: authentication.activationId)
 
         var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
-        if given.contains(.pin) {
-            guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role.name) needs the PIN factor") }
-            let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
-            let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
-            let verdict = try await countingLockedLogins {
-                try await checkPIN(pin, activationId: authentication.activationId, for: purpose) { activation in
-                    guard let activation, activation.deviceId == authentication.deviceId else {
-                        throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
-                    }
-                    return activation
-                }
-            }
-            if let lock = verdict.lockout {
-                ManagerMetrics.login(.wrongPIN)
-                result.outcome = .lockout
-                result.lockout = lock
-                if !lock.isPermanent {
-                    // The next attempt, after the lock, signs a fresh challenge; the previous signatures are spent.
-                    let next = try SecureRandom.token()
-                    let expiresAt = max(lock.lockedUntil, Self.now()) + configuration.sessionLifetimeMilliseconds
-                    try await database.transaction { store in
-                        try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
-                    }
-                    result.nextChallenge = next
-                }
-                return try sign(result, type: SignedAnswerType.authenticationResult)
-            }
+        if given.contains(.pin), let lock = try await checkPIN(of: request, for: authentication, at: service, role: role.name) {
+            result.outcome = .lockout
+            (result.lockout, result.nextChallenge) = lock
+            return try sign(result, type: SignedAnswerType.authenticationResult)
         }
         switch authentication.purpose {
         case .login:
@@ -217,6 +200,34 @@ extension IdentityManager {
             result.apiAccess = try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role.name)
         }
         return try sign(result, type: SignedAnswerType.authenticationResult)
+    }
+
+    /// The finish's PIN, charged to the lockout like every check. A wrong one gives the lock, and for a lock that
+    /// runs out the challenge the next attempt signs (the previous signatures are spent).
+    private func checkPIN(
+        of request: AuthenticationFinishRequest, for authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+        role: String
+    ) async throws -> (LockoutMessage, nextChallenge: String?)? {
+        guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
+        let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
+        let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
+        let verdict = try await countingLockedLogins {
+            try await checkPIN(pin, activationId: authentication.activationId, for: purpose) { activation in
+                guard let activation, activation.deviceId == authentication.deviceId else {
+                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+                }
+                return activation
+            }
+        }
+        guard let lock = verdict.lockout else { return nil }
+        ManagerMetrics.login(.wrongPIN)
+        guard !lock.isPermanent else { return (lock, nil) }
+        let next = try SecureRandom.token()
+        let expiresAt = max(lock.lockedUntil, Self.now()) + configuration.sessionLifetimeMilliseconds
+        try await database.transaction { store in
+            try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
+        }
+        return (lock, next)
     }
 
     /// A login: the single-use authorization code, batched into the finish answer to save a round trip.

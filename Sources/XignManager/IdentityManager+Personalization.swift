@@ -109,37 +109,7 @@ extension IdentityManager {
         let deviceId = try SecureRandom.identifier()
         let frozenNewActivation = newActivation
         let (result, mailIds) = try await database.transaction { store -> (PersonalizationResultMessage, [String]) in
-            guard let session = try await store.personalizationSession(request.sessionId) else {
-                throw ManagerError(
-                    .conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
-            }
-            guard session.expiresAt > Self.now() else {
-                throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
-            }
-            try Self.checkSignature(
-                rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: session.challenge)
-            guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
-                throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
-            }
-            let outcome = session.outcome
-            let allowed: Bool
-            switch request.mode {
-            case .new: allowed = outcome == .newPersonalization || outcome == .mergePersonalization
-            case .override: allowed = outcome == .rePersonalization || outcome == .alreadyPersonalized
-            case .newActivation: allowed = outcome == .rePersonalization
-            }
-            guard allowed else {
-                throw ManagerError(
-                    .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome.rawValue) session")
-            }
-            guard var activation = try await store.activation(id: session.activationId), activation.state != .revoked, !activation.permanentlyLocked
-            else {
-                throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
-            }
-            // Another session of the same data personalized first (or the administrator reissued the data meanwhile).
-            guard activation.secretValidUntil > Self.now() else {
-                throw ManagerError(.conflict, .sessionInvalid, "this activation data was used meanwhile; ask for new activation data")
-            }
+            var activation = try await Self.claimSession(of: request, body: body, signature: rawSignature, deviceKey: deviceKey, in: store)
             var mailId: String?
             if let fresh = frozenNewActivation {
                 let count = try await store.activationCount(accountId: activation.accountId)
@@ -186,6 +156,45 @@ extension IdentityManager {
                 "keyKind": "\(request.keyKind.rawValue)",
             ])
         return try sign(result, type: SignedAnswerType.personalization)
+    }
+
+    /// The session the request continues, checked and spent: signed by the new key over its challenge, of a mode that
+    /// continues its outcome, for an activation still valid. Returns that activation.
+    private static func claimSession(
+        of request: PersonalizeRequest, body: Data, signature: Data, deviceKey: P256PublicKey, in store: ManagerStore
+    ) async throws -> ManagerStore.ActivationRecord {
+        guard let session = try await store.personalizationSession(request.sessionId) else {
+            throw ManagerError(
+                .conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
+        }
+        guard session.expiresAt > now() else {
+            throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
+        }
+        try checkSignature(
+            signature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: session.challenge)
+        guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
+            throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
+        }
+        let outcome = session.outcome
+        let allowed: Bool
+        switch request.mode {
+        case .new: allowed = outcome == .newPersonalization || outcome == .mergePersonalization
+        case .override: allowed = outcome == .rePersonalization || outcome == .alreadyPersonalized
+        case .newActivation: allowed = outcome == .rePersonalization
+        }
+        guard allowed else {
+            throw ManagerError(
+                .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome.rawValue) session")
+        }
+        guard let activation = try await store.activation(id: session.activationId), activation.state != .revoked, !activation.permanentlyLocked
+        else {
+            throw ManagerError(.gone, .activationRevoked, "this activation was removed or locked meanwhile")
+        }
+        // Another session of the same data personalized first (or the administrator reissued the data meanwhile).
+        guard activation.secretValidUntil > now() else {
+            throw ManagerError(.conflict, .sessionInvalid, "this activation data was used meanwhile; ask for new activation data")
+        }
+        return activation
     }
 
     /// The account is permanent from now on; attributes kept for a linked service are handed over and deleted.

@@ -172,9 +172,15 @@ public struct ManagerConfiguration: Sendable {
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account", "confirmation.denial_cooldown",
             "confirmation.max_code_failures",
         ])
-        func fail(_ key: String, _ why: String) -> ConfigFile.ParseError {
-            ConfigFile.ParseError(description: "\(file.source):\(file.entries[key]?.line ?? 0): \(key) \(why)")
-        }
+        let fail = file.fail
+        try readServerKeysAndMail(file, fail: fail)
+        try readPINAndRegistration(file, known: &known, fail: fail)
+        try readLockoutAndConfirmation(file, fail: fail)
+        try readServices(file, known: &known, fail: fail)
+        try file.rejectUnknownKeys(known)
+    }
+
+    private mutating func readServerKeysAndMail(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
         if let listen = file.string("server.listen") {
             guard let address = Self.listenAddress(listen) else { throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440") }
             (listenHost, listenPort) = address
@@ -202,6 +208,11 @@ public struct ManagerConfiguration: Sendable {
             }
             smtpRelay = relay
         }
+    }
+
+    private mutating func readPINAndRegistration(
+        _ file: ConfigFile, known: inout Set<String>, fail: (String, String) -> ConfigFile.ParseError
+    ) throws {
         pinPolicy.minLength = try file.integer("pin.min_length", in: 4...64) ?? pinPolicy.minLength
         pinPolicy.maxLength = try file.integer("pin.max_length", in: 4...64) ?? pinPolicy.maxLength
         guard pinPolicy.minLength <= pinPolicy.maxLength else { throw fail("pin.min_length", "must not exceed pin.max_length") }
@@ -235,6 +246,9 @@ public struct ManagerConfiguration: Sendable {
                 return Category(id: id, types: types, attributes: attributes)
             }
         }
+    }
+
+    private mutating func readLockoutAndConfirmation(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
         lockout.freeAttempts = try file.integer("lockout.free_attempts", in: 0...20) ?? lockout.freeAttempts
         lockout.baseDelayMilliseconds = try file.milliseconds("lockout.base_delay", in: 100...86_400_000) ?? lockout.baseDelayMilliseconds
         lockout.maxDelayMilliseconds = try file.milliseconds("lockout.max_delay", in: 100...(30 * 86_400_000)) ?? lockout.maxDelayMilliseconds
@@ -253,6 +267,9 @@ public struct ManagerConfiguration: Sendable {
             try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
+    }
+
+    private mutating func readServices(_ file: ConfigFile, known: inout Set<String>, fail: (String, String) -> ConfigFile.ParseError) throws {
         known.insert("services.names")
         if let ids = try Self.identifiers(file.list("services.names"), key: "services.names", fail: fail) {
             guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
@@ -286,7 +303,6 @@ public struct ManagerConfiguration: Sendable {
                 )
             }
         }
-        try file.rejectUnknownKeys(known)
     }
 
     /// Names clients send back in requests: each must be an identifier (`IdentifierValidator`), as the API allows no other.

@@ -73,7 +73,8 @@ public struct ConfigFile: Sendable {
 
     public func string(_ key: String) -> String? { entries[key]?.value }
 
-    private func fail(_ key: String, _ why: String) -> ParseError {
+    /// The error for `key`, naming the file and the key's line.
+    public func fail(_ key: String, _ why: String) -> ParseError {
         ParseError(description: "\(source):\(entries[key]?.line ?? 0): \(key) \(why)")
     }
 

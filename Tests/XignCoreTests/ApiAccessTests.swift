@@ -89,7 +89,8 @@ import XignTestSupport
             return
         }
         let code = AuthorizationCode(code: change.grant.message.grant, idmIdentifier: id)
-        let data = AuthenticationInitializationData(idmIdentifier: id, service: "change-pin", host: "h", localUser: "alice")
+        let data = try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: id, service: "change-pin", host: "h", localUser: "alice")
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.fetchToken(code, expecting: data) }
         // The refusal rolled back: the grant still finishes its own process, once.
         try expectSetPin(change.pinSpec.setPin("97531"))
@@ -214,7 +215,8 @@ import XignTestSupport
 
         func strongLogin(finger: String) throws -> LoginAuthenticationResult {
             let request = try sdk.authenticator.startAuthenticationSynchronous(
-                data: .init(idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
+                data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                    idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
             guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }
             #expect(strong.requestedAuthenticators == [[.device, .pin, .biometric]])
             request.setSelection(strong)

@@ -87,7 +87,8 @@ import XignTestSupport
         // While the lock holds, the manager refuses to start (the remembered lock only makes the machine ask).
         #expect(throws: XignSdkLockoutError.self) {
             _ = try sdk.authenticator.startAuthenticationSynchronous(
-                data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
+                data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                    idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
         }
         // The signatures were spent: finishing unsigned is refused here, before any request.
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) }
@@ -126,7 +127,11 @@ import XignTestSupport
         let (sdk, enrolment) = try enrolled(fixture)
         let realKey = try P256PrivateKey(
             pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8))
-        let data = AuthenticationInitializationData(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "host-a", localUser: "alice")
+        // The login carries the enrolment it read at its start, so each case reads it after pointing it elsewhere.
+        func data() throws -> AuthenticationInitializationData {
+            try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "host-a", localUser: "alice")
+        }
         @Sendable func token(host: String = "host-a", user: String = "alice", nonce: String, signer: P256PrivateKey) throws -> [UInt8] {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let message = LoginTokenMessage(
@@ -153,7 +158,7 @@ import XignTestSupport
             let server = try FaultyServer(respond: respond)
             try writeTestFile(storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: server.url).utf8))
             do {
-                _ = try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data)
+                _ = try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data())
                 Issue.record("accepted a token: \(name)")
             } catch let error as XignSdkError {
                 #expect(error.errorCode == .managerSignatureInvalid, "\(name): \(error)")
@@ -163,7 +168,8 @@ import XignTestSupport
         let honest = try FaultyServer { try? token(nonce: nonce($0), signer: realKey) }
         try writeTestFile(storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: honest.url).utf8))
         #expect(
-            try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data).host == "host-a")
+            try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data()).host == "host-a"
+        )
     }
 
     @Test func requestedAttributesAreConfirmedAndMissingDataIsAskedFor() throws {
@@ -204,7 +210,8 @@ import XignTestSupport
         let (sdk, enrolment) = try enrolled(fixture)
         let authenticator = sdk.authenticator
         let request = try authenticator.startAuthenticationSynchronous(
-            data: .init(idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
+            data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
         #expect(request.roles.map(\.name) == ["login", "sudo"])
         #expect(request.roles.allSatisfy { $0.requestedAuthenticators == [[.device, .pin]] })
         #expect(request.selection == nil, "two roles: the caller chooses")
@@ -230,7 +237,8 @@ import XignTestSupport
         func start(_ service: String = "pam", _ sdk: XignSdk) -> XignSdkError? {
             do {
                 _ = try sdk.authenticator.startAuthenticationSynchronous(
-                    data: .init(idmIdentifier: enrolment.idmIdentifier, service: service, host: "h", localUser: "alice"))
+                    data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                        idmIdentifier: enrolment.idmIdentifier, service: service, host: "h", localUser: "alice"))
                 return nil
             } catch let error as XignSdkError {
                 return error
