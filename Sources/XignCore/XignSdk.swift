@@ -45,17 +45,21 @@ public struct XignSdk {
     }
 
     /// Nevis's DeviceInformation for this machine: its host name and platform.
-    static func deviceInformation() -> DeviceInformationMessage {
+    /// This machine's name, as the manager binds tokens to it and sudo and su name it in PAM_RHOST.
+    public static func hostName() -> String {
         var name = [CChar](repeating: 0, count: 256)
-        gethostname(&name, name.count - 1)
+        guard gethostname(&name, name.count - 1) == 0 else { return "localhost" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func deviceInformation() -> DeviceInformationMessage {
         var system = utsname()
         uname(&system)
         func text<T>(_ field: T) -> String {
             withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
-        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return DeviceInformationMessage(
-            name: String(host.prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
+            name: String(hostName().prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
     }
 
     /// The enrolment named by `idmIdentifier`, for this machine.

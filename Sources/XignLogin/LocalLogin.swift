@@ -40,7 +40,7 @@ public struct LocalLogin {
     public func run() throws -> LoginOutcome {
         let authenticator = sdk.authenticator
         let data = try authenticator.fetchInAppAuthenticationInitializationData(
-            enrolment: enrolment, service: service, host: Login.hostName(), localUser: login.caller.user)
+            enrolment: enrolment, service: service, host: XignSdk.hostName(), localUser: login.caller.user)
         let request = try authenticator.startAuthenticationSynchronous(data: data)
         afterRoundTrip(.start)
         guard let role = request.roles.first(where: { $0.name == roleName }) else {

@@ -193,10 +193,4 @@ public struct Login {
     func ask(_ text: String, echo: Bool) throws -> String { try dialogue.ask(text, echo: echo) }
     func show(_ text: String, isError: Bool) throws { try dialogue.show(text, isError: isError) }
     func tell(_ text: String, isError: Bool) { dialogue.tell(text, isError: isError) }
-
-    static func hostName() -> String {
-        var name = [CChar](repeating: 0, count: 256)
-        guard gethostname(&name, name.count - 1) == 0 else { return "localhost" }
-        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }

@@ -35,7 +35,7 @@ struct LoginOrigin {
     /// sudo (with pam_rhost) and su set PAM_RHOST to this machine's own name; no remote service is trusted to.
     private func isThisHostNamedByLocalProgram(_ rhost: String) -> Bool {
         guard let service = caller.service, ["sudo", "sudo-i", "su", "su-l"].contains(service) else { return false }
-        let name = Login.hostName()
+        let name = XignSdk.hostName()
         return rhost == name || rhost.split(separator: ".").first.map(String.init) == name
     }
 

@@ -190,7 +190,7 @@ extension IdentityManager {
             result.serviceLogin = try await recordServiceLogin(request, of: authentication, at: service, role: role.name, attributes: missing)
         case .confirmation(let id):
             result.outcome = .userLogin
-            result.userLogin = try await approve(id, for: authentication, role: role.name)
+            result.userLogin = try await approve(id, for: authentication, at: service, role: role.name)
             ManagerMetrics.login(.success)
         case .merge(let sessionId):
             result.outcome = .mergeComplete
@@ -268,7 +268,8 @@ extension IdentityManager {
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
     private func approve(
-        _ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, role: String
+        _ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+        role: String
     ) async throws -> UserLoginMessage {
         let deviceId = authentication.deviceId
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
@@ -280,7 +281,7 @@ extension IdentityManager {
             try await store.recordAudit(
                 AuditEvent(
                     at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
-                    host: confirmation.hostName, service: try self.service(for: authentication.purpose).id,
+                    host: confirmation.hostName, service: service.id,
                     detail: "approved on a device, role \(role)",
                     actor: "device \(deviceId)"
                 ))

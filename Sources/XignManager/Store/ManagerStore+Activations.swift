@@ -53,12 +53,8 @@ extension ManagerStore {
             pinSalt = try row.decode(column: "pin_salt", as: String.self)
             pinVerifier = try row.decode(column: "pin_verifier", as: String.self)
             pinIterations = try row.decode(column: "pin_iterations", as: Int.self)
-            let pepper = try row.decode(column: "pin_pepper", as: String.self)
-            guard let pinPepper = PINPepperKind(rawValue: pepper) else {
-                throw ManagerError.internalFailure("activation \(id) names an unknown PIN pepper '\(pepper.prefix(20))'")
-            }
-            self.pinPepper = pinPepper
-            state = try ActivationState(row)
+            pinPepper = try row.decode(enumColumn: "pin_pepper", as: PINPepperKind.self)
+            state = try row.decode(enumColumn: "state", as: ActivationState.self)
             deviceId = try row.decode(column: "device_id", as: String?.self)
             everPersonalized = try row.decode(column: "ever_personalized", as: Int.self) != 0
             failedAttempts = try row.decode(column: "failed_attempts", as: Int.self)
@@ -229,9 +225,9 @@ extension ManagerStore {
                 id: try row.decode(column: "id", as: String.self),
                 email: try row.decode(column: "email", as: String.self),
                 alias: try row.decode(column: "alias", as: String.self),
-                state: try ActivationState(row),
+                state: try row.decode(enumColumn: "state", as: ActivationState.self),
                 deviceId: try row.decode(column: "device_id", as: String?.self),
-                keyKind: try row.decode(column: "key_kind", as: String?.self) == nil ? nil : try Self.keyKind(row),
+                keyKind: try row.decode(column: "key_kind", as: String?.self) == nil ? nil : try row.decode(enumColumn: "key_kind", as: KeyKind.self),
                 deviceName: try row.decode(column: "name", as: String?.self),
                 platform: try row.decode(column: "platform", as: String?.self),
                 factors: try row.decode(column: "factors", as: String?.self).map { Self.orderedFactors(Self.factors($0)) },
@@ -248,10 +244,4 @@ extension ManagerStore {
 /// An activation waits for its first personalization, is held by a device, or is revoked for good.
 public enum ActivationState: String, Codable, Sendable {
     case pending, personalized, revoked
-
-    init(_ row: any SQLRow) throws {
-        let text = try row.decode(column: "state", as: String.self)
-        guard let state = Self(rawValue: text) else { throw ManagerError.internalFailure("an activation has the unknown state '\(text.prefix(20))'") }
-        self = state
-    }
 }

@@ -60,7 +60,7 @@ extension ManagerStore {
         }
         return DeviceRecord(
             id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
-            keyKind: try Self.keyKind(row),
+            keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
             factors: Self.factors(try row.decode(column: "factors", as: String.self))
         )
     }
@@ -86,7 +86,7 @@ extension ManagerStore {
             DeviceSummaryMessage(
                 deviceId: try row.decode(column: "id", as: String.self), activationAlias: try row.decode(column: "alias", as: String.self),
                 name: try row.decode(column: "name", as: String.self), platform: try row.decode(column: "platform", as: String.self),
-                keyKind: try Self.keyKind(row),
+                keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
                 factors: Self.orderedFactors(Self.factors(try row.decode(column: "factors", as: String.self))),
                 enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self)
             )
@@ -125,12 +125,5 @@ extension ManagerStore {
             RETURNING device_id
             """
         ).first() != nil
-    }
-
-    /// A key kind this manager does not know is an error at the row, never a guess.
-    static func keyKind(_ row: any SQLRow) throws -> KeyKind {
-        let text = try row.decode(column: "key_kind", as: String.self)
-        guard let kind = KeyKind(rawValue: text) else { throw ManagerError.internalFailure("a row names the unknown key kind '\(text.prefix(20))'") }
-        return kind
     }
 }

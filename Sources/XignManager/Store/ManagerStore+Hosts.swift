@@ -108,7 +108,7 @@ extension ManagerStore {
         }
         return HostRecord(
             id: id, name: try row.decode(column: "name", as: String.self), publicKey: key,
-            keyKind: try Self.keyKind(row),
+            keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
             createdAt: try row.decode(column: "created_at", as: Int64.self)
         )
     }

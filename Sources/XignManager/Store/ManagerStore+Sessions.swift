@@ -34,7 +34,8 @@ extension ManagerStore {
             ).first()
         else { return nil }
         return PersonalizationSession(
-            activationId: try row.decode(column: "activation_id", as: String.self), outcome: try Self.personalizationOutcome(row),
+            activationId: try row.decode(column: "activation_id", as: String.self),
+            outcome: try row.decode(enumColumn: "outcome", as: PersonalizationOutcome.self),
             challenge: try row.decode(column: "challenge", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
         )
     }
@@ -177,14 +178,6 @@ extension ManagerStore {
             role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
             localUser: try row.decode(column: "local_user", as: String.self), attributes: try row.decode(column: "attributes", as: String?.self)
         )
-    }
-
-    private static func personalizationOutcome(_ row: any SQLRow) throws -> PersonalizationOutcome {
-        let text = try row.decode(column: "outcome", as: String.self)
-        guard let outcome = PersonalizationOutcome(rawValue: text) else {
-            throw ManagerError.internalFailure("a personalization session has the unknown outcome '\(text.prefix(20))'")
-        }
-        return outcome
     }
 
     /// The purpose column holds the purpose as the wire has it (canonical JSON): one form, decoded here at the row.

@@ -18,3 +18,15 @@ public struct ManagerStore: Sendable {
         ).run()
     }
 }
+
+extension SQLRow {
+    /// A column that holds an enum's raw value. A value this manager does not know is an error at the row, never a
+    /// guess.
+    func decode<Value: RawRepresentable>(enumColumn column: String, as type: Value.Type) throws -> Value where Value.RawValue == String {
+        let text = try decode(column: column, as: String.self)
+        guard let value = Value(rawValue: text) else {
+            throw ManagerError.internalFailure("the column \(column) holds '\(text.prefix(20))', which this manager does not know")
+        }
+        return value
+    }
+}
