@@ -16,6 +16,7 @@ let package = Package(
         // The client's parsers and the manager's config file as libraries for the libFuzzer targets in Fuzz/, a package of its own.
         .library(name: "XignClient", targets: ["XignCore", "XignLogin"]),
         .library(name: "XignManagerConfiguration", targets: ["XignManagerConfiguration"]),
+        .library(name: "XignWebAuthn", targets: ["XignWebAuthn"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -33,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // System libraries.
@@ -71,13 +73,24 @@ let package = Package(
             name: "xignd", dependencies: ["XignDaemon", "XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
+        // WebAuthn's data (CBOR, authenticator data, COSE keys, clientDataJSON) and the checks of a passkey's ceremonies.
+        .target(name: "XignWebAuthn", dependencies: ["XignCrypto"]),
+        // The manager's web app: server-rendered pages, one script and one stylesheet, under strict headers. It speaks
+        // the JSON API from the browser, so it knows no store.
+        .target(
+            name: "XignWeb",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ]),
+
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.
         .target(name: "XignManagerConfiguration", dependencies: ["XignProtocol"]),
         .target(
             name: "XignManager",
             dependencies: [
                 // XignDevice for the TPM-held PIN pepper only.
-                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice",
+                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
@@ -118,9 +131,10 @@ let package = Package(
             name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
-        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin"], path: "Tests/XignTestSupport"),
+        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin", "XignCrypto", "XignWebAuthn"], path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
+        .testTarget(name: "XignWebAuthnTests", dependencies: ["XignWebAuthn", "XignCrypto"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
         .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
         .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import XignProtocol
+import XignWeb
 
 /// The manager as an application: the routes of each process, the error middleware, the connection limits, TLS
 /// when configured, and the services beside the server (mail, expiry, certificate reload).
@@ -26,6 +27,11 @@ public func buildApplication(
     AuthenticationController(manager: manager).addRoutes(to: router)
     HostController(manager: manager).addRoutes(to: router)
     ConfirmationController(manager: manager).addRoutes(to: router)
+    PasskeyController(manager: manager).addRoutes(to: router)
+    try WebApp<ManagerRequestContext>(site: {
+        let party = manager.relyingParty
+        return WebSite(origin: party.origin, relyingPartyId: party.id)
+    }).addRoutes(to: router)
 
     let configuration = manager.configuration
     let connections = ConnectionsPerAddress()

@@ -40,7 +40,6 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("a field of the api access request is empty or too long")
         }
-        let rawSignature = try Self.signature(from: signature)
         // Read only: the grant, the device's signature over it, and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
             guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), case .apiAccess(let process) = grant.purpose
@@ -48,7 +47,7 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            try Self.checkSignature(rawSignature, by: device.publicKey, of: .device, path: APIPath.apiAccess, body: body, challenge: request.grant)
+            try await self.checkDeviceProof(signature, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
             return (grant, process)
         }
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.

@@ -14,6 +14,23 @@ extension IdentityManager {
         return device
     }
 
+    /// A device that may start an authentication now, and its activation: enrolled, of a kind the manager accepts, and
+    /// not locked (a lock in force answers 423 before any PIN is asked for).
+    static func authenticatingDevice(
+        _ id: String, requireHardware: Bool, in store: ManagerStore
+    ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
+        let device = try await enrolledDevice(id, in: store)
+        if requireHardware && device.keyKind == .software {
+            throw ManagerError(
+                .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
+        }
+        guard let activation = try await store.activation(id: device.activationId) else {
+            throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
+        }
+        if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
+        return (device, activation)
+    }
+
     /// The service a purpose authenticates at: the configured one a login names, or the one built in for each process
     /// (device and PIN, no attributes), whose name the audit shows.
     func service(for purpose: AuthenticationPurpose) throws -> ManagerConfiguration.Service {
@@ -94,16 +111,7 @@ extension IdentityManager {
         // Unsynced: a start lost in a power cut only makes the client start again.
         let start = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-                let device = try await Self.enrolledDevice(request.deviceId, in: store)
-                if requireHardware && device.keyKind == .software {
-                    throw ManagerError(
-                        .forbidden, .securityInsufficient,
-                        "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
-                }
-                guard let activation = try await store.activation(id: device.activationId) else {
-                    throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
-                }
-                if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
+                let (device, activation) = try await Self.authenticatingDevice(request.deviceId, requireHardware: requireHardware, in: store)
                 if case .merge(let mergeSession) = request.purpose {
                     // Only the device the decrypt answer named may confirm the merge, while the session lasts.
                     guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
@@ -149,7 +157,6 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
-        let rawSignature = try Self.signature(from: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         let (authentication, enrolledFactors) = try await database.transaction {
             store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>) in
@@ -157,8 +164,8 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
             let device = try await Self.enrolledDevice(pending.deviceId, in: store)
-            try Self.checkSignature(
-                rawSignature, by: device.publicKey, of: .device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge)
+            try await self.checkDeviceProof(
+                signature, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge, in: store)
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
@@ -190,7 +197,8 @@ extension IdentityManager {
             result.serviceLogin = try await recordServiceLogin(request, of: authentication, at: service, role: role.name, attributes: missing)
         case .confirmation(let id):
             result.outcome = .userLogin
-            result.userLogin = try await approve(id, for: authentication, at: service, role: role.name)
+            result.userLogin = try await approve(
+                id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email, at: service, role: role.name)
             ManagerMetrics.login(.success)
         case .merge(let sessionId):
             result.outcome = .mergeComplete
@@ -259,7 +267,7 @@ extension IdentityManager {
     }
 
     /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
-    private func countingLockedLogins<T>(_ body: () async throws -> T) async throws -> T {
+    func countingLockedLogins<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch let error as ManagerError where error.detail.code == .lockedOut {
             ManagerMetrics.login(.locked)
             throw error
@@ -267,11 +275,10 @@ extension IdentityManager {
     }
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
-    private func approve(
-        _ confirmationId: String, for authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+    func approve(
+        _ confirmationId: String, by deviceId: String, of activationId: String, email: String, at service: ManagerConfiguration.Service,
         role: String
     ) async throws -> UserLoginMessage {
-        let deviceId = authentication.deviceId
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
             guard let confirmation = try await store.confirmation(confirmationId),
                 try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now())
@@ -280,7 +287,7 @@ extension IdentityManager {
             }
             try await store.recordAudit(
                 AuditEvent(
-                    at: Self.now(), event: .login, email: authentication.email, activationId: authentication.activationId,
+                    at: Self.now(), event: .login, email: email, activationId: activationId,
                     host: confirmation.hostName, service: service.id,
                     detail: "approved on a device, role \(role)",
                     actor: "device \(deviceId)"

@@ -11,6 +11,7 @@ extension IdentityManager {
         case registrationsPerEmail = "registration-email"
         case decryptsPerAddress = "decrypt-address"
         case startsPerDevice = "start-device"
+        case viewsPerAddress = "view-address"
 
         func limit(_ limits: ManagerConfiguration.Limits) -> Int {
             switch self {
@@ -18,6 +19,7 @@ extension IdentityManager {
             case .registrationsPerEmail: limits.registrationsPerEmail
             case .decryptsPerAddress: limits.decryptsPerAddress
             case .startsPerDevice: limits.startsPerDevice
+            case .viewsPerAddress: limits.viewsPerAddress
             }
         }
     }

@@ -86,11 +86,7 @@ extension IdentityManager {
     /// which is consumed in the same transaction, so a replay finds no challenge.
     public func personalize(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
-        guard request.nonce.utf8.count <= 128, !request.nonce.isEmpty, DisplayText.isSafeLine(request.device.name, maximumLength: 128),
-            DisplayText.isSafeLine(request.device.platform, maximumLength: 128), request.sessionId.utf8.count <= 64
-        else {
-            throw ManagerError.badRequest("a field of the personalization request is empty, too long or holds control characters")
-        }
+        try Self.checkEnrolmentFields(sessionId: request.sessionId, nonce: request.nonce, device: request.device)
         guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
@@ -99,23 +95,58 @@ extension IdentityManager {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
         }
-        var newActivation: ActivationSecrets?
+        var newActivation: (ActivationSecrets, NewActivationMessage)?
         if request.mode == .newActivation {
             guard let trigger = request.newActivation else { throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN") }
             let pin = try openPIN(trigger.sealedPin, for: .personalization(sessionId: request.sessionId))
             try checkNewActivationTrigger(trigger, pin: pin)
-            newActivation = try makeActivation(pin: pin)
+            newActivation = (try makeActivation(pin: pin), trigger)
         }
+        let device = NewEnrolment(
+            sessionId: request.sessionId, mode: request.mode, nonce: request.nonce, deviceKey: request.deviceKey, keyKind: request.keyKind,
+            information: request.device, passkey: nil)
+        return try await enrol(device, newActivation: newActivation) { challenge in
+            try Self.checkSignature(rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: challenge)
+        }
+    }
+
+    static func checkEnrolmentFields(sessionId: String, nonce: String, device: DeviceInformationMessage) throws {
+        guard nonce.utf8.count <= 128, !nonce.isEmpty, DisplayText.isSafeLine(device.name, maximumLength: 128),
+            DisplayText.isSafeLine(device.platform, maximumLength: 128), sessionId.utf8.count <= 64
+        else {
+            throw ManagerError.badRequest("a field of the personalization request is empty, too long or holds control characters")
+        }
+    }
+
+    /// A device about to take the activation of a personalization session.
+    struct NewEnrolment: Sendable {
+        var sessionId: String
+        var mode: PersonalizationMode
+        var nonce: String
+        /// base64url SubjectPublicKeyInfo.
+        var deviceKey: String
+        var keyKind: KeyKind
+        var information: DeviceInformationMessage
+        var passkey: ManagerStore.Passkey?
+    }
+
+    /// Spends the session (after `prove` accepted the proof over its challenge) and enrols the device: for the activation
+    /// the session opened, or for `newActivation`. Returns the signed personalization answer.
+    func enrol(
+        _ enrolment: NewEnrolment, newActivation: (ActivationSecrets, NewActivationMessage)?,
+        proving prove: @escaping @Sendable (_ challenge: String) throws -> Void
+    ) async throws -> String {
         let deviceId = try SecureRandom.identifier()
-        let frozenNewActivation = newActivation
+        let kind = enrolment.passkey.map { $0.backupEligible ? "synced passkey" : "passkey" } ?? "\(enrolment.keyKind.rawValue) key"
+        let name = enrolment.information.name.prefix(64)
         let (result, mailIds) = try await database.transaction { store -> (PersonalizationResultMessage, [String]) in
-            var activation = try await Self.claimSession(of: request, body: body, signature: rawSignature, deviceKey: deviceKey, in: store)
+            var activation = try await Self.claimSession(enrolment.sessionId, mode: enrolment.mode, in: store, proving: prove)
             var mailId: String?
-            if let fresh = frozenNewActivation {
+            if let (fresh, trigger) = newActivation.map({ ($0.0, $0.1) }) {
                 let count = try await store.activationCount(accountId: activation.accountId)
-                let alias = request.newActivation?.alias ?? "Activation \(count + 1)"
+                let alias = trigger.alias ?? "Activation \(count + 1)"
                 try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId, validFor: 0))
-                if request.newActivation?.shouldSendEmail == true {
+                if trigger.shouldSendEmail {
                     mailId = try await self.queue(
                         Outbox.activationMail(to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true), in: store
                     )
@@ -130,20 +161,20 @@ extension IdentityManager {
             }
             try await store.insertDevice(
                 ManagerStore.NewDevice(
-                    id: deviceId, activationId: activation.id, publicKey: request.deviceKey, keyKind: request.keyKind,
-                    name: request.device.name, platform: request.device.platform, createdAt: Self.now()
+                    id: deviceId, activationId: activation.id, publicKey: enrolment.deviceKey, keyKind: enrolment.keyKind,
+                    name: enrolment.information.name, platform: enrolment.information.platform, createdAt: Self.now(), passkey: enrolment.passkey
                 ))
+            let credential = enrolment.passkey.map { ", credential \($0.credentialId.prefix(64)), authenticator \($0.aaguid)" } ?? ""
             try await store.recordAudit(
                 AuditEvent(
                     .enrolment, email: activation.email, activationId: activation.id,
-                    detail: "\(request.mode.rawValue): \(request.keyKind.rawValue) key, device \(request.device.name.prefix(64))",
-                    actor: "device \(deviceId)"
+                    detail: "\(enrolment.mode.rawValue): \(kind), device \(name)\(credential)", actor: "device \(deviceId)"
                 ))
             let result = PersonalizationResultMessage(
-                nonce: request.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
-                accountEmail: activation.email, deviceKey: request.deviceKey
+                nonce: enrolment.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
+                accountEmail: activation.email, deviceKey: enrolment.deviceKey
             )
-            let device = "\(request.device.name.prefix(64)) (\(request.device.platform.prefix(64)), \(request.keyKind.rawValue) key)"
+            let device = "\(name) (\(enrolment.information.platform.prefix(64)), \(kind))"
             let notice = try await self.queue(
                 Outbox.deviceNotice(to: activation.email, alias: activation.alias, device: device, added: true), in: store)
             return (result, [mailId, notice].compactMap { $0 })
@@ -152,39 +183,38 @@ extension IdentityManager {
         logger.info(
             "device personalized",
             metadata: [
-                "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(request.mode.rawValue)",
-                "keyKind": "\(request.keyKind.rawValue)",
+                "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(enrolment.mode.rawValue)",
+                "keyKind": "\(enrolment.keyKind.rawValue)",
             ])
         return try sign(result, type: SignedAnswerType.personalization)
     }
 
-    /// The session the request continues, checked and spent: signed by the new key over its challenge, of a mode that
-    /// continues its outcome, for an activation still valid. Returns that activation.
+    /// The session a request continues, checked and spent: `prove` accepted the new key's proof over its challenge, the
+    /// mode continues its outcome, and the activation is still valid. Returns that activation.
     private static func claimSession(
-        of request: PersonalizeRequest, body: Data, signature: Data, deviceKey: P256PublicKey, in store: ManagerStore
+        _ sessionId: String, mode: PersonalizationMode, in store: ManagerStore, proving prove: (_ challenge: String) throws -> Void
     ) async throws -> ManagerStore.ActivationRecord {
-        guard let session = try await store.personalizationSession(request.sessionId) else {
+        guard let session = try await store.personalizationSession(sessionId) else {
             throw ManagerError(
                 .conflict, .sessionInvalid, "the personalization session is unknown or was used; start again from the activation data")
         }
         guard session.expiresAt > now() else {
             throw ManagerError(.conflict, .sessionInvalid, "the personalization session expired; start again from the activation data")
         }
-        try checkSignature(
-            signature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: session.challenge)
-        guard try await store.consumePersonalizationSession(request.sessionId, challenge: session.challenge) else {
+        try prove(session.challenge)
+        guard try await store.consumePersonalizationSession(sessionId, challenge: session.challenge) else {
             throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
         }
         let outcome = session.outcome
         let allowed: Bool
-        switch request.mode {
+        switch mode {
         case .new: allowed = outcome == .newPersonalization || outcome == .mergePersonalization
         case .override: allowed = outcome == .rePersonalization || outcome == .alreadyPersonalized
         case .newActivation: allowed = outcome == .rePersonalization
         }
         guard allowed else {
             throw ManagerError(
-                .conflict, .sessionInvalid, "mode \(request.mode.rawValue) does not continue a \(outcome.rawValue) session")
+                .conflict, .sessionInvalid, "mode \(mode.rawValue) does not continue a \(outcome.rawValue) session")
         }
         guard let activation = try await store.activation(id: session.activationId), activation.state != .revoked, !activation.permanentlyLocked
         else {

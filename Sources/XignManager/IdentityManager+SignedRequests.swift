@@ -1,6 +1,7 @@
 import Foundation
 import XignCrypto
 import XignProtocol
+import XignWebAuthn
 
 /// Requests a device or a host signs: the one signature check, and the challenges a device asks for first.
 extension IdentityManager {
@@ -13,6 +14,46 @@ extension IdentityManager {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         guard key.isValidSignature(signature, for: message) else {
             throw ManagerError(.unauthorized, .signatureInvalid, "the \(signer.rawValue) signature does not verify")
+        }
+    }
+
+    /// The manager as a WebAuthn relying party: the origin of its public URL, and that URL's host as the RP id. A
+    /// passkey is bound to it, so the public URL must not change once browsers enrolled.
+    public var relyingParty: RelyingParty {
+        let url = managerURL
+        let defaultPort = url.scheme == .https ? 443 : 80
+        let port = url.port.flatMap { $0 == defaultPort ? nil : ":\($0)" } ?? ""
+        return RelyingParty(origin: "\(url.scheme.rawValue)://\(url.host)\(port)", id: url.host.trimmingCharacters(in: ["[", "]"]))
+    }
+
+    /// The one check that `device` signed a request (docs/design.md, invariant 3): with its P-256 key, or for a
+    /// passkey with an assertion whose WebAuthn challenge is SHA-256 of the same canonical message. A passkey's counter
+    /// moves in the caller's transaction, so one assertion is accepted once even when sent twice at the same moment.
+    func checkDeviceProof(
+        _ header: String?, of device: ManagerStore.DeviceRecord, path: String, body: Data, challenge: String, in store: ManagerStore
+    ) async throws {
+        guard let passkey = device.passkey else {
+            try Self.checkSignature(try Self.signature(from: header), by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
+            return
+        }
+        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+        let result: AssertionResult
+        do {
+            guard let header, let assertion = try PasskeyAssertion(header: header) else {
+                throw WebAuthnError.malformed("a passkey device signs with a WebAuthn assertion (\(PasskeyAssertion.prefix)…)")
+            }
+            result = try relyingParty.verifyAssertion(
+                assertion, publicKey: device.publicKey, challenge: SHA256.hash(message), storedSignCount: passkey.signCount)
+        } catch let error as WebAuthnError {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
+        }
+        if configuration.requireHardwareKey && result.isBackedUp {
+            throw ManagerError(
+                .forbidden, .securityInsufficient, "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
+        }
+        guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
+        else {
+            throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion was used already")
         }
     }
 
@@ -33,11 +74,10 @@ extension IdentityManager {
     func verifyDeviceSignature(
         deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore
     ) async throws -> ManagerStore.DeviceRecord {
-        let raw = try Self.signature(from: signature)
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
-        try Self.checkSignature(raw, by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
+        try await checkDeviceProof(signature, of: device, path: path, body: body, challenge: challenge, in: store)
         guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
             throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
         }

@@ -43,6 +43,9 @@ extension ManagerConfiguration {
         public var decryptsPerAddress = 30
         /// Authentication starts per device (each makes a row and a signature): logins, approvals and api access.
         public var startsPerDevice = 600
+        /// Look-ups of a login request by the approval page (unsigned: the page shows it before the passkey signs) per
+        /// client address.
+        public var viewsPerAddress = 300
         /// Proxies whose X-Forwarded-For names the client; from anyone else the header is ignored.
         public var trustedProxies: [String] = []
 
@@ -54,6 +57,7 @@ extension ManagerConfiguration {
         "storage.url", "storage.password_file", "storage.ca_file", "storage.pool_size", "storage.keep_expired",
         "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.connections_per_proxy", "limits.window",
         "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address", "limits.starts_per_device",
+        "limits.views_per_address",
         "limits.trusted_proxies",
         "registration.open", "registration.activation_lifetime", "metrics.listen",
     ]
@@ -94,6 +98,7 @@ extension ManagerConfiguration {
         limits.registrationsPerAddress = try file.integer("limits.registrations_per_address", in: 1...1_000_000) ?? limits.registrationsPerAddress
         limits.registrationsPerEmail = try file.integer("limits.registrations_per_email", in: 1...1_000) ?? limits.registrationsPerEmail
         limits.decryptsPerAddress = try file.integer("limits.decrypts_per_address", in: 1...1_000_000) ?? limits.decryptsPerAddress
+        limits.viewsPerAddress = try file.integer("limits.views_per_address", in: 1...1_000_000) ?? limits.viewsPerAddress
         limits.startsPerDevice = try file.integer("limits.starts_per_device", in: 1...1_000_000) ?? limits.startsPerDevice
         limits.trustedProxies = file.list("limits.trusted_proxies") ?? []
         registrationIsOpen = try file.bool("registration.open") ?? registrationIsOpen

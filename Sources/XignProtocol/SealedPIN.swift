@@ -42,6 +42,8 @@ public struct PINBinding: Sendable, Equatable {
     public static func authentication(id: String, challenge: String) -> PINBinding { PINBinding("authentication", id, challenge) }
     /// The new PIN of a process the manager granted (changePin, requestNewActivation).
     public static func grant(_ grant: String) -> PINBinding { PINBinding("grant", grant) }
+    /// A confirmation approved in one request (the browser's): the confirmation and the device challenge it is signed over.
+    public static func approval(confirmationId: String, challenge: String) -> PINBinding { PINBinding("approval", confirmationId, challenge) }
     /// The new activation's PIN of a rePersonalization: its session.
     public static func personalization(sessionId: String) -> PINBinding { PINBinding("personalization", sessionId) }
 }

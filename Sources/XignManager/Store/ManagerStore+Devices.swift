@@ -13,6 +13,18 @@ extension ManagerStore {
         var name: String
         var platform: String
         var createdAt: Int64
+        var passkey: Passkey? = nil
+    }
+
+    /// What a passkey device has beyond its key: the credential, and the counter its assertions must grow.
+    struct Passkey: Sendable {
+        /// base64url, as browsers name it.
+        var credentialId: String
+        /// The authenticator's model, in hex (all zero when it does not say).
+        var aaguid: String
+        var signCount: UInt32
+        var backupEligible: Bool
+        var backedUp: Bool
     }
 
     struct DeviceRecord: Sendable {
@@ -22,6 +34,8 @@ extension ManagerStore {
         var keyKind: KeyKind
         /// Every factor the device can sign with: device and PIN, and those it added.
         var factors: Set<AuthenticatorType>
+        /// The credential id and counter of a passkey device.
+        var passkey: Passkey?
     }
 
     /// The factors column holds the added ones, comma-separated; unknown names (a newer manager's) are skipped.
@@ -35,9 +49,12 @@ extension ManagerStore {
     func insertDevice(_ device: NewDevice) async throws {
         try await sql.raw(
             """
-            INSERT INTO devices (id, activation_id, public_key, key_kind, name, platform, revoked, created_at)
+            INSERT INTO devices (id, activation_id, public_key, key_kind, name, platform, revoked, created_at,
+                                 credential_id, aaguid, sign_count, backup_eligible, backed_up)
             VALUES (\(bind: device.id), \(bind: device.activationId), \(bind: device.publicKey), \(bind: device.keyKind.rawValue),
-                    \(bind: device.name), \(bind: device.platform), 0, \(bind: device.createdAt))
+                    \(bind: device.name), \(bind: device.platform), 0, \(bind: device.createdAt),
+                    \(bind: device.passkey?.credentialId), \(bind: device.passkey?.aaguid), \(bind: Int64(device.passkey?.signCount ?? 0)),
+                    \(bind: device.passkey?.backupEligible == true ? 1 : 0), \(bind: device.passkey?.backedUp == true ? 1 : 0))
             """
         ).run()
     }
@@ -48,7 +65,9 @@ extension ManagerStore {
         guard
             let row = try await sql.raw(
                 """
-                SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors FROM devices d JOIN activations a ON a.id = d.activation_id
+                SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors, d.credential_id, d.aaguid, d.sign_count,
+                       d.backup_eligible, d.backed_up
+                FROM devices d JOIN activations a ON a.id = d.activation_id
                 WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
                 """
             ).first()
@@ -61,8 +80,36 @@ extension ManagerStore {
         return DeviceRecord(
             id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
             keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
-            factors: Self.factors(try row.decode(column: "factors", as: String.self))
+            factors: Self.factors(try row.decode(column: "factors", as: String.self)),
+            passkey: try Self.passkey(in: row)
         )
+    }
+
+    private static func passkey(in row: some SQLRow) throws -> Passkey? {
+        guard let credentialId = try row.decode(column: "credential_id", as: String?.self) else { return nil }
+        guard let count = UInt32(exactly: try row.decode(column: "sign_count", as: Int64.self)) else {
+            throw ManagerError.internalFailure("the stored signature counter of passkey \(credentialId.prefix(16)) is out of range")
+        }
+        return Passkey(
+            credentialId: credentialId, aaguid: try row.decode(column: "aaguid", as: String?.self) ?? "", signCount: count,
+            backupEligible: try row.decode(column: "backup_eligible", as: Int64.self) != 0,
+            backedUp: try row.decode(column: "backed_up", as: Int64.self) != 0)
+    }
+
+    /// Moves a passkey's counter from `old` to `new`; false when another request moved it first (a replay racing the
+    /// original), so exactly one of two requests with one assertion wins.
+    func advanceSignCount(ofDevice id: String, from old: UInt32, to new: UInt32, backedUp: Bool) async throws -> Bool {
+        try await sql.raw(
+            """
+            UPDATE devices SET sign_count = \(bind: Int64(new)), backed_up = \(bind: backedUp ? 1 : 0)
+            WHERE id = \(bind: id) AND sign_count = \(bind: Int64(old)) RETURNING id
+            """
+        ).first() != nil
+    }
+
+    /// The device a passkey credential belongs to, revoked or not, so a credential enrols only once.
+    func deviceId(ofCredential credentialId: String) async throws -> String? {
+        try await sql.raw("SELECT id FROM devices WHERE credential_id = \(bind: credentialId)").first()?.decode(column: "id", as: String.self)
     }
 
     func recordUse(ofDevice id: String, at time: Int64) async throws {

@@ -6,7 +6,19 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources, authenticationPurposes,
+        confirmationSources, authenticationPurposes, passkeys,
+    ]
+
+    /// A browser's passkey is a device too: its WebAuthn credential id (unique across devices, so one passkey cannot
+    /// enrol twice), its authenticator's model (AAGUID), the signature counter, and whether it may be or is copied
+    /// to the user's other devices (a synced passkey).
+    static let passkeys = [
+        "ALTER TABLE devices ADD COLUMN credential_id TEXT",
+        "ALTER TABLE devices ADD COLUMN aaguid TEXT",
+        "ALTER TABLE devices ADD COLUMN sign_count BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE devices ADD COLUMN backup_eligible BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE devices ADD COLUMN backed_up BIGINT NOT NULL DEFAULT 0",
+        "CREATE UNIQUE INDEX devices_credential ON devices (credential_id)",
     ]
 
     /// One column says what an authentication is for (AuthenticationPurpose, as JSON), instead of a service name that

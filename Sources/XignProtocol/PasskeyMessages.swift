@@ -1,0 +1,119 @@
+import FoundationEssentials
+
+// What the manager's web app sends for a browser, whose device key is a passkey (docs/protocol.md, "Browsers").
+
+extension APIPath {
+    /// A browser's personalization: the passkey it made over the session's challenge.
+    public static let passkeyPersonalizations = "/v1/personalizations/passkey"
+    /// What a login request asks, for the page that approves it: neither the code nor the account.
+    public static let confirmationView = "/v1/confirmations/view"
+    /// An approval in one device-signed request (code, PIN and proof), so a browser asks for the passkey once.
+    public static let confirmationApproval = "/v1/confirmations/approve"
+}
+
+extension SignedAnswerType {
+    public static let confirmationApproval = "xign-approval+jwt"
+}
+
+/// Continues a personalization session with a passkey: the attestation object and clientDataJSON of
+/// `navigator.credentials.create`, whose challenge is the session's challenge.
+public struct PasskeyPersonalizeRequest: Codable, Equatable, Sendable {
+    public var sessionId: String
+    /// `new` or `override`; a browser does not make a second activation.
+    public var mode: PersonalizationMode
+    public var device: DeviceInformationMessage
+    public var nonce: String
+    /// base64url.
+    public var attestationObject: String
+    /// base64url.
+    public var clientDataJSON: String
+
+    public init(
+        sessionId: String, mode: PersonalizationMode, device: DeviceInformationMessage, nonce: String, attestationObject: String,
+        clientDataJSON: String
+    ) {
+        self.sessionId = sessionId
+        self.mode = mode
+        self.device = device
+        self.nonce = nonce
+        self.attestationObject = attestationObject
+        self.clientDataJSON = clientDataJSON
+    }
+}
+
+public struct ConfirmationViewRequest: Codable, Equatable, Sendable {
+    public var confirmationId: String
+
+    public init(confirmationId: String) { self.confirmationId = confirmationId }
+}
+
+/// A login request as the approval page shows it. Whoever holds the id sees the server's screen already; the
+/// code and the account are not in it.
+public struct ConfirmationViewMessage: Codable, Equatable, Sendable {
+    public var confirmationId: String
+    public var host: String
+    public var service: String
+    public var loginName: String
+    public var remoteHost: String?
+    public var tty: String?
+    public var createdAt: Int64
+    public var expiresAt: Int64
+    public var state: ConfirmationState
+
+    public init(
+        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, createdAt: Int64,
+        expiresAt: Int64, state: ConfirmationState
+    ) {
+        self.confirmationId = confirmationId
+        self.host = host
+        self.service = service
+        self.loginName = loginName
+        self.remoteHost = remoteHost
+        self.tty = tty
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.state = state
+    }
+}
+
+/// Approves a confirmation in one request, signed by the device over a `/v1/challenges` challenge.
+public struct ConfirmationApprovalRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var confirmationId: String
+    /// The code the host shows.
+    public var confirmationCode: String
+    /// Bound with `PINBinding.approval`.
+    public var sealedPin: SealedPINMessage
+    public var nonce: String
+
+    public init(
+        deviceId: String, challenge: String, confirmationId: String, confirmationCode: String, sealedPin: SealedPINMessage, nonce: String
+    ) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.confirmationId = confirmationId
+        self.confirmationCode = confirmationCode
+        self.sealedPin = sealedPin
+        self.nonce = nonce
+    }
+}
+
+/// The signed answer of an approval: approved, or the lock a wrong PIN set.
+public struct ConfirmationApprovalMessage: Codable, Equatable, Sendable {
+    public enum Outcome: String, Codable, Sendable { case approved, lockout }
+
+    public var nonce: String
+    public var confirmationId: String
+    public var outcome: Outcome
+    public var host: String?
+    public var lockout: LockoutMessage?
+
+    public init(nonce: String, confirmationId: String, outcome: Outcome, host: String? = nil, lockout: LockoutMessage? = nil) {
+        self.nonce = nonce
+        self.confirmationId = confirmationId
+        self.outcome = outcome
+        self.host = host
+        self.lockout = lockout
+    }
+}

@@ -1,0 +1,270 @@
+/// The one script: WebAuthn, the sealed PIN and the calls to the JSON API, for both pages. It keeps which passkeys
+/// this browser enrolled (device id, credential id, account) in localStorage, which is this origin's alone.
+enum AppScript {
+    static let source = #"""
+        "use strict";
+        (() => {
+        const page = document.body.dataset.page;
+        const rpId = document.body.dataset.rpId;
+        const $ = (id) => document.getElementById(id);
+        const utf8 = (text) => new TextEncoder().encode(text);
+        const timeoutMs = 30000;
+
+        function b64u(bytes) {
+          let text = "";
+          for (const byte of new Uint8Array(bytes)) text += String.fromCharCode(byte);
+          return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+        }
+        function fromB64u(text) {
+          if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new Error("malformed base64url");
+          const raw = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4));
+          return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+        }
+        function base32(bytes) {
+          const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+          let out = "", buffer = 0, bits = 0;
+          for (const byte of bytes) {
+            buffer = (buffer << 8) | byte; bits += 8;
+            while (bits >= 5) { out += alphabet[(buffer >> (bits - 5)) & 31]; bits -= 5; }
+            buffer &= (1 << bits) - 1;
+          }
+          if (bits > 0) out += alphabet[(buffer << (5 - bits)) & 31];
+          return out;
+        }
+        const concat = (...parts) => {
+          const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+          let at = 0;
+          for (const p of parts) { out.set(p, at); at += p.length; }
+          return out;
+        };
+        const sha256 = async (bytes) => new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+        const random = (count) => b64u(crypto.getRandomValues(new Uint8Array(count)));
+
+        // What the terminal shows goes through DisplayText; here the same: no controls, no bidi overrides, and textContent.
+        const clean = (text, limit = 512) => String(text ?? "").replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, "").slice(0, limit);
+        const show = (id, text) => { $(id).textContent = clean(text); };
+        const status = (text) => { show("status", text); show("error", ""); };
+        const fail = (text) => { show("error", text); show("status", ""); };
+        const when = (ms) => new Date(ms).toLocaleString();
+        const lockText = (lock) => lock.isPermanent
+          ? "Wrong PIN. This activation is locked for good after too many wrong PINs; ask your administrator to unlock it."
+          : `Wrong PIN. XignIn is locked until ${when(lock.lockedUntil)}; try again after that time.`;
+
+        class ManagerError extends Error {
+          constructor(status, body) {
+            super(clean(body?.error?.message || `the manager answered ${status}`));
+            this.code = body?.error?.code;
+            this.lockout = body?.error?.lockout;
+          }
+        }
+
+        // One request to the JSON API; a signed (JWS) answer gives its payload. The PIN only ever travels sealed.
+        async function call(path, body, proof) {
+          const headers = { "Content-Type": "application/json" };
+          if (proof) headers["X-Xign-Signature"] = proof;
+          let response;
+          try {
+            response = await fetch(path, { method: body === undefined ? "GET" : "POST", headers, body, cache: "no-store",
+                                           credentials: "omit", signal: AbortSignal.timeout(timeoutMs) });
+          } catch (error) {
+            throw new Error(error.name === "TimeoutError" ? "The manager did not answer in time; check the connection and try again."
+                                                          : "The manager cannot be reached; check the connection and try again.");
+          }
+          const text = await response.text();
+          if (!response.ok) {
+            let parsed = null;
+            try { parsed = JSON.parse(text); } catch (_) {}
+            throw new ManagerError(response.status, parsed);
+          }
+          if ((response.headers.get("Content-Type") || "").startsWith("application/jose")) {
+            const parts = text.split(".");
+            if (parts.length !== 3) throw new Error("The manager's signed answer is malformed.");
+            return JSON.parse(new TextDecoder().decode(fromB64u(parts[1])));
+          }
+          return JSON.parse(text);
+        }
+
+        async function managerKey() {
+          const health = await call("/health");
+          if (typeof health.managerKey !== "string") throw new Error("The manager does not name its key; it is older than this page.");
+          return fromB64u(health.managerKey);
+        }
+
+        // The PIN sealed to the manager's key for one request (docs/protocol.md, "The PIN and the lockout").
+        async function seal(pin, spki, binding) {
+          const bytes = utf8(pin);
+          if (bytes.length < 1 || bytes.length > 64 || bytes.includes(0)) throw new Error("A PIN has 1 to 64 characters.");
+          const curve = { name: "ECDH", namedCurve: "P-256" };
+          const ephemeral = await crypto.subtle.generateKey(curve, true, ["deriveBits"]);
+          const recipient = await crypto.subtle.importKey("spki", spki, curve, false, []);
+          const shared = await crypto.subtle.deriveBits({ name: "ECDH", public: recipient }, ephemeral.privateKey, 256);
+          const point = new Uint8Array(await crypto.subtle.exportKey("raw", ephemeral.publicKey));
+          const hkdf = await crypto.subtle.importKey("raw", shared, "HKDF", false, ["deriveBits"]);
+          const material = new Uint8Array(await crypto.subtle.deriveBits(
+            { name: "HKDF", hash: "SHA-256", salt: concat(point, spki), info: utf8("xign pin seal v1") }, hkdf, 44 * 8));
+          const key = await crypto.subtle.importKey("raw", material.slice(0, 32), "AES-GCM", false, ["encrypt"]);
+          const padded = new Uint8Array(64);
+          padded.set(bytes);
+          const sealed = await crypto.subtle.encrypt(
+            { name: "AES-GCM", iv: material.slice(32, 44), additionalData: utf8(["xign-pin-v1", ...binding].join("\n")) }, key, padded);
+          return { epk: b64u(point), ct: b64u(sealed) };
+        }
+
+        // The passkey signs SHA-256 of the request's canonical message, so the assertion covers method, path, body and challenge.
+        async function signRequest(enrolment, path, body, challenge) {
+          const canonical = ["xign-request-v1", "POST", path, b64u(await sha256(utf8(body))), challenge].join("\n");
+          const assertion = await navigator.credentials.get({ publicKey: {
+            challenge: await sha256(utf8(canonical)), rpId, userVerification: "required", timeout: 120000,
+            allowCredentials: [{ type: "public-key", id: fromB64u(enrolment.credentialId) }] } });
+          const r = assertion.response;
+          return "webauthn." + [r.authenticatorData, r.clientDataJSON, r.signature].map(b64u).join(".");
+        }
+
+        async function deviceSigned(enrolment, path, fields) {
+          const { challenge } = await call("/v1/challenges", JSON.stringify({ deviceId: enrolment.deviceId }));
+          const body = JSON.stringify(await fields(challenge));
+          return call(path, body, await signRequest(enrolment, path, body, challenge));
+        }
+
+        const stored = () => { try { return JSON.parse(localStorage.getItem("xign.enrolments") || "[]"); } catch (_) { return []; } };
+        function remember(enrolment) {
+          const others = stored().filter((e) => e.activationId !== enrolment.activationId);
+          localStorage.setItem("xign.enrolments", JSON.stringify([...others, enrolment]));
+        }
+
+        function passkeyError(error) {
+          if (error instanceof ManagerError) return error.lockout ? lockText(error.lockout) : error.message;
+          if (error.name === "NotAllowedError") return "The passkey was not used (cancelled or timed out). Try again when ready.";
+          if (error.name === "SecurityError") return `Passkeys for this manager work only at ${document.body.dataset.origin}; open the link there.`;
+          if (error.name === "InvalidStateError") return "This authenticator holds a passkey for this account already.";
+          return clean(error.message || String(error));
+        }
+        function busy(on) { for (const button of document.querySelectorAll("button")) button.disabled = on; }
+        async function guarded(work) {
+          busy(true);
+          try { await work(); } catch (error) { fail(passkeyError(error)); } finally { busy(false); }
+        }
+
+        function fragment() {
+          const fields = new Map();
+          for (const pair of location.hash.slice(1).split("&")) {
+            const at = pair.indexOf("=");
+            if (at > 0) fields.set(pair.slice(0, at), decodeURIComponent(pair.slice(at + 1)));
+          }
+          return fields;
+        }
+
+        async function personalize() {
+          const fields = fragment();
+          const activation = { id: fields.get("a") || "", secret: fields.get("s") || "", fingerprint: fields.get("k") || "" };
+          if (fields.get("v") !== "1" || !/^[0-9a-f]{32}$/.test(activation.id) || !activation.secret || !activation.fingerprint) {
+            $("pin-step").hidden = true;
+            return fail("This activation link is incomplete. Open the whole link from your activation mail, or ask your administrator for a new one.");
+          }
+          if (!window.PublicKeyCredential) { $("pin-step").hidden = true; return fail("This browser cannot make passkeys; use a current browser."); }
+          let session = null, key = null, decrypted = null;
+          $("pin-step").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
+            status("Checking the PIN…");
+            key = await managerKey();
+            const digest = await sha256(key);
+            const expected = activation.fingerprint.length === 26 ? base32(digest.slice(0, 16)) : b64u(digest);
+            if (expected !== activation.fingerprint)
+              throw new Error("The manager's key does not match the activation link: the link may be forged or the connection intercepted. Do not continue.");
+            const nonce = random(16);
+            const answer = await call("/v1/personalization/decrypt", JSON.stringify({
+              activationId: activation.id, activationSecret: activation.secret, nonce,
+              sealedPin: await seal($("pin").value, key, ["decrypt", activation.id, nonce]),
+              knownDeviceIds: stored().map((e) => e.deviceId) }));
+            $("pin").value = "";
+            if (answer.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
+            if (answer.outcome === "lockout") return fail(lockText(answer.lockout));
+            decrypted = answer;
+            session = answer.session;
+            show("account", `${answer.accountEmail} (${answer.activationAlias})`);
+            const outcomes = {
+              newPersonalization: "A new activation. Create a passkey to finish.",
+              mergePersonalization: "An organization invite. Create a passkey to use it as an account of its own in this browser.",
+              rePersonalization: "This activation is personalized on another device. A passkey here replaces it; that device stops working.",
+              alreadyPersonalized: "This browser holds this activation already. A new passkey replaces the old one.",
+            };
+            show("outcome", outcomes[answer.outcome] || "");
+            $("pin-step").hidden = true;
+            $("passkey-step").hidden = false;
+            status("");
+          }); });
+          $("create").addEventListener("click", () => guarded(async () => {
+            status("Waiting for the passkey…");
+            const credential = await navigator.credentials.create({ publicKey: {
+              rp: { id: rpId, name: "XignIn" },
+              user: { id: fromHex(activation.id), name: decrypted.accountEmail, displayName: `${decrypted.accountEmail} (${decrypted.activationAlias})` },
+              challenge: fromB64u(session.challenge), pubKeyCredParams: [{ type: "public-key", alg: -7 }], attestation: "none", timeout: 120000,
+              authenticatorSelection: { userVerification: "required", residentKey: "preferred" } } });
+            const mode = ["rePersonalization", "alreadyPersonalized"].includes(decrypted.outcome) ? "override" : "new";
+            const nonce = random(16);
+            const platform = clean(navigator.userAgentData?.platform || navigator.platform || "browser", 64) || "browser";
+            const result = await call("/v1/personalizations/passkey", JSON.stringify({
+              sessionId: session.id, mode, nonce, device: { name: `Passkey in a browser on ${platform}`, platform: `browser, ${platform}` },
+              attestationObject: b64u(credential.response.attestationObject), clientDataJSON: b64u(credential.response.clientDataJSON) }));
+            if (result.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
+            remember({ deviceId: result.deviceId, activationId: result.activationId, credentialId: b64u(credential.rawId),
+                       email: result.accountEmail, alias: result.activationAlias });
+            $("passkey-step").hidden = true;
+            $("done").hidden = false;
+            show("done-text", `${result.accountEmail} (${result.activationAlias}): scan a server's login QR code or open its link to approve a login here.`);
+            status("");
+          }));
+        }
+        const fromHex = (hex) => Uint8Array.from(hex.match(/../g), (h) => parseInt(h, 16));
+
+        async function approve() {
+          const id = location.hash.slice(1).toUpperCase();
+          if (!/^[A-Z2-7]{26}$/.test(id)) return fail("This login link is incomplete. Scan the QR code on the server again.");
+          const enrolments = stored();
+          let view;
+          try { view = await call("/v1/confirmations/view", JSON.stringify({ confirmationId: id })); } catch (error) { return fail(passkeyError(error)); }
+          show("host", view.host); show("service", view.service); show("login", view.loginName);
+          show("remote", [view.remoteHost, view.tty].filter(Boolean).join(", ") || "not known");
+          show("time", when(view.createdAt));
+          $("request").hidden = false;
+          const ended = { approved: "This login was approved already.", denied: "This login was denied.",
+                          expired: "This login request ran out. Start the login on the server again.",
+                          withdrawn: "The server gave up on this login. Start it again there." };
+          if (view.state !== "pending") return fail(ended[view.state] || "This login request is not waiting any more.");
+          if (enrolments.length === 0)
+            return fail("This browser holds no XignIn passkey for this manager. Activate it first with the link in your activation mail, or open this link where you did.");
+          for (const [index, e] of enrolments.entries()) {
+            const option = document.createElement("option");
+            option.value = String(index);
+            option.textContent = clean(`${e.email} (${e.alias})`);
+            $("account").append(option);
+          }
+          $("account").parentElement.querySelector("label[for=account]").hidden = $("account").hidden = enrolments.length === 1;
+          $("decide").hidden = false;
+          const chosen = () => enrolments[Number($("account").value)];
+          $("decide").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
+            status("Waiting for the passkey…");
+            const spki = await managerKey();
+            const nonce = random(16);
+            const pin = $("pin").value;
+            $("pin").value = "";
+            const answer = await deviceSigned(chosen(), "/v1/confirmations/approve", async (challenge) => ({
+              deviceId: chosen().deviceId, challenge, confirmationId: id, confirmationCode: $("code").value.trim(), nonce,
+              sealedPin: await seal(pin, spki, ["approval", id, challenge]) }));
+            if (answer.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
+            if (answer.outcome === "lockout") return fail(lockText(answer.lockout));
+            $("decide").hidden = true;
+            status(`Approved. The login to ${clean(answer.host || view.host)} goes on.`);
+          }); });
+          $("deny").addEventListener("click", () => guarded(async () => {
+            status("Waiting for the passkey…");
+            await deviceSigned(chosen(), "/v1/confirmations/deny", async (challenge) => ({
+              deviceId: chosen().deviceId, challenge, confirmationId: id }));
+            $("decide").hidden = true;
+            status("Denied. The server refuses this login.");
+          }));
+        }
+
+        (page === "personalize" ? personalize : approve)().catch((error) => fail(passkeyError(error)));
+        })();
+        """#
+}

@@ -1,0 +1,80 @@
+/// The pages, as Mustache templates: the same for everyone, so nothing personal is rendered on the server. Every
+/// value is escaped by `{{…}}`; texts from the manager are set by the script with `textContent`.
+enum Pages {
+    static let templates: [String: String] = ["head": head, "personalize": personalize, "approve": approve]
+
+    static let head = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="referrer" content="no-referrer">
+        <link rel="stylesheet" href="{{stylesheet}}">
+        <script src="{{script}}" defer></script>
+        """
+
+    static let personalize = """
+        {{> head}}
+        <title>Activate XignIn in this browser</title>
+        </head>
+        <body data-page="personalize" data-rp-id="{{rpId}}" data-origin="{{origin}}">
+        <main>
+        <h1>Activate XignIn in this browser</h1>
+        <p>This makes a passkey for your account at <strong>{{origin}}</strong>. With it and your PIN you approve logins to servers.</p>
+        <form id="pin-step">
+        <label for="pin">Activation PIN</label>
+        <input id="pin" name="pin" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <button type="submit">Continue</button>
+        </form>
+        <section id="passkey-step" hidden>
+        <h2 id="account"></h2>
+        <p id="outcome"></p>
+        <button id="create" type="button">Create passkey</button>
+        </section>
+        <section id="done" hidden>
+        <h2>This browser is an XignIn device</h2>
+        <p id="done-text"></p>
+        </section>
+        <p id="status" role="status" aria-live="polite"></p>
+        <p id="error" class="error" role="alert"></p>
+        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
+        </main>
+        </body>
+        </html>
+        """
+
+    static let approve = """
+        {{> head}}
+        <title>Approve a login</title>
+        </head>
+        <body data-page="approve" data-rp-id="{{rpId}}" data-origin="{{origin}}">
+        <main>
+        <h1>Approve a login</h1>
+        <dl id="request" hidden>
+        <dt>Server</dt><dd id="host"></dd>
+        <dt>Service</dt><dd id="service"></dd>
+        <dt>Login name</dt><dd id="login"></dd>
+        <dt>From</dt><dd id="remote"></dd>
+        <dt>Asked at</dt><dd id="time"></dd>
+        </dl>
+        <form id="decide" hidden>
+        <label for="account">Account</label>
+        <select id="account" name="account"></select>
+        <label for="code">Code shown on the server</label>
+        <input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" maxlength="6" pattern="[0-9]{6}" required>
+        <label for="pin">PIN</label>
+        <input id="pin" name="pin" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <div class="buttons">
+        <button id="approve" type="submit">Approve</button>
+        <button id="deny" type="button" class="secondary">Deny</button>
+        </div>
+        </form>
+        <p id="status" role="status" aria-live="polite"></p>
+        <p id="error" class="error" role="alert"></p>
+        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
+        </main>
+        </body>
+        </html>
+        """
+}

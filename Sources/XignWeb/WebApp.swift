@@ -1,0 +1,75 @@
+import HTTPTypes
+import Hummingbird
+import Mustache
+
+/// What the pages need to know of the manager: the address users know it by, which is also the passkeys' home.
+public struct WebSite: Sendable {
+    /// `scheme://host[:port]` of the manager's public URL.
+    public var origin: String
+    /// The WebAuthn RP id: the public URL's host.
+    public var relyingPartyId: String
+
+    public init(origin: String, relyingPartyId: String) {
+        self.origin = origin
+        self.relyingPartyId = relyingPartyId
+    }
+}
+
+/// The manager's web app for browsers as devices: the App-Link pages (`/link/personalize`, `/c`), one script and one
+/// stylesheet. Pages are the same for everyone; what is personal arrives in the fragment (never sent to a server)
+/// and through the JSON API, which the script calls with the browser's passkey.
+public struct WebApp<Context: RequestContext>: Sendable {
+    let site: @Sendable () -> WebSite
+    let pages: MustacheLibrary
+
+    public init(site: @escaping @Sendable () -> WebSite) throws {
+        self.site = site
+        var pages = MustacheLibrary()
+        for (name, template) in Pages.templates { try pages.register(template, named: name) }
+        self.pages = pages
+    }
+
+    public func addRoutes(to router: Router<Context>) {
+        for (path, page) in [(WebPath.personalize, "personalize"), (WebPath.approve, "approve")] {
+            router.get(RouterPath(path)) { _, _ in try render(page) }
+        }
+        router.get(RouterPath(WebPath.script)) { _, _ in Self.asset(AppScript.source, type: "text/javascript; charset=utf-8") }
+        router.get(RouterPath(WebPath.stylesheet)) { _, _ in Self.asset(Stylesheet.source, type: "text/css; charset=utf-8") }
+    }
+
+    private func render(_ page: String) throws -> Response {
+        let current = site()
+        let values: [String: Any] = ["origin": current.origin, "rpId": current.relyingPartyId, "script": WebPath.script, "stylesheet": WebPath.stylesheet]
+        guard let html = pages.render(values, withTemplate: page) else { throw HTTPError(.internalServerError) }
+        return Response(status: .ok, headers: Self.headers(type: "text/html; charset=utf-8"), body: .init(byteBuffer: .init(string: html)))
+    }
+
+    private static func asset(_ text: String, type: String) -> Response {
+        Response(status: .ok, headers: headers(type: type), body: .init(byteBuffer: .init(string: text)))
+    }
+
+    /// Nothing but our own script and stylesheet may run or load, no other site may frame a page or read where it
+    /// came from, and no cache keeps a page.
+    static func headers(type: String) -> HTTPFields {
+        [
+            .contentType: type,
+            .contentSecurityPolicy:
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+            HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+            HTTPField.Name("X-Frame-Options")!: "DENY",
+            HTTPField.Name("Cross-Origin-Opener-Policy")!: "same-origin",
+            .cacheControl: "no-store",
+        ]
+    }
+}
+
+/// Where the web app's pages and files are.
+public enum WebPath {
+    /// The activation link's page (the App-Link of the activation data).
+    public static let personalize = "/link/personalize"
+    /// The approval page of a login request (the App-Link a host shows).
+    public static let approve = "/c"
+    public static let script = "/web/app.js"
+    public static let stylesheet = "/web/app.css"
+}
