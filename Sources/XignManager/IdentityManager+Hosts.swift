@@ -73,6 +73,7 @@ extension IdentityManager {
         }
         try Self.checkSignature(
             try Self.signature(from: signature), by: hostKey, of: .host, path: APIPath.hosts, body: body, challenge: request.joinSecret)
+        guard request.keyKind != .passkey else { throw ManagerError.badRequest("a host's key is a TPM or software key, never a passkey") }
         if configuration.requireHardwareKey && request.keyKind == .software {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")

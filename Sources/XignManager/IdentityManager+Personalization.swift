@@ -91,6 +91,9 @@ extension IdentityManager {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
         let rawSignature = try Self.signature(from: signature)
+        guard request.keyKind != .passkey else {
+            throw ManagerError.badRequest("keyKind passkey is a browser's; a browser personalizes at \(APIPath.passkeyPersonalizations)")
+        }
         if configuration.requireHardwareKey && request.keyKind == .software {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")

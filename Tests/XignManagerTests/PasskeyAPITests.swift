@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+import XignWebAuthn
+
+/// A browser's passkey as a device, through the real manager: enrolment, the one-request approval, and every
+/// forgery a relaying page or a copied authenticator brings, each beside a control that passes. The software
+/// authenticator stands in for the browser only where a browser would not let a test forge (the browser tests drive
+/// the same paths with Chromium).
+@Suite struct PasskeyAPITests {
+    /// The manager's own origin and RP id, as a browser at its public URL (here the bound address) writes them.
+    static func site(_ api: API) -> (origin: String, rpId: String) { ("http://127.0.0.1:\(api.manager.port)", "127.0.0.1") }
+
+    /// Registers `email` and personalizes `passkey` for it; the answer of the passkey personalization.
+    static func enrol(_ api: API, _ email: String, _ passkey: SoftwarePasskey, origin: String? = nil) throws -> API.Answer {
+        let decrypted = try api.decrypt(try api.register(email), pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let session = try #require(decrypted["session"] as? [String: Any])
+        let challenge = try #require(Base64URL.decode(session["challenge"] as? String ?? ""))
+        let (object, clientData) = try passkey.register(challenge: challenge, origin: origin ?? site(api).origin, rpId: site(api).rpId)
+        return try api.post(
+            APIPath.passkeyPersonalizations,
+            PasskeyPersonalizeRequest(
+                sessionId: session["id"] as? String ?? "", mode: .new, device: DeviceInformationMessage(name: "Passkey in a browser", platform: "browser"),
+                nonce: "pk", attestationObject: Base64URL.encode(object), clientDataJSON: Base64URL.encode(clientData)))
+    }
+
+    static func deviceId(_ api: API, _ answer: API.Answer) throws -> String {
+        try #require(try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
+    }
+
+    @Test(arguments: TestDatabase.allCases) func aPasskeyBecomesADeviceThatSignsTheDeviceAPI(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        let passkey = try SoftwarePasskey()
+        let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
+        let row = try api.manager.query("SELECT key_kind, credential_id, sign_count, backup_eligible, backed_up FROM devices")
+        #expect(row == ["passkey|\(Base64URL.encode(passkey.credentialId))|0|0|0"])
+        #expect(try api.manager.query("SELECT detail FROM audit_events WHERE event = 'enrolment'").first?.contains("passkey, device Passkey in a browser, credential") == true)
+        // The device API takes its assertion where a machine's signature goes: the account's device list.
+        let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+        let (origin, rpId) = Self.site(api)
+        let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+        let list = try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.accountDevices)
+        let devices = try #require(list["devices"] as? [[String: Any]])
+        #expect(devices.map { $0["keyKind"] as? String } == ["passkey"])
+        #expect(try api.manager.query("SELECT sign_count FROM devices") == ["1"])
+        // A passkey serves one activation: the same credential for a second account is refused.
+        let again = try Self.enrol(api, "bob@example.org", passkey)
+        #expect(again.status == 409 && again.errorCode == "conflict")
+        // A passkey made at another origin never enrols.
+        let elsewhere = try Self.enrol(api, "carol@example.org", try SoftwarePasskey(), origin: "https://idm.example.net")
+        #expect(elsewhere.status == 401 && elsewhere.errorCode == "signatureInvalid")
+    }
+
+    @Test func aSyncedPasskeyIsRefusedWhereHardwareKeysAreRequired() throws {
+        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n"))
+        let synced = try Self.enrol(api, "alice@example.org", try SoftwarePasskey(synced: true))
+        #expect(synced.status == 403 && synced.errorCode == "securityInsufficient")
+        // The control: a device-bound passkey (no backup flags) is a hardware key.
+        #expect(try Self.enrol(api, "bob@example.org", try SoftwarePasskey()).status == 200)
+    }
+
+    @Test(arguments: TestDatabase.allCases) func aPasskeyApprovesALoginInOneRequestAndNoForgeryDoes(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        let (origin, rpId) = Self.site(api)
+        let passkey = try SoftwarePasskey()
+        let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
+        let stranger = try SoftwarePasskey()
+        _ = try Self.deviceId(api, try Self.enrol(api, "mallory@example.org", stranger))
+        try api.manager.giveLogin("alice@example.org", "alice")
+        let host = try JoinedHost(api)
+        let started = try host.start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let id = try #require(started["confirmationId"] as? String), code = try #require(started["code"] as? String)
+
+        let view = try api.post(APIPath.confirmationView, ConfirmationViewRequest(confirmationId: id)).json
+        #expect(view["host"] as? String == "web1" && view["loginName"] as? String == "alice" && view["state"] as? String == "pending")
+        #expect(view["code"] == nil, "the page shows no code: the user types the one the server shows")
+        #expect(try api.post(APIPath.confirmationView, ConfirmationViewRequest(confirmationId: "AAAAAAAAAAAAAAAAAAAAAAAAAA")).status == 404)
+
+        /// One approval request; `sign` makes its signature header from the body and the challenge.
+        func approval(pin: String = "24680", code: String? = nil, sign: (Data, String) throws -> String) throws -> API.Answer {
+            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(
+                ConfirmationApprovalRequest(
+                    deviceId: deviceId, challenge: challenge, confirmationId: id, confirmationCode: code ?? started["code"] as? String ?? "",
+                    sealedPin: try api.sealed(pin, for: .approval(confirmationId: id, challenge: challenge)), nonce: "a"))
+            return try api.call("POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, try sign(body, challenge))])
+        }
+        func signed(by key: SoftwarePasskey, origin: String = origin, rpId: String = rpId) -> (Data, String) throws -> String {
+            { body, challenge in try key.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId) }
+        }
+        // One accepted request first, so the stored counter stands at 11.
+        passkey.signCount = 10
+        let listChallenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let listBody = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: listChallenge, nonce: "l"))
+        let listed = try api.call(
+            "POST", APIPath.accountDevices, body: listBody,
+            headers: [(SignedRequest.signatureHeader, try passkey.sign(path: APIPath.accountDevices, body: listBody, challenge: listChallenge, origin: origin, rpId: rpId))])
+        #expect(listed.status == 200)
+        var replayed: (Data, String)?
+        let forgeries: [(String, String, (Data, String) throws -> String)] = [
+            // A page of another origin on the same host name may ask for this RP id's passkey; its origin gives it away.
+            ("another origin", "another origin", signed(by: passkey, origin: "http://127.0.0.1:1")),
+            ("another RP id", "another site", signed(by: passkey, rpId: "evil.example")),
+            ("another account's passkey", "does not verify", signed(by: stranger)),
+            ("a counter that went back", "did not grow", { body, challenge in
+                passkey.signCount = 2
+                defer { passkey.signCount = 20 }
+                return try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            }),
+            ("a machine's signature in place of an assertion", "WebAuthn assertion", { _, _ in Base64URL.encode(Data(count: 64)) }),
+        ]
+        for (what, reason, forge) in forgeries {
+            let refused = try approval(sign: forge)
+            #expect(refused.status == 401 && refused.errorCode == "signatureInvalid", "\(what): \(refused.json)")
+            #expect((refused.error["message"] as? String)?.contains(reason) == true, "\(what): \(refused.json)")
+        }
+        #expect(try api.manager.query("SELECT code_failures, state FROM confirmations") == ["0|pending"], "no forgery reaches the code")
+        // A wrong PIN charges the lockout, like every login.
+        let wrong = try approval(pin: "13579", sign: signed(by: passkey))
+        let lock = try wrong.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationApproval)
+        #expect(lock["outcome"] as? String == "lockout")
+        #expect(try api.manager.query("SELECT failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(deviceId)'") == ["1"])
+        Thread.sleep(forTimeInterval: 0.4)  // the test config's first lock: 300 ms
+        // The control: the device's own passkey at the manager's origin, the right code and PIN.
+        let approved = try approval { body, challenge in
+            let header = try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            replayed = (body, header)
+            return header
+        }
+        let answer = try approved.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationApproval)
+        #expect(answer["outcome"] as? String == "approved" && answer["host"] as? String == "web1", "\(approved.json)")
+        let waited = try api.post(
+            APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
+        ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
+        #expect(waited["state"] as? String == "approved" && waited["approvedBy"] as? String == deviceId)
+        // The same assertion again: its counter no longer grows.
+        let (body, header) = try #require(replayed)
+        let replay = try api.call("POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)])
+        #expect(replay.status == 401 && (replay.error["message"] as? String)?.contains("did not grow") == true, "\(replay.json)")
+        _ = code
+    }
+}
