@@ -46,8 +46,9 @@ public final class ManagerProcess: @unchecked Sendable {
 
     public init(
         config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, launcher: [String] = [],
-        directory: TemporaryDirectory = TemporaryDirectory()
+        directory: TemporaryDirectory = TemporaryDirectory(), port: Int = 0
     ) throws {
+        self.port = port
         self.directory = directory
         self.launcher = launcher
         self.database = database
@@ -62,6 +63,32 @@ public final class ManagerProcess: @unchecked Sendable {
         }
         configPath = try directory.write("manager.conf", config)
         try start()
+    }
+
+    /// A manager whose public URL is `http://localhost:PORT`, so that a browser may make passkeys for it: WebAuthn takes a
+    /// host name as the RP id, never an IP address. It listens on 127.0.0.1 at a port chosen before it starts.
+    public static func servingBrowsers(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite) throws -> ManagerProcess {
+        let port = try freePort()
+        return try ManagerProcess(config: config + "\n[server]\npublic_url = http://localhost:\(port)\n", database: database, port: port)
+    }
+
+    /// The public URL of a manager from `servingBrowsers`.
+    public var browserURL: String { "http://localhost:\(port)" }
+
+    /// A port nobody listens on at this moment (the kernel's pick for a socket bound to port 0, then closed).
+    public static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw TestFailure("bind: \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// A second instance on `other`'s database, with copies of its signing key and pepper (as an admin distributes them).
@@ -191,6 +218,15 @@ public final class ManagerProcess: @unchecked Sendable {
     /// The activation data of the newest activation mail to `email` (device notices carry none).
     public func activationLink(for email: String) throws -> String {
         try PersonalizationPayload(parsingMail: String(contentsOfFile: try mailPath(for: email), encoding: .utf8)).deepLink
+    }
+
+    /// The App-Link in the body of the newest activation mail to `email`: what a phone opens.
+    public func activationAppLink(for email: String) throws -> String {
+        let mail = try String(contentsOfFile: try mailPath(for: email), encoding: .utf8)
+        guard let line = mail.split(whereSeparator: \.isNewline).first(where: { $0.contains("/link/personalize#") }),
+            let start = line.range(of: "http")
+        else { throw TestFailure("the activation mail to \(email) holds no App-Link") }
+        return String(line[start.lowerBound...]).trimmingCharacters(in: .whitespaces)
     }
 
     /// The newest activation mail to `email`.

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Chromium driven by `Browser/browser.py` (selenium), with Chrome's virtual authenticator as the passkey store: what a
+/// phone user does on the manager's pages. The profile keeps the browser's storage and the passkeys between steps.
+public struct Browser: Sendable {
+    public let profile: String
+    /// Where each step's screenshot at phone size goes; `XIGN_SCREENSHOTS` names a directory to keep them in.
+    public let screenshots: String
+    /// Passkeys made from now on are synced ones (backup eligible and backed up).
+    public var synced = false
+    private let directory: TemporaryDirectory
+
+    /// What the page showed: the status and error lines and the fields the step read.
+    public struct Page: @unchecked Sendable, CustomStringConvertible {
+        public let fields: [String: Any]
+        public var error: String { fields["error"] as? String ?? "" }
+        public var status: String { fields["status"] as? String ?? "" }
+        public subscript(field: String) -> String { fields[field] as? String ?? "" }
+        public var screenshots: [String] { fields["screenshots"] as? [String] ?? [] }
+        public var description: String { "\(fields)" }
+    }
+
+    public init(in directory: TemporaryDirectory, name: String = "phone") {
+        self.directory = directory
+        profile = directory.file("browser-\(name)")
+        let kept = ProcessInfo.processInfo.environment["XIGN_SCREENSHOTS"]
+        screenshots = kept.map { "\($0)/\(name)" } ?? directory.file("screenshots-\(name)")
+    }
+
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// Runs one step; `input` goes to its stdin (PINs and codes never go into argv).
+    public func run(_ command: String, _ url: String, input: String = "") throws -> Page {
+        let python = Self.repository + "/.build-browser/venv/bin/python"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw TestFailure("selenium is not set up; run `make test` (or bash Tests/XignTestSupport/Browser/setup.sh)")
+        }
+        var arguments = [Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots]
+        if synced { arguments.append("--synced") }
+        let result = try ChildProcess(python, arguments + [command, url], stdin: input, in: directory).wait(timeout: 90)
+        guard result.status == 0, let data = result.stdout.split(separator: "\n").last.map({ Data($0.utf8) }),
+            let fields = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { throw TestFailure("browser.py \(command) exited \(result.status): \(result.stdout.suffix(400)) \(result.stderr.suffix(2000))") }
+        return Page(fields: fields)
+    }
+
+    /// Opens the activation link, types the activation PIN, and makes a passkey.
+    public func personalize(_ link: String, pin: String) throws -> Page { try run("personalize", link, input: pin + "\n") }
+    /// Opens a login link, types the code and the PIN, and approves.
+    public func approve(_ link: String, code: String, pin: String) throws -> Page { try run("approve", link, input: "\(code)\n\(pin)\n") }
+    public func deny(_ link: String) throws -> Page { try run("deny", link) }
+    public func view(_ link: String) throws -> Page { try run("view", link) }
+
+    /// An assertion over `challenge` (base64url) by the passkey `credentialId`, asked for by a page at `url`, which may
+    /// be of any origin: what a page of another site could obtain.
+    public func assertion(at url: String, challenge: String, rpId: String, credentialId: String) throws -> Page {
+        let request = try JSONSerialization.data(withJSONObject: ["challenge": challenge, "rpId": rpId, "credentialId": credentialId])
+        return try run("assert", url, input: String(decoding: request, as: UTF8.self) + "\n")
+    }
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Drives Debian's Chromium (headless, at phone size) through the manager's web app, with Chrome's virtual
+authenticator (CTAP2, internal transport, user verification) as the phone's passkey store.
+
+Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
+  personalize URL   reads the activation PIN from stdin; opens the activation link, types it, makes the passkey
+  approve URL       reads the code and the PIN (one line each) from stdin; opens the login link and approves
+  deny URL          opens the login link and denies
+  view URL          opens the login link and reports what it shows
+  assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
+                    for an assertion over that challenge, as a page there could
+The profile keeps the browser's storage (Chromium's user data) and the authenticator's credentials between runs, as
+a phone keeps both. Prints one JSON object: what the page shows (status, error and the fields of each step).
+Secrets come on stdin, never in argv.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+PHONE = (390, 844)
+
+
+def start(profile, synced):
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+                     f"--window-size={PHONE[0]},{PHONE[1]}", f"--user-data-dir={os.path.join(profile, 'chromium')}"]:
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.set_page_load_timeout(30)
+    # Headless windows are at least 500 px wide; a phone's viewport is set directly.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True})
+    driver.execute_cdp_cmd("WebAuthn.enable", {"enableUI": False})
+    authenticator = driver.execute_cdp_cmd("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
+        "isUserVerified": True, "automaticPresenceSimulation": True,
+        "defaultBackupEligibility": synced, "defaultBackupState": synced}})["authenticatorId"]
+    stored = os.path.join(profile, "credentials.json")
+    if os.path.exists(stored):
+        with open(stored) as f:
+            for credential in json.load(f):
+                driver.execute_cdp_cmd("WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": credential})
+    return driver, authenticator
+
+
+def keep_credentials(driver, authenticator, profile):
+    credentials = driver.execute_cdp_cmd("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+    path = os.path.join(profile, "credentials.json")
+    with open(path + ".new", "w") as f:
+        json.dump(credentials, f)
+    os.replace(path + ".new", path)
+
+
+def text(driver, element_id):
+    try:
+        return driver.find_element(By.ID, element_id).text
+    except WebDriverException:
+        return ""
+
+
+def visible(driver, element_id):
+    try:
+        return driver.find_element(By.ID, element_id).is_displayed()
+    except WebDriverException:
+        return False
+
+
+def wait(driver, done, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if text(driver, "error") or done():
+            return
+        time.sleep(0.05)
+    raise SystemExit(json.dumps({"error": "timed out waiting for the page", "status": text(driver, "status")}))
+
+
+class Shots:
+    def __init__(self, directory, command):
+        self.directory, self.command, self.taken = directory, command, []
+
+    def __call__(self, driver, step):
+        if not self.directory:
+            return
+        path = os.path.join(self.directory, f"{self.command}-{len(self.taken) + 1}-{step}.png")
+        driver.save_screenshot(path)
+        self.taken.append(path)
+
+
+def report(driver, shots, *fields):
+    result = {"error": text(driver, "error"), "status": text(driver, "status"), "screenshots": shots.taken}
+    for field in fields:
+        result[field] = text(driver, field)
+    return result
+
+
+def personalize(driver, url, shots):
+    pin = sys.stdin.readline().rstrip("\n")
+    driver.get(url)
+    wait(driver, lambda: visible(driver, "pin-step"))
+    shots(driver, "pin")
+    if text(driver, "error"):
+        return report(driver, shots)
+    driver.find_element(By.ID, "pin").send_keys(pin)
+    driver.find_element(By.CSS_SELECTOR, "#pin-step button").click()
+    wait(driver, lambda: visible(driver, "passkey-step"))
+    shots(driver, "account")
+    if text(driver, "error"):
+        return report(driver, shots, "account", "outcome")
+    account, outcome = text(driver, "account"), text(driver, "outcome")
+    driver.find_element(By.ID, "create").click()
+    wait(driver, lambda: visible(driver, "done"))
+    shots(driver, "done")
+    return dict(report(driver, shots, "done-text"), account=account, outcome=outcome)
+
+
+def view(driver, url, shots):
+    driver.get(url)
+    wait(driver, lambda: visible(driver, "decide"))
+    shots(driver, "request")
+    return report(driver, shots, "host", "service", "login", "remote", "time")
+
+
+def decide(driver, url, shots, button):
+    seen = view(driver, url, shots)
+    if seen["error"]:
+        return seen
+    if button == "approve":
+        code, pin = sys.stdin.readline().strip(), sys.stdin.readline().rstrip("\n")
+        driver.find_element(By.ID, "code").send_keys(code)
+        driver.find_element(By.ID, "pin").send_keys(pin)
+    driver.find_element(By.ID, button).click()
+    wait(driver, lambda: not visible(driver, "decide") or text(driver, "status").startswith(("Approved", "Denied")))
+    shots(driver, "decided")
+    return dict(seen, **report(driver, shots))
+
+
+def assertion(driver, url, shots):
+    request = json.loads(sys.stdin.readline())
+    driver.get(url)
+    return driver.execute_async_script("""
+        const [request, done] = arguments;
+        const b64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+        const from = (t) => Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((t.length + 3) % 4)), (c) => c.charCodeAt(0));
+        navigator.credentials.get({ publicKey: { challenge: from(request.challenge), rpId: request.rpId, userVerification: "required",
+                                                 allowCredentials: [{ type: "public-key", id: from(request.credentialId) }] } })
+          .then((a) => done({ header: "webauthn." + [a.response.authenticatorData, a.response.clientDataJSON, a.response.signature].map(b64u).join("."),
+                              origin: location.origin }))
+          .catch((e) => done({ error: e.name + ": " + e.message }));
+    """, request)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--screenshots")
+    parser.add_argument("--synced", action="store_true")
+    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "assert"])
+    parser.add_argument("url")
+    arguments = parser.parse_args()
+    os.makedirs(arguments.profile, exist_ok=True)
+    if arguments.screenshots:
+        os.makedirs(arguments.screenshots, exist_ok=True)
+    driver, authenticator = start(arguments.profile, arguments.synced)
+    shots = Shots(arguments.screenshots, arguments.command)
+    try:
+        if arguments.command == "personalize":
+            result = personalize(driver, arguments.url, shots)
+        elif arguments.command == "view":
+            result = view(driver, arguments.url, shots)
+        elif arguments.command == "assert":
+            result = assertion(driver, arguments.url, shots)
+        else:
+            result = decide(driver, arguments.url, shots, arguments.command)
+        result["console"] = [entry["message"] for entry in driver.get_log("browser")] if hasattr(driver, "get_log") else []
+        keep_credentials(driver, authenticator, arguments.profile)
+    finally:
+        driver.quit()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
