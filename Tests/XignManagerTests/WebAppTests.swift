@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
@@ -38,5 +39,130 @@ import XignTestSupport
         ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         #expect(waited["state"] as? String == "approved")
         #expect(activated.screenshots.count == 3 && page.screenshots.count == 2)
+    }
+
+    /// A login request started for `loginName` by a joined host: its id, code and wait token.
+    static func request(_ api: API, _ host: JoinedHost, _ loginName: String = "alice", remote: String = "192.0.2.7") throws -> (
+        id: String, code: String, state: () throws -> String
+    ) {
+        let started = try host.start(loginName, remoteHost: remote).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let id = try #require(started["confirmationId"] as? String), token = started["waitToken"] as? String ?? ""
+        let state = {
+            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: token, waitMilliseconds: 0))
+                .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"] as? String ?? ""
+        }
+        return (id, try #require(started["code"] as? String), state)
+    }
+
+    /// Each refusal the page shows, beside the control that passes: a wrong PIN (counted by the lockout), three wrong
+    /// codes (deny), the deny button, and a passkey of another account.
+    @Test func wrongPINsWrongCodesDenialAndAnotherAccountsPasskeyAreRefused() throws {
+        let api = API(manager: try ManagerProcess.servingBrowsers())
+        let phone = Browser(in: api.manager.directory)
+        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        try api.manager.giveLogin("alice@example.org", "alice")
+        let host = try JoinedHost(api)
+        func failedAttempts() throws -> [String] { try api.manager.query("SELECT failed_attempts FROM activations") }
+
+        var request = try Self.request(api, host)
+        let wrongPIN = try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "13579")
+        #expect(wrongPIN.error.hasPrefix("Wrong PIN. XignIn is locked until"), "\(wrongPIN)")
+        #expect(try failedAttempts() == ["1"] && request.state() == "pending")
+        Thread.sleep(forTimeInterval: 0.4)  // the test config's first lock
+        let approved = try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
+        #expect(approved.status.hasPrefix("Approved"), "\(approved)")
+        #expect(try failedAttempts() == ["0"] && request.state() == "approved")
+
+        request = try Self.request(api, host, remote: "192.0.2.8")
+        let next = String((Int(request.code)! + 1) % 1_000_000)
+        let wrong = String(repeating: "0", count: 6 - next.count) + next
+        let first = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
+        #expect(first.error == "that is not the code the server shows; 2 attempt(s) left", "\(first)")
+        _ = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
+        let third = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
+        #expect(third.error.hasSuffix("the login was refused. Start it again on the server"), "\(third)")
+        #expect(try request.state() == "denied" && failedAttempts() == ["0"], "a wrong code tests no PIN")
+        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login was denied.")
+
+        request = try Self.request(api, host, remote: "192.0.2.9")
+        let denied = try phone.deny(Self.link(api, confirmation: request.id))
+        #expect(try denied.status == "Denied. The server refuses this login." && request.state() == "denied", "\(denied)")
+
+        // Bob's phone holds a passkey of this manager, but the request is Alice's.
+        let other = Browser(in: api.manager.directory, name: "bob")
+        #expect(try Self.activate(api, other, "bob@example.org").error.isEmpty)
+        request = try Self.request(api, host, remote: "192.0.2.10")
+        let strangers = try other.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
+        #expect(try strangers.error.contains("not for your account") && request.state() == "pending", "\(strangers)")
+        #expect(try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.hasPrefix("Approved"))
+    }
+
+    @Test func aRequestThatRanOutSaysSo() throws {
+        let api = API(manager: try ManagerProcess.servingBrowsers(config: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n"))
+        let phone = Browser(in: api.manager.directory)
+        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        try api.manager.giveLogin("alice@example.org", "alice")
+        let request = try Self.request(api, try JoinedHost(api))
+        #expect(try phone.view(Self.link(api, confirmation: request.id)).error.isEmpty, "the control: while it waits, the page offers to decide")
+        Thread.sleep(forTimeInterval: 5.2)
+        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login request ran out. Start the login on the server again.")
+        #expect(try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.isEmpty)
+        #expect(try request.state() == "expired")
+    }
+
+    /// A page of another site may ask the phone's real passkey for an assertion: on the same host name (another port)
+    /// the browser gives one, and the manager refuses its origin; on another host name the browser refuses the RP id.
+    /// The control: the same request asked for at the manager's own origin is accepted.
+    @Test func anAssertionAPageOfAnotherOriginObtainedIsRefused() throws {
+        let api = API(manager: try ManagerProcess.servingBrowsers())
+        let phone = Browser(in: api.manager.directory)
+        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        let credential = try #require(try api.manager.query("SELECT credential_id FROM devices").first)
+        let deviceId = try #require(try api.manager.query("SELECT id FROM devices").first)
+        let otherPort = try ManagerProcess.freePort()
+        let site = try ChildProcess(
+            "/usr/bin/python3", ["-m", "http.server", String(otherPort), "--bind", "127.0.0.1", "--directory", api.manager.directory.file("browser-phone")],
+            in: api.manager.directory)
+        defer { site.stop() }
+        #expect(waitUntil { (try? HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(otherPort)"), path: "/"))?.status == 200 })
+
+        func listDevices(assertedAt url: String) throws -> (Browser.Page, API.Answer?) {
+            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.accountDevices, body: body, challenge: challenge)
+            let page = try phone.assertion(at: url, challenge: Base64URL.encode(SHA256.hash(message)), rpId: "localhost", credentialId: credential)
+            guard !page["header"].isEmpty else { return (page, nil) }
+            return (page, try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, page["header"])]))
+        }
+        let (relayed, refused) = try listDevices(assertedAt: "http://localhost:\(otherPort)/")
+        #expect(relayed["origin"] == "http://localhost:\(otherPort)", "the browser gave the other origin an assertion: \(relayed)")
+        #expect(refused?.status == 401 && (refused?.error["message"] as? String)?.contains("another origin") == true, "\(String(describing: refused?.json))")
+        let (blocked, _) = try listDevices(assertedAt: "http://127.0.0.1:\(otherPort)/")
+        #expect(blocked["error"].hasPrefix("SecurityError"), "a page on another host name gets no assertion for this RP id: \(blocked)")
+        let (own, accepted) = try listDevices(assertedAt: "\(api.manager.browserURL)/c")
+        #expect(accepted?.status == 200, "the control: \(own) \(String(describing: accepted?.json))")
+    }
+
+    /// Every page and file carries the strict headers; the secrets stay in the fragment, which no request carries.
+    @Test func pagesAndFilesCarryStrictHeaders() throws {
+        let api = API(manager: try ManagerProcess.servingBrowsers())
+        for path in ["/link/personalize", "/c", "/web/app.js", "/web/app.css"] {
+            let result = try ChildProcess("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(api.manager.url)\(path)"], in: api.manager.directory)
+                .wait()
+            #expect(result.stdout.hasPrefix("HTTP/1.1 200"), "\(path)")
+            var headers: [String: String] = [:]
+            for line in result.stdout.split(separator: "\r\n") {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            #expect(headers["content-security-policy"]?.contains("script-src 'self'") == true, "\(path)")
+            #expect(headers["content-security-policy"]?.contains("frame-ancestors 'none'") == true, "\(path)")
+            #expect(headers["content-security-policy"]?.contains("unsafe-inline") == false, "\(path)")
+            #expect(headers["referrer-policy"] == "no-referrer" && headers["x-content-type-options"] == "nosniff", "\(path)")
+            #expect(headers["cache-control"] == "no-store", "\(path)")
+        }
+        let page = try ChildProcess("/usr/bin/curl", ["-s", "\(api.manager.url)/c"], in: api.manager.directory).wait().stdout
+        #expect(!page.contains("<script>") && !page.contains("style="), "no inline script or style")
+        #expect(page.contains("<label for=\"code\">") && page.contains("<label for=\"pin\">"), "every input has its label")
     }
 }
