@@ -11,7 +11,7 @@ public struct PendingLoginConfirmation: Sendable {
     public let confirmationId: String
     /// What the user types on the approving device.
     public let code: String
-    /// `XIGN://C/<id>`, for the QR code.
+    /// The App-Link in QR-friendly case (`ConfirmationPayload.link`), for the QR code.
     public let payload: String
     public let appLink: String
     /// The name the host joined with, shown so the user knows which server asks.

@@ -208,17 +208,27 @@ public struct ConfirmationDenialRequest: Codable, Equatable, Sendable {
     }
 }
 
-/// The confirmation payload: `XIGN://C/<id>`, the id 26 characters of base32 (130 bits, upper case).
+/// What a host's QR code holds: the App-Link `<MANAGER URL>/C#<id>` with scheme and host in upper case, so that a
+/// phone's camera opens the manager's approval page and the code stays mostly in QR alphanumeric mode. The id is 26
+/// characters of base32 (130 bits, upper case), in the fragment, which no request carries. `XIGN://C/<id>` is read too.
 public enum ConfirmationPayload {
     public static let prefix = "XIGN://C/"
+    /// The path of the approval page, as the QR code writes it (the manager answers `/c` too).
+    public static let linkPath = "/C"
 
-    /// The confirmation id in a payload or App-Link (`…/c#<id>`), or nil.
+    /// The QR code's text for confirmation `id` at `manager`.
+    public static func link(to id: String, at manager: ManagerURL) -> String { manager.upperCased + linkPath + "#" + id }
+
+    /// The confirmation id in a payload or App-Link (`…/c#<id>`, any case), or nil.
     public static func confirmationId(in text: String) -> String? {
         let trimmed = text.trimmingWhitespace
+        let lower = trimmed.lowercased()
         let id: Substring
         if trimmed.uppercased().hasPrefix(prefix) {
             id = trimmed.dropFirst(prefix.count)
-        } else if let hash = trimmed.lastIndex(of: "#"), trimmed.hasPrefix("https://") {
+        } else if let hash = trimmed.lastIndex(of: "#"), lower.hasPrefix("https://") || lower.hasPrefix("http://"),
+            trimmed[..<hash].lowercased().hasSuffix("/c")
+        {
             id = trimmed[trimmed.index(after: hash)...]
         } else {
             return nil

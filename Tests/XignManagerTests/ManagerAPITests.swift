@@ -425,7 +425,7 @@ import XignTestSupport
         #expect(try start("bob").errorCode == "unknownLogin")
         let started = try start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = started["confirmationId"] as? String ?? "", waitToken = started["waitToken"] as? String ?? ""
-        #expect(started["payload"] as? String == ConfirmationPayload.prefix + id)
+        #expect(started["payload"] as? String == ConfirmationPayload.link(to: id, at: api.manager.url))
         func state() throws -> [String: Any] {
             try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: waitToken, waitMilliseconds: 0))
                 .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)

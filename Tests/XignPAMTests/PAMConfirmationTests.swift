@@ -18,10 +18,10 @@ final class ConfirmationFixture: @unchecked Sendable {
 
     init(
         managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil,
-        user: String = "alice"
+        user: String = "alice", servingBrowsers: Bool = false
     ) throws {
         self.user = user
-        laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm)
+        laptop = try PAMFixture(managerConfig: managerConfig, users: [user], tpm: tpm, servingBrowsers: servingBrowsers)
         try laptop.manager.giveLogin("\(user)@example.org", user)
         serverConfig = try server.write("xign.conf", "state_dir = \(server.file("state"))\n")
         try laptop.joinAsHost(stateDirectory: server.file("state"))
@@ -76,7 +76,7 @@ final class ConfirmationFixture: @unchecked Sendable {
         let shown = result.output.components(separatedBy: "[TEXT_INFO] ").last ?? ""
         let qrText = shown.components(separatedBy: "XignIn: approve").first ?? ""
         let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
-        #expect(decoded.hasPrefix(ConfirmationPayload.prefix) && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
+        #expect(decoded.hasPrefix("HTTP://127.0.0.1:") && decoded.contains("/C#") && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
         let rows = qrText.split(separator: "\n", omittingEmptySubsequences: false).count
         #expect(rows + 3 <= 24, "the QR code and its text fit an 80×24 terminal (\(rows) rows)")
     }

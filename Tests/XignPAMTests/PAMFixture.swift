@@ -45,9 +45,11 @@ final class PAMFixture: @unchecked Sendable {
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
     init(
         managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil
+        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, servingBrowsers: Bool = false
     ) throws {
-        manager = try ManagerProcess(config: managerConfig, database: database)
+        manager =
+            servingBrowsers
+            ? try ManagerProcess.servingBrowsers(config: managerConfig, database: database) : try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
         let state = directory.file("state")
         var configuration = ClientConfiguration()

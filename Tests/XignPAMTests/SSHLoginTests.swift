@@ -77,9 +77,9 @@ final class SSHServer: @unchecked Sendable {
 }
 
 @Suite struct SSHLoginTests {
-    func setUp(moduleArguments: String = "mode=confirm timeout=30") throws -> (ConfirmationFixture, SSHServer, String) {
+    func setUp(moduleArguments: String = "mode=confirm timeout=30", servingBrowsers: Bool = false) throws -> (ConfirmationFixture, SSHServer, String) {
         let user = try SSHServer.user.get()
-        let fixture = try ConfirmationFixture(moduleArguments: moduleArguments)
+        let fixture = try ConfirmationFixture(moduleArguments: moduleArguments, servingBrowsers: servingBrowsers)
         try fixture.laptop.manager.giveLogin("alice@example.org", user)
         try fixture.service("sshd", arguments: moduleArguments, then: "account required pam_permit.so\nsession required pam_permit.so")
         return (fixture, try SSHServer(pamServices: fixture.laptop.confdir), user)
@@ -98,9 +98,37 @@ final class SSHServer: @unchecked Sendable {
         lines[0] = String(repeating: " ", count: lines[1].count)
         let qrText = lines.joined(separator: "\n")
         let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
-        #expect(decoded.hasPrefix(ConfirmationPayload.prefix), "\(decoded)")
+        #expect(ConfirmationPayload.confirmationId(in: decoded) != nil && decoded.contains("/C#"), "\(decoded)")
         let approval = try fixture.approve(code: code)
         #expect(approval.status == 0, "\(approval.stderr)")
+        ssh.send("\r")
+        try ssh.expect("logged-in-as-\(user)")
+        #expect(try ssh.wait() == 0)
+    }
+
+    /// The QR code in the ssh client's terminal, read by zbarimg, opened in Chromium on a phone whose passkey holds
+    /// alice's activation (moved there from the laptop with new activation data): code, PIN, and the command runs.
+    @Test func aPhoneApprovesFromTheQRCodeTheSSHClientShows() throws {
+        let (fixture, server, user) = try setUp(servingBrowsers: true)
+        let manager = fixture.laptop.manager
+        let activation = try #require(try manager.query("SELECT id FROM activations").first)
+        #expect(try manager.admin(["reissue", activation]).status == 0)
+        let phone = Browser(in: fixture.laptop.directory)
+        let activated = try phone.personalize(try manager.activationAppLink(for: "alice@example.org"), pin: "24680")
+        #expect(activated.error.isEmpty && activated["outcome"].hasPrefix("This activation is personalized on another device"), "\(activated)")
+
+        let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
+        let shown = try ssh.expect("Press Enter once approved:")
+        let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
+        var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard lines.count > 2 else { throw TestFailure("no QR code in: \(shown)") }
+        lines[0] = String(repeating: " ", count: lines[1].count)
+        let scanned = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: lines.joined(separator: "\n")), in: fixture.laptop.directory)
+        #expect(scanned.hasPrefix("HTTP://LOCALHOST:\(manager.port)/C#"), "a phone's camera opens it: \(scanned)")
+        let approved = try phone.approve(scanned, code: code, pin: "24680")
+        #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")
+        #expect(approved["service"] == "sshd" && approved["login"] == user && approved["remote"].hasPrefix("127.0.0.1"), "\(approved)")
         ssh.send("\r")
         try ssh.expect("logged-in-as-\(user)")
         #expect(try ssh.wait() == 0)

@@ -134,3 +134,19 @@ import XignProtocol
         #expect(throws: Never.self) { try ManagerURL("https://example.org").checkTransportPolicy() }
     }
 }
+
+@Suite struct ConfirmationPayloadTests {
+    static let id = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    @Test func theQRCodesLinkOpensThePageAndNamesTheConfirmation() throws {
+        let manager = try ManagerURL("https://idm.example.com:8443/xign")
+        let link = ConfirmationPayload.link(to: Self.id, at: manager)
+        #expect(link == "HTTPS://IDM.EXAMPLE.COM:8443/xign/C#" + Self.id, "scheme and host in upper case; a path keeps its case")
+        for text in [link, "https://idm.example.com/c#" + Self.id.lowercased(), "XIGN://C/" + Self.id, "  http://localhost:8440/C#\(Self.id)\n"] {
+            #expect(ConfirmationPayload.confirmationId(in: text) == Self.id, "\(text)")
+        }
+        for text in ["https://idm.example.com/x#" + Self.id, "ftp://idm.example.com/c#" + Self.id, "https://idm.example.com/c#" + Self.id.dropLast(), "XIGN://C/1BCDEFGHIJKLMNOPQRSTUVWXYZ"] {
+            #expect(ConfirmationPayload.confirmationId(in: text) == nil, "\(text)")
+        }
+    }
+}
