@@ -4,7 +4,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies from Debian: the system libraries and the real tools the tests drive.
 DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev libdbus-1-dev fprintd python3-dbusmock \
 	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo \
-	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv
+	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv \
+	chromium chromium-driver curl
 
 # pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
 # and nodelete so libpam's dlclose at every pam_end does not unload a runtime (docs/design.md, "The PAM host").
@@ -49,7 +50,9 @@ install: pam
 	install -D -m 0644 $(PAM_SO) $(DESTDIR)$(PAM_DIR)/pam_xign.so
 	@echo "installed $(DESTDIR)$(PAM_DIR)/pam_xign.so; enable it with a line such as: auth required pam_xign.so"
 
+# The browser tests drive Debian's chromium with selenium from PyPI (Tests/XignTestSupport/Browser/setup.sh).
 test: deps pam
+	bash Tests/XignTestSupport/Browser/setup.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 

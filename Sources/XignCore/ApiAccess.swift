@@ -37,6 +37,7 @@ struct ApiAccessGrant {
                     canSendEmail: message.canSendEmail ?? false))
         case .delete: return .apiAccessDelete(ApiAccessDelete(grant: self))
         case .addFactor: return .apiAccessAddFactor(ApiAccessAddFactor(grant: self))
+        case .revokeDevice: return .apiAccessRevokeDevice(ApiAccessRevokeDevice(grant: self))
         }
     }
 }
@@ -73,6 +74,12 @@ public struct ApiAccessDelete {
 
 /// Adding a factor to this device, confirmed with device and PIN.
 public struct ApiAccessAddFactor {
+    public var idmIdentifier: String { grant.entity.idmIdentifier }
+    let grant: ApiAccessGrant
+}
+
+/// Removing another device of the account (a lost one), confirmed with device and PIN.
+public struct ApiAccessRevokeDevice {
     public var idmIdentifier: String { grant.entity.idmIdentifier }
     let grant: ApiAccessGrant
 }
@@ -135,6 +142,13 @@ extension Personalizer {
             throw XignSdkError(.invalidManagerResponse, "the manager's add factor answer is inconsistent")
         }
         return factors
+    }
+
+    /// Removes the account's device `deviceId` at the manager; it stops working at once.
+    public func finishRevokeDevice(request: ApiAccessRevokeDevice, deviceId: String) throws {
+        let result = try finish(
+            request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), revokedDeviceId: deviceId))
+        guard result.revokedDevices == 1 else { throw XignSdkError(.invalidManagerResponse, "the manager's device removal answer is inconsistent") }
     }
 
     private func finish(_ grant: ApiAccessGrant, _ request: ApiAccessRequest) throws -> ApiAccessResultMessage {

@@ -70,6 +70,8 @@ public enum ApiAccessAuthenticationResult {
     case apiAccessDelete(ApiAccessDelete)
     /// `Personalizer.finishAddFactor` records the factor for this device.
     case apiAccessAddFactor(ApiAccessAddFactor)
+    /// `Personalizer.finishRevokeDevice` removes the lost device.
+    case apiAccessRevokeDevice(ApiAccessRevokeDevice)
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 

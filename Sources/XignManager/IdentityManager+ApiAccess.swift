@@ -72,6 +72,8 @@ extension IdentityManager {
                 result.revokedDevices = try await self.deleteAccount(of: activation, by: device, in: store)
             case .addFactor:
                 result.factors = try await self.addFactor(request.factor!, to: device, of: activation, in: store)
+            case .revokeDevice:
+                (result.revokedDevices, mailId) = try await self.revokeDevice(request.revokedDeviceId!, of: activation, by: device, in: store)
             }
             return (result, mailId)
         }
@@ -84,7 +86,8 @@ extension IdentityManager {
     /// requestNewActivation, opened and checked against the policy.
     private func checkApiAccessFields(_ request: ApiAccessRequest, for process: ApiAccessProcess) throws -> String? {
         guard (request.sealedNewPin != nil) == (process == .changePin), (request.newActivation != nil) == (process == .requestNewActivation),
-            (request.factor != nil) == (process == .addFactor)
+            (request.factor != nil) == (process == .addFactor), (request.revokedDeviceId != nil) == (process == .revokeDevice),
+            (request.revokedDeviceId?.utf8.count ?? 0) <= 64
         else {
             throw ManagerError.badRequest("a \(process.rawValue) grant takes exactly the field of that process")
         }
@@ -177,6 +180,27 @@ extension IdentityManager {
                 detail: "with \(devices) device(s), at the request of its device \(device.id)",
                 actor: "device \(device.id)"))
         return devices
+    }
+
+    /// Another device of the same account goes, with its activation: a lost phone or a stolen laptop stops working at once.
+    private func revokeDevice(
+        _ id: String, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
+    ) async throws -> (Int, String?) {
+        guard let lost = try await store.device(id), try await store.accountId(ofDevice: id) == activation.accountId,
+            let held = try await store.activation(id: lost.activationId)
+        else {
+            throw ManagerError(.notFound, .deviceNotFound, "the account has no device \(id.prefix(64)); list them with xign-setup list --devices")
+        }
+        try await store.revokeDevice(lost.id)
+        try await store.markRevoked(activationId: lost.activationId)
+        let credential = lost.passkey.map { ", credential \($0.credentialId.prefix(64))" } ?? ""
+        try await store.recordAudit(
+            AuditEvent(
+                .revocation, email: held.email, activationId: held.id, detail: "\(lost.keyKind.rawValue) device \(lost.id)\(credential) removed by another device",
+                actor: "device \(device.id)"))
+        let notice = try await queue(
+            Outbox.deviceNotice(to: held.email, alias: held.alias, device: "device \(lost.id) (\(lost.keyKind.rawValue))", added: false), in: store)
+        return (1, notice)
     }
 
     private func addFactor(

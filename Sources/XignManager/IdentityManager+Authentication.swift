@@ -54,6 +54,7 @@ extension IdentityManager {
             case .requestNewActivation: return builtIn("new-activation", "New activation", lifetime: lifetime)
             case .delete: return builtIn("delete", "Delete account", lifetime: lifetime)
             case .addFactor: return builtIn("add-factor", "Add factor", lifetime: lifetime)
+            case .revokeDevice: return builtIn("revoke-device", "Remove a device", lifetime: lifetime)
             }
         }
     }

@@ -21,6 +21,8 @@ public enum ApiAccessProcess: String, Codable, Sendable, CaseIterable {
     case requestNewActivation
     case delete
     case addFactor
+    /// Removes another device of the account (a lost phone, a stolen laptop); its activation ends.
+    case revokeDevice
 }
 
 /// In an authentication result: the grant that finishes the process.
@@ -55,16 +57,19 @@ public struct ApiAccessRequest: Codable, Equatable, Sendable {
     public var newActivation: NewActivationMessage?
     /// addFactor.
     public var factor: AuthenticatorType?
+    /// revokeDevice: a device of the same account.
+    public var revokedDeviceId: String?
 
     public init(
         grant: String, nonce: String, sealedNewPin: SealedPINMessage? = nil, newActivation: NewActivationMessage? = nil,
-        factor: AuthenticatorType? = nil
+        factor: AuthenticatorType? = nil, revokedDeviceId: String? = nil
     ) {
         self.grant = grant
         self.nonce = nonce
         self.sealedNewPin = sealedNewPin
         self.newActivation = newActivation
         self.factor = factor
+        self.revokedDeviceId = revokedDeviceId
     }
 }
 

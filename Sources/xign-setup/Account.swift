@@ -104,6 +104,33 @@ struct NewActivation: ParsableCommand {
     }
 }
 
+struct RevokeDevice: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke-device",
+        abstract: "Remove another device of the account, such as a lost phone or a stolen laptop: it stops working at once.",
+        discussion: "Confirmed with this machine and the current PIN. `xign-setup list --devices` shows the device ids."
+    )
+
+    @OptionGroup var options: ApiAccessOptions
+    @Argument(help: "The id of the device to remove.") var deviceId: String
+
+    func run() throws {
+        let output = Output(json: options.common.json)
+        try reportingErrors(json: options.common.json) {
+            guard deviceId.count == 32, deviceId.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+                throw ValidationError("a device id is 32 hex digits, as `xign-setup list --devices` prints it")
+            }
+            let sdk = try options.common.sdk(user: nil)
+            guard case .apiAccessRevokeDevice(let revocation) = try options.authenticate(.revokeDevice, sdk: sdk, output: output) else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered the removal with the result of another process")
+            }
+            try sdk.personalizer().finishRevokeDevice(request: revocation, deviceId: deviceId)
+            output.say("Removed device \(deviceId); it can no longer log in or approve.")
+            output.emit(["status": .string("revoked"), "deviceId": .string(deviceId)])
+        }
+    }
+}
+
 struct DeleteAccount: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
