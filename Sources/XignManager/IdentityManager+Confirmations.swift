@@ -181,19 +181,14 @@ extension IdentityManager {
         }
         let list = ConfirmationListMessage(
             nonce: request.nonce,
-            confirmations: pending.map {
-                PendingConfirmationMessage(
-                    confirmationId: $0.id, host: $0.hostName, service: $0.service, loginName: $0.loginName, remoteHost: $0.remoteHost,
-                    tty: $0.tty, command: $0.command, createdAt: $0.createdAt, expiresAt: $0.expiresAt
-                )
-            })
+            confirmations: pending.map(\.pendingMessage))
         return try sign(list, type: SignedAnswerType.confirmationList)
     }
 
     /// Reads until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. A
     /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read, which
     /// comes every `wait / readsPerWait` (250 ms at least).
-    private func longPoll<Reading: Sendable>(
+    func longPoll<Reading: Sendable>(
         _ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
         _ read: () async throws -> Reading
     ) async throws -> Reading {

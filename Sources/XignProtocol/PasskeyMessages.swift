@@ -9,6 +9,12 @@ extension APIPath {
     public static let confirmationView = "/v1/confirmations/view"
     /// An approval in one device-signed request (code, PIN and proof), so a browser asks for the passkey once.
     public static let confirmationApproval = "/v1/confirmations/approve"
+    /// A short read-only session for the account page, opened with a device-signed request; it lives in a cookie.
+    public static let webSessions = "/v1/web/sessions"
+    public static let webSessionEnd = "/v1/web/sessions/end"
+    /// The session's account: the logins that wait (long-polled) and the devices.
+    public static let webPending = "/v1/web/pending"
+    public static let webDevices = "/v1/web/devices"
 }
 
 extension SignedAnswerType {
@@ -115,5 +121,52 @@ public struct ConfirmationApprovalMessage: Codable, Equatable, Sendable {
         self.outcome = outcome
         self.host = host
         self.lockout = lockout
+    }
+}
+
+/// Opens a web session: signed by the device over a `/v1/challenges` challenge.
+public struct WebSessionRequest: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var challenge: String
+    public var nonce: String
+
+    public init(deviceId: String, challenge: String, nonce: String) {
+        self.deviceId = deviceId
+        self.challenge = challenge
+        self.nonce = nonce
+    }
+}
+
+public struct WebSessionMessage: Codable, Equatable, Sendable {
+    public var expiresAt: Int64
+
+    public init(expiresAt: Int64) { self.expiresAt = expiresAt }
+}
+
+/// Waits up to `waitMilliseconds` (at most 25 s) for the waiting logins to differ from `seen` (their ids).
+public struct WebPendingRequest: Codable, Equatable, Sendable {
+    public var waitMilliseconds: Int
+    public var seen: [String]
+
+    public init(waitMilliseconds: Int, seen: [String]) {
+        self.waitMilliseconds = waitMilliseconds
+        self.seen = seen
+    }
+}
+
+public struct WebPendingMessage: Codable, Equatable, Sendable {
+    public var confirmations: [PendingConfirmationMessage]
+
+    public init(confirmations: [PendingConfirmationMessage]) { self.confirmations = confirmations }
+}
+
+/// The session's account's devices, and which of them is this browser.
+public struct WebDevicesMessage: Codable, Equatable, Sendable {
+    public var deviceId: String
+    public var devices: [DeviceSummaryMessage]
+
+    public init(deviceId: String, devices: [DeviceSummaryMessage]) {
+        self.deviceId = deviceId
+        self.devices = devices
     }
 }

@@ -1,7 +1,7 @@
 /// The pages, as Mustache templates: the same for everyone, so nothing personal is rendered on the server. Every
 /// value is escaped by `{{…}}`; texts from the manager are set by the script with `textContent`.
 enum Pages {
-    static let templates: [String: String] = ["head": head, "personalize": personalize, "approve": approve]
+    static let templates: [String: String] = ["head": head, "personalize": personalize, "approve": approve, "account": account]
 
     static let head = """
         <!doctype html>
@@ -21,6 +21,8 @@ enum Pages {
         <body data-page="personalize" data-rp-id="{{rpId}}" data-origin="{{origin}}">
         <main>
         <h1>Activate XignIn in this browser</h1>
+        <p id="status" role="status" aria-live="polite"></p>
+        <p id="error" class="error" role="alert"></p>
         <p>This makes a passkey for your account at <strong>{{origin}}</strong>. With it and your PIN you approve logins to servers.</p>
         <form id="pin-step">
         <label for="pin">Activation PIN</label>
@@ -35,9 +37,8 @@ enum Pages {
         <section id="done" hidden>
         <h2>This browser is an XignIn device</h2>
         <p id="done-text"></p>
+        <p><a href="/account">Your account: logins waiting for you, your devices, your PIN</a></p>
         </section>
-        <p id="status" role="status" aria-live="polite"></p>
-        <p id="error" class="error" role="alert"></p>
         <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
         </main>
         </body>
@@ -51,6 +52,8 @@ enum Pages {
         <body data-page="approve" data-rp-id="{{rpId}}" data-origin="{{origin}}">
         <main>
         <h1>Approve a login</h1>
+        <p id="status" role="status" aria-live="polite"></p>
+        <p id="error" class="error" role="alert"></p>
         <dl id="request" hidden>
         <dt>Server</dt><dd id="host"></dd>
         <dt>Service</dt><dd id="service"></dd>
@@ -70,8 +73,55 @@ enum Pages {
         <button id="deny" type="button" class="secondary">Deny</button>
         </div>
         </form>
+        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
+        </main>
+        </body>
+        </html>
+        """
+
+    static let account = """
+        {{> head}}
+        <title>Your XignIn account</title>
+        </head>
+        <body data-page="account" data-rp-id="{{rpId}}" data-origin="{{origin}}">
+        <main>
+        <h1>Your XignIn account</h1>
         <p id="status" role="status" aria-live="polite"></p>
         <p id="error" class="error" role="alert"></p>
+        <form id="signin">
+        <label for="account">Account</label>
+        <select id="account" name="account"></select>
+        <button type="submit">Sign in with your passkey</button>
+        </form>
+        <section id="waiting" hidden aria-live="polite">
+        <h2>Logins waiting for you</h2>
+        <ul id="waiting-list"></ul>
+        <p id="waiting-empty">None right now; this list updates by itself.</p>
+        </section>
+        <section id="devices" hidden>
+        <h2>Devices</h2>
+        <ul id="device-list"></ul>
+        </section>
+        <form id="revoke" hidden>
+        <h2>Remove a device</h2>
+        <p id="revoke-what"></p>
+        <label for="revoke-pin">Your PIN</label>
+        <input id="revoke-pin" name="revoke-pin" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <div class="buttons">
+        <button id="revoke-confirm" type="submit">Remove it</button>
+        <button id="revoke-cancel" type="button" class="secondary">Cancel</button>
+        </div>
+        </form>
+        <form id="change-pin" hidden>
+        <h2>Change your PIN</h2>
+        <label for="current-pin">Current PIN</label>
+        <input id="current-pin" name="current-pin" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <label for="new-pin">New PIN</label>
+        <input id="new-pin" name="new-pin" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <label for="new-pin-again">New PIN again</label>
+        <input id="new-pin-again" name="new-pin-again" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
+        <button id="change-pin-submit" type="submit">Change PIN</button>
+        </form>
         <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
         </main>
         </body>

@@ -21,5 +21,10 @@ enum Stylesheet {
         .error { color: var(--error); font-weight: 600; }
         .error:empty, #status:empty { display: none; }
         [hidden] { display: none !important; }
+        ul { list-style: none; padding: 0; margin: 0; }
+        li { border: 1px solid #c4c4c4; border-radius: 0.5rem; padding: 0.75rem; margin: 0.5rem 0; }
+        li button { margin-top: 0.5rem; }
+        li a { font-weight: 600; color: var(--accent); }
+        #status { font-weight: 600; }
         """
 }

@@ -30,7 +30,7 @@ public struct WebApp<Context: RequestContext>: Sendable {
     }
 
     public func addRoutes(to router: Router<Context>) {
-        for (path, page) in [(WebPath.personalize, "personalize"), (WebPath.approve, "approve"), (WebPath.approveInQRCode, "approve")] {
+        for (path, page) in [(WebPath.personalize, "personalize"), (WebPath.approve, "approve"), (WebPath.approveInQRCode, "approve"), (WebPath.account, "account")] {
             router.get(RouterPath(path)) { _, _ in try render(page) }
         }
         router.get(RouterPath(WebPath.script)) { _, _ in Self.asset(AppScript.source, type: "text/javascript; charset=utf-8") }
@@ -72,6 +72,8 @@ public enum WebPath {
     public static let approve = "/c"
     /// The same, as a QR code writes it (upper case stays in QR alphanumeric mode).
     public static let approveInQRCode = "/C"
+    /// The account: the logins that wait, the devices, removing one, changing the PIN.
+    public static let account = "/account"
     public static let script = "/web/app.js"
     public static let stylesheet = "/web/app.css"
 }

@@ -18,7 +18,10 @@ final class Setup: @unchecked Sendable {
     let directory = TemporaryDirectory()
     var state: String { directory.file("state") }
 
-    init(managerConfig: String = ManagerProcess.testConfig) throws { manager = try ManagerProcess(config: managerConfig) }
+    /// `servingBrowsers`: the manager's public URL is http://localhost:PORT, so a browser can make passkeys for it.
+    init(managerConfig: String = ManagerProcess.testConfig, servingBrowsers: Bool = false) throws {
+        manager = servingBrowsers ? try .servingBrowsers(config: managerConfig) : try ManagerProcess(config: managerConfig)
+    }
 
     func run(
         _ arguments: [String], stdin: String? = nil, asUser: String? = nil, environment: [String: String]? = nil,

@@ -16,6 +16,8 @@ public struct Browser: Sendable {
         public var error: String { fields["error"] as? String ?? "" }
         public var status: String { fields["status"] as? String ?? "" }
         public subscript(field: String) -> String { fields[field] as? String ?? "" }
+        /// A list the step read, such as the devices or the waiting logins.
+        public func list(_ field: String) -> [String] { fields[field] as? [String] ?? [] }
         public var screenshots: [String] { fields["screenshots"] as? [String] ?? [] }
         public var description: String { "\(fields)" }
     }
@@ -49,6 +51,30 @@ public struct Browser: Sendable {
     /// Opens a login link, types the code and the PIN, and approves.
     public func approve(_ link: String, code: String, pin: String) throws -> Page { try run("approve", link, input: "\(code)\n\(pin)\n") }
     public func deny(_ link: String) throws -> Page { try run("deny", link) }
+    /// Signs in on the account page at `url` (the manager's `/account`).
+    public func account(_ url: String) throws -> Page { try run("account", url) }
+    public func revoke(_ deviceName: String, at url: String, pin: String) throws -> Page { try run("revoke", url, input: "\(deviceName)\n\(pin)\n") }
+    public func changePIN(at url: String, from current: String, to new: String) throws -> Page {
+        try run("change-pin", url, input: "\(current)\n\(new)\n")
+    }
+
+    /// Signs in on the account page and waits there: `whileOpen` runs once the page is signed in, and the page must
+    /// then show a waiting login by itself.
+    public func waitForLogins(at url: String, whileOpen: () throws -> Void) throws -> Page {
+        let ready = profile + "/ready"
+        try? FileManager.default.removeItem(atPath: ready)
+        var arguments = [Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots, "inbox", url]
+        if synced { arguments.insert("--synced", at: 1) }
+        let child = try ChildProcess(Self.repository + "/.build-browser/venv/bin/python", arguments, in: directory)
+        guard waitUntil(seconds: 30, { FileManager.default.fileExists(atPath: ready) || child.poll() != nil }), child.poll() == nil else {
+            throw TestFailure("the account page did not sign in: \(try child.wait().stdout)")
+        }
+        try whileOpen()
+        let result = try child.wait(timeout: 60)
+        guard result.status == 0, let fields = try JSONSerialization.jsonObject(with: Data((result.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
+        else { throw TestFailure("browser.py inbox exited \(result.status): \(result.stdout) \(result.stderr.suffix(1500))") }
+        return Page(fields: fields)
+    }
     public func view(_ link: String) throws -> Page { try run("view", link) }
 
     /// An assertion over `challenge` (base64url) by the passkey `credentialId`, asked for by a page at `url`, which may

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Hummingbird
 import XignProtocol
 
@@ -19,5 +20,44 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
         router.post(RouterPath(APIPath.confirmationApproval)) { request, _ in
             Response.jose(try await manager.approveConfirmation(body: try await request.collectBody(), signature: request.signatureHeader))
         }
+        router.post(RouterPath(APIPath.webSessions)) { request, _ in
+            let (token, expiresAt) = try await manager.openWebSession(body: try await request.collectBody(), signature: request.signatureHeader)
+            var response = try Response.json(.created, WebSessionMessage(expiresAt: expiresAt))
+            response.headers[.setCookie] = Self.cookie(token, maxAge: IdentityManager.webSessionMilliseconds / 1000)
+            return response
+        }
+        router.post(RouterPath(APIPath.webSessionEnd)) { request, _ in
+            try await manager.endWebSession(token: request.sessionCookie)
+            var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
+            response.headers[.setCookie] = Self.cookie("", maxAge: 0)
+            return response
+        }
+        router.post(RouterPath(APIPath.webPending)) { request, _ in
+            try Response.json(
+                .ok, try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: request.sessionCookie))
+        }
+        router.post(RouterPath(APIPath.webDevices)) { request, _ in
+            try Response.json(.ok, try await manager.devices(session: request.sessionCookie))
+        }
+    }
+
+    /// Only the manager's own pages under /v1/web send it back, never a request another site starts, and no script reads it.
+    static func cookie(_ token: String, maxAge: Int64) -> String {
+        "\(Request.sessionCookieName)=\(token); Path=/v1/web; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
+    }
+}
+
+extension Request {
+    static let sessionCookieName = "xign-session"
+
+    /// The web session's token from the Cookie header, if any.
+    var sessionCookie: String? {
+        for field in headers[values: .cookie] {
+            for pair in field.split(separator: ";") {
+                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0] == Self.sessionCookieName { return String(parts[1]) }
+            }
+        }
+        return nil
     }
 }

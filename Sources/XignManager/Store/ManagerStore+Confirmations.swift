@@ -26,6 +26,13 @@ extension ManagerStore {
         /// When a device first began to approve or deny it; nil while nobody has.
         var openedAt: Int64?
 
+        /// As an approving device lists it: without the code.
+        var pendingMessage: PendingConfirmationMessage {
+            PendingConfirmationMessage(
+                confirmationId: id, host: hostName, service: service, loginName: loginName, remoteHost: remoteHost, tty: tty, command: command,
+                createdAt: createdAt, expiresAt: expiresAt)
+        }
+
         /// The state as of `now`: a pending confirmation past its expiry has expired.
         func state(at now: Int64) -> ConfirmationState { state == .pending && expiresAt <= now ? .expired : state }
     }

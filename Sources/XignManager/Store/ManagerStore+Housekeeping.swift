@@ -83,6 +83,7 @@ extension ManagerStore {
         case rateLimits = "rate_limits"
         case confirmationCooldowns = "confirmation_cooldowns"
         case auditEvents = "audit_events"
+        case webSessions = "web_sessions"
 
         var key: String {
             switch self {
@@ -90,6 +91,7 @@ extension ManagerStore {
             case .hostJoinTokens: "name"
             case .rateLimits: "key"
             case .confirmationCooldowns: "account_id || ' ' || source"
+            case .webSessions: "token_hash"
             default: "id"
             }
         }

@@ -192,4 +192,26 @@ extension ManagerStore {
         }
         return purpose
     }
+
+    /// A browser's read-only session, kept as the hash of its token.
+    func insertWebSession(tokenHash: String, deviceId: String, expiresAt: Int64) async throws {
+        try await sql.raw(
+            "INSERT INTO web_sessions (token_hash, device_id, expires_at) VALUES (\(bind: tokenHash), \(bind: deviceId), \(bind: expiresAt))"
+        ).run()
+    }
+
+    /// The device of a session that has not run out, while the device still holds its activation.
+    func webSessionDevice(tokenHash: String, now: Int64) async throws -> String? {
+        try await sql.raw(
+            """
+            SELECT s.device_id FROM web_sessions s JOIN devices d ON d.id = s.device_id AND d.revoked = 0
+            JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id AND a.state = 'personalized'
+            WHERE s.token_hash = \(bind: tokenHash) AND s.expires_at > \(bind: now)
+            """
+        ).first()?.decode(column: "device_id", as: String.self)
+    }
+
+    func deleteWebSession(tokenHash: String) async throws {
+        try await sql.raw("DELETE FROM web_sessions WHERE token_hash = \(bind: tokenHash)").run()
+    }
 }

@@ -19,6 +19,14 @@ enum Schema {
         "ALTER TABLE devices ADD COLUMN backup_eligible BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE devices ADD COLUMN backed_up BIGINT NOT NULL DEFAULT 0",
         "CREATE UNIQUE INDEX devices_credential ON devices (credential_id)",
+        // A browser signed in with its passkey reads its account's waiting logins and devices for a few minutes.
+        """
+        CREATE TABLE web_sessions (
+            token_hash TEXT PRIMARY KEY,
+            device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+            expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// One column says what an authentication is for (AuthenticationPurpose, as JSON), instead of a service name that

@@ -7,6 +7,10 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
   approve URL       reads the code and the PIN (one line each) from stdin; opens the login link and approves
   deny URL          opens the login link and denies
   view URL          opens the login link and reports what it shows
+  account URL       signs in on the account page and reports the devices and the waiting logins
+  inbox URL         signs in, writes PROFILE/ready, and waits until a waiting login appears (the page long-polls)
+  revoke URL        reads a device's name and the PIN from stdin; removes that device on the account page
+  change-pin URL    reads the current and the new PIN from stdin; changes the PIN on the account page
   assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
                     for an assertion over that challenge, as a page there could
 The profile keeps the browser's storage (Chromium's user data) and the authenticator's credentials between runs, as
@@ -143,6 +147,64 @@ def decide(driver, url, shots, button):
     return dict(seen, **report(driver, shots))
 
 
+def items(driver, list_id):
+    return [item.text for item in driver.find_elements(By.CSS_SELECTOR, f"#{list_id} li")]
+
+
+def sign_in(driver, url, shots):
+    driver.get(url)
+    wait(driver, lambda: visible(driver, "signin"))
+    if text(driver, "error"):
+        return report(driver, shots)
+    driver.find_element(By.CSS_SELECTOR, "#signin button").click()
+    wait(driver, lambda: visible(driver, "devices") and items(driver, "device-list"))
+    shots(driver, "account")
+    return dict(report(driver, shots), devices=items(driver, "device-list"), waiting=items(driver, "waiting-list"))
+
+
+def inbox(driver, url, shots, profile):
+    """Signs in, says so in PROFILE/ready, and waits until a login appears in the list, which the page long-polls."""
+    seen = sign_in(driver, url, shots)
+    if seen["error"]:
+        return seen
+    open(os.path.join(profile, "ready"), "w").close()
+    wait(driver, lambda: items(driver, "waiting-list"), seconds=40)
+    shots(driver, "waiting")
+    return dict(seen, **report(driver, shots), waiting=items(driver, "waiting-list"))
+
+
+def revoke(driver, url, shots):
+    name, pin = sys.stdin.readline().strip(), sys.stdin.readline().rstrip("\n")
+    seen = sign_in(driver, url, shots)
+    if seen["error"]:
+        return seen
+    for item in driver.find_elements(By.CSS_SELECTOR, "#device-list li"):
+        if name in item.text and item.find_elements(By.TAG_NAME, "button"):
+            item.find_element(By.TAG_NAME, "button").click()
+            break
+    else:
+        return dict(seen, error=f"no removable device named {name}")
+    driver.find_element(By.ID, "revoke-pin").send_keys(pin)
+    shots(driver, "revoke")
+    driver.find_element(By.ID, "revoke-confirm").click()
+    wait(driver, lambda: text(driver, "status").startswith("Removed"))
+    shots(driver, "revoked")
+    return dict(seen, **report(driver, shots), devices=items(driver, "device-list"))
+
+
+def change_pin(driver, url, shots):
+    current, new = sys.stdin.readline().rstrip("\n"), sys.stdin.readline().rstrip("\n")
+    seen = sign_in(driver, url, shots)
+    if seen["error"]:
+        return seen
+    for element_id, value in [("current-pin", current), ("new-pin", new), ("new-pin-again", new)]:
+        driver.find_element(By.ID, element_id).send_keys(value)
+    driver.find_element(By.ID, "change-pin-submit").click()
+    wait(driver, lambda: text(driver, "status").startswith("PIN changed"))
+    shots(driver, "changed")
+    return dict(seen, **report(driver, shots))
+
+
 def assertion(driver, url, shots):
     request = json.loads(sys.stdin.readline())
     driver.get(url)
@@ -163,7 +225,7 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
-    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "assert"])
+    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "assert", "account", "inbox", "revoke", "change-pin"])
     parser.add_argument("url")
     arguments = parser.parse_args()
     os.makedirs(arguments.profile, exist_ok=True)
@@ -178,6 +240,14 @@ def main():
             result = view(driver, arguments.url, shots)
         elif arguments.command == "assert":
             result = assertion(driver, arguments.url, shots)
+        elif arguments.command == "account":
+            result = sign_in(driver, arguments.url, shots)
+        elif arguments.command == "inbox":
+            result = inbox(driver, arguments.url, shots, arguments.profile)
+        elif arguments.command == "revoke":
+            result = revoke(driver, arguments.url, shots)
+        elif arguments.command == "change-pin":
+            result = change_pin(driver, arguments.url, shots)
         else:
             result = decide(driver, arguments.url, shots, arguments.command)
         result["console"] = [entry["message"] for entry in driver.get_log("browser")] if hasattr(driver, "get_log") else []
