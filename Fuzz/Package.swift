@@ -12,6 +12,7 @@ let package = Package(
             dependencies: [
                 .product(name: "XignClient", package: "xign"),
                 .product(name: "XignManagerConfiguration", package: "xign"),
+                .product(name: "XignWebAuthn", package: "xign"),
             ],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         )

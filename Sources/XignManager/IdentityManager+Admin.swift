@@ -30,6 +30,9 @@ extension IdentityManager {
         public var factors: [AuthenticatorType]?
         public var enrolledAt: Int64?
         public var lastUsedAt: Int64?
+        /// A passkey device's credential id, and whether it may be copied to other devices (a synced passkey).
+        public var credentialId: String?
+        public var synced: Bool?
         public var failedAttempts: Int
         public var lockedUntil: Int64
         public var permanentlyLocked: Bool

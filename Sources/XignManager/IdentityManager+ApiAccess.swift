@@ -196,7 +196,8 @@ extension IdentityManager {
         let credential = lost.passkey.map { ", credential \($0.credentialId.prefix(64))" } ?? ""
         try await store.recordAudit(
             AuditEvent(
-                .revocation, email: held.email, activationId: held.id, detail: "\(lost.keyKind.rawValue) device \(lost.id)\(credential) removed by another device",
+                .revocation, email: held.email, activationId: held.id,
+                detail: "\(lost.keyKind.rawValue) device \(lost.id)\(credential) removed by another device",
                 actor: "device \(device.id)"))
         let notice = try await queue(
             Outbox.deviceNotice(to: held.email, alias: held.alias, device: "device \(lost.id) (\(lost.keyKind.rawValue))", added: false), in: store)

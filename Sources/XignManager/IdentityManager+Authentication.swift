@@ -22,7 +22,8 @@ extension IdentityManager {
         let device = try await enrolledDevice(id, in: store)
         if requireHardware && device.keyKind == .software {
             throw ManagerError(
-                .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
+                .forbidden, .securityInsufficient,
+                "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
         }
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
@@ -286,11 +287,12 @@ extension IdentityManager {
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
             }
+            let credential = try await store.device(deviceId)?.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" } ?? ""
             try await store.recordAudit(
                 AuditEvent(
                     at: Self.now(), event: .login, email: email, activationId: activationId,
                     host: confirmation.hostName, service: service.id,
-                    detail: "approved on a device, role \(role)",
+                    detail: "approved on a device, role \(role)\(credential)",
                     actor: "device \(deviceId)"
                 ))
             try await store.recordUse(ofDevice: deviceId, at: Self.now())

@@ -81,7 +81,8 @@ extension IdentityManager {
                 "service": "\(request.service)",
             ])
         let start = ConfirmationStartMessage(
-            nonce: request.nonce, confirmationId: confirmation.id, code: confirmation.code, payload: ConfirmationPayload.link(to: confirmation.id, at: managerURL),
+            nonce: request.nonce, confirmationId: confirmation.id, code: confirmation.code,
+            payload: ConfirmationPayload.link(to: confirmation.id, at: managerURL),
             appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now, expiresAt: confirmation.expiresAt
         )
         return try sign(start, type: SignedAnswerType.confirmationStart)

@@ -12,7 +12,8 @@ extension IdentityManager {
         let request = try Self.decode(PasskeyPersonalizeRequest.self, from: body, "the passkey personalization")
         try Self.checkEnrolmentFields(sessionId: request.sessionId, nonce: request.nonce, device: request.device)
         guard request.mode != .newActivation else {
-            throw ManagerError.badRequest("a browser continues a personalization with mode new or override; a second activation is made in xign-setup")
+            throw ManagerError.badRequest(
+                "a browser continues a personalization with mode new or override; a second activation is made in xign-setup")
         }
         guard request.attestationObject.utf8.count <= 4096, request.clientDataJSON.utf8.count <= 4096,
             let attestation = Base64URL.decode(request.attestationObject), let clientData = Base64URL.decode(request.clientDataJSON)
@@ -27,7 +28,8 @@ extension IdentityManager {
         if requireHardware && (credential.isBackupEligible || credential.isBackedUp) {
             throw ManagerError(
                 .forbidden, .securityInsufficient,
-                "this manager accepts only device-bound keys, and this passkey is synced to other devices; use a security key or a device-bound passkey")
+                "this manager accepts only device-bound keys, and this passkey is synced to other devices; use a security key or a device-bound passkey"
+            )
         }
         let credentialId = Base64URL.encode(credential.id)
         if try await database.read({ store in try await store.deviceId(ofCredential: credentialId) }) != nil {
@@ -40,7 +42,9 @@ extension IdentityManager {
                 credentialId: credentialId, aaguid: credential.aaguid.map { String(format: "%02x", $0) }.joined(), signCount: credential.signCount,
                 backupEligible: credential.isBackupEligible, backedUp: credential.isBackedUp))
         return try await enrol(enrolment, newActivation: nil) { sessionChallenge in
-            guard let expected = Base64URL.decode(sessionChallenge) else { throw ManagerError.internalFailure("a session challenge is not base64url") }
+            guard let expected = Base64URL.decode(sessionChallenge) else {
+                throw ManagerError.internalFailure("a session challenge is not base64url")
+            }
             _ = try Self.passkey(relyingParty, attestation: attestation, clientData: clientData, challenge: expected)
         }
     }
@@ -77,7 +81,8 @@ extension IdentityManager {
     /// the PIN through the same claimed check and lockout as every login. The host's wait then answers `approved`.
     public func approveConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationApprovalRequest.self, from: body, "the approval")
-        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count), (1...64).contains(request.confirmationId.utf8.count),
+        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
+            (1...64).contains(request.confirmationId.utf8.count),
             request.confirmationCode.utf8.count <= 16, (1...128).contains(request.nonce.utf8.count)
         else {
             throw ManagerError.badRequest("a field of the approval is empty or too long")
@@ -89,7 +94,8 @@ extension IdentityManager {
                     in: store)
                 return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
-        let confirmation = try await checkConfirmationCode(request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
+        let confirmation = try await checkConfirmationCode(
+            request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
         let requireHardware = configuration.requireHardwareKey
         let (device, activation) = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store in

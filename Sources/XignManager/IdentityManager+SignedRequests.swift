@@ -49,7 +49,8 @@ extension IdentityManager {
         }
         if configuration.requireHardwareKey && result.isBackedUp {
             throw ManagerError(
-                .forbidden, .securityInsufficient, "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
+                .forbidden, .securityInsufficient,
+                "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
         }
         guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
         else {
@@ -101,7 +102,8 @@ extension IdentityManager {
             try await store.recordAudit(
                 AuditEvent(
                     .revocation, email: activation?.email, activationId: activationId,
-                    detail: "the device revoked itself", actor: "device \(request.deviceId)"
+                    detail: "the device revoked itself" + (device.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" } ?? ""),
+                    actor: "device \(request.deviceId)"
                 ))
             guard let activation else { return nil }
             return try await self.queue(

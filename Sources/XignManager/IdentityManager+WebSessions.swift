@@ -42,7 +42,8 @@ extension IdentityManager {
             return accountId
         }
         let seen = Set(request.seen)
-        let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: { Set($0.map(\.id)) != seen }) {
+        let changed = { (pending: [ManagerStore.ConfirmationRecord]) in Set(pending.map(\.id)) != seen }
+        let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: changed) {
             try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
         }
         return WebPendingMessage(confirmations: pending.map(\.pendingMessage))
@@ -60,7 +61,8 @@ extension IdentityManager {
     private func webSessionDevice(_ token: String?, in store: ManagerStore) async throws -> String {
         guard let token, token.utf8.count <= 64, let deviceId = try await store.webSessionDevice(tokenHash: Self.hashed(token), now: Self.now())
         else {
-            throw ManagerError(.unauthorized, .sessionInvalid, "the page's session ran out or its device was removed; sign in with your passkey again")
+            throw ManagerError(
+                .unauthorized, .sessionInvalid, "the page's session ran out or its device was removed; sign in with your passkey again")
         }
         return deviceId
     }

@@ -49,7 +49,8 @@ public struct RelyingParty: Sendable, Equatable {
             publicKey.isValidSignature(raw, for: data.raw + SHA256.hash(assertion.clientDataJSON))
         else { throw .refused("the passkey's signature does not verify") }
         guard (data.signCount == 0 && storedSignCount == 0) || data.signCount > storedSignCount else {
-            throw .refused("the passkey's signature counter did not grow (\(data.signCount) after \(storedSignCount)): a replay or a copied authenticator")
+            throw .refused(
+                "the passkey's signature counter did not grow (\(data.signCount) after \(storedSignCount)): a replay or a copied authenticator")
         }
         return AssertionResult(signCount: data.signCount, isBackedUp: data.flags.contains(.backedUp))
     }

@@ -20,7 +20,8 @@ struct SetupCommand: ParsableCommand {
             """,
         version: XignCoreVersion.string,
         subcommands: [
-            Register.self, Personalize.self, List.self, ChangePin.self, NewActivation.self, AddFactor.self, RevokeDevice.self, DeleteAccount.self, QR.self, Remove.self,
+            Register.self, Personalize.self, List.self, ChangePin.self, NewActivation.self, AddFactor.self, RevokeDevice.self, DeleteAccount.self,
+            QR.self, Remove.self,
             Doctor.self,
             Host.self, Approve.self, Agent.self,
         ]

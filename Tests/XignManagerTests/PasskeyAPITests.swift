@@ -3,7 +3,6 @@ import Testing
 import XignCrypto
 import XignProtocol
 import XignTestSupport
-import XignWebAuthn
 
 /// A browser's passkey as a device, through the real manager: enrolment, the one-request approval, and every
 /// forgery a relaying page or a copied authenticator brings, each beside a control that passes. The software
@@ -22,7 +21,8 @@ import XignWebAuthn
         return try api.post(
             APIPath.passkeyPersonalizations,
             PasskeyPersonalizeRequest(
-                sessionId: session["id"] as? String ?? "", mode: .new, device: DeviceInformationMessage(name: "Passkey in a browser", platform: "browser"),
+                sessionId: session["id"] as? String ?? "", mode: .new,
+                device: DeviceInformationMessage(name: "Passkey in a browser", platform: "browser"),
                 nonce: "pk", attestationObject: Base64URL.encode(object), clientDataJSON: Base64URL.encode(clientData)))
     }
 
@@ -36,7 +36,9 @@ import XignWebAuthn
         let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
         let row = try api.manager.query("SELECT key_kind, credential_id, sign_count, backup_eligible, backed_up FROM devices")
         #expect(row == ["passkey|\(Base64URL.encode(passkey.credentialId))|0|0|0"])
-        #expect(try api.manager.query("SELECT detail FROM audit_events WHERE event = 'enrolment'").first?.contains("passkey, device Passkey in a browser, credential") == true)
+        #expect(
+            try api.manager.query("SELECT detail FROM audit_events WHERE event = 'enrolment'").first?.contains(
+                "passkey, device Passkey in a browser, credential") == true)
         // The device API takes its assertion where a machine's signature goes: the account's device list.
         let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
         let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
@@ -87,7 +89,8 @@ import XignWebAuthn
                 ConfirmationApprovalRequest(
                     deviceId: deviceId, challenge: challenge, confirmationId: id, confirmationCode: code ?? started["code"] as? String ?? "",
                     sealedPin: try api.sealed(pin, for: .approval(confirmationId: id, challenge: challenge)), nonce: "a"))
-            return try api.call("POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, try sign(body, challenge))])
+            return try api.call(
+                "POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, try sign(body, challenge))])
         }
         func signed(by key: SoftwarePasskey, origin: String = origin, rpId: String = rpId) -> (Data, String) throws -> String {
             { body, challenge in try key.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId) }
@@ -98,7 +101,12 @@ import XignWebAuthn
         let listBody = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: listChallenge, nonce: "l"))
         let listed = try api.call(
             "POST", APIPath.accountDevices, body: listBody,
-            headers: [(SignedRequest.signatureHeader, try passkey.sign(path: APIPath.accountDevices, body: listBody, challenge: listChallenge, origin: origin, rpId: rpId))])
+            headers: [
+                (
+                    SignedRequest.signatureHeader,
+                    try passkey.sign(path: APIPath.accountDevices, body: listBody, challenge: listChallenge, origin: origin, rpId: rpId)
+                )
+            ])
         #expect(listed.status == 200)
         var replayed: (Data, String)?
         let forgeries: [(String, String, (Data, String) throws -> String)] = [
@@ -106,11 +114,14 @@ import XignWebAuthn
             ("another origin", "another origin", signed(by: passkey, origin: "http://127.0.0.1:1")),
             ("another RP id", "another site", signed(by: passkey, rpId: "evil.example")),
             ("another account's passkey", "does not verify", signed(by: stranger)),
-            ("a counter that went back", "did not grow", { body, challenge in
-                passkey.signCount = 2
-                defer { passkey.signCount = 20 }
-                return try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
-            }),
+            (
+                "a counter that went back", "did not grow",
+                { body, challenge in
+                    passkey.signCount = 2
+                    defer { passkey.signCount = 20 }
+                    return try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+                }
+            ),
             ("a machine's signature in place of an assertion", "WebAuthn assertion", { _, _ in Base64URL.encode(Data(count: 64)) }),
         ]
         for (what, reason, forge) in forgeries {
@@ -123,7 +134,9 @@ import XignWebAuthn
         let wrong = try approval(pin: "13579", sign: signed(by: passkey))
         let lock = try wrong.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationApproval)
         #expect(lock["outcome"] as? String == "lockout")
-        #expect(try api.manager.query("SELECT failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(deviceId)'") == ["1"])
+        #expect(
+            try api.manager.query("SELECT failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(deviceId)'")
+                == ["1"])
         Thread.sleep(forTimeInterval: 0.4)  // the test config's first lock: 300 ms
         // The control: the device's own passkey at the manager's origin, the right code and PIN.
         let approved = try approval { body, challenge in
@@ -134,7 +147,8 @@ import XignWebAuthn
         let answer = try approved.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationApproval)
         #expect(answer["outcome"] as? String == "approved" && answer["host"] as? String == "web1", "\(approved.json)")
         let waited = try api.post(
-            APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
+            APIPath.confirmationWait,
+            ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
         ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         #expect(waited["state"] as? String == "approved" && waited["approvedBy"] as? String == deviceId)
         // The same assertion again: its counter no longer grows.

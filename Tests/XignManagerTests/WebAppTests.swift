@@ -25,6 +25,8 @@ import XignTestSupport
         #expect(activated["done-text"].hasPrefix("alice@example.org (Activation 1)"), "\(activated)")
         let device = try api.manager.query("SELECT key_kind, name FROM devices")
         #expect(device == ["passkey|Passkey in a browser"], "\(device)")
+        let listed = try api.manager.admin(["activations"]).stdout
+        #expect(listed.contains("Passkey in a browser (Linux") && listed.contains("device-bound passkey"), "the administrator's list: \(listed)")
 
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
@@ -35,14 +37,17 @@ import XignTestSupport
         #expect(page.error.isEmpty && page.status == "Approved. The login to web1 goes on.", "\(page)")
         #expect(page["host"] == "web1" && page["service"] == "sshd" && page["login"] == "alice" && page["remote"] == "192.0.2.7, ssh", "\(page)")
         let waited = try api.post(
-            APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
+            APIPath.confirmationWait,
+            ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
         ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         #expect(waited["state"] as? String == "approved")
         #expect(activated.screenshots.count == 3 && page.screenshots.count == 2)
     }
 
     /// A login request started for `loginName` by a joined host: its id, code and wait token.
-    static func request(_ api: API, _ host: JoinedHost, _ loginName: String = "alice", remote: String = "192.0.2.7") throws -> (
+    static func request(
+        _ api: API, _ host: JoinedHost, _ loginName: String = "alice", remote: String = "192.0.2.7"
+    ) throws -> (
         id: String, code: String, state: () throws -> String
     ) {
         let started = try host.start(loginName, remoteHost: remote).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
@@ -121,7 +126,8 @@ import XignTestSupport
         let deviceId = try #require(try api.manager.query("SELECT id FROM devices").first)
         let otherPort = try ManagerProcess.freePort()
         let site = try ChildProcess(
-            "/usr/bin/python3", ["-m", "http.server", String(otherPort), "--bind", "127.0.0.1", "--directory", api.manager.directory.file("browser-phone")],
+            "/usr/bin/python3",
+            ["-m", "http.server", String(otherPort), "--bind", "127.0.0.1", "--directory", api.manager.directory.file("browser-phone")],
             in: api.manager.directory)
         defer { site.stop() }
         #expect(waitUntil { (try? HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(otherPort)"), path: "/"))?.status == 200 })
@@ -136,7 +142,9 @@ import XignTestSupport
         }
         let (relayed, refused) = try listDevices(assertedAt: "http://localhost:\(otherPort)/")
         #expect(relayed["origin"] == "http://localhost:\(otherPort)", "the browser gave the other origin an assertion: \(relayed)")
-        #expect(refused?.status == 401 && (refused?.error["message"] as? String)?.contains("another origin") == true, "\(String(describing: refused?.json))")
+        #expect(
+            refused?.status == 401 && (refused?.error["message"] as? String)?.contains("another origin") == true,
+            "\(String(describing: refused?.json))")
         let (blocked, _) = try listDevices(assertedAt: "http://127.0.0.1:\(otherPort)/")
         #expect(blocked["error"].hasPrefix("SecurityError"), "a page on another host name gets no assertion for this RP id: \(blocked)")
         let (own, accepted) = try listDevices(assertedAt: "\(api.manager.browserURL)/c")
@@ -147,8 +155,10 @@ import XignTestSupport
     @Test func pagesAndFilesCarryStrictHeaders() throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         for path in ["/link/personalize", "/c", "/web/app.js", "/web/app.css"] {
-            let result = try ChildProcess("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(api.manager.url)\(path)"], in: api.manager.directory)
-                .wait()
+            let result = try ChildProcess(
+                "/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(api.manager.url)\(path)"], in: api.manager.directory
+            )
+            .wait()
             #expect(result.stdout.hasPrefix("HTTP/1.1 200"), "\(path)")
             var headers: [String: String] = [:]
             for line in result.stdout.split(separator: "\r\n") {

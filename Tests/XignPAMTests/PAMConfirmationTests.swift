@@ -76,7 +76,8 @@ final class ConfirmationFixture: @unchecked Sendable {
         let shown = result.output.components(separatedBy: "[TEXT_INFO] ").last ?? ""
         let qrText = shown.components(separatedBy: "XignIn: approve").first ?? ""
         let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
-        #expect(decoded.hasPrefix("HTTP://127.0.0.1:") && decoded.contains("/C#") && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
+        #expect(
+            decoded.hasPrefix("HTTP://127.0.0.1:") && decoded.contains("/C#") && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
         let rows = qrText.split(separator: "\n", omittingEmptySubsequences: false).count
         #expect(rows + 3 <= 24, "the QR code and its text fit an 80×24 terminal (\(rows) rows)")
     }

@@ -49,7 +49,8 @@ final class PAMFixture: @unchecked Sendable {
     ) throws {
         manager =
             servingBrowsers
-            ? try ManagerProcess.servingBrowsers(config: managerConfig, database: database) : try ManagerProcess(config: managerConfig, database: database)
+            ? try ManagerProcess.servingBrowsers(config: managerConfig, database: database)
+            : try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
         let state = directory.file("state")
         var configuration = ClientConfiguration()

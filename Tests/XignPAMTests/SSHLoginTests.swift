@@ -77,7 +77,8 @@ final class SSHServer: @unchecked Sendable {
 }
 
 @Suite struct SSHLoginTests {
-    func setUp(moduleArguments: String = "mode=confirm timeout=30", servingBrowsers: Bool = false) throws -> (ConfirmationFixture, SSHServer, String) {
+    func setUp(moduleArguments: String = "mode=confirm timeout=30", servingBrowsers: Bool = false) throws -> (ConfirmationFixture, SSHServer, String)
+    {
         let user = try SSHServer.user.get()
         let fixture = try ConfirmationFixture(moduleArguments: moduleArguments, servingBrowsers: servingBrowsers)
         try fixture.laptop.manager.giveLogin("alice@example.org", user)

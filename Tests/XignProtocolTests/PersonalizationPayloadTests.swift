@@ -145,7 +145,10 @@ import XignProtocol
         for text in [link, "https://idm.example.com/c#" + Self.id.lowercased(), "XIGN://C/" + Self.id, "  http://localhost:8440/C#\(Self.id)\n"] {
             #expect(ConfirmationPayload.confirmationId(in: text) == Self.id, "\(text)")
         }
-        for text in ["https://idm.example.com/x#" + Self.id, "ftp://idm.example.com/c#" + Self.id, "https://idm.example.com/c#" + Self.id.dropLast(), "XIGN://C/1BCDEFGHIJKLMNOPQRSTUVWXYZ"] {
+        for text in [
+            "https://idm.example.com/x#" + Self.id, "ftp://idm.example.com/c#" + Self.id, "https://idm.example.com/c#" + Self.id.dropLast(),
+            "XIGN://C/1BCDEFGHIJKLMNOPQRSTUVWXYZ",
+        ] {
             #expect(ConfirmationPayload.confirmationId(in: text) == nil, "\(text)")
         }
     }

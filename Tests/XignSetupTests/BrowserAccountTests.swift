@@ -33,7 +33,8 @@ import XignTestSupport
         let old = try setup.run(["change-pin"] + state, stdin: "24680\n86420\n")
         #expect(old.exitCode == .lockedOut && old.stderr.contains("Wrong PIN"), "\(old.stderr)")
         Thread.sleep(forTimeInterval: 0.4)
-        #expect(try setup.run(["list", "--devices", "--json", "--state-dir", setup.state]).exitCode == .success, "the control: the laptop is enrolled")
+        #expect(
+            try setup.run(["list", "--devices", "--json", "--state-dir", setup.state]).exitCode == .success, "the control: the laptop is enrolled")
 
         // The laptop is lost: the phone removes it, with the passkey and the (new) PIN.
         let laptopName = try #require(devices.first { $0.contains("software key") }?.components(separatedBy: " (").first)
@@ -45,6 +46,8 @@ import XignTestSupport
         #expect(removed.list("devices").count == 1, "\(removed)")
         let orphan = try setup.run(["list", "--devices", "--json", "--state-dir", setup.state])
         #expect(orphan.exitCode == .failure && orphan.stderr.contains("not enrolled"), "\(orphan.stderr)")
-        #expect(try setup.manager.query("SELECT detail FROM audit_events WHERE event = 'revocation'").first?.contains("removed by another device") == true)
+        #expect(
+            try setup.manager.query("SELECT detail FROM audit_events WHERE event = 'revocation'").first?.contains("removed by another device") == true
+        )
     }
 }

@@ -63,7 +63,9 @@ public struct Browser: Sendable {
     public func waitForLogins(at url: String, whileOpen: () throws -> Void) throws -> Page {
         let ready = profile + "/ready"
         try? FileManager.default.removeItem(atPath: ready)
-        var arguments = [Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots, "inbox", url]
+        var arguments = [
+            Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots, "inbox", url,
+        ]
         if synced { arguments.insert("--synced", at: 1) }
         let child = try ChildProcess(Self.repository + "/.build-browser/venv/bin/python", arguments, in: directory)
         guard waitUntil(seconds: 30, { FileManager.default.fileExists(atPath: ready) || child.poll() != nil }), child.poll() == nil else {
@@ -71,7 +73,8 @@ public struct Browser: Sendable {
         }
         try whileOpen()
         let result = try child.wait(timeout: 60)
-        guard result.status == 0, let fields = try JSONSerialization.jsonObject(with: Data((result.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
+        guard result.status == 0,
+            let fields = try JSONSerialization.jsonObject(with: Data((result.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
         else { throw TestFailure("browser.py inbox exited \(result.status): \(result.stdout) \(result.stderr.suffix(1500))") }
         return Page(fields: fields)
     }

@@ -8,11 +8,14 @@ import XignWebAuthn
 @Suite struct WebAuthnTests {
     // Chromium 131, virtual CTAP2 authenticator (internal transport, user verification), attestation none.
     static let chromium = (
-        attestationObject: "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVikSZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIJgbA-vpbJQhZ8eJW4_Cra6pamAjurGIoMf2PhfisWOcpQECAyYgASFYIJm0v6NngkPlvpkDCQXbYvBWajEI7h0_We_sAA65V28XIlggHx3TN0_jYyLTdpLQXYioXxPKCYzREMsBYf3Fz03bvH8",
-        createClientData: "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoiQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQSIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6ODc2NSIsImNyb3NzT3JpZ2luIjpmYWxzZX0",
+        attestationObject:
+            "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVikSZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIJgbA-vpbJQhZ8eJW4_Cra6pamAjurGIoMf2PhfisWOcpQECAyYgASFYIJm0v6NngkPlvpkDCQXbYvBWajEI7h0_We_sAA65V28XIlggHx3TN0_jYyLTdpLQXYioXxPKCYzREMsBYf3Fz03bvH8",
+        createClientData:
+            "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoiQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQSIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6ODc2NSIsImNyb3NzT3JpZ2luIjpmYWxzZX0",
         credentialId: "mBsD6-lslCFnx4lbj8KtrqlqYCO6sYigx_Y-F-KxY5w",
         authenticatorData: "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAg",
-        getClientData: "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiQ1FrSiIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6ODc2NSIsImNyb3NzT3JpZ2luIjpmYWxzZSwib3RoZXJfa2V5c19jYW5fYmVfYWRkZWRfaGVyZSI6ImRvIG5vdCBjb21wYXJlIGNsaWVudERhdGFKU09OIGFnYWluc3QgYSB0ZW1wbGF0ZS4gU2VlIGh0dHBzOi8vZ29vLmdsL3lhYlBleCJ9",
+        getClientData:
+            "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiQ1FrSiIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6ODc2NSIsImNyb3NzT3JpZ2luIjpmYWxzZSwib3RoZXJfa2V5c19jYW5fYmVfYWRkZWRfaGVyZSI6ImRvIG5vdCBjb21wYXJlIGNsaWVudERhdGFKU09OIGFnYWluc3QgYSB0ZW1wbGF0ZS4gU2VlIGh0dHBzOi8vZ29vLmdsL3lhYlBleCJ9",
         signature: "MEUCIBse-w7fSuNG-J5tmFj-IrVpgcmebhrFQkQK3qXoOm9WAiEAo8OD4JT54wrsDSV_qi9qDQvJl4D1aq7d9lSJyAhAyiI"
     )
     static let party = RelyingParty(origin: "http://localhost:8765", id: "localhost")
@@ -54,8 +57,14 @@ import XignWebAuthn
         #expect(throws: Never.self) { try verify(Self.party, Data([9, 9, 9]), 1, credential.publicKey) }
         let refusals: [(String, () throws -> AssertionResult)] = [
             ("another challenge", { try verify(Self.party, Data([9, 9, 8]), 1, credential.publicKey) }),
-            ("another origin", { try verify(RelyingParty(origin: "http://localhost:8766", id: "localhost"), Data([9, 9, 9]), 1, credential.publicKey) }),
-            ("another RP id", { try verify(RelyingParty(origin: "http://localhost:8765", id: "example.com"), Data([9, 9, 9]), 1, credential.publicKey) }),
+            (
+                "another origin",
+                { try verify(RelyingParty(origin: "http://localhost:8766", id: "localhost"), Data([9, 9, 9]), 1, credential.publicKey) }
+            ),
+            (
+                "another RP id",
+                { try verify(RelyingParty(origin: "http://localhost:8765", id: "example.com"), Data([9, 9, 9]), 1, credential.publicKey) }
+            ),
             ("a counter that stood still", { try verify(Self.party, Data([9, 9, 9]), 2, credential.publicKey) }),
             ("a counter that went back", { try verify(Self.party, Data([9, 9, 9]), 7, credential.publicKey) }),
             ("another key", { try verify(Self.party, Data([9, 9, 9]), 1, try P256PrivateKey().publicKey) }),
@@ -73,7 +82,9 @@ import XignWebAuthn
 
     @Test func aRegistrationIsRefusedForAnotherOriginChallengeOrRPId() throws {
         #expect(throws: Never.self) { try chromiumCredential() }
-        for party in [RelyingParty(origin: "https://localhost:8765", id: "localhost"), RelyingParty(origin: "http://localhost:8765", id: "127.0.0.1")] {
+        for party in [
+            RelyingParty(origin: "https://localhost:8765", id: "localhost"), RelyingParty(origin: "http://localhost:8765", id: "127.0.0.1"),
+        ] {
             #expect(throws: WebAuthnError.self) { try chromiumCredential(party) }
         }
         #expect(throws: WebAuthnError.self) {
@@ -91,8 +102,11 @@ import XignWebAuthn
             data.append(flags | 0x40)
             data.append(contentsOf: [0, 0, 0, 0] + [UInt8](repeating: 0, count: 16) + [0, 1, 7])
             let point = try key.publicKey.point
-            data.append(contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20] + point.dropFirst().prefix(32) + [0x22, 0x58, 0x20] + point.suffix(32))
-            var object = Data([0xa3, 0x63]) + Data("fmt".utf8) + Data([0x64]) + Data("none".utf8) + Data([0x67]) + Data("attStmt".utf8) + Data([0xa0])
+            data.append(
+                contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20] + point.dropFirst().prefix(32) + [0x22, 0x58, 0x20]
+                    + point.suffix(32))
+            var object =
+                Data([0xa3, 0x63]) + Data("fmt".utf8) + Data([0x64]) + Data("none".utf8) + Data([0x67]) + Data("attStmt".utf8) + Data([0xa0])
             object += Data([0x68]) + Data("authData".utf8) + Data([0x58, UInt8(data.count)]) + data
             let client = Data(#"{"type":"webauthn.create","challenge":"AQID","origin":"https://idm.example.com"}"#.utf8)
             return try party.verifyRegistration(attestationObject: object, clientDataJSON: client, challenge: Data([1, 2, 3]))
@@ -126,7 +140,8 @@ import XignWebAuthn
         let real = Self.bytes(Self.chromium.attestationObject)
         for length in 0..<real.count {
             #expect(throws: WebAuthnError.self) {
-                try Self.party.verifyRegistration(attestationObject: real.prefix(length), clientDataJSON: Self.bytes(Self.chromium.createClientData), challenge: Data(count: 32))
+                try Self.party.verifyRegistration(
+                    attestationObject: real.prefix(length), clientDataJSON: Self.bytes(Self.chromium.createClientData), challenge: Data(count: 32))
             }
         }
     }

@@ -3,6 +3,7 @@ import XignCrypto
 import XignLogin
 import XignManagerConfiguration
 import XignProtocol
+import XignWebAuthn
 
 @testable import XignCore
 @testable import XignDevice
@@ -17,6 +18,8 @@ struct FuzzTarget {
     static let key = try! P256PrivateKey()
     static let pinPolicy = PinPolicyMessage(
         minLength: 5, maxLength: 64, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["12345"])
+
+    static let party = RelyingParty(origin: "http://localhost:8765", id: "localhost")
 
     nonisolated(unsafe) static let all: [FuzzTarget] = [
         FuzzTarget(name: "personalization-link") { input in
@@ -123,6 +126,34 @@ struct FuzzTarget {
             _ = try? decoder.decode(ApiAccessRequest.self, from: input)
             _ = try? decoder.decode(AccountDevicesRequest.self, from: input)
             _ = try? decoder.decode(DaemonRequest.self, from: input)
+            _ = try? decoder.decode(PasskeyPersonalizeRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationViewRequest.self, from: input)
+            _ = try? decoder.decode(ConfirmationApprovalRequest.self, from: input)
+            _ = try? decoder.decode(WebSessionRequest.self, from: input)
+            _ = try? decoder.decode(WebPendingRequest.self, from: input)
+        },
+        // What a browser sends for its passkey: each parser alone, then the whole ceremony checks.
+        FuzzTarget(name: "webauthn-cbor") { input in
+            var reader = CBORReader(input)
+            _ = try? reader.read()
+            _ = try? CBORReader.decode(input)
+        },
+        FuzzTarget(name: "webauthn-authenticator-data") { input in
+            guard let data = try? AuthenticatorData(input) else { return }
+            precondition(data.raw == input && data.rpIdHash.count == 32, "authenticator data parsed into other bytes")
+        },
+        FuzzTarget(name: "webauthn-registration") { input in
+            // The first two bytes split the input into the attestation object and the clientDataJSON.
+            guard input.count >= 2 else { return }
+            let split = min(Int(input[input.startIndex]) << 8 | Int(input[input.startIndex + 1]), input.count - 2)
+            let body = input.dropFirst(2)
+            _ = try? Self.party.verifyRegistration(
+                attestationObject: Data(body.prefix(split)), clientDataJSON: Data(body.dropFirst(split)), challenge: Data(count: 32))
+        },
+        FuzzTarget(name: "webauthn-assertion") { input in
+            // The signature header as it arrives, checked against a key made once.
+            guard let assertion = try? PasskeyAssertion(header: String(decoding: input, as: UTF8.self)) else { return }
+            _ = try? Self.party.verifyAssertion(assertion, publicKey: try! key.publicKey, challenge: Data([9, 9, 9]), storedSignCount: 1)
         },
         FuzzTarget(name: "sealed-pin") { input in
             // First byte 0: the rest is a PIN, which must come back from its seal, and from no other binding.

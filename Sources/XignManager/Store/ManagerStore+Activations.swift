@@ -216,7 +216,7 @@ extension ManagerStore {
         return try await sql.raw(
             """
             SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, d.name, d.platform, d.factors, d.created_at, d.last_used_at,
-                   a.failed_attempts, a.locked_until, a.permanently_locked
+                   d.credential_id, d.backup_eligible, d.backed_up, a.failed_attempts, a.locked_until, a.permanently_locked
             FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
             \(filter) ORDER BY a.created_at
             """
@@ -233,6 +233,10 @@ extension ManagerStore {
                 factors: try row.decode(column: "factors", as: String?.self).map { Self.orderedFactors(Self.factors($0)) },
                 enrolledAt: try row.decode(column: "created_at", as: Int64?.self),
                 lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
+                credentialId: try row.decode(column: "credential_id", as: String?.self),
+                synced: try row.decode(column: "credential_id", as: String?.self) == nil
+                    ? nil
+                    : try row.decode(column: "backup_eligible", as: Int64.self) != 0 || row.decode(column: "backed_up", as: Int64.self) != 0,
                 failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),
                 lockedUntil: try row.decode(column: "locked_until", as: Int64.self),
                 permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0
