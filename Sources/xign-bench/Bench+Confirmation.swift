@@ -1,6 +1,8 @@
 import Foundation
 import XignCore
+import XignCrypto
 import XignProtocol
+import XignTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +12,8 @@ import Glibc
 /// approval (the module long-polls; the target is at most 300 ms median).
 extension Bench {
     static func confirmationFigures(
-        bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String, floor: Figure
+        bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String, floor: Figure,
+        managerPID: Int32, register: (String) throws -> PersonalizationInitializationData
     ) throws {
         let manager = bin + "/xign-manager"
         try run(manager, ["admin", "accounts", "set-login", email, "bench", "--data-dir", work + "/manager"])
@@ -54,6 +57,53 @@ extension Bench {
                 Figure(name: "device: approve (start, device + PIN, finish)", milliseconds: approvals),
                 Figure(name: "approval → PAM_SUCCESS of a waiting pam_xign", milliseconds: wakeUps),
             ], floor: floor)
+
+        // The same through a browser: a passkey device of another account that takes the login name in turn. The
+        // software authenticator sends exactly what a browser sends; Chromium's own time is the user's, not ours.
+        let phone = try PhoneBench(managerURL: managerURL, data: try register("phone@example.org"), pin: pin)
+        let cpuTerminal = try managerCPU(managerPID, host: host, approvals: 30, approve: approve)
+        try run(manager, ["admin", "accounts", "set-login", email, "bench-laptop", "--data-dir", work + "/manager"])
+        try run(manager, ["admin", "accounts", "set-login", "phone@example.org", "bench", "--data-dir", work + "/manager"])
+        try run(manager, ["admin", "accounts", "set-host-groups", "phone@example.org", "--all", "--data-dir", work + "/manager"])
+        let cpuBrowser = try managerCPU(managerPID, host: host, approvals: 30, approve: phone.approve)
+        var browserApprovals: [Double] = []
+        for _ in 0..<30 {
+            let pending = try host.startLoginConfirmation(loginName: "bench", service: "sshd", remoteHost: nil, tty: nil, command: nil)
+            let started = DispatchTime.now().uptimeNanoseconds
+            try phone.approve(pending.confirmationId, pending.code)
+            browserApprovals.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
+        }
+        let browserWakeUps = try approvalToSuccess(module: module, work: work, hostState: configuration.stateDirectory, approve: phone.approve)
+        let terminal = Figure(name: "xign-setup approve: approval → PAM_SUCCESS (baseline)", milliseconds: wakeUps)
+        table(
+            "Approving in a browser (passkey, one request) beside xign-setup approve (same run)",
+            [
+                terminal,
+                Figure(name: "browser: approve (challenge, passkey + code + PIN in one request)", milliseconds: browserApprovals),
+                Figure(name: "browser: approval → PAM_SUCCESS of a waiting pam_xign", milliseconds: browserWakeUps),
+            ], floor: terminal)
+        print(
+            String(
+                format: "manager CPU per approval: xign-setup approve %.2f ms, browser %.2f ms (ratio %.2f)", cpuTerminal, cpuBrowser,
+                cpuBrowser / cpuTerminal))
+    }
+
+    /// The manager's CPU time (user + system, from /proc) per approval, over `approvals` that a host starts in batches
+    /// of ten (the per-account cap) from as many addresses; only the approvals are inside the window.
+    private static func managerCPU(
+        _ pid: Int32, host: XignSdk, approvals: Int, approve: (String, String) throws -> Void
+    ) throws -> Double {
+        var spent = 0.0
+        for batch in 0..<(approvals / 10) {
+            let pending = try (0..<10).map { index in
+                try host.startLoginConfirmation(
+                    loginName: "bench", service: "sshd", remoteHost: "192.0.2.\(batch * 10 + index + 1)", tty: nil, command: nil)
+            }
+            let before = ManagerBench.cpuSeconds(pid)
+            for confirmation in pending { try approve(confirmation.confirmationId, confirmation.code) }
+            spent += ManagerBench.cpuSeconds(pid) - before
+        }
+        return spent * 1000 / Double(approvals - approvals % 10)
     }
 
     /// Runs pam_authenticate in confirm mode in a harness process, approves once the code is shown, and measures
