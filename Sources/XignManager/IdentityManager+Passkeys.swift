@@ -20,12 +20,11 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("attestationObject and clientDataJSON are base64url of at most 3 KiB each")
         }
-        let relyingParty = relyingParty
-        let requireHardware = configuration.requireHardwareKey
-        // Parsed now for the key and the credential id; the challenge is checked against the session's below.
-        let credential = try Self.passkey(
-            relyingParty, attestation: attestation, clientData: clientData, challenge: Self.passkeyChallenge(of: request, clientData: clientData))
-        if requireHardware && (credential.isBackupEligible || credential.isBackedUp) {
+        // Checked now against the challenge it names, for the key and the credential id; that challenge must be the
+        // session's, which is compared in the transaction that spends the session.
+        let claimed = try Self.claimedChallenge(in: clientData)
+        let credential = try Self.passkey(relyingParty, attestation: attestation, clientData: clientData, challenge: claimed)
+        if configuration.requireHardwareKey && (credential.isBackupEligible || credential.isBackedUp) {
             throw ManagerError(
                 .forbidden, .securityInsufficient,
                 "this manager accepts only device-bound keys, and this passkey is synced to other devices; use a security key or a device-bound passkey"
@@ -42,16 +41,14 @@ extension IdentityManager {
                 credentialId: credentialId, aaguid: credential.aaguid.map { String(format: "%02x", $0) }.joined(), signCount: credential.signCount,
                 backupEligible: credential.isBackupEligible, backedUp: credential.isBackedUp))
         return try await enrol(enrolment, newActivation: nil) { sessionChallenge in
-            guard let expected = Base64URL.decode(sessionChallenge) else {
-                throw ManagerError.internalFailure("a session challenge is not base64url")
+            guard let expected = Base64URL.decode(sessionChallenge), constantTimeEquals(expected, claimed) else {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the new passkey is refused: it was made for another session's challenge")
             }
-            _ = try Self.passkey(relyingParty, attestation: attestation, clientData: clientData, challenge: expected)
         }
     }
 
-    /// The challenge the browser says it signed, so the credential can be read before the session is looked up; the
-    /// session's own challenge is compared in the transaction that spends it.
-    private static func passkeyChallenge(of request: PasskeyPersonalizeRequest, clientData: Data) throws -> Data {
+    /// The challenge the browser's clientDataJSON names.
+    private static func claimedChallenge(in clientData: Data) throws -> Data {
         struct Challenge: Decodable { var challenge: String }
         guard clientData.count <= 4096, let signed = try? JSONDecoder().decode(Challenge.self, from: clientData),
             let bytes = Base64URL.decode(signed.challenge)

@@ -145,7 +145,8 @@ extension IdentityManager {
         let (result, mailIds) = try await database.transaction { store -> (PersonalizationResultMessage, [String]) in
             var activation = try await Self.claimSession(enrolment.sessionId, mode: enrolment.mode, in: store, proving: prove)
             var mailId: String?
-            if let (fresh, trigger) = newActivation.map({ ($0.0, $0.1) }) {
+            if let newActivation {
+                let (fresh, trigger) = newActivation
                 let count = try await store.activationCount(accountId: activation.accountId)
                 let alias = trigger.alias ?? "Activation \(count + 1)"
                 try await store.insertActivation(fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId, validFor: 0))

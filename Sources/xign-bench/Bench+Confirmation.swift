@@ -74,14 +74,14 @@ extension Bench {
             browserApprovals.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
         }
         let browserWakeUps = try approvalToSuccess(module: module, work: work, hostState: configuration.stateDirectory, approve: phone.approve)
-        let terminal = Figure(name: "xign-setup approve: approval → PAM_SUCCESS (baseline)", milliseconds: wakeUps)
+        let terminal = Figure(name: "xign-setup approve: approve (baseline)", milliseconds: approvals)
         table(
-            "Approving in a browser (passkey, one request) beside xign-setup approve (same run)",
-            [
-                terminal,
-                Figure(name: "browser: approve (challenge, passkey + code + PIN in one request)", milliseconds: browserApprovals),
-                Figure(name: "browser: approval → PAM_SUCCESS of a waiting pam_xign", milliseconds: browserWakeUps),
-            ], floor: terminal)
+            "Approving in a browser (passkey, one request) beside xign-setup approve (two requests), same run",
+            [terminal, Figure(name: "browser: approve (challenge + one passkey request)", milliseconds: browserApprovals)], floor: terminal)
+        let terminalWakeUp = Figure(name: "xign-setup approve: approval → PAM_SUCCESS", milliseconds: wakeUps)
+        table(
+            "A waiting pam_xign after the approval, same run",
+            [terminalWakeUp, Figure(name: "browser: approval → PAM_SUCCESS", milliseconds: browserWakeUps)], floor: terminalWakeUp)
         print(
             String(
                 format: "manager CPU per approval: xign-setup approve %.2f ms, browser %.2f ms (ratio %.2f)", cpuTerminal, cpuBrowser,

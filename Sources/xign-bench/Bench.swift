@@ -162,7 +162,8 @@ struct Bench {
                 module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port,
                 pin: pin)
             try confirmationFigures(
-                bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin, floor: floor,
+                bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin,
+                floor: floor,
                 managerPID: manager.processIdentifier, register: register)
             try daemonFigures(bin: bin, module: CommandLine.arguments[1], work: work, configuration: configuration, pin: pin, register: register)
         } else {

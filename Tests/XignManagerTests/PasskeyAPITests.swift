@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 import XignCrypto
 import XignProtocol
@@ -156,5 +157,25 @@ import XignTestSupport
         let replay = try api.call("POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)])
         #expect(replay.status == 401 && (replay.error["message"] as? String)?.contains("did not grow") == true, "\(replay.json)")
         _ = code
+    }
+
+    /// One assertion sent twice at the same moment: the counter moves once, so exactly one request is served.
+    @Test(arguments: TestDatabase.allCases) func oneAssertionSentTwiceAtOnceIsServedOnce(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        let (origin, rpId) = Self.site(api)
+        let passkey = try SoftwarePasskey()
+        let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
+        for _ in 0..<5 {
+            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            let statuses = NIOLockedValueBox<[Int]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                let status =
+                    (try? api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)]).status) ?? 0
+                statuses.withLockedValue { $0.append(status) }
+            }
+            #expect(statuses.withLockedValue { $0.sorted() } == [200, 401], "one served, one refused")
+        }
     }
 }
