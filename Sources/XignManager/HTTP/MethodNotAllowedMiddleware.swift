@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import XignProtocol
+import XignWeb
 
 /// A path of the API asked with a method it does not take answers 405 with Allow (RFC 9110, 15.5.6), where the
 /// router alone would answer 404 as if the path did not exist.
@@ -8,11 +9,15 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Each route's method. The API tests check it against the routes and docs/openapi.yaml.
     static var methods: [String: HTTPRequest.Method] {
         var methods: [String: HTTPRequest.Method] = [APIPath.health: .get, APIPath.registrationParameters: .get]
+        for page in [WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script, WebPath.stylesheet] {
+            methods[page] = .get
+        }
         for path in [
             APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges, APIPath.deviceRevocations,
             APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
             APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal, APIPath.confirmationsPending, APIPath.confirmationDenial,
-            APIPath.apiAccess, APIPath.accountDevices,
+            APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView, APIPath.confirmationApproval,
+            APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices,
         ] {
             methods[path] = .post
         }
