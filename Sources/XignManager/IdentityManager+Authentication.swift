@@ -221,14 +221,7 @@ extension IdentityManager {
         guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
         let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
         let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
-        let verdict = try await countingLockedLogins {
-            try await checkPIN(pin, activationId: authentication.activationId, for: purpose) { activation in
-                guard let activation, activation.deviceId == authentication.deviceId else {
-                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
-                }
-                return activation
-            }
-        }
+        let verdict = try await checkPIN(pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose)
         guard let lock = verdict.lockout else { return nil }
         ManagerMetrics.login(.wrongPIN)
         guard !lock.isPermanent else { return (lock, nil) }
@@ -238,6 +231,18 @@ extension IdentityManager {
             try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
         }
         return (lock, next)
+    }
+
+    /// The PIN a device gave, charged to its activation's lockout; refused when the device no longer holds it.
+    func checkPIN(_ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose) async throws -> PINVerdict {
+        try await countingLockedLogins {
+            try await checkPIN(pin, activationId: activationId, for: purpose) { activation in
+                guard let activation, activation.deviceId == deviceId else {
+                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+                }
+                return activation
+            }
+        }
     }
 
     /// A login: the single-use authorization code, batched into the finish answer to save a round trip.

@@ -103,14 +103,7 @@ extension IdentityManager {
         let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
         let service = try service(for: purpose)
         let check = PINCheckPurpose(service: service.id, host: confirmation.hostName, actor: "device \(device.id)")
-        let verdict = try await countingLockedLogins {
-            try await checkPIN(pin, activationId: activation.id, for: check) { current in
-                guard let current, current.deviceId == device.id else {
-                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
-                }
-                return current
-            }
-        }
+        let verdict = try await checkPIN(pin, of: device.id, activationId: activation.id, for: check)
         var answer = ConfirmationApprovalMessage(nonce: request.nonce, confirmationId: request.confirmationId, outcome: .approved)
         if let lock = verdict.lockout {
             ManagerMetrics.login(.wrongPIN)

@@ -86,19 +86,23 @@ final class SSHServer: @unchecked Sendable {
         return (fixture, try SSHServer(pamServices: fixture.laptop.confdir), user)
     }
 
-    @Test func aUserApprovesOnTheEnrolledMachineAndIsLoggedInOverSSH() throws {
-        let (fixture, server, user) = try setUp()
-        let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
+    /// The code and the QR code the ssh client shows, the QR code read by zbarimg. ssh puts "(user@host) " before the
+    /// prompt, on the QR code's first line, which is quiet zone only.
+    func scanned(_ ssh: PseudoTerminal, in directory: TemporaryDirectory) throws -> (qrCode: String, code: String) {
         let shown = try ssh.expect("Press Enter once approved:")
         let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
-        // What the terminal shows holds a QR code that decodes to the confirmation payload.
-        // ssh puts "(user@host) " before the prompt, on the QR code's first line, which is quiet zone only.
         var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")
             .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         guard lines.count > 2 else { throw TestFailure("no QR code in: \(shown)") }
         lines[0] = String(repeating: " ", count: lines[1].count)
-        let qrText = lines.joined(separator: "\n")
-        let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
+        return (try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: lines.joined(separator: "\n")), in: directory), code)
+    }
+
+    @Test func aUserApprovesOnTheEnrolledMachineAndIsLoggedInOverSSH() throws {
+        let (fixture, server, user) = try setUp()
+        let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
+        // What the terminal shows holds a QR code that decodes to the confirmation's link.
+        let (decoded, code) = try scanned(ssh, in: fixture.laptop.directory)
         #expect(ConfirmationPayload.confirmationId(in: decoded) != nil && decoded.contains("/C#"), "\(decoded)")
         let approval = try fixture.approve(code: code)
         #expect(approval.status == 0, "\(approval.stderr)")
@@ -119,13 +123,7 @@ final class SSHServer: @unchecked Sendable {
         #expect(activated.error.isEmpty && activated["outcome"].hasPrefix("This activation is personalized on another device"), "\(activated)")
 
         let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
-        let shown = try ssh.expect("Press Enter once approved:")
-        let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
-        var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")
-            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard lines.count > 2 else { throw TestFailure("no QR code in: \(shown)") }
-        lines[0] = String(repeating: " ", count: lines[1].count)
-        let scanned = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: lines.joined(separator: "\n")), in: fixture.laptop.directory)
+        let (scanned, code) = try scanned(ssh, in: fixture.laptop.directory)
         #expect(scanned.hasPrefix("HTTP://LOCALHOST:\(manager.port)/C#"), "a phone's camera opens it: \(scanned)")
         let approved = try phone.approve(scanned, code: code, pin: "24680")
         #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")
