@@ -40,14 +40,15 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("a field of the api access request is empty or too long")
         }
-        // Read only: the grant, the device's signature over it, and the process's field.
+        let proof = try DeviceProof(header: signature)
+        // The grant and the device's proof over it (a passkey's counter moves here), and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
             guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), case .apiAccess(let process) = grant.purpose
             else {
                 throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            try await self.checkDeviceProof(signature, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
+            try await self.checkDeviceProof(proof, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
             return (grant, process)
         }
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.

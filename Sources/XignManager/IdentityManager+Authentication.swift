@@ -159,6 +159,7 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("a field of the authentication request is empty or too long")
         }
+        let proof = try DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         let (authentication, enrolledFactors) = try await database.transaction {
             store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>) in
@@ -167,7 +168,7 @@ extension IdentityManager {
             }
             let device = try await Self.enrolledDevice(pending.deviceId, in: store)
             try await self.checkDeviceProof(
-                signature, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge, in: store)
+                proof, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge, in: store)
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }

@@ -26,35 +26,56 @@ extension IdentityManager {
         return RelyingParty(origin: "\(url.scheme.rawValue)://\(url.host)\(port)", id: url.host.trimmingCharacters(in: ["[", "]"]))
     }
 
+    /// How a device proves a request: a raw P-256 signature, or a passkey's assertion. Read before anything is looked
+    /// up, so an unsigned or garbled request is refused (401) without touching a row.
+    enum DeviceProof {
+        case signature(Data)
+        case assertion(PasskeyAssertion)
+
+        init(header: String?) throws {
+            do {
+                if let header, let assertion = try PasskeyAssertion(header: header) {
+                    self = .assertion(assertion)
+                    return
+                }
+            } catch {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
+            }
+            self = .signature(try IdentityManager.signature(from: header))
+        }
+    }
+
     /// The one check that `device` signed a request (docs/design.md, invariant 3): with its P-256 key, or for a
     /// passkey with an assertion whose WebAuthn challenge is SHA-256 of the same canonical message. A passkey's counter
     /// moves in the caller's transaction, so one assertion is accepted once even when sent twice at the same moment.
     func checkDeviceProof(
-        _ header: String?, of device: ManagerStore.DeviceRecord, path: String, body: Data, challenge: String, in store: ManagerStore
+        _ proof: DeviceProof, of device: ManagerStore.DeviceRecord, path: String, body: Data, challenge: String, in store: ManagerStore
     ) async throws {
-        guard let passkey = device.passkey else {
-            try Self.checkSignature(try Self.signature(from: header), by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
-            return
-        }
-        let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
-        let result: AssertionResult
-        do {
-            guard let header, let assertion = try PasskeyAssertion(header: header) else {
-                throw WebAuthnError.malformed("a passkey device signs with a WebAuthn assertion (\(PasskeyAssertion.prefix)…)")
+        switch (proof, device.passkey) {
+        case (.signature(let raw), nil):
+            try Self.checkSignature(raw, by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
+        case (.assertion(let assertion), let passkey?):
+            let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
+            let result: AssertionResult
+            do {
+                result = try relyingParty.verifyAssertion(
+                    assertion, publicKey: device.publicKey, challenge: SHA256.hash(message), storedSignCount: passkey.signCount)
+            } catch {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
             }
-            result = try relyingParty.verifyAssertion(
-                assertion, publicKey: device.publicKey, challenge: SHA256.hash(message), storedSignCount: passkey.signCount)
-        } catch let error as WebAuthnError {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
-        }
-        if configuration.requireHardwareKey && result.isBackedUp {
-            throw ManagerError(
-                .forbidden, .securityInsufficient,
-                "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
-        }
-        guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
-        else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion was used already")
+            if configuration.requireHardwareKey && result.isBackedUp {
+                throw ManagerError(
+                    .forbidden, .securityInsufficient,
+                    "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
+            }
+            guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
+            else {
+                throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion was used already")
+            }
+        case (.signature, _?):
+            throw ManagerError(.unauthorized, .signatureInvalid, "a passkey device signs with a WebAuthn assertion (\(PasskeyAssertion.prefix)…)")
+        case (.assertion, nil):
+            throw ManagerError(.unauthorized, .signatureInvalid, "this device signs with its key, not with a passkey's assertion")
         }
     }
 
@@ -75,10 +96,11 @@ extension IdentityManager {
     func verifyDeviceSignature(
         deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore
     ) async throws -> ManagerStore.DeviceRecord {
+        let proof = try DeviceProof(header: signature)
         guard let device = try await store.device(deviceId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
-        try await checkDeviceProof(signature, of: device, path: path, body: body, challenge: challenge, in: store)
+        try await checkDeviceProof(proof, of: device, path: path, body: body, challenge: challenge, in: store)
         guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
             throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
         }
