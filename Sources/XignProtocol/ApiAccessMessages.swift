@@ -109,18 +109,7 @@ public struct ApiAccessResultMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// Device-signed over a /v1/challenges challenge.
-public struct AccountDevicesRequest: Codable, Equatable, Sendable {
-    public var deviceId: String
-    public var challenge: String
-    public var nonce: String
-
-    public init(deviceId: String, challenge: String, nonce: String) {
-        self.deviceId = deviceId
-        self.challenge = challenge
-        self.nonce = nonce
-    }
-}
+public typealias AccountDevicesRequest = DeviceSignedRequest
 
 /// One device of an account (the SDKs' device information).
 public struct DeviceSummaryMessage: Codable, Equatable, Sendable {

@@ -325,8 +325,9 @@ public struct ChallengeMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// Device-signed with the key of `deviceId`; `challenge` comes from POST /v1/challenges and is single use.
-public struct RevokeRequest: Codable, Equatable, Sendable {
+/// A request that names only the device that signs it, with the key of `deviceId` over a single-use challenge from
+/// POST /v1/challenges: a revocation, the account's device list, the account page's session.
+public struct DeviceSignedRequest: Codable, Equatable, Sendable {
     public var deviceId: String
     public var challenge: String
     public var nonce: String
@@ -337,6 +338,8 @@ public struct RevokeRequest: Codable, Equatable, Sendable {
         self.nonce = nonce
     }
 }
+
+public typealias RevokeRequest = DeviceSignedRequest
 
 public struct RevocationResultMessage: Codable, Equatable, Sendable {
     public var nonce: String

@@ -124,18 +124,8 @@ public struct ConfirmationApprovalMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// Opens a web session: signed by the device over a `/v1/challenges` challenge.
-public struct WebSessionRequest: Codable, Equatable, Sendable {
-    public var deviceId: String
-    public var challenge: String
-    public var nonce: String
-
-    public init(deviceId: String, challenge: String, nonce: String) {
-        self.deviceId = deviceId
-        self.challenge = challenge
-        self.nonce = nonce
-    }
-}
+/// Opens a web session.
+public typealias WebSessionRequest = DeviceSignedRequest
 
 public struct WebSessionMessage: Codable, Equatable, Sendable {
     public var expiresAt: Int64

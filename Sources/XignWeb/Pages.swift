@@ -1,7 +1,23 @@
 /// The pages, as Mustache templates: the same for everyone, so nothing personal is rendered on the server. Every
 /// value is escaped by `{{…}}`; texts from the manager are set by the script with `textContent`.
 enum Pages {
-    static let templates: [String: String] = ["head": head, "personalize": personalize, "approve": approve, "account": account]
+    static let templates: [String: String] = [
+        "head": head, "notices": notices, "foot": foot, "personalize": personalize, "approve": approve, "account": account,
+    ]
+
+    /// What the script says: the status and, for screen readers at once, the error.
+    static let notices = """
+        <p id="status" role="status" aria-live="polite"></p>
+        <p id="error" class="error" role="alert"></p>
+
+        """
+
+    static let foot = """
+        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
+        </main>
+        </body>
+        </html>
+        """
 
     static let head = """
         <!doctype html>
@@ -12,6 +28,7 @@ enum Pages {
         <meta name="referrer" content="no-referrer">
         <link rel="stylesheet" href="{{stylesheet}}">
         <script src="{{script}}" defer></script>
+
         """
 
     static let personalize = """
@@ -21,8 +38,7 @@ enum Pages {
         <body data-page="personalize" data-rp-id="{{rpId}}" data-origin="{{origin}}">
         <main>
         <h1>Activate XignIn in this browser</h1>
-        <p id="status" role="status" aria-live="polite"></p>
-        <p id="error" class="error" role="alert"></p>
+        {{> notices}}
         <p>This makes a passkey for your account at <strong>{{origin}}</strong>. With it and your PIN you approve logins to servers.</p>
         <form id="pin-step">
         <label for="pin">Activation PIN</label>
@@ -39,10 +55,7 @@ enum Pages {
         <p id="done-text"></p>
         <p><a href="/account">Your account: logins waiting for you, your devices, your PIN</a></p>
         </section>
-        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
-        </main>
-        </body>
-        </html>
+        {{> foot}}
         """
 
     static let approve = """
@@ -52,8 +65,7 @@ enum Pages {
         <body data-page="approve" data-rp-id="{{rpId}}" data-origin="{{origin}}">
         <main>
         <h1>Approve a login</h1>
-        <p id="status" role="status" aria-live="polite"></p>
-        <p id="error" class="error" role="alert"></p>
+        {{> notices}}
         <dl id="request" hidden>
         <dt>Server</dt><dd id="host"></dd>
         <dt>Service</dt><dd id="service"></dd>
@@ -73,10 +85,7 @@ enum Pages {
         <button id="deny" type="button" class="secondary">Deny</button>
         </div>
         </form>
-        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
-        </main>
-        </body>
-        </html>
+        {{> foot}}
         """
 
     static let account = """
@@ -86,8 +95,7 @@ enum Pages {
         <body data-page="account" data-rp-id="{{rpId}}" data-origin="{{origin}}">
         <main>
         <h1>Your XignIn account</h1>
-        <p id="status" role="status" aria-live="polite"></p>
-        <p id="error" class="error" role="alert"></p>
+        {{> notices}}
         <form id="signin">
         <label for="account">Account</label>
         <select id="account" name="account"></select>
@@ -122,9 +130,6 @@ enum Pages {
         <input id="new-pin-again" name="new-pin-again" type="password" inputmode="numeric" autocomplete="off" maxlength="64" required>
         <button id="change-pin-submit" type="submit">Change PIN</button>
         </form>
-        <noscript><p class="error">Passkeys need JavaScript; allow it for this page.</p></noscript>
-        </main>
-        </body>
-        </html>
+        {{> foot}}
         """
 }
