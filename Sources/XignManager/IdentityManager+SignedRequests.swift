@@ -21,9 +21,7 @@ extension IdentityManager {
     /// passkey is bound to it, so the public URL must not change once browsers enrolled.
     public var relyingParty: RelyingParty {
         let url = managerURL
-        let defaultPort = url.scheme == .https ? 443 : 80
-        let port = url.port.flatMap { $0 == defaultPort ? nil : ":\($0)" } ?? ""
-        return RelyingParty(origin: "\(url.scheme.rawValue)://\(url.host)\(port)", id: url.host.trimmingCharacters(in: ["[", "]"]))
+        return RelyingParty(origin: url.origin, id: url.host.trimmingCharacters(in: ["[", "]"]))
     }
 
     /// How a device proves a request: a raw P-256 signature, or a passkey's assertion. Read before anything is looked

@@ -88,6 +88,12 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
         "\(scheme.rawValue)://\(host)\(port.map { ":\($0)" } ?? "")\(path)"
     }
 
+    /// `scheme://host[:port]` as a browser writes an origin (the scheme's default port left out): what WebAuthn binds.
+    public var origin: String {
+        let defaultPort = scheme == .https ? 443 : 80
+        return "\(scheme.rawValue)://\(host)" + (port.flatMap { $0 == defaultPort ? nil : ":\($0)" } ?? "")
+    }
+
     /// The URL of an API path such as "/v1/registrations".
     public func endpoint(_ apiPath: String) -> String { description + apiPath }
 

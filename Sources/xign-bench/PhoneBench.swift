@@ -14,9 +14,6 @@ struct PhoneBench {
     let pin: String
     let http = HTTPClient()
 
-    /// The relying party as the manager sees itself: its bound URL's origin and host.
-    var origin: String { "\(managerURL.scheme.rawValue)://\(managerURL.host)\(managerURL.port.map { ":\($0)" } ?? "")" }
-
     init(managerURL: ManagerURL, data: PersonalizationInitializationData, pin: String) throws {
         self.managerURL = managerURL
         self.pin = pin
@@ -37,8 +34,7 @@ struct PhoneBench {
         }
         passkey = try SoftwarePasskey()
         let rpId = managerURL.host
-        let origin = "\(managerURL.scheme.rawValue)://\(managerURL.host)\(managerURL.port.map { ":\($0)" } ?? "")"
-        let (object, clientData) = try passkey.register(challenge: challenge, origin: origin, rpId: rpId)
+        let (object, clientData) = try passkey.register(challenge: challenge, origin: managerURL.origin, rpId: rpId)
         let request = PasskeyPersonalizeRequest(
             sessionId: session.id, mode: .new, device: DeviceInformationMessage(name: "Passkey in a browser", platform: "bench"), nonce: nonce,
             attestationObject: Base64URL.encode(object), clientDataJSON: Base64URL.encode(clientData))
@@ -58,7 +54,8 @@ struct PhoneBench {
                 deviceId: deviceId, challenge: challenge, confirmationId: confirmationId, confirmationCode: code,
                 sealedPin: try SealedPINMessage(sealing: pin, to: managerKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
                 nonce: "b"))
-        let header = try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: managerURL.host)
+        let header = try passkey.sign(
+            path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: managerURL.origin, rpId: managerURL.host)
         let answer = try Self.payload(
             http.send("POST", to: managerURL, path: APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)]),
             as: ConfirmationApprovalMessage.self)

@@ -153,3 +153,12 @@ import XignProtocol
         }
     }
 }
+
+@Suite struct ManagerURLOriginTests {
+    @Test func theOriginIsWhatABrowserWritesIntoClientData() throws {
+        #expect(try ManagerURL("https://IDM.example.org:443/xign").origin == "https://idm.example.org")
+        #expect(try ManagerURL("https://idm.example.org:8443").origin == "https://idm.example.org:8443")
+        #expect(try ManagerURL("http://localhost:80").origin == "http://localhost")
+        #expect(try ManagerURL("http://localhost:8440").origin == "http://localhost:8440")
+    }
+}

@@ -33,13 +33,21 @@ public struct Browser: Sendable {
 
     /// Runs one step; `input` goes to its stdin (PINs and codes never go into argv).
     public func run(_ command: String, _ url: String, input: String = "") throws -> Page {
+        try page(of: try start(command, url, input: input).wait(timeout: 90), command)
+    }
+
+    private func start(_ command: String, _ url: String, input: String = "") throws -> ChildProcess {
         let python = Self.repository + "/.build-browser/venv/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python) else {
             throw TestFailure("selenium is not set up; run `make test` (or bash Tests/XignTestSupport/Browser/setup.sh)")
         }
         var arguments = [Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots]
         if synced { arguments.append("--synced") }
-        let result = try ChildProcess(python, arguments + [command, url], stdin: input, in: directory).wait(timeout: 90)
+        return try ChildProcess(python, arguments + [command, url], stdin: input, in: directory)
+    }
+
+    /// The page a step reported: its last line of output, a JSON object.
+    private func page(of result: ChildProcess.Result, _ command: String) throws -> Page {
         guard result.status == 0, let data = result.stdout.split(separator: "\n").last.map({ Data($0.utf8) }),
             let fields = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { throw TestFailure("browser.py \(command) exited \(result.status): \(result.stdout.suffix(400)) \(result.stderr.suffix(2000))") }
@@ -63,21 +71,14 @@ public struct Browser: Sendable {
     public func waitForLogins(at url: String, whileOpen: () throws -> Void) throws -> Page {
         let ready = profile + "/ready"
         try? FileManager.default.removeItem(atPath: ready)
-        var arguments = [
-            Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots, "inbox", url,
-        ]
-        if synced { arguments.insert("--synced", at: 1) }
-        let child = try ChildProcess(Self.repository + "/.build-browser/venv/bin/python", arguments, in: directory)
+        let child = try start("inbox", url)
         guard waitUntil(seconds: 30, { FileManager.default.fileExists(atPath: ready) || child.poll() != nil }), child.poll() == nil else {
             throw TestFailure("the account page did not sign in: \(try child.wait().stdout)")
         }
         try whileOpen()
-        let result = try child.wait(timeout: 60)
-        guard result.status == 0,
-            let fields = try JSONSerialization.jsonObject(with: Data((result.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
-        else { throw TestFailure("browser.py inbox exited \(result.status): \(result.stdout) \(result.stderr.suffix(1500))") }
-        return Page(fields: fields)
+        return try page(of: try child.wait(timeout: 60), "inbox")
     }
+
     public func view(_ link: String) throws -> Page { try run("view", link) }
 
     /// An assertion over `challenge` (base64url) by the passkey `credentialId`, asked for by a page at `url`, which may
