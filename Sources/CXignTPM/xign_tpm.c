@@ -289,8 +289,137 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
     return rc;
 }
 
+/* The offline PIN verifier: an HMAC key like the pepper, but its use needs the authorization value, and it is
+ * not noDA: wrong values count toward the TPM's lockout. */
+static TPM2B_PUBLIC verifier_template(void) {
+    TPM2B_PUBLIC template = hmac_key_template();
+    template.publicArea.objectAttributes &= ~TPMA_OBJECT_NODA;
+    return template;
+}
+
+/* An HMAC session salted to `key` (an SRK), with AES-CFB parameter encryption available. */
+static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
+    TPMT_SYM_DEF symmetric = { .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB };
+    TSS2_RC rc = Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
+                                       &symmetric, TPM2_ALG_SHA256, session);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
+    if (rc != TSS2_RC_SUCCESS) {
+        Esys_FlushContext(tpm->esys, *session);
+        *session = ESYS_TR_NONE;
+    }
+    return rc;
+}
+
+uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob) {
+    memset(blob, 0, sizeof *blob);
+    if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
+    ESYS_TR parent = ESYS_TR_NONE, session = ESYS_TR_NONE;
+    int transient = 0;
+    TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
+    /* TPM2_Create's first parameter (the sensitive part, with the authorization value) goes encrypted. */
+    if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, TPMA_SESSION_DECRYPT, &session);
+    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
+    sensitive.sensitive.userAuth.size = (UINT16)auth_size;
+    memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_size);
+    TPM2B_PUBLIC template = verifier_template();
+    TPM2B_DATA outside = { 0 };
+    TPML_PCR_SELECTION pcrs = { 0 };
+    TPM2B_PRIVATE *out_private = NULL;
+    TPM2B_PUBLIC *out_public = NULL;
+    TPM2B_CREATION_DATA *creation_data = NULL;
+    TPM2B_DIGEST *creation_hash = NULL;
+    TPMT_TK_CREATION *ticket = NULL;
+    if (rc == TSS2_RC_SUCCESS) {
+        rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
+                         &out_public, &creation_data, &creation_hash, &ticket);
+    }
+    memset(&sensitive, 0, sizeof sensitive);
+    if (rc == TSS2_RC_SUCCESS) {
+        size_t offset = 0;
+        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(out_public, blob->public_area, sizeof blob->public_area, &offset);
+        blob->public_size = offset;
+        offset = 0;
+        if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(out_private, blob->private_area, sizeof blob->private_area, &offset);
+        blob->private_size = offset;
+    }
+    Esys_Free(out_private);
+    Esys_Free(out_public);
+    Esys_Free(creation_data);
+    Esys_Free(creation_hash);
+    Esys_Free(ticket);
+    if (session != ESYS_TR_NONE) Esys_FlushContext(tpm->esys, session);
+    if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+/* TPM_RC_AUTH_FAIL (format 1, any session number), from the TPM or passed on by a resource manager. */
+static int is_auth_failure(TSS2_RC rc) {
+    uint32_t layer = rc >> 16;
+    return (layer == 0 || layer == 12) && (rc & 0x080) != 0 && (rc & 0x0BF) == 0x08E;
+}
+
+uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size) {
+    if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
+    TPM2B_PUBLIC public_key = { 0 };
+    TPM2B_PRIVATE private_key = { 0 };
+    TSS2_RC rc = unmarshal(blob, &public_key, &private_key);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    /* Only a verifier: a key without the authorization requirement would accept any PIN. */
+    TPMA_OBJECT attributes = public_key.publicArea.objectAttributes;
+    if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || !(attributes & TPMA_OBJECT_USERWITHAUTH) ||
+        !(attributes & TPMA_OBJECT_FIXEDTPM)) return XIGN_TPM_RC_BAD_BLOB;
+    ESYS_TR parent = ESYS_TR_NONE, key = ESYS_TR_NONE, session = ESYS_TR_NONE;
+    int transient = 0;
+    rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, &key);
+    if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, 0, &session);
+    if (transient) Esys_FlushContext(tpm->esys, parent);
+    TPM2B_AUTH value = { .size = (UINT16)auth_size };
+    memcpy(value.buffer, auth, auth_size);
+    if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(tpm->esys, key, &value);
+    memset(&value, 0, sizeof value);
+    if (rc == TSS2_RC_SUCCESS) {
+        TPM2B_MAX_BUFFER data = { .size = 1, .buffer = { 0x58 } };
+        TPM2B_DIGEST *out = NULL;
+        rc = Esys_HMAC(tpm->esys, key, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, TPM2_ALG_SHA256, &out);
+        Esys_Free(out);
+        if (is_auth_failure(rc)) rc = XIGN_TPM_RC_WRONG_AUTH;
+    }
+    if (session != ESYS_TR_NONE) Esys_FlushContext(tpm->esys, session);
+    if (key != ESYS_TR_NONE) Esys_FlushContext(tpm->esys, key);
+    return rc;
+}
+
+uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
+    memset(out, 0, sizeof *out);
+    TPMI_YES_NO more = 0;
+    TPMS_CAPABILITY_DATA *data = NULL;
+    TSS2_RC rc = Esys_GetCapability(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES, TPM2_PT_PERMANENT,
+                                    TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1, &more, &data);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    const TPML_TAGGED_TPM_PROPERTY *properties = &data->data.tpmProperties;
+    for (UINT32 i = 0; i < properties->count && i < TPM2_MAX_TPM_PROPERTIES; i++) {
+        UINT32 value = properties->tpmProperty[i].value;
+        switch (properties->tpmProperty[i].property) {
+        case TPM2_PT_PERMANENT: out->in_lockout = (value & TPMA_PERMANENT_INLOCKOUT) != 0; break;
+        case TPM2_PT_LOCKOUT_COUNTER: out->counter = value; break;
+        case TPM2_PT_MAX_AUTH_FAIL: out->max_tries = value; break;
+        case TPM2_PT_LOCKOUT_INTERVAL: out->recovery_seconds = value; break;
+        case TPM2_PT_LOCKOUT_RECOVERY: out->lockout_recovery_seconds = value; break;
+        default: break;
+        }
+    }
+    Esys_Free(data);
+    return TSS2_RC_SUCCESS;
+}
+
 const char *xign_tpm_describe(uint32_t rc) {
     switch (rc) {
+    case XIGN_TPM_RC_WRONG_AUTH: return "the TPM refused the authorization value and counted the failure";
     case XIGN_TPM_RC_SRK_MISMATCH: return "the storage root key differs from the one the device key was created under";
     case XIGN_TPM_RC_BAD_BLOB: return "the stored key blob is damaged";
     case XIGN_TPM_RC_MEMORY: return "out of memory";

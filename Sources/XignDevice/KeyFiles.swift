@@ -20,12 +20,12 @@ struct KeyFiles {
         return "\(directory)/\(reference)\(suffix)"
     }
 
-    /// A fresh file named `pending-…` holding `data`; never overwrites.
-    func writePending(_ data: Data) throws -> String {
+    /// A fresh file named `<prefix>…` holding `data`; never overwrites.
+    func writePending(_ data: Data, prefix: String = "pending-") throws -> String {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw DeviceKeyError("cannot create \(directory): \(String(cString: strerror(errno)))")
         }
-        let reference = "pending-" + (try SecureRandom.token(byteCount: 12))
+        let reference = prefix + (try SecureRandom.token(byteCount: 12))
         let file = try path(reference)
         let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw DeviceKeyError("cannot write \(file): \(String(cString: strerror(errno)))") }

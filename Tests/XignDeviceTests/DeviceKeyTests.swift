@@ -90,3 +90,54 @@ import XignTestSupport
         #expect(try store.load("free").publicKey != first.publicKey, "the control: a free name takes the key")
     }
 }
+
+@Suite struct TPMPINVerifierTests {
+    /// A TPM that forgets a failure only after ten minutes, so the counter stays where a test left it.
+    static func strictTPM() throws -> SoftwareTPM {
+        let tpm = try SoftwareTPM()
+        try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=4", "--recovery-time=600", "--lockout-recovery-time=600"])
+        return tpm
+    }
+
+    @Test func theTPMCountsEveryWrongValueAndLocksPastItsMaximum() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
+        let reference = try store.create(authorization: right)
+        #expect(try store.lockoutState() == TPMLockoutState(failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false))
+        #expect(try store.check(reference, authorization: right))
+        #expect(try store.lockoutState().failures == 0)
+        #expect(try !store.check(reference, authorization: wrong))
+        #expect(try store.lockoutState().failures == 1)
+        // The right value still works below the maximum, and does not reset the TPM's count.
+        #expect(try store.check(reference, authorization: right))
+        #expect(try store.lockoutState().failures == 1)
+        for _ in 0..<3 { #expect(try !store.check(reference, authorization: wrong)) }
+        #expect(try store.lockoutState().isLockedOut)
+        // In lockout the TPM refuses even the right value, without looking at it.
+        #expect(throws: TPMFailure.lockout) { _ = try store.check(reference, authorization: right) }
+        try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout"])
+        #expect(try store.check(reference, authorization: right))
+    }
+
+    @Test func aVerifierIsUselessInAnotherTPM() throws {
+        let tpm = try Self.strictTPM(), other = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let reference = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(authorization: Data(repeating: 1, count: 32))
+        let elsewhere = TPMPINVerifierStore(directory: directory.path, tcti: other.tcti)
+        #expect(throws: TPMFailure.cleared) { _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32)) }
+        // Nothing was tried there: no PIN can be tested against another TPM.
+        #expect(try elsewhere.lockoutState().failures == 0)
+    }
+
+    @Test func aDeviceKeyBlobIsNotAcceptedAsAVerifier() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        // A noDA key in the verifier's place would accept any value without counting.
+        let (_, key) = try TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti).createPendingKey()
+        try FileManager.default.copyItem(atPath: directory.file("\(key).tpm"), toPath: directory.file("swapped.pinverifier"))
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        #expect(throws: TPMFailure.self) { _ = try store.check("swapped", authorization: Data(repeating: 1, count: 32)) }
+    }
+}

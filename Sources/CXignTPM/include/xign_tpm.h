@@ -11,6 +11,7 @@ typedef struct xign_tpm xign_tpm;
 #define XIGN_TPM_RC_SRK_MISMATCH 0x58490001u /* the SRK is not the one the key was created under (TPM cleared, or another TPM) */
 #define XIGN_TPM_RC_BAD_BLOB     0x58490002u /* the stored blob does not unmarshal */
 #define XIGN_TPM_RC_MEMORY       0x58490003u
+#define XIGN_TPM_RC_WRONG_AUTH   0x58490004u /* the TPM refused the authorization value of a dictionary-attack protected object */
 
 /* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
 typedef struct xign_tpm_blob {
@@ -46,6 +47,25 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]);
 
 /* Loads the key under its SRK and signs a SHA-256 digest; signature receives r || s (64 bytes). */
 uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]);
+
+/* Creates the offline PIN verifier: an HMAC key under the SRK whose authorization value is `auth` (1 to 32 bytes)
+ * and which is not noDA, so the TPM counts every wrong value in its lockout counter. `auth` reaches the TPM
+ * encrypted to the SRK. */
+uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob);
+
+/* Proves `auth` to a verifier with one TPM2_HMAC in a session salted to the SRK, so the bus never carries a value
+ * that a PIN could be guessed against. XIGN_TPM_RC_WRONG_AUTH when the TPM refused it (and counted it). */
+uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size);
+
+/* The TPM's dictionary-attack state (TPM2_PT_LOCKOUT_COUNTER and the parameters tpm2_dictionarylockout sets). */
+typedef struct xign_tpm_lockout {
+    uint32_t counter;
+    uint32_t max_tries;
+    uint32_t recovery_seconds;
+    uint32_t lockout_recovery_seconds;
+    int in_lockout;
+} xign_tpm_lockout;
+uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out);
 
 /* A short text for a return code. */
 const char *xign_tpm_describe(uint32_t rc);
