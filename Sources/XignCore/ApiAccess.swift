@@ -102,6 +102,9 @@ extension Personalizer {
         guard let count = result.activationsWithNewPin, count >= 1 else {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN change answer is inconsistent")
         }
+        // The new PIN's generation: the old verifier goes, and one for the new PIN is made.
+        try? offline.apply(result.offline, to: grant.entity)
+        offline.refresh(grant.entity, pin: pin)
         return count
     }
 

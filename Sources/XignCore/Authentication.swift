@@ -101,6 +101,7 @@ public struct Authenticator {
     let store: IdentityManagerStore
     let keys: DeviceKeys
     let fingerprints: FingerprintReader
+    let offline: OfflineLogins
 
     /// InApp initialization needs no round trip: the enrolment names the manager, the service is configured locally.
     public func fetchInAppAuthenticationInitializationData(
@@ -159,9 +160,16 @@ public struct Authenticator {
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let request = AuthenticationStartRequest(
             deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
-            host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce)
-        let compact = try client.postDeviceSigned(
-            APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
+            host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce, offlineReport: try offline.report(for: entity))
+        let compact: String
+        do {
+            compact = try client.postDeviceSigned(
+                APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
+        } catch let error as XignSdkError where error.errorCode == .deviceNotEnrolled {
+            // Revoked at the manager: this machine's offline login ends with it.
+            try? offline.forget(entity)
+            throw error
+        }
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
         guard start.purpose == purpose, !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32,
@@ -170,6 +178,7 @@ public struct Authenticator {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
+        try offline.apply(start.offline, to: entity)
         let session = AuthenticationSession(
             purpose: purpose, localUser: localUser, entity: entity, managerKey: managerKey, deviceKey: key,
             authenticationId: start.authenticationId, challenge: start.challenge, fingerprints: fingerprints)
@@ -249,6 +258,6 @@ public struct Authenticator {
 
 extension XignSdk {
     public var authenticator: Authenticator {
-        Authenticator(http: http, store: store, keys: keys, fingerprints: configuration.fingerprintReader)
+        Authenticator(http: http, store: store, keys: keys, fingerprints: configuration.fingerprintReader, offline: offlineLogins)
     }
 }

@@ -121,6 +121,8 @@ extension Authenticator {
             nonceOf: \.nonce)
         guard result.outcome == .lockout else {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
+            // The manager has just said the PIN is right: the offline verifier may be made or its grace start again.
+            if let pin = userInfo.pin { offline.refresh(session.entity, pin: pin) }
             return .answer(result, sentAt: sentAt)
         }
         guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }

@@ -28,6 +28,13 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// Whether a user running a setuid program (su) may use another user's enrolment, within an attempt limit per
     /// caller and target; no by default.
     public var setuidCallersMayUseOtherEnrolments = false
+    /// Whether a login may check the PIN with the TPM while the manager cannot be reached, as far as the manager allows.
+    public var offline = OfflineMode.auto
+
+    /// `offline`: `auto` (as the manager's policy allows, with a TPM key) or `never`.
+    public enum OfflineMode: String, Sendable, CaseIterable {
+        case auto, never
+    }
 
     /// Where this host records sessions (logind, utmp): how the login tells a local session from a remote one.
     public struct SessionRecords: Sendable, Equatable {
@@ -54,6 +61,7 @@ public struct ClientConfiguration: Sendable, Equatable {
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
                 "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts", "pam.setuid_other_users",
+                "offline",
             ],
             prefixes: ["pam.role."]
         )
@@ -96,6 +104,10 @@ public struct ClientConfiguration: Sendable, Equatable {
         if let kind = file.string("device_key") {
             guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
             deviceKey = preference
+        }
+        if let mode = file.string("offline") {
+            guard let value = OfflineMode(rawValue: mode) else { throw fail("offline", "must be auto or never") }
+            offline = value
         }
     }
 

@@ -49,6 +49,8 @@ public struct IdentityManagerStore: Sendable {
         var pendingLockouts: [String: PendingLockoutRecord] = [:]
         /// This machine as a host of managers (`xign-setup host join`); absent in files from before hosts existed.
         var hosts: [HostEnrolment]?
+        /// Offline login, by enrolment (device id); absent in files from before it existed.
+        var offline: [String: OfflineLoginRecord]?
     }
 
     struct PendingLockoutRecord: Codable, Equatable {
@@ -121,14 +123,17 @@ public struct IdentityManagerStore: Sendable {
 
     /// Drops the enrolment and its remembered lockout, then its device key (a key left behind is only clutter).
     func forget(_ entity: IdentityManagerEntity, keys: DeviceKeys) throws {
-        try update { contents in
+        let verifier = try update { contents -> String? in
             contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier }
             contents.pendingLockouts[entity.activationId] = nil
+            defer { contents.offline?[entity.idmIdentifier] = nil }
+            return contents.offline?[entity.idmIdentifier]?.verifier?.reference
         }
         try? keys.store(for: entity.keyKind).delete(entity.keyReference)
+        if let verifier { try? keys.pinVerifiers.delete(verifier) }
     }
 
-    func pendingLockout(activationId: String) throws -> LockoutAttemptInformation? {
+    public func pendingLockout(activationId: String) throws -> LockoutAttemptInformation? {
         guard let record = try read().pendingLockouts[activationId] else { return nil }
         let until = Date(millisecondsSince1970: record.lockedUntil)
         guard record.isPermanent || until > Date() else { return nil }

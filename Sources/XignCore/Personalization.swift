@@ -37,8 +37,10 @@ public final class PersonalizationParameters {
     let session: SessionMessage
     /// A local enrolment this personalization replaces (merge continued as a new account).
     let replacesIdmIdentifier: String?
+    /// The activation PIN the manager just accepted; the offline verifier is made with it.
+    let pin: String
 
-    init(result: DecryptResult, managerURL: ManagerURL, managerKey: P256PublicKey, session: SessionMessage, replaces: String?) {
+    init(result: DecryptResult, managerURL: ManagerURL, managerKey: P256PublicKey, session: SessionMessage, replaces: String?, pin: String) {
         outcome = result.outcome
         accountEmail = result.accountEmail ?? ""
         activationAlias = result.activationAlias ?? ""
@@ -48,6 +50,7 @@ public final class PersonalizationParameters {
         activationId = result.activationId
         self.session = session
         replacesIdmIdentifier = replaces
+        self.pin = pin
     }
 
     var mode: PersonalizationMode {
@@ -135,6 +138,7 @@ public struct Personalizer {
     /// Nevis's rule: a given URL replaces scheme, host and port of the one in the activation data.
     let managerURLOverride: ManagerURL?
     let fingerprints: FingerprintReader
+    let offline: OfflineLogins
 
     func managerURL(for data: PersonalizationInitializationData) -> ManagerURL {
         managerURLOverride.map { data.payload.managerURL.overriding(with: $0) } ?? data.payload.managerURL
@@ -182,7 +186,8 @@ public struct Personalizer {
             throw XignSdkError(.invalidManagerResponse, "the manager's answer has no usable personalization session")
         }
         let replaces = result.merge.flatMap { merge in mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier }
-        let parameters = PersonalizationParameters(result: result, managerURL: url, managerKey: managerKey, session: session, replaces: replaces)
+        let parameters = PersonalizationParameters(
+            result: result, managerURL: url, managerKey: managerKey, session: session, replaces: replaces, pin: pin)
         switch result.outcome {
         case .newPersonalization:
             return .newPersonalization(parameters)
@@ -225,6 +230,7 @@ public struct Personalizer {
         _ parameters: PersonalizationParameters, mode: PersonalizationMode, newActivation: NewActivationMessage?
     ) throws -> PersonalizationResult {
         try store.checkWritable()
+        var offlinePolicy: OfflinePolicyMessage?
         let entity = try keys.register(
             "device", retry: "personalize again",
             { key, publicKey, kind, reference in
@@ -249,6 +255,7 @@ public struct Personalizer {
                 else {
                     throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
+                offlinePolicy = result.offline
                 return IdentityManagerEntity(
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
@@ -267,6 +274,11 @@ public struct Personalizer {
                     return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
                 }
             })
+        // With a new activation the PIN typed at the start is not the one it logs in with (the manager sends no policy).
+        if let offlinePolicy {
+            try? offline.apply(offlinePolicy, to: entity)
+            offline.refresh(entity, pin: parameters.pin)
+        }
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
     }
 }

@@ -41,7 +41,7 @@ public struct XignSdk {
     public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
         Personalizer(
             http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride,
-            fingerprints: configuration.fingerprintReader)
+            fingerprints: configuration.fingerprintReader, offline: offlineLogins)
     }
 
     /// Nevis's DeviceInformation for this machine: its host name and platform.

@@ -41,7 +41,17 @@ public struct LocalLogin {
         let authenticator = sdk.authenticator
         let data = try authenticator.fetchInAppAuthenticationInitializationData(
             enrolment: enrolment, service: service, host: XignSdk.hostName(), localUser: login.caller.user)
-        let request = try authenticator.startAuthenticationSynchronous(data: data)
+        let request: AuthenticateRequest
+        do { request = try authenticator.startAuthenticationSynchronous(data: data) } catch let error as XignSdkError
+            where error.errorCode == .managerUnreachable || error.errorCode == .timeout
+        {
+            // Only a manager that does not answer at all: a certificate or signature that does not check is never a
+            // reason to go offline, nor is any answer.
+            guard let outcome = try OfflineLogin(login: login, sdk: sdk, enrolment: enrolment, service: login.caller.service ?? service).run(
+                unreachable: error)
+            else { throw error }
+            return outcome
+        }
         afterRoundTrip(.start)
         guard let role = request.roles.first(where: { $0.name == roleName }) else {
             login.log(

@@ -8,6 +8,10 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
     case signedIn
     /// The user approved the login on an enrolled device.
     case confirmed
+    /// The manager could not be reached, and this machine's TPM accepted the PIN (offline login).
+    case signedInOffline
+    /// Offline, the TPM refused the PIN; how many more wrong ones offline login allows.
+    case wrongOfflinePIN(wrongPINsLeft: Int)
     /// The PIN was wrong; the lock it caused.
     case wrongPIN(LockoutAttemptInformation)
     /// A lock was already in force, so nothing was checked.
@@ -82,6 +86,8 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         switch self {
         case .signedIn: "success"
         case .confirmed: "confirmed"
+        case .signedInOffline: "offline-success"
+        case .wrongOfflinePIN: "offline-wrong-pin"
         case .wrongPIN(let lock): lock.isPermanent ? "locked-permanently" : "wrong-pin"
         case .locked(let lock): lock.isPermanent ? "locked-permanently" : "locked"
         case .attemptLimitReached: "attempt-limit"
@@ -94,5 +100,5 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         }
     }
 
-    public var isSuccess: Bool { self == .signedIn || self == .confirmed }
+    public var isSuccess: Bool { self == .signedIn || self == .confirmed || self == .signedInOffline }
 }

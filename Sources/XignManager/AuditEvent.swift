@@ -5,6 +5,10 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case accountCreated, loginNameSet, hostGroupsSet, hostAdded, hostJoined, hostRemoved
         /// The api access processes a device finished.
         case pinChanged, activationRequested, accountDeleted, factorAdded
+        /// A login a device's TPM let in while the manager could not be reached, as the device reported it.
+        case offlineLogin
+        /// An administrator gave an account its own offline policy, or took it away.
+        case offlinePolicySet
         /// A row written by a newer manager.
         case unknown
     }

@@ -67,6 +67,8 @@ extension IdentityManager {
             switch process {
             case .changePin:
                 result.activationsWithNewPin = try await self.changePIN(verifier!, of: activation, by: device, in: store)
+                // The new PIN's generation, so the device makes its offline verifier for it.
+                result.offline = try await store.activation(id: activation.id).map { self.offlinePolicy(for: device, of: $0) }
             case .requestNewActivation:
                 (result.newActivation, mailId) = try await self.addActivation(fresh!, request.newActivation!, to: activation, by: device, in: store)
             case .delete:

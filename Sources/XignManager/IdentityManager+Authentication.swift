@@ -95,6 +95,7 @@ extension IdentityManager {
         }
         let confirmationId = try Self.confirmationId(checking: request)
         let service = try service(for: request.purpose)
+        if let report = request.offlineReport { try Self.checkOfflineReport(report) }
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
         try enforce(
@@ -104,6 +105,8 @@ extension IdentityManager {
                     in: store)
                 return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
+        // Before the lock is judged below, so wrong offline PINs count toward it now.
+        if let report = request.offlineReport { try await recordOfflineReport(report, deviceId: request.deviceId, host: request.host) }
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await confirmationId.asyncMap {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
@@ -137,7 +140,8 @@ extension IdentityManager {
                             name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
                             aliases: present ? [PersonalInformationAliasMessage(alias: "registered \(attribute.name)", isPrimary: true)] : []
                         )
-                    }
+                    },
+                    offline: self.offlinePolicy(for: device, of: activation)
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(

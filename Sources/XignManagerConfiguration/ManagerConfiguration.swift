@@ -47,6 +47,19 @@ public struct ManagerConfiguration: Sendable {
         }
     }
 
+    /// Offline login on devices with a TPM (`[offline]`); an account may have its own (`admin accounts set-offline`).
+    public struct Offline: Sendable, Equatable {
+        /// How long after its last online login a device may log in offline; 0 turns offline login off.
+        public var graceMilliseconds: Int64 = 7 * 86_400_000
+        /// Wrong offline PINs that end offline login until the next online login.
+        public var maxFailures = 5
+
+        public init() {}
+
+        public static let graceRange: ClosedRange<Int64> = 0...(90 * 86_400_000)
+        public static let maxFailuresRange = 1...20
+    }
+
     /// Login confirmations that hosts ask for (`[confirmation]`).
     public struct Confirmation: Sendable {
         /// How long a user has to approve; below sshd's LoginGraceTime of 120 s.
@@ -130,6 +143,7 @@ public struct ManagerConfiguration: Sendable {
         )
     ]
     public var requireHardwareKey = false
+    public var offline = Offline()
 
     public init() {}
 
@@ -170,7 +184,7 @@ public struct ManagerConfiguration: Sendable {
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key", "audit.keep",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account", "confirmation.denial_cooldown",
-            "confirmation.max_code_failures",
+            "confirmation.max_code_failures", "offline.grace", "offline.max_failures",
         ])
         let fail = file.fail
         try readServerKeysAndMail(file, fail: fail)
@@ -267,6 +281,8 @@ public struct ManagerConfiguration: Sendable {
             try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
+        offline.graceMilliseconds = try file.milliseconds("offline.grace", in: Offline.graceRange) ?? offline.graceMilliseconds
+        offline.maxFailures = try file.integer("offline.max_failures", in: Offline.maxFailuresRange) ?? offline.maxFailures
     }
 
     private mutating func readServices(_ file: ConfigFile, known: inout Set<String>, fail: (String, String) -> ConfigFile.ParseError) throws {

@@ -47,7 +47,8 @@ extension LoginOutcome {
     /// The one table from outcomes to what libpam's stack understands.
     var pamCode: Int32 {
         switch self {
-        case .signedIn, .confirmed: PAM_SUCCESS
+        case .signedIn, .confirmed, .signedInOffline: PAM_SUCCESS
+        case .wrongOfflinePIN(let left): left == 0 ? PAM_MAXTRIES : PAM_AUTH_ERR
         case .wrongPIN(let lock): lock.isPermanent ? PAM_MAXTRIES : PAM_AUTH_ERR
         case .locked, .attemptLimitReached: PAM_MAXTRIES
         case .unknownUser: PAM_USER_UNKNOWN

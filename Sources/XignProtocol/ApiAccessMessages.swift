@@ -101,6 +101,8 @@ public struct ApiAccessResultMessage: Codable, Equatable, Sendable {
     public var factors: [AuthenticatorType]?
     /// delete: how many devices of the account were revoked with it.
     public var revokedDevices: Int?
+    /// changePin: the device's offline policy with the new PIN's generation.
+    public var offline: OfflinePolicyMessage?
 
     public init(nonce: String, process: ApiAccessProcess, deviceId: String) {
         self.nonce = nonce

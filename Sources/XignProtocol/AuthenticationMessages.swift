@@ -86,10 +86,12 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     /// The local account being logged in to; the token will be bound to it.
     public var localUser: String
     public var nonce: String
+    /// What happened offline since the manager's last acknowledgement.
+    public var offlineReport: OfflineReportMessage?
 
     public init(
         deviceId: String, challenge: String, purpose: AuthenticationPurpose, confirmationCode: String? = nil, host: String, localUser: String,
-        nonce: String
+        nonce: String, offlineReport: OfflineReportMessage? = nil
     ) {
         self.deviceId = deviceId
         self.challenge = challenge
@@ -98,6 +100,7 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
         self.host = host
         self.localUser = localUser
         self.nonce = nonce
+        self.offlineReport = offlineReport
     }
 }
 
@@ -112,10 +115,12 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
     public var relyingPartyName: String
     public var roles: [RoleMessage]
     public var attributes: [AuthenticationAttributeMessage]
+    /// The device's offline policy as it stands (absent from managers before offline login).
+    public var offline: OfflinePolicyMessage?
 
     public init(
         nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, purpose: AuthenticationPurpose, relyingPartyName: String,
-        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage]
+        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage], offline: OfflinePolicyMessage? = nil
     ) {
         self.nonce = nonce
         self.authenticationId = authenticationId
@@ -125,6 +130,7 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
         self.relyingPartyName = relyingPartyName
         self.roles = roles
         self.attributes = attributes
+        self.offline = offline
     }
 }
 

@@ -297,14 +297,19 @@ public struct PersonalizationResultMessage: Codable, Equatable, Sendable {
     public var accountEmail: String
     /// SPKI of the device key the manager registered, so the client can check it is its own.
     public var deviceKey: String
+    public var offline: OfflinePolicyMessage?
 
-    public init(nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String, deviceKey: String) {
+    public init(
+        nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String, deviceKey: String,
+        offline: OfflinePolicyMessage? = nil
+    ) {
         self.nonce = nonce
         self.deviceId = deviceId
         self.activationId = activationId
         self.activationAlias = activationAlias
         self.accountEmail = accountEmail
         self.deviceKey = deviceKey
+        self.offline = offline
     }
 }
 

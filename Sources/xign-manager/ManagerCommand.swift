@@ -132,7 +132,8 @@ struct Admin: AsyncParsableCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
-            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self], defaultSubcommand: List.self
+            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self],
+            defaultSubcommand: List.self
         )
 
         struct Add: AsyncParsableCommand {
@@ -224,6 +225,38 @@ struct Admin: AsyncParsableCommand {
             func run() async throws {
                 try await options.withManager { try await $0.setLoginName(loginName, email: email) }
                 print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
+            }
+        }
+
+        struct SetOffline: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-offline",
+                abstract: "Give an account its own offline-login policy, or --default to use [offline] in the config.",
+                discussion: "The account's devices learn it at their next online login. --grace 0 turns offline login off for the account."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Option(help: "How long after the last online login a device may log in offline, such as 3d or 12h (0: never).") var grace: String?
+            @Option(help: "Wrong offline PINs that end offline login until the next online login (1 to 20).") var maxFailures: Int?
+            @Flag(name: .customLong("default"), help: "Use the manager's policy again.") var useDefault = false
+
+            func validate() throws {
+                guard useDefault == (grace == nil && maxFailures == nil) else { throw ValidationError("give --grace and/or --max-failures, or --default") }
+                if let grace, ConfigFile.milliseconds(grace) == nil { throw ValidationError("--grace must be a duration such as 3d, 12h or 0") }
+            }
+
+            func run() async throws {
+                let milliseconds = grace.flatMap(ConfigFile.milliseconds)
+                try await options.withManager { try await $0.setOfflinePolicy(graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email) }
+                if useDefault {
+                    print("\(email) uses the manager's offline policy.")
+                } else if milliseconds == 0 {
+                    print("\(email) may not log in offline.")
+                } else {
+                    let graceText = grace.map { "for \($0) after the last online login" } ?? "for the manager's grace"
+                    let failures = maxFailures.map { "\($0) wrong PINs" } ?? "the manager's number of wrong PINs"
+                    print("\(email) may log in offline \(graceText), until \(failures).")
+                }
             }
         }
     }

@@ -49,6 +49,16 @@ extension ManagerStore {
         try await sql.raw("UPDATE accounts SET login_name = \(bind: loginName) WHERE email = \(bind: email) RETURNING id").first() != nil
     }
 
+    /// The account's own offline policy; nil values fall back to the manager's.
+    func setOfflinePolicy(graceMilliseconds: Int64?, maxFailures: Int?, email: String) async throws -> Bool {
+        try await sql.raw(
+            """
+            UPDATE accounts SET offline_grace = \(bind: graceMilliseconds), offline_max_failures = \(bind: maxFailures.map(Int64.init))
+            WHERE email = \(bind: email) RETURNING id
+            """
+        ).first() != nil
+    }
+
     /// The attribute values of the account that holds `activationId`, its email and login name included; empty when there is none.
     func accountAttributes(activationId: String) async throws -> [String: String] {
         guard

@@ -43,6 +43,11 @@ extension ManagerStore {
         var email: String
         var isTemporary: Bool
         var organization: String?
+        /// Moves with every PIN change (offline verifiers of another generation are deleted).
+        var pinGeneration: Int64
+        /// The account's own offline policy; nil: the manager's.
+        var offlineGraceMilliseconds: Int64?
+        var offlineMaxFailures: Int?
 
         init(_ row: any SQLRow) throws {
             id = try row.decode(column: "id", as: String.self)
@@ -64,6 +69,9 @@ extension ManagerStore {
             email = try row.decode(column: "email", as: String.self)
             isTemporary = try row.decode(column: "is_temporary", as: Int.self) != 0
             organization = try row.decode(column: "organization", as: String?.self)
+            pinGeneration = try row.decode(column: "pin_generation", as: Int64.self)
+            offlineGraceMilliseconds = try row.decode(column: "offline_grace", as: Int64?.self)
+            offlineMaxFailures = try row.decode(column: "offline_max_failures", as: Int?.self)
         }
 
         var pendingLock: LockoutMessage? {
@@ -89,8 +97,8 @@ extension ManagerStore {
     private static let activationColumns = SQLQueryString(
         """
         SELECT a.id, a.account_id, a.alias, a.secret_hash, a.secret_valid_until, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
-               a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until,
-               c.email, c.is_temporary, c.organization
+               a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, a.pin_generation,
+               c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures
         FROM activations a JOIN accounts c ON c.id = a.account_id
         """)
 
@@ -134,7 +142,7 @@ extension ManagerStore {
         let changed = try await sql.raw(
             """
             UPDATE activations SET pin_salt = \(bind: Base64URL.encode(pin.salt)), pin_verifier = \(bind: Base64URL.encode(pin.value)),
-                   pin_iterations = \(bind: pin.iterations), pin_pepper = \(bind: pin.pepper.rawValue)
+                   pin_iterations = \(bind: pin.iterations), pin_pepper = \(bind: pin.pepper.rawValue), pin_generation = pin_generation + 1
             WHERE account_id = \(bind: accountId) AND state <> 'revoked' AND pin_check_until <= \(bind: now)
             RETURNING id
             """
@@ -176,6 +184,16 @@ extension ManagerStore {
             """
             UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
                    permanently_locked = \(bind: lock.isPermanent ? 1 : 0), pin_check_until = 0 WHERE id = \(bind: activationId)
+            """
+        ).run()
+    }
+
+    /// Writes the lock of a wrong offline PIN, leaving any running check's claim alone (its verdict adds to this count).
+    func chargeOfflineFailure(_ lock: LockoutMessage, activationId: String) async throws {
+        try await sql.raw(
+            """
+            UPDATE activations SET failed_attempts = \(bind: lock.failedAttempts), locked_until = \(bind: lock.lockedUntil),
+                   permanently_locked = \(bind: lock.isPermanent ? 1 : 0) WHERE id = \(bind: activationId)
             """
         ).run()
     }

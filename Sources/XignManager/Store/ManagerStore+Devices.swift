@@ -36,6 +36,8 @@ extension ManagerStore {
         var factors: Set<AuthenticatorType>
         /// The credential id and counter of a passkey device.
         var passkey: Passkey?
+        /// The last offline event recorded from this device.
+        var offlineReportedThrough: Int64 = 0
     }
 
     /// The factors column holds the added ones, comma-separated; unknown names (a newer manager's) are skipped.
@@ -66,7 +68,7 @@ extension ManagerStore {
             let row = try await sql.raw(
                 """
                 SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors, d.credential_id, d.aaguid, d.sign_count,
-                       d.backup_eligible, d.backed_up
+                       d.backup_eligible, d.backed_up, d.offline_reported_through
                 FROM devices d JOIN activations a ON a.id = d.activation_id
                 WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
                 """
@@ -81,8 +83,19 @@ extension ManagerStore {
             id: id, activationId: try row.decode(column: "activation_id", as: String.self), publicKey: key,
             keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
             factors: Self.factors(try row.decode(column: "factors", as: String.self)),
-            passkey: try Self.passkey(in: row)
+            passkey: try Self.passkey(in: row),
+            offlineReportedThrough: try row.decode(column: "offline_reported_through", as: Int64.self)
         )
+    }
+
+    /// Records that the device's offline events up to `sequence` are in; false when another request recorded them first.
+    func advanceOfflineReport(ofDevice id: String, from old: Int64, to sequence: Int64) async throws -> Bool {
+        try await sql.raw(
+            """
+            UPDATE devices SET offline_reported_through = \(bind: sequence)
+            WHERE id = \(bind: id) AND offline_reported_through = \(bind: old) RETURNING id
+            """
+        ).first() != nil
     }
 
     private static func passkey(in row: some SQLRow) throws -> Passkey? {

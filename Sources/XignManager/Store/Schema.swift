@@ -6,7 +6,17 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources, authenticationPurposes, passkeys,
+        confirmationSources, authenticationPurposes, passkeys, offlineLogin,
+    ]
+
+    /// Offline login: a PIN generation that every PIN change moves (a device's offline verifier of another one is
+    /// deleted), the last offline event recorded per device (reports are idempotent), and an account's own policy
+    /// (NULL: the manager's).
+    static let offlineLogin = [
+        "ALTER TABLE activations ADD COLUMN pin_generation BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE devices ADD COLUMN offline_reported_through BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE accounts ADD COLUMN offline_grace BIGINT",
+        "ALTER TABLE accounts ADD COLUMN offline_max_failures BIGINT",
     ]
 
     /// A browser's passkey is a device too: its WebAuthn credential id (unique across devices, so one passkey cannot

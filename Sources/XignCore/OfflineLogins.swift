@@ -1,0 +1,238 @@
+import FoundationEssentials
+import XignCrypto
+import XignDevice
+import XignProtocol
+
+/// What offline login can do for an enrolment now, as the login, `doctor` and `list` tell it.
+public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
+    case available(until: Date, wrongPINsLeft: Int)
+    /// Never possible for this enrolment as things stand; the text says why.
+    case notOffered(String)
+    /// The grace since the last online login ran out.
+    case expired(Date)
+    /// As many wrong offline PINs as the manager allows were given since the last online login.
+    case exhausted(maxFailures: Int)
+    /// This machine's clock is before the last online login: a clock set back must not stretch the grace.
+    case clockBehind(lastOnline: Date)
+
+    public var isAvailable: Bool { if case .available = self { true } else { false } }
+
+    public var description: String {
+        switch self {
+        case .available(let until, let left):
+            return "possible until \(until.localDescription), \(left) wrong PIN(s) left"
+        case .notOffered(let why): return why
+        case .expired(let at): return "ended \(at.localDescription), the grace after the last online login; connect to the network and log in once"
+        case .exhausted(let maximum):
+            return "ended after \(maximum) wrong offline PIN(s); connect to the network and log in once"
+        case .clockBehind(let last):
+            return "refused: this machine's clock is before the last online login (\(last.localDescription)); correct the clock, or connect to the network"
+        }
+    }
+}
+
+/// How an offline PIN check ended.
+public enum OfflineCheck: Sendable, Equatable {
+    case accepted(until: Date)
+    case wrong(wrongPINsLeft: Int)
+    case unavailable(OfflineAvailability)
+}
+
+/// One enrolment's offline login (docs/security.md, "Offline login"): the manager's policy from its last signed
+/// answer, the TPM verifier of the PIN, and the offline events the manager has not acknowledged yet.
+struct OfflineLoginRecord: Codable, Equatable {
+    struct Verifier: Codable, Equatable {
+        /// The file below the key directory (`TPMPINVerifierStore`).
+        var reference: String
+        /// The KDF's salt, base64url; new with every verifier.
+        var salt: String
+        /// The manager's PIN generation the PIN was checked under.
+        var pinGeneration: Int64
+    }
+
+    var policy: OfflinePolicyMessage?
+    var verifier: Verifier?
+    /// The last online login with the PIN, on this machine's clock (milliseconds since 1970).
+    var lastOnlineAt: Int64 = 0
+    /// Wrong offline PINs since then, each written before the TPM saw it.
+    var failures = 0
+    var events: [OfflineEventMessage] = []
+    var droppedLogins = 0
+    var lastSequence: Int64 = 0
+}
+
+/// Offline login for this machine's enrolments: the records in the state file, and the TPM verifiers they name.
+/// Every change of a record is a locked read-modify-write of the state file, so parallel logins cannot lose a count.
+public struct OfflineLogins {
+    let store: IdentityManagerStore
+    let verifiers: TPMPINVerifierStore
+    let mode: ClientConfiguration.OfflineMode
+
+    /// The PIN becomes the verifier's authorization through PBKDF2 with the verifier's own salt. The TPM, not the
+    /// cost, is what limits guessing; the KDF keeps the PIN itself out of the TPM.
+    static func authorization(pin: String, salt: Data) throws -> Data {
+        try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data("xign offline PIN verifier".utf8) + salt, iterations: 10_000)
+    }
+
+    /// How often a login that changes nothing else writes its time: the grace is days, so minutes do not matter.
+    static let onlineTimeGranularity: Int64 = 600_000
+
+    private func record(_ entity: IdentityManagerEntity) throws -> OfflineLoginRecord? {
+        try store.read().offline?[entity.idmIdentifier]
+    }
+
+    /// Changes the enrolment's record under the state file's lock; returns what `change` returns.
+    private func update<T>(_ entity: IdentityManagerEntity, _ change: (inout OfflineLoginRecord) throws -> T) throws -> T {
+        try store.update { contents in
+            var records = contents.offline ?? [:]
+            var record = records[entity.idmIdentifier] ?? OfflineLoginRecord()
+            let result = try change(&record)
+            records[entity.idmIdentifier] = record
+            contents.offline = records
+            return result
+        }
+    }
+
+    // MARK: Online: the manager's word
+
+    /// What to send in the next start: the events the manager has not acknowledged.
+    func report(for entity: IdentityManagerEntity) throws -> OfflineReportMessage? {
+        guard let record = try record(entity), !record.events.isEmpty || record.droppedLogins > 0 else { return nil }
+        return OfflineReportMessage(events: record.events, droppedLogins: record.droppedLogins)
+    }
+
+    /// Takes the policy of a signed answer: events it acknowledges are dropped, and a verifier it no longer allows
+    /// (offline off, another PIN generation, a manager without offline login) is deleted.
+    func apply(_ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity) throws {
+        let current = try record(entity)
+        if current == nil && policy?.allowsOfflineLogin != true { return }
+        let stale = try update(entity) { record -> String? in
+            record.policy = policy
+            if let through = policy?.reportedThrough {
+                let before = record.events.count
+                record.events.removeAll { $0.sequence <= through }
+                if record.events.count < before || record.events.isEmpty { record.droppedLogins = 0 }
+                record.lastSequence = max(record.lastSequence, through)
+            }
+            guard let verifier = record.verifier else { return nil }
+            if let policy, policy.allowsOfflineLogin, policy.pinGeneration == verifier.pinGeneration, mode == .auto { return nil }
+            record.verifier = nil
+            return verifier.reference
+        }
+        if let stale { try? verifiers.delete(stale) }
+    }
+
+    /// After the manager accepted `pin` (a login, a personalization, a PIN change): the grace starts again, the
+    /// count of wrong offline PINs is cleared, and the verifier is made when there is none for this PIN generation.
+    /// A failure here never fails what succeeded; `doctor` shows an enrolment without a verifier.
+    func refresh(_ entity: IdentityManagerEntity, pin: String, now: Date = Date()) {
+        try? refreshing(entity, pin: pin, now: now.millisecondsSince1970)
+    }
+
+    private func refreshing(_ entity: IdentityManagerEntity, pin: String, now: Int64) throws {
+        guard entity.keyKind == .tpm, mode == .auto, let record = try record(entity), let policy = record.policy, policy.allowsOfflineLogin else {
+            return
+        }
+        var fresh: OfflineLoginRecord.Verifier?
+        if record.verifier?.pinGeneration != policy.pinGeneration {
+            let salt = try SecureRandom.bytes(16)
+            let reference = try verifiers.create(authorization: try Self.authorization(pin: pin, salt: salt))
+            fresh = .init(reference: reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration)
+        } else if record.failures == 0, now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt {
+            return
+        }
+        let replaced = try update(entity) { record -> String? in
+            record.lastOnlineAt = now
+            record.failures = 0
+            guard let fresh else { return nil }
+            defer { record.verifier = fresh }
+            return record.verifier?.reference
+        }
+        if let replaced { try? verifiers.delete(replaced) }
+    }
+
+    /// The enrolment is gone (removed here, or revoked at the manager): its verifier and record go too.
+    func forget(_ entity: IdentityManagerEntity) throws {
+        guard try record(entity) != nil else { return }
+        let reference = try store.update { contents -> String? in
+            defer { contents.offline?[entity.idmIdentifier] = nil }
+            return contents.offline?[entity.idmIdentifier]?.verifier?.reference
+        }
+        if let reference { try? verifiers.delete(reference) }
+    }
+
+    // MARK: Offline: the TPM's word
+
+    public func availability(of entity: IdentityManagerEntity, now: Date = Date()) throws -> OfflineAvailability {
+        Self.availability(of: try record(entity), entity: entity, mode: mode, now: now.millisecondsSince1970)
+    }
+
+    static func availability(of record: OfflineLoginRecord?, entity: IdentityManagerEntity, mode: ClientConfiguration.OfflineMode, now: Int64)
+        -> OfflineAvailability
+    {
+        guard entity.keyKind == .tpm else { return .notOffered("not offered: the device key is not in a TPM, which offline login needs") }
+        guard mode == .auto else { return .notOffered("off on this machine (offline = never in xign.conf)") }
+        guard let record, let policy = record.policy, policy.allowsOfflineLogin else {
+            return .notOffered("not allowed by the manager for this account")
+        }
+        guard record.verifier != nil else { return .notOffered("not ready: log in once while the manager can be reached") }
+        let until = record.lastOnlineAt + policy.graceMilliseconds
+        guard now + 300_000 >= record.lastOnlineAt else { return .clockBehind(lastOnline: Date(millisecondsSince1970: record.lastOnlineAt)) }
+        guard now < until else { return .expired(Date(millisecondsSince1970: until)) }
+        guard record.failures < policy.maxFailures else { return .exhausted(maxFailures: policy.maxFailures) }
+        return .available(until: Date(millisecondsSince1970: until), wrongPINsLeft: policy.maxFailures - record.failures)
+    }
+
+    /// Checks `pin` with the TPM. The attempt is written as a wrong PIN before the TPM sees it, so a crash or a pulled
+    /// plug counts it; a right PIN then turns it into a login, and a TPM that could not be asked takes it back.
+    public func check(pin: String, of entity: IdentityManagerEntity, service: String, now: Date = Date()) throws -> OfflineCheck {
+        let at = now.millisecondsSince1970
+        let service = String(LogText.field(service, maximumLength: 64))
+        let mode = self.mode
+        let attempt = try update(entity) { record -> (OfflineLoginRecord.Verifier, Int64)? in
+            guard case .available = Self.availability(of: record, entity: entity, mode: mode, now: at), let verifier = record.verifier else {
+                return nil
+            }
+            record.failures += 1
+            record.lastSequence += 1
+            if record.events.count >= OfflineReportMessage.maximumEvents, let oldest = record.events.firstIndex(where: { $0.kind == .login }) {
+                record.events.remove(at: oldest)
+                record.droppedLogins += 1
+            }
+            record.events.append(OfflineEventMessage(sequence: record.lastSequence, at: at, kind: .wrongPIN, service: service))
+            return (verifier, record.lastSequence)
+        }
+        guard let (verifier, sequence) = attempt else { return .unavailable(try availability(of: entity, now: now)) }
+        let accepted: Bool
+        do {
+            guard let salt = Base64URL.decode(verifier.salt) else { throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged") }
+            accepted = try verifiers.check(verifier.reference, authorization: try Self.authorization(pin: pin, salt: salt))
+        } catch {
+            // The TPM did not judge this PIN (in lockout, unreachable, another TPM): nothing is counted.
+            try update(entity) { record in
+                record.failures -= 1
+                record.events.removeAll { $0.sequence == sequence }
+            }
+            throw DeviceKeys.error(error, doing: "cannot check the PIN offline")
+        }
+        let record = try update(entity) { record -> OfflineLoginRecord in
+            if accepted {
+                record.failures -= 1
+                if let index = record.events.firstIndex(where: { $0.sequence == sequence }) { record.events[index].kind = .login }
+            }
+            return record
+        }
+        guard accepted else { return .wrong(wrongPINsLeft: max(0, (record.policy?.maxFailures ?? 0) - record.failures)) }
+        return .accepted(until: Date(millisecondsSince1970: record.lastOnlineAt + (record.policy?.graceMilliseconds ?? 0)))
+    }
+}
+
+extension XignSdk {
+    public var offlineLogins: OfflineLogins {
+        OfflineLogins(store: store, verifiers: keys.pinVerifiers, mode: configuration.offline)
+    }
+}
+
+extension DeviceKeys {
+    var pinVerifiers: TPMPINVerifierStore { TPMPINVerifierStore(directory: tpm.directory, tcti: tpm.tcti) }
+}

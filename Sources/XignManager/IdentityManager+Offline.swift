@@ -1,0 +1,107 @@
+import Foundation
+import XignCrypto
+import XignManagerConfiguration
+import XignProtocol
+
+/// Offline login (docs/security.md, "Offline login"): the policy a device is sent, and what it reports back.
+/// The manager never sees an offline attempt as it happens; it charges the wrong PINs to the activation's lockout
+/// when the device is next online, and writes the logins to the audit.
+extension IdentityManager {
+    /// The account's own policy, else the manager's; no offline login for keys that are not in a TPM.
+    func offlinePolicy(keyKind: KeyKind, reportedThrough: Int64, of activation: ManagerStore.ActivationRecord) -> OfflinePolicyMessage {
+        OfflinePolicyMessage(
+            graceMilliseconds: keyKind == .tpm ? (activation.offlineGraceMilliseconds ?? configuration.offline.graceMilliseconds) : 0,
+            maxFailures: activation.offlineMaxFailures ?? configuration.offline.maxFailures, pinGeneration: activation.pinGeneration,
+            reportedThrough: reportedThrough)
+    }
+
+    func offlinePolicy(for device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord) -> OfflinePolicyMessage {
+        offlinePolicy(keyKind: device.keyKind, reportedThrough: device.offlineReportedThrough, of: activation)
+    }
+
+    static func checkOfflineReport(_ report: OfflineReportMessage) throws {
+        var previous: Int64 = 0
+        for event in report.events {
+            guard event.sequence > previous, DisplayText.isSafeLine(event.service, maximumLength: 64), !event.service.isEmpty else {
+                throw ManagerError.badRequest("the offline report's events must have increasing sequence numbers and a service of 1 to 64 characters")
+            }
+            previous = event.sequence
+        }
+        guard report.events.count <= OfflineReportMessage.maximumEvents, (0...1_000_000).contains(report.droppedLogins) else {
+            throw ManagerError.badRequest("the offline report holds more than \(OfflineReportMessage.maximumEvents) events")
+        }
+    }
+
+    /// Records the events of a device's report that are new (a report repeated after a lost answer adds nothing):
+    /// each wrong PIN is one failure of the activation's lockout, each login an audit entry. Synced: a charge must hold.
+    func recordOfflineReport(_ report: OfflineReportMessage, deviceId: String, host: String) async throws {
+        guard let last = report.events.last else { return }
+        let now = Self.now()
+        let lockout = configuration.lockout
+        let charged = try await database.transaction { store -> Int in
+            let device = try await Self.enrolledDevice(deviceId, in: store)
+            let fresh = report.events.filter { $0.sequence > device.offlineReportedThrough }
+            guard !fresh.isEmpty, try await store.advanceOfflineReport(ofDevice: device.id, from: device.offlineReportedThrough, to: last.sequence),
+                let activation = try await store.activation(id: device.activationId)
+            else { return 0 }
+            var failures = activation.failedAttempts
+            for event in fresh {
+                // The device's clock, within reason: never in the future, never before the audit keeps anything.
+                let at = min(max(event.at, now - self.configuration.auditKeepMilliseconds), now)
+                let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(at) / 1000))
+                switch event.kind {
+                case .login:
+                    try await store.recordAudit(
+                        AuditEvent(
+                            at: at, event: .offlineLogin, email: activation.email, activationId: activation.id, host: host, service: event.service,
+                            detail: "offline, PIN checked by the device's TPM at \(when)", actor: "device \(device.id)"))
+                case .wrongPIN:
+                    failures += 1
+                    let lock = lockout.lock(afterFailures: failures, now: now)
+                    try await store.chargeOfflineFailure(lock, activationId: activation.id)
+                    try await store.recordAudit(
+                        AuditEvent(
+                            at: at, event: .loginFailure, email: activation.email, activationId: activation.id, host: host, service: event.service,
+                            detail: "wrong offline PIN at \(when), \(failures) in a row", actor: "device \(device.id)"))
+                    if lock.isPermanent || lock.lockedUntil > now {
+                        try await store.recordAudit(
+                            AuditEvent(
+                                .lockout, email: activation.email, activationId: activation.id, host: host, service: event.service,
+                                detail: lock.isPermanent
+                                    ? "locked until an administrator unlocks it (offline PINs)" : "locked for \((lock.lockedUntil - now + 999) / 1000) s (offline PINs)",
+                                actor: "device \(device.id)"))
+                    }
+                }
+            }
+            if report.droppedLogins > 0 {
+                try await store.recordAudit(
+                    AuditEvent(
+                        .offlineLogin, email: activation.email, activationId: activation.id, host: host,
+                        detail: "\(report.droppedLogins) more offline login(s) the device could not list", actor: "device \(device.id)"))
+            }
+            return fresh.count { $0.kind == .wrongPIN }
+        }
+        if charged > 0 {
+            logger.notice("wrong offline PINs charged", metadata: ["device": "\(deviceId)", "failures": "\(charged)"])
+        }
+    }
+
+    /// An account's own offline policy (nil: the manager's). `grace` 0 turns offline login off for the account.
+    public func setOfflinePolicy(graceMilliseconds: Int64?, maxFailures: Int?, email: String) async throws {
+        if let graceMilliseconds, !ManagerConfiguration.Offline.graceRange.contains(graceMilliseconds) {
+            throw ManagerError.badRequest("the offline grace must be from 0 to 90 days")
+        }
+        if let maxFailures, !ManagerConfiguration.Offline.maxFailuresRange.contains(maxFailures) {
+            throw ManagerError.badRequest("the wrong offline PINs allowed must be from 1 to 20")
+        }
+        try await database.transaction { store in
+            guard try await store.setOfflinePolicy(graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased()) else {
+                throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            let detail =
+                graceMilliseconds == nil && maxFailures == nil
+                ? "the manager's" : "grace \(graceMilliseconds.map { "\($0 / 1000) s" } ?? "the manager's"), \(maxFailures.map(String.init) ?? "the manager's") wrong PINs"
+            try await store.recordAudit(self.adminEvent(.offlinePolicySet, email: email.lowercased(), detail: detail))
+        }
+    }
+}
