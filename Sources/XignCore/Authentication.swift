@@ -155,14 +155,15 @@ public struct Authenticator {
         let key = try keys.load(entity.keyKind, entity.keyReference, what: "device")
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
-        // Signed like every device request, so nobody else can start in the device's name (and spend a confirmation's
-        // code attempts, or read its lock).
-        let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
-        let request = AuthenticationStartRequest(
-            deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
-            host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce, offlineReport: try offline.report(for: entity))
+        let request: AuthenticationStartRequest
         let compact: String
         do {
+            // Signed like every device request, so nobody else can start in the device's name (and spend a confirmation's
+            // code attempts, or read its lock).
+            let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
+            request = AuthenticationStartRequest(
+                deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
+                host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce, offlineReport: try offline.report(for: entity))
             compact = try client.postDeviceSigned(
                 APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         } catch let error as XignSdkError where error.errorCode == .deviceNotEnrolled {

@@ -6,12 +6,12 @@ import XignTestSupport
 /// host or an expired one each stop the login before the PIN is even asked, with a message that says why.
 @Suite struct PAMTLSTests {
     /// A fixture whose manager serves `live.pem`/`live.key`, which the test may replace and reload with SIGHUP.
-    static func fixture() throws -> (PAMFixture, TestCertificates, TemporaryDirectory) {
+    static func fixture(tpm: SoftwareTPM? = nil) throws -> (PAMFixture, TestCertificates, TemporaryDirectory) {
         let files = TemporaryDirectory()
         let certificates = try TestCertificates(in: files)
         try install(certificates.valid, in: files)
         let config = ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(files.file("live.pem"))\ntls_key = \(files.file("live.key"))\n"
-        return (try PAMFixture(managerConfig: config, caFile: certificates.caFile), certificates, files)
+        return (try PAMFixture(managerConfig: config, tpm: tpm, caFile: certificates.caFile), certificates, files)
     }
 
     static func install(_ pair: (certificate: String, key: String), in files: TemporaryDirectory) throws {

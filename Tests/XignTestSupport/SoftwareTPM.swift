@@ -41,11 +41,28 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// tpm2_clear: a new storage seed; keys made before can no longer load.
     public func clear() throws { try tool("tpm2_clear", []) }
 
-    public func tool(_ name: String, _ arguments: [String]) throws {
+    @discardableResult
+    public func tool(_ name: String, _ arguments: [String]) throws -> String {
         var environment = ProcessInfo.processInfo.environment.merging(Self.environment) { _, new in new }
         environment["TPM2TOOLS_TCTI"] = tcti
         let result = try ChildProcess("/usr/bin/\(name)", arguments, environment: environment, in: directory).wait(timeout: 30)
         guard result.status == 0 else { throw TestFailure("\(name) failed (\(result.status)): \(result.stderr)") }
+        return result.stdout
+    }
+
+    /// Dictionary-attack parameters under which a failure stays counted for the length of a test.
+    public func countFailuresStrictly(maxTries: Int = 32) throws {
+        try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=3600", "--lockout-recovery-time=3600"])
+    }
+
+    /// TPM2_PT_LOCKOUT_COUNTER as tpm2_getcap reads it: the failures the TPM's dictionary-attack protection holds.
+    public func lockoutCounter() throws -> Int {
+        let output = try tool("tpm2_getcap", ["properties-variable"])
+        guard let range = output.range(of: "TPM2_PT_LOCKOUT_COUNTER:"),
+            let line = output[range.upperBound...].split(separator: "\n").first,
+            let value = Int(line.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "0x", with: ""), radix: 16)
+        else { throw TestFailure("tpm2_getcap printed no lockout counter: \(output)") }
+        return value
     }
 
     deinit { stop() }

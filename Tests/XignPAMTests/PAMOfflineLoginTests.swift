@@ -1,0 +1,232 @@
+import Foundation
+import Testing
+import XignCore
+import XignTestSupport
+
+/// Offline login with real parts: swtpm holds the PIN verifier, the real manager is stopped and started, libpam loads
+/// the module. Each refusal has its control beside it.
+@Suite struct PAMOfflineLoginTests {
+    /// A TPM-key enrolment that logged in online once, with failures the TPM keeps for the whole test.
+    static func fixture(managerConfig: String = ManagerProcess.testConfig) throws -> (PAMFixture, SoftwareTPM) {
+        let tpm = try SoftwareTPM()
+        let fixture = try PAMFixture(managerConfig: managerConfig, tpm: tpm)
+        try tpm.countFailuresStrictly()
+        let online = try fixture.login()
+        guard online.code == PAMCode.success else { throw TestFailure("the online login failed: \(online.conversation)") }
+        return (fixture, tpm)
+    }
+
+    /// The enrolment's offline record in the state file.
+    static func record(_ fixture: PAMFixture) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: fixture.state + "/identity-managers.json"))
+        let contents = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let records = contents?["offline"] as? [String: [String: Any]]
+        return records?.values.first ?? [:]
+    }
+
+    static func localFailures(_ fixture: PAMFixture) throws -> Int { try record(fixture)["failures"] as? Int ?? -1 }
+
+    static let offlineNotice = "[TEXT_INFO] XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login)."
+
+    @Test func theTPMChecksThePINOfflineAndCountsEveryWrongOne() throws {
+        let (fixture, tpm) = try Self.fixture()
+        fixture.manager.stop()
+        let offline = try fixture.login()
+        #expect(offline.code == PAMCode.success, "\(offline.conversation)")
+        #expect(offline.conversation.hasPrefix(Self.offlineNotice + "\n[PROMPT_ECHO_OFF] XignIn PIN for alice's laptop: "), "\(offline.conversation)")
+        #expect(offline.conversation.contains("[TEXT_INFO] XignIn: logged in offline. Offline login is possible until <TIME> (6 day(s))"))
+        #expect(try Self.localFailures(fixture) == 0)
+        #expect(try tpm.lockoutCounter() == 0, "a right PIN costs the TPM nothing")
+
+        let wrong = try fixture.login(answers: ["13570"])
+        #expect(wrong.code == PAMCode.authError)
+        #expect(wrong.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. 4 more wrong PIN(s) end offline login until you log in online."), "\(wrong.conversation)")
+        #expect(try Self.localFailures(fixture) == 1, "counted here")
+        #expect(try tpm.lockoutCounter() == 1, "and by the TPM")
+        #expect(wrong.threadsBefore == wrong.threadsAfter)
+
+        // Back online: the report charges the wrong PIN to the activation's lockout and audits both logins.
+        try fixture.manager.start()
+        let back = try fixture.login()
+        #expect(back.code == PAMCode.maxTries, "the offline failure locked the activation for its first delay: \(back.conversation)")
+        #expect(try fixture.failedAttempts("alice@example.org") == 1)
+        let audit = try fixture.manager.admin(["audit"]).stdout
+        #expect(audit.contains("offlineLogin"), "\(audit)")
+        #expect(audit.contains("wrong offline PIN"), "\(audit)")
+        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        try PAMModuleTests().forgetLocalLockouts(fixture)
+        let online = try fixture.login()
+        #expect(online.code == PAMCode.success, "\(online.conversation)")
+        #expect(!online.conversation.contains("offline"))
+        #expect(try fixture.failedAttempts("alice@example.org") == 0)
+        let record = try Self.record(fixture)
+        #expect((record["events"] as? [Any])?.isEmpty == true, "acknowledged events are dropped: \(record)")
+        #expect(record["failures"] as? Int == 0)
+        // The report was charged once, though it was sent with two starts.
+        #expect(audit.components(separatedBy: "wrong offline PIN").count == 2)
+    }
+
+    @Test func offlineLoginEndsAfterTheAllowedWrongPINsUntilAnOnlineLogin() throws {
+        let (fixture, tpm) = try Self.fixture()
+        #expect(try fixture.manager.admin(["accounts", "set-offline", "alice@example.org", "--max-failures", "2"]).status == 0)
+        #expect(try fixture.login().code == PAMCode.success, "the policy arrives with the next online login")
+        fixture.manager.stop()
+        #expect(try fixture.login(answers: ["13570"]).code == PAMCode.authError)
+        let last = try fixture.login(answers: ["13571"])
+        #expect(last.code == PAMCode.maxTries)
+        #expect(last.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. Offline login has ended; connect to the network and log in once."))
+        let refused = try fixture.login()
+        #expect(refused.code == PAMCode.authInfoUnavailable)
+        #expect(
+            refused.conversation
+                == "[ERROR_MSG] XignIn: the identity manager cannot be reached, and offline login ended after 2 wrong offline PIN(s); connect to the network and log in once."
+        )
+        #expect(try tpm.lockoutCounter() == 2, "the refused attempt never reached the TPM")
+        // Control: an online login ends it.
+        try fixture.manager.start()
+        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        _ = try fixture.login()  // reports, and is refused by the lock the two wrong PINs left
+        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        try PAMModuleTests().forgetLocalLockouts(fixture)
+        #expect(try fixture.login().code == PAMCode.success)
+        fixture.manager.stop()
+        #expect(try fixture.login().code == PAMCode.success, "offline again after an online login")
+    }
+
+    @Test func pastTheGraceOfflineLoginSaysToConnect() throws {
+        let (fixture, _) = try Self.fixture()
+        fixture.manager.stop()
+        let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+8d"])
+        #expect(late.code == PAMCode.authInfoUnavailable)
+        #expect(late.conversation.hasPrefix("[ERROR_MSG] XignIn: the identity manager cannot be reached, and offline login ended <TIME>"), "\(late.conversation)")
+        #expect(late.conversation.contains("connect to the network and log in once"))
+        #expect(!late.conversation.contains("PROMPT"), "no PIN is asked")
+        // Control: within the grace.
+        #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
+        // A clock set back before the last online login does not stretch the grace.
+        let behind = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-2d"])
+        #expect(behind.code == PAMCode.authInfoUnavailable)
+        #expect(behind.conversation.contains("this machine's clock is before the last online login"))
+    }
+
+    @Test func aPINChangedElsewhereEndsOfflineLoginAtTheNextContact() throws {
+        let (fixture, _) = try Self.fixture()
+        // Another machine of the account changes the PIN (a copy of this state, so the same device signs there).
+        let other = try fixture.copyState()
+        try other.changePIN(from: "24680", to: "97531")
+        // Control: before this machine hears of it, the old PIN still works offline.
+        fixture.manager.stop()
+        #expect(try fixture.login().code == PAMCode.success)
+        try fixture.manager.start()
+        // Any contact tells it: here a login with the old PIN, which the manager refuses.
+        #expect(try fixture.login().code == PAMCode.authError)
+        #expect(try Self.record(fixture)["verifier"] == nil, "the verifier of the old PIN is gone")
+        fixture.manager.stop()
+        let offline = try fixture.login()
+        #expect(offline.code == PAMCode.authInfoUnavailable)
+        #expect(offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+    }
+
+    @Test func aDeviceRevokedAtTheManagerCannotLogInOfflineAfterTheNextContact() throws {
+        let (fixture, _) = try Self.fixture()
+        try fixture.copyState().revokeAtManager()
+        #expect(try fixture.login().code == PAMCode.authError, "the manager no longer knows the device")
+        #expect(try Self.record(fixture).isEmpty, "the offline record and verifier went with it")
+        fixture.manager.stop()
+        #expect(try fixture.login().code == PAMCode.authInfoUnavailable)
+    }
+
+    @Test func theStateCopiedToAnotherTPMTestsNoPIN() throws {
+        let (fixture, _) = try Self.fixture()
+        fixture.manager.stop()
+        let thief = try SoftwareTPM()
+        try thief.countFailuresStrictly()
+        try fixture.useTPM(thief)
+        let stolen = try fixture.login()
+        #expect(stolen.code != PAMCode.success)
+        #expect(stolen.conversation.contains("the TPM was cleared, so this machine's device key is gone"), "\(stolen.conversation)")
+        #expect(try thief.lockoutCounter() == 0)
+        #expect(try Self.localFailures(fixture) == 0, "an attempt the TPM did not judge is not counted")
+    }
+
+    @Test(arguments: ["garbled signature", "certificate from another CA"])
+    func aStandInThatAnswersNeverLeadsToOfflineLogin(_ fault: String) throws {
+        let tpm = try SoftwareTPM()
+        let (fixture, certificates, files) = try PAMTLSTests.fixture(tpm: tpm)
+        #expect(try fixture.login().code == PAMCode.success)
+        var standIn: FaultyServer?
+        if fault == "garbled signature" {
+            standIn = try FaultyServer { _ in Array("HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled".utf8) }
+            try fixture.redirectEnrolments(to: standIn!.url)
+        } else {
+            try PAMTLSTests.reload(fixture, certificates.fromOtherCA, in: files)
+        }
+        let login = try fixture.login()
+        #expect(login.code != PAMCode.success, "\(login.conversation)")
+        #expect(!login.conversation.contains("offline"), "\(login.conversation)")
+        // Control: the manager truly gone is offline login.
+        fixture.manager.stop()
+        if let standIn { withExtendedLifetime(standIn) {} }
+        try fixture.redirectEnrolments(to: "https://127.0.0.1:9", from: standIn?.url ?? fixture.manager.url.description)
+        #expect(try fixture.login().code == PAMCode.success)
+        withExtendedLifetime(files) {}
+    }
+
+    @Test func aSoftwareKeyIsNeverOfferedOfflineLogin() throws {
+        let fixture = try PAMFixture()
+        #expect(try fixture.login().code == PAMCode.success)
+        let record = try Self.record(fixture)
+        #expect(record.isEmpty, "no verifier, no record: \(record)")
+        fixture.manager.stop()
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.authInfoUnavailable)
+        #expect(login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+    }
+
+    @Test func offlineNeverInXignConfKeepsTheLoginOnline() throws {
+        let (fixture, _) = try Self.fixture()
+        fixture.manager.stop()
+        #expect(try fixture.login().code == PAMCode.success, "control: offline = auto, the default")
+        try fixture.writeConfig(top: "offline = never\n")
+        #expect(try fixture.login().conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+    }
+}
+
+/// Another machine that holds this one's enrolment: a copy of the state directory, on the same TPM.
+struct CopiedMachine {
+    let sdk: XignSdk
+    let id: String
+
+    func changePIN(from old: String, to new: String) throws {
+        guard
+            case .apiAccessChangePin(let change) = try sdk.authenticator.finishApiAccessSynchronous(
+                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
+                    request: try sdk.authenticator.startApiAccessSynchronous(.changePin, idmIdentifier: id), pin: { old },
+                    incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
+        else { throw TestFailure("expected apiAccessChangePin") }
+        guard change.pinSpec.setPin(new) == .valid, try sdk.personalizer().finishChangePin(request: change) == 1 else {
+            throw TestFailure("the PIN change failed")
+        }
+    }
+
+    func revokeAtManager() throws {
+        guard try sdk.remove(idmIdentifier: id, localOnly: false) == .revoked else { throw TestFailure("the device was not revoked") }
+    }
+}
+
+extension PAMFixture {
+    func copyState() throws -> CopiedMachine {
+        let copy = directory.file("state-copy-\(UUID().uuidString)")
+        try FileManager.default.copyItem(atPath: state, toPath: copy)
+        var configuration = configuration
+        configuration.stateDirectory = copy
+        let sdk = try XignSdk(configuration: configuration, localUser: "alice")
+        return CopiedMachine(sdk: sdk, id: try #require(try sdk.store.list().first?.idmIdentifier))
+    }
+
+    /// Points xign.conf at another TPM, as a disk moved into another machine finds it.
+    func useTPM(_ other: SoftwareTPM) throws {
+        let text = try String(contentsOfFile: configPath, encoding: .utf8)
+        try writeTestFile(configPath, Data(text.replacingOccurrences(of: try #require(tpm).tcti, with: other.tcti).utf8))
+    }
+}
