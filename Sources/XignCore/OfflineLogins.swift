@@ -136,7 +136,7 @@ public struct OfflineLogins {
         var fresh: OfflineLoginRecord.Verifier?
         if record.verifier?.pinGeneration != policy.pinGeneration {
             let salt = try SecureRandom.bytes(16)
-            let reference = try verifiers.create(authorization: try Self.authorization(pin: pin, salt: salt))
+            let reference = try verifiers.create(authorization: try Self.authorization(pin: pin, salt: salt), beside: entity.keyReference)
             fresh = .init(reference: reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration)
         } else if record.failures == 0, now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt {
             return

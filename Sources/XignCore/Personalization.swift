@@ -231,6 +231,7 @@ public struct Personalizer {
     ) throws -> PersonalizationResult {
         try store.checkWritable()
         var offlinePolicy: OfflinePolicyMessage?
+        var replacedVerifiers: [String] = []
         let entity = try keys.register(
             "device", retry: "personalize again",
             { key, publicKey, kind, reference in
@@ -271,9 +272,14 @@ public struct Personalizer {
                     }
                     contents.entries.removeAll { old in gone.contains(old) }
                     contents.entries.append(entity)
+                    for old in gone {
+                        if let verifier = contents.offline?[old.idmIdentifier]?.verifier { replacedVerifiers.append(verifier.reference) }
+                        contents.offline?[old.idmIdentifier] = nil
+                    }
                     return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
                 }
             })
+        for reference in replacedVerifiers { try? keys.pinVerifiers.delete(reference) }
         // With a new activation the PIN typed at the start is not the one it logs in with (the manager sends no policy).
         if let offlinePolicy {
             try? offline.apply(offlinePolicy, to: entity)

@@ -27,14 +27,15 @@ public struct TPMPINVerifierStore: Sendable {
 
     private var files: KeyFiles { KeyFiles(directory: directory, suffix: ".pinverifier") }
 
-    /// Creates a verifier for `authorization` (1 to 32 bytes, derived from the PIN) and returns its reference.
-    public func create(authorization: Data) throws -> String {
+    /// Creates a verifier for `authorization` (1 to 32 bytes, derived from the PIN) beside the device key `keyReference`,
+    /// and returns its reference.
+    public func create(authorization: Data, beside keyReference: String) throws -> String {
         var blob = xign_tpm_blob()
         try TPMDeviceKeyStore.withTPM(tcti) { tpm in
             let rc = [UInt8](authorization).withUnsafeBufferPointer { xign_tpm_create_verifier(tpm, $0.baseAddress, $0.count, &blob) }
             guard rc == 0 else { throw TPMFailure.from(rc) }
         }
-        return try files.writePending(TPMDeviceKeyStore.encode(blob), prefix: "offline-")
+        return try files.writePending(TPMDeviceKeyStore.encode(blob), prefix: "\(keyReference)-offline-")
     }
 
     /// Whether the TPM accepts `authorization`. A wrong one is counted by the TPM; in its lockout it is not tried

@@ -60,5 +60,6 @@ public struct OfflineReportMessage: Codable, Equatable, Sendable {
         self.droppedLogins = droppedLogins
     }
 
-    public static let maximumEvents = 256
+    /// So a full report with the longest service names stays within the manager's 16 KiB request body.
+    public static let maximumEvents = 100
 }

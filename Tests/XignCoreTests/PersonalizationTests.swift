@@ -53,9 +53,9 @@ import XignTestSupport
         #expect(try fixture.sdk().store.list().map(\.idmIdentifier) == [second.idmIdentifier])
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: fixture.directory.file("state/keys")).allSatisfy {
-                $0.hasPrefix(second.entity.keyReference + ".")
+                $0.hasPrefix(second.entity.keyReference + ".") || $0.hasPrefix(second.entity.keyReference + "-offline-")
             },
-            "the replaced key is gone")
+            "the replaced key and its offline verifier are gone")
     }
 
     @Test(arguments: keyKinds) func afterALocalResetOverrideMovesTheActivationHere(keyKind: String) throws {

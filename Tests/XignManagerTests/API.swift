@@ -100,12 +100,12 @@ struct API {
     }
 
     /// Registers `email` and personalizes a new software key for it; returns the device id and its key.
-    func enrolDevice(_ email: String, pin: String = "24680") throws -> (id: String, key: P256PrivateKey) {
+    func enrolDevice(_ email: String, pin: String = "24680", keyKind: KeyKind = .software) throws -> (id: String, key: P256PrivateKey) {
         let payload = try register(email, pin: pin)
         let result = try decrypt(payload, pin: pin).signedPayload(key: try managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
         guard let session = result["session"] as? [String: Any] else { throw TestFailure("decrypt gave no session: \(result)") }
-        let (body, signature) = try signedPersonalization(session: session, key: device)
+        let (body, signature) = try signedPersonalization(session: session, key: device, keyKind: keyKind)
         let personalized = try call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         guard let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String else {
             throw TestFailure("personalization failed: \(personalized.json)")
@@ -117,11 +117,12 @@ struct API {
     /// `signer` signs instead of the device's key (nil: unsigned), to see a forgery refused.
     func postStart(
         _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"), code: String? = nil,
-        signer: P256PrivateKey?? = .none
+        signer: P256PrivateKey?? = .none, offlineReport: OfflineReportMessage? = nil
     ) throws -> Answer {
         let challenge = try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
-            deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h", localUser: "u", nonce: "s")
+            deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h", localUser: "u", nonce: "s",
+            offlineReport: offlineReport)
         let body = try JSONEncoder.canonical.encode(request)
         guard let key = signer ?? device.key else { return try call("POST", APIPath.authentications, body: body) }
         let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authentications, body: body, challenge: challenge)
