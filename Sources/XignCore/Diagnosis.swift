@@ -49,6 +49,7 @@ extension XignSdk {
             tpmAnswers = true
             items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
             items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
+            items.append(checkTPMLockout())
         } catch {
             items.append(
                 .init(
@@ -73,6 +74,7 @@ extension XignSdk {
         }
         for entity in enrolments {
             items.append(checkKey(entity, tpmAnswers: tpmAnswers))
+            items.append(checkOffline(entity))
             if entity.factors.contains(.biometric) { items.append(checkFingerprint(entity)) }
         }
         var seen = Set<ManagerURL>()
@@ -104,6 +106,38 @@ extension XignSdk {
             return .init(
                 name: name, status: .failure, detail: failure.message,
                 hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+        }
+    }
+
+    /// The TPM's dictionary-attack protection: what bounds the guesses at an offline PIN (docs/security.md).
+    private func checkTPMLockout() -> Diagnosis.Item {
+        do {
+            let state = try keys.pinVerifiers.lockoutState()
+            let detail =
+                "\(state.failures) failure(s) counted of \(state.maxTries) allowed, one forgiven every \(state.recoverySeconds) s"
+                + (state.isLockedOut ? "; in lockout now" : "")
+            return .init(
+                name: "tpm lockout", status: state.isLockedOut ? .warning : .ok, detail: detail,
+                hint: state.isLockedOut
+                    ? "offline logins wait until the TPM recovers; an administrator can reset it (tpm2_dictionarylockout --clear-lockout)" : nil)
+        } catch {
+            return .init(name: "tpm lockout", status: .warning, detail: "cannot read the dictionary-attack state: \(error)", hint: nil)
+        }
+    }
+
+    /// Whether offline login is possible for the enrolment, and until when.
+    private func checkOffline(_ entity: IdentityManagerEntity) -> Diagnosis.Item {
+        let name = "offline \(entity.idmIdentifier.prefix(8)) (\(entity.localUser))"
+        do {
+            let availability = try offlineLogins.availability(of: entity)
+            switch availability {
+            case .available, .notOffered: return .init(name: name, status: .ok, detail: "offline login \(availability)", hint: nil)
+            default:
+                return .init(
+                    name: name, status: .warning, detail: "offline login \(availability)", hint: "log in once while the manager can be reached")
+            }
+        } catch {
+            return .init(name: name, status: .warning, detail: "\(error)", hint: nil)
         }
     }
 

@@ -27,6 +27,7 @@ struct List: ParsableCommand {
                                 "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
                                 "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
                                 "personalizedAt": .string(Self.date(entity.personalizedAt)),
+                                "offline": .string((try? sdk.offlineLogins.availability(of: entity))?.description ?? "unknown"),
                             ]
                             if let accountDevices { fields["devices"] = .array(accountDevices[index].map(Self.json)) }
                             return .object(fields)
@@ -39,6 +40,7 @@ struct List: ParsableCommand {
                 printSanitized(
                     "\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key"
                 )
+                if let offline = try? sdk.offlineLogins.availability(of: entity) { printSanitized("  offline login \(offline)") }
                 for device in accountDevices?[index] ?? [] {
                     let mark = device.deviceId == entity.idmIdentifier ? "*" : " "
                     printSanitized(

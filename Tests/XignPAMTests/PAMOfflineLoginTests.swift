@@ -66,6 +66,25 @@ import XignTestSupport
         #expect(audit.components(separatedBy: "wrong offline PIN").count == 2)
     }
 
+    /// What `xign-setup doctor` and `list` tell the administrator: until when, and the TPM's own bounds.
+    @Test func doctorAndListShowWhetherOfflineLoginIsPossible() throws {
+        let (fixture, tpm) = try Self.fixture()
+        func setup(_ arguments: [String]) throws -> String {
+            let result = try ChildProcess(try Products.path("xign-setup"), arguments + ["--config", fixture.configPath], in: fixture.directory).wait()
+            return result.stdout + result.stderr
+        }
+        let doctor = try setup(["doctor", "--pam-dir", fixture.confdir])
+        #expect(doctor.contains("0 failure(s) counted of 32 allowed, one forgiven every 3600 s"), "\(doctor)")
+        #expect(doctor.contains("offline login possible until"), "\(doctor)")
+        #expect(doctor.contains("5 wrong PIN(s) left"))
+        #expect(try setup(["list"]).contains("offline login possible until"))
+        fixture.manager.stop()
+        _ = try fixture.login(answers: ["13570"])
+        #expect(try setup(["doctor", "--pam-dir", fixture.confdir]).contains("1 failure(s) counted of 32 allowed"))
+        #expect(try setup(["list"]).contains("4 wrong PIN(s) left"))
+        _ = tpm
+    }
+
     @Test func offlineLoginEndsAfterTheAllowedWrongPINsUntilAnOnlineLogin() throws {
         let (fixture, tpm) = try Self.fixture()
         #expect(try fixture.manager.admin(["accounts", "set-offline", "alice@example.org", "--max-failures", "2"]).status == 0)
