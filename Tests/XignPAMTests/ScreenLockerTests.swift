@@ -17,21 +17,30 @@ import XignTestSupport
         display = try VirtualDisplay()
     }
 
-    func lock() throws -> ChildProcess {
-        let environment = [
+    /// i3lock on `display`, with the fixture's service files.
+    struct Locker {
+        let fixture: PAMFixture
+        let display: VirtualDisplay
+
+        func lock() throws -> ChildProcess {
+            let environment = [
             "DISPLAY": display.name, "HOME": "/nonexistent", "PATH": "/usr/bin:/bin",
-            "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
-        ]
-        let command = PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
-        let locker = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
-        try display.waitForWindow(class: "i3lock")
-        return locker
+                "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
+            ]
+            let command = PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
+            let locker = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
+            try display.waitForWindow(class: "i3lock")
+            return locker
+        }
+
+        func type(_ pin: String) throws {
+            try display.xdotool(["type", "--delay", "40", pin])
+            try display.xdotool(["key", "Return"])
+        }
     }
 
-    func type(_ pin: String) throws {
-        try display.xdotool(["type", "--delay", "40", pin])
-        try display.xdotool(["key", "Return"])
-    }
+    func lock() throws -> ChildProcess { try Locker(fixture: fixture, display: display).lock() }
+    func type(_ pin: String) throws { try Locker(fixture: fixture, display: display).type(pin) }
 
     @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
         let locker = try lock()
@@ -61,5 +70,33 @@ import XignTestSupport
         try type("24680")
         let result = try locker.wait(timeout: 30)
         #expect(result.status == 0, "the locker did not hang on the lost daemon: \(result.stderr)")
+    }
+}
+
+/// The unlock that happens most often without a network: i3lock as the user, through xignd, with the manager gone.
+@Suite struct OfflineScreenLockerTests {
+    @Test func theScreenUnlocksOfflineThroughXignd() throws {
+        let tpm = try SoftwareTPM()
+        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
+        try tpm.countFailuresStrictly()
+        #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
+        try fixture.allowHostsWithoutRoot()
+        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
+        try fixture.service("i3lock", arguments: "socket=\(daemon.socketPath)")
+        let display = try VirtualDisplay()
+        let locker = ScreenLockerTests.Locker(fixture: fixture, display: display)
+        fixture.manager.stop()
+
+        let screen = try locker.lock()
+        try locker.type("13570")
+        #expect(try waitUntil(seconds: 15) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
+        usleep(1_000_000)
+        #expect(screen.poll() == nil, "a wrong offline PIN keeps the screen locked")
+        usleep(1_500_000)
+        try locker.type("24680")
+        let result = try screen.wait(timeout: 30)
+        #expect(result.status == 0, "i3lock unlocked offline: \(result.stderr) \(daemon.log)")
+        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
+        #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
     }
 }
