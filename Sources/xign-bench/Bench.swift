@@ -144,6 +144,16 @@ struct Bench {
         if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }
         table("One login, step by step", steps, floor: floor)
 
+        try offlineFigures(work: work, pin: pin, floor: floor) { laptop in
+            guard
+                case .newPersonalization(let parameters) = try laptop.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                    data: try register("laptop@example.org"), pin: pin)
+            else {
+                throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
+            }
+            _ = try laptop.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
+        }
+
         // Three more local users with an enrolment each, for parallel logins on different activations.
         for user in ["bench1", "bench2", "bench3"] {
             let userSDK = try XignSdk(configuration: configuration, localUser: user)
@@ -178,6 +188,16 @@ struct Bench {
             return nil
         }
         let directory = work + "/tpm"
+        let swtpm = try startSoftwareTPM(in: directory)
+        defer { kill(swtpm.processIdentifier, SIGKILL) }
+        let store = TPMDeviceKeyStore(directory: directory + "/keys", tcti: "swtpm:path=\(directory)/s")
+        let key = try store.createPendingKey().key
+        let message = Data(repeating: 7, count: 200)
+        return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in _ = try key.signature(for: message) }
+    }
+
+    /// swtpm on a socket in `directory`; the caller kills it.
+    static func startSoftwareTPM(in directory: String) throws -> Process {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // Not through run(): it reads output to the end, and a daemon would hold the pipe open.
         let swtpm = Process()
@@ -189,12 +209,36 @@ struct Bench {
         swtpm.standardOutput = FileHandle.nullDevice
         swtpm.standardError = FileHandle.nullDevice
         try swtpm.run()
-        defer { kill(swtpm.processIdentifier, SIGKILL) }
         for _ in 0..<500 where !FileManager.default.fileExists(atPath: directory + "/s") { usleep(10_000) }
-        let store = TPMDeviceKeyStore(directory: directory + "/keys", tcti: "swtpm:path=\(directory)/s")
-        let key = try store.createPendingKey().key
-        let message = Data(repeating: 7, count: 200)
-        return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in _ = try key.signature(for: message) }
+        return swtpm
+    }
+
+    /// A whole login with a TPM key, online and then with the manager unreachable (the same enrolment, its address
+    /// pointed at a closed port): the offline login's cost beside the online one, in one run.
+    static func offlineFigures(work: String, pin: String, floor: Figure, personalize: (XignSdk) throws -> Void) throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm") else { return print("(no swtpm: offline login not measured)") }
+        let swtpm = try startSoftwareTPM(in: work + "/offline-tpm")
+        defer { kill(swtpm.processIdentifier, SIGKILL) }
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = work + "/offline-state"
+        configuration.deviceKey = .tpm
+        configuration.tcti = "swtpm:path=\(work)/offline-tpm/s"
+        let sdk = try XignSdk(configuration: configuration, localUser: "laptop")
+        try personalize(sdk)
+        guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no TPM enrolment") }
+        func login(_ expected: LoginOutcome) throws {
+            let outcome = try LocalLogin(sdk: sdk, enrolment: try sdk.store.list()[0], service: "pam", role: "login", conversation: BenchConversation(pin: pin))
+                .run()
+            guard outcome == expected else { throw XignSdkError(.invalidManagerResponse, "expected \(expected), got \(outcome)") }
+        }
+        let online = try measure("whole login, TPM key, manager reachable", runs: 30) { _ in try login(.signedIn) }
+        let path = configuration.stateDirectory + "/identity-managers.json"
+        let stored = try String(contentsOfFile: path, encoding: .utf8)
+        try stored.replacingOccurrences(of: enrolment.managerURL.description, with: "http://127.0.0.1:1").write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let offline = try measure("whole login, TPM key, offline (the TPM checks the PIN)", runs: 30) { _ in try login(.signedInOffline) }
+        table("Offline login beside the online one (swtpm; a real TPM is slower)", [online, offline], floor: floor)
+        print(String(format: "offline / online: %.2f×", offline.median / online.median))
     }
 
     static func table(_ title: String, _ figures: [Figure], floor: Figure) {
