@@ -26,7 +26,8 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
         case .exhausted(let maximum):
             return "ended after \(maximum) wrong offline PIN(s); connect to the network and log in once"
         case .clockBehind(let last):
-            return "refused: this machine's clock is before the last online login (\(last.localDescription)); correct the clock, or connect to the network"
+            return
+                "refused: this machine's clock is before the last online login (\(last.localDescription)); correct the clock, or connect to the network"
         }
     }
 }
@@ -167,7 +168,9 @@ public struct OfflineLogins {
         Self.availability(of: try record(entity), entity: entity, mode: mode, now: now.millisecondsSince1970)
     }
 
-    static func availability(of record: OfflineLoginRecord?, entity: IdentityManagerEntity, mode: ClientConfiguration.OfflineMode, now: Int64)
+    static func availability(
+        of record: OfflineLoginRecord?, entity: IdentityManagerEntity, mode: ClientConfiguration.OfflineMode, now: Int64
+    )
         -> OfflineAvailability
     {
         guard entity.keyKind == .tpm else { return .notOffered("not offered: the device key is not in a TPM, which offline login needs") }

@@ -68,7 +68,8 @@ extension IdentityManager {
                             AuditEvent(
                                 .lockout, email: activation.email, activationId: activation.id, host: host, service: event.service,
                                 detail: lock.isPermanent
-                                    ? "locked until an administrator unlocks it (offline PINs)" : "locked for \((lock.lockedUntil - now + 999) / 1000) s (offline PINs)",
+                                    ? "locked until an administrator unlocks it (offline PINs)"
+                                    : "locked for \((lock.lockedUntil - now + 999) / 1000) s (offline PINs)",
                                 actor: "device \(device.id)"))
                     }
                 }
@@ -100,7 +101,8 @@ extension IdentityManager {
             }
             let detail =
                 graceMilliseconds == nil && maxFailures == nil
-                ? "the manager's" : "grace \(graceMilliseconds.map { "\($0 / 1000) s" } ?? "the manager's"), \(maxFailures.map(String.init) ?? "the manager's") wrong PINs"
+                ? "the manager's"
+                : "grace \(graceMilliseconds.map { "\($0 / 1000) s" } ?? "the manager's"), \(maxFailures.map(String.init) ?? "the manager's") wrong PINs"
             try await store.recordAudit(self.adminEvent(.offlinePolicySet, email: email.lowercased(), detail: detail))
         }
     }

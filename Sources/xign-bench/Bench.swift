@@ -227,8 +227,10 @@ struct Bench {
         try personalize(sdk)
         guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no TPM enrolment") }
         func login(_ expected: LoginOutcome) throws {
-            let outcome = try LocalLogin(sdk: sdk, enrolment: try sdk.store.list()[0], service: "pam", role: "login", conversation: BenchConversation(pin: pin))
-                .run()
+            let outcome = try LocalLogin(
+                sdk: sdk, enrolment: try sdk.store.list()[0], service: "pam", role: "login", conversation: BenchConversation(pin: pin)
+            )
+            .run()
             guard outcome == expected else { throw XignSdkError(.invalidManagerResponse, "expected \(expected), got \(outcome)") }
         }
         let online = try measure("whole login, TPM key, manager reachable", runs: 30) { _ in try login(.signedIn) }

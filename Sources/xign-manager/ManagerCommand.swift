@@ -241,13 +241,17 @@ struct Admin: AsyncParsableCommand {
             @Flag(name: .customLong("default"), help: "Use the manager's policy again.") var useDefault = false
 
             func validate() throws {
-                guard useDefault == (grace == nil && maxFailures == nil) else { throw ValidationError("give --grace and/or --max-failures, or --default") }
+                guard useDefault == (grace == nil && maxFailures == nil) else {
+                    throw ValidationError("give --grace and/or --max-failures, or --default")
+                }
                 if let grace, ConfigFile.milliseconds(grace) == nil { throw ValidationError("--grace must be a duration such as 3d, 12h or 0") }
             }
 
             func run() async throws {
                 let milliseconds = grace.flatMap(ConfigFile.milliseconds)
-                try await options.withManager { try await $0.setOfflinePolicy(graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email) }
+                try await options.withManager {
+                    try await $0.setOfflinePolicy(graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email)
+                }
                 if useDefault {
                     print("\(email) uses the manager's offline policy.")
                 } else if milliseconds == 0 {

@@ -105,7 +105,9 @@ import XignTestSupport
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
         let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
         let reference = try store.create(authorization: right, beside: "key")
-        #expect(try store.lockoutState() == TPMLockoutState(failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false))
+        #expect(
+            try store.lockoutState()
+                == TPMLockoutState(failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false))
         #expect(try store.check(reference, authorization: right))
         #expect(try store.lockoutState().failures == 0)
         #expect(try !store.check(reference, authorization: wrong))
@@ -124,7 +126,8 @@ import XignTestSupport
     @Test func aVerifierIsUselessInAnotherTPM() throws {
         let tpm = try Self.strictTPM(), other = try Self.strictTPM()
         let directory = TemporaryDirectory()
-        let reference = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(authorization: Data(repeating: 1, count: 32), beside: "key")
+        let reference = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(
+            authorization: Data(repeating: 1, count: 32), beside: "key")
         let elsewhere = TPMPINVerifierStore(directory: directory.path, tcti: other.tcti)
         #expect(throws: TPMFailure.cleared) { _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32)) }
         // Nothing was tried there: no PIN can be tested against another TPM.

@@ -34,7 +34,8 @@ import XignTestSupport
         let device = try api.enrolDevice("report@example.org", keyKind: .tpm)
         let report = OfflineReportMessage(events: [Self.login(1), Self.login(2)], droppedLogins: 0)
         for _ in 0..<2 {
-            let started = try api.postStart(device, offlineReport: report).signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+            let started = try api.postStart(device, offlineReport: report).signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.authenticationStart)
             #expect(Self.offline(started)["reportedThrough"] as? Int == 2)
         }
         let audit = try api.manager.admin(["audit"]).stdout
@@ -58,6 +59,7 @@ import XignTestSupport
         }
         #expect(!(try api.manager.admin(["audit"]).stdout.contains("offlineLogin")))
         // Control: the same events in order are taken.
-        #expect(try api.postStart(device, offlineReport: OfflineReportMessage(events: [Self.login(1), Self.login(2)], droppedLogins: 0)).status == 200)
+        #expect(
+            try api.postStart(device, offlineReport: OfflineReportMessage(events: [Self.login(1), Self.login(2)], droppedLogins: 0)).status == 200)
     }
 }

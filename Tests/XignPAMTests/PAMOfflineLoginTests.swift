@@ -40,7 +40,9 @@ import XignTestSupport
 
         let wrong = try fixture.login(answers: ["13570"])
         #expect(wrong.code == PAMCode.authError)
-        #expect(wrong.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. 4 more wrong PIN(s) end offline login until you log in online."), "\(wrong.conversation)")
+        #expect(
+            wrong.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. 4 more wrong PIN(s) end offline login until you log in online."),
+            "\(wrong.conversation)")
         #expect(try Self.localFailures(fixture) == 1, "counted here")
         #expect(try tpm.lockoutCounter() == 1, "and by the TPM")
         #expect(wrong.threadsBefore == wrong.threadsAfter)
@@ -117,7 +119,9 @@ import XignTestSupport
         fixture.manager.stop()
         let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+8d"])
         #expect(late.code == PAMCode.authInfoUnavailable)
-        #expect(late.conversation.hasPrefix("[ERROR_MSG] XignIn: the identity manager cannot be reached, and offline login ended <TIME>"), "\(late.conversation)")
+        #expect(
+            late.conversation.hasPrefix("[ERROR_MSG] XignIn: the identity manager cannot be reached, and offline login ended <TIME>"),
+            "\(late.conversation)")
         #expect(late.conversation.contains("connect to the network and log in once"))
         #expect(!late.conversation.contains("PROMPT"), "no PIN is asked")
         // Control: within the grace.
@@ -175,7 +179,8 @@ import XignTestSupport
         #expect(try fixture.login().code == PAMCode.success)
         var standIn: FaultyServer?
         if fault == "garbled signature" {
-            standIn = try FaultyServer { _ in Array("HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled".utf8) }
+            standIn = try FaultyServer { _ in Array("HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled".utf8)
+            }
             try fixture.redirectEnrolments(to: standIn!.url)
         } else {
             try PAMTLSTests.reload(fixture, certificates.fromOtherCA, in: files)

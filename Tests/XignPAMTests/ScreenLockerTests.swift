@@ -24,7 +24,7 @@ import XignTestSupport
 
         func lock() throws -> ChildProcess {
             let environment = [
-            "DISPLAY": display.name, "HOME": "/nonexistent", "PATH": "/usr/bin:/bin",
+                "DISPLAY": display.name, "HOME": "/nonexistent", "PATH": "/usr/bin:/bin",
                 "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
             ]
             let command = PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
