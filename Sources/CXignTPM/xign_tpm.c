@@ -165,6 +165,17 @@ static uint32_t point_of(const TPM2B_PUBLIC *public_key, uint8_t point[65]) {
     return TSS2_RC_SUCCESS;
 }
 
+/* The public and private parts of a new object as the blob stores them. */
+static uint32_t marshal(const TPM2B_PUBLIC *public_key, const TPM2B_PRIVATE *private_key, xign_tpm_blob *blob) {
+    size_t offset = 0;
+    TSS2_RC rc = Tss2_MU_TPM2B_PUBLIC_Marshal(public_key, blob->public_area, sizeof blob->public_area, &offset);
+    blob->public_size = offset;
+    offset = 0;
+    if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(private_key, blob->private_area, sizeof blob->private_area, &offset);
+    blob->private_size = offset;
+    return rc;
+}
+
 static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, xign_tpm_blob *blob, TPM2B_PUBLIC **out_public) {
     memset(blob, 0, sizeof *blob);
     *out_public = NULL;
@@ -184,14 +195,7 @@ static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, xign_tpm_blob *blob
         rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs,
                          &out_private, out_public, &creation_data, &creation_hash, &ticket);
     }
-    if (rc == TSS2_RC_SUCCESS) {
-        size_t offset = 0;
-        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(*out_public, blob->public_area, sizeof blob->public_area, &offset);
-        blob->public_size = offset;
-        offset = 0;
-        if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(out_private, blob->private_area, sizeof blob->private_area, &offset);
-        blob->private_size = offset;
-    }
+    if (rc == TSS2_RC_SUCCESS) rc = marshal(*out_public, out_private, blob);
     Esys_Free(out_private);
     Esys_Free(creation_data);
     Esys_Free(creation_hash);
@@ -337,14 +341,7 @@ uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t aut
                          &out_public, &creation_data, &creation_hash, &ticket);
     }
     memset(&sensitive, 0, sizeof sensitive);
-    if (rc == TSS2_RC_SUCCESS) {
-        size_t offset = 0;
-        rc = Tss2_MU_TPM2B_PUBLIC_Marshal(out_public, blob->public_area, sizeof blob->public_area, &offset);
-        blob->public_size = offset;
-        offset = 0;
-        if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(out_private, blob->private_area, sizeof blob->private_area, &offset);
-        blob->private_size = offset;
-    }
+    if (rc == TSS2_RC_SUCCESS) rc = marshal(out_public, out_private, blob);
     Esys_Free(out_private);
     Esys_Free(out_public);
     Esys_Free(creation_data);

@@ -15,13 +15,7 @@ extension Bench {
     ) throws {
         let user = "nobody"
         let sdk = try XignSdk(configuration: configuration, localUser: user)
-        guard
-            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: try register("nobody@example.org"), pin: pin)
-        else {
-            throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
-        }
-        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
+        try enrol(sdk, "nobody@example.org", pin: pin, register: register)
 
         // What nobody must reach: the harness, a copy of the module and the service files. Not the state.
         let shared = work + "/shared"

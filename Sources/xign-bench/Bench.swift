@@ -144,26 +144,11 @@ struct Bench {
         if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }
         table("One login, step by step", steps, floor: floor)
 
-        try offlineFigures(work: work, pin: pin, floor: floor) { laptop in
-            guard
-                case .newPersonalization(let parameters) = try laptop.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: try register("laptop@example.org"), pin: pin)
-            else {
-                throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
-            }
-            _ = try laptop.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
-        }
+        try offlineFigures(work: work, pin: pin, floor: floor) { try enrol($0, "laptop@example.org", pin: pin, register: register) }
 
         // Three more local users with an enrolment each, for parallel logins on different activations.
         for user in ["bench1", "bench2", "bench3"] {
-            let userSDK = try XignSdk(configuration: configuration, localUser: user)
-            guard
-                case .newPersonalization(let parameters) = try userSDK.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: try register("\(user)@example.org"), pin: pin)
-            else {
-                throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
-            }
-            _ = try userSDK.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
+            try enrol(try XignSdk(configuration: configuration, localUser: user), "\(user)@example.org", pin: pin, register: register)
         }
 
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
@@ -194,6 +179,17 @@ struct Bench {
         let key = try store.createPendingKey().key
         let message = Data(repeating: 7, count: 200)
         return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in _ = try key.signature(for: message) }
+    }
+
+    /// Registers `email` and personalizes `sdk`'s machine for it.
+    static func enrol(_ sdk: XignSdk, _ email: String, pin: String, register: (String) throws -> PersonalizationInitializationData) throws {
+        guard
+            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: try register(email), pin: pin)
+        else {
+            throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
+        }
+        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
     }
 
     /// swtpm on a socket in `directory`; the caller kills it.
