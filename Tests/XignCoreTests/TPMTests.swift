@@ -160,8 +160,10 @@ import XignTestSupport
         #expect(healthy.status == .ok, "\(healthy.items.map { "\($0.name): \($0.detail)" })")
         #expect(
             healthy.items.map(\.name) == [
-                "tcti", "tpm", "srk", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)", "manager \(fixture.manager.url)", "pam",
+                "tcti", "tpm", "srk", "tpm lockout", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)",
+                "offline \(result.idmIdentifier.prefix(8)) (alice)", "manager \(fixture.manager.url)", "pam",
             ])
+        #expect(healthy.items.first { $0.name.hasPrefix("offline") }?.detail.hasPrefix("offline login possible until") == true)
         #expect(healthy.items.first { $0.name == "device_key" }?.detail == "tpm: new keys are tpm keys")
         tpm.stop()
         fixture.manager.stop()
