@@ -14,6 +14,8 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     // Transport
     case insecureTransport
     case managerUnreachable
+    /// Something answered, but not in HTTP that could be read (no reason to log in offline).
+    case transportFailure
     case timeout
     case tlsFailure
     // The manager's answers

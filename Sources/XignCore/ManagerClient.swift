@@ -59,7 +59,8 @@ struct ManagerClient {
             case .timedOut: throw XignSdkError(.timeout, failure.description)
             case .tls: throw XignSdkError(.tlsFailure, failure.description)
             case .responseTooLarge: throw XignSdkError(.invalidManagerResponse, failure.description)
-            case .unreachable, .transport: throw XignSdkError(.managerUnreachable, "\(failure.description) (\(url))")
+            case .unreachable: throw XignSdkError(.managerUnreachable, "\(failure.description) (\(url))")
+            case .transport: throw XignSdkError(.transportFailure, "\(failure.description) (\(url))")
             }
         }
         guard (200..<300).contains(response.status) else { throw error(from: response) }

@@ -134,7 +134,7 @@ public struct Login {
 
     private func outcome(of error: XignSdkError) -> LoginOutcome {
         switch error.errorCode {
-        case .managerUnreachable, .timeout, .tlsFailure, .insecureTransport:
+        case .managerUnreachable, .timeout, .transportFailure, .tlsFailure, .insecureTransport:
             log(LOG_ERR, "manager unreachable: \(error.message)")
             if options.failMode == .safe { return .ignored(.managerUnreachable) }
             // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.

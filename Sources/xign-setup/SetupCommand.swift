@@ -204,7 +204,7 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
         status = .securityInsufficient
     case let sdk as XignSdkError:
         switch sdk.errorCode {
-        case .managerUnreachable, .timeout, .tlsFailure: status = .managerUnreachable
+        case .managerUnreachable, .timeout, .transportFailure, .tlsFailure: status = .managerUnreachable
         default: status = .failure
         }
         message = sdk.message

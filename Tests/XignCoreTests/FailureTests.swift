@@ -30,6 +30,8 @@ import XignTestSupport
                 .invalidManagerResponse, "without an xign error body"
             ),
             ("closed at once", [], .managerUnreachable, "broke off"),
+            // Something answered, but not in HTTP: a reply, not silence (never a reason to log in offline).
+            ("not HTTP", Array("SSH-2.0-OpenSSH_9.2\r\n".utf8), .transportFailure, "HTTP failed"),
             ("status line only", Array("HTTP/1.1 200 OK\r\n".utf8), .invalidManagerResponse, "cannot be read (0 bytes)"),
         ]
         for (name, answer, expected, words) in cases {

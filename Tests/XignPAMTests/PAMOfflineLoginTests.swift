@@ -172,15 +172,18 @@ import XignTestSupport
         #expect(try Self.localFailures(fixture) == 0, "an attempt the TPM did not judge is not counted")
     }
 
-    @Test(arguments: ["garbled signature", "certificate from another CA"])
+    @Test(arguments: ["garbled signature", "an answer that is not HTTP", "certificate from another CA"])
     func aStandInThatAnswersNeverLeadsToOfflineLogin(_ fault: String) throws {
         let tpm = try SoftwareTPM()
         let (fixture, certificates, files) = try PAMTLSTests.fixture(tpm: tpm)
         #expect(try fixture.login().code == PAMCode.success)
+        let answers = [
+            "garbled signature": "HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled",
+            "an answer that is not HTTP": "SSH-2.0-OpenSSH_9.2\r\n",
+        ]
         var standIn: FaultyServer?
-        if fault == "garbled signature" {
-            standIn = try FaultyServer { _ in Array("HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled".utf8)
-            }
+        if let answer = answers[fault] {
+            standIn = try FaultyServer { _ in Array(answer.utf8) }
             try fixture.redirectEnrolments(to: standIn!.url)
         } else {
             try PAMTLSTests.reload(fixture, certificates.fromOtherCA, in: files)
