@@ -107,20 +107,33 @@ public struct OfflineLogins {
     func apply(_ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity) throws {
         let current = try record(entity)
         if current == nil && policy?.allowsOfflineLogin != true { return }
+        // Most starts change nothing: then nothing is written.
+        guard Self.applying(policy, to: current ?? OfflineLoginRecord(), mode: mode) != current else { return }
         let stale = try update(entity) { record -> String? in
-            record.policy = policy
-            if let through = policy?.reportedThrough {
-                let before = record.events.count
-                record.events.removeAll { $0.sequence <= through }
-                if record.events.count < before || record.events.isEmpty { record.droppedLogins = 0 }
-                record.lastSequence = max(record.lastSequence, through)
-            }
-            guard let verifier = record.verifier else { return nil }
-            if let policy, policy.allowsOfflineLogin, policy.pinGeneration == verifier.pinGeneration, mode == .auto { return nil }
-            record.verifier = nil
-            return verifier.reference
+            let verifier = record.verifier
+            record = Self.applying(policy, to: record, mode: mode)
+            return record.verifier == nil ? verifier?.reference : nil
         }
         if let stale { try? verifiers.delete(stale) }
+    }
+
+    static func applying(_ policy: OfflinePolicyMessage?, to record: OfflineLoginRecord, mode: ClientConfiguration.OfflineMode) -> OfflineLoginRecord
+    {
+        var record = record
+        record.policy = policy
+        if let through = policy?.reportedThrough {
+            let before = record.events.count
+            record.events.removeAll { $0.sequence <= through }
+            // The report the manager recorded carried the count of logins dropped before its events.
+            if record.events.count < before || record.events.isEmpty { record.droppedLogins = 0 }
+            record.lastSequence = max(record.lastSequence, through)
+        }
+        if let verifier = record.verifier,
+            !(policy?.allowsOfflineLogin == true && policy?.pinGeneration == verifier.pinGeneration && mode == .auto)
+        {
+            record.verifier = nil
+        }
+        return record
     }
 
     /// After the manager accepted `pin` (a login, a personalization, a PIN change): the grace starts again, the
@@ -209,7 +222,12 @@ public struct OfflineLogins {
         let accepted: Bool
         do {
             guard let salt = Base64URL.decode(verifier.salt) else { throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged") }
-            accepted = try verifiers.check(verifier.reference, authorization: try Self.authorization(pin: pin, salt: salt))
+            let authorization = try Self.authorization(pin: pin, salt: salt)
+            // One check at a time: a TPM without a resource manager in front (swtpm, /dev/tpm0) has room for a few
+            // objects only, and parallel logins would fill it.
+            accepted = try AtomicFile.withExclusiveLock("\(store.directory)/.tpm.lock") {
+                try verifiers.check(verifier.reference, authorization: authorization)
+            }
         } catch {
             // The TPM did not judge this PIN (in lockout, unreachable, another TPM): nothing is counted.
             try update(entity) { record in

@@ -60,7 +60,8 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
             }
             switch base {
             case 0x921: return .lockout
-            case 0x922, 0x908, 0x909: return .busy(text)
+            // RETRY, YIELDED, CANCELED; OBJECT_MEMORY and SESSION_MEMORY (full slots, without a resource manager).
+            case 0x922, 0x908, 0x909, 0x902, 0x903: return .busy(text)
             default: return .other(text)
             }
         case 9:

@@ -8,6 +8,7 @@ import XignTestSupport
     @Test(arguments: [
         (UInt32(0x0000_0921), TPMFailure.lockout),  // TPM_RC_LOCKOUT
         (UInt32(0x0000_0922), .busy("")),  // TPM_RC_RETRY
+        (UInt32(0x0000_0902), .busy("")),  // TPM_RC_OBJECT_MEMORY: full object slots, no resource manager
         (UInt32(0x0000_01DF), .keyDoesNotLoad("")),  // TPM_RC_INTEGRITY on parameter 1: another seed
         (UInt32(0x0000_09A2), .ownerAuthorization),  // TPM_RC_BAD_AUTH on session 1
         (UInt32(0x000A_000A), .unavailable("")),  // TCTI: IO error

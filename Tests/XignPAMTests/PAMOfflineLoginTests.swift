@@ -114,6 +114,20 @@ import XignTestSupport
         #expect(try fixture.login().code == PAMCode.success, "offline again after an online login")
     }
 
+    /// Eight wrong PINs at once against five allowed: each attempt is counted under the state file's lock before the
+    /// TPM sees it, so no more than five reach the TPM.
+    @Test func parallelWrongPINsDoNotGetPastTheAllowedNumber() throws {
+        let (fixture, tpm) = try Self.fixture()
+        fixture.manager.stop()
+        let logins = try (0..<8).map { _ in try fixture.startLogin(answers: ["13570"]) }
+        let codes = try logins.map { try fixture.finish($0).code }
+        #expect(codes.filter { $0 == PAMCode.authError || $0 == PAMCode.maxTries }.count == 5, "\(codes)")
+        #expect(codes.filter { $0 == PAMCode.authInfoUnavailable }.count == 3, "\(codes)")
+        #expect(try tpm.lockoutCounter() == 5)
+        #expect(try Self.localFailures(fixture) == 5)
+        #expect(try fixture.login().code == PAMCode.authInfoUnavailable, "offline login has ended, even for the right PIN")
+    }
+
     @Test func pastTheGraceOfflineLoginSaysToConnect() throws {
         let (fixture, _) = try Self.fixture()
         fixture.manager.stop()
