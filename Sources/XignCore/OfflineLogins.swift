@@ -155,12 +155,19 @@ public struct OfflineLogins {
         } else if record.failures == 0, now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt {
             return
         }
-        let replaced = try update(entity) { record -> String? in
-            record.lastOnlineAt = now
-            record.failures = 0
-            guard let fresh else { return nil }
-            defer { record.verifier = fresh }
-            return record.verifier?.reference
+        let replaced: String?
+        do {
+            replaced = try update(entity) { record -> String? in
+                record.lastOnlineAt = now
+                record.failures = 0
+                guard let fresh else { return nil }
+                defer { record.verifier = fresh }
+                return record.verifier?.reference
+            }
+        } catch {
+            // A state that cannot be written (a full disk) names no new verifier: none is left behind.
+            if let fresh { try? verifiers.delete(fresh.reference) }
+            throw error
         }
         if let replaced { try? verifiers.delete(replaced) }
     }

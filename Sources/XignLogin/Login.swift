@@ -166,6 +166,10 @@ public struct Login {
         case .hostNotAllowed:
             tell("XignIn: your account may not log in to this server.", isError: true)
             return .refused(.hostNotAllowed)
+        case .stateUnavailable:
+            log(LOG_ERR, "xign state: \(error.message)")
+            tell("XignIn: \(error.message). Ask your administrator.", isError: true)
+            return .misconfigured(.state)
         case .hostNotJoined:
             log(LOG_ERR, "mode=confirm needs this machine to be a host: \(error.message)")
             return .misconfigured(.notAHost)

@@ -22,8 +22,9 @@ extension IdentityManager {
     static func checkOfflineReport(_ report: OfflineReportMessage) throws {
         var previous: Int64 = 0
         for event in report.events {
-            guard event.sequence > previous, DisplayText.isSafeLine(event.service, maximumLength: 64), !event.service.isEmpty else {
-                throw ManagerError.badRequest("the offline report's events must have increasing sequence numbers and a service of 1 to 64 characters")
+            guard event.sequence > previous, event.at >= 0, DisplayText.isSafeLine(event.service, maximumLength: 64), !event.service.isEmpty else {
+                throw ManagerError.badRequest(
+                    "the offline report's events must have increasing sequence numbers, a time, and a service of 1 to 64 characters")
             }
             previous = event.sequence
         }

@@ -53,7 +53,10 @@ import XignTestSupport
         let tooMany = OfflineReportMessage(events: (1...101).map { Self.login(Int64($0)) }, droppedLogins: 0)
         var controlChar = Self.login(1)
         controlChar.service = "sudo\u{1b}[2J"
-        for report in [wrongOrder, tooMany, OfflineReportMessage(events: [controlChar], droppedLogins: 0)] {
+        var beforeTime = Self.login(1)
+        beforeTime.at = -1
+        let single = [controlChar, beforeTime].map { OfflineReportMessage(events: [$0], droppedLogins: 0) }
+        for report in [wrongOrder, tooMany] + single {
             let answer = try api.postStart(device, offlineReport: report)
             #expect(answer.status == 400, "\(answer.json)")
         }

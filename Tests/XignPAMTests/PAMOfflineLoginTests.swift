@@ -128,6 +128,28 @@ import XignTestSupport
         #expect(try fixture.login().code == PAMCode.authInfoUnavailable, "offline login has ended, even for the right PIN")
     }
 
+    /// A state directory that cannot take the attempt's count (a full disk): the TPM is not asked, so nothing can be
+    /// guessed uncounted, and the user is told why.
+    @Test func aFullDiskStopsTheAttemptBeforeTheTPM() throws {
+        let (fixture, tpm) = try Self.fixture()
+        fixture.manager.stop()
+        // A private mount namespace in which the state directory is a copy on a full tmpfs.
+        let full = fixture.directory.file("full")
+        try FileManager.default.createDirectory(atPath: full, withIntermediateDirectories: true)
+        let script = """
+            mount -t tmpfs -o size=512k none "\(full)" && cp -a "\(fixture.state)/." "\(full)/" \
+              && { dd if=/dev/zero of="\(full)/filler" bs=4k 2>/dev/null; true; } && mount --bind "\(full)" "\(fixture.state)" && exec "$0" "$@"
+            """
+        let login = try fixture.login(
+            answers: ["13570"], wrapper: ["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script])
+        #expect(login.code == PAMCode.serviceError, "\(login.conversation)")
+        #expect(login.conversation.contains("cannot save the xign state"), "\(login.conversation)")
+        #expect(try tpm.lockoutCounter() == 0, "the TPM never saw the PIN")
+        // Control: with room, the same wrong PIN reaches the TPM and is counted.
+        #expect(try fixture.login(answers: ["13570"]).code == PAMCode.authError)
+        #expect(try tpm.lockoutCounter() == 1)
+    }
+
     @Test func pastTheGraceOfflineLoginSaysToConnect() throws {
         let (fixture, _) = try Self.fixture()
         fixture.manager.stop()
