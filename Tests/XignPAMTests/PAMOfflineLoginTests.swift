@@ -26,6 +26,14 @@ import XignTestSupport
 
     static func localFailures(_ fixture: PAMFixture) throws -> Int { try record(fixture)["failures"] as? Int ?? -1 }
 
+    /// With the manager gone, the login ends as it did before offline login existed.
+    static func expectNoOfflineLogin(_ fixture: PAMFixture, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        fixture.manager.stop()
+        let login = try fixture.login()
+        #expect(login.code == PAMCode.authInfoUnavailable, sourceLocation: sourceLocation)
+        #expect(login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", sourceLocation: sourceLocation)
+    }
+
     static let offlineNotice = "[TEXT_INFO] XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login)."
 
     @Test func theTPMChecksThePINOfflineAndCountsEveryWrongOne() throws {
@@ -180,10 +188,7 @@ import XignTestSupport
         // Any contact tells it: here a login with the old PIN, which the manager refuses.
         #expect(try fixture.login().code == PAMCode.authError)
         #expect(try Self.record(fixture)["verifier"] == nil, "the verifier of the old PIN is gone")
-        fixture.manager.stop()
-        let offline = try fixture.login()
-        #expect(offline.code == PAMCode.authInfoUnavailable)
-        #expect(offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+        try Self.expectNoOfflineLogin(fixture)
     }
 
     @Test func aDeviceRevokedAtTheManagerCannotLogInOfflineAfterTheNextContact() throws {
@@ -191,8 +196,7 @@ import XignTestSupport
         try fixture.copyState().revokeAtManager()
         #expect(try fixture.login().code == PAMCode.authError, "the manager no longer knows the device")
         #expect(try Self.record(fixture).isEmpty, "the offline record and verifier went with it")
-        fixture.manager.stop()
-        #expect(try fixture.login().code == PAMCode.authInfoUnavailable)
+        try Self.expectNoOfflineLogin(fixture)
     }
 
     @Test func theStateCopiedToAnotherTPMTestsNoPIN() throws {
@@ -240,10 +244,7 @@ import XignTestSupport
         #expect(try fixture.login().code == PAMCode.success)
         let record = try Self.record(fixture)
         #expect(record.isEmpty, "no verifier, no record: \(record)")
-        fixture.manager.stop()
-        let login = try fixture.login()
-        #expect(login.code == PAMCode.authInfoUnavailable)
-        #expect(login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+        try Self.expectNoOfflineLogin(fixture)
     }
 
     @Test func offlineNeverInXignConfKeepsTheLoginOnline() throws {
