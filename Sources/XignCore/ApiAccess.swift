@@ -103,7 +103,7 @@ extension Personalizer {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN change answer is inconsistent")
         }
         // The new PIN's generation: the old verifier goes, and one for the new PIN is made.
-        try? offline.apply(result.offline, to: grant.entity)
+        try? offline.apply(result.offline, to: grant.entity, readAs: offline.record(grant.entity))
         offline.refresh(grant.entity, pin: pin)
         return count
     }

@@ -157,13 +157,16 @@ public struct Authenticator {
         let client = ManagerClient(url: entity.managerURL, http: http)
         let request: AuthenticationStartRequest
         let compact: String
+        // Read once for the report and for what the answer changes.
+        let offlineRecord = try offline.record(entity)
         do {
             // Signed like every device request, so nobody else can start in the device's name (and spend a confirmation's
             // code attempts, or read its lock).
             let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
             request = AuthenticationStartRequest(
                 deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
-                host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce, offlineReport: try offline.report(for: entity))
+                host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce,
+                offlineReport: OfflineLogins.report(from: offlineRecord))
             compact = try client.postDeviceSigned(
                 APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         } catch let error as XignSdkError where error.errorCode == .deviceNotEnrolled {
@@ -179,7 +182,7 @@ public struct Authenticator {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
-        try offline.apply(start.offline, to: entity)
+        try offline.apply(start.offline, to: entity, readAs: offlineRecord)
         let session = AuthenticationSession(
             purpose: purpose, localUser: localUser, entity: entity, managerKey: managerKey, deviceKey: key,
             authenticationId: start.authenticationId, challenge: start.challenge, fingerprints: fingerprints)

@@ -78,7 +78,7 @@ public struct OfflineLogins {
     /// How often a login that changes nothing else writes its time: the grace is days, so minutes do not matter.
     static let onlineTimeGranularity: Int64 = 600_000
 
-    private func record(_ entity: IdentityManagerEntity) throws -> OfflineLoginRecord? {
+    func record(_ entity: IdentityManagerEntity) throws -> OfflineLoginRecord? {
         try store.read().offline?[entity.idmIdentifier]
     }
 
@@ -97,15 +97,15 @@ public struct OfflineLogins {
     // MARK: Online: the manager's word
 
     /// What to send in the next start: the events the manager has not acknowledged.
-    func report(for entity: IdentityManagerEntity) throws -> OfflineReportMessage? {
-        guard let record = try record(entity), !record.events.isEmpty || record.droppedLogins > 0 else { return nil }
+    static func report(from record: OfflineLoginRecord?) -> OfflineReportMessage? {
+        guard let record, !record.events.isEmpty || record.droppedLogins > 0 else { return nil }
         return OfflineReportMessage(events: record.events, droppedLogins: record.droppedLogins)
     }
 
     /// Takes the policy of a signed answer: events it acknowledges are dropped, and a verifier it no longer allows
-    /// (offline off, another PIN generation, a manager without offline login) is deleted.
-    func apply(_ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity) throws {
-        let current = try record(entity)
+    /// (offline off, another PIN generation, a manager without offline login) is deleted. `current` is the record as
+    /// the caller read it, to see whether anything changes; the change itself reads it again under the lock.
+    func apply(_ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity, readAs current: OfflineLoginRecord?) throws {
         if current == nil && policy?.allowsOfflineLogin != true { return }
         // Most starts change nothing: then nothing is written.
         guard Self.applying(policy, to: current ?? OfflineLoginRecord(), mode: mode) != current else { return }

@@ -282,7 +282,7 @@ public struct Personalizer {
         for reference in replacedVerifiers { try? keys.pinVerifiers.delete(reference) }
         // With a new activation the PIN typed at the start is not the one it logs in with (the manager sends no policy).
         if let offlinePolicy {
-            try? offline.apply(offlinePolicy, to: entity)
+            try? offline.apply(offlinePolicy, to: entity, readAs: offline.record(entity))
             offline.refresh(entity, pin: parameters.pin)
         }
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
