@@ -248,3 +248,18 @@ enum PAMCode {
     static let success = 0, serviceError = 3, authError = 7, authInfoUnavailable = 9, userUnknown = 10, maxTries = 11
     static let conversationError = 19
 }
+
+extension XignSdk {
+    /// The change-PIN process as `xign-setup change-pin` runs it: device and old PIN, then the new PIN. Returns how many
+    /// activations the new PIN now unlocks.
+    func changePIN(of id: String, from old: String, to new: String) throws -> Int {
+        guard
+            case .apiAccessChangePin(let change) = try authenticator.finishApiAccessSynchronous(
+                userInfo: try authenticator.signWithDeviceAndPinSynchronous(
+                    request: try authenticator.startApiAccessSynchronous(.changePin, idmIdentifier: id), pin: { old },
+                    incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
+        else { throw TestFailure("expected apiAccessChangePin") }
+        guard change.pinSpec.setPin(new) == .valid else { throw TestFailure("the new PIN \(new) does not meet the policy") }
+        return try personalizer().finishChangePin(request: change)
+    }
+}

@@ -262,15 +262,7 @@ struct CopiedMachine {
     let id: String
 
     func changePIN(from old: String, to new: String) throws {
-        guard
-            case .apiAccessChangePin(let change) = try sdk.authenticator.finishApiAccessSynchronous(
-                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
-                    request: try sdk.authenticator.startApiAccessSynchronous(.changePin, idmIdentifier: id), pin: { old },
-                    incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
-        else { throw TestFailure("expected apiAccessChangePin") }
-        guard change.pinSpec.setPin(new) == .valid, try sdk.personalizer().finishChangePin(request: change) == 1 else {
-            throw TestFailure("the PIN change failed")
-        }
+        guard try sdk.changePIN(of: id, from: old, to: new) == 1 else { throw TestFailure("the PIN change failed") }
     }
 
     func revokeAtManager() throws {

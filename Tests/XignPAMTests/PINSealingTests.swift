@@ -22,14 +22,7 @@ import XignTestSupport
         let sdk = try XignSdk(configuration: configuration, localUser: "alice")
         let id = try #require(try sdk.store.list().first?.idmIdentifier)
         #expect(try sdk.store.list().first?.managerURL == url, "the enrolment talks through the interceptor")
-        guard
-            case .apiAccessChangePin(let change) = try sdk.authenticator.finishApiAccessSynchronous(
-                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
-                    request: try sdk.authenticator.startApiAccessSynchronous(.changePin, idmIdentifier: id), pin: { first },
-                    incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
-        else { throw TestFailure("expected apiAccessChangePin") }
-        #expect(change.pinSpec.setPin(second) == .valid)
-        #expect(try sdk.personalizer().finishChangePin(request: change) == 1)
+        #expect(try sdk.changePIN(of: id, from: first, to: second) == 1)
         #expect(try fixture.login(answers: [second]).code == PAMCode.success)
 
         let transcript = interceptor.transcript
