@@ -176,15 +176,45 @@ static uint32_t marshal(const TPM2B_PUBLIC *public_key, const TPM2B_PRIVATE *pri
     return rc;
 }
 
-static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, xign_tpm_blob *blob, TPM2B_PUBLIC **out_public) {
+/* The offline PIN verifier: an HMAC key like the pepper, but its use needs the authorization value, and it is
+ * not noDA: wrong values count toward the TPM's lockout. */
+static TPM2B_PUBLIC verifier_template(void) {
+    TPM2B_PUBLIC template = hmac_key_template();
+    template.publicArea.objectAttributes &= ~TPMA_OBJECT_NODA;
+    return template;
+}
+
+/* An HMAC session salted to `key` (an SRK), with AES-CFB parameter encryption available. */
+static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
+    TPMT_SYM_DEF symmetric = { .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB };
+    TSS2_RC rc = Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
+                                       &symmetric, TPM2_ALG_SHA256, session);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
+    if (rc != TSS2_RC_SUCCESS) {
+        Esys_FlushContext(tpm->esys, *session);
+        *session = ESYS_TR_NONE;
+    }
+    return rc;
+}
+
+/* A new object under the SRK. With `auth` (the verifier's), the object needs that authorization value, which goes to
+ * the TPM encrypted: TPM2_Create's first parameter, in a session salted to the SRK. */
+static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob,
+                       TPM2B_PUBLIC **out_public) {
     memset(blob, 0, sizeof *blob);
     *out_public = NULL;
-    ESYS_TR parent = ESYS_TR_NONE;
+    ESYS_TR parent = ESYS_TR_NONE, session = ESYS_TR_NONE;
     int transient = 0;
     TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
     TPM2B_SENSITIVE_CREATE sensitive = { 0 };
+    if (auth_size > 0) {
+        if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, TPMA_SESSION_DECRYPT, &session);
+        sensitive.sensitive.userAuth.size = (UINT16)auth_size;
+        memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_size);
+    }
     TPM2B_DATA outside = { 0 };
     TPML_PCR_SELECTION pcrs = { 0 };
     TPM2B_PRIVATE *out_private = NULL;
@@ -192,21 +222,23 @@ static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, xign_tpm_blob *blob
     TPM2B_DIGEST *creation_hash = NULL;
     TPMT_TK_CREATION *ticket = NULL;
     if (rc == TSS2_RC_SUCCESS) {
-        rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs,
-                         &out_private, out_public, &creation_data, &creation_hash, &ticket);
+        rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
+                         out_public, &creation_data, &creation_hash, &ticket);
     }
+    memset(&sensitive, 0, sizeof sensitive);
     if (rc == TSS2_RC_SUCCESS) rc = marshal(*out_public, out_private, blob);
     Esys_Free(out_private);
     Esys_Free(creation_data);
     Esys_Free(creation_hash);
     Esys_Free(ticket);
+    if (session != ESYS_TR_NONE) Esys_FlushContext(tpm->esys, session);
     if (transient) Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 
 uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]) {
     TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = create(tpm, key_template(), blob, &out_public);
+    TSS2_RC rc = create(tpm, key_template(), NULL, 0, blob, &out_public);
     if (rc == TSS2_RC_SUCCESS) rc = point_of(out_public, point);
     Esys_Free(out_public);
     return rc;
@@ -214,7 +246,7 @@ uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[6
 
 uint32_t xign_tpm_create_hmac_key(xign_tpm *tpm, xign_tpm_blob *blob) {
     TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = create(tpm, hmac_key_template(), blob, &out_public);
+    TSS2_RC rc = create(tpm, hmac_key_template(), NULL, 0, blob, &out_public);
     Esys_Free(out_public);
     return rc;
 }
@@ -237,7 +269,8 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]) {
     return rc == TSS2_RC_SUCCESS ? point_of(&public_key, point) : rc;
 }
 
-uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle) {
+/* Loads a stored key under its SRK. With `session`, also starts an HMAC session salted to that SRK for using the key. */
+static uint32_t load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session) {
     TPM2B_PUBLIC public_key = { 0 };
     TPM2B_PRIVATE private_key = { 0 };
     *handle = ESYS_TR_NONE;
@@ -248,7 +281,15 @@ uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handl
     rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, handle);
+    if (rc == TSS2_RC_SUCCESS && session != NULL) rc = salted_session(tpm, parent, 0, session);
     if (transient) Esys_FlushContext(tpm->esys, parent);
+    return rc;
+}
+
+uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle) {
+    ESYS_TR key = ESYS_TR_NONE;
+    TSS2_RC rc = load(tpm, blob, &key, NULL);
+    *handle = key;
     return rc;
 }
 
@@ -293,62 +334,12 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
     return rc;
 }
 
-/* The offline PIN verifier: an HMAC key like the pepper, but its use needs the authorization value, and it is
- * not noDA: wrong values count toward the TPM's lockout. */
-static TPM2B_PUBLIC verifier_template(void) {
-    TPM2B_PUBLIC template = hmac_key_template();
-    template.publicArea.objectAttributes &= ~TPMA_OBJECT_NODA;
-    return template;
-}
-
-/* An HMAC session salted to `key` (an SRK), with AES-CFB parameter encryption available. */
-static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
-    TPMT_SYM_DEF symmetric = { .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB };
-    TSS2_RC rc = Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
-                                       &symmetric, TPM2_ALG_SHA256, session);
-    if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
-    if (rc != TSS2_RC_SUCCESS) {
-        Esys_FlushContext(tpm->esys, *session);
-        *session = ESYS_TR_NONE;
-    }
-    return rc;
-}
-
 uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob) {
     memset(blob, 0, sizeof *blob);
-    if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
-    ESYS_TR parent = ESYS_TR_NONE, session = ESYS_TR_NONE;
-    int transient = 0;
-    TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
-    if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
-    /* TPM2_Create's first parameter (the sensitive part, with the authorization value) goes encrypted. */
-    if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, TPMA_SESSION_DECRYPT, &session);
-    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
-    sensitive.sensitive.userAuth.size = (UINT16)auth_size;
-    memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_size);
-    TPM2B_PUBLIC template = verifier_template();
-    TPM2B_DATA outside = { 0 };
-    TPML_PCR_SELECTION pcrs = { 0 };
-    TPM2B_PRIVATE *out_private = NULL;
+    if (auth == NULL || auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
     TPM2B_PUBLIC *out_public = NULL;
-    TPM2B_CREATION_DATA *creation_data = NULL;
-    TPM2B_DIGEST *creation_hash = NULL;
-    TPMT_TK_CREATION *ticket = NULL;
-    if (rc == TSS2_RC_SUCCESS) {
-        rc = Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
-                         &out_public, &creation_data, &creation_hash, &ticket);
-    }
-    memset(&sensitive, 0, sizeof sensitive);
-    if (rc == TSS2_RC_SUCCESS) rc = marshal(out_public, out_private, blob);
-    Esys_Free(out_private);
+    TSS2_RC rc = create(tpm, verifier_template(), auth, auth_size, blob, &out_public);
     Esys_Free(out_public);
-    Esys_Free(creation_data);
-    Esys_Free(creation_hash);
-    Esys_Free(ticket);
-    if (session != ESYS_TR_NONE) Esys_FlushContext(tpm->esys, session);
-    if (transient) Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 
@@ -361,20 +352,14 @@ static int is_auth_failure(TSS2_RC rc) {
 uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size) {
     if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
     TPM2B_PUBLIC public_key = { 0 };
-    TPM2B_PRIVATE private_key = { 0 };
-    TSS2_RC rc = unmarshal(blob, &public_key, &private_key);
+    TSS2_RC rc = unmarshal(blob, &public_key, NULL);
     if (rc != TSS2_RC_SUCCESS) return rc;
     /* Only a verifier: a key without the authorization requirement would accept any PIN. */
     TPMA_OBJECT attributes = public_key.publicArea.objectAttributes;
     if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || !(attributes & TPMA_OBJECT_USERWITHAUTH) ||
         !(attributes & TPMA_OBJECT_FIXEDTPM)) return XIGN_TPM_RC_BAD_BLOB;
-    ESYS_TR parent = ESYS_TR_NONE, key = ESYS_TR_NONE, session = ESYS_TR_NONE;
-    int transient = 0;
-    rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
-    if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, &key);
-    if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, 0, &session);
-    if (transient) Esys_FlushContext(tpm->esys, parent);
+    ESYS_TR key = ESYS_TR_NONE, session = ESYS_TR_NONE;
+    rc = load(tpm, blob, &key, &session);
     TPM2B_AUTH value = { .size = (UINT16)auth_size };
     memcpy(value.buffer, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(tpm->esys, key, &value);
