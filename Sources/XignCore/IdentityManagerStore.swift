@@ -51,6 +51,11 @@ public struct IdentityManagerStore: Sendable {
         var hosts: [HostEnrolment]?
         /// Offline login, by enrolment (device id); absent in files from before it existed.
         var offline: [String: OfflineLoginRecord]?
+
+        /// Drops an enrolment's offline record; returns its verifier, for the caller to delete once the file is saved.
+        mutating func dropOfflineRecord(of idmIdentifier: String) -> String? {
+            offline?.removeValue(forKey: idmIdentifier)?.verifier?.reference
+        }
     }
 
     struct PendingLockoutRecord: Codable, Equatable {
@@ -126,8 +131,7 @@ public struct IdentityManagerStore: Sendable {
         let verifier = try update { contents -> String? in
             contents.entries.removeAll { $0.idmIdentifier == entity.idmIdentifier }
             contents.pendingLockouts[entity.activationId] = nil
-            defer { contents.offline?[entity.idmIdentifier] = nil }
-            return contents.offline?[entity.idmIdentifier]?.verifier?.reference
+            return contents.dropOfflineRecord(of: entity.idmIdentifier)
         }
         try? keys.store(for: entity.keyKind).delete(entity.keyReference)
         if let verifier { try? keys.pinVerifiers.delete(verifier) }

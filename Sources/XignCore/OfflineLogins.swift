@@ -175,10 +175,7 @@ public struct OfflineLogins {
     /// The enrolment is gone (removed here, or revoked at the manager): its verifier and record go too.
     func forget(_ entity: IdentityManagerEntity) throws {
         guard try record(entity) != nil else { return }
-        let reference = try store.update { contents -> String? in
-            defer { contents.offline?[entity.idmIdentifier] = nil }
-            return contents.offline?[entity.idmIdentifier]?.verifier?.reference
-        }
+        let reference = try store.update { $0.dropOfflineRecord(of: entity.idmIdentifier) }
         if let reference { try? verifiers.delete(reference) }
     }
 

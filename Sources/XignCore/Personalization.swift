@@ -272,10 +272,7 @@ public struct Personalizer {
                     }
                     contents.entries.removeAll { old in gone.contains(old) }
                     contents.entries.append(entity)
-                    for old in gone {
-                        if let verifier = contents.offline?[old.idmIdentifier]?.verifier { replacedVerifiers.append(verifier.reference) }
-                        contents.offline?[old.idmIdentifier] = nil
-                    }
+                    replacedVerifiers = gone.compactMap { contents.dropOfflineRecord(of: $0.idmIdentifier) }
                     return gone.map { (kind: $0.keyKind, reference: $0.keyReference) }
                 }
             })

@@ -46,10 +46,11 @@ extension IdentityManager {
                 let activation = try await store.activation(id: device.activationId)
             else { return 0 }
             var failures = activation.failedAttempts
+            let dates = ISO8601DateFormatter()
             for event in fresh {
                 // The device's clock, within reason: never in the future, never before the audit keeps anything.
                 let at = min(max(event.at, now - self.configuration.auditKeepMilliseconds), now)
-                let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(at) / 1000))
+                let when = dates.string(from: Date(timeIntervalSince1970: Double(at) / 1000))
                 switch event.kind {
                 case .login:
                     try await store.recordAudit(
@@ -60,19 +61,9 @@ extension IdentityManager {
                     failures += 1
                     let lock = lockout.lock(afterFailures: failures, now: now)
                     try await store.chargeOfflineFailure(lock, activationId: activation.id)
-                    try await store.recordAudit(
-                        AuditEvent(
-                            at: at, event: .loginFailure, email: activation.email, activationId: activation.id, host: host, service: event.service,
-                            detail: "wrong offline PIN at \(when), \(failures) in a row", actor: "device \(device.id)"))
-                    if lock.isPermanent || lock.lockedUntil > now {
-                        try await store.recordAudit(
-                            AuditEvent(
-                                .lockout, email: activation.email, activationId: activation.id, host: host, service: event.service,
-                                detail: lock.isPermanent
-                                    ? "locked until an administrator unlocks it (offline PINs)"
-                                    : "locked for \((lock.lockedUntil - now + 999) / 1000) s (offline PINs)",
-                                actor: "device \(device.id)"))
-                    }
+                    try await Self.auditWrongPIN(
+                        lock, of: activation, for: PINCheckPurpose(service: event.service, host: host, actor: "device \(device.id)"), at: at,
+                        cause: "wrong offline PIN at \(when)", in: store)
                 }
             }
             if report.droppedLogins > 0 {

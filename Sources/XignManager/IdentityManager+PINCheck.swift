@@ -115,6 +115,26 @@ extension IdentityManager {
         return lock
     }
 
+    /// The audit of a wrong PIN, and of the lock it caused. `at` is when it was typed (an offline PIN: on the device's
+    /// clock); `cause` says what kind of PIN it was.
+    static func auditWrongPIN(
+        _ lock: LockoutMessage, of activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose, at: Int64? = nil,
+        cause: String = "wrong PIN", in store: ManagerStore
+    ) async throws {
+        let now = Self.now()
+        var event = AuditEvent(
+            at: at ?? now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
+            service: purpose.service, detail: "\(cause), \(lock.failedAttempts) in a row", actor: purpose.actor)
+        try await store.recordAudit(event)
+        if lock.isPermanent || lock.lockedUntil > now {
+            event.at = now
+            event.event = .lockout
+            event.detail =
+                lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
+            try await store.recordAudit(event)
+        }
+    }
+
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
     private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose) async throws -> PINVerdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
@@ -149,17 +169,7 @@ extension IdentityManager {
                 // another instance took over because clocks disagree) is added to, never overwritten.
                 let failures = current?.failedAttempts ?? activation.failedAttempts
                 let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
-                let now = Self.now()
-                var event = AuditEvent(
-                    at: now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
-                    service: purpose.service, detail: "wrong PIN, \(lock.failedAttempts) in a row", actor: purpose.actor)
-                try await store.recordAudit(event)
-                if lock.isPermanent || lock.lockedUntil > now {
-                    event.event = .lockout
-                    event.detail =
-                        lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
-                    try await store.recordAudit(event)
-                }
+                try await Self.auditWrongPIN(lock, of: activation, for: purpose, in: store)
                 self.logger.notice(
                     "wrong PIN",
                     metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
