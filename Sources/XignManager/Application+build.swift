@@ -41,7 +41,7 @@ public func buildApplication(
         RequestDeadlineHandler(
             readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
     ])
-    var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager)]
+    var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager), WakeUpService(manager: manager)]
     if let metrics = configuration.metricsListen {
         services.append(MetricsServer.make(manager: manager, host: metrics.host, port: metrics.port, http1: http1))
     }

@@ -308,7 +308,7 @@ extension IdentityManager {
             try await store.recordUse(ofDevice: deviceId, at: Self.now())
             return confirmation
         }
-        signals.signal("confirmation:\(confirmationId)")
+        await wake(Self.wakeKeys(confirmation: confirmationId, account: confirmation.accountId))
         logger.info(
             "confirmation approved", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)"])
         return UserLoginMessage(relyingPartyName: confirmation.hostName, role: role, loginName: confirmation.loginName)

@@ -8,11 +8,8 @@ import XignProtocol
 extension IdentityManager {
     /// The longest a long poll is held; below common proxy idle timeouts.
     static let longestWaitMilliseconds = 25_000
-    /// How often a waiter reads the row again at the most, for decisions made by another manager instance (its own
-    /// instance's wake it at once); and at most this many reads per wait, so a flood of waiters costs the database
-    /// a bounded number of reads.
-    static let confirmationRecheck: Int64 = 250
-    static let readsPerWait: Int64 = 20
+    /// How long an approving device's empty list is kept without a wake-up before it is read again.
+    static let emptyListKeptMilliseconds: Int64 = 60_000
 
     public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
         guard request.hostId.utf8.count <= 64 else { throw ManagerError.badRequest("hostId is too long") }
@@ -72,8 +69,7 @@ extension IdentityManager {
             try await store.insertConfirmation(record)
             return (accountId, displaced)
         }
-        if let displaced { signals.signal("confirmation:\(displaced)") }
-        signals.signal("account:\(accountId)")
+        await wake(["account:\(accountId)"] + (displaced.map { ["confirmation:\($0)"] } ?? []))
         logger.info(
             "confirmation started",
             metadata: [
@@ -125,15 +121,15 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the withdrawal is too long")
         }
         let presented = Data(Self.hashed(request.waitToken).utf8)
-        let state = try await database.transaction { store -> ConfirmationState in
+        let (state, accountId) = try await database.transaction { store -> (ConfirmationState, String) in
             guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
             else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
             }
             let withdrawn = try await store.decideConfirmation(record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
-            return withdrawn ? .withdrawn : record.state(at: Self.now())
+            return (withdrawn ? .withdrawn : record.state(at: Self.now()), record.accountId)
         }
-        signals.signal("confirmation:\(request.confirmationId)")
+        await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: state)
     }
 
@@ -143,15 +139,14 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the wait request is too long")
         }
         let presented = Data(Self.hashed(request.waitToken).utf8)
-        let decided = { (record: ManagerStore.ConfirmationRecord) in record.state(at: Self.now()) != .pending }
-        let record = try await longPoll(request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", until: decided) {
-            guard let record = try await self.database.read({ store in try await store.confirmation(request.confirmationId) }),
-                constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
-            else {
-                throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
-            }
-            return record
+        let isYours = { (record: ManagerStore.ConfirmationRecord) in constantTimeEquals(Data(record.waitTokenHash.utf8), presented) }
+        let found = try await longPoll(
+            request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", keptUntil: { $0?.expiresAt ?? 0 },
+            until: { $0.map { !isYours($0) || $0.state(at: Self.now()) != .pending } ?? true }
+        ) {
+            try await self.database.read { store in try await store.confirmation(request.confirmationId) }
         }
+        guard let record = found, isYours(record) else { throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token") }
         let state = record.state(at: Self.now())
         let result = ConfirmationResultMessage(
             nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
@@ -176,31 +171,38 @@ extension IdentityManager {
             }
             return accountId
         }
-        let any = { (waiting: [ManagerStore.ConfirmationRecord]) in !waiting.isEmpty }
-        let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: any) {
-            try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
-        }
+        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) { !$0.isEmpty }
         let list = ConfirmationListMessage(
             nonce: request.nonce,
             confirmations: pending.map(\.pendingMessage))
         return try sign(list, type: SignedAnswerType.confirmationList)
     }
 
-    /// Reads until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. A
-    /// signal on `key` wakes the wait at once; decisions on other manager instances show at the next re-read, which
-    /// comes every `wait / readsPerWait` (250 ms at least).
+    /// The account's pending confirmations, oldest first, once `done` holds for them or after `waitMilliseconds`.
+    func waitForPendingConfirmations(
+        of accountId: String, upTo waitMilliseconds: Int, until done: ([ManagerStore.ConfirmationRecord]) -> Bool
+    ) async throws -> [ManagerStore.ConfirmationRecord] {
+        let keptUntil = { (pending: [ManagerStore.ConfirmationRecord]) in
+            pending.map(\.expiresAt).min() ?? Self.now() + Self.emptyListKeptMilliseconds
+        }
+        return try await longPoll(waitMilliseconds, wakingOn: "account:\(accountId)", keptUntil: keptUntil, until: done) {
+            try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
+        }.filter { $0.state(at: Self.now()) == .pending }
+    }
+
+    /// Waits until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. The
+    /// reading is kept (Signals) until `keptUntil` or a wake-up on `key`, so a wait that comes again, here or for
+    /// another waiter of the same key, costs the database nothing until the row changes.
     func longPoll<Reading: Sendable>(
-        _ waitMilliseconds: Int, wakingOn key: String, until done: (Reading) -> Bool,
+        _ waitMilliseconds: Int, wakingOn key: String, keptUntil: @escaping (Reading) -> Int64, until done: (Reading) -> Bool,
         _ read: () async throws -> Reading
     ) async throws -> Reading {
-        let wait = Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
-        let deadline = Self.now() + wait
-        let interval = max(Self.confirmationRecheck, wait / Self.readsPerWait)
+        let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
         while true {
-            let reading = try await read()
+            let reading = try await signals.reading(of: key, now: Self.now(), until: keptUntil, read)
             let now = Self.now()
-            if done(reading) || now >= deadline { return reading }
-            await signals.pause(key, upTo: .milliseconds(min(interval, deadline - now)))
+            if done(reading.value) || now >= deadline { return reading.value }
+            await signals.pause(key, upTo: .milliseconds(max(1, min(deadline, keptUntil(reading.value)) - now)), whileKept: reading.token)
         }
     }
 
@@ -212,7 +214,7 @@ extension IdentityManager {
             throw ManagerError.badRequest("a field of the denial is too long")
         }
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
-        try await database.transaction { store in
+        let accountId = try await database.transaction { store -> String in
             try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature,
                 in: store
@@ -225,8 +227,9 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
             }
             try await store.blockConfirmations(accountId: confirmation.accountId, source: confirmation.source, until: now + cooldown)
+            return confirmation.accountId
         }
-        signals.signal("confirmation:\(request.confirmationId)")
+        await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
         logger.notice("confirmation denied", metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: .denied)
     }
@@ -238,7 +241,7 @@ extension IdentityManager {
         let presented = Data((code ?? "").utf8)
         enum Verdict: Sendable {
             case right(ManagerStore.ConfirmationRecord)
-            case wrong(left: Int)
+            case wrong(left: Int, accountId: String)
         }
         let verdict = try await database.transaction { store -> Verdict in
             guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending,
@@ -252,13 +255,13 @@ extension IdentityManager {
             if failures >= settings.maxCodeFailures {
                 _ = try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
             }
-            return .wrong(left: max(0, settings.maxCodeFailures - failures))
+            return .wrong(left: max(0, settings.maxCodeFailures - failures), accountId: confirmation.accountId)
         }
         switch verdict {
         case .right(let confirmation):
             return confirmation
-        case .wrong(let left):
-            if left == 0 { signals.signal("confirmation:\(confirmationId)") }
+        case .wrong(let left, let accountId):
+            if left == 0 { await wake(Self.wakeKeys(confirmation: confirmationId, account: accountId)) }
             logger.notice("wrong confirmation code", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
             throw ManagerError(
                 .unprocessableContent, .wrongCode,

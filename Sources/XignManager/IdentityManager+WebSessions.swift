@@ -42,10 +42,7 @@ extension IdentityManager {
             return accountId
         }
         let seen = Set(request.seen)
-        let changed = { (pending: [ManagerStore.ConfirmationRecord]) in Set(pending.map(\.id)) != seen }
-        let pending = try await longPoll(request.waitMilliseconds, wakingOn: "account:\(accountId)", until: changed) {
-            try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
-        }
+        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) { Set($0.map(\.id)) != seen }
         return WebPendingMessage(confirmations: pending.map(\.pendingMessage))
     }
 

@@ -1,6 +1,7 @@
 import Hummingbird
 import HummingbirdCore
 import Metrics
+import NIOConcurrencyHelpers
 import NIOCore
 import Prometheus
 import ServiceLifecycle
@@ -29,9 +30,17 @@ enum MetricsServer {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let pending = Gauge(label: "xign_confirmations_pending")
+        let statements = Counter(label: "xign_database_statements_total")
+        let statementsCounted = NIOLockedValueBox(0)
         let router = Router()
         router.get("/metrics") { _, _ -> Response in
             pending.record(try await manager.pendingConfirmationCount())
+            let total = manager.database.statements.total
+            let uncounted = statementsCounted.withLockedValue { counted in
+                defer { counted = total }
+                return total - counted
+            }
+            statements.increment(by: uncounted)
             var text = [UInt8]()
             text.reserveCapacity(16 * 1024)
             registry.emit(into: &text)

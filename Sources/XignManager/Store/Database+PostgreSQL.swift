@@ -10,8 +10,9 @@ import XignProtocol
 extension Database {
     /// Connects, then migrates under a transaction-scoped advisory lock, so instances that start together migrate once.
     static func openPostgreSQL(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) async throws -> Database {
-        let pool = try PostgreSQLPool(settings, logger: logger)
-        let database = Database(backend: .postgreSQL(pool), logger: logger)
+        let statements = StatementCounter()
+        let pool = try PostgreSQLPool(settings, statements: statements, logger: logger)
+        let database = Database(backend: .postgreSQL(pool), logger: logger, statements: statements)
         do {
             try await pool.probe(logger: logger)
             try await pool.withLease { connection in
@@ -42,9 +43,11 @@ final class PostgreSQLPool: Sendable {
     private let settings: ManagerConfiguration.PostgreSQL
     private let password: String?
     private let tlsConfiguration: TLSConfiguration?
+    let statements: StatementCounter
 
-    init(_ settings: ManagerConfiguration.PostgreSQL, logger: Logger) throws {
+    init(_ settings: ManagerConfiguration.PostgreSQL, statements: StatementCounter, logger: Logger) throws {
         self.settings = settings
+        self.statements = statements
         password = try settings.passwordFile.map(Self.readPassword)
         if settings.requiresTLS {
             var configuration = TLSConfiguration.makeClientConfiguration()
@@ -76,15 +79,61 @@ final class PostgreSQLPool: Sendable {
     /// One connection made directly, so that a wrong address, password or certificate is reported at start with
     /// its reason; the pool itself only retries and logs.
     func probe(logger: Logger) async throws {
+        try await connect(logger: logger).close()
+    }
+
+    /// A connection of its own, outside the pool.
+    private func connect(logger: Logger) async throws -> PostgresConnection {
         let tls = try tlsConfiguration.map { PostgresConnection.Configuration.TLS.require(try NIOSSLContext(configuration: $0)) } ?? .disable
         var configuration = PostgresConnection.Configuration(
             host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database, tls: tls
         )
         configuration.options.connectTimeout = .seconds(5)
-        let connection = try await PostgresConnection.connect(
+        return try await PostgresConnection.connect(
             on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration, id: 0, logger: logger
         ).get()
-        try await connection.close()
+    }
+
+    /// The channel on which instances tell each other which waits to wake; a payload is keys, one per line.
+    static let wakeChannel = "xign_wake"
+
+    /// Sends `keys` to every listening instance (this one included), in one statement.
+    func publish(_ keys: [String]) async throws {
+        try await withLease { [statements] connection in
+            try await statements.counting(connection.sql()).raw(
+                "SELECT pg_notify(\(bind: Self.wakeChannel), \(bind: keys.joined(separator: "\n")))"
+            ).run()
+        }
+    }
+
+    /// Hands every key the instances publish to `wake`, until cancelled, on a connection of its own that is made
+    /// again (after 1 s, doubling to 30 s) whenever it breaks. What is published while it is down, the sweep finds.
+    func listen(logger: Logger, wake: @escaping @Sendable (String) -> Void) async {
+        var pause: Duration = .seconds(1)
+        while !Task.isCancelled {
+            do {
+                let connection = try await connect(logger: logger)
+                statements.add()
+                pause = .seconds(1)
+                do {
+                    try await connection.listen(on: Self.wakeChannel) { notifications in
+                        for try await notification in notifications {
+                            notification.payload.split(separator: "\n").forEach { wake(String($0)) }
+                        }
+                    }
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                try? await connection.close()
+            } catch  where !Task.isCancelled {
+                logger.warning("cannot listen for the other instances' changes; retrying in \(pause) (the sweep finds them meanwhile): \(error)")
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(30))
+            } catch {
+                return
+            }
+        }
     }
 
     /// Runs `body` on a pooled connection; waits at most `leaseTimeout` for one.
@@ -124,7 +173,8 @@ final class PostgreSQLPool: Sendable {
             do {
                 return try await withLease { connection in
                     try await Database.inTransaction(
-                        connection.sql(), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
+                        self.statements.counting(connection.sql()), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability,
+                        logger: logger, body)
                 }
             } catch let error as PSQLError where Self.isConflict(error) && attempt < Self.maximumAttempts {
                 attempt += 1

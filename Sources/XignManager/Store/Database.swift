@@ -20,10 +20,12 @@ public final class Database: Sendable {
 
     let backend: Backend
     let logger: Logger
+    let statements: StatementCounter
 
-    init(backend: Backend, logger: Logger) {
+    init(backend: Backend, logger: Logger, statements: StatementCounter) {
         self.backend = backend
         self.logger = logger
+        self.statements = statements
     }
 
     /// Opens the database `configuration` names and brings the schema up to date.
@@ -44,7 +46,8 @@ public final class Database: Sendable {
         }
         let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         for pragma in ["PRAGMA query_only=ON", "PRAGMA busy_timeout=5000"] { try await reader.sql().raw(SQLQueryString(pragma)).run() }
-        let database = Database(backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger)
+        let database = Database(
+            backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger, statements: StatementCounter())
         try await database.transaction { store in try await Schema.migrate(store.sql) }
         return database
     }
@@ -75,7 +78,7 @@ public final class Database: Sendable {
         switch backend {
         case .sqlite(let connection, let lock, _, _):
             return try await lock.withLock {
-                let sql = connection.sql()
+                let sql = statements.counting(connection.sql())
                 // In WAL mode, NORMAL commits without fsync; the next FULL commit syncs the log, this one included.
                 guard durability == .unsynced else { return try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body) }
                 try await sql.raw("PRAGMA synchronous=NORMAL").run()
@@ -92,12 +95,25 @@ public final class Database: Sendable {
         }
     }
 
+    /// Tells every instance's waiters of `keys` that their rows changed (PostgreSQL's NOTIFY); nothing on SQLite,
+    /// whose one instance signals its own waiters.
+    func publish(_ keys: [String]) async throws {
+        guard case .postgreSQL(let pool) = backend else { return }
+        try await pool.publish(keys)
+    }
+
+    /// Hands `wake` the keys other instances publish, until cancelled; returns at once on SQLite.
+    func listen(logger: Logger, wake: @escaping @Sendable (String) -> Void) async {
+        guard case .postgreSQL(let pool) = backend else { return }
+        await pool.listen(logger: logger, wake: wake)
+    }
+
     /// Runs `body`, which only reads, in a transaction of its own. On SQLite that is the reading connection, so
     /// the many re-reads of long polls never wait for the writer nor make PIN checks wait for them.
     public func read<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
         switch backend {
         case .sqlite(_, _, let reader, let lock):
-            return try await lock.withLock { try await Self.inTransaction(reader.sql(), begin: "BEGIN", logger: logger, body) }
+            return try await lock.withLock { try await Self.inTransaction(statements.counting(reader.sql()), begin: "BEGIN", logger: logger, body) }
         case .postgreSQL:
             return try await transaction(durability: .unsynced, body)
         }

@@ -76,12 +76,12 @@ extension ManagerStore {
         try await sql.raw(
             """
             INSERT INTO confirmations (id, host_id, account_id, login_name, service, remote_host, source, tty, command, nonce, wait_token_hash,
-                                       code, code_failures, state, created_at, expires_at)
+                                       code, code_failures, state, created_at, expires_at, changed_at)
             VALUES (\(bind: confirmation.id), \(bind: confirmation.hostId), \(bind: confirmation.accountId), \(bind: confirmation.loginName),
                     \(bind: confirmation.service), \(bind: confirmation.remoteHost), \(bind: confirmation.source), \(bind: confirmation.tty),
                     \(bind: confirmation.command),
                     \(bind: confirmation.nonce), \(bind: confirmation.waitTokenHash), \(bind: confirmation.code), 0, 'pending',
-                    \(bind: confirmation.createdAt), \(bind: confirmation.expiresAt))
+                    \(bind: confirmation.createdAt), \(bind: confirmation.expiresAt), \(bind: confirmation.createdAt))
             """
         ).run()
     }
@@ -117,7 +117,7 @@ extension ManagerStore {
     func decideConfirmation(_ id: String, state: ConfirmationState, approvedBy: String?, now: Int64) async throws -> Bool {
         try await sql.raw(
             """
-            UPDATE confirmations SET state = \(bind: state.rawValue), approved_by = \(bind: approvedBy)
+            UPDATE confirmations SET state = \(bind: state.rawValue), approved_by = \(bind: approvedBy), changed_at = \(bind: now)
             WHERE id = \(bind: id) AND state = 'pending' AND expires_at > \(bind: now) RETURNING id
             """
         ).first() != nil
@@ -167,5 +167,22 @@ extension ManagerStore {
             createdAt: try row.decode(column: "created_at", as: Int64.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self),
             openedAt: try row.decode(column: "opened_at", as: Int64?.self)
         )
+    }
+}
+
+extension ManagerStore {
+    struct ConfirmationChange: Sendable {
+        var id: String
+        var accountId: String
+        var changedAt: Int64
+    }
+
+    /// Confirmations started or decided after `since` (the wake-up sweep).
+    func confirmationsChanged(since: Int64) async throws -> [ConfirmationChange] {
+        try await sql.raw("SELECT id, account_id, changed_at FROM confirmations WHERE changed_at > \(bind: since)").all().map { row in
+            ConfirmationChange(
+                id: try row.decode(column: "id", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
+                changedAt: try row.decode(column: "changed_at", as: Int64.self))
+        }
     }
 }

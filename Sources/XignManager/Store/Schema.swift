@@ -6,7 +6,14 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources, authenticationPurposes, passkeys, offlineLogin,
+        confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps,
+    ]
+
+    /// When a confirmation was last started or decided, so a sweep finds the changes other instances made whose
+    /// notification was lost (IdentityManager+WakeUps).
+    static let wakeUps = [
+        "ALTER TABLE confirmations ADD COLUMN changed_at BIGINT NOT NULL DEFAULT 0",
+        "CREATE INDEX confirmations_changed ON confirmations (changed_at)",
     ]
 
     /// Offline login: a PIN generation that every PIN change moves (a device's offline verifier of another one is

@@ -1,0 +1,38 @@
+import Logging
+import NIOCore
+import SQLKit
+import Synchronization
+
+/// Counts the statements the manager sends to its database (`xign_database_statements_total`), so what waiting and
+/// logging in cost the database can be measured from outside.
+final class StatementCounter: Sendable {
+    private let count = Atomic<Int>(0)
+
+    var total: Int { count.load(ordering: .relaxed) }
+
+    /// `database`, counting each statement sent through it.
+    func counting(_ database: any SQLDatabase) -> any SQLDatabase { CountedDatabase(base: database, counter: self) }
+
+    func add() { count.add(1, ordering: .relaxed) }
+}
+
+private struct CountedDatabase: SQLDatabase {
+    let base: any SQLDatabase
+    let counter: StatementCounter
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        counter.add()
+        return base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        counter.add()
+        try await base.execute(sql: query, onRow)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+import XignCore
+import XignCrypto
+import XignProtocol
+import XignTestSupport
+
+/// Hosts waiting for an approval cost the database nothing until something is decided: each wait is woken by the
+/// decision, on its own instance at once, on another by PostgreSQL's NOTIFY, and by the sweep when that was lost.
+@Suite struct WaitingTests {
+    static let config =
+        ManagerProcess.testConfig + """
+
+            [confirmation]
+            max_pending = 20
+            max_pending_per_account = 100
+            [metrics]
+            listen = 127.0.0.1:0
+            """
+
+    /// A manager with alice's device and a joined host, and what the host started.
+    struct Waiting {
+        let api: API
+        let device: (id: String, key: P256PrivateKey)
+        let host: JoinedHost
+
+        init(_ manager: ManagerProcess) throws {
+            api = API(manager: manager)
+            device = try api.enrolDevice("alice@example.org")
+            try manager.giveLogin("alice@example.org", "alice")
+            host = try JoinedHost(api)
+        }
+
+        func start(from address: String = "192.0.2.7") throws -> (id: String, code: String, waitToken: String) {
+            let started = try host.start("alice", remoteHost: address).signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+            return (started["confirmationId"] as? String ?? "", started["code"] as? String ?? "", started["waitToken"] as? String ?? "")
+        }
+
+        /// The host's wait through `api`: the state it was answered and how long it took.
+        func wait(
+            _ confirmation: (id: String, code: String, waitToken: String), upTo milliseconds: Int, through api: API? = nil
+        ) throws -> (
+            state: String, seconds: Double
+        ) {
+            let api = api ?? self.api
+            let started = Date()
+            let answer = try api.post(
+                APIPath.confirmationWait,
+                ConfirmationWaitRequest(confirmationId: confirmation.id, waitToken: confirmation.waitToken, waitMilliseconds: milliseconds))
+            let state = try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"] as? String ?? "?"
+            return (state, Date().timeIntervalSince(started))
+        }
+
+        /// alice approves on her device, through `api`.
+        func approve(_ confirmation: (id: String, code: String, waitToken: String), through api: API) throws {
+            let started = try api.postStart(device, purpose: .confirmation(id: confirmation.id), code: confirmation.code)
+                .signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+            let finished = try api.finishAuthentication(started, pin: "24680", signer: device.key, role: "confirm")
+            guard finished.status == 200 else { throw TestFailure("the approval failed: \(finished.json)") }
+        }
+    }
+
+    /// The statements the manager has sent its database, from its /metrics.
+    static func statements(_ manager: ManagerProcess) throws -> Double {
+        var port = 0
+        guard
+            waitUntil({
+                guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
+                    let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) })
+                else { return false }
+                port = found
+                return true
+            })
+        else { throw TestFailure("the manager did not say where its metrics are") }
+        let text = String(
+            decoding: try HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(port)"), path: "/metrics", body: nil).body, as: UTF8.self)
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("xign_database_statements_total ") }),
+            let value = line.split(separator: " ").last.flatMap({ Double($0) })
+        else { throw TestFailure("no xign_database_statements_total in the metrics") }
+        return value
+    }
+
+    @Test(arguments: TestDatabase.allCases) func waitingHostsCostTheDatabaseNothingUntilTheDecision(database: TestDatabase) throws {
+        let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
+        let confirmations = try (1...10).map { try setup.start(from: "192.0.2.\($0)") }
+        // Each host waits four times in a row, 1 s each, as pam_xign's waits follow each other.
+        let before = try Self.statements(setup.api.manager)
+        let states = try onThreads(confirmations.count) { index in
+            try (0..<4).map { _ in try setup.wait(confirmations[index], upTo: 1_000).state }
+        }
+        let spent = try Self.statements(setup.api.manager) - before
+        #expect(states.allSatisfy { $0 == ["pending", "pending", "pending", "pending"] })
+        // One read (BEGIN, SELECT, COMMIT) per confirmation, a sweep or two, and the scrape's own count; polling
+        // every 250 ms as before would have been about 500.
+        #expect(spent <= 50, "\(spent) statements for 40 waits of 10 hosts")
+
+        // Honest control: the decision still reaches the host at once, and a wait after it reads it.
+        let waiter = Thread.detachedResult { try setup.wait(confirmations[0], upTo: 20_000) }
+        Thread.sleep(forTimeInterval: 0.5)
+        try setup.approve(confirmations[0], through: setup.api)
+        let woken = try waiter.value(timeout: 25)
+        #expect(woken.state == "approved" && woken.seconds < 5, "\(woken)")
+        #expect(try setup.wait(confirmations[0], upTo: 0).state == "approved")
+        #expect(try setup.wait(confirmations[1], upTo: 0).state == "pending", "the other hosts still wait")
+    }
+
+    @Test func aDecisionOnAnotherInstanceWakesTheWaitAtOnce() throws {
+        let first = try ManagerProcess(config: Self.config, database: .postgreSQL)
+        let second = try ManagerProcess(sharingDatabaseWith: first)
+        let setup = try Waiting(first)
+        let other = API(manager: second)
+        // Three in a row, so that a sweep (every 5 s) that happened to come at the right moment cannot pass it.
+        for round in 1...3 {
+            let confirmation = try setup.start(from: "192.0.2.\(round)")
+            let waiter = Thread.detachedResult { (try setup.wait(confirmation, upTo: 20_000).state, Date()) }
+            Thread.sleep(forTimeInterval: 0.5)
+            try setup.approve(confirmation, through: other)
+            let approved = Date()
+            let (state, answered) = try waiter.value(timeout: 25)
+            let afterApproval = answered.timeIntervalSince(approved)
+            #expect(state == "approved" && afterApproval < 1.5, "NOTIFY, not the sweep nor the wait's end: \(state) \(afterApproval) s")
+        }
+    }
+
+    /// A decision whose notification never came (an instance that stopped between its commit and its NOTIFY, a
+    /// listening connection that broke): the row is changed in the database alone, and the sweep finds it.
+    @Test(arguments: TestDatabase.allCases) func aDecisionWithoutItsNotificationIsFoundBySweep(database: TestDatabase) throws {
+        let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
+        let confirmation = try setup.start()
+        let waiter = Thread.detachedResult { try setup.wait(confirmation, upTo: 24_000) }
+        Thread.sleep(forTimeInterval: 1)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        _ = try setup.api.manager.query(
+            "UPDATE confirmations SET state = 'denied', changed_at = \(now) WHERE id = '\(confirmation.id)'")
+        let woken = try waiter.value(timeout: 30)
+        #expect(woken.state == "denied" && woken.seconds < 12, "within a sweep or two, not at the wait's end (24 s): \(woken)")
+    }
+}
