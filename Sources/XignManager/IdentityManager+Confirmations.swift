@@ -140,9 +140,12 @@ extension IdentityManager {
         }
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let isYours = { (record: ManagerStore.ConfirmationRecord) in constantTimeEquals(Data(record.waitTokenHash.utf8), presented) }
+        let decidedOrNotYours = { (record: ManagerStore.ConfirmationRecord?) in
+            record.map { !isYours($0) || $0.state(at: Self.now()) != .pending } ?? true
+        }
+        let expiry = { (record: ManagerStore.ConfirmationRecord?) in record?.expiresAt ?? 0 }
         let found = try await longPoll(
-            request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", keptUntil: { $0?.expiresAt ?? 0 },
-            until: { $0.map { !isYours($0) || $0.state(at: Self.now()) != .pending } ?? true }
+            request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", keptUntil: expiry, until: decidedOrNotYours
         ) {
             try await self.database.read { store in try await store.confirmation(request.confirmationId) }
         }
