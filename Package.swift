@@ -44,6 +44,7 @@ let package = Package(
         .systemLibrary(name: "CPAM", providers: [.apt(["libpam0g-dev"])]),
         .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(name: "CEpoll"),
 
         // Leaf modules.
         .target(name: "XignProtocol", dependencies: ["XignCrypto"]),
@@ -128,7 +129,7 @@ let package = Package(
         // `make bench`: figures, never timed tests.
         // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
         .executableTarget(
-            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
+            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport", "CEpoll"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
         .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin", "XignCrypto", "XignWebAuthn"], path: "Tests/XignTestSupport"),

@@ -20,7 +20,7 @@ public struct PendingLoginConfirmation: Sendable {
     public let service: String
     /// On the monotonic clock.
     public let expiresAt: MonotonicClock.Instant
-    let waitToken: String
+    package let waitToken: String
     let nonce: String
     let host: HostEnrolment
     let managerKey: P256PublicKey

@@ -37,7 +37,7 @@ struct Bench {
         if CommandLine.arguments.dropFirst().first == "manager" {
             let seconds = CommandLine.arguments.dropFirst(2).first.flatMap(Double.init) ?? 10
             let only = Set(CommandLine.arguments.dropFirst(3))
-            return try ManagerBench.run(seconds: seconds, only: only.isEmpty ? ["sqlite", "postgresql", "privacyidea"] : only)
+            return try ManagerBench.run(seconds: seconds, only: only.isEmpty ? ["logins", "sqlite", "postgresql", "privacyidea", "waiting"] : only)
         }
         let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path

@@ -66,7 +66,7 @@ enum ManagerBench {
         return row
     }
 
-    /// `only` limits the run to some of sqlite, postgresql and privacyidea.
+    /// `only` limits the run to some of logins and waiting (10,000 waiting hosts) on sqlite and postgresql, and privacyidea.
     static func run(seconds: Double, only: Set<String>) throws {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         print(
@@ -78,7 +78,7 @@ enum ManagerBench {
         print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
         if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
-        for database in TestDatabase.allCases where only.contains(database == .sqlite ? "sqlite" : "postgresql") {
+        for database in TestDatabase.allCases where only.contains("logins") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             let manager = try ManagerProcess(config: config, database: database)
             defer { manager.stop() }
             let clients = try enrol(clientCount, at: manager)
@@ -135,6 +135,9 @@ enum ManagerBench {
         if let failed = rows.first(where: { !$0.load.failures.isEmpty }) {
             print("\nfirst failure (\(failed.system), \(failed.clients) clients): \(failed.load.failures[0])")
         }
+        for database in TestDatabase.allCases where only.contains("waiting") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
+            try waitingFigures(database: database)
+        }
     }
 
     static func report(_ row: Row) {
@@ -162,11 +165,7 @@ enum ManagerBench {
 
     /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
     static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {
-        guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://") }),
-            let start = line.range(of: "http://")
-        else { throw TestFailure("the manager did not say where /metrics is") }
-        let url = try ManagerURL(String(line[start.lowerBound...].prefix { !$0.isWhitespace }).replacingOccurrences(of: "/metrics", with: ""))
-        let text = String(decoding: try HTTPClient().send("GET", to: url, path: "/metrics").body, as: UTF8.self)
+        let text = try metrics(manager)
         var times: [String: (seconds: Double, count: Double)] = [:]
         for sample in text.split(separator: "\n") where sample.hasPrefix("http_server_request_duration_") && sample.contains("status_code=\"200\"") {
             guard let route = loginRoutes.first(where: { sample.contains("http_route=\"\($0)\"") }),
@@ -176,6 +175,15 @@ enum ManagerBench {
             if sample.hasPrefix("http_server_request_duration_count") { times[route, default: (0, 0)].count += value }
         }
         return times
+    }
+
+    /// The manager's /metrics, at the address its log names.
+    static func metrics(_ manager: ManagerProcess) throws -> String {
+        guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://") }),
+            let start = line.range(of: "http://")
+        else { throw TestFailure("the manager did not say where /metrics is") }
+        let url = try ManagerURL(String(line[start.lowerBound...].prefix { !$0.isWhitespace }).replacingOccurrences(of: "/metrics", with: ""))
+        return String(decoding: try HTTPClient().send("GET", to: url, path: "/metrics").body, as: UTF8.self)
     }
 
     /// One enrolled user on one machine: its own SDK and state, as pam_xign sees it. Each is driven by one thread only.
@@ -190,6 +198,21 @@ enum ManagerBench {
                 sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: ManagerBench.pin))
             let outcome = try login.run()
             guard outcome == .signedIn else { throw XignSdkError(.invalidManagerResponse, "the login ended in \(outcome.logWord)") }
+        }
+
+        /// Approves a login confirmation from this device with the code and the PIN, as `xign-setup approve` does.
+        func approve(_ confirmationId: String, code: String) throws {
+            let authenticator = sdk.authenticator
+            let request = try authenticator.startAuthenticationSynchronous(
+                confirmation: ConfirmationInitializationData(idmIdentifier: idmIdentifier, confirmationId: confirmationId, code: code))
+            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+                throw XignSdkError(.invalidManagerResponse, "the approval could not be prepared")
+            }
+            try information.sign(factor: DeviceFactor())
+            try information.sign(factor: PinFactor(ManagerBench.pin))
+            guard case .userLogin = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
+                throw XignSdkError(.invalidManagerResponse, "the approval did not end in userLogin")
+            }
         }
     }
 
