@@ -18,13 +18,15 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// A P-256 public key in SubjectPublicKeyInfo DER form, checked to be on the curve.
+/// A P-256 public key in SubjectPublicKeyInfo DER form, checked to be on the curve, and parsed once: each
+/// verification uses the key parsed at init (a parse, `d2i_PUBKEY`, costs more than the verification).
 ///
 /// Only the one canonical encoding is accepted (id-ecPublicKey, prime256v1, an uncompressed point, nothing after
 /// it), so one key has one fingerprint.
 public struct P256PublicKey: Sendable, Hashable {
     /// The DER SubjectPublicKeyInfo, the form the key travels in.
     public let derRepresentation: Data
+    private let parsed: EVPKey
 
     /// The DER that precedes the 65-byte point in every key we accept. An array, not Data: Data's enum keeps the
     /// pointer with spare bits set, and LeakSanitizer (the fuzz targets) would take the global for a leak.
@@ -39,10 +41,16 @@ public struct P256PublicKey: Sendable, Hashable {
         else {
             throw CryptoError("public key is not a P-256 SubjectPublicKeyInfo with an uncompressed point and nothing after it")
         }
-        let key = try Self.load(derRepresentation)
-        EVP_PKEY_free(key)
+        parsed = try Self.load(derRepresentation)
         self.derRepresentation = Data(derRepresentation)
     }
+
+    public static func == (left: P256PublicKey, right: P256PublicKey) -> Bool { left.derRepresentation == right.derRepresentation }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(derRepresentation) }
+
+    /// The parsed key, lent for the length of `body`.
+    func withKey<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T { try parsed.withPointer(body) }
 
     /// The uncompressed point (0x04 || X || Y), for callers that build the key from raw coordinates.
     public init(x963Representation point: Data) throws {
@@ -62,13 +70,9 @@ public struct P256PublicKey: Sendable, Hashable {
 
     /// Checks a raw (r || s, 64 bytes) ECDSA-SHA256 signature over `message`.
     public func isValidSignature(_ signature: Data, for message: Data) -> Bool {
-        guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature),
-            let key = try? Self.load(derRepresentation)
-        else { return false }
-        defer { EVP_PKEY_free(key) }
-        guard let context = EVP_MD_CTX_new() else { return false }
+        guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature), let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
+        guard withKey({ EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, $0) }) == 1 else { return false }
         let result = der.withUnsafeBytes { sig in
             message.withUnsafeBytes { msg in
                 EVP_DigestVerify(
@@ -82,7 +86,7 @@ public struct P256PublicKey: Sendable, Hashable {
         return result == 1
     }
 
-    static func load(_ der: Data) throws -> OpaquePointer {
+    static func load(_ der: Data) throws -> EVPKey {
         let key: OpaquePointer? = der.withUnsafeBytes { raw in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
             let key = d2i_PUBKEY(nil, &cursor, raw.count)
@@ -94,11 +98,9 @@ public struct P256PublicKey: Sendable, Hashable {
             return key
         }
         guard let key else { throw CryptoError("public key is not a valid SubjectPublicKeyInfo") }
-        guard isP256(key) else {
-            EVP_PKEY_free(key)
-            throw CryptoError("public key is not on P-256")
-        }
-        return key
+        let owned = EVPKey(taking: key)
+        guard owned.withPointer(isP256) else { throw CryptoError("public key is not on P-256") }
+        return owned
     }
 
     static func isP256(_ key: OpaquePointer) -> Bool {
@@ -166,13 +168,11 @@ public final class P256PrivateKey: @unchecked Sendable {
 
     /// The ECDH shared secret (the x coordinate, 32 bytes) with `peer`.
     public func sharedSecret(with peer: P256PublicKey) throws -> Data {
-        let peerKey = try P256PublicKey.load(peer.derRepresentation)
-        defer { EVP_PKEY_free(peerKey) }
         guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoError("EVP_PKEY_CTX_new") }
         defer { EVP_PKEY_CTX_free(context) }
         var secret = [UInt8](repeating: 0, count: 32)
         var length = secret.count
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peerKey) == 1,
+        guard EVP_PKEY_derive_init(context) == 1, peer.withKey({ EVP_PKEY_derive_set_peer(context, $0) }) == 1,
             EVP_PKEY_derive(context, &secret, &length) == 1, length == 32
         else { throw CryptoError("ECDH") }
         return Data(secret)

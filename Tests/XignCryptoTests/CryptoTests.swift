@@ -18,6 +18,33 @@ import XignCrypto
         #expect(try !key.publicKey.isValidSignature(Data(signature.prefix(63)), for: message))
     }
 
+    /// A public key is parsed once and shared: copies on many threads verify with it at once while others are dropped,
+    /// and a key is still good after every copy but one went. `make fuzz` runs the same under AddressSanitizer with
+    /// optimization on (target public-keys), where a key freed while in use shows.
+    @Test func oneParsedKeyServesCopiesOnManyThreads() async throws {
+        let key = try P256PrivateKey()
+        let messages = (0..<8).map { Data("message \($0)".utf8) }
+        let signatures = try messages.map { try key.signature(for: $0) }
+        var shared: P256PublicKey? = try key.publicKey
+        let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                let copy = try #require(shared)
+                group.addTask {
+                    (0..<50).allSatisfy { round in
+                        copy.isValidSignature(signatures[index % 8], for: messages[index % 8])
+                            && !copy.isValidSignature(signatures[(index + 1) % 8], for: messages[index % 8]) && round >= 0
+                    }
+                }
+            }
+            shared = nil
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results.count == 64 && results.allSatisfy { $0 })
+        let survivor = try P256PublicKey(derRepresentation: try key.publicKey.derRepresentation)
+        #expect(survivor.isValidSignature(signatures[0], for: messages[0]))
+        #expect(try key.sharedSecret(with: survivor) == (try key.sharedSecret(with: key.publicKey)))
+    }
+
     @Test func keysRoundTripThroughPEMAndDER() throws {
         let key = try P256PrivateKey()
         let again = try P256PrivateKey(pemRepresentation: try key.pemRepresentation())

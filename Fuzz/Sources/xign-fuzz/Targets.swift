@@ -79,6 +79,21 @@ struct FuzzTarget {
             _ = try? JWS.verify(compact, expectedType: SignedAnswerType.decrypt, key: key.publicKey)
             _ = try? P256PublicKey(derRepresentation: input)
         },
+        FuzzTarget(name: "public-keys") { input in
+            // A key from the wire, used the ways the code uses keys: copied, verified with while a copy goes, used
+            // for ECDH. Built with optimization on, where a key freed while still in use showed (EVPKey).
+            _ = try? P256PublicKey(derRepresentation: input)
+            _ = try? P256PublicKey(x963Representation: input)
+            let message = Data(input.prefix(512))
+            guard let signature = try? key.signature(for: message) else { return }
+            var keys = [try! key.publicKey]
+            keys.append(keys[0])
+            precondition(keys.removeFirst().isValidSignature(signature, for: message), "a good signature is refused")
+            precondition(!keys[0].isValidSignature(Data(signature.reversed()), for: message), "a reversed signature is accepted")
+            precondition(try! P256PrivateKey().publicKey.isValidSignature(signature, for: message) == false, "another key accepts it")
+            precondition(keys.allSatisfy { Set([$0, try! key.publicKey]).count == 1 }, "one key hashes as two")
+            _ = try? key.sharedSecret(with: keys[0])
+        },
         FuzzTarget(name: "wire-answers") { input in
             // Every answer the client decodes, and the error body of any status.
             let decoder = JSONDecoder()
