@@ -1,5 +1,6 @@
 import CCurl
 import FoundationEssentials
+import Synchronization
 import XignProtocol
 
 /// Blocking HTTP over libcurl's easy interface: no threads, no signals, hard timeouts, a bounded response.
@@ -48,6 +49,8 @@ public struct HTTPClient: Sendable {
     }
 
     public var configuration: Configuration
+    /// One libcurl handle kept between calls, so the requests of a login share a connection and a TLS session.
+    private let kept = KeptHandle()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -58,8 +61,8 @@ public struct HTTPClient: Sendable {
     public func send(_ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = []) throws -> Response {
         do { try manager.checkTransportPolicy() } catch { throw Failure.insecureTransport("\(error)") }
         let url = manager.endpoint(path)
-        guard Self.globalInit == CURLE_OK, let handle = curl_easy_init() else { throw Failure.transport("libcurl could not start") }
-        defer { curl_easy_cleanup(handle) }
+        guard Self.globalInit == CURLE_OK, let handle = kept.take() ?? curl_easy_init() else { throw Failure.transport("libcurl could not start") }
+        defer { kept.keep(handle) }
 
         let sink = Sink(limit: configuration.maximumResponseBytes)
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
@@ -128,6 +131,28 @@ public struct HTTPClient: Sendable {
             return .unreachable("the connection broke off (\(reason))")
         default: return .transport(reason)
         }
+    }
+
+    /// The handle a finished call leaves for the next. A call takes it (or makes its own while another call has it),
+    /// and `curl_easy_reset` clears every option but keeps the open connection and the TLS session cache.
+    private final class KeptHandle: Sendable {
+        /// A handle is used by one call at a time: the one that took it.
+        private struct Handle: @unchecked Sendable { let pointer: UnsafeMutableRawPointer }
+        private let handle = Mutex<Handle?>(nil)
+
+        func take() -> UnsafeMutableRawPointer? { handle.withLock { $0.take() }?.pointer }
+
+        func keep(_ finished: UnsafeMutableRawPointer) {
+            curl_easy_reset(finished)
+            let kept = handle.withLock { kept in
+                guard kept == nil else { return false }
+                kept = Handle(pointer: finished)
+                return true
+            }
+            if !kept { curl_easy_cleanup(finished) }
+        }
+
+        deinit { handle.withLock { $0 }.map { curl_easy_cleanup($0.pointer) } }
     }
 
     /// The response body, collected up to a limit; past it the transfer stops.

@@ -269,7 +269,8 @@ struct Bench {
         try "auth required pam_permit.so\n".write(toFile: work + "/pam.d/permit", atomically: true, encoding: .utf8)
         let runs = 200
         let xign = try run(harness, [work + "/pam.d", "xign", "bench", String(runs)], input: String(repeating: pin + "\n", count: runs))
-        let roundTrips = Double(proxy.connections) / Double(runs)
+        let roundTrips = Double(proxy.requests) / Double(runs)
+        let connectionsPerLogin = Double(proxy.connections) / Double(runs)
         let permit = try run(harness, [work + "/pam.d", "permit", "bench", String(runs)], input: "")
         func times(_ output: String) -> [Double] {
             output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }
@@ -282,15 +283,36 @@ struct Bench {
         let xignTimes = times(xign), permitTimes = times(permit)
         let permitFigure = Figure(name: "pam_authenticate with pam_permit.so (floor)", milliseconds: permitTimes)
         let steady = Figure(name: "pam_authenticate with pam_xign.so, runs 2…\(runs)", milliseconds: Array(xignTimes.dropFirst()))
+        // What sudo, su and each sshd connection pay: the first pam_authenticate of a fresh process, and the dlopen in it.
+        let fresh = 15
+        var firstXign: [Double] = [], firstPermit: [Double] = []
+        for _ in 0..<fresh {
+            firstXign += times(try run(harness, [work + "/pam.d", "xign", "bench", "2"], input: pin + "\n" + pin + "\n")).prefix(1)
+            firstPermit += times(try run(harness, [work + "/pam.d", "permit", "bench", "2"], input: "")).prefix(1)
+        }
+        let loader = work + "/dlopen_time"
+        try Self.dlopenTimer.write(toFile: loader + ".c", atomically: true, encoding: .utf8)
+        try run("/usr/bin/cc", ["-O2", "-o", loader, loader + ".c", "-ldl"])
+        let permitPath =
+            "/usr/lib/\(try run("/usr/bin/gcc", ["-print-multiarch"]).trimmingCharacters(in: .whitespacesAndNewlines))/security/pam_permit.so"
+        let opens = { (path: String) in
+            try (0..<fresh).map { _ in (Double(try run(loader, [path]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
+        }
+        let permitOpen = Figure(name: "dlopen pam_permit.so in a fresh process", milliseconds: try opens(permitPath))
+        let permitFirst = Figure(name: "first pam_authenticate, pam_permit.so, fresh process", milliseconds: firstPermit)
         table(
             "PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)",
-            [
-                permitFigure,
-                steady,
-                Figure(name: "first pam_authenticate (loads the module)", milliseconds: Array(xignTimes.prefix(1))),
-            ], floor: permitFigure)
-        print(String(format: "module load (first login − median of the rest): %.2f ms", (xignTimes.first ?? 0) - steady.median))
-        print(String(format: "HTTP round trips per login: %.2f (counted at a proxy over %d logins)", roundTrips, runs))
+            [permitFigure, steady], floor: permitFigure)
+        table(
+            "PAM in a fresh process, as sudo, su and each sshd connection run it (\(fresh) processes each)",
+            [permitFirst, Figure(name: "first pam_authenticate, pam_xign.so, fresh process", milliseconds: firstXign)], floor: permitFirst)
+        table(
+            "Loading the module (dlopen RTLD_NOW, as libpam does, in a fresh process)",
+            [permitOpen, Figure(name: "dlopen pam_xign.so in a fresh process", milliseconds: try opens(module))], floor: permitOpen)
+        print(
+            String(
+                format: "HTTP round trips per login: %.2f over %.2f connection(s) (counted at a proxy over %d logins)", roundTrips,
+                connectionsPerLogin, runs))
         print("threads in the host before/after: \(field(xign, "threads_before")) / \(field(xign, "threads_after"))")
         let xignRSS = field(xign, "rss_after_kb") - field(xign, "rss_before_kb")
         let permitRSS = field(permit, "rss_after_kb") - field(permit, "rss_before_kb")
@@ -347,15 +369,36 @@ struct Bench {
     }
 }
 
-/// A TCP forwarder on loopback that counts the connections it relays.
+extension Bench {
+    /// Times one dlopen of argv[1] with RTLD_NOW (libpam's flags), in microseconds.
+    static let dlopenTimer = """
+        #include <dlfcn.h>
+        #include <stdio.h>
+        #include <time.h>
+        int main(int argc, char **argv) {
+            struct timespec a, b;
+            if (argc != 2) return 2;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            void *handle = dlopen(argv[1], RTLD_NOW);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            if (handle == NULL) { fprintf(stderr, "%s\\n", dlerror()); return 1; }
+            printf("%ld\\n", (b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
+            return 0;
+        }
+        """
+}
+
+/// A TCP forwarder on loopback that counts the connections it relays and the HTTP requests sent through them.
 final class CountingProxy: @unchecked Sendable {
     let port: Int
     private let target: Int
     private let listener: Int32
     private let lock = NSLock()
     private var count = 0
+    private var requestCount = 0
 
     var connections: Int { lock.withLock { count } }
+    var requests: Int { lock.withLock { requestCount } }
 
     init(to target: Int) throws {
         self.target = target
@@ -394,13 +437,19 @@ final class CountingProxy: @unchecked Sendable {
                 close(upstream)
                 continue
             }
+            // As the manager's own sockets: a relay with Nagle on holds a response's second write for the client's
+            // delayed ACK (40 ms) on a connection the login keeps open.
+            var on: Int32 = 1
+            for socket in [client, upstream] { setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size)) }
             let pair = Pair(client, upstream)
             Thread.detachNewThread {
-                Self.pump(from: client, to: upstream)
+                // A request line ends in " HTTP/1.1"; the JSON bodies never hold one.
+                let requests = Self.pump(from: client, to: upstream, counting: Array(" HTTP/1.1\r\n".utf8))
+                self.lock.withLock { self.requestCount += requests }
                 pair.finishOne()
             }
             Thread.detachNewThread {
-                Self.pump(from: upstream, to: client)
+                _ = Self.pump(from: upstream, to: client, counting: [])
                 pair.finishOne()
             }
         }
@@ -429,15 +478,26 @@ final class CountingProxy: @unchecked Sendable {
         }
     }
 
-    private static func pump(from source: Int32, to destination: Int32) {
+    /// Relays until either side closes; returns how often `marker` passed (it may span reads).
+    private static func pump(from source: Int32, to destination: Int32, counting marker: [UInt8]) -> Int {
         var buffer = [UInt8](repeating: 0, count: 16384)
+        var seen = 0
+        var tail: [UInt8] = []
         while true {
             let n = recv(source, &buffer, buffer.count, 0)
             if n <= 0 { break }
             if send(destination, buffer, n, Int32(MSG_NOSIGNAL)) < 0 { break }
+            guard !marker.isEmpty else { continue }
+            let window = tail + buffer[0..<n]
+            seen +=
+                (0...max(0, window.count - marker.count)).filter {
+                    window.count >= marker.count && window[$0..<($0 + marker.count)].elementsEqual(marker)
+                }.count
+            tail = Array(window.suffix(marker.count - 1))
         }
         shutdown(destination, Int32(SHUT_WR))
         shutdown(source, Int32(SHUT_RD))
+        return seen
     }
 }
 
