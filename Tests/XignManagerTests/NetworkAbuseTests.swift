@@ -98,7 +98,9 @@ import XignTestSupport
         // The control: without the balancer, one address's 64 connections are its cap; another address goes on.
         var direct: [Int32] = []
         defer { direct.forEach { close($0) } }
-        for _ in 0..<64 { if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) } }
+        // Exactly 64 held: a connect that failed under load would make the 65th only the 64th.
+        for _ in 0..<200 where direct.count < 64 { if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) } }
+        #expect(direct.count == 64)
         let request = "GET /health HTTP/1.1\r\nHost: idm\r\nConnection: close\r\n\r\n"
         #expect(
             waitUntil(seconds: 20) { LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.3", timeoutSeconds: 3) == nil },
