@@ -163,11 +163,5 @@ extension ManagerBench {
     }
 
     /// The statements the manager has sent its database (its /metrics).
-    static func statements(_ manager: ManagerProcess) throws -> Double {
-        let text = try metrics(manager)
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("xign_database_statements_total ") }),
-            let value = line.split(separator: " ").last.flatMap({ Double($0) })
-        else { throw TestFailure("no xign_database_statements_total in the manager's metrics") }
-        return value
-    }
+    static func statements(_ manager: ManagerProcess) throws -> Double { try manager.metric("xign_database_statements_total") }
 }

@@ -179,10 +179,7 @@ enum ManagerBench {
 
     /// The manager's /metrics, at the address its log names.
     static func metrics(_ manager: ManagerProcess) throws -> String {
-        guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://") }),
-            let start = line.range(of: "http://")
-        else { throw TestFailure("the manager did not say where /metrics is") }
-        let url = try ManagerURL(String(line[start.lowerBound...].prefix { !$0.isWhitespace }).replacingOccurrences(of: "/metrics", with: ""))
+        let url = try ManagerURL("http://127.0.0.1:\(try manager.metricsPort())")
         return String(decoding: try HTTPClient().send("GET", to: url, path: "/metrics").body, as: UTF8.self)
     }
 

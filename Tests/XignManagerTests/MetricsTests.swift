@@ -31,16 +31,7 @@ import XignTestSupport
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[metrics]\nlisten = 127.0.0.1:0\n")
         let api = API(manager: manager)
         let device = try api.enrolDevice("metrics@example.org")
-        // Port 0 binds any free port; the log names it.
-        var port = 0
-        #expect(
-            waitUntil {
-                guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
-                    let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) })
-                else { return false }
-                port = found
-                return true
-            })
+        let port = try manager.metricsPort()
         let before = try scrape(port, in: manager.directory)
         #expect(before["xign_confirmations_pending{}"] == 0)
 

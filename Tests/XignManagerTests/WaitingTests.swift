@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
@@ -62,24 +61,7 @@ import XignTestSupport
     }
 
     /// The statements the manager has sent its database, from its /metrics.
-    static func statements(_ manager: ManagerProcess) throws -> Double {
-        var port = 0
-        guard
-            waitUntil({
-                guard let line = manager.log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
-                    let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) })
-                else { return false }
-                port = found
-                return true
-            })
-        else { throw TestFailure("the manager did not say where its metrics are") }
-        let text = String(
-            decoding: try HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(port)"), path: "/metrics", body: nil).body, as: UTF8.self)
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("xign_database_statements_total ") }),
-            let value = line.split(separator: " ").last.flatMap({ Double($0) })
-        else { throw TestFailure("no xign_database_statements_total in the metrics") }
-        return value
-    }
+    static func statements(_ manager: ManagerProcess) throws -> Double { try manager.metric("xign_database_statements_total") }
 
     @Test(arguments: TestDatabase.allCases) func waitingHostsCostTheDatabaseNothingUntilTheDecision(database: TestDatabase) throws {
         let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))

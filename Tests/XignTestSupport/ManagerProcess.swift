@@ -186,6 +186,32 @@ public final class ManagerProcess: @unchecked Sendable {
             + ((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "")
     }
 
+    /// The port of `/metrics` (`metrics.listen`; port 0 binds any, and the log names it), once the server says.
+    public func metricsPort() throws -> Int {
+        var port = 0
+        let said = waitUntil {
+            guard let line = log.split(separator: "\n").first(where: { $0.contains("metrics at http://127.0.0.1:") }),
+                let found = line.split(separator: ":").last?.split(separator: "/").first.flatMap({ Int($0) })
+            else { return false }
+            port = found
+            return true
+        }
+        guard said else { throw TestFailure("the manager did not say where its metrics are") }
+        return port
+    }
+
+    /// The value of one sample of `/metrics`, such as `xign_database_statements_total`.
+    public func metric(_ sample: String) throws -> Double {
+        let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        guard let text = LoopbackSocket.exchange(request, port: try metricsPort(), from: "127.0.0.1") else {
+            throw TestFailure("no answer from /metrics")
+        }
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(sample + " ") }),
+            let value = line.split(separator: " ").last.flatMap({ Double($0) })
+        else { throw TestFailure("no \(sample) in the metrics") }
+        return value
+    }
+
     public func stop() {
         process?.stop()
         process = nil
