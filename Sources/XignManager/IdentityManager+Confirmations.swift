@@ -69,7 +69,7 @@ extension IdentityManager {
             try await store.insertConfirmation(record)
             return (accountId, displaced)
         }
-        await wake(["account:\(accountId)"] + (displaced.map { ["confirmation:\($0)"] } ?? []))
+        await wake(displaced.map { Self.wakeKeys(confirmation: $0, account: accountId) } ?? [Self.wakeKey(account: accountId)])
         logger.info(
             "confirmation started",
             metadata: [
@@ -145,7 +145,7 @@ extension IdentityManager {
         }
         let expiry = { (record: ManagerStore.ConfirmationRecord?) in record?.expiresAt ?? 0 }
         let found = try await longPoll(
-            request.waitMilliseconds, wakingOn: "confirmation:\(request.confirmationId)", keptUntil: expiry, until: decidedOrNotYours
+            request.waitMilliseconds, wakingOn: Self.wakeKey(confirmation: request.confirmationId), keptUntil: expiry, until: decidedOrNotYours
         ) {
             try await self.database.read { store in try await store.confirmation(request.confirmationId) }
         }
@@ -188,7 +188,7 @@ extension IdentityManager {
         let keptUntil = { (pending: [ManagerStore.ConfirmationRecord]) in
             pending.map(\.expiresAt).min() ?? Self.now() + Self.emptyListKeptMilliseconds
         }
-        return try await longPoll(waitMilliseconds, wakingOn: "account:\(accountId)", keptUntil: keptUntil, until: done) {
+        return try await longPoll(waitMilliseconds, wakingOn: Self.wakeKey(account: accountId), keptUntil: keptUntil, until: done) {
             try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
         }.filter { $0.state(at: Self.now()) == .pending }
     }

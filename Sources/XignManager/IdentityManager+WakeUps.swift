@@ -15,9 +15,15 @@ extension IdentityManager {
     /// instances whose clocks differ by up to this much.
     static let sweepOverlapMilliseconds: Int64 = 30_000
 
+    /// What a host waiting for the confirmation `id` sleeps on.
+    static func wakeKey(confirmation id: String) -> String { "confirmation:\(id)" }
+
+    /// What the devices and browsers waiting for the account's pending logins sleep on.
+    static func wakeKey(account accountId: String) -> String { "account:\(accountId)" }
+
     /// The keys a confirmation's change wakes: its host's wait and its account's approving devices.
     static func wakeKeys(confirmation id: String, account accountId: String) -> [String] {
-        ["confirmation:\(id)", "account:\(accountId)"]
+        [wakeKey(confirmation: id), wakeKey(account: accountId)]
     }
 
     /// Wakes the waiters of `keys` here and, on PostgreSQL, on every instance. Called after the change committed.
