@@ -1,7 +1,8 @@
 import COpenSSL
 
 /// An OpenSSL key with one owner: this object frees it in deinit, and lends the pointer only for the length of
-/// `withPointer`. No code outside holds the raw pointer, so nothing else can free it or outlive it.
+/// `withPointer`. P256PublicKey and P256PrivateKey hold their keys this way; no code outside holds the raw pointer,
+/// so nothing else can free it or outlive it.
 ///
 /// Why it exists: a parsed public key cached beside code that frees what it parsed is a key used after it was
 /// freed (the release-only crash of an earlier attempt, docs/security.md). Concurrent use of one key to verify or

@@ -114,8 +114,8 @@ public struct P256PublicKey: Sendable, Hashable {
 }
 
 /// A P-256 private key held in OpenSSL memory. The software device key and the manager's signing key.
-public final class P256PrivateKey: @unchecked Sendable {
-    let key: OpaquePointer
+public final class P256PrivateKey: Sendable {
+    private let key: EVPKey
 
     /// Generates a fresh key from the system's CSPRNG.
     public init() throws {
@@ -126,7 +126,7 @@ public final class P256PrivateKey: @unchecked Sendable {
         else { throw CryptoError("P-256 key generation setup") }
         var generated: OpaquePointer?
         guard EVP_PKEY_generate(context, &generated) == 1, let generated else { throw CryptoError("P-256 key generation") }
-        key = generated
+        key = EVPKey(taking: generated)
     }
 
     /// Reads a PKCS#8 PEM private key.
@@ -139,27 +139,24 @@ public final class P256PrivateKey: @unchecked Sendable {
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let loaded else { throw CryptoError("private key is not a PEM PKCS#8 key") }
-        guard P256PublicKey.isP256(loaded) else {
-            EVP_PKEY_free(loaded)
-            throw CryptoError("private key is not on P-256")
-        }
-        key = loaded
+        key = EVPKey(taking: loaded)
+        guard key.withPointer(P256PublicKey.isP256) else { throw CryptoError("private key is not on P-256") }
     }
-
-    deinit { EVP_PKEY_free(key) }
 
     /// PKCS#8 PEM, unencrypted. Callers store it 0600.
     public func pemRepresentation() throws -> String {
         guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError("BIO_new") }
         defer { BIO_free(bio) }
-        guard PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil) == 1 else { throw CryptoError("PEM_write_bio_PrivateKey") }
+        guard key.withPointer({ PEM_write_bio_PrivateKey(bio, $0, nil, nil, 0, nil, nil) }) == 1 else {
+            throw CryptoError("PEM_write_bio_PrivateKey")
+        }
         return String(decoding: Self.drain(bio), as: UTF8.self)
     }
 
     public var publicKey: P256PublicKey {
         get throws {
             var out: UnsafeMutablePointer<UInt8>?
-            let length = i2d_PUBKEY(key, &out)
+            let length = key.withPointer { i2d_PUBKEY($0, &out) }
             guard length > 0, let out else { throw CryptoError("i2d_PUBKEY") }
             defer { CRYPTO_free(out, #fileID, #line) }
             return try P256PublicKey(derRepresentation: Data(bytes: out, count: Int(length)))
@@ -168,7 +165,7 @@ public final class P256PrivateKey: @unchecked Sendable {
 
     /// The ECDH shared secret (the x coordinate, 32 bytes) with `peer`.
     public func sharedSecret(with peer: P256PublicKey) throws -> Data {
-        guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoError("EVP_PKEY_CTX_new") }
+        guard let context = key.withPointer({ EVP_PKEY_CTX_new($0, nil) }) else { throw CryptoError("EVP_PKEY_CTX_new") }
         defer { EVP_PKEY_CTX_free(context) }
         var secret = [UInt8](repeating: 0, count: 32)
         var length = secret.count
@@ -182,7 +179,7 @@ public final class P256PrivateKey: @unchecked Sendable {
     public func signature(for message: Data) throws -> Data {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw CryptoError("EVP_DigestSignInit") }
+        guard key.withPointer({ EVP_DigestSignInit(context, nil, EVP_sha256(), nil, $0) }) == 1 else { throw CryptoError("EVP_DigestSignInit") }
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let result = message.withUnsafeBytes { msg in
