@@ -26,18 +26,8 @@ extension Bench {
         guard let enrolment = try sdk.store.list().first(where: { $0.accountEmail == email }) else {
             throw XignSdkError(.stateUnavailable, "no enrolment of \(email) to approve with")
         }
-        func approve(_ confirmationId: String, _ code: String) throws {
-            let authenticator = sdk.authenticator
-            let request = try authenticator.startAuthenticationSynchronous(
-                confirmation: ConfirmationInitializationData(
-                    idmIdentifier: enrolment.idmIdentifier, confirmationId: confirmationId, code: code))
-            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else { return }
-            try information.sign(factor: DeviceFactor())
-            try information.sign(factor: PinFactor(pin))
-            guard case .userLogin = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
-                throw XignSdkError(.invalidManagerResponse, "the approval did not end in userLogin")
-            }
-        }
+        let approver = ManagerBench.Client(sdk: sdk, idmIdentifier: enrolment.idmIdentifier, user: "bench")
+        func approve(_ confirmationId: String, _ code: String) throws { try approver.approve(confirmationId, code: code, pin: pin) }
         var starts: [Double] = [], approvals: [Double] = []
         for _ in 0..<30 {
             var started = DispatchTime.now().uptimeNanoseconds

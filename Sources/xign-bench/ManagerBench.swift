@@ -198,7 +198,7 @@ enum ManagerBench {
         }
 
         /// Approves a login confirmation from this device with the code and the PIN, as `xign-setup approve` does.
-        func approve(_ confirmationId: String, code: String) throws {
+        func approve(_ confirmationId: String, code: String, pin: String = ManagerBench.pin) throws {
             let authenticator = sdk.authenticator
             let request = try authenticator.startAuthenticationSynchronous(
                 confirmation: ConfirmationInitializationData(idmIdentifier: idmIdentifier, confirmationId: confirmationId, code: code))
@@ -206,7 +206,7 @@ enum ManagerBench {
                 throw XignSdkError(.invalidManagerResponse, "the approval could not be prepared")
             }
             try information.sign(factor: DeviceFactor())
-            try information.sign(factor: PinFactor(ManagerBench.pin))
+            try information.sign(factor: PinFactor(pin))
             guard case .userLogin = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
                 throw XignSdkError(.invalidManagerResponse, "the approval did not end in userLogin")
             }
