@@ -489,10 +489,7 @@ final class CountingProxy: @unchecked Sendable {
             if send(destination, buffer, n, Int32(MSG_NOSIGNAL)) < 0 { break }
             guard !marker.isEmpty else { continue }
             let window = tail + buffer[0..<n]
-            seen +=
-                (0...max(0, window.count - marker.count)).filter {
-                    window.count >= marker.count && window[$0..<($0 + marker.count)].elementsEqual(marker)
-                }.count
+            seen += window.offsets(of: marker).count
             tail = Array(window.suffix(marker.count - 1))
         }
         shutdown(destination, Int32(SHUT_WR))

@@ -95,7 +95,7 @@ final class WaitingHosts: @unchecked Sendable {
 
     /// A whole answer's body from the connection's inbox, when one is there.
     private func takeAnswer(_ fd: Int32) -> [UInt8]? {
-        guard let inbox = waiters[fd]?.inbox, let end = Self.find([13, 10, 13, 10], in: inbox) else { return nil }
+        guard let inbox = waiters[fd]?.inbox, let end = inbox.offsets(of: [13, 10, 13, 10]).first else { return nil }
         let head = String(decoding: inbox[..<end], as: UTF8.self).lowercased()
         guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
             let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)),
@@ -139,12 +139,15 @@ final class WaitingHosts: @unchecked Sendable {
         return fd
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        return (0...(haystack.count - needle.count)).first { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
-    }
-
     private static func failure(_ call: String) -> NSError {
         NSError(domain: "WaitingHosts", code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(call): \(String(cString: strerror(errno)))"])
+    }
+}
+
+extension [UInt8] {
+    /// Each place where `needle` starts in these bytes.
+    func offsets(of needle: [UInt8]) -> [Int] {
+        guard !needle.isEmpty, count >= needle.count else { return [] }
+        return (0...(count - needle.count)).filter { self[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 }
