@@ -22,7 +22,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/sql-kit", from: "3.36.0"),
-        .package(url: "https://github.com/vapor/sqlite-kit", from: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-kit", from: "2.17.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
@@ -45,6 +44,7 @@ let package = Package(
         .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CEpoll"),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
         // Leaf modules.
         .target(name: "XignProtocol", dependencies: ["XignCrypto"]),
@@ -94,7 +94,7 @@ let package = Package(
                 "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
-                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                "CSQLite",
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

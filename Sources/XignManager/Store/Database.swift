@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import PostgresKit
 import SQLKit
-import SQLiteKit
 import XignManagerConfiguration
 import XignProtocol
 
@@ -39,24 +38,24 @@ public final class Database: Sendable {
 
     /// Opens (and creates) the SQLite file in WAL mode with synchronous=FULL: a commit is on disk before any answer.
     private static func openSQLite(path: String, logger: Logger) async throws -> Database {
-        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        let sql = connection.sql()
-        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=5000", "PRAGMA foreign_keys=ON"] {
-            try await sql.raw(SQLQueryString(pragma)).run()
-        }
-        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        for pragma in ["PRAGMA query_only=ON", "PRAGMA busy_timeout=5000"] { try await reader.sql().raw(SQLQueryString(pragma)).run() }
+        let statements = StatementCounter()
+        let connection = try SQLiteConnection(path: path, counter: statements)
+        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA foreign_keys=ON"] { try await connection.execute(pragma) }
+        try await connection.setSynchronous(.synced)
+        let reader = try SQLiteConnection(path: path, counter: statements)
+        try await reader.execute("PRAGMA query_only=ON")
         let database = Database(
-            backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger, statements: StatementCounter())
+            backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger, statements: statements)
         try await database.transaction { store in try await Schema.migrate(store.sql) }
         return database
     }
 
     public func close() async {
         switch backend {
-        case .sqlite(let connection, _, let reader, _):
-            try? await reader.close().get()
-            try? await connection.close().get()
+        case .sqlite(let connection, let lock, let reader, let readLock):
+            // Under their locks, so no transaction is cut off mid-way.
+            _ = try? await readLock.withLock { reader.close() }
+            _ = try? await lock.withLock { connection.close() }
         case .postgreSQL(let pool): await pool.close()
         }
     }
@@ -78,17 +77,9 @@ public final class Database: Sendable {
         switch backend {
         case .sqlite(let connection, let lock, _, _):
             return try await lock.withLock {
-                let sql = statements.counting(connection.sql())
-                // In WAL mode, NORMAL commits without fsync; the next FULL commit syncs the log, this one included.
-                guard durability == .unsynced else { return try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body) }
-                try await sql.raw("PRAGMA synchronous=NORMAL").run()
-                let result: Result<T, any Error>
-                do { result = .success(try await Self.inTransaction(sql, begin: "BEGIN IMMEDIATE", logger: logger, body)) } catch {
-                    result = .failure(error)
+                try await connection.transaction(immediate: true, durability: durability) {
+                    try await body(ManagerStore(sql: SQLiteDatabase(connection: connection, logger: logger)))
                 }
-                // Back to FULL before the lock goes, whatever happened: the next transaction may be one that must be synced.
-                try await sql.raw("PRAGMA synchronous=FULL").run()
-                return try result.get()
             }
         case .postgreSQL(let pool):
             return try await pool.serializableTransaction(durability, logger: logger, body)
@@ -113,7 +104,11 @@ public final class Database: Sendable {
     public func read<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
         switch backend {
         case .sqlite(_, _, let reader, let lock):
-            return try await lock.withLock { try await Self.inTransaction(statements.counting(reader.sql()), begin: "BEGIN", logger: logger, body) }
+            return try await lock.withLock {
+                try await reader.transaction(immediate: false, durability: nil) {
+                    try await body(ManagerStore(sql: SQLiteDatabase(connection: reader, logger: logger)))
+                }
+            }
         case .postgreSQL:
             return try await transaction(durability: .unsynced, body)
         }
