@@ -180,7 +180,8 @@ enum SQLiteValue: Sendable, Equatable {
         case SQLITE_FLOAT: self = .real(sqlite3_column_double(statement, column))
         case SQLITE_TEXT:
             let count = Int(sqlite3_column_bytes(statement, column))
-            self = .text(sqlite3_column_text(statement, column).map { String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self) } ?? "")
+            self = .text(
+                sqlite3_column_text(statement, column).map { String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self) } ?? "")
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(statement, column))
             self = .blob(sqlite3_column_blob(statement, column).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [])
