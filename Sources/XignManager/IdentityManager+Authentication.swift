@@ -165,8 +165,9 @@ extension IdentityManager {
         }
         let proof = try DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
-        let (authentication, enrolledFactors) = try await database.transaction {
-            store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>) in
+        // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
+        let (authentication, enrolledFactors, known) = try await database.transaction {
+            store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>, [String: String]) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -176,7 +177,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (pending, device.factors)
+            return (pending, device.factors, try await store.accountAttributes(activationId: pending.activationId))
         }
         let service = try service(for: authentication.purpose)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -191,17 +192,30 @@ extension IdentityManager {
                 "this device has not enrolled \(given.subtracting(enrolledFactors).map(\.rawValue).sorted().joined(separator: ", ")); add it first (the add factor process)"
             )
         }
-        let missing = try await checkAttributes(request, service: service, activationId: authentication.activationId)
+        let missing = try checkAttributes(request, service: service, known: known)
+        // A login's record commits with the PIN's verdict; other purposes decide things a PIN check must not wait on.
+        let login: ServiceLoginRecord?
+        if case .login = authentication.purpose {
+            login = try ServiceLoginRecord(request, of: authentication, at: service, role: role.name, attributes: missing)
+        } else {
+            login = nil
+        }
 
         var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
-        if given.contains(.pin), let lock = try await checkPIN(of: request, for: authentication, at: service, role: role.name) {
+        if given.contains(.pin),
+            let lock = try await checkPIN(of: request, for: authentication, at: service, role: role.name, whenRight: login?.write)
+        {
             result.outcome = .lockout
             (result.lockout, result.nextChallenge) = lock
             return try sign(result, type: SignedAnswerType.authenticationResult)
         }
         switch authentication.purpose {
         case .login:
-            result.serviceLogin = try await recordServiceLogin(request, of: authentication, at: service, role: role.name, attributes: missing)
+            guard let login else { throw ManagerError.internalFailure("a login without its record") }
+            if !given.contains(.pin) { try await database.transaction { store in try await login.write(in: store) } }
+            ManagerMetrics.login(.success)
+            logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
+            result.serviceLogin = login.message
         case .confirmation(let id):
             result.outcome = .userLogin
             result.userLogin = try await approve(
@@ -221,12 +235,13 @@ extension IdentityManager {
     /// runs out the challenge the next attempt signs (the previous signatures are spent).
     private func checkPIN(
         of request: AuthenticationFinishRequest, for authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
-        role: String
+        role: String, whenRight: WhenRight?
     ) async throws -> (LockoutMessage, nextChallenge: String?)? {
         guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
         let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
         let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
-        let verdict = try await checkPIN(pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose)
+        let verdict = try await checkPIN(
+            pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose, whenRight: whenRight)
         guard let lock = verdict.lockout else { return nil }
         ManagerMetrics.login(.wrongPIN)
         guard !lock.isPermanent else { return (lock, nil) }
@@ -239,9 +254,11 @@ extension IdentityManager {
     }
 
     /// The PIN a device gave, charged to its activation's lockout; refused when the device no longer holds it.
-    func checkPIN(_ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose) async throws -> PINVerdict {
+    func checkPIN(
+        _ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose, whenRight: WhenRight? = nil
+    ) async throws -> PINVerdict {
         try await countingLockedLogins {
-            try await checkPIN(pin, activationId: activationId, for: purpose) { activation in
+            try await checkPIN(pin, activationId: activationId, for: purpose, whenRight: whenRight) { activation in
                 guard let activation, activation.deviceId == deviceId else {
                     throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
                 }
@@ -250,32 +267,45 @@ extension IdentityManager {
         }
     }
 
-    /// A login: the single-use authorization code, batched into the finish answer to save a round trip.
-    private func recordServiceLogin(
-        _ request: AuthenticationFinishRequest, of authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
-        role: String, attributes missing: [String: String]
-    ) async throws -> ServiceLoginMessage {
-        let code = try SecureRandom.token()
-        let codeIssuedAt = Self.now()
-        let codeExpiresAt = codeIssuedAt + 60_000
-        let values = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
-        try await database.transaction { store in
-            try await store.recordServiceLogin(
-                request.authenticationId, role: role, code: code, codeExpiresAt: codeExpiresAt, attributes: values)
-            try await store.recordUse(ofDevice: authentication.deviceId, at: codeIssuedAt)
+    /// A login's writes once its factors hold: the single-use authorization code (batched into the finish answer
+    /// to save a round trip), the device's last use and the audit.
+    private struct ServiceLoginRecord: Sendable {
+        let authenticationId: String
+        let authentication: ManagerStore.PendingAuthentication
+        let service: ManagerConfiguration.Service
+        let role: String
+        let code: String
+        let issuedAt: Int64
+        let attributes: String
+
+        init(
+            _ request: AuthenticationFinishRequest, of authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+            role: String, attributes missing: [String: String]
+        ) throws {
+            (authenticationId, self.authentication, self.service, self.role) = (request.authenticationId, authentication, service, role)
+            code = try SecureRandom.token()
+            issuedAt = IdentityManager.now()
+            attributes = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
+        }
+
+        var expiresAt: Int64 { issuedAt + 60_000 }
+
+        var message: ServiceLoginMessage {
+            ServiceLoginMessage(
+                authorizationCode: code, issuedAt: issuedAt, expiresAt: expiresAt, service: service.id,
+                relyingPartyName: service.relyingPartyName, role: role)
+        }
+
+        @Sendable func write(in store: ManagerStore) async throws {
+            try await store.recordServiceLogin(authenticationId, role: role, code: code, codeExpiresAt: expiresAt, attributes: attributes)
+            try await store.recordUse(ofDevice: authentication.deviceId, at: issuedAt)
             try await store.recordAudit(
                 AuditEvent(
-                    at: codeIssuedAt, event: .login, email: authentication.email, activationId: authentication.activationId,
+                    at: issuedAt, event: .login, email: authentication.email, activationId: authentication.activationId,
                     host: authentication.host, service: service.id,
                     detail: "role \(role) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
                 ))
         }
-        ManagerMetrics.login(.success)
-        logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
-        return ServiceLoginMessage(
-            authorizationCode: code, issuedAt: codeIssuedAt, expiresAt: codeExpiresAt, service: service.id,
-            relyingPartyName: service.relyingPartyName, role: role
-        )
     }
 
     /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
@@ -330,9 +360,8 @@ extension IdentityManager {
 
     /// Checks the attribute part of a finish request; returns the values given for missing data.
     private func checkAttributes(
-        _ request: AuthenticationFinishRequest, service: ManagerConfiguration.Service, activationId: String
-    ) async throws -> [String: String] {
-        let known = try await database.transaction { store in try await store.accountAttributes(activationId: activationId) }
+        _ request: AuthenticationFinishRequest, service: ManagerConfiguration.Service, known: [String: String]
+    ) throws -> [String: String] {
         var errors: [String: AuthenticationAttributeErrorCode] = [:]
         for attribute in service.attributes {
             if let value = request.attributeValues[attribute.name] {

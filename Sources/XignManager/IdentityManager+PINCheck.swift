@@ -30,15 +30,20 @@ extension IdentityManager {
         var actor: String
     }
 
+    /// What a right PIN lets the caller write in the transaction of the verdict: one commit for both, where two
+    /// would cost the disk twice. If it cannot commit, neither does the verdict, and its claim is charged at the
+    /// next check, as a check cut off would be.
+    typealias WhenRight = @Sendable (ManagerStore) async throws -> Void
+
     /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
     /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
     func checkPIN(
-        _ pin: String, activationId: String, for purpose: PINCheckPurpose,
+        _ pin: String, activationId: String, for purpose: PINCheckPurpose, whenRight: WhenRight? = nil,
         admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
     ) async throws -> PINVerdict {
         try await pinChecks.withLock(activationId) {
             let activation = try await claimPINCheck(activationId: activationId, admit: admit)
-            return try await settlePINCheck(pin, activation: activation, for: purpose)
+            return try await settlePINCheck(pin, activation: activation, for: purpose, whenRight: whenRight)
         }
     }
 
@@ -136,7 +141,9 @@ extension IdentityManager {
     }
 
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
-    private func settlePINCheck(_ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose) async throws -> PINVerdict {
+    private func settlePINCheck(
+        _ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose, whenRight: WhenRight?
+    ) async throws -> PINVerdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
@@ -156,30 +163,42 @@ extension IdentityManager {
             try? await database.transaction { store in try await store.releasePINCheck(activationId: activation.id) }
             throw error
         }
-        let settled = try await database.transaction { store -> PINVerdict? in
-            let current = try await store.activation(id: activation.id)
-            // A PIN change that committed during the hash (its claim check raced this one on another instance):
-            // this PIN was compared with a verifier that is gone, so it is neither right nor wrong now.
-            guard current?.pinVerifier == activation.pinVerifier else {
-                try await store.releasePINCheck(activationId: activation.id)
-                return nil
+        let commitVerdict = { @Sendable (whenRight: WhenRight?) in
+            try await self.database.transaction { store -> PINVerdict? in
+                let current = try await store.activation(id: activation.id)
+                // A PIN change that committed during the hash (its claim check raced this one on another instance):
+                // this PIN was compared with a verifier that is gone, so it is neither right nor wrong now.
+                guard current?.pinVerifier == activation.pinVerifier else {
+                    try await store.releasePINCheck(activationId: activation.id)
+                    return nil
+                }
+                guard constantTimeEquals(presented, stored) else {
+                    // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
+                    // another instance took over because clocks disagree) is added to, never overwritten.
+                    let failures = current?.failedAttempts ?? activation.failedAttempts
+                    let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
+                    try await Self.auditWrongPIN(lock, of: activation, for: purpose, in: store)
+                    self.logger.notice(
+                        "wrong PIN",
+                        metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
+                    return PINVerdict(activation: activation, lockout: lock)
+                }
+                try await store.clearLockout(activationId: activation.id)
+                if let upgrade {
+                    try await store.replacePINVerifier(activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
+                }
+                try await whenRight?(store)
+                return PINVerdict(activation: activation, lockout: nil)
             }
-            guard constantTimeEquals(presented, stored) else {
-                // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
-                // another instance took over because clocks disagree) is added to, never overwritten.
-                let failures = current?.failedAttempts ?? activation.failedAttempts
-                let lock = try await self.chargeFailure(activation.id, after: failures, in: store)
-                try await Self.auditWrongPIN(lock, of: activation, for: purpose, in: store)
-                self.logger.notice(
-                    "wrong PIN",
-                    metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
-                return PINVerdict(activation: activation, lockout: lock)
-            }
-            try await store.clearLockout(activationId: activation.id)
-            if let upgrade {
-                try await store.replacePINVerifier(activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
-            }
-            return PINVerdict(activation: activation, lockout: nil)
+        }
+        let settled: PINVerdict?
+        do {
+            settled = try await commitVerdict(whenRight)
+        } catch  where whenRight != nil && constantTimeEquals(presented, stored) {
+            // The caller's writes failed, maybe not the verdict's: a right PIN is settled alone, so it is not charged
+            // at the next check. If that fails too, the claim stays and is charged, as for any verdict lost.
+            _ = try? await commitVerdict(nil)
+            throw error
         }
         guard let verdict = settled else {
             throw ManagerError(.conflict, .sessionInvalid, "the PIN was changed while this one was checked; start again with the current PIN")

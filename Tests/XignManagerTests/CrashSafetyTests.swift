@@ -150,4 +150,31 @@ import XignTestSupport
         #expect(try state(devices[1]) == (database == .sqlite ? ("1", false) : ("0", true)))
         #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
     }
+
+    /// A login's record commits with its PIN's verdict. When that record cannot be written (here a trigger refuses it,
+    /// as a full disk would), the login fails and writes nothing of it, and the right PIN is not charged: the claim
+    /// is released, not left for the next check to count as a guess. The control: without the trigger it logs in.
+    @Test(arguments: TestDatabase.allCases) func aLoginWhoseRecordCannotBeWrittenChargesNothing(database: TestDatabase) throws {
+        let manager = try ManagerProcess(config: Self.config, database: database)
+        let api = API(manager: manager)
+        let device = try api.enrolDevice("full-disk@example.org")
+        let refuse =
+            database == .sqlite
+            ? "CREATE TRIGGER no_space BEFORE UPDATE OF code ON authentications WHEN NEW.code IS NOT NULL BEGIN SELECT RAISE(ABORT, 'no space left'); END"
+            : """
+            CREATE FUNCTION no_space() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'no space left'; END $$ LANGUAGE plpgsql;
+            CREATE TRIGGER no_space BEFORE UPDATE OF code ON authentications FOR EACH ROW WHEN (NEW.code IS NOT NULL) EXECUTE FUNCTION no_space()
+            """
+        _ = try manager.query(refuse)
+        let refused = try api.authenticate(device, pin: "24680")
+        #expect(refused.status == 500)
+        let state = { try manager.query("SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'") }
+        #expect(try state() == ["0|0"], "not charged, and the claim released")
+        #expect(try manager.query("SELECT count(*) FROM authentications WHERE code IS NOT NULL") == ["0"])
+
+        _ = try manager.query("DROP TRIGGER no_space" + (database == .sqlite ? "" : " ON authentications"))
+        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try state() == ["0|0"])
+        #expect(try manager.query("SELECT count(*) FROM authentications WHERE code IS NOT NULL") == ["1"])
+    }
 }
