@@ -86,18 +86,12 @@ public struct P256PublicKey: Sendable, Hashable {
         return result == 1
     }
 
+    /// Imports the point of a DER the init has checked byte by byte, so only the point is left to judge.
     static func load(_ der: Data) throws -> EVPKey {
-        let key: OpaquePointer? = der.withUnsafeBytes { raw in
-            var cursor = raw.bindMemory(to: UInt8.self).baseAddress
-            let key = d2i_PUBKEY(nil, &cursor, raw.count)
-            // Every byte is the key's: trailing bytes would give one key many fingerprints.
-            guard let key, let start = raw.baseAddress, cursor.map({ UnsafeRawPointer($0) - start }) == raw.count else {
-                EVP_PKEY_free(key)
-                return nil
-            }
-            return key
-        }
-        guard let key else { throw CryptoError("public key is not a valid SubjectPublicKeyInfo") }
+        let point = der.suffix(65)
+        let key = point.withUnsafeBytes { xign_p256_public_key($0.bindMemory(to: UInt8.self).baseAddress, $0.count) }
+        ERR_clear_error()
+        guard let key else { throw CryptoError("public key is not a point on P-256") }
         let owned = EVPKey(taking: key)
         guard owned.withPointer(isP256) else { throw CryptoError("public key is not on P-256") }
         return owned
@@ -116,6 +110,8 @@ public struct P256PublicKey: Sendable, Hashable {
 /// A P-256 private key held in OpenSSL memory. The software device key and the manager's signing key.
 public final class P256PrivateKey: Sendable {
     private let key: EVPKey
+    /// Derived once: the manager opens every sealed PIN with it, and a derivation costs more than the ECDH.
+    public let publicKey: P256PublicKey
 
     /// Generates a fresh key from the system's CSPRNG.
     public init() throws {
@@ -127,6 +123,7 @@ public final class P256PrivateKey: Sendable {
         var generated: OpaquePointer?
         guard EVP_PKEY_generate(context, &generated) == 1, let generated else { throw CryptoError("P-256 key generation") }
         key = EVPKey(taking: generated)
+        publicKey = try Self.publicKey(of: key)
     }
 
     /// Reads a PKCS#8 PEM private key.
@@ -141,6 +138,7 @@ public final class P256PrivateKey: Sendable {
         guard let loaded else { throw CryptoError("private key is not a PEM PKCS#8 key") }
         key = EVPKey(taking: loaded)
         guard key.withPointer(P256PublicKey.isP256) else { throw CryptoError("private key is not on P-256") }
+        publicKey = try Self.publicKey(of: key)
     }
 
     /// PKCS#8 PEM, unencrypted. Callers store it 0600.
@@ -153,14 +151,12 @@ public final class P256PrivateKey: Sendable {
         return String(decoding: Self.drain(bio), as: UTF8.self)
     }
 
-    public var publicKey: P256PublicKey {
-        get throws {
-            var out: UnsafeMutablePointer<UInt8>?
-            let length = key.withPointer { i2d_PUBKEY($0, &out) }
-            guard length > 0, let out else { throw CryptoError("i2d_PUBKEY") }
-            defer { CRYPTO_free(out, #fileID, #line) }
-            return try P256PublicKey(derRepresentation: Data(bytes: out, count: Int(length)))
-        }
+    private static func publicKey(of key: EVPKey) throws -> P256PublicKey {
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = key.withPointer { i2d_PUBKEY($0, &out) }
+        guard length > 0, let out else { throw CryptoError("i2d_PUBKEY") }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return try P256PublicKey(derRepresentation: Data(bytes: out, count: Int(length)))
     }
 
     /// The ECDH shared secret (the x coordinate, 32 bytes) with `peer`.

@@ -30,7 +30,7 @@ public enum PINSeal {
         let bytes = Data(pin.utf8)
         guard !bytes.isEmpty, bytes.count <= paddedLength, !bytes.contains(0) else { throw CryptoError("a PIN to seal has 1 to 64 bytes and no NUL") }
         let ephemeral = try P256PrivateKey()
-        let point = try ephemeral.publicKey.point
+        let point = ephemeral.publicKey.point
         let (key, nonce) = keyAndNonce(secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)
         let padded = bytes + Data(repeating: 0, count: paddedLength - bytes.count)
         return Sealed(ephemeralPoint: point, ciphertext: try AESGCM.seal(padded, key: key, nonce: nonce, associatedData: binding))
@@ -42,7 +42,7 @@ public enum PINSeal {
             throw CryptoError("a sealed PIN has the wrong length")
         }
         let ephemeral = try P256PublicKey(x963Representation: sealed.ephemeralPoint)
-        let recipient = try key.publicKey
+        let recipient = key.publicKey
         let (aesKey, nonce) = keyAndNonce(
             secret: try key.sharedSecret(with: ephemeral), ephemeralPoint: sealed.ephemeralPoint, recipient: recipient)
         let padded = try AESGCM.open(sealed.ciphertext, key: aesKey, nonce: nonce, associatedData: binding)

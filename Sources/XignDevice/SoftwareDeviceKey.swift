@@ -10,7 +10,7 @@ import Glibc
 public struct SoftwareDeviceKey: DeviceKey {
     let privateKey: P256PrivateKey
     public var kind: KeyKind { .software }
-    public var publicKey: P256PublicKey { get throws { try privateKey.publicKey } }
+    public var publicKey: P256PublicKey { get throws { privateKey.publicKey } }
     public func signature(for message: Data) throws -> Data { try privateKey.signature(for: message) }
 }
 

@@ -33,7 +33,7 @@ public final class IdentityManager: Sendable {
         self.secrets = secrets
         self.outbox = Outbox(path: configuration.outboxPath)
         self.logger = logger
-        self.publicKey = try secrets.signingKey.publicKey
+        self.publicKey = secrets.signingKey.publicKey
         (mailQueue, mailQueued) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 

@@ -79,7 +79,7 @@ public struct ManagerSecrets: Sendable {
             var checks: [PINPepperKind: String] = [:]
             if let filePepper { checks[.file] = Base64URL.encode(HMACSHA256.authenticationCode(for: Self.checkMessage, key: filePepper)) }
             if let tpmPepper { checks[.tpm] = Base64URL.encode(try tpmPepper.authenticationCode(for: Self.checkMessage)) }
-            return (try signingKey.publicKey.fingerprint, checks)
+            return (signingKey.publicKey.fingerprint, checks)
         }
     }
 

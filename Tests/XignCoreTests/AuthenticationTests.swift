@@ -137,7 +137,7 @@ import XignTestSupport
             let message = LoginTokenMessage(
                 nonce: nonce, subject: "auth@example.org", deviceId: enrolment.idmIdentifier, activationId: enrolment.entity.activationId,
                 service: "pam", role: "login", host: host, localUser: user, attributes: [:], issuedAt: now, expiresAt: now + 60_000)
-            let header = JWS.Header(typ: SignedAnswerType.loginToken, kid: try realKey.publicKey.fingerprint)
+            let header = JWS.Header(typ: SignedAnswerType.loginToken, kid: realKey.publicKey.fingerprint)
             return FaultyServer.http(
                 contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(message), header: header, with: signer).utf8))
         }

@@ -86,7 +86,7 @@ import XignTestSupport
             let result = ConfirmationResultMessage(
                 nonce: pending.nonce, confirmationId: pending.confirmationId, hostId: pending.host.hostId,
                 loginName: "alice", service: "sshd", state: .approved, approvedBy: "x")
-            let header = JWS.Header(typ: SignedAnswerType.confirmationResult, kid: try attacker.publicKey.fingerprint)
+            let header = JWS.Header(typ: SignedAnswerType.confirmationResult, kid: attacker.publicKey.fingerprint)
             return FaultyServer.http(
                 contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: attacker).utf8)
             )

@@ -104,7 +104,7 @@ import XignTestSupport
                     nonce: "captured-nonce", knownDeviceIds: []))
         )
         let cases: [(String, @Sendable (String) -> [UInt8]?, XignSdkErrorCode)] = [
-            ("attacker's own key, named in /health", { [attacker] _ in health(try! attacker.publicKey) }, .managerKeyMismatch),
+            ("attacker's own key, named in /health", { [attacker] _ in health(attacker.publicKey) }, .managerKeyMismatch),
             // The PIN went sealed to the key /health named and the fingerprint matched, so an answer in another key is a forgery.
             (
                 "attacker's own key", { [attacker] request in try? forged(spki: attacker.publicKey, signer: attacker, nonce: nonce(in: request)) },

@@ -90,7 +90,7 @@ struct API {
         session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil
     ) throws -> (Data, String) {
         let request = PersonalizeRequest(
-            sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: keyKind,
+            sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(key.publicKey.derRepresentation), keyKind: keyKind,
             device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil
         )
         let body = try JSONEncoder.canonical.encode(request)

@@ -210,7 +210,7 @@ import XignTestSupport
         #expect(accepted.status == 200)
         #expect(
             try accepted.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceKey"] as? String
-                == Base64URL.encode(try device.publicKey.derRepresentation))
+                == Base64URL.encode(device.publicKey.derRepresentation))
         let replay = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(replay.status == 409)
         #expect(replay.errorCode == "sessionInvalid")
@@ -390,7 +390,7 @@ import XignTestSupport
         let hostKey = try P256PrivateKey(), other = try P256PrivateKey()
         let body = try JSONEncoder.canonical.encode(
             HostJoinRequest(
-                joinSecret: token.secret, hostKey: Base64URL.encode(try hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
+                joinSecret: token.secret, hostKey: Base64URL.encode(hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
         func signature(_ key: P256PrivateKey) throws -> (String, String) {
             let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: token.secret)
             return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))
@@ -501,7 +501,7 @@ struct JoinedHost {
         self.api = api
         let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
         let join = try JSONEncoder.canonical.encode(
-            HostJoinRequest(joinSecret: token.secret, hostKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
+            HostJoinRequest(joinSecret: token.secret, hostKey: Base64URL.encode(key.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
         hostId =
             try api.call("POST", APIPath.hosts, body: join, headers: try Self.signed(key, APIPath.hosts, join, challenge: token.secret))
             .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""

@@ -241,7 +241,7 @@ import XignTestSupport
                 purpose: .login(service: "pam"), relyingPartyName: "x",
                 roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: []
             )
-            let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: (try? attacker.publicKey.fingerprint) ?? "")
+            let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: attacker.publicKey.fingerprint)
             return FaultyServer.http(
                 contentType: "application/jose",
                 body: Array(((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))

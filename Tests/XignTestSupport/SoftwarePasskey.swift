@@ -32,7 +32,7 @@ public final class SoftwarePasskey: @unchecked Sendable {
         data.append(Data(repeating: 0, count: 16))
         data.append(contentsOf: [UInt8(credentialId.count >> 8), UInt8(credentialId.count & 0xff)])
         data.append(credentialId)
-        let point = try key.publicKey.point
+        let point = key.publicKey.point
         // {1: 2, 3: -7, -1: 1, -2: x, -3: y}
         data.append(contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20])
         data.append(point[point.startIndex + 1..<point.startIndex + 33])

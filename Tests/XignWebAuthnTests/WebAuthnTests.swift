@@ -101,7 +101,7 @@ import XignWebAuthn
             var data = SHA256.hash("idm.example.com")
             data.append(flags | 0x40)
             data.append(contentsOf: [0, 0, 0, 0] + [UInt8](repeating: 0, count: 16) + [0, 1, 7])
-            let point = try key.publicKey.point
+            let point = key.publicKey.point
             data.append(
                 contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20] + point.dropFirst().prefix(32) + [0x22, 0x58, 0x20]
                     + point.suffix(32))
