@@ -16,7 +16,7 @@ PAM_TOOLSET := $(PAM_BUILD)/toolset.json
 PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset $(PAM_TOOLSET) --disable-local-rpath \
 	-Xswiftc -static-stdlib \
 	-Xlinker --version-script=$(CURDIR)/pam/pam_xign.map \
-	-Xlinker -z -Xlinker nodelete -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
+	-Xlinker -z -Xlinker nodelete -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker defs
 
 # Where `make install` puts the module: Debian's multiarch PAM directory.
 PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security

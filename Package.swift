@@ -49,10 +49,8 @@ let package = Package(
         // Leaf modules.
         .target(name: "XignProtocol", dependencies: ["XignCrypto"]),
         .target(name: "XignCrypto", dependencies: ["COpenSSL"]),
-        .target(
-            name: "CXignTPM", dependencies: ["CTSS2"],
-            linkerSettings: ["tss2-esys", "tss2-mu", "tss2-tctildr", "tss2-rc"].map { .linkedLibrary($0) }
-        ),
+        // libtss2 is opened with dlopen at the first TPM operation (xign_tpm.c), so it is not linked.
+        .target(name: "CXignTPM", dependencies: ["CTSS2"]),
         .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM", "CDBus"]),
         // XignProtocol for DisplayText: what reaches the terminal is made safe there.
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),

@@ -79,7 +79,7 @@ final class WaitingHosts: @unchecked Sendable {
     private func handle(_ body: [UInt8], on fd: Int32) {
         guard let waiter = waiters[fd] else { return }
         let parts = body.split(separator: UInt8(ascii: "."))
-        guard parts.count == 3, let payload = try? Base64URL.decode(String(decoding: parts[1], as: UTF8.self)),
+        guard parts.count == 3, let payload = Base64URL.decode(String(decoding: parts[1], as: UTF8.self)),
             let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let state = object["state"] as? String
         else {
             return drop(fd, "an answer that is not a signed state: \(String(decoding: body.prefix(200), as: UTF8.self))")

@@ -12,6 +12,7 @@ typedef struct xign_tpm xign_tpm;
 #define XIGN_TPM_RC_BAD_BLOB     0x58490002u /* the stored blob does not unmarshal */
 #define XIGN_TPM_RC_MEMORY       0x58490003u
 #define XIGN_TPM_RC_WRONG_AUTH   0x58490004u /* the TPM refused the authorization value of a dictionary-attack protected object */
+#define XIGN_TPM_RC_NO_LIBRARY   0x58490005u /* libtss2 could not be opened */
 
 /* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
 typedef struct xign_tpm_blob {
