@@ -42,7 +42,10 @@ build: deps
 pam: deps
 	@mkdir -p $(PAM_BUILD)
 	@printf '{"schemaVersion": "1.0", "linker": {"path": "%s/ld.lld"}}\n' "$$(dirname "$$(readlink -f "$$(command -v swiftc)")")" > $(PAM_TOOLSET)
-	$(SWIFT) build $(PAM_FLAGS)
+	@# libdbus's headers without its library: the module opens libdbus at the first fingerprint check (CXignDBus).
+	@mkdir -p $(PAM_BUILD)/pkgconfig
+	@printf 'Name: dbus-1\nDescription: headers only\nVersion: %s\nCflags: %s\n' "$$(pkg-config --modversion dbus-1)" "$$(pkg-config --cflags dbus-1)" > $(PAM_BUILD)/pkgconfig/dbus-1.pc
+	PKG_CONFIG_PATH=$(CURDIR)/$(PAM_BUILD)/pkgconfig $(SWIFT) build $(PAM_FLAGS)
 	install -m 0644 $(PAM_BUILD)/release/libpam_xign.so $(PAM_SO)
 	@echo "built $(PAM_SO)"
 

@@ -51,7 +51,9 @@ let package = Package(
         .target(name: "XignCrypto", dependencies: ["COpenSSL"]),
         // libtss2 is opened with dlopen at the first TPM operation (xign_tpm.c), so it is not linked.
         .target(name: "CXignTPM", dependencies: ["CTSS2"]),
-        .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM", "CDBus"]),
+        // libdbus is opened with dlopen at the first fingerprint check (xign_dbus.c), so it is not linked.
+        .target(name: "CXignDBus", dependencies: ["CDBus"]),
+        .target(name: "XignDevice", dependencies: ["XignCrypto", "CXignTPM", "CXignDBus"]),
         // XignProtocol for DisplayText: what reaches the terminal is made safe there.
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 

@@ -1,4 +1,4 @@
-import CDBus
+import CXignDBus
 import FoundationEssentials
 
 #if canImport(Glibc)
@@ -73,23 +73,29 @@ public struct FingerprintReader: Sendable, Equatable {
 private final class Bus {
     static let service = "net.reactivated.Fprint"
     static let deviceInterface = "net.reactivated.Fprint.Device"
+    let dbus: xign_dbus_functions
     let connection: OpaquePointer
     let deadline: ContinuousClock.Instant
     /// The unique name (":1.N") that owned fprintd's well-known name when the connection opened.
     private(set) var fprintd = Bus.service
 
     init(address: String, deadline: ContinuousClock.Instant) throws {
+        guard let dbus = xign_dbus_open()?.pointee else {
+            throw FingerprintReader.ReaderError(
+                kind: .unavailable, description: "libdbus is not installed, so fprintd cannot be asked (Debian: apt install libdbus-1-3)")
+        }
+        self.dbus = dbus
         var error = DBusError()
-        dbus_error_init(&error)
-        guard let connection = dbus_connection_open_private(address, &error) else {
-            throw Self.readerError(&error, .unavailable, "cannot reach the system bus at \(address)")
+        dbus.dbus_error_init(&error)
+        guard let connection = dbus.dbus_connection_open_private(address, &error) else {
+            throw Self.readerError(dbus, &error, .unavailable, "cannot reach the system bus at \(address)")
         }
         // Never exit the process (a PAM host) when the bus goes away.
-        dbus_connection_set_exit_on_disconnect(connection, 0)
-        guard dbus_bus_register(connection, &error) != 0 else {
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
-            throw Self.readerError(&error, .unavailable, "the system bus refused us")
+        dbus.dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus.dbus_bus_register(connection, &error) != 0 else {
+            dbus.dbus_connection_close(connection)
+            dbus.dbus_connection_unref(connection)
+            throw Self.readerError(dbus, &error, .unavailable, "the system bus refused us")
         }
         self.connection = connection
         self.deadline = deadline
@@ -112,8 +118,8 @@ private final class Bus {
     }
 
     func close() {
-        dbus_connection_close(connection)
-        dbus_connection_unref(connection)
+        dbus.dbus_connection_close(connection)
+        dbus.dbus_connection_unref(connection)
     }
 
     var remainingMilliseconds: Int32 {
@@ -142,65 +148,68 @@ private final class Bus {
     func call(
         destination: String? = nil, path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil
     ) throws -> Reply {
-        guard let message = dbus_message_new_method_call(destination ?? fprintd, path, interface, method) else {
+        guard let message = dbus.dbus_message_new_method_call(destination ?? fprintd, path, interface, method) else {
             throw FingerprintReader.ReaderError.failed("out of memory")
         }
-        defer { dbus_message_unref(message) }
+        defer { dbus.dbus_message_unref(message) }
         var iterator = DBusMessageIter()
-        dbus_message_iter_init_append(message, &iterator)
+        dbus.dbus_message_iter_init_append(message, &iterator)
         for argument in arguments {
             let appended = argument.withCString { text in
                 var pointer: UnsafePointer<CChar>? = text
-                return dbus_message_iter_append_basic(&iterator, Int32(UInt8(ascii: "s")), &pointer)
+                return dbus.dbus_message_iter_append_basic(&iterator, Int32(UInt8(ascii: "s")), &pointer)
             }
             guard appended != 0 else { throw FingerprintReader.ReaderError.failed("out of memory") }
         }
         var error = DBusError()
-        dbus_error_init(&error)
-        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, timeout ?? max(1, remainingMilliseconds), &error) else {
+        dbus.dbus_error_init(&error)
+        guard let reply = dbus.dbus_connection_send_with_reply_and_block(connection, message, timeout ?? max(1, remainingMilliseconds), &error) else {
             let timedOut = error.name.map { String(cString: $0) == DBUS_ERROR_NO_REPLY } ?? false
-            throw Self.readerError(&error, timedOut ? .timedOut : .failed, "fprintd \(method)")
+            throw Self.readerError(dbus, &error, timedOut ? .timedOut : .failed, "fprintd \(method)")
         }
-        return Reply(reply)
+        return Reply(reply, dbus)
     }
 
     func subscribe(_ device: String) throws {
         var error = DBusError()
-        dbus_error_init(&error)
-        dbus_bus_add_match(
+        dbus.dbus_error_init(&error)
+        dbus.dbus_bus_add_match(
             connection, "type='signal',sender='\(fprintd)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'", &error)
-        if dbus_error_is_set(&error) != 0 { throw Self.readerError(&error, .failed, "cannot follow the verification") }
+        if dbus.dbus_error_is_set(&error) != 0 { throw Self.readerError(dbus, &error, .failed, "cannot follow the verification") }
     }
 
     /// Waits, until the deadline, for the device's next VerifyStatus signal.
     func nextVerifyStatus(_ device: String) throws -> (result: String, done: Bool) {
         while true {
-            if let message = dbus_connection_pop_message(connection) {
-                defer { dbus_message_unref(message) }
-                guard dbus_message_is_signal(message, Self.deviceInterface, "VerifyStatus") != 0,
-                    dbus_message_get_sender(message).map({ String(cString: $0) }) == fprintd,
-                    dbus_message_get_path(message).map({ String(cString: $0) }) == device
+            if let message = dbus.dbus_connection_pop_message(connection) {
+                defer { dbus.dbus_message_unref(message) }
+                guard dbus.dbus_message_is_signal(message, Self.deviceInterface, "VerifyStatus") != 0,
+                    dbus.dbus_message_get_sender(message).map({ String(cString: $0) }) == fprintd,
+                    dbus.dbus_message_get_path(message).map({ String(cString: $0) }) == device
                 else { continue }
                 var iterator = DBusMessageIter()
-                guard dbus_message_iter_init(message, &iterator) != 0, let result = Reply.string(&iterator), dbus_message_iter_next(&iterator) != 0,
-                    dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "b"))
+                guard dbus.dbus_message_iter_init(message, &iterator) != 0, let result = Reply.string(&iterator, dbus),
+                    dbus.dbus_message_iter_next(&iterator) != 0,
+                    dbus.dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "b"))
                 else { throw FingerprintReader.ReaderError.failed("fprintd sent a malformed VerifyStatus") }
                 var done: dbus_bool_t = 0
-                dbus_message_iter_get_basic(&iterator, &done)
+                dbus.dbus_message_iter_get_basic(&iterator, &done)
                 return (result, done != 0)
             }
             let left = remainingMilliseconds
             guard left > 0 else {
                 throw FingerprintReader.ReaderError(kind: .timedOut, description: "no finger on the reader in time")
             }
-            guard dbus_connection_read_write(connection, left) != 0 else {
+            guard dbus.dbus_connection_read_write(connection, left) != 0 else {
                 throw FingerprintReader.ReaderError(kind: .unavailable, description: "the system bus went away during the verification")
             }
         }
     }
 
-    static func readerError(_ error: inout DBusError, _ kind: FingerprintReader.ReaderError.Kind, _ what: String) -> FingerprintReader.ReaderError {
-        defer { dbus_error_free(&error) }
+    static func readerError(
+        _ dbus: xign_dbus_functions, _ error: inout DBusError, _ kind: FingerprintReader.ReaderError.Kind, _ what: String
+    ) -> FingerprintReader.ReaderError {
+        defer { dbus.dbus_error_free(&error) }
         let name = error.name.map { String(cString: $0) } ?? "unknown"
         let message = error.message.map { String(String(cString: $0).prefix(200)) } ?? ""
         if name.hasSuffix("NoSuchDevice") {
@@ -218,35 +227,36 @@ extension FingerprintReader.ReaderError {
 /// A method reply; owns the message.
 private final class Reply {
     let message: OpaquePointer
-    init(_ message: OpaquePointer) { self.message = message }
-    deinit { dbus_message_unref(message) }
+    let dbus: xign_dbus_functions
+    init(_ message: OpaquePointer, _ dbus: xign_dbus_functions) { (self.message, self.dbus) = (message, dbus) }
+    deinit { dbus.dbus_message_unref(message) }
 
-    static func string(_ iterator: inout DBusMessageIter) -> String? {
-        let type = dbus_message_iter_get_arg_type(&iterator)
+    static func string(_ iterator: inout DBusMessageIter, _ dbus: xign_dbus_functions) -> String? {
+        let type = dbus.dbus_message_iter_get_arg_type(&iterator)
         guard type == Int32(UInt8(ascii: "s")) || type == Int32(UInt8(ascii: "o")) else { return nil }
         var pointer: UnsafePointer<CChar>?
-        dbus_message_iter_get_basic(&iterator, &pointer)
+        dbus.dbus_message_iter_get_basic(&iterator, &pointer)
         return pointer.map { String(String(cString: $0).prefix(256)) }
     }
 
     func objectPath() -> String? {
         var iterator = DBusMessageIter()
-        guard dbus_message_iter_init(message, &iterator) != 0 else { return nil }
-        return Self.string(&iterator)
+        guard dbus.dbus_message_iter_init(message, &iterator) != 0 else { return nil }
+        return Self.string(&iterator, dbus)
     }
 
     /// An array of strings, at most 32 of them.
     func strings() throws -> [String] {
         var iterator = DBusMessageIter()
-        guard dbus_message_iter_init(message, &iterator) != 0, dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a")) else {
+        guard dbus.dbus_message_iter_init(message, &iterator) != 0, dbus.dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a")) else {
             throw FingerprintReader.ReaderError.failed("fprintd answered without a list")
         }
         var element = DBusMessageIter()
-        dbus_message_iter_recurse(&iterator, &element)
+        dbus.dbus_message_iter_recurse(&iterator, &element)
         var values: [String] = []
-        while values.count < 32, let value = Self.string(&element) {
+        while values.count < 32, let value = Self.string(&element, dbus) {
             values.append(value)
-            if dbus_message_iter_next(&element) == 0 { break }
+            if dbus.dbus_message_iter_next(&element) == 0 { break }
         }
         return values
     }
