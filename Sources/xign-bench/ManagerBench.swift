@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import XignCore
+import XignCrypto
 import XignLogin
 import XignProtocol
 import XignTestSupport
@@ -50,7 +51,7 @@ enum ManagerBench {
 
     /// `drive`, with the CPU time the server processes (`pids()`) and this process spent per completed operation.
     static func measured(
-        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int,
+        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int = { 0 },
         _ operation: @escaping @Sendable (Int) throws -> Void
     ) throws -> Row {
         let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid())
@@ -77,6 +78,11 @@ enum ManagerBench {
         )
         print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
+        // The floor, in this run: the PIN hash no login can skip.
+        let pinHash = Bench.measure("PIN hash", runs: 50) { _ in
+            _ = try? PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 10_000)
+        }.median
+        print(String(format: "The floor, measured here: the PIN hash (PBKDF2-SHA256 10,000) takes %.2f ms.", pinHash))
         if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
         for database in TestDatabase.allCases where only.contains("logins") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             let manager = try ManagerProcess(config: config, database: database)
@@ -96,13 +102,12 @@ enum ManagerBench {
                         print("    inside the manager, mean per request: " + parts.joined(separator: ", "))
                     }
                 }
-                // On PostgreSQL the server is the manager and the cluster's processes (this bench's only cluster).
-                let server = { (manager.pid.map { [$0] } ?? []) + (database == .postgreSQL ? processes(named: "postgres") : []) }
                 rows.append(
-                    try measured(system, clients: n, seconds: seconds, server: server, rss: { rss(manager.pid) }) {
+                    try measured(system, clients: n, seconds: seconds, server: server(manager, database), rss: { rss(manager.pid) }) {
                         try clients[$0].login()
                     })
             }
+            try printFloor(of: manager, database: database, rows: rows.filter { $0.system == system }, pinHash: pinHash, seconds: seconds)
         }
         for cost in ["default", "pbkdf2"] where only.contains("privacyidea") {
             let peer = try PrivacyIDEA(cost: cost, workers: cores)
@@ -137,6 +142,31 @@ enum ManagerBench {
         }
         for database in TestDatabase.allCases where only.contains("waiting") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             try waitingFigures(database: database)
+        }
+    }
+
+    /// The manager's processes: on PostgreSQL also the cluster's (this bench's only cluster).
+    static func server(_ manager: ManagerProcess, _ database: TestDatabase) -> () -> [Int32] {
+        { (manager.pid.map { [$0] } ?? []) + (database == .postgreSQL ? processes(named: "postgres") : []) }
+    }
+
+    /// CPU per login against the PIN hash, and against the hash plus what three requests that do nothing cost the
+    /// server (a login is three requests): what is left is the login's own work, the database's and the crypto's.
+    static func printFloor(of manager: ManagerProcess, database: TestDatabase, rows: [Row], pinHash: Double, seconds: Double) throws {
+        let http = HTTPClient()
+        let empty = try measured("GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server(manager, database)) {
+            _ in
+            guard try http.send("GET", to: manager.url, path: APIPath.health).status == 200 else { throw TestFailure("health did not answer 200") }
+        }
+        let target = database == .sqlite ? 1.7 : 2.5
+        print(String(format: "    a request that does nothing (GET %@, one kept connection): %.3f ms of server CPU", APIPath.health, empty.serverCPU))
+        for row in rows {
+            print(
+                String(
+                    format:
+                        "    %d client(s): CPU per login %.2f ms = %.1f× the PIN hash (target %.1f×); the hash and 3 empty requests are %.2f ms, %.2f ms is left",
+                    row.clients, row.serverCPU, row.serverCPU / pinHash, target, pinHash + 3 * empty.serverCPU,
+                    row.serverCPU - pinHash - 3 * empty.serverCPU))
         }
     }
 
