@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 /* libtss2 is opened at the first xign_tpm_open, not when the module that links this is loaded: a login with a
- * software key, or on a server that only confirms, never pays for it (docs/design.md, "Speed"). */
+ * software key, or on a server that only confirms, never pays for it (docs/design.md, "The PAM host"). */
 #define TSS2_FUNCTIONS(X) \
     X(esys, Esys_Create) \
     X(esys, Esys_CreatePrimary) \
@@ -65,7 +65,6 @@ static int tss2_available(void) {
     pthread_once(&tss2_once, tss2_load);
     return tss2_loaded;
 }
-
 
 struct xign_tpm {
     TSS2_TCTI_CONTEXT *tcti;

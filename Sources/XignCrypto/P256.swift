@@ -19,7 +19,7 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
 }
 
 /// A P-256 public key in SubjectPublicKeyInfo DER form, checked to be on the curve, and parsed once: each
-/// verification uses the key parsed at init (a parse, `d2i_PUBKEY`, costs more than the verification).
+/// verification uses the key imported at init from its point (an import costs a quarter of a verification).
 ///
 /// Only the one canonical encoding is accepted (id-ecPublicKey, prime256v1, an uncompressed point, nothing after
 /// it), so one key has one fingerprint.

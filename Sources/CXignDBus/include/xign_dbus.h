@@ -4,7 +4,7 @@
 #include <dbus/dbus.h>
 
 /* The libdbus functions the fingerprint factor calls. libdbus is opened at the first fingerprint check, not when
- * pam_xign.so is loaded: a login without a finger never pays for it (docs/design.md, "Speed"). */
+ * pam_xign.so is loaded: a login without a finger never pays for it (docs/design.md, "The PAM host"). */
 #define XIGN_DBUS_FUNCTIONS(X) \
     X(dbus_bus_add_match) \
     X(dbus_bus_register) \

@@ -5,7 +5,7 @@ import NIOPosix
 /// One connection to the manager's SQLite file, through the system's libsqlite3, with its prepared statements kept.
 ///
 /// A login runs some forty statements. Preparing each again, and hopping to a thread pool and back for each, cost
-/// more than the statements themselves (docs/design.md, "Speed"). So statements run on the caller's thread,
+/// more than the statements themselves (docs/design.md, "The manager at scale"). So statements run on the caller's thread,
 /// prepared once per connection; only what may wait on the disk or on another process leaves it: a synced
 /// commit, and a statement that found the file busy, which runs again on the thread pool with a busy timeout.
 ///
@@ -51,9 +51,13 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Runs one statement and hands each row to `onRow`, on the caller's thread. A statement that finds the file
     /// locked by another process runs again on the thread pool, where waiting for the lock blocks no task.
     func execute(_ sql: String, binds: [any Encodable & Sendable] = [], onRow: (SQLiteRow) -> Void = { _ in }) async throws {
+        var delivered = false
         do {
-            try run(sql, binds: binds, onRow: onRow)
-        } catch let error as SQLiteError where error.isBusy {
+            try run(sql, binds: binds) {
+                delivered = true
+                onRow($0)
+            }
+        } catch let error as SQLiteError where error.isBusy && !delivered {
             try await waiting(sql, binds: binds).forEach(onRow)
         }
     }
