@@ -91,15 +91,18 @@ enum ManagerBench {
             let system = "xign-manager, \(database == .sqlite ? "SQLite" : "PostgreSQL")"
             for n in concurrencies {
                 let before = try serverTime(manager)
+                let statementsBefore = try manager.metric("xign_database_statements_total")
                 defer {
                     // Where one client's login goes: the manager's own time per request, the rest is client and network.
-                    if n == 1, let after = try? serverTime(manager) {
+                    if n == 1, let after = try? serverTime(manager), let statements = try? manager.metric("xign_database_statements_total") {
                         let parts = loginRoutes.map { route -> String in
                             let seconds = (after[route]?.seconds ?? 0) - (before[route]?.seconds ?? 0)
                             let count = (after[route]?.count ?? 0) - (before[route]?.count ?? 0)
                             return String(format: "%@ %.2f ms", route, count > 0 ? seconds / count * 1000 : .nan)
                         }
+                        let logins = after[APIPath.token].map { $0.count - (before[APIPath.token]?.count ?? 0) } ?? .nan
                         print("    inside the manager, mean per request: " + parts.joined(separator: ", "))
+                        print(String(format: "    database statements per login: %.1f", (statements - statementsBefore) / logins))
                     }
                 }
                 rows.append(

@@ -74,9 +74,13 @@ import XignTestSupport
     @Test func aWriteWaitsForAnotherProcessThatHoldsTheFile() async throws {
         let (directory, _, database) = try await DurabilityTests.temporaryDatabase()
         let file = directory.file("manager.sqlite")
-        func holdLock(seconds: Double) throws -> ChildProcess {
-            try ChildProcess(
-                "/usr/bin/sqlite3", [file], stdin: "BEGIN IMMEDIATE;\nSELECT 'locked';\n.shell sleep \(seconds)\nCOMMIT;\n", in: directory)
+        /// A sqlite3 process that holds the write lock for `seconds`, returned once it holds it (it touches a file then).
+        func holdLock(seconds: Double) async throws -> ChildProcess {
+            let flag = directory.file("locked-\(seconds)")
+            let holder = try ChildProcess(
+                "/usr/bin/sqlite3", [file], stdin: "BEGIN IMMEDIATE;\n.shell touch \(flag)\n.shell sleep \(seconds)\nCOMMIT;\n", in: directory)
+            for _ in 0..<500 where !FileManager.default.fileExists(atPath: flag) { try await Task.sleep(for: .milliseconds(10)) }
+            return holder
         }
         let insert = { @Sendable (key: String) in
             try await database.transaction { store in
@@ -84,18 +88,16 @@ import XignTestSupport
             }
         }
         let clock = ContinuousClock()
-        let holder = try holdLock(seconds: 1.5)
-        try await Task.sleep(for: .milliseconds(300))
+        let holder = try await holdLock(seconds: 1.5)
         let started = clock.now
         let writing = Task { try await insert("after-the-lock") }
         for _ in 0..<20 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
         #expect(clock.now - started < .milliseconds(700), "reads went on while the write waited")
         try await writing.value
-        #expect(clock.now - started > .milliseconds(700), "the write waited for the other process")
+        #expect(clock.now - started > .milliseconds(1000), "the write waited for the other process")
         #expect(try holder.wait().status == 0)
 
-        let longHolder = try holdLock(seconds: Double(SQLiteConnection.busyTimeoutMilliseconds) / 1000 + 2)
-        try await Task.sleep(for: .milliseconds(300))
+        let longHolder = try await holdLock(seconds: Double(SQLiteConnection.busyTimeoutMilliseconds) / 1000 + 2)
         let error = await #expect(throws: SQLiteError.self) { try await insert("while-locked") }
         #expect(error?.isBusy == true && "\(error.map(String.init(describing:)) ?? "")".contains("locked"))
         #expect(try longHolder.wait().status == 0)
