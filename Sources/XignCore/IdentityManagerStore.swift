@@ -1,6 +1,11 @@
 import FoundationEssentials
+import Synchronization
 import XignCrypto
 import XignProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One personalized activation on this machine, bound to one local user (the SDKs' IdentityManagerEntity).
 public struct IdentityManagerEntity: Codable, Sendable, Equatable {
@@ -40,6 +45,7 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
 public struct IdentityManagerStore: Sendable {
     public let directory: String
     public static let maximumSize = 1024 * 1024
+    let lastRead = LastRead()
 
     struct Contents: Codable {
         var version = 1
@@ -82,6 +88,8 @@ public struct IdentityManagerStore: Sendable {
     }
 
     func read() throws -> Contents {
+        let identity = FileIdentity(of: path)
+        if let identity, let kept = lastRead.contents(of: identity) { return kept }
         let data: Data?
         do { data = try AtomicFile.read(path, limit: Self.maximumSize) } catch {
             throw XignSdkError(.stateUnavailable, "cannot read the xign state: \(error); are you root?")
@@ -92,6 +100,7 @@ public struct IdentityManagerStore: Sendable {
                 .stateUnavailable,
                 "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again")
         }
+        if let identity { lastRead.keep(contents, of: identity) }
         return contents
     }
 
@@ -116,6 +125,7 @@ public struct IdentityManagerStore: Sendable {
                 let result = try change(&contents)
                 let encoder = JSONEncoder.canonical
                 encoder.outputFormatting.insert(.prettyPrinted)
+                lastRead.forget()
                 try AtomicFile.write(try encoder.encode(contents), to: path, mode: 0o600)
                 return result
             }
@@ -155,5 +165,39 @@ public struct IdentityManagerStore: Sendable {
                     isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970, failedAttempts: $0.failedAttempts)
             }
         }
+    }
+}
+
+/// The contents last read and the file they came from. A login asks for its enrolment, its offline record and its
+/// host, and the file is decoded once while it stays the same file: every write replaces it (a new inode), and a
+/// change in place would change its size or times.
+final class LastRead: Sendable {
+    private let kept = Mutex<(identity: FileIdentity, contents: IdentityManagerStore.Contents)?>(nil)
+    /// How often the file was decoded, for tests.
+    let decodes = Atomic<Int>(0)
+
+    func contents(of identity: FileIdentity) -> IdentityManagerStore.Contents? {
+        kept.withLock { $0?.identity == identity ? $0?.contents : nil }
+    }
+
+    func keep(_ contents: IdentityManagerStore.Contents, of identity: FileIdentity) {
+        decodes.add(1, ordering: .relaxed)
+        kept.withLock { $0 = (identity, contents) }
+    }
+
+    func forget() { kept.withLock { $0 = nil } }
+}
+
+/// Which file a path names now, and the size and times it has.
+struct FileIdentity: Equatable, Sendable {
+    let device: UInt64, inode: UInt64, size: Int64
+    let modified: Int, modifiedNanoseconds: Int, changed: Int, changedNanoseconds: Int
+
+    init?(of path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        (device, inode, size) = (UInt64(info.st_dev), UInt64(info.st_ino), Int64(info.st_size))
+        (modified, modifiedNanoseconds) = (info.st_mtim.tv_sec, info.st_mtim.tv_nsec)
+        (changed, changedNanoseconds) = (info.st_ctim.tv_sec, info.st_ctim.tv_nsec)
     }
 }
