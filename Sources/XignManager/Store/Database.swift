@@ -76,11 +76,7 @@ public final class Database: Sendable {
     ) async throws -> T {
         switch backend {
         case .sqlite(let connection, let lock, _, _):
-            return try await lock.withLock {
-                try await connection.transaction(immediate: true, durability: durability) {
-                    try await body(ManagerStore(sql: SQLiteDatabase(connection: connection, logger: logger)))
-                }
-            }
+            return try await sqliteTransaction(on: connection, under: lock, durability: durability, body)
         case .postgreSQL(let pool):
             return try await pool.serializableTransaction(durability, logger: logger, body)
         }
@@ -104,13 +100,21 @@ public final class Database: Sendable {
     public func read<T: Sendable>(_ body: @escaping @Sendable (ManagerStore) async throws -> T) async throws -> T {
         switch backend {
         case .sqlite(_, _, let reader, let lock):
-            return try await lock.withLock {
-                try await reader.transaction(immediate: false, durability: nil) {
-                    try await body(ManagerStore(sql: SQLiteDatabase(connection: reader, logger: logger)))
-                }
-            }
+            return try await sqliteTransaction(on: reader, under: lock, durability: nil, body)
         case .postgreSQL:
             return try await transaction(durability: .unsynced, body)
+        }
+    }
+
+    /// A transaction on one of the SQLite connections, which its lock hands to one task at a time. `durability` nil
+    /// only reads (the reading connection); otherwise it takes the write lock at BEGIN.
+    private func sqliteTransaction<T: Sendable>(
+        on connection: SQLiteConnection, under lock: AsyncLock, durability: Durability?, _ body: @Sendable (ManagerStore) async throws -> T
+    ) async throws -> T {
+        try await lock.withLock {
+            try await connection.transaction(immediate: durability != nil, durability: durability) {
+                try await body(ManagerStore(sql: SQLiteDatabase(connection: connection, logger: logger)))
+            }
         }
     }
 
