@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import SQLKit
 import Testing
 import XignManagerConfiguration
@@ -37,25 +38,34 @@ import XignTestSupport
 
     /// Long polls re-read through `read`, which on SQLite is a connection of its own: a writer that holds the
     /// database (a PIN check) does not hold them up, and they do not hold it up. A `transaction` does wait: the control.
+    /// The writer holds until the test lets it go, so the order is what is checked, not how a loaded machine's clock ran.
     @Test func readsDoNotWaitForTheWriter() async throws {
         let (directory, _, database) = try await Self.temporaryDatabase()
-        let clock = ContinuousClock()
+        let holding = NIOLockedValueBox(false), released = NIOLockedValueBox(false), controlDone = NIOLockedValueBox(false)
         let writing = Task {
             try await database.transaction { store in
                 try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES ('w', 0, 1)").run()
-                try await Task.sleep(for: .seconds(2))
+                holding.withLockedValue { $0 = true }
+                for _ in 0..<3_000 where !released.withLockedValue { $0 } { try await Task.sleep(for: .milliseconds(10)) }
+                holding.withLockedValue { $0 = false }
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
-        let started = clock.now
+        for _ in 0..<3_000 where !holding.withLockedValue { $0 } { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(holding.withLockedValue { $0 }, "the writer holds the database")
         let count = try await database.read {
             try await $0.sql.raw("SELECT COUNT(*) AS n FROM rate_limits").first()?.decode(column: "n", as: Int.self)
         }
-        #expect(clock.now - started < .seconds(1), "the read did not wait for the writer")
+        #expect(holding.withLockedValue { $0 }, "the read did not wait for the writer: it still holds the database")
         #expect(count == 0, "and sees what was committed before it, not the writer's row")
-        let waited = clock.now
-        _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
-        #expect(clock.now - waited > .milliseconds(500), "a transaction waits for the writer")
+        let control = Task {
+            _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
+            controlDone.withLockedValue { $0 = true }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(!controlDone.withLockedValue { $0 }, "a transaction waits for the writer")
+        released.withLockedValue { $0 = true }
+        try await control.value
+        #expect(controlDone.withLockedValue { $0 }, "and goes on once the writer is done")
         try await writing.value
         await database.close()
         withExtendedLifetime(directory) {}
