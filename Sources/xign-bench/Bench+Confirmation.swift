@@ -76,6 +76,9 @@ extension Bench {
             String(
                 format: "manager CPU per approval: xign-setup approve %.2f ms, browser %.2f ms (ratio %.2f)", cpuTerminal, cpuBrowser,
                 cpuBrowser / cpuTerminal))
+        try sshMemoryFigures(
+            module: module, work: work, hostState: configuration.stateDirectory, manager: manager, managerData: work + "/manager", email: email,
+            approve: approve)
     }
 
     /// The manager's CPU time (user + system, from /proc) per approval, over `approvals` that a host starts in batches
