@@ -99,19 +99,20 @@ extension Bench {
         return spent * 1000 / Double(approvals - approvals % 10)
     }
 
-    /// Runs pam_authenticate in confirm mode in a harness process, approves once the code is shown, and measures
-    /// from the approval's end to the harness's end.
-    private static func approvalToSuccess(
-        module: String, work: String, hostState: String, approve: (String, String) throws -> Void
+    /// Runs pam_authenticate in confirm mode for `user` in a harness process (`work`/pam_harness, built by the caller),
+    /// approves once the code is shown, and measures from the approval's end to the harness's end.
+    static func approvalToSuccess(
+        module: String, work: String, hostState: String, user: String = "bench", runs: Int = 20, approve: (String, String) throws -> Void
     ) throws -> [Double] {
         try "state_dir = \(hostState)\n".write(toFile: work + "/host.conf", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: work + "/pam.d", withIntermediateDirectories: true)
         try "auth required \(module) mode=confirm config=\(work)/host.conf timeout=30\n".write(
             toFile: work + "/pam.d/confirm", atomically: true, encoding: .utf8)
         var samples: [Double] = []
-        for _ in 0..<20 {
+        for _ in 0..<runs {
             let process = Process(), output = Pipe()
             process.executableURL = URL(fileURLWithPath: work + "/pam_harness")
-            process.arguments = [work + "/pam.d", "confirm", "bench"]
+            process.arguments = [work + "/pam.d", "confirm", user]
             process.standardOutput = output
             process.standardInput = FileHandle.nullDevice
             try process.run()

@@ -35,9 +35,17 @@ struct Bench {
 
     static func main() throws {
         if CommandLine.arguments.dropFirst().first == "manager" {
-            let seconds = CommandLine.arguments.dropFirst(2).first.flatMap(Double.init) ?? 10
-            let only = Set(CommandLine.arguments.dropFirst(3))
-            return try ManagerBench.run(seconds: seconds, only: only.isEmpty ? ["logins", "sqlite", "postgresql", "privacyidea", "waiting"] : only)
+            var arguments = Array(CommandLine.arguments.dropFirst(2))
+            var pam: ManagerBench.PAMModule?
+            if let flag = arguments.firstIndex(of: "--pam") {
+                guard arguments.count >= flag + 3 else { throw XignSdkError(.invalidInput, "--pam needs the module and the harness source") }
+                pam = ManagerBench.PAMModule(module: arguments[flag + 1], harnessSource: arguments[flag + 2])
+                arguments.removeSubrange(flag...(flag + 2))
+            }
+            let seconds = arguments.first.flatMap(Double.init) ?? 10
+            let only = Set(arguments.dropFirst())
+            return try ManagerBench.run(
+                seconds: seconds, only: only.isEmpty ? ["logins", "sqlite", "postgresql", "privacyidea", "waiting"] : only, pam: pam)
         }
         let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path

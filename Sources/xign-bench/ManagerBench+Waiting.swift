@@ -38,7 +38,15 @@ extension ManagerBench {
         return Int(limit.rlim_cur)
     }
 
-    static func waitingFigures(database: TestDatabase) throws {
+    static func waitingFigures(database: TestDatabase, pam: PAMModule?) throws {
+        let logs = Mutex<[ManagerProcess]>([])
+        do { try waitingFigures(database: database, pam: pam, logs: logs) } catch {
+            for manager in logs.withLock({ $0 }) { print("manager on port \(manager.port), the end of its log:\n\(manager.log.suffix(2000))") }
+            throw error
+        }
+    }
+
+    private static func waitingFigures(database: TestDatabase, pam: PAMModule?, logs: borrowing Mutex<[ManagerProcess]>) throws {
         let files = fileLimit()
         let launcher = ["/usr/bin/prlimit", "--nofile=\(files):\(files)", "--"]
         let first = try ManagerProcess(config: waitingConfig, database: database, launcher: launcher)
@@ -47,6 +55,7 @@ extension ManagerBench {
         let second = database == .postgreSQL ? try ManagerProcess(sharingDatabaseWith: first) : nil
         defer { second?.stop() }
         let instances = [first] + (second.map { [$0] } ?? [])
+        logs.withLock { $0 = instances }
         let approver = try enrol(1, at: first)[0]
         if let second {
             // The approving device talks to the second instance.
@@ -77,6 +86,17 @@ extension ManagerBench {
                 loginName: "waiting0", service: "sshd", remoteHost: "198.51.100.\(round)", tty: nil, command: nil)
             alone.append(try approvalToAnswer(pending, waiters: nil, port: first.port, approve: approve))
         }
+
+        // The same through a real pam_xign in a harness process, as sshd would run it: approval → PAM_SUCCESS.
+        let work = first.directory.path
+        if let pam { try Bench.run("/usr/bin/cc", ["-O2", "-o", work + "/pam_harness", pam.harnessSource, "-lpam"]) }
+        let pamLogins = { () throws -> [Double] in
+            guard let pam else { return [] }
+            return try Bench.approvalToSuccess(
+                module: pam.module, work: work, hostState: configuration.stateDirectory, user: "waiting0", runs: 20,
+                approve: { try approver.approve($0, code: $1) })
+        }
+        let pamAlone = try pamLogins()
 
         // 10,000 confirmations, 100 per account, each from its own address (the per-source cap).
         let total = waitingAccounts * waitingPerAccount
@@ -119,6 +139,7 @@ extension ManagerBench {
         for index in stride(from: 0, to: 20 * waitingAccounts, by: waitingAccounts) {
             crowded.append(try approvalToAnswer(pending[index], waiters: waiters[index % instances.count], port: 0, approve: approve))
         }
+        let pamCrowded = try pamLogins()
         let failures = waiters.flatMap { $0.failures.withLock { $0 } }
         let name = database == .sqlite ? "SQLite, one instance" : "PostgreSQL, two instances"
         print(
@@ -137,6 +158,13 @@ extension ManagerBench {
         Bench.table(
             "From the approval (its first request, PIN check included) to the waiting host's signed answer (\(name))",
             [baseline, Bench.Figure(name: "approval → the waiting host's answer, 10,000 waiting", milliseconds: crowded)], floor: baseline)
+        if pam != nil {
+            let pamBaseline = Bench.Figure(name: "approval → PAM_SUCCESS of pam_xign, one waiting", milliseconds: pamAlone)
+            Bench.table(
+                "From the approval to PAM_SUCCESS of a real pam_xign in a host process (\(name))",
+                [pamBaseline, Bench.Figure(name: "approval → PAM_SUCCESS of pam_xign, 10,000 waiting", milliseconds: pamCrowded)],
+                floor: pamBaseline)
+        }
         print("  connections dropped or refused: \(failures.count)\(failures.first.map { " (first: \($0))" } ?? "")")
         fflush(nil)
     }

@@ -68,8 +68,13 @@ enum ManagerBench {
         return row
     }
 
+    /// pam_xign.so and the harness that hosts it, for the waiting figures' real PAM logins.
+    struct PAMModule {
+        let module: String, harnessSource: String
+    }
+
     /// `only` limits the run to some of logins and waiting (10,000 waiting hosts) on sqlite and postgresql, and privacyidea.
-    static func run(seconds: Double, only: Set<String>) throws {
+    static func run(seconds: Double, only: Set<String>, pam: PAMModule?) throws {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         print(
             "xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)"
@@ -145,7 +150,7 @@ enum ManagerBench {
             print("\nfirst failure (\(failed.system), \(failed.clients) clients): \(failed.load.failures[0])")
         }
         for database in TestDatabase.allCases where only.contains("waiting") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
-            try waitingFigures(database: database)
+            try waitingFigures(database: database, pam: pam)
         }
     }
 
