@@ -74,6 +74,28 @@ import XignTestSupport
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["\(checked)"], "the counter says how many ran")
     }
 
+    /// A transaction that loses to concurrent ones on every attempt (a trigger raises PostgreSQL's serialization
+    /// failure) is answered busy with what to do, keeps nothing, and says so in the log; without the trigger the same
+    /// start goes through.
+    @Test func aRequestThatLosesEveryConflictIsAnsweredBusyAndKeepsNothing() throws {
+        let manager = try ManagerProcess(database: .postgreSQL)
+        let api = API(manager: manager)
+        let device = try api.enrolDevice("conflicts@example.org")
+        _ = try manager.query(
+            """
+            CREATE FUNCTION always_conflicts() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$ LANGUAGE plpgsql;
+            CREATE TRIGGER always_conflicts BEFORE INSERT ON authentications FOR EACH ROW EXECUTE FUNCTION always_conflicts()
+            """)
+        let busy = try api.postStart(device)
+        #expect(busy.status == 503 && busy.errorCode == "busy", "\(busy.status) \(busy.json)")
+        #expect((busy.error["message"] as? String ?? "").contains("try again in a moment"), "\(busy.json)")
+        #expect(try manager.query("SELECT COUNT(*) FROM authentications") == ["0"])
+        #expect(manager.log.contains("serialization conflict \(PostgreSQLPool.maximumAttempts) times in a row"))
+        _ = try manager.query("DROP TRIGGER always_conflicts ON authentications")
+        #expect(try api.postStart(device).status == 200)
+        #expect(try manager.query("SELECT COUNT(*) FROM authentications") == ["1"])
+    }
+
     @Test func mailQueuedOnEitherInstanceIsSentOnce() throws {
         let sink = try SMTPSink()
         let config = ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\n"

@@ -176,12 +176,21 @@ final class PostgreSQLPool: Sendable {
                         self.statements.counting(connection.sql()), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability,
                         logger: logger, body)
                 }
-            } catch let error as PSQLError where Self.isConflict(error) && attempt < Self.maximumAttempts {
+            } catch let error as PSQLError where Self.isConflict(error) {
+                guard attempt < Self.maximumAttempts else {
+                    logger.warning("a transaction met a serialization conflict \(attempt) times in a row; answered busy")
+                    throw Self.tooManyConflicts
+                }
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...min(50, 2 * attempt))))
             }
         }
     }
+
+    /// What a request gets when its transaction lost every attempt to concurrent ones: nothing was written, and the
+    /// same request a moment later normally succeeds.
+    static let tooManyConflicts = ManagerError(
+        .serviceUnavailable, .busy, "the database is busy with changes that conflict with this request; nothing was changed, try again in a moment")
 
     /// Serialization failure or deadlock: the transaction did nothing and may simply run again.
     static func isConflict(_ error: PSQLError) -> Bool {
