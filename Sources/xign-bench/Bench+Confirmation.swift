@@ -117,17 +117,14 @@ extension Bench {
             process.standardInput = FileHandle.nullDevice
             try process.run()
             var text = ""
-            while !text.contains("type the code") {
+            var shown = confirmationShown(in: text)
+            while shown == nil {
                 let chunk = output.fileHandleForReading.availableData
                 guard !chunk.isEmpty else { throw XignSdkError(.invalidInput, "the confirming login ended early: \(text.suffix(300))") }
                 text += String(decoding: chunk, as: UTF8.self)
+                shown = confirmationShown(in: text)
             }
-            guard let link = text.range(of: #"c#[A-Z2-7]{26}"#, options: .regularExpression),
-                let code = text.range(of: #"type the code \d{6}"#, options: .regularExpression).map({ String(text[$0].suffix(6)) })
-            else {
-                throw XignSdkError(.invalidInput, "no confirmation shown: \(text.suffix(300))")
-            }
-            try approve(String(text[link].dropFirst(2)), code)
+            try approve(shown!.id, shown!.code)
             let approved = DispatchTime.now().uptimeNanoseconds
             let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             // Timed at the harness's last output: Foundation's waitUntilExit polls every 50 ms.
@@ -136,5 +133,13 @@ extension Bench {
             guard rest.contains("result=0 ") else { throw XignSdkError(.invalidInput, "the approved login failed: \(rest.suffix(300))") }
         }
         return samples
+    }
+
+    /// The confirmation id (from its link) and the code in what pam_xign shows, once both are there.
+    static func confirmationShown(in text: String) -> (id: String, code: String)? {
+        guard let link = text.range(of: #"c#[A-Z2-7]{26}"#, options: .regularExpression),
+            let code = text.range(of: #"type the code \d{6}"#, options: .regularExpression)
+        else { return nil }
+        return (String(text[link].dropFirst(2)), String(text[code].suffix(6)))
     }
 }

@@ -52,13 +52,9 @@ extension Bench {
             for _ in 0..<connections {
                 let ssh = try server.ssh(user, "echo session-open; read line")
                 if name == "pam_xign" {
-                    let shown = try ssh.expect("Press Enter once approved:")
-                    guard let link = shown.range(of: #"c#[A-Z2-7]{26}"#, options: .regularExpression),
-                        let code = shown.range(of: #"type the code \d{6}"#, options: .regularExpression).map({ String(shown[$0].suffix(6)) })
-                    else {
-                        throw TestFailure("no confirmation over ssh: \(shown.suffix(300))")
-                    }
-                    try approve(String(shown[link].dropFirst(2)), code)
+                    let text = try ssh.expect("Press Enter once approved:")
+                    guard let shown = confirmationShown(in: text) else { throw TestFailure("no confirmation over ssh: \(text.suffix(300))") }
+                    try approve(shown.id, shown.code)
                     ssh.send("\r")
                 }
                 try ssh.expect("session-open")
@@ -85,13 +81,13 @@ extension Bench {
         print("(clean pages are the module's code, shared with every other connection through the page cache; dirty ones are this connection's own)")
     }
 
-    /// PSS and private dirty memory of the one connection's sshd processes: the monitor is the listener's child, the
-    /// session process the monitor's child that runs as the user.
+    /// The memory of the one open session's sshd processes: the monitor is the listener's child, the session process
+    /// the monitor's child that runs as the user. A monitor of an earlier connection still ending has no session.
     private static func connectionMemory(listener: pid_t) throws -> ConnectionMemory {
-        let monitors = children(of: listener)
-        guard monitors.count == 1, let monitor = monitors.first else { throw TestFailure("expected one sshd connection, found \(monitors)") }
-        let sessions = children(of: monitor).filter { processName($0) == "sshd" }
-        guard sessions.count == 1, let session = sessions.first else { throw TestFailure("expected one session process, found \(sessions)") }
+        let open = children(of: listener).compactMap { monitor in
+            children(of: monitor).first { processName($0) == "sshd" }.map { (monitor: monitor, session: $0) }
+        }
+        guard open.count == 1, let (monitor, session) = open.first else { throw TestFailure("expected one open sshd session, found \(open)") }
         return ConnectionMemory(monitor: try memory(of: monitor), session: try memory(of: session))
     }
 
