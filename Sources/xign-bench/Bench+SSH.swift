@@ -29,7 +29,7 @@ extension Bench {
     static func sshMemoryFigures(
         module: String, work: String, hostState: String, manager: String, managerData: String, email: String, approve: (String, String) throws -> Void
     ) throws {
-        let wrapper = "/usr/lib/\(try run("/usr/bin/gcc", ["-print-multiarch"]).trimmingCharacters(in: .whitespacesAndNewlines))/libpam_wrapper.so"
+        let wrapper = try libraryDirectory() + "/libpam_wrapper.so"
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/sshd"), FileManager.default.fileExists(atPath: wrapper)
         else {
             return print("\n(sshd memory needs root, openssh-server and libpam-wrapper: not measured)")

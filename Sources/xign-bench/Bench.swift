@@ -301,8 +301,7 @@ struct Bench {
         let loader = work + "/dlopen_time"
         try Self.dlopenTimer.write(toFile: loader + ".c", atomically: true, encoding: .utf8)
         try run("/usr/bin/cc", ["-O2", "-o", loader, loader + ".c", "-ldl"])
-        let permitPath =
-            "/usr/lib/\(try run("/usr/bin/gcc", ["-print-multiarch"]).trimmingCharacters(in: .whitespacesAndNewlines))/security/pam_permit.so"
+        let permitPath = try libraryDirectory() + "/security/pam_permit.so"
         let opens = { (path: String) in
             try (0..<fresh).map { _ in (Double(try run(loader, [path]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
         }
@@ -357,6 +356,11 @@ struct Bench {
         print(
             String(format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)", oneEnrolment, oneEnrolment / serial))
         print(String(format: "4 clients, four enrolments:    %6.1f /s (%.2f× of 1 client)", fourEnrolments, fourEnrolments / serial))
+    }
+
+    /// Where Debian puts this architecture's libraries and PAM modules (/usr/lib/x86_64-linux-gnu).
+    static func libraryDirectory() throws -> String {
+        "/usr/lib/" + (try run("/usr/bin/gcc", ["-print-multiarch"])).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @discardableResult

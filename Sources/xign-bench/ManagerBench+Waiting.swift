@@ -138,7 +138,7 @@ extension ManagerBench {
         defer { waiters.forEach { $0.stop() } }
         // Past one whole wait, so every host is in its second long poll before the window opens.
         Thread.sleep(forTimeInterval: Double(waitMilliseconds) / 1000 + 2)
-        let server = { instances.compactMap(\.pid) + (database == .postgreSQL ? processes(named: "postgres") : []) }
+        let server = server(instances, database: database)
         let statementsBefore = try instances.map(statements).reduce(0, +)
         let cpuBefore = server().map(cpuSeconds).reduce(0, +)
         let answersBefore = waiters.map { $0.answers.load(ordering: .relaxed) }.reduce(0, +)

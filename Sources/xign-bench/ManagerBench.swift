@@ -112,7 +112,7 @@ enum ManagerBench {
                     }
                 }
                 rows.append(
-                    try measured(system, clients: n, seconds: seconds, server: server(manager, database), rss: { rss(manager.pid) }) {
+                    try measured(system, clients: n, seconds: seconds, server: server([manager], database: database), rss: { rss(manager.pid) }) {
                         try clients[$0].login()
                     })
             }
@@ -154,16 +154,16 @@ enum ManagerBench {
         }
     }
 
-    /// The manager's processes: on PostgreSQL also the cluster's (this bench's only cluster).
-    static func server(_ manager: ManagerProcess, _ database: TestDatabase) -> () -> [Int32] {
-        { (manager.pid.map { [$0] } ?? []) + (database == .postgreSQL ? processes(named: "postgres") : []) }
+    /// The managers' processes: on PostgreSQL also the cluster's (this bench's only cluster).
+    static func server(_ managers: [ManagerProcess], database: TestDatabase) -> () -> [Int32] {
+        { managers.compactMap(\.pid) + (database == .postgreSQL ? processes(named: "postgres") : []) }
     }
 
     /// CPU per login against the PIN hash, and against the hash plus what three requests that do nothing cost the
     /// server (a login is three requests): what is left is the login's own work, the database's and the crypto's.
     static func printFloor(of manager: ManagerProcess, database: TestDatabase, rows: [Row], pinHash: Double, seconds: Double) throws {
         let http = HTTPClient()
-        let empty = try measured("GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server(manager, database)) {
+        let empty = try measured("GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server([manager], database: database)) {
             _ in
             guard try http.send("GET", to: manager.url, path: APIPath.health).status == 200 else { throw TestFailure("health did not answer 200") }
         }
