@@ -172,9 +172,11 @@ final class PostgreSQLPool: Sendable {
         while true {
             do {
                 return try await withLease { connection in
-                    try await Database.inTransaction(
-                        self.statements.counting(connection.sql()), begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability,
-                        logger: logger, body)
+                    try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
+                        try await Database.inTransaction(
+                            self.statements.counting(PostgreSQLDatabase(connection: connection, logger: logger)),
+                            begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
+                    }
                 }
             } catch let error as PSQLError where Self.isConflict(error) {
                 guard attempt < Self.maximumAttempts else {

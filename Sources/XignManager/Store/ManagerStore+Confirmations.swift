@@ -89,7 +89,7 @@ extension ManagerStore {
     func confirmation(_ id: String) async throws -> ConfirmationRecord? {
         try await sql.raw(
             """
-            SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id WHERE c.id = \(bind: id)
+            \(unsafeRaw: Self.confirmationSelect) WHERE c.id = \(bind: id)
             """
         ).first().map(Self.confirmationRecord)
     }
@@ -98,7 +98,7 @@ extension ManagerStore {
     func pendingConfirmations(accountId: String, now: Int64) async throws -> [ConfirmationRecord] {
         try await sql.raw(
             """
-            SELECT c.*, h.name AS host_name FROM confirmations c JOIN hosts h ON h.id = c.host_id
+            \(unsafeRaw: Self.confirmationSelect)
             WHERE c.account_id = \(bind: accountId) AND c.state = 'pending' AND c.expires_at > \(bind: now) ORDER BY c.created_at
             """
         ).all().map(Self.confirmationRecord)
@@ -151,6 +151,14 @@ extension ManagerStore {
             """
         ).first() != nil
     }
+
+    /// The columns are named, never `c.*`: PostgreSQL refuses a prepared statement whose result changed, as it would when
+    /// another instance's migration adds a column.
+    private static let confirmationSelect = """
+        SELECT c.id, c.host_id, h.name AS host_name, c.account_id, c.login_name, c.service, c.remote_host, c.source, c.tty, c.command,
+        c.nonce, c.wait_token_hash, c.code, c.code_failures, c.state, c.approved_by, c.created_at, c.expires_at, c.opened_at
+        FROM confirmations c JOIN hosts h ON h.id = c.host_id
+        """
 
     private static func confirmationRecord(_ row: any SQLRow) throws -> ConfirmationRecord {
         ConfirmationRecord(

@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import SQLKit
+import Testing
+import XignTestSupport
+
+@testable import XignManager
+@testable import XignManagerConfiguration
+
+/// The manager's PostgreSQL view: a statement is prepared once per connection and then only bound and executed, its
+/// values come back as bound, and a prepared statement keeps working when another instance adds a column.
+@Suite struct PostgreSQLDatabaseTests {
+    /// A manager database of its own on the shared cluster, through one pooled connection, so every transaction of a
+    /// test meets the statements the earlier ones prepared.
+    static func database() async throws -> (PostgreSQLServer, String, Database) {
+        let cluster = try PostgreSQLServer.shared()
+        let (name, _) = try cluster.makeDatabase()
+        var configuration = ManagerConfiguration()
+        configuration.postgreSQL = ManagerConfiguration.PostgreSQL(
+            host: "127.0.0.1", port: cluster.port, user: "xign", database: name, passwordFile: cluster.passwordFile, requiresTLS: false,
+            caFile: nil, poolSize: 1)
+        return (cluster, name, try await Database.open(configuration, logger: Logger(label: "test")))
+    }
+
+    /// How many statements this connection has prepared whose text contains `marker`.
+    static func prepared(_ marker: String, in store: ManagerStore) async throws -> Int {
+        try await store.sql.raw("SELECT count(*) AS n FROM pg_prepared_statements WHERE strpos(statement, \(bind: marker)) > 0")
+            .first()?.decode(column: "n", as: Int.self) ?? -1
+    }
+
+    @Test func aStatementIsPreparedOncePerConnectionAndForItsTypes() async throws {
+        let (_, _, database) = try await Self.database()
+        for value in [1, 2, 3] {
+            let row = try await database.transaction { try await $0.sql.raw("SELECT \(bind: value) + 1 AS once_marker").first() }
+            #expect(try row?.decode(column: "once_marker", as: Int.self) == value + 1)
+        }
+        #expect(try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 1, "three uses, one preparation")
+        // The control: the same text with a parameter of another type is a statement of its own, since a prepared
+        // statement keeps the types of its first use.
+        let row = try await database.transaction { try await $0.sql.raw("SELECT \(bind: "a") || 'b' AS once_marker").first() }
+        #expect(try row?.decode(column: "once_marker", as: String.self) == "ab")
+        #expect(try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 2)
+        await database.close()
+    }
+
+    @Test func valuesComeBackAsTheyWereBound() async throws {
+        let (_, _, database) = try await Self.database()
+        let none: String? = nil
+        let rows = try await database.transaction { store in
+            try await store.sql.raw("CREATE TABLE t (id BIGINT, text TEXT, maybe TEXT, real DOUBLE PRECISION)").run()
+            // NULL first: the statement prepared for it must not decide the type of a later value.
+            for (id, text, maybe, real) in [(Int.min, "", none, 0.5), (Int.max, "ü'x", Optional("set"), -2.0)] {
+                try await store.sql.raw("INSERT INTO t VALUES (\(bind: id), \(bind: text), \(bind: maybe), \(bind: real))").run()
+            }
+            return try await store.sql.raw("SELECT * FROM t ORDER BY id").all()
+        }
+        #expect(try rows.map { try $0.decode(column: "id", as: Int.self) } == [Int.min, Int.max])
+        #expect(try rows.map { try $0.decode(column: "text", as: String.self) } == ["", "ü'x"], "an empty string is text, not NULL")
+        #expect(try rows.map { try $0.decode(column: "maybe", as: String?.self) } == [nil, "set"])
+        #expect(try rows.map { try $0.decode(column: "real", as: Double.self) } == [0.5, -2.0])
+        await database.close()
+    }
+
+    /// Another instance's migration adds a column while this one holds prepared statements. PostgreSQL refuses a
+    /// prepared `SELECT *` whose result changed (the control), so the store names its columns.
+    @Test func aPreparedStatementThatNamesItsColumnsOutlivesANewColumn() async throws {
+        let (cluster, name, database) = try await Self.database()
+        try await database.transaction { store in
+            try await store.sql.raw("CREATE TABLE m (a BIGINT)").run()
+            try await store.sql.raw("INSERT INTO m VALUES (\(bind: 7))").run()
+        }
+        let named = { try await database.transaction { try await $0.sql.raw("SELECT a FROM m WHERE a = \(bind: 7)").first() } }
+        let star = { try await database.transaction { try await $0.sql.raw("SELECT * FROM m WHERE a = \(bind: 7)").first() } }
+        _ = try await (named(), star())
+        try cluster.query("ALTER TABLE m ADD COLUMN b BIGINT", database: name)
+        #expect(try await named()?.decode(column: "a", as: Int.self) == 7)
+        await #expect(throws: (any Error).self, "PostgreSQL: cached plan must not change result type") { try await star() }
+        await database.close()
+    }
+
+    /// The store's confirmation queries run prepared against the schema with one more column than this manager knows.
+    @Test func theConfirmationQueriesOutliveANewColumn() async throws {
+        let (cluster, name, database) = try await Self.database()
+        #expect(try await database.read { try await $0.confirmation("none") } == nil)
+        #expect(try await database.read { try await $0.pendingConfirmations(accountId: "none", now: 0) }.isEmpty)
+        try cluster.query("ALTER TABLE confirmations ADD COLUMN added_by_a_newer_instance TEXT", database: name)
+        #expect(try await database.read { try await $0.confirmation("none") } == nil)
+        #expect(try await database.read { try await $0.pendingConfirmations(accountId: "none", now: 0) }.isEmpty)
+        await database.close()
+    }
+}
