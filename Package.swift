@@ -145,6 +145,7 @@ let package = Package(
                 "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignProtocol", "XignTestSupport",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "SQLKit", package: "sql-kit"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

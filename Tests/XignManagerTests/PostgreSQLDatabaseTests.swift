@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import SQLKit
 import Testing
 import XignTestSupport
@@ -40,6 +41,18 @@ import XignTestSupport
         let row = try await database.transaction { try await $0.sql.raw("SELECT \(bind: "a") || 'b' AS once_marker").first() }
         #expect(try row?.decode(column: "once_marker", as: String.self) == "ab")
         #expect(try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 2)
+        await database.close()
+    }
+
+    /// A transaction's statements resume it on its connection's event loop, not on another thread after each answer.
+    @Test func aTransactionRunsOnItsConnectionsEventLoop() async throws {
+        let (_, _, database) = try await Self.database()
+        #expect(
+            try await database.transaction { store in
+                _ = try await store.sql.raw("SELECT 1 AS one").first()
+                return store.sql.eventLoop.inEventLoop
+            })
+        #expect(!MultiThreadedEventLoopGroup.singleton.any().inEventLoop, "the control: the test's own task is not on a loop")
         await database.close()
     }
 
