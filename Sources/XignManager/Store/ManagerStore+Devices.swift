@@ -74,9 +74,7 @@ extension ManagerStore {
                 """
             ).first()
         else { return nil }
-        guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
-            let key = try? P256PublicKey(derRepresentation: keyBytes)
-        else {
+        guard let key = StoredPublicKeys.shared.key(try row.decode(column: "public_key", as: String.self)) else {
             throw ManagerError.internalFailure("stored key of device \(id) is corrupt")
         }
         return DeviceRecord(

@@ -101,9 +101,7 @@ extension ManagerStore {
 
     private static func hostRecord(_ row: any SQLRow) throws -> HostRecord {
         let id = try row.decode(column: "id", as: String.self)
-        guard let keyBytes = Base64URL.decode(try row.decode(column: "public_key", as: String.self)),
-            let key = try? P256PublicKey(derRepresentation: keyBytes)
-        else {
+        guard let key = StoredPublicKeys.shared.key(try row.decode(column: "public_key", as: String.self)) else {
             throw ManagerError.internalFailure("stored key of host \(id) is corrupt")
         }
         return HostRecord(
