@@ -38,6 +38,8 @@ enum ManagerBench {
         /// CPU time per login of the server's processes and of the load generator (this process).
         var serverCPU: Double
         var clientCPU: Double
+        /// The part of `serverCPU` that PostgreSQL's processes spent, where the server has them.
+        var databaseCPU: Double?
     }
 
     /// CPU seconds (user + system) a process and its waited-for children used so far, from /proc.
@@ -52,18 +54,20 @@ enum ManagerBench {
 
     /// `drive`, with the CPU time the server processes (`pids()`) and this process spent per completed operation.
     static func measured(
-        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], rss: () -> Int = { 0 },
+        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], of database: TestDatabase? = nil, rss: () -> Int = { 0 },
         _ operation: @escaping @Sendable (Int) throws -> Void
     ) throws -> Row {
-        let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid())
+        let postgreSQL = { processes(named: "postgres").map(cpuSeconds).reduce(0, +) }
+        let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid()), databaseBefore = postgreSQL()
         let load = try drive(clients: clients, seconds: seconds, operation)
-        let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid())
+        let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid()), databaseAfter = postgreSQL()
         // The CPU covers the warm-up second and the requests still running at the end, so it is divided by the
         // operations of the whole run, estimated from the rate.
         let operations = max(1, load.perSecond * (seconds + 1))
         let row = Row(
             system: system, clients: clients, load: load, rssKiB: rss(),
-            serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000)
+            serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000,
+            databaseCPU: database == .postgreSQL ? (databaseAfter - databaseBefore) / operations * 1000 : nil)
         report(row)
         return row
     }
@@ -112,7 +116,9 @@ enum ManagerBench {
                     }
                 }
                 rows.append(
-                    try measured(system, clients: n, seconds: seconds, server: server([manager], database: database), rss: { rss(manager.pid) }) {
+                    try measured(
+                        system, clients: n, seconds: seconds, server: server([manager], database: database), of: database, rss: { rss(manager.pid) }
+                    ) {
                         try clients[$0].login()
                     })
             }
@@ -163,7 +169,9 @@ enum ManagerBench {
     /// server (a login is three requests): what is left is the login's own work, the database's and the crypto's.
     static func printFloor(of manager: ManagerProcess, database: TestDatabase, rows: [Row], pinHash: Double, seconds: Double) throws {
         let http = HTTPClient()
-        let empty = try measured("GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server([manager], database: database)) {
+        let empty = try measured(
+            "GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server([manager], database: database), of: database
+        ) {
             _ in
             guard try http.send("GET", to: manager.url, path: APIPath.health).status == 200 else { throw TestFailure("health did not answer 200") }
         }
@@ -184,7 +192,8 @@ enum ManagerBench {
             String(
                 format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms", row.system,
                 row.clients,
-                row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU))
+                row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU)
+                + (row.databaseCPU.map { String(format: " (of the server's, PostgreSQL %.2f ms)", $0) } ?? ""))
         fflush(nil)  // each figure as it is measured, also into a file or a pipe
     }
 
