@@ -22,7 +22,9 @@ public struct AuthenticationInitializationData: Sendable, Equatable {
 public struct ServiceLoginResult: Sendable, Equatable {
     public let relyingPartyName: String
     public let roleName: String
-    let authorizationCode: String
+    /// The code, or the token it would buy when the manager sent it with the answer (already checked then).
+    let authorizationCode: String?
+    let token: LoginToken?
     /// When the code runs out, on the monotonic clock: the finish request's start plus the code's lifetime,
     /// so neither the host's wall clock nor its difference to the manager's matters.
     let expiresAt: MonotonicClock.Instant
@@ -75,10 +77,11 @@ public enum ApiAccessAuthenticationResult {
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
-/// A single-use code for the login token, opaque to the front end.
+/// A single-use code for the login token, opaque to the front end; or the token itself, where it came with the finish.
 public struct AuthorizationCode: Sendable, Equatable {
     let code: String
     let idmIdentifier: String
+    var token: LoginToken? = nil
 }
 
 /// The manager-signed proof of a login, checked against the pinned key, the host, the user and the nonce.
@@ -184,7 +187,7 @@ public struct Authenticator {
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
         try offline.apply(start.offline, to: entity, readAs: offlineRecord)
         let session = AuthenticationSession(
-            purpose: purpose, localUser: localUser, entity: entity, managerKey: managerKey, deviceKey: key,
+            purpose: purpose, localUser: localUser, host: request.host, entity: entity, managerKey: managerKey, deviceKey: key,
             authenticationId: start.authenticationId, challenge: start.challenge, fingerprints: fingerprints)
         return AuthenticateRequest(start: start, session: session)
     }
@@ -208,55 +211,92 @@ public struct Authenticator {
     }
 
     /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.
+    /// Where the token itself came with it, the token is handed on.
     public func fetchAuthorizationCode(_ login: ServiceLoginResult) throws -> AuthorizationCode {
-        guard MonotonicClock.now() < login.expiresAt else {
+        if let token = login.token { return AuthorizationCode(code: "", idmIdentifier: login.idmIdentifier, token: token) }
+        guard let code = login.authorizationCode, MonotonicClock.now() < login.expiresAt else {
             throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again")
         }
-        return AuthorizationCode(code: login.authorizationCode, idmIdentifier: login.idmIdentifier)
+        return AuthorizationCode(code: code, idmIdentifier: login.idmIdentifier)
     }
 
-    /// Round trip 3: the login token. It is believed only if the pinned manager key signed it for our nonce,
-    /// for this host, this local user and this service, and it has not expired.
+    /// Round trip 3: the login token, unless it came with the finish (then it was checked there and no round trip is
+    /// spent). It is believed only if the pinned manager key signed it for our nonce, for this host, this local user and
+    /// this service, and it has not expired.
     public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
         guard code.idmIdentifier == data.idmIdentifier else {
             throw XignSdkError(.invalidInput, "the authorization code is for another enrolment than the login it should finish")
         }
         let entity = data.entity
-        let managerKey = try entity.pinnedManagerKey()
+        let expected = LoginToken.Binding(entity: entity, host: data.host, localUser: data.localUser, service: data.service)
+        if let token = code.token {
+            try expected.check(host: token.host, localUser: token.localUser, service: token.service)
+            return token
+        }
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
+        let (compact, trip) = try RoundTripTimes.measure {
+            try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
+        }
+        return try LoginToken(compact, nonce: nonce, managerKey: try entity.pinnedManagerKey(), for: expected, trip: trip)
+    }
+}
+
+/// When a request left and its answer arrived, on the monotonic clock and on the wall clock.
+struct RoundTripTimes {
+    let sentAt: MonotonicClock.Instant, receivedAt: MonotonicClock.Instant
+    let sentAtWall: Date, receivedAtWall: Date
+
+    static func measure<T>(_ request: () throws -> T) rethrows -> (T, RoundTripTimes) {
         let (sentAt, sentAtWall) = (MonotonicClock.now(), Date())
-        let compact = try client.postSigned(
-            APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
-        let (receivedAt, receivedAtWall) = (MonotonicClock.now(), Date())
+        let answer = try request()
+        return (answer, RoundTripTimes(sentAt: sentAt, receivedAt: MonotonicClock.now(), sentAtWall: sentAtWall, receivedAtWall: Date()))
+    }
+}
+
+extension LoginToken {
+    /// What a login token must be for: this enrolment's device, the host, the local user and the service.
+    struct Binding {
+        let entity: IdentityManagerEntity
+        let host: String, localUser: String, service: String
+
+        func check(host: String, localUser: String, service: String, deviceId: String? = nil, activationId: String? = nil) throws {
+            guard host == self.host else {
+                throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(host.prefix(64))', not this one")
+            }
+            guard UserName.same(localUser, self.localUser) else {
+                throw XignSdkError(.managerSignatureInvalid, "the login token is for the user '\(localUser.prefix(64))', not '\(self.localUser)'")
+            }
+            guard deviceId ?? entity.idmIdentifier == entity.idmIdentifier, activationId ?? entity.activationId == entity.activationId,
+                service == self.service
+            else {
+                throw XignSdkError(.managerSignatureInvalid, "the login token is for another device or service")
+            }
+        }
+    }
+
+    /// A login token as the manager signed it (at /v1/token or with the finish), believed only if the pinned key signed
+    /// it for `nonce` and `binding`, and it did not expire on its way: the nonce proves it was made after the request
+    /// left, so its age is at most the round trip, and freshness needs no comparison of the two clocks.
+    init(_ compact: String, nonce: String, managerKey: P256PublicKey, for binding: Binding, trip: RoundTripTimes) throws {
         let token = try ManagerClient.verify(
             compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard token.host == data.host else {
-            throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(token.host.prefix(64))', not this one")
-        }
-        guard UserName.same(token.localUser, data.localUser) else {
-            throw XignSdkError(.managerSignatureInvalid, "the login token is for the user '\(token.localUser.prefix(64))', not '\(data.localUser)'")
-        }
-        guard token.deviceId == entity.idmIdentifier, token.activationId == entity.activationId, token.service == data.service else {
-            throw XignSdkError(.managerSignatureInvalid, "the login token is for another device or service")
-        }
-        // The nonce proves the token was made after our request left, so its age is at most this round trip:
-        // freshness needs no comparison of the two clocks.
+        try binding.check(
+            host: token.host, localUser: token.localUser, service: token.service, deviceId: token.deviceId, activationId: token.activationId)
         guard let lifetime = MonotonicClock.lifetime(from: token.issuedAt, to: token.expiresAt) else {
             throw XignSdkError(.invalidManagerResponse, "the login token's lifetime is not usable")
         }
-        let age = receivedAt.milliseconds - sentAt.milliseconds
+        let age = trip.receivedAt.milliseconds - trip.sentAt.milliseconds
         guard age < lifetime else {
             throw XignSdkError(
                 .sessionExpired,
                 "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again")
         }
-        let midpoint = (sentAtWall.millisecondsSince1970 / 2) + (receivedAtWall.millisecondsSince1970 / 2)
-        return LoginToken(
+        let midpoint = (trip.sentAtWall.millisecondsSince1970 / 2) + (trip.receivedAtWall.millisecondsSince1970 / 2)
+        self.init(
             subject: token.subject, service: token.service, role: token.role, host: token.host, localUser: token.localUser,
-            attributes: token.attributes, expiresAt: sentAtWall.addingTimeInterval(Double(lifetime) / 1000),
-            managerClockOffsetMilliseconds: token.issuedAt.subtractingReportingOverflow(midpoint).partialValue
-        )
+            attributes: token.attributes, expiresAt: trip.sentAtWall.addingTimeInterval(Double(lifetime) / 1000),
+            managerClockOffsetMilliseconds: token.issuedAt.subtractingReportingOverflow(midpoint).partialValue)
     }
 }
 

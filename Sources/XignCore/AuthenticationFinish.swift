@@ -8,17 +8,24 @@ extension Authenticator {
         guard case .login(let service) = userInfo.request.session.purpose else { throw startedFor(userInfo, "a login") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, let sentAt):
+        case .answer(let result, let trip, let tokenNonce):
+            let session = userInfo.request.session
             guard result.outcome == .serviceLogin, let login = result.serviceLogin, login.service == service,
-                login.authorizationCode.utf8.count <= 128, login.role == userInfo.role.name,
-                let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
+                (login.authorizationCode?.utf8.count ?? 0) <= 128, login.authorizationCode != nil || result.loginToken != nil,
+                login.role == userInfo.role.name, let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(result.outcome.rawValue) that does not fit it")
             }
+            // A manager that predates tokens in the finish answers with a code only; the token is then a round trip more.
+            let token = try result.loginToken.map { compact in
+                guard let tokenNonce else { throw XignSdkError(.invalidManagerResponse, "the manager sent a login token nobody asked for") }
+                let binding = LoginToken.Binding(entity: session.entity, host: session.host, localUser: session.localUser, service: service)
+                return try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip)
+            }
             return .serviceLogin(
                 ServiceLoginResult(
-                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode,
-                    expiresAt: sentAt.advanced(by: lifetime), idmIdentifier: userInfo.request.session.entity.idmIdentifier
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode, token: token,
+                    expiresAt: trip.sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
                 ))
         }
     }
@@ -28,7 +35,7 @@ extension Authenticator {
         guard case .confirmation = userInfo.request.session.purpose else { throw startedFor(userInfo, "a confirmation") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, _):
+        case .answer(let result, _, _):
             guard result.outcome == .userLogin, let login = result.userLogin, login.role == userInfo.role.name else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered an approval with \(result.outcome.rawValue) that does not fit it")
             }
@@ -45,7 +52,7 @@ extension Authenticator {
         guard case .merge = userInfo.request.session.purpose else { throw startedFor(userInfo, "a merge") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, _):
+        case .answer(let result, _, _):
             guard result.outcome == .mergeComplete, result.mergedEmail != nil else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered a merge with \(result.outcome.rawValue)")
             }
@@ -59,11 +66,11 @@ extension Authenticator {
         guard case .apiAccess(let process) = session.purpose else { throw startedFor(userInfo, "an api access process") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, let sentAt):
+        case .answer(let result, let trip, _):
             guard result.outcome == .apiAccess, let grant = result.apiAccess, grant.process == process, grant.grant.utf8.count <= 128 else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
             }
-            return try ApiAccessGrant(grant, session: session, sentAt: sentAt).result()
+            return try ApiAccessGrant(grant, session: session, sentAt: trip.sentAt).result()
         }
     }
 
@@ -84,8 +91,9 @@ extension Authenticator {
 
     private enum Answer {
         case lockout(LockoutAttemptInformation)
-        /// Any other signed result, with when its request left (lifetimes count from there).
-        case answer(AuthenticationResultMessage, sentAt: MonotonicClock.Instant)
+        /// Any other signed result, with when its request left (lifetimes count from there) and the nonce a login's
+        /// token must carry.
+        case answer(AuthenticationResultMessage, trip: RoundTripTimes, tokenNonce: String?)
     }
 
     /// Signs with the device key, sends the sealed PIN, and checks the manager's signature over the answer. A
@@ -108,14 +116,18 @@ extension Authenticator {
         let sealedPin = try userInfo.pin.map {
             try ManagerClient.seal($0, to: session.managerKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
         }
+        // A login asks for its token with the answer, which saves the round trip to /v1/token.
+        let tokenNonce: String?
+        if case .login = session.purpose { tokenNonce = try ManagerClient.nonce() } else { tokenNonce = nil }
         let request = AuthenticationFinishRequest(
             authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
-            attributeValues: values, attributeSelections: selections, nonce: nonce
+            attributeValues: values, attributeSelections: selections, nonce: nonce, tokenNonce: tokenNonce
         )
         let client = ManagerClient(url: session.entity.managerURL, http: http)
-        let sentAt = MonotonicClock.now()
-        let compact = try client.postDeviceSigned(
-            APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
+        let (compact, trip) = try RoundTripTimes.measure {
+            try client.postDeviceSigned(
+                APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
+        }
         let result = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
             nonceOf: \.nonce)
@@ -123,7 +135,7 @@ extension Authenticator {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
             // The manager has just said the PIN is right: the offline verifier may be made or its grace start again.
             if let pin = userInfo.pin { offline.refresh(session.entity, pin: pin) }
-            return .answer(result, sentAt: sentAt)
+            return .answer(result, trip: trip, tokenNonce: tokenNonce)
         }
         guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
         let information = LockoutAttemptInformation(lock)

@@ -93,8 +93,9 @@ public final class AuthenticateRequest {
 /// What an authentication needs across its steps.
 final class AuthenticationSession {
     let purpose: AuthenticationPurpose
-    /// The local account the authentication is for.
+    /// The local account the authentication is for, and the host it logs in to.
     let localUser: String
+    let host: String
     let entity: IdentityManagerEntity
     let managerKey: P256PublicKey
     /// Loaded once for the start; the finish signs with it too.
@@ -106,13 +107,14 @@ final class AuthenticationSession {
     var recordedLockout = false
 
     init(
-        purpose: AuthenticationPurpose, localUser: String, entity: IdentityManagerEntity, managerKey: P256PublicKey, deviceKey: any DeviceKey,
-        authenticationId: String, challenge: String, fingerprints: FingerprintReader
+        purpose: AuthenticationPurpose, localUser: String, host: String, entity: IdentityManagerEntity, managerKey: P256PublicKey,
+        deviceKey: any DeviceKey, authenticationId: String, challenge: String, fingerprints: FingerprintReader
     ) {
         self.fingerprints = fingerprints
         self.deviceKey = deviceKey
         self.purpose = purpose
         self.localUser = localUser
+        self.host = host
         self.entity = entity
         self.managerKey = managerKey
         self.authenticationId = authenticationId

@@ -9,7 +9,8 @@ import Glibc
 /// A login with this machine's enrolment: the manager's challenge signed with the device key and the factors the
 /// role asks for, in the SDKs' order (initialization data, start, role, attributes, factors, finish, code, token).
 public struct LocalLogin {
-    /// The three round trips, for `xign-bench` to time.
+    /// The steps that wait for the manager, for `xign-bench` to time; the token comes with the finish from a manager
+    /// that sends it there.
     public enum RoundTrip: Sendable { case start, finish, token }
 
     let login: Login

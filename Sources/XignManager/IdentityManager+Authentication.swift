@@ -157,7 +157,7 @@ extension IdentityManager {
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
         guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count),
-            request.role.utf8.count <= 64, request.factors.count <= 8,
+            request.role.utf8.count <= 64, request.factors.count <= 8, (1...128).contains(request.tokenNonce?.utf8.count ?? 1),
             request.attributeValues.count <= 16, request.attributeSelections.count <= 16,
             request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 })
         else {
@@ -216,6 +216,14 @@ extension IdentityManager {
             ManagerMetrics.login(.success)
             logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
             result.serviceLogin = login.message
+            if let tokenNonce = request.tokenNonce {
+                // The token the code would buy, without the round trip for it: this answer is signed for the same device.
+                let token = Self.loginToken(
+                    nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId, service: service,
+                    role: role.name, host: authentication.host, localUser: authentication.localUser, known: known, given: missing,
+                    now: login.issuedAt)
+                result.loginToken = try sign(token, type: SignedAnswerType.loginToken)
+            }
         case .confirmation(let id):
             result.outcome = .userLogin
             result.userLogin = try await approve(
@@ -274,7 +282,7 @@ extension IdentityManager {
         let authentication: ManagerStore.PendingAuthentication
         let service: ManagerConfiguration.Service
         let role: String
-        let code: String
+        let code: String?
         let issuedAt: Int64
         let attributes: String
 
@@ -283,7 +291,8 @@ extension IdentityManager {
             role: String, attributes missing: [String: String]
         ) throws {
             (authenticationId, self.authentication, self.service, self.role) = (request.authenticationId, authentication, service, role)
-            code = try SecureRandom.token()
+            // A login whose token comes with the answer gets no code: nothing is left to redeem.
+            code = request.tokenNonce == nil ? try SecureRandom.token() : nil
             issuedAt = IdentityManager.now()
             attributes = String(decoding: try JSONEncoder.canonical.encode(missing), as: UTF8.self)
         }
@@ -395,17 +404,25 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .challengeInvalid, "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            let service = try self.service(for: grant.purpose)
-            var values = try await store.accountAttributes(activationId: device.activationId)
             let given = (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
-            values.merge(given) { _, new in new }
-            return LoginTokenMessage(
-                nonce: request.nonce, subject: values["email"] ?? "", deviceId: device.id, activationId: device.activationId, service: service.id,
+            return Self.loginToken(
+                nonce: request.nonce, deviceId: device.id, activationId: device.activationId, service: try self.service(for: grant.purpose),
                 role: grant.role, host: grant.host, localUser: grant.localUser,
-                attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
-                issuedAt: now, expiresAt: now + service.tokenLifetimeMilliseconds
-            )
+                known: try await store.accountAttributes(activationId: device.activationId), given: given, now: now)
         }
         return try sign(token, type: SignedAnswerType.loginToken)
+    }
+
+    /// A login's token: the account's attributes, with the values the login gave for missing ones, as far as the
+    /// service asks for them.
+    static func loginToken(
+        nonce: String, deviceId: String, activationId: String, service: ManagerConfiguration.Service, role: String, host: String,
+        localUser: String, known: [String: String], given: [String: String], now: Int64
+    ) -> LoginTokenMessage {
+        let values = known.merging(given) { _, new in new }
+        return LoginTokenMessage(
+            nonce: nonce, subject: values["email"] ?? "", deviceId: deviceId, activationId: activationId, service: service.id, role: role,
+            host: host, localUser: localUser, attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
+            issuedAt: now, expiresAt: now + service.tokenLifetimeMilliseconds)
     }
 }

@@ -147,10 +147,12 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     /// The chosen alias for attributes with several values.
     public var attributeSelections: [String: String]
     public var nonce: String
+    /// A login's token comes with the answer, signed for this nonce, instead of for a code at /v1/token.
+    public var tokenNonce: String?
 
     public init(
         authenticationId: String, role: String, factors: [AuthenticatorType], sealedPin: SealedPINMessage?,
-        attributeValues: [String: String], attributeSelections: [String: String], nonce: String
+        attributeValues: [String: String], attributeSelections: [String: String], nonce: String, tokenNonce: String? = nil
     ) {
         self.authenticationId = authenticationId
         self.role = role
@@ -159,6 +161,7 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
         self.attributeValues = attributeValues
         self.attributeSelections = attributeSelections
         self.nonce = nonce
+        self.tokenNonce = tokenNonce
     }
 }
 
@@ -187,8 +190,8 @@ public struct UserLoginMessage: Codable, Equatable, Sendable {
 }
 
 public struct ServiceLoginMessage: Codable, Equatable, Sendable {
-    /// Single use, short-lived; exchanged at /v1/token.
-    public var authorizationCode: String
+    /// Single use, short-lived; exchanged at /v1/token. None when the login token came with the answer.
+    public var authorizationCode: String?
     /// The manager's clock when the code was made; with `expiresAt` it gives the code's lifetime.
     public var issuedAt: Int64
     public var expiresAt: Int64
@@ -196,7 +199,7 @@ public struct ServiceLoginMessage: Codable, Equatable, Sendable {
     public var relyingPartyName: String
     public var role: String
 
-    public init(authorizationCode: String, issuedAt: Int64, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
+    public init(authorizationCode: String?, issuedAt: Int64, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
         self.authorizationCode = authorizationCode
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
@@ -219,6 +222,8 @@ public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
     /// userLogin: the confirmation that was approved.
     public var userLogin: UserLoginMessage?
     public var apiAccess: ApiAccessGrantMessage?
+    /// serviceLogin, when the finish gave a `tokenNonce`: the login token (a compact JWS, as /v1/token answers it).
+    public var loginToken: String?
 
     public init(nonce: String, outcome: AuthenticationOutcome) {
         self.nonce = nonce

@@ -144,9 +144,9 @@ struct Bench {
             _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 10_000)
         }
         var steps = [
-            Figure(name: "round trip 1: start", milliseconds: starts),
-            Figure(name: "round trip 2: finish (device signature, PIN check)", milliseconds: finishes),
-            Figure(name: "round trip 3: token", milliseconds: tokens),
+            Figure(name: "round trips 1 and 2: challenge and start", milliseconds: starts),
+            Figure(name: "round trip 3: finish (device signature, PIN check, the token with the answer)", milliseconds: finishes),
+            Figure(name: "the token's checks (a round trip only to a manager that predates tokens in the finish)", milliseconds: tokens),
             signing, verifying, hashing,
         ]
         if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }

@@ -84,7 +84,7 @@ enum ManagerBench {
             "xign bench-manager: \(cores) cores, \(Int(seconds)) s per run after 1 s of warm-up; the manager at its defaults (PIN verifier PBKDF2-SHA256 10,000 + pepper)"
         )
         print(
-            "A login is what pam_xign does, in 3 HTTP requests: start, finish with the device signature and the PIN (answered with the authorization code), token."
+            "A login is what pam_xign does, in 3 HTTP requests: a challenge, the start, and the finish with the device signature and the PIN, answered with the login token."
         )
         print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
         var rows: [Row] = []
@@ -110,7 +110,7 @@ enum ManagerBench {
                             let count = (after[route]?.count ?? 0) - (before[route]?.count ?? 0)
                             return String(format: "%@ %.2f ms", route, count > 0 ? seconds / count * 1000 : .nan)
                         }
-                        let logins = after[APIPath.token].map { $0.count - (before[APIPath.token]?.count ?? 0) } ?? .nan
+                        let logins = after[APIPath.authenticationFinish].map { $0.count - (before[APIPath.authenticationFinish]?.count ?? 0) } ?? .nan
                         print("    inside the manager, mean per request: " + parts.joined(separator: ", "))
                         print(String(format: "    database statements per login: %.1f", (statements - statementsBefore) / logins))
                     }
@@ -209,13 +209,15 @@ enum ManagerBench {
         """
 
     /// The four requests of a login, as the manager's /metrics names them.
-    static let loginRoutes = [APIPath.challenges, APIPath.authentications, APIPath.authenticationFinish, APIPath.token]
+    static let loginRoutes = [APIPath.challenges, APIPath.authentications, APIPath.authenticationFinish]
 
     /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
     static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {
         let text = try metrics(manager)
         var times: [String: (seconds: Double, count: Double)] = [:]
-        for sample in text.split(separator: "\n") where sample.hasPrefix("http_server_request_duration_") && sample.contains("status_code=\"200\"") {
+        for sample in text.split(separator: "\n")
+        where sample.hasPrefix("http_server_request_duration_") && (sample.contains("status_code=\"200\"") || sample.contains("status_code=\"201\""))
+        {
             guard let route = loginRoutes.first(where: { sample.contains("http_route=\"\($0)\"") }),
                 let value = sample.split(separator: " ").last.flatMap({ Double($0) })
             else { continue }

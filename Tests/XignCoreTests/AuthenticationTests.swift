@@ -49,8 +49,13 @@ import XignTestSupport
         #expect(token.localUser == "alice")
         #expect(token.role == "sudo")
         #expect(token.expiresAt > Date())
-        // The code is single use.
-        #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.fetchToken(code, expecting: data) }
+        // The token came with the finish: fetching it needs the manager no more. The control: a code, which would need it,
+        // now fails.
+        fixture.manager.stop()
+        #expect(try sdk.authenticator.fetchToken(code, expecting: data) == token)
+        #expect(throws: XignSdkError.self) {
+            _ = try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data)
+        }
     }
 
     /// A login changes nothing on this machine, so it neither syncs a file nor fails where the state is read-only.

@@ -137,11 +137,15 @@ struct API {
     }
 
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
-    func finishAuthentication(_ started: [String: Any], pin: String, signer: P256PrivateKey, role: String = "login") throws -> Answer {
+    func finishAuthentication(
+        _ started: [String: Any], pin: String, signer: P256PrivateKey, role: String = "login", tokenNonce: String? = nil
+    ) throws -> Answer {
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
             authenticationId: id, role: role, factors: [.device, .pin],
-            sealedPin: try sealed(pin, for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:], nonce: "f"
+            sealedPin: try sealed(pin, for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:],
+            nonce: "f",
+            tokenNonce: tokenNonce
         )
         let body = try JSONEncoder.canonical.encode(request)
         let message = SignedRequest.canonicalMessage(

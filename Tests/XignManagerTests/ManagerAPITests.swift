@@ -365,6 +365,35 @@ import XignTestSupport
         #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
     }
 
+    /// A finish that gives a token nonce gets the login token with its answer, signed for that nonce, and no code: the
+    /// round trip to /v1/token is saved and nothing is left that a second token could be bought with.
+    @Test(arguments: TestDatabase.allCases) func aLoginTokenComesWithTheFinishWhenAskedFor(database: TestDatabase) throws {
+        let api = API(manager: try ManagerProcess(database: database))
+        let key = try api.managerKey
+        let device = try api.enrolDevice("inline@example.org")
+        let started = try api.startAuthentication(device)
+        let answer = try api.finishAuthentication(started, pin: "24680", signer: device.key, tokenNonce: "token-nonce")
+            .signedPayload(key: key, type: SignedAnswerType.authenticationResult)
+        let login = try #require(answer["serviceLogin"] as? [String: Any])
+        #expect(login["authorizationCode"] == nil, "no code when the token came along")
+        let token = try API.Answer(status: 200, body: Data(try #require(answer["loginToken"] as? String).utf8))
+            .signedPayload(key: key, type: SignedAnswerType.loginToken)
+        #expect(token["nonce"] as? String == "token-nonce")
+        #expect(token["host"] as? String == "h" && token["localUser"] as? String == "u" && token["deviceId"] as? String == device.id)
+        #expect(token["subject"] as? String == "inline@example.org")
+        // The control: the same login without a token nonce gets a code, which buys the token once.
+        let other = try api.finishAuthentication(try api.startAuthentication(device), pin: "24680", signer: device.key)
+            .signedPayload(key: key, type: SignedAnswerType.authenticationResult)
+        #expect(other["loginToken"] == nil)
+        let code = try #require((other["serviceLogin"] as? [String: Any])?["authorizationCode"] as? String)
+        #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200)
+        // A token nonce that is too long is refused before anything is spent.
+        #expect(
+            try api.finishAuthentication(
+                try api.startAuthentication(device), pin: "24680", signer: device.key, tokenNonce: String(repeating: "n", count: 129)
+            ).status == 400)
+    }
+
     @Test(arguments: TestDatabase.allCases) func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails(database: TestDatabase) throws {
         let api = API(manager: try ManagerProcess(database: database))
         // A database that lost a table under the running manager: the store's query fails with the database's own error.

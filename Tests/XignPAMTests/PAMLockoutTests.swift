@@ -117,8 +117,8 @@ import XignTestSupport
             pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
             "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
         let fixture = try PAMFixture(managerConfig: config)
-        // Holds the manager's token answer back past the token's lifetime.
-        let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) { $0.hasPrefix("POST \(APIPath.token) ") }
+        // Holds the manager's answer that carries the token (the finish's) back past the token's lifetime.
+        let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) { $0.hasPrefix("POST \(APIPath.authenticationFinish) ") }
         try fixture.redirectEnrolments(to: slow.url)
         try fixture.service("login", arguments: "timeout=10")
         // Four minutes behind: the token's lifetime is the manager's, counted here on the monotonic clock.

@@ -142,7 +142,7 @@ extension ManagerStore {
         ).run()
     }
 
-    func recordServiceLogin(_ id: String, role: String, code: String, codeExpiresAt: Int64, attributes: String) async throws {
+    func recordServiceLogin(_ id: String, role: String, code: String?, codeExpiresAt: Int64, attributes: String) async throws {
         try await sql.raw(
             """
             UPDATE authentications SET role = \(bind: role), code = \(bind: code), code_expires_at = \(bind: codeExpiresAt),
