@@ -40,7 +40,7 @@ struct PostgreSQLDatabase: SQLDatabase {
     /// which PostgreSQL infers), which is part of the statement's name because a prepared statement keeps the
     /// parameter types of its first use.
     static func append(_ value: any Encodable, to bindings: inout PostgresBindings) throws -> UInt32 {
-        if (value as? any OptionalBind)?.isNone == true {
+        if let optional = value as? any OptionalBind, optional.wrapped == nil {
             bindings.appendNull()
             return 0
         }
@@ -52,25 +52,21 @@ struct PostgreSQLDatabase: SQLDatabase {
     }
 }
 
-/// Lets a bound `Optional` be told from its wrapped value without knowing the wrapped type.
-private protocol OptionalBind {
-    var isNone: Bool { get }
-}
-
-extension Optional: OptionalBind {
-    fileprivate var isNone: Bool { self == nil }
-}
-
 /// The name each statement text (with its parameter types) is prepared under, the same on every connection. The store
 /// has a fixed set of statements; past `limit` names a statement runs unnamed, so nothing grows without bound.
 final class PreparedStatementNames: Sendable {
     static let shared = PreparedStatementNames()
     static let limit = 512
 
-    private let names = Mutex<[String: String]>([:])
+    private struct Statement: Hashable {
+        let sql: String
+        let types: [UInt32]
+    }
+
+    private let names = Mutex<[Statement: String]>([:])
 
     func name(for sql: String, types: [UInt32]) -> String? {
-        let key = types.map(String.init).joined(separator: ",") + "|" + sql
+        let key = Statement(sql: sql, types: types)
         return names.withLock { names in
             if let name = names[key] { return name }
             guard names.count < Self.limit else { return nil }

@@ -228,12 +228,3 @@ enum SQLiteValue: Sendable, Equatable {
         }
     }
 }
-
-/// Lets a bound `Optional` be told from its wrapped value without knowing the wrapped type.
-private protocol OptionalBind {
-    var wrapped: (any Encodable)? { get }
-}
-
-extension Optional: OptionalBind where Wrapped: Encodable {
-    fileprivate var wrapped: (any Encodable)? { self }
-}
