@@ -57,7 +57,7 @@ enum ManagerBench {
         _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], of database: TestDatabase? = nil, rss: () -> Int = { 0 },
         _ operation: @escaping @Sendable (Int) throws -> Void
     ) throws -> Row {
-        let postgreSQL = { processes(named: "postgres").map(cpuSeconds).reduce(0, +) }
+        let postgreSQL = { database == .postgreSQL ? processes(named: "postgres").map(cpuSeconds).reduce(0, +) : 0 }
         let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid()), databaseBefore = postgreSQL()
         let load = try drive(clients: clients, seconds: seconds, operation)
         let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid()), databaseAfter = postgreSQL()
@@ -208,10 +208,10 @@ enum ManagerBench {
         listen = 127.0.0.1:0
         """
 
-    /// The four requests of a login, as the manager's /metrics names them.
+    /// The three requests of a login, as the manager's /metrics names them.
     static let loginRoutes = [APIPath.challenges, APIPath.authentications, APIPath.authenticationFinish]
 
-    /// Total seconds and count of the manager's request-duration histogram per route (only 200 answers).
+    /// Total seconds and count of the manager's request-duration histogram per route (only 200 and 201 answers).
     static func serverTime(_ manager: ManagerProcess) throws -> [String: (seconds: Double, count: Double)] {
         let text = try metrics(manager)
         var times: [String: (seconds: Double, count: Double)] = [:]
