@@ -57,7 +57,7 @@ extension IdentityManager {
 
     /// Logins waiting for approval on a device, across all accounts (the /metrics gauge).
     func pendingConfirmationCount() async throws -> Int {
-        try await database.transaction { store in try await store.pendingConfirmationCount(now: Self.now()) }
+        try await database.read { store in try await store.pendingConfirmationCount(now: Self.now()) }
     }
 
     public func accounts() async throws -> [AccountSummary] {

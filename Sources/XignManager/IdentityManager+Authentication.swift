@@ -166,7 +166,9 @@ extension IdentityManager {
         let proof = try DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
-        let (authentication, enrolledFactors, known) = try await database.transaction {
+        // Unsynced: every answer that grants something waits for a synced commit after this one (the PIN's verdict,
+        // the login's record, the approval), which takes the spent challenge to the disk with it.
+        let (authentication, enrolledFactors, known) = try await database.transaction(durability: .unsynced) {
             store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>, [String: String]) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
@@ -255,7 +257,8 @@ extension IdentityManager {
         guard !lock.isPermanent else { return (lock, nil) }
         let next = try SecureRandom.token()
         let expiresAt = max(lock.lockedUntil, Self.now()) + configuration.sessionLifetimeMilliseconds
-        try await database.transaction { store in
+        // Unsynced, as every new challenge: losing it only makes the user start again.
+        try await database.transaction(durability: .unsynced) { store in
             try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
         }
         return (lock, next)

@@ -51,6 +51,8 @@ extension IdentityManager {
         case claimed(ManagerStore.ActivationRecord)
         case locked(LockoutMessage)
         case heldElsewhere
+        /// A claim that ran out unsettled must be charged first, in a synced transaction.
+        case chargeFirst
     }
 
     /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
@@ -59,9 +61,12 @@ extension IdentityManager {
     ) async throws -> ManagerStore.ActivationRecord {
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
+        // A claim alone need not wait for the disk: nothing is answered before the verdict, whose synced commit takes
+        // the claim with it, and a claim lost in a power cut lost no answer either. A charge is an answer's cause, so a
+        // claim that finds one to make runs again, synced.
+        var durability = Database.Durability.unsynced
         while true {
-            // Synced, though nothing is answered before the verdict: it may charge a check a crash cut off.
-            let claim = try await database.transaction { store -> Claim in
+            let claim = try await database.transaction(durability: durability) { [durability] store -> Claim in
                 var activation = try admit(try await store.activation(id: activationId))
                 guard activation.state != .revoked else {
                     throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
@@ -69,6 +74,7 @@ extension IdentityManager {
                 let now = Self.now()
                 if activation.pinCheckUntil > now { return .heldElsewhere }
                 if activation.pinCheckUntil != 0 {
+                    guard durability == .synced else { return .chargeFirst }
                     // A check started and never reported: count it, as the guess it may have been.
                     let lock = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
                     (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (
@@ -86,6 +92,8 @@ extension IdentityManager {
                 return activation
             case .locked(let lock):
                 throw ManagerError.lockedOut(lock)
+            case .chargeFirst:
+                durability = .synced
             case .heldElsewhere:
                 guard Self.now() < deadline else {
                     throw ManagerError(.serviceUnavailable, .busy, "another PIN check of this activation is still running; try again in a moment")

@@ -30,17 +30,13 @@ enum MetricsServer {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let pending = Gauge(label: "xign_confirmations_pending")
-        let statements = Counter(label: "xign_database_statements_total")
-        let statementsCounted = NIOLockedValueBox(0)
+        let statements = CountedTotal(label: "xign_database_statements_total")
+        let syncedCommits = CountedTotal(label: "xign_database_synced_commits_total")
         let router = Router()
         router.get("/metrics") { _, _ -> Response in
             pending.record(try await manager.pendingConfirmationCount())
-            let total = manager.database.statements.total
-            let uncounted = statementsCounted.withLockedValue { counted in
-                defer { counted = total }
-                return total - counted
-            }
-            statements.increment(by: uncounted)
+            statements.catchUp(with: manager.database.statements.total)
+            syncedCommits.catchUp(with: manager.database.statements.syncedCommits)
             var text = [UInt8]()
             text.reserveCapacity(16 * 1024)
             registry.emit(into: &text)
@@ -55,5 +51,21 @@ enum MetricsServer {
             },
             logger: manager.logger
         )
+    }
+}
+
+/// A Prometheus counter that follows a total kept elsewhere (the database's own counts), brought up to it at each scrape.
+private struct CountedTotal: Sendable {
+    let counter: Metrics.Counter
+    let counted = NIOLockedValueBox(0)
+
+    init(label: String) { counter = Counter(label: label) }
+
+    func catchUp(with total: Int) {
+        let uncounted = counted.withLockedValue { counted in
+            defer { counted = total }
+            return total - counted
+        }
+        counter.increment(by: uncounted)
     }
 }

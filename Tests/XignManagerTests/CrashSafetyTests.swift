@@ -151,6 +151,30 @@ import XignTestSupport
         #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
     }
 
+    /// A login waits for the disk once, at the PIN's verdict: the spent challenge and the claim before it are written
+    /// unsynced and reach the disk with that commit, and nothing is answered before it. A claim that must first charge
+    /// a check a crash cut off waits for the disk itself, as every charge does (the control: two synced commits).
+    @Test(arguments: TestDatabase.allCases) func aLoginWaitsForTheDiskOnceUnlessItChargesACutOffCheck(database: TestDatabase) throws {
+        let manager = try ManagerProcess(config: Self.config + "\n[metrics]\nlisten = 127.0.0.1:0\n", database: database)
+        let api = API(manager: manager)
+        let device = try api.enrolDevice("synced@example.org")
+        let syncedCommits = { try manager.metric("xign_database_synced_commits_total") }
+
+        var before = try syncedCommits()
+        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        let once = try syncedCommits() - before
+        #expect(once == 1, "only the verdict, with the login's record")
+
+        // A claim left by a manager killed mid-check, run out.
+        let past = Int64(Date().timeIntervalSince1970 * 1000) - 1_000
+        _ = try manager.query("UPDATE activations SET pin_check_until = \(past) WHERE device_id = '\(device.id)'")
+        before = try syncedCommits()
+        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        let twice = try syncedCommits() - before
+        #expect(twice == 2, "the charge, then the verdict")
+        #expect(manager.log.contains("a PIN check ran out without a result; counted as a failure"))
+    }
+
     /// A login's record commits with its PIN's verdict. When that record cannot be written (here a trigger refuses it,
     /// as a full disk would), the login fails and writes nothing of it, and the right PIN is not charged: the claim
     /// is released, not left for the next check to count as a guess. The control: without the trigger it logs in.

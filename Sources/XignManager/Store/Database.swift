@@ -60,10 +60,11 @@ public final class Database: Sendable {
         }
     }
 
-    /// Whether a commit must be on disk before the answer. Most must: lockout charges and PIN check claims, used
-    /// challenges and codes, accounts and activations, the audit. A write whose loss in a power cut only makes the
-    /// user start again, and tells an attacker nothing, need not wait for the disk: a new login's challenge, a signed
-    /// request's challenge. A later synced commit takes the earlier ones with it.
+    /// Whether a commit must be on disk before the answer. Most must: lockout charges, used codes, accounts and
+    /// activations, the audit. A write whose loss in a power cut only makes the user start again, and tells an
+    /// attacker nothing, need not wait for the disk: a new login's challenge, a signed request's challenge. Nor need
+    /// one whose every answer waits for a later synced commit, since that commit takes the earlier ones with it (the
+    /// log is written in order): a finish's spent challenge and its PIN check's claim go with the PIN's verdict.
     public enum Durability: Sendable {
         case synced
         case unsynced
@@ -74,12 +75,15 @@ public final class Database: Sendable {
     public func transaction<T: Sendable>(
         durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
+        let result: T
         switch backend {
         case .sqlite(let connection, let lock, _, _):
-            return try await sqliteTransaction(on: connection, under: lock, durability: durability, body)
+            result = try await sqliteTransaction(on: connection, under: lock, durability: durability, body)
         case .postgreSQL(let pool):
-            return try await pool.serializableTransaction(durability, logger: logger, body)
+            result = try await pool.serializableTransaction(durability, logger: logger, body)
         }
+        if durability == .synced { statements.addSyncedCommit() }
+        return result
     }
 
     /// Tells every instance's waiters of `keys` that their rows changed (PostgreSQL's NOTIFY); nothing on SQLite,

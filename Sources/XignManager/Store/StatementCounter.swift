@@ -3,12 +3,17 @@ import NIOCore
 import SQLKit
 import Synchronization
 
-/// Counts the statements the manager sends to its database (`xign_database_statements_total`), so what waiting and
-/// logging in cost the database can be measured from outside.
+/// Counts the statements the manager sends to its database (`xign_database_statements_total`) and the commits that
+/// waited for its disk (`xign_database_synced_commits_total`), so what waiting and logging in cost the database can
+/// be measured from outside.
 final class StatementCounter: Sendable {
     private let count = Atomic<Int>(0)
+    private let synced = Atomic<Int>(0)
 
     var total: Int { count.load(ordering: .relaxed) }
+    var syncedCommits: Int { synced.load(ordering: .relaxed) }
+
+    func addSyncedCommit() { synced.add(1, ordering: .relaxed) }
 
     /// `database`, counting each statement sent through it.
     func counting(_ database: any SQLDatabase) -> any SQLDatabase { CountedDatabase(base: database, counter: self) }
