@@ -166,9 +166,9 @@ extension IdentityManager {
         let proof = try DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
-        // Unsynced: every answer that grants something waits for a synced commit after this one (the PIN's verdict,
-        // the login's record, the approval), which takes the spent challenge to the disk with it.
-        let (authentication, enrolledFactors, known) = try await database.transaction(durability: .unsynced) {
+        // Every answer that grants something waits for a synced commit after this one (the PIN's verdict, the login's
+        // record, the approval), which takes the spent challenge to the disk with it.
+        let (authentication, enrolledFactors, known) = try await database.transaction(durability: .syncedLater) {
             store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>, [String: String]) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")

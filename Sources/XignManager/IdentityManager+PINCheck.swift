@@ -64,7 +64,7 @@ extension IdentityManager {
         // A claim alone need not wait for the disk: nothing is answered before the verdict, whose synced commit takes
         // the claim with it, and a claim lost in a power cut lost no answer either. A charge is an answer's cause, so a
         // claim that finds one to make runs again, synced.
-        var durability = Database.Durability.unsynced
+        var durability = Database.Durability.syncedLater
         while true {
             let claim = try await database.transaction(durability: durability) { [durability] store -> Claim in
                 var activation = try admit(try await store.activation(id: activationId))
@@ -74,7 +74,7 @@ extension IdentityManager {
                 let now = Self.now()
                 if activation.pinCheckUntil > now { return .heldElsewhere }
                 if activation.pinCheckUntil != 0 {
-                    guard durability == .synced else { return .chargeFirst }
+                    guard self.database.syncs(durability) else { return .chargeFirst }
                     // A check started and never reported: count it, as the guess it may have been.
                     let lock = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
                     (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (

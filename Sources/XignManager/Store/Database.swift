@@ -62,12 +62,15 @@ public final class Database: Sendable {
 
     /// Whether a commit must be on disk before the answer. Most must: lockout charges, used codes, accounts and
     /// activations, the audit. A write whose loss in a power cut only makes the user start again, and tells an
-    /// attacker nothing, need not wait for the disk: a new login's challenge, a signed request's challenge. Nor need
-    /// one whose every answer waits for a later synced commit, since that commit takes the earlier ones with it (the
-    /// log is written in order): a finish's spent challenge and its PIN check's claim go with the PIN's verdict.
+    /// attacker nothing, need not wait for the disk: a new login's challenge, a signed request's challenge.
     public enum Durability: Sendable {
         case synced
         case unsynced
+        /// Every answer this transaction allows waits for a later synced commit of the same request, which takes it
+        /// to the disk too (the log is written in order): a finish's spent challenge and its PIN check's claim go with
+        /// the PIN's verdict. SQLite commits it unsynced. PostgreSQL syncs it: there an unsynced commit costs a
+        /// statement and made every request of a login slower (`make bench-manager`), where a sync costs little.
+        case syncedLater
     }
 
     /// Runs `body` in one transaction and returns once it committed. `body` may run more than once on PostgreSQL,
@@ -75,15 +78,24 @@ public final class Database: Sendable {
     public func transaction<T: Sendable>(
         durability: Durability = .synced, _ body: @escaping @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
+        let synced = syncs(durability)
         let result: T
         switch backend {
         case .sqlite(let connection, let lock, _, _):
-            result = try await sqliteTransaction(on: connection, under: lock, durability: durability, body)
+            result = try await sqliteTransaction(on: connection, under: lock, durability: synced ? .synced : .unsynced, body)
         case .postgreSQL(let pool):
-            result = try await pool.serializableTransaction(durability, logger: logger, body)
+            result = try await pool.serializableTransaction(synced ? .synced : .unsynced, logger: logger, body)
         }
-        if durability == .synced { statements.addSyncedCommit() }
+        if synced { statements.addSyncedCommit() }
         return result
+    }
+
+    /// Whether a transaction of this durability waits for the disk here.
+    func syncs(_ durability: Durability) -> Bool {
+        switch (durability, backend) {
+        case (.synced, _), (.syncedLater, .postgreSQL): true
+        case (.unsynced, _), (.syncedLater, .sqlite): false
+        }
     }
 
     /// Tells every instance's waiters of `keys` that their rows changed (PostgreSQL's NOTIFY); nothing on SQLite,
