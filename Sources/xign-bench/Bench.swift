@@ -302,20 +302,37 @@ struct Bench {
         try Self.dlopenTimer.write(toFile: loader + ".c", atomically: true, encoding: .utf8)
         try run("/usr/bin/cc", ["-O2", "-o", loader, loader + ".c", "-ldl"])
         let permitPath = try libraryDirectory() + "/security/pam_permit.so"
-        let opens = { (path: String) in
-            try (0..<fresh).map { _ in (Double(try run(loader, [path]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
+        // The last path is timed; the ones before it are loaded first, untimed.
+        let opens = { (paths: [String]) in
+            try (0..<fresh).map { _ in (Double(try run(loader, paths).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
         }
-        let permitOpen = Figure(name: "dlopen pam_permit.so in a fresh process", milliseconds: try opens(permitPath))
+        let curlLibraries = try run("/usr/bin/ldd", [try libraryDirectory() + "/libcurl.so.4"]).split(separator: "\n").filter { $0.contains("=>") }
+            .count
+        let permitOpen = Figure(name: "dlopen pam_permit.so in a fresh process", milliseconds: try opens([permitPath]))
         let permitFirst = Figure(name: "first pam_authenticate, pam_permit.so, fresh process", milliseconds: firstPermit)
         table(
             "PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)",
             [permitFigure, steady], floor: permitFigure)
+        let first = Figure(name: "first pam_authenticate, pam_xign.so, fresh process", milliseconds: firstXign)
         table(
-            "PAM in a fresh process, as sudo, su and each sshd connection run it (\(fresh) processes each)",
-            [permitFirst, Figure(name: "first pam_authenticate, pam_xign.so, fresh process", milliseconds: firstXign)], floor: permitFirst)
+            "PAM in a fresh process, as sudo, su and each sshd connection run it (\(fresh) processes each)", [permitFirst, first], floor: permitFirst)
+        // Where the module's load goes, step by step: what the system's libraries cost, and what is the module's own.
+        let load = Figure(name: "dlopen pam_xign.so in a fresh process", milliseconds: try opens([module]))
         table(
-            "Loading the module (dlopen RTLD_NOW, as libpam does, in a fresh process)",
-            [permitOpen, Figure(name: "dlopen pam_xign.so in a fresh process", milliseconds: try opens(module))], floor: permitOpen)
+            "Loading the module (dlopen RTLD_NOW, as libpam does, in a fresh process), and its parts",
+            [
+                permitOpen, load,
+                Figure(name: "  part: libssl with libcrypto", milliseconds: try opens(["libssl.so.3"])),
+                Figure(
+                    name: "  part: libcurl and the \(curlLibraries) it links, after libssl", milliseconds: try opens(["libssl.so.3", "libcurl.so.4"])),
+                Figure(
+                    name: "  part: pam_xign.so itself, after its libraries",
+                    milliseconds: try opens(["libssl.so.3", "libcurl.so.4", "libqrencode.so.4", "libstdc++.so.6", "libpam.so.0", module])),
+            ], floor: permitOpen)
+        print(
+            String(
+                format: "the first login in a process, step by step: dlopen %.2f ms + one-time set-up %.2f ms + a warm login %.2f ms = %.2f ms",
+                load.median, first.median - load.median - steady.median, steady.median, first.median))
         print(
             String(
                 format: "HTTP round trips per login: %.2f over %.2f connection(s) (counted at a proxy over %d logins)", roundTrips,
@@ -382,16 +399,20 @@ struct Bench {
 }
 
 extension Bench {
-    /// Times one dlopen of argv[1] with RTLD_NOW (libpam's flags), in microseconds.
+    /// Times one dlopen of the last argument with RTLD_NOW (libpam's flags), in microseconds, after loading the
+    /// arguments before it untimed.
     static let dlopenTimer = """
         #include <dlfcn.h>
         #include <stdio.h>
         #include <time.h>
         int main(int argc, char **argv) {
             struct timespec a, b;
-            if (argc != 2) return 2;
+            if (argc < 2) return 2;
+            for (int i = 1; i < argc - 1; i++) {
+                if (dlopen(argv[i], RTLD_NOW) == NULL) { fprintf(stderr, "%s\\n", dlerror()); return 1; }
+            }
             clock_gettime(CLOCK_MONOTONIC, &a);
-            void *handle = dlopen(argv[1], RTLD_NOW);
+            void *handle = dlopen(argv[argc - 1], RTLD_NOW);
             clock_gettime(CLOCK_MONOTONIC, &b);
             if (handle == NULL) { fprintf(stderr, "%s\\n", dlerror()); return 1; }
             printf("%ld\\n", (b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
