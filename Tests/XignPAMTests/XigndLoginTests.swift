@@ -233,7 +233,9 @@ import XignTestSupport
         #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
     }
 
-    /// A stand-in at a socket of its own, run as `owner`, that answers every connection with `reply` (a whole frame).
+    /// A stand-in at a socket of its own, run as `owner`, that answers every connection with `reply` (a whole frame),
+    /// then reads until the module hangs up, as xignd does: a peer that closes with the module's request unread
+    /// resets the connection, and the reset can discard the reply before the module reads it.
     func standIn(_ name: String, owner: String, reply: [UInt8]) throws -> ChildProcess {
         let directory = fixture.directory.file(name)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
@@ -241,8 +243,9 @@ import XignTestSupport
             throw TestFailure("chown \(directory)")
         }
         try writeTestFile(directory + "/reply", Data(reply), mode: 0o644)
+        try writeTestFile(directory + "/answer", Data("cat '\(directory)/reply'\ncat >/dev/null\n".utf8), mode: 0o644)
         let command =
-            PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:cat \(directory)/reply"]
+            PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:sh \(directory)/answer"]
         let process = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory)
         guard waitUntil(seconds: 10, { FileManager.default.fileExists(atPath: directory + "/xignd.sock") }) else {
             throw TestFailure("socat did not listen")
