@@ -22,10 +22,8 @@ public struct AuthenticationInitializationData: Sendable, Equatable {
 public struct ServiceLoginResult: Sendable, Equatable {
     public let relyingPartyName: String
     public let roleName: String
-    /// The code, or the token it would buy when the manager sent it with the answer (already checked then).
-    let authorizationCode: String?
-    let token: LoginToken?
-    /// When the code runs out, on the monotonic clock: the finish request's start plus the code's lifetime,
+    let redemption: LoginRedemption
+    /// When a code runs out, on the monotonic clock: the finish request's start plus the code's lifetime,
     /// so neither the host's wall clock nor its difference to the manager's matters.
     let expiresAt: MonotonicClock.Instant
     let idmIdentifier: String
@@ -77,11 +75,23 @@ public enum ApiAccessAuthenticationResult {
     case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
+/// What a login's finish leaves for its token: a single-use code to redeem at /v1/token, or the token itself where the
+/// manager sent it with the answer (checked on arrival).
+enum LoginRedemption: Sendable, Equatable {
+    case code(String)
+    case token(LoginToken)
+}
+
 /// A single-use code for the login token, opaque to the front end; or the token itself, where it came with the finish.
 public struct AuthorizationCode: Sendable, Equatable {
-    let code: String
+    let redemption: LoginRedemption
     let idmIdentifier: String
-    var token: LoginToken? = nil
+
+    init(redemption: LoginRedemption, idmIdentifier: String) {
+        (self.redemption, self.idmIdentifier) = (redemption, idmIdentifier)
+    }
+
+    init(code: String, idmIdentifier: String) { self.init(redemption: .code(code), idmIdentifier: idmIdentifier) }
 }
 
 /// The manager-signed proof of a login, checked against the pinned key, the host, the user and the nonce.
@@ -213,11 +223,10 @@ public struct Authenticator {
     /// The authorization code came with serviceLogin (batched, to save a round trip); this checks it is still fresh.
     /// Where the token itself came with it, the token is handed on.
     public func fetchAuthorizationCode(_ login: ServiceLoginResult) throws -> AuthorizationCode {
-        if let token = login.token { return AuthorizationCode(code: "", idmIdentifier: login.idmIdentifier, token: token) }
-        guard let code = login.authorizationCode, MonotonicClock.now() < login.expiresAt else {
+        if case .code = login.redemption, MonotonicClock.now() >= login.expiresAt {
             throw XignSdkError(.sessionExpired, "the authorization code expired; authenticate again")
         }
-        return AuthorizationCode(code: code, idmIdentifier: login.idmIdentifier)
+        return AuthorizationCode(redemption: login.redemption, idmIdentifier: login.idmIdentifier)
     }
 
     /// Round trip 3: the login token, unless it came with the finish (then it was checked there and no round trip is
@@ -229,14 +238,19 @@ public struct Authenticator {
         }
         let entity = data.entity
         let expected = LoginToken.Binding(entity: entity, host: data.host, localUser: data.localUser, service: data.service)
-        if let token = code.token {
+        let authorizationCode: String
+        switch code.redemption {
+        case .token(let token):
             try expected.check(host: token.host, localUser: token.localUser, service: token.service)
             return token
+        case .code(let code):
+            authorizationCode = code
         }
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: entity.managerURL, http: http)
         let (compact, trip) = try RoundTripTimes.measure {
-            try client.postSigned(APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: code.code, nonce: nonce)))
+            try client.postSigned(
+                APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: authorizationCode, nonce: nonce)))
         }
         return try LoginToken(compact, nonce: nonce, managerKey: try entity.pinnedManagerKey(), for: expected, trip: trip)
     }

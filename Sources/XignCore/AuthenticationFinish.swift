@@ -11,20 +11,25 @@ extension Authenticator {
         case .answer(let result, let trip, let tokenNonce):
             let session = userInfo.request.session
             guard result.outcome == .serviceLogin, let login = result.serviceLogin, login.service == service,
-                (login.authorizationCode?.utf8.count ?? 0) <= 128, login.authorizationCode != nil || result.loginToken != nil,
-                login.role == userInfo.role.name, let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
+                (login.authorizationCode?.utf8.count ?? 0) <= 128, login.role == userInfo.role.name,
+                let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(result.outcome.rawValue) that does not fit it")
             }
             // A manager that predates tokens in the finish answers with a code only; the token is then a round trip more.
-            let token = try result.loginToken.map { compact in
+            let redemption: LoginRedemption
+            if let compact = result.loginToken {
                 guard let tokenNonce else { throw XignSdkError(.invalidManagerResponse, "the manager sent a login token nobody asked for") }
                 let binding = LoginToken.Binding(entity: session.entity, host: session.host, localUser: session.localUser, service: service)
-                return try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip)
+                redemption = .token(try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip))
+            } else if let code = login.authorizationCode {
+                redemption = .code(code)
+            } else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with neither its token nor a code for it")
             }
             return .serviceLogin(
                 ServiceLoginResult(
-                    relyingPartyName: login.relyingPartyName, roleName: login.role, authorizationCode: login.authorizationCode, token: token,
+                    relyingPartyName: login.relyingPartyName, roleName: login.role, redemption: redemption,
                     expiresAt: trip.sentAt.advanced(by: lifetime), idmIdentifier: session.entity.idmIdentifier
                 ))
         }
