@@ -301,12 +301,13 @@ struct Bench {
         let loader = work + "/dlopen_time"
         try Self.dlopenTimer.write(toFile: loader + ".c", atomically: true, encoding: .utf8)
         try run("/usr/bin/cc", ["-O2", "-o", loader, loader + ".c", "-ldl"])
-        let permitPath = try libraryDirectory() + "/security/pam_permit.so"
+        let libraries = try libraryDirectory()
+        let permitPath = libraries + "/security/pam_permit.so"
         // The last path is timed; the ones before it are loaded first, untimed.
         let opens = { (paths: [String]) in
             try (0..<fresh).map { _ in (Double(try run(loader, paths).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
         }
-        let curlLibraries = try run("/usr/bin/ldd", [try libraryDirectory() + "/libcurl.so.4"]).split(separator: "\n").filter { $0.contains("=>") }
+        let curlLibraries = try run("/usr/bin/ldd", [libraries + "/libcurl.so.4"]).split(separator: "\n").filter { $0.contains("=>") }
             .count
         let permitOpen = Figure(name: "dlopen pam_permit.so in a fresh process", milliseconds: try opens([permitPath]))
         let permitFirst = Figure(name: "first pam_authenticate, pam_permit.so, fresh process", milliseconds: firstPermit)

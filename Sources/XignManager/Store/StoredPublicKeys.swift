@@ -1,9 +1,10 @@
 import Synchronization
 import XignCrypto
 
-/// The device and host keys as the store keeps them (base64url DER), each parsed once while it stays among the last
-/// `capacity` used. A login reads its device's row three times, and each parse was an OpenSSL key import that cost
-/// more than the signature check it served. Keyed by the stored text itself, so a changed key is a new entry.
+/// The device and host keys as the store keeps them (base64url DER), each parsed once and kept, at most `capacity` of
+/// them (past that an arbitrary one makes room). A login reads its device's row three times, and each parse was an
+/// OpenSSL key import that cost more than the signature check it served. Keyed by the stored text itself, so a
+/// changed key is a new entry.
 final class StoredPublicKeys: Sendable {
     static let shared = StoredPublicKeys(capacity: 4096)
 
