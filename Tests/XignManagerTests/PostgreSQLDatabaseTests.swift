@@ -101,4 +101,33 @@ import XignTestSupport
         #expect(try await database.read { try await $0.pendingConfirmations(accountId: "none", now: 0) }.isEmpty)
         await database.close()
     }
+
+    /// The pool connects on an event loop, not on the concurrency threads that tests and handlers share: while those are
+    /// all blocked for longer than the lease's 5 s wait, a transaction that needs a new connection still gets one.
+    /// (With the pool's work on those threads, the connection waited for them and the lease ran out: the test failed so.)
+    @Test func aLeaseNeedsNoFreeConcurrencyThread() async throws {
+        let (cluster, name, database) = try await Self.database()
+        _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
+        // The pool's connection is gone, so the next lease must make one.
+        _ = try cluster.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = 'xign-manager'")
+        try await Task.sleep(for: .milliseconds(300))
+        // The transaction asks from an event loop, so only the pool's own work needs the blocked threads.
+        let loop = EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.any())
+        let transaction = Task(executorPreference: loop) {
+            try await Task.sleep(for: .milliseconds(300))
+            return try await database.transaction { try await $0.sql.raw("SELECT 2 AS two").first() }
+        }
+        let blockers = (0..<ProcessInfo.processInfo.activeProcessorCount).map { _ in
+            Task.detached { usleep(7_000_000) }  // blocks its thread, as a synchronous test or a slow handler would
+        }
+        for blocker in blockers { await blocker.value }
+        #expect(try await transaction.value?.decode(column: "two", as: Int.self) == 2)
+        // The control: a lease the pool cannot give (its one connection held) still runs out after 5 s.
+        let holding = Task { try await database.transaction { try await $0.sql.raw("SELECT pg_sleep(7) IS NULL AS slept").first() } }
+        try await Task.sleep(for: .milliseconds(300))
+        await #expect(throws: ManagerError.self) { try await database.transaction { try await $0.sql.raw("SELECT 3 AS three").first() } }
+        _ = try await holding.value
+        await database.close()
+    }
 }

@@ -68,7 +68,10 @@ final class PostgreSQLPool: Sendable {
             ("statement_timeout", "15000"), ("idle_in_transaction_session_timeout", "30000"), ("application_name", "xign-manager"),
         ]
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        runner = Task { [client] in await client.run() }
+        // The pool's own work (making connections, handing them on) runs on an event loop: on the shared concurrency
+        // threads it waited whenever all of them were busy, and a lease that needed a new connection ran out meanwhile.
+        let executor = EventLoopTaskExecutor(PostgresConnection.defaultEventLoopGroup.any())
+        runner = Task(executorPreference: executor) { [client] in await client.run() }
     }
 
     func close() async {
