@@ -74,6 +74,9 @@ let package = Package(
             name: "xignd", dependencies: ["XignDaemon", "XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
+        // TPM key attestation: EK certificates and the CAs that issue them, the credential that proves an attestation key
+        // lives beside the EK, and TPM2_Certify of a device or host key by it.
+        .target(name: "XignAttestation", dependencies: ["XignCrypto", "COpenSSL"]),
         // WebAuthn's data (CBOR, authenticator data, COSE keys, clientDataJSON) and the checks of a passkey's ceremonies.
         .target(name: "XignWebAuthn", dependencies: ["XignCrypto"]),
         // The manager's web app: server-rendered pages, one script and one stylesheet, under strict headers. It speaks
@@ -91,7 +94,7 @@ let package = Package(
             name: "XignManager",
             dependencies: [
                 // XignDevice for the TPM-held PIN pepper only.
-                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb",
+                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb", "XignAttestation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 "CSQLite",
@@ -137,6 +140,7 @@ let package = Package(
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
         .testTarget(name: "XignWebAuthnTests", dependencies: ["XignWebAuthn", "XignCrypto"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
+        .testTarget(name: "XignAttestationTests", dependencies: ["XignAttestation", "XignDevice", "XignCrypto", "XignTestSupport"]),
         .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
         .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
         .testTarget(

@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/rsa.h>
 #include <openssl/core_names.h>
 
 /* A P-256 public key from its uncompressed point (65 bytes), checked to be on the curve. OpenSSL 3 imports
@@ -32,4 +33,39 @@ static inline EVP_PKEY *xign_p256_public_key(const unsigned char *point, size_t 
     EVP_PKEY_CTX_free(context);
     return key;
 }
+/* For TPM key attestation (XignAttestation): public keys from their numbers, and macros Swift does not import. The
+ * parameter names must outlive the OSSL_PARAM that points at them, which Swift's bridged strings do not. */
+static inline EVP_PKEY *xign_public_key_from_parameters(const char *type, OSSL_PARAM *parameters) {
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+    if (context == NULL) return NULL;
+    EVP_PKEY *key = NULL;
+    if (EVP_PKEY_fromdata_init(context) != 1 || EVP_PKEY_fromdata(context, &key, EVP_PKEY_PUBLIC_KEY, parameters) != 1) key = NULL;
+    EVP_PKEY_CTX_free(context);
+    return key;
+}
+/* An RSA public key from its big-endian modulus and exponent 65537. */
+static inline EVP_PKEY *xign_rsa_public_key(const unsigned char *modulus, size_t length) {
+    unsigned char little_endian[512];
+    if (length == 0 || length > sizeof little_endian) return NULL;
+    for (size_t i = 0; i < length; i++) little_endian[i] = modulus[length - 1 - i];
+    unsigned int exponent = 65537;
+    OSSL_PARAM parameters[] = {
+        OSSL_PARAM_BN(OSSL_PKEY_PARAM_RSA_N, little_endian, length),
+        OSSL_PARAM_uint(OSSL_PKEY_PARAM_RSA_E, &exponent),
+        OSSL_PARAM_END,
+    };
+    return xign_public_key_from_parameters("RSA", parameters);
+}
+/* An EC public key on `group` from its uncompressed point, checked to be on the curve. */
+static inline EVP_PKEY *xign_ec_public_key(const char *group, const unsigned char *point, size_t length) {
+    OSSL_PARAM parameters[] = {
+        OSSL_PARAM_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)group, 0),
+        OSSL_PARAM_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (unsigned char *)point, length),
+        OSSL_PARAM_END,
+    };
+    return xign_public_key_from_parameters("EC", parameters);
+}
+static inline EVP_PKEY *xign_ec_generate(const char *group) { return EVP_EC_gen(group); }
+static const unsigned long xign_name_format_rfc2253 = XN_FLAG_RFC2253;
+
 #endif

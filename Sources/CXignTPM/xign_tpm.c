@@ -1,48 +1,14 @@
 #include "xign_tpm.h"
+#include "xign_tpm_private.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <tss2/tss2_esys.h>
-#include <tss2/tss2_mu.h>
-#include <tss2/tss2_rc.h>
-#include <tss2/tss2_tctildr.h>
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
-/* libtss2 is opened at the first xign_tpm_open, not when the module that links this is loaded: a login with a
- * software key, or on a server that only confirms, never pays for it (docs/design.md, "The PAM host"). */
-#define TSS2_FUNCTIONS(X) \
-    X(esys, Esys_Create) \
-    X(esys, Esys_CreatePrimary) \
-    X(esys, Esys_Finalize) \
-    X(esys, Esys_FlushContext) \
-    X(esys, Esys_Free) \
-    X(esys, Esys_GetCapability) \
-    X(esys, Esys_HMAC) \
-    X(esys, Esys_Initialize) \
-    X(esys, Esys_Load) \
-    X(esys, Esys_Sign) \
-    X(esys, Esys_StartAuthSession) \
-    X(esys, Esys_TRSess_SetAttributes) \
-    X(esys, Esys_TR_Close) \
-    X(esys, Esys_TR_FromTPMPublic) \
-    X(esys, Esys_TR_GetName) \
-    X(esys, Esys_TR_SetAuth) \
-    X(tctildr, Tss2_TctiLdr_Finalize) \
-    X(tctildr, Tss2_TctiLdr_Initialize) \
-    X(rc, Tss2_RC_Decode) \
-    X(mu, Tss2_MU_TPM2B_PUBLIC_Marshal) \
-    X(mu, Tss2_MU_TPM2B_PRIVATE_Marshal) \
-    X(mu, Tss2_MU_TPM2B_PUBLIC_Unmarshal) \
-    X(mu, Tss2_MU_TPM2B_PRIVATE_Unmarshal)
-
-static struct {
-#define TSS2_POINTER(library, name) __typeof__(name) *name;
-    TSS2_FUNCTIONS(TSS2_POINTER)
-#undef TSS2_POINTER
-} tss2;
+struct xign_tss2 xign_tss2;
 
 static pthread_once_t tss2_once = PTHREAD_ONCE_INIT;
 static int tss2_loaded;
@@ -54,33 +20,27 @@ static void tss2_load(void) {
     void *mu = dlopen("libtss2-mu.so.0", RTLD_NOW | RTLD_LOCAL);
     int complete = esys != NULL && tctildr != NULL && rc != NULL && mu != NULL;
 #define TSS2_RESOLVE(library, name) \
-    if (complete && (tss2.name = (__typeof__(name) *)dlsym(library, #name)) == NULL) complete = 0;
+    if (complete && (xign_tss2.name = (__typeof__(name) *)dlsym(library, #name)) == NULL) complete = 0;
     TSS2_FUNCTIONS(TSS2_RESOLVE)
 #undef TSS2_RESOLVE
     tss2_loaded = complete;
 }
 
-/* Whether libtss2 is there, opening it the first time. */
-static int tss2_available(void) {
+int xign_tss2_available(void) {
     pthread_once(&tss2_once, tss2_load);
     return tss2_loaded;
 }
-
-struct xign_tpm {
-    TSS2_TCTI_CONTEXT *tcti;
-    ESYS_CONTEXT *esys;
-};
 
 #define SRK_PERSISTENT_HANDLE 0x81000001u
 
 uint32_t xign_tpm_open(const char *tcti, xign_tpm **out) {
     *out = NULL;
     if (tcti == NULL || *tcti == '\0') return TSS2_TCTI_RC_BAD_VALUE;
-    if (!tss2_available()) return XIGN_TPM_RC_NO_LIBRARY;
+    if (!xign_tss2_available()) return XIGN_TPM_RC_NO_LIBRARY;
     xign_tpm *tpm = calloc(1, sizeof *tpm);
     if (tpm == NULL) return XIGN_TPM_RC_MEMORY;
-    TSS2_RC rc = tss2.Tss2_TctiLdr_Initialize(tcti, &tpm->tcti);
-    if (rc == TSS2_RC_SUCCESS) rc = tss2.Esys_Initialize(&tpm->esys, tpm->tcti, NULL);
+    TSS2_RC rc = xign_tss2.Tss2_TctiLdr_Initialize(tcti, &tpm->tcti);
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_Initialize(&tpm->esys, tpm->tcti, NULL);
     if (rc != TSS2_RC_SUCCESS) {
         xign_tpm_close(tpm);
         return rc;
@@ -91,8 +51,8 @@ uint32_t xign_tpm_open(const char *tcti, xign_tpm **out) {
 
 void xign_tpm_close(xign_tpm *tpm) {
     if (tpm == NULL) return;
-    if (tpm->esys != NULL) tss2.Esys_Finalize(&tpm->esys);
-    if (tpm->tcti != NULL) tss2.Tss2_TctiLdr_Finalize(&tpm->tcti);
+    if (tpm->esys != NULL) xign_tss2.Esys_Finalize(&tpm->esys);
+    if (tpm->tcti != NULL) xign_tss2.Tss2_TctiLdr_Finalize(&tpm->tcti);
     free(tpm);
 }
 
@@ -117,7 +77,7 @@ static TPM2B_PUBLIC srk_template(void) {
 
 /* A key that never leaves this TPM and signs without a password: fixedTPM|fixedParent|sensitiveDataOrigin|
  * userWithAuth|sign|noDA. noDA: lockouts are xign's (per activation), and a busy login server must not trip the TPM's. */
-static TPM2B_PUBLIC signing_template(TPMI_ALG_PUBLIC type) {
+TPM2B_PUBLIC tpm_signing_template(TPMI_ALG_PUBLIC type) {
     TPM2B_PUBLIC template = { 0 };
     TPMT_PUBLIC *area = &template.publicArea;
     area->type = type;
@@ -129,7 +89,7 @@ static TPM2B_PUBLIC signing_template(TPMI_ALG_PUBLIC type) {
 
 /* The device key: P-256, ECDSA-SHA256. */
 static TPM2B_PUBLIC key_template(void) {
-    TPM2B_PUBLIC template = signing_template(TPM2_ALG_ECC);
+    TPM2B_PUBLIC template = tpm_signing_template(TPM2_ALG_ECC);
     TPMS_ECC_PARMS *ecc = &template.publicArea.parameters.eccDetail;
     ecc->symmetric.algorithm = TPM2_ALG_NULL;
     ecc->scheme.scheme = TPM2_ALG_ECDSA;
@@ -141,24 +101,24 @@ static TPM2B_PUBLIC key_template(void) {
 
 /* The manager's PIN pepper: an HMAC-SHA256 key the TPM generates and never releases. */
 static TPM2B_PUBLIC hmac_key_template(void) {
-    TPM2B_PUBLIC template = signing_template(TPM2_ALG_KEYEDHASH);
+    TPM2B_PUBLIC template = tpm_signing_template(TPM2_ALG_KEYEDHASH);
     TPMT_KEYEDHASH_SCHEME *scheme = &template.publicArea.parameters.keyedHashDetail.scheme;
     scheme->scheme = TPM2_ALG_HMAC;
     scheme->details.hmac.hashAlg = TPM2_ALG_SHA256;
     return template;
 }
 
-static uint32_t name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *name_size) {
+uint32_t tpm_name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *name_size) {
     TPM2B_NAME *value = NULL;
-    TSS2_RC rc = tss2.Esys_TR_GetName(tpm->esys, handle, &value);
+    TSS2_RC rc = xign_tss2.Esys_TR_GetName(tpm->esys, handle, &value);
     if (rc != TSS2_RC_SUCCESS) return rc;
     if (value->size > 68) {
-        tss2.Esys_Free(value);
+        xign_tss2.Esys_Free(value);
         return XIGN_TPM_RC_MEMORY;
     }
     memcpy(name, value->name, value->size);
     *name_size = value->size;
-    tss2.Esys_Free(value);
+    xign_tss2.Esys_Free(value);
     return TSS2_RC_SUCCESS;
 }
 
@@ -170,13 +130,13 @@ static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size
     ESYS_TR persistent = ESYS_TR_NONE;
     *transient = 0;
     if (expected != NULL &&
-        tss2.Esys_TR_FromTPMPublic(tpm->esys, SRK_PERSISTENT_HANDLE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &persistent) == TSS2_RC_SUCCESS) {
-        if (name_of(tpm, persistent, name, &name_size) == TSS2_RC_SUCCESS && name_size == expected_size &&
+        xign_tss2.Esys_TR_FromTPMPublic(tpm->esys, SRK_PERSISTENT_HANDLE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &persistent) == TSS2_RC_SUCCESS) {
+        if (tpm_name_of(tpm, persistent, name, &name_size) == TSS2_RC_SUCCESS && name_size == expected_size &&
             memcmp(name, expected, name_size) == 0) {
             *handle = persistent;
             return TSS2_RC_SUCCESS;
         }
-        tss2.Esys_TR_Close(tpm->esys, &persistent);
+        xign_tss2.Esys_TR_Close(tpm->esys, &persistent);
     }
     TPM2B_SENSITIVE_CREATE sensitive = { 0 };
     TPM2B_PUBLIC template = srk_template();
@@ -186,19 +146,19 @@ static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size
     TPM2B_CREATION_DATA *creation_data = NULL;
     TPM2B_DIGEST *creation_hash = NULL;
     TPMT_TK_CREATION *ticket = NULL;
-    TSS2_RC rc = tss2.Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template,
+    TSS2_RC rc = xign_tss2.Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template,
                                     &outside, &pcrs, handle, &out_public, &creation_data, &creation_hash, &ticket);
-    tss2.Esys_Free(out_public);
-    tss2.Esys_Free(creation_data);
-    tss2.Esys_Free(creation_hash);
-    tss2.Esys_Free(ticket);
+    xign_tss2.Esys_Free(out_public);
+    xign_tss2.Esys_Free(creation_data);
+    xign_tss2.Esys_Free(creation_hash);
+    xign_tss2.Esys_Free(ticket);
     if (rc != TSS2_RC_SUCCESS) return rc;
     *transient = 1;
     if (expected != NULL) {
-        rc = name_of(tpm, *handle, name, &name_size);
+        rc = tpm_name_of(tpm, *handle, name, &name_size);
         if (rc == TSS2_RC_SUCCESS && (name_size != expected_size || memcmp(name, expected, name_size) != 0)) rc = XIGN_TPM_RC_SRK_MISMATCH;
         if (rc != TSS2_RC_SUCCESS) {
-            tss2.Esys_FlushContext(tpm->esys, *handle);
+            xign_tss2.Esys_FlushContext(tpm->esys, *handle);
             *transient = 0;
         }
     }
@@ -210,8 +170,8 @@ uint32_t xign_tpm_srk_name(xign_tpm *tpm, uint8_t name[68], size_t *name_size) {
     int transient = 0;
     TSS2_RC rc = srk(tpm, NULL, 0, &handle, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = name_of(tpm, handle, name, name_size);
-    if (transient) tss2.Esys_FlushContext(tpm->esys, handle);
+    rc = tpm_name_of(tpm, handle, name, name_size);
+    if (transient) xign_tss2.Esys_FlushContext(tpm->esys, handle);
     return rc;
 }
 
@@ -228,10 +188,10 @@ static uint32_t point_of(const TPM2B_PUBLIC *public_key, uint8_t point[65]) {
 /* The public and private parts of a new object as the blob stores them. */
 static uint32_t marshal(const TPM2B_PUBLIC *public_key, const TPM2B_PRIVATE *private_key, xign_tpm_blob *blob) {
     size_t offset = 0;
-    TSS2_RC rc = tss2.Tss2_MU_TPM2B_PUBLIC_Marshal(public_key, blob->public_area, sizeof blob->public_area, &offset);
+    TSS2_RC rc = xign_tss2.Tss2_MU_TPM2B_PUBLIC_Marshal(public_key, blob->public_area, sizeof blob->public_area, &offset);
     blob->public_size = offset;
     offset = 0;
-    if (rc == TSS2_RC_SUCCESS) rc = tss2.Tss2_MU_TPM2B_PRIVATE_Marshal(private_key, blob->private_area, sizeof blob->private_area, &offset);
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Tss2_MU_TPM2B_PRIVATE_Marshal(private_key, blob->private_area, sizeof blob->private_area, &offset);
     blob->private_size = offset;
     return rc;
 }
@@ -245,14 +205,14 @@ static TPM2B_PUBLIC verifier_template(void) {
 }
 
 /* An HMAC session salted to `key` (an SRK), with AES-CFB parameter encryption available. */
-static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
+uint32_t tpm_salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
     TPMT_SYM_DEF symmetric = { .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB };
-    TSS2_RC rc = tss2.Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
+    TSS2_RC rc = xign_tss2.Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
                                        &symmetric, TPM2_ALG_SHA256, session);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = tss2.Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
+    rc = xign_tss2.Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
     if (rc != TSS2_RC_SUCCESS) {
-        tss2.Esys_FlushContext(tpm->esys, *session);
+        xign_tss2.Esys_FlushContext(tpm->esys, *session);
         *session = ESYS_TR_NONE;
     }
     return rc;
@@ -260,7 +220,7 @@ static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attribut
 
 /* A new object under the SRK. With `auth` (the verifier's), the object needs that authorization value, which goes to
  * the TPM encrypted: TPM2_Create's first parameter, in a session salted to the SRK. */
-static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob,
+uint32_t tpm_create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob,
                        TPM2B_PUBLIC **out_public) {
     memset(blob, 0, sizeof *blob);
     *out_public = NULL;
@@ -268,10 +228,10 @@ static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth
     int transient = 0;
     TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
+    rc = tpm_name_of(tpm, parent, blob->srk_name, &blob->srk_name_size);
     TPM2B_SENSITIVE_CREATE sensitive = { 0 };
     if (auth_size > 0) {
-        if (rc == TSS2_RC_SUCCESS) rc = salted_session(tpm, parent, TPMA_SESSION_DECRYPT, &session);
+        if (rc == TSS2_RC_SUCCESS) rc = tpm_salted_session(tpm, parent, TPMA_SESSION_DECRYPT, &session);
         sensitive.sensitive.userAuth.size = (UINT16)auth_size;
         memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_size);
     }
@@ -282,74 +242,74 @@ static uint32_t create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth
     TPM2B_DIGEST *creation_hash = NULL;
     TPMT_TK_CREATION *ticket = NULL;
     if (rc == TSS2_RC_SUCCESS) {
-        rc = tss2.Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
+        rc = xign_tss2.Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
                          out_public, &creation_data, &creation_hash, &ticket);
     }
     memset(&sensitive, 0, sizeof sensitive);
     if (rc == TSS2_RC_SUCCESS) rc = marshal(*out_public, out_private, blob);
-    tss2.Esys_Free(out_private);
-    tss2.Esys_Free(creation_data);
-    tss2.Esys_Free(creation_hash);
-    tss2.Esys_Free(ticket);
-    if (session != ESYS_TR_NONE) tss2.Esys_FlushContext(tpm->esys, session);
-    if (transient) tss2.Esys_FlushContext(tpm->esys, parent);
+    xign_tss2.Esys_Free(out_private);
+    xign_tss2.Esys_Free(creation_data);
+    xign_tss2.Esys_Free(creation_hash);
+    xign_tss2.Esys_Free(ticket);
+    if (session != ESYS_TR_NONE) xign_tss2.Esys_FlushContext(tpm->esys, session);
+    if (transient) xign_tss2.Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 
 uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[65]) {
     TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = create(tpm, key_template(), NULL, 0, blob, &out_public);
+    TSS2_RC rc = tpm_create(tpm, key_template(), NULL, 0, blob, &out_public);
     if (rc == TSS2_RC_SUCCESS) rc = point_of(out_public, point);
-    tss2.Esys_Free(out_public);
+    xign_tss2.Esys_Free(out_public);
     return rc;
 }
 
 uint32_t xign_tpm_create_hmac_key(xign_tpm *tpm, xign_tpm_blob *blob) {
     TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = create(tpm, hmac_key_template(), NULL, 0, blob, &out_public);
-    tss2.Esys_Free(out_public);
+    TSS2_RC rc = tpm_create(tpm, hmac_key_template(), NULL, 0, blob, &out_public);
+    xign_tss2.Esys_Free(out_public);
     return rc;
 }
 
-static uint32_t unmarshal(const xign_tpm_blob *blob, TPM2B_PUBLIC *public_key, TPM2B_PRIVATE *private_key) {
+uint32_t tpm_unmarshal(const xign_tpm_blob *blob, TPM2B_PUBLIC *public_key, TPM2B_PRIVATE *private_key) {
     size_t offset = 0;
-    if (!tss2_available()) return XIGN_TPM_RC_NO_LIBRARY;
+    if (!xign_tss2_available()) return XIGN_TPM_RC_NO_LIBRARY;
     if (blob->public_size > sizeof blob->public_area || blob->private_size > sizeof blob->private_area) return XIGN_TPM_RC_BAD_BLOB;
-    if (tss2.Tss2_MU_TPM2B_PUBLIC_Unmarshal(blob->public_area, blob->public_size, &offset, public_key) != TSS2_RC_SUCCESS ||
+    if (xign_tss2.Tss2_MU_TPM2B_PUBLIC_Unmarshal(blob->public_area, blob->public_size, &offset, public_key) != TSS2_RC_SUCCESS ||
         offset != blob->public_size) return XIGN_TPM_RC_BAD_BLOB;
     offset = 0;
     if (private_key != NULL &&
-        (tss2.Tss2_MU_TPM2B_PRIVATE_Unmarshal(blob->private_area, blob->private_size, &offset, private_key) != TSS2_RC_SUCCESS ||
+        (xign_tss2.Tss2_MU_TPM2B_PRIVATE_Unmarshal(blob->private_area, blob->private_size, &offset, private_key) != TSS2_RC_SUCCESS ||
          offset != blob->private_size)) return XIGN_TPM_RC_BAD_BLOB;
     return TSS2_RC_SUCCESS;
 }
 
 uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]) {
     TPM2B_PUBLIC public_key = { 0 };
-    TSS2_RC rc = unmarshal(blob, &public_key, NULL);
+    TSS2_RC rc = tpm_unmarshal(blob, &public_key, NULL);
     return rc == TSS2_RC_SUCCESS ? point_of(&public_key, point) : rc;
 }
 
 /* Loads a stored key under its SRK. With `session`, also starts an HMAC session salted to that SRK for using the key. */
-static uint32_t load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session) {
+uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session) {
     TPM2B_PUBLIC public_key = { 0 };
     TPM2B_PRIVATE private_key = { 0 };
     *handle = ESYS_TR_NONE;
-    TSS2_RC rc = unmarshal(blob, &public_key, &private_key);
+    TSS2_RC rc = tpm_unmarshal(blob, &public_key, &private_key);
     if (rc != TSS2_RC_SUCCESS) return rc;
     ESYS_TR parent = ESYS_TR_NONE;
     int transient = 0;
     rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = tss2.Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, handle);
-    if (rc == TSS2_RC_SUCCESS && session != NULL) rc = salted_session(tpm, parent, 0, session);
-    if (transient) tss2.Esys_FlushContext(tpm->esys, parent);
+    rc = xign_tss2.Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, handle);
+    if (rc == TSS2_RC_SUCCESS && session != NULL) rc = tpm_salted_session(tpm, parent, 0, session);
+    if (transient) xign_tss2.Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 
 uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle) {
     ESYS_TR key = ESYS_TR_NONE;
-    TSS2_RC rc = load(tpm, blob, &key, NULL);
+    TSS2_RC rc = tpm_load(tpm, blob, &key, NULL);
     *handle = key;
     return rc;
 }
@@ -360,12 +320,12 @@ uint32_t xign_tpm_hmac(xign_tpm *tpm, uint32_t handle, const uint8_t *data, size
     buffer.size = (UINT16)size;
     memcpy(buffer.buffer, data, size);
     TPM2B_DIGEST *out = NULL;
-    TSS2_RC rc = tss2.Esys_HMAC(tpm->esys, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &buffer, TPM2_ALG_SHA256, &out);
+    TSS2_RC rc = xign_tss2.Esys_HMAC(tpm->esys, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &buffer, TPM2_ALG_SHA256, &out);
     if (rc == TSS2_RC_SUCCESS) {
         if (out->size == 32) memcpy(mac, out->buffer, 32);
         else rc = XIGN_TPM_RC_BAD_BLOB;
     }
-    tss2.Esys_Free(out);
+    xign_tss2.Esys_Free(out);
     return rc;
 }
 
@@ -378,7 +338,7 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
         TPMT_SIG_SCHEME scheme = { .scheme = TPM2_ALG_ECDSA, .details.ecdsa.hashAlg = TPM2_ALG_SHA256 };
         TPMT_TK_HASHCHECK validation = { .tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL };
         TPMT_SIGNATURE *out = NULL;
-        rc = tss2.Esys_Sign(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &to_sign, &scheme, &validation, &out);
+        rc = xign_tss2.Esys_Sign(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &to_sign, &scheme, &validation, &out);
         if (rc == TSS2_RC_SUCCESS) {
             const TPMS_SIGNATURE_ECC *ecc = &out->signature.ecdsa;
             if (ecc->signatureR.size > 32 || ecc->signatureS.size > 32) {
@@ -389,8 +349,8 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
                 memcpy(signature + 32 + (32 - ecc->signatureS.size), ecc->signatureS.buffer, ecc->signatureS.size);
             }
         }
-        tss2.Esys_Free(out);
-        tss2.Esys_FlushContext(tpm->esys, key);
+        xign_tss2.Esys_Free(out);
+        xign_tss2.Esys_FlushContext(tpm->esys, key);
     }
     return rc;
 }
@@ -399,8 +359,8 @@ uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t aut
     memset(blob, 0, sizeof *blob);
     if (auth == NULL || auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
     TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = create(tpm, verifier_template(), auth, auth_size, blob, &out_public);
-    tss2.Esys_Free(out_public);
+    TSS2_RC rc = tpm_create(tpm, verifier_template(), auth, auth_size, blob, &out_public);
+    xign_tss2.Esys_Free(out_public);
     return rc;
 }
 
@@ -413,27 +373,27 @@ static int is_auth_failure(TSS2_RC rc) {
 uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size) {
     if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
     TPM2B_PUBLIC public_key = { 0 };
-    TSS2_RC rc = unmarshal(blob, &public_key, NULL);
+    TSS2_RC rc = tpm_unmarshal(blob, &public_key, NULL);
     if (rc != TSS2_RC_SUCCESS) return rc;
     /* Only a verifier: a key without the authorization requirement would accept any PIN. */
     TPMA_OBJECT attributes = public_key.publicArea.objectAttributes;
     if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || !(attributes & TPMA_OBJECT_USERWITHAUTH) ||
         !(attributes & TPMA_OBJECT_FIXEDTPM)) return XIGN_TPM_RC_BAD_BLOB;
     ESYS_TR key = ESYS_TR_NONE, session = ESYS_TR_NONE;
-    rc = load(tpm, blob, &key, &session);
+    rc = tpm_load(tpm, blob, &key, &session);
     TPM2B_AUTH value = { .size = (UINT16)auth_size };
     memcpy(value.buffer, auth, auth_size);
-    if (rc == TSS2_RC_SUCCESS) rc = tss2.Esys_TR_SetAuth(tpm->esys, key, &value);
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_TR_SetAuth(tpm->esys, key, &value);
     memset(&value, 0, sizeof value);
     if (rc == TSS2_RC_SUCCESS) {
         TPM2B_MAX_BUFFER data = { .size = 1, .buffer = { 0x58 } };
         TPM2B_DIGEST *out = NULL;
-        rc = tss2.Esys_HMAC(tpm->esys, key, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, TPM2_ALG_SHA256, &out);
-        tss2.Esys_Free(out);
+        rc = xign_tss2.Esys_HMAC(tpm->esys, key, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, TPM2_ALG_SHA256, &out);
+        xign_tss2.Esys_Free(out);
         if (is_auth_failure(rc)) rc = XIGN_TPM_RC_WRONG_AUTH;
     }
-    if (session != ESYS_TR_NONE) tss2.Esys_FlushContext(tpm->esys, session);
-    if (key != ESYS_TR_NONE) tss2.Esys_FlushContext(tpm->esys, key);
+    if (session != ESYS_TR_NONE) xign_tss2.Esys_FlushContext(tpm->esys, session);
+    if (key != ESYS_TR_NONE) xign_tss2.Esys_FlushContext(tpm->esys, key);
     return rc;
 }
 
@@ -441,7 +401,7 @@ uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
     memset(out, 0, sizeof *out);
     TPMI_YES_NO more = 0;
     TPMS_CAPABILITY_DATA *data = NULL;
-    TSS2_RC rc = tss2.Esys_GetCapability(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES, TPM2_PT_PERMANENT,
+    TSS2_RC rc = xign_tss2.Esys_GetCapability(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES, TPM2_PT_PERMANENT,
                                     TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1, &more, &data);
     if (rc != TSS2_RC_SUCCESS) return rc;
     const TPML_TAGGED_TPM_PROPERTY *properties = &data->data.tpmProperties;
@@ -456,7 +416,7 @@ uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
         default: break;
         }
     }
-    tss2.Esys_Free(data);
+    xign_tss2.Esys_Free(data);
     return TSS2_RC_SUCCESS;
 }
 
@@ -466,10 +426,12 @@ const char *xign_tpm_describe(uint32_t rc) {
     case XIGN_TPM_RC_SRK_MISMATCH: return "the storage root key differs from the one the device key was created under";
     case XIGN_TPM_RC_BAD_BLOB: return "the stored key blob is damaged";
     case XIGN_TPM_RC_MEMORY: return "out of memory";
+    case XIGN_TPM_RC_NO_EK_CERTIFICATE: return "the TPM holds no endorsement-key certificate from its maker";
+    case XIGN_TPM_RC_BAD_CREDENTIAL: return "the manager's attestation challenge is malformed";
     case XIGN_TPM_RC_NO_LIBRARY:
         return "libtss2 is not installed (Debian: apt install libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-rc0 libtss2-mu0)";
     default:
-        if (tss2_available()) return tss2.Tss2_RC_Decode(rc);
+        if (xign_tss2_available()) return xign_tss2.Tss2_RC_Decode(rc);
         static __thread char unknown[32];
         snprintf(unknown, sizeof unknown, "TPM error 0x%08x", rc);
         return unknown;

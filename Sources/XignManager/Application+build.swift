@@ -28,6 +28,7 @@ public func buildApplication(
     HostController(manager: manager).addRoutes(to: router)
     ConfirmationController(manager: manager).addRoutes(to: router)
     PasskeyController(manager: manager).addRoutes(to: router)
+    AttestationController(manager: manager).addRoutes(to: router)
     try WebApp<ManagerRequestContext>(site: {
         let party = manager.relyingParty
         return WebSite(origin: party.origin, relyingPartyId: party.id)

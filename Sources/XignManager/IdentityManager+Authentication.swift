@@ -14,16 +14,17 @@ extension IdentityManager {
         return device
     }
 
-    /// A device that may start an authentication now, and its activation: enrolled, of a kind the manager accepts, and
-    /// not locked (a lock in force answers 423 before any PIN is asked for).
+    /// A device that may start an authentication now, and its activation: enrolled, of a kind the manager and the
+    /// service accept (`requirement` is the stricter of theirs), and not locked (a lock in force answers 423 before any
+    /// PIN is asked for).
     static func authenticatingDevice(
-        _ id: String, requireHardware: Bool, in store: ManagerStore
+        _ id: String, requirement: HardwareKeyRequirement, in store: ManagerStore
     ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
         let device = try await enrolledDevice(id, in: store)
-        if requireHardware && device.keyKind == .software {
-            throw ManagerError(
-                .forbidden, .securityInsufficient,
-                "this manager accepts only hardware-bound (TPM) device keys; personalize again with device_key = tpm")
+        let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
+        if let refusal = refusal(of: requirement, kind: device.keyKind, synced: device.passkey?.backedUp == true, finding: finding, what: "device") {
+            throw securityInsufficient(
+                refusal, who: "this login", then: requirement == .attested ? "personalize again on a machine whose TPM the manager trusts" : "personalize again with device_key = tpm")
         }
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
@@ -112,11 +113,11 @@ extension IdentityManager {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
-        let requireHardware = configuration.requireHardwareKey
+        let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         // Unsynced: a start lost in a power cut only makes the client start again.
         let start = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-                let (device, activation) = try await Self.authenticatingDevice(request.deviceId, requireHardware: requireHardware, in: store)
+                let (device, activation) = try await Self.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
                 if case .merge(let mergeSession) = request.purpose {
                     // Only the device the decrypt answer named may confirm the merge, while the session lasts.
                     guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {

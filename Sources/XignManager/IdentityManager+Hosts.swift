@@ -9,7 +9,9 @@ extension IdentityManager {
         public var id: String
         public var name: String
         public var groups: [String]
+        /// software, tpm (claimed by the host) or attested.
         public var keyKind: String
+        public var ekIssuer: String?
         public var keyFingerprint: String
         public var joinedAt: Int64
     }
@@ -44,7 +46,8 @@ extension IdentityManager {
             for host in try await store.hosts() {
                 summaries.append(
                     HostSummary(
-                        id: host.id, name: host.name, groups: try await store.groups(hostName: host.name), keyKind: host.keyKind.rawValue,
+                        id: host.id, name: host.name, groups: try await store.groups(hostName: host.name),
+                        keyKind: host.ekIssuer == nil ? host.keyKind.rawValue : "attested", ekIssuer: host.ekIssuer,
                         keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
             }
             return summaries
@@ -74,23 +77,32 @@ extension IdentityManager {
         try Self.checkSignature(
             try Self.signature(from: signature), by: hostKey, of: .host, path: APIPath.hosts, body: body, challenge: request.joinSecret)
         guard request.keyKind != .passkey else { throw ManagerError.badRequest("a host's key is a TPM or software key, never a passkey") }
-        if configuration.requireHardwareKey && request.keyKind == .software {
+        if configuration.requireHardwareKey >= .claimed && request.keyKind == .software {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) host keys; join again with device_key = tpm")
         }
         let hostId = try SecureRandom.identifier()
-        let name = try await database.transaction { store -> String in
-            guard let name = try await store.consumeHostJoinToken(hash: Self.hashed(request.joinSecret), now: Self.now()) else {
+        let requirement = configuration.requireHardwareKey
+        let tokenHash = Self.hashed(request.joinSecret)
+        let (name, kind) = try await database.transaction { store -> (String, String) in
+            guard let name = try await store.consumeHostJoinToken(hash: tokenHash, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
             }
             guard try await !store.isHostNameTaken(name) else {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) joined meanwhile")
             }
-            try await store.insertHost(id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, createdAt: Self.now())
-            try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: "\(request.keyKind.rawValue) key", actor: "host \(hostId)"))
-            return name
+            let finding = try await self.finding(request.attestation, of: hostKey, kind: request.keyKind, purpose: "host:\(tokenHash)", in: store)
+            if requirement == .attested, let refusal = Self.refusal(of: requirement, kind: request.keyKind, finding: finding, what: "host") {
+                throw Self.securityInsufficient(refusal, who: "this manager", then: "have the host removed and join again with an attested TPM key")
+            }
+            try await store.insertHost(
+                id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, ekIssuer: finding.ekIssuer,
+                unattestedBecause: request.keyKind == .tpm ? finding.unattestedBecause : nil, createdAt: Self.now())
+            let kind = Self.keyDescription(request.keyKind, finding: finding)
+            try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: kind, actor: "host \(hostId)"))
+            return (name, kind)
         }
-        logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(request.keyKind.rawValue)"])
+        logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(kind)"])
         return try sign(
             HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin,
             includeKey: true)

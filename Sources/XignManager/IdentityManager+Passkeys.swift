@@ -1,5 +1,6 @@
 import Foundation
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 import XignWebAuthn
 
@@ -24,7 +25,7 @@ extension IdentityManager {
         // session's, which is compared in the transaction that spends the session.
         let claimed = try Self.claimedChallenge(in: clientData)
         let credential = try Self.passkey(relyingParty, attestation: attestation, clientData: clientData, challenge: claimed)
-        if configuration.requireHardwareKey && (credential.isBackupEligible || credential.isBackedUp) {
+        if configuration.requireHardwareKey >= .claimed && (credential.isBackupEligible || credential.isBackedUp) {
             throw ManagerError(
                 .forbidden, .securityInsufficient,
                 "this manager accepts only device-bound keys, and this passkey is synced to other devices; use a security key or a device-bound passkey"
@@ -93,15 +94,15 @@ extension IdentityManager {
             })
         let confirmation = try await checkConfirmationCode(
             request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
-        let requireHardware = configuration.requireHardwareKey
+        let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
+        let service = try service(for: purpose)
+        let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         let (device, activation) = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store in
-                try await Self.authenticatingDevice(request.deviceId, requireHardware: requireHardware, in: store)
+                try await Self.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
             }
         }
         let pin = try openPIN(request.sealedPin, for: .approval(confirmationId: request.confirmationId, challenge: request.challenge))
-        let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
-        let service = try service(for: purpose)
         let check = PINCheckPurpose(service: service.id, host: confirmation.hostName, actor: "device \(device.id)")
         let verdict = try await checkPIN(pin, of: device.id, activationId: activation.id, for: check)
         var answer = ConfirmationApprovalMessage(nonce: request.nonce, confirmationId: request.confirmationId, outcome: .approved)

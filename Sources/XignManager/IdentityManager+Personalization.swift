@@ -94,7 +94,7 @@ extension IdentityManager {
         guard request.keyKind != .passkey else {
             throw ManagerError.badRequest("keyKind passkey is a browser's; a browser personalizes at \(APIPath.passkeyPersonalizations)")
         }
-        if configuration.requireHardwareKey && request.keyKind == .software {
+        if configuration.requireHardwareKey >= .claimed && request.keyKind == .software {
             throw ManagerError(
                 .forbidden, .securityInsufficient, "this manager accepts only hardware-bound (TPM) device keys; enable the TPM and personalize again")
         }
@@ -107,7 +107,7 @@ extension IdentityManager {
         }
         let device = NewEnrolment(
             sessionId: request.sessionId, mode: request.mode, nonce: request.nonce, deviceKey: request.deviceKey, keyKind: request.keyKind,
-            information: request.device, passkey: nil)
+            information: request.device, passkey: nil, attestation: request.attestation)
         return try await enrol(device, newActivation: newActivation) { challenge in
             try Self.checkSignature(rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: challenge)
         }
@@ -131,6 +131,7 @@ extension IdentityManager {
         var keyKind: KeyKind
         var information: DeviceInformationMessage
         var passkey: ManagerStore.Passkey?
+        var attestation: AttestationEvidence? = nil
     }
 
     /// Spends the session (after `prove` accepted the proof over its challenge) and enrols the device: for the activation
@@ -140,10 +141,21 @@ extension IdentityManager {
         proving prove: @escaping @Sendable (_ challenge: String) throws -> Void
     ) async throws -> String {
         let deviceId = try SecureRandom.identifier()
-        let kind = enrolment.passkey.map { $0.backupEligible ? "synced passkey" : "passkey" } ?? "\(enrolment.keyKind.rawValue) key"
+        guard let keyBytes = Base64URL.decode(enrolment.deviceKey), let key = try? P256PublicKey(derRepresentation: keyBytes) else {
+            throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
+        }
         let name = enrolment.information.name.prefix(64)
-        let (result, mailIds) = try await database.transaction { store -> (PersonalizationResultMessage, [String]) in
+        let requirement = configuration.requireHardwareKey
+        let (result, mailIds, finding) = try await database.transaction { store -> (PersonalizationResultMessage, [String], KeyFinding) in
             var activation = try await Self.claimSession(enrolment.sessionId, mode: enrolment.mode, in: store, proving: prove)
+            let finding = try await self.finding(
+                enrolment.attestation, of: key, kind: enrolment.keyKind, purpose: "session:\(enrolment.sessionId)", in: store)
+            if requirement == .attested,
+                let refusal = Self.refusal(of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.backupEligible == true, finding: finding, what: "device")
+            {
+                throw Self.securityInsufficient(refusal, who: "this manager", then: "ask the administrator which devices it accepts")
+            }
+            let kind = Self.keyDescription(enrolment.keyKind, passkey: enrolment.passkey, finding: finding)
             var mailId: String?
             if let newActivation {
                 let (fresh, trigger) = newActivation
@@ -166,7 +178,8 @@ extension IdentityManager {
             try await store.insertDevice(
                 ManagerStore.NewDevice(
                     id: deviceId, activationId: activation.id, publicKey: enrolment.deviceKey, keyKind: enrolment.keyKind,
-                    name: enrolment.information.name, platform: enrolment.information.platform, createdAt: Self.now(), passkey: enrolment.passkey
+                    name: enrolment.information.name, platform: enrolment.information.platform, createdAt: Self.now(), passkey: enrolment.passkey,
+                    ekIssuer: finding.ekIssuer, unattestedBecause: enrolment.keyKind == .tpm ? finding.unattestedBecause : nil
                 ))
             let credential = enrolment.passkey.map { ", credential \($0.credentialId.prefix(64)), authenticator \($0.aaguid)" } ?? ""
             try await store.recordAudit(
@@ -183,14 +196,14 @@ extension IdentityManager {
             let device = "\(name) (\(enrolment.information.platform.prefix(64)), \(kind))"
             let notice = try await self.queue(
                 Outbox.deviceNotice(to: activation.email, alias: activation.alias, device: device, added: true), in: store)
-            return (result, [mailId, notice].compactMap { $0 })
+            return (result, [mailId, notice].compactMap { $0 }, finding)
         }
         for id in mailIds { await deliverMail(id: id) }
         logger.info(
             "device personalized",
             metadata: [
                 "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(enrolment.mode.rawValue)",
-                "keyKind": "\(enrolment.keyKind.rawValue)",
+                "keyKind": "\(enrolment.keyKind.rawValue)", "attestedBy": "\(finding.ekIssuer ?? "-")",
             ])
         return try sign(result, type: SignedAnswerType.personalization)
     }

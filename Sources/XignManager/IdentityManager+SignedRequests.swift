@@ -1,5 +1,6 @@
 import Foundation
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 import XignWebAuthn
 
@@ -61,7 +62,7 @@ extension IdentityManager {
             } catch {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
             }
-            if configuration.requireHardwareKey && result.isBackedUp {
+            if configuration.requireHardwareKey >= .claimed && result.isBackedUp {
                 throw ManagerError(
                     .forbidden, .securityInsufficient,
                     "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")

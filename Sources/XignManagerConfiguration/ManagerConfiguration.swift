@@ -18,10 +18,15 @@ public struct ManagerConfiguration: Sendable {
         /// Attributes the service asks for; required ones must be confirmed.
         public var attributes: [AttributeMessage]
         public var tokenLifetimeMilliseconds: Int64
+        /// What this service demands of a device's key beyond the manager's `require_hardware_key`.
+        public var requireHardwareKey: HardwareKeyRequirement
 
-        public init(id: String, relyingPartyName: String, roles: [RoleMessage], attributes: [AttributeMessage], tokenLifetimeMilliseconds: Int64) {
+        public init(
+            id: String, relyingPartyName: String, roles: [RoleMessage], attributes: [AttributeMessage], tokenLifetimeMilliseconds: Int64,
+            requireHardwareKey: HardwareKeyRequirement = .none
+        ) {
             (self.id, self.relyingPartyName, self.roles, self.attributes) = (id, relyingPartyName, roles, attributes)
-            self.tokenLifetimeMilliseconds = tokenLifetimeMilliseconds
+            (self.tokenLifetimeMilliseconds, self.requireHardwareKey) = (tokenLifetimeMilliseconds, requireHardwareKey)
         }
     }
 
@@ -142,7 +147,9 @@ public struct ManagerConfiguration: Sendable {
             attributes: [], tokenLifetimeMilliseconds: 60_000
         )
     ]
-    public var requireHardwareKey = false
+    public var requireHardwareKey = HardwareKeyRequirement.none
+    /// The CA certificates (PEM or DER files) that EK certificates must chain to for a key to count as attested.
+    public var attestationCADirectory = "/etc/xign/tpm-ca"
     public var offline = Offline()
 
     public init() {}
@@ -182,7 +189,7 @@ public struct ManagerConfiguration: Sendable {
             "registration.categories", "registration.alias_min_length", "registration.alias_max_length",
             "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
-            "session.lifetime", "policy.require_hardware_key", "audit.keep",
+            "session.lifetime", "policy.require_hardware_key", "attestation.ca_directory", "audit.keep",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account", "confirmation.denial_cooldown",
             "confirmation.max_code_failures", "offline.grace", "offline.max_failures",
         ])
@@ -280,7 +287,13 @@ public struct ManagerConfiguration: Sendable {
         confirmation.denialCooldownMilliseconds =
             try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
-        requireHardwareKey = try file.bool("policy.require_hardware_key") ?? requireHardwareKey
+        requireHardwareKey = try file.string("policy.require_hardware_key").map {
+            try HardwareKeyRequirement.parse($0, key: "policy.require_hardware_key", fail: fail)
+        } ?? requireHardwareKey
+        if let directory = file.string("attestation.ca_directory") {
+            guard directory.hasPrefix("/") else { throw fail("attestation.ca_directory", "must be an absolute path") }
+            attestationCADirectory = directory
+        }
         offline.graceMilliseconds = try file.milliseconds("offline.grace", in: Offline.graceRange) ?? offline.graceMilliseconds
         offline.maxFailures = try file.integer("offline.max_failures", in: Offline.maxFailuresRange) ?? offline.maxFailures
     }
@@ -291,7 +304,7 @@ public struct ManagerConfiguration: Sendable {
             guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
             services = try ids.map { id in
                 let prefix = "service.\(id)."
-                known.formUnion(["name", "roles", "attributes", "token_lifetime"].map { prefix + $0 })
+                known.formUnion(["name", "roles", "attributes", "token_lifetime", "require_hardware_key"].map { prefix + $0 })
                 guard let roleNames = try Self.identifiers(file.list(prefix + "roles"), key: prefix + "roles", fail: fail), !roleNames.isEmpty else {
                     throw fail("services.names", "names '\(id)', which needs \(prefix)roles")
                 }
@@ -315,7 +328,10 @@ public struct ManagerConfiguration: Sendable {
                 }
                 return Service(
                     id: id, relyingPartyName: name, roles: roles, attributes: attributes,
-                    tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000) ?? 60_000
+                    tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000) ?? 60_000,
+                    requireHardwareKey: try file.string(prefix + "require_hardware_key").map {
+                        try HardwareKeyRequirement.parse($0, key: prefix + "require_hardware_key", fail: fail)
+                    } ?? .none
                 )
             }
         }

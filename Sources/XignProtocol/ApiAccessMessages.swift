@@ -124,11 +124,14 @@ public struct DeviceSummaryMessage: Codable, Equatable, Sendable {
     public var enrolledAt: Int64
     /// nil until the device first authenticates.
     public var lastUsedAt: Int64?
+    /// The issuer of the EK certificate the device's TPM proved its key with; nil when the key is not attested.
+    public var attestedBy: String?
 
     public init(
         deviceId: String, activationAlias: String, name: String, platform: String, keyKind: KeyKind, factors: [AuthenticatorType],
-        enrolledAt: Int64, lastUsedAt: Int64?
+        enrolledAt: Int64, lastUsedAt: Int64?, attestedBy: String? = nil
     ) {
+        self.attestedBy = attestedBy
         self.deviceId = deviceId
         self.activationAlias = activationAlias
         self.name = name

@@ -54,8 +54,11 @@ public struct HostJoinRequest: Codable, Equatable, Sendable {
     public var hostKey: String
     public var keyKind: KeyKind
     public var nonce: String
+    /// With a TPM key: its attestation, or why there is none.
+    public var attestation: AttestationEvidence?
 
-    public init(joinSecret: String, hostKey: String, keyKind: KeyKind, nonce: String) {
+    public init(joinSecret: String, hostKey: String, keyKind: KeyKind, nonce: String, attestation: AttestationEvidence? = nil) {
+        self.attestation = attestation
         self.joinSecret = joinSecret
         self.hostKey = hostKey
         self.keyKind = keyKind

@@ -273,11 +273,14 @@ public struct PersonalizeRequest: Codable, Equatable, Sendable {
     public var device: DeviceInformationMessage
     public var nonce: String
     public var newActivation: NewActivationMessage?
+    /// With a TPM key: its attestation, or why there is none.
+    public var attestation: AttestationEvidence?
 
     public init(
         sessionId: String, mode: PersonalizationMode, deviceKey: String, keyKind: KeyKind,
-        device: DeviceInformationMessage, nonce: String, newActivation: NewActivationMessage?
+        device: DeviceInformationMessage, nonce: String, newActivation: NewActivationMessage?, attestation: AttestationEvidence? = nil
     ) {
+        self.attestation = attestation
         self.sessionId = sessionId
         self.mode = mode
         self.deviceKey = deviceKey

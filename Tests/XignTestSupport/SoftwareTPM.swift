@@ -13,6 +13,12 @@ public final class SoftwareTPM: @unchecked Sendable {
 
     public init() throws { try start() }
 
+    /// A TPM whose maker `ca` stored EK certificates in it (RSA 2048; with `ecc`, ECC P-384 as well).
+    public init(manufacturedBy ca: TPMMakerCA, ecc: Bool = true) throws {
+        try ca.manufacture(into: directory.path, ecc: ecc)
+        try start()
+    }
+
     /// Starts (or restarts, as after a reboot) the simulator on the same state.
     public func start() throws {
         try? FileManager.default.removeItem(atPath: directory.file("s"))

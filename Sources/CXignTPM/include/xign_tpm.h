@@ -13,6 +13,8 @@ typedef struct xign_tpm xign_tpm;
 #define XIGN_TPM_RC_MEMORY       0x58490003u
 #define XIGN_TPM_RC_WRONG_AUTH   0x58490004u /* the TPM refused the authorization value of a dictionary-attack protected object */
 #define XIGN_TPM_RC_NO_LIBRARY   0x58490005u /* libtss2 could not be opened */
+#define XIGN_TPM_RC_NO_EK_CERTIFICATE 0x58490006u /* the TPM holds no EK certificate of that kind */
+#define XIGN_TPM_RC_BAD_CREDENTIAL 0x58490007u /* the manager's credential does not unmarshal */
 
 /* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
 typedef struct xign_tpm_blob {
@@ -67,6 +69,28 @@ typedef struct xign_tpm_lockout {
     int in_lockout;
 } xign_tpm_lockout;
 uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out);
+
+/* The EK certificates a TPM's maker may store, by the key they certify: RSA 2048 (NV 0x01c00002, template L-1),
+ * NIST P-256 (0x01c0000a, L-2) and NIST P-384 (0x01c00016, H-3). */
+typedef enum xign_tpm_ek_kind { XIGN_TPM_EK_RSA2048 = 0, XIGN_TPM_EK_P256 = 1, XIGN_TPM_EK_P384 = 2 } xign_tpm_ek_kind;
+
+/* Reads the DER EK certificate of `kind`; XIGN_TPM_RC_NO_EK_CERTIFICATE when its index is not defined. */
+uint32_t xign_tpm_read_ek_certificate(xign_tpm *tpm, xign_tpm_ek_kind kind, uint8_t *out, size_t capacity, size_t *size);
+
+/* Creates an attestation key under the SRK: restricted, P-256, ECDSA-SHA256. Its blob's public area is what the
+ * manager names it by. */
+uint32_t xign_tpm_create_ak(xign_tpm *tpm, xign_tpm_blob *blob);
+
+/* TPM2_ActivateCredential with the AK and the EK of `kind`: the TPM releases the manager's secret (at most 64 bytes)
+ * only if the credential was made for that EK and this AK's name. `credential` is a marshalled TPM2B_ID_OBJECT,
+ * `secret` a marshalled TPM2B_ENCRYPTED_SECRET. */
+uint32_t xign_tpm_activate_credential(xign_tpm *tpm, xign_tpm_ek_kind kind, const xign_tpm_blob *ak, const uint8_t *credential,
+                                      size_t credential_size, const uint8_t *secret, size_t secret_size, uint8_t out[64], size_t *out_size);
+
+/* TPM2_Certify of `key` by `ak` over `qualifying` (at most 64 bytes): the TPMS_ATTEST as the TPM marshalled it, and
+ * the AK's ECDSA signature of it, r || s. */
+uint32_t xign_tpm_certify(xign_tpm *tpm, const xign_tpm_blob *ak, const xign_tpm_blob *key, const uint8_t *qualifying,
+                          size_t qualifying_size, uint8_t *attest, size_t capacity, size_t *attest_size, uint8_t signature[64]);
 
 /* A short text for a return code. */
 const char *xign_tpm_describe(uint32_t rc);

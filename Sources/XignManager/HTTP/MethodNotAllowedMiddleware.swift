@@ -17,7 +17,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
             APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal, APIPath.confirmationsPending, APIPath.confirmationDenial,
             APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView, APIPath.confirmationApproval,
-            APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices,
+            APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations, APIPath.endorsementChecks,
         ] {
             methods[path] = .post
         }

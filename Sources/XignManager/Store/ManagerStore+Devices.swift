@@ -14,6 +14,10 @@ extension ManagerStore {
         var platform: String
         var createdAt: Int64
         var passkey: Passkey? = nil
+        /// The issuer of the EK certificate the key was attested with, or nil.
+        var ekIssuer: String? = nil
+        /// Why the key is not attested.
+        var unattestedBecause: String? = nil
     }
 
     /// What a passkey device has beyond its key: the credential, and the counter its assertions must grow.
@@ -38,6 +42,8 @@ extension ManagerStore {
         var passkey: Passkey?
         /// The last offline event recorded from this device.
         var offlineReportedThrough: Int64 = 0
+        var ekIssuer: String? = nil
+        var unattestedBecause: String? = nil
     }
 
     /// The factors column holds the added ones, comma-separated; unknown names (a newer manager's) are skipped.
@@ -52,11 +58,12 @@ extension ManagerStore {
         try await sql.raw(
             """
             INSERT INTO devices (id, activation_id, public_key, key_kind, name, platform, revoked, created_at,
-                                 credential_id, aaguid, sign_count, backup_eligible, backed_up)
+                                 credential_id, aaguid, sign_count, backup_eligible, backed_up, ek_issuer, unattested_because)
             VALUES (\(bind: device.id), \(bind: device.activationId), \(bind: device.publicKey), \(bind: device.keyKind.rawValue),
                     \(bind: device.name), \(bind: device.platform), 0, \(bind: device.createdAt),
                     \(bind: device.passkey?.credentialId), \(bind: device.passkey?.aaguid), \(bind: Int64(device.passkey?.signCount ?? 0)),
-                    \(bind: device.passkey?.backupEligible == true ? 1 : 0), \(bind: device.passkey?.backedUp == true ? 1 : 0))
+                    \(bind: device.passkey?.backupEligible == true ? 1 : 0), \(bind: device.passkey?.backedUp == true ? 1 : 0),
+                    \(bind: device.ekIssuer), \(bind: device.unattestedBecause))
             """
         ).run()
     }
@@ -68,7 +75,7 @@ extension ManagerStore {
             let row = try await sql.raw(
                 """
                 SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors, d.credential_id, d.aaguid, d.sign_count,
-                       d.backup_eligible, d.backed_up, d.offline_reported_through
+                       d.backup_eligible, d.backed_up, d.offline_reported_through, d.ek_issuer, d.unattested_because
                 FROM devices d JOIN activations a ON a.id = d.activation_id
                 WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
                 """
@@ -82,7 +89,9 @@ extension ManagerStore {
             keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
             factors: Self.factors(try row.decode(column: "factors", as: String.self)),
             passkey: try Self.passkey(in: row),
-            offlineReportedThrough: try row.decode(column: "offline_reported_through", as: Int64.self)
+            offlineReportedThrough: try row.decode(column: "offline_reported_through", as: Int64.self),
+            ekIssuer: try row.decode(column: "ek_issuer", as: String?.self),
+            unattestedBecause: try row.decode(column: "unattested_because", as: String?.self)
         )
     }
 
@@ -136,7 +145,7 @@ extension ManagerStore {
     func devices(ofAccount accountId: String) async throws -> [DeviceSummaryMessage] {
         try await sql.raw(
             """
-            SELECT d.id, a.alias, d.name, d.platform, d.key_kind, d.factors, d.created_at, d.last_used_at
+            SELECT d.id, a.alias, d.name, d.platform, d.key_kind, d.factors, d.created_at, d.last_used_at, d.ek_issuer
             FROM devices d JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id AND a.state = 'personalized'
             WHERE a.account_id = \(bind: accountId) AND d.revoked = 0 ORDER BY d.created_at, d.id
             """
@@ -146,7 +155,8 @@ extension ManagerStore {
                 name: try row.decode(column: "name", as: String.self), platform: try row.decode(column: "platform", as: String.self),
                 keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
                 factors: Self.orderedFactors(Self.factors(try row.decode(column: "factors", as: String.self))),
-                enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self)
+                enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
+                attestedBy: try row.decode(column: "ek_issuer", as: String?.self)
             )
         }
     }

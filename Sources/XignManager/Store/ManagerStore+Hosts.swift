@@ -10,6 +10,10 @@ extension ManagerStore {
         var publicKey: P256PublicKey
         var keyKind: KeyKind
         var createdAt: Int64
+        /// The issuer of the EK certificate the key was attested with, or nil.
+        var ekIssuer: String? = nil
+        /// Why the key is not attested.
+        var unattestedBecause: String? = nil
     }
 
     /// A join token for `name`, stored as its hash; a token for the same name issued before is void.
@@ -28,21 +32,29 @@ extension ManagerStore {
         ).first()?.decode(column: "name", as: String.self)
     }
 
-    func insertHost(id: String, name: String, publicKey: String, keyKind: KeyKind, createdAt: Int64) async throws {
+    /// Whether a join token is there and unexpired, without using it up.
+    func isHostJoinTokenValid(hash: String, now: Int64) async throws -> Bool {
+        try await sql.raw("SELECT name FROM host_join_tokens WHERE token_hash = \(bind: hash) AND expires_at > \(bind: now)").first() != nil
+    }
+
+    func insertHost(
+        id: String, name: String, publicKey: String, keyKind: KeyKind, ekIssuer: String?, unattestedBecause: String?, createdAt: Int64
+    ) async throws {
         try await sql.raw(
             """
-            INSERT INTO hosts (id, name, public_key, key_kind, created_at)
-            VALUES (\(bind: id), \(bind: name), \(bind: publicKey), \(bind: keyKind.rawValue), \(bind: createdAt))
+            INSERT INTO hosts (id, name, public_key, key_kind, ek_issuer, unattested_because, created_at)
+            VALUES (\(bind: id), \(bind: name), \(bind: publicKey), \(bind: keyKind.rawValue), \(bind: ekIssuer), \(bind: unattestedBecause),
+                    \(bind: createdAt))
             """
         ).run()
     }
 
     func host(id: String) async throws -> HostRecord? {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at FROM hosts WHERE id = \(bind: id)").first().map(Self.hostRecord)
+        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts WHERE id = \(bind: id)").first().map(Self.hostRecord)
     }
 
     func hosts() async throws -> [HostRecord] {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at FROM hosts ORDER BY name").all().map(Self.hostRecord)
+        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name").all().map(Self.hostRecord)
     }
 
     /// Removes the host, its pending join token and its groups; false when neither host nor token existed.
@@ -107,7 +119,9 @@ extension ManagerStore {
         return HostRecord(
             id: id, name: try row.decode(column: "name", as: String.self), publicKey: key,
             keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
-            createdAt: try row.decode(column: "created_at", as: Int64.self)
+            createdAt: try row.decode(column: "created_at", as: Int64.self),
+            ekIssuer: try row.decode(column: "ek_issuer", as: String?.self),
+            unattestedBecause: try row.decode(column: "unattested_because", as: String?.self)
         )
     }
 }

@@ -84,6 +84,7 @@ extension ManagerStore {
         case confirmationCooldowns = "confirmation_cooldowns"
         case auditEvents = "audit_events"
         case webSessions = "web_sessions"
+        case attestationChallenges = "attestation_challenges"
 
         var key: String {
             switch self {

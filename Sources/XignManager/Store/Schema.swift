@@ -6,7 +6,27 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps,
+        confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation,
+    ]
+
+    /// TPM key attestation: what a device's or host's key was proven to be (the EK certificate's issuer) or why it
+    /// was not, and the credentials handed out and not yet answered (one per personalization session or join token).
+    static let attestation = [
+        "ALTER TABLE devices ADD COLUMN ek_issuer TEXT",
+        "ALTER TABLE devices ADD COLUMN unattested_because TEXT",
+        "ALTER TABLE hosts ADD COLUMN ek_issuer TEXT",
+        "ALTER TABLE hosts ADD COLUMN unattested_because TEXT",
+        """
+        CREATE TABLE attestation_challenges (
+            id TEXT PRIMARY KEY,
+            purpose TEXT NOT NULL UNIQUE,
+            secret_hash TEXT NOT NULL,
+            attestation_key TEXT NOT NULL,
+            ek_issuer TEXT NOT NULL,
+            chain_refusal TEXT,
+            expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// When a confirmation was last started or decided, so a sweep finds the changes other instances made whose

@@ -1,0 +1,181 @@
+import Foundation
+import XignAttestation
+import XignCrypto
+import XignManagerConfiguration
+import XignProtocol
+
+/// TPM key attestation (docs/design.md, "Proven hardware keys"): the manager seals a secret to the TPM's EK for a new
+/// attestation key (AK); the AK then certifies the device or host key over that secret. What a key was proven to be is
+/// recorded with it, and `require_hardware_key` (the manager's, or a service's) judges it.
+extension IdentityManager {
+    /// What the manager found a key to be.
+    enum KeyFinding: Sendable, Equatable {
+        /// Proven to be in a TPM whose EK certificate `issuer` issued, and that chains to a trusted CA.
+        case attested(issuer: String)
+        /// Not proven; `because` says what is missing.
+        case unattested(because: String)
+
+        var ekIssuer: String? { if case .attested(let issuer) = self { issuer } else { nil } }
+        var unattestedBecause: String? { if case .unattested(let because) = self { because } else { nil } }
+
+        init(ekIssuer: String?, unattestedBecause: String?) {
+            self = ekIssuer.map { .attested(issuer: $0) } ?? .unattested(because: unattestedBecause ?? "it was registered before keys were attested")
+        }
+    }
+
+    /// Why a key of `kind` (a passkey that may be `synced`) that was found to be `finding` does not meet
+    /// `requirement`, or nil when it does.
+    static func refusal(
+        of requirement: HardwareKeyRequirement, kind: KeyKind, synced: Bool = false, finding: KeyFinding, what: String
+    ) -> String? {
+        switch requirement {
+        case .none:
+            return nil
+        case .claimed:
+            if kind == .software { return "accepts only hardware-bound (TPM) \(what) keys; this one is a software key" }
+            if kind == .passkey && synced { return "accepts only device-bound keys; this passkey is copied to other devices (synced)" }
+            return nil
+        case .attested:
+            switch (kind, finding) {
+            case (.tpm, .attested): return nil
+            case (.software, _): return "accepts only attested TPM \(what) keys; this one is a software key"
+            case (.passkey, _): return "accepts only attested TPM \(what) keys; a passkey's maker is not checked here"
+            case (_, .unattested(let because)): return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
+            case (_, .attested): return nil
+            }
+        }
+    }
+
+    /// How the audit, the logs and the device notice name a key.
+    static func keyDescription(_ kind: KeyKind, passkey: ManagerStore.Passkey? = nil, finding: KeyFinding) -> String {
+        if let passkey { return passkey.backupEligible ? "synced passkey" : "passkey" }
+        guard kind == .tpm else { return "\(kind.rawValue) key" }
+        switch finding {
+        case .attested(let issuer): return "tpm key, attested (EK issuer \(issuer.prefix(200)))"
+        case .unattested: return "tpm key, not attested"
+        }
+    }
+
+    static func securityInsufficient(_ refusal: String, who: String, then advice: String) -> ManagerError {
+        ManagerError(.forbidden, .securityInsufficient, "\(who) \(refusal); \(advice)")
+    }
+
+    /// Starts an attestation: checks the EK certificate and the AK, and answers with a credential for the AK.
+    public func startAttestation(body: Data) async throws -> AttestationChallengeMessage {
+        let request = try Self.decode(AttestationStartRequest.self, from: body, "the attestation request")
+        guard (request.sessionId == nil) != (request.joinSecret == nil),
+            (request.sessionId ?? request.joinSecret ?? "").utf8.count <= 64,
+            request.endorsementCertificate.utf8.count <= 6000, request.attestationKey.utf8.count <= 1400,
+            let certificateBytes = Base64URL.decode(request.endorsementCertificate), let keyBytes = Base64URL.decode(request.attestationKey)
+        else {
+            throw ManagerError.badRequest("an attestation request names a session or a join secret, an EK certificate and a key, in base64url")
+        }
+        let certificate: EndorsementCertificate
+        let attestationKey: TPMPublicArea
+        do {
+            certificate = try EndorsementCertificate(der: certificateBytes)
+            attestationKey = try TPMPublicArea(tpm2bPublic: keyBytes)
+        } catch {
+            throw ManagerError.badRequest("\(error)")
+        }
+        guard attestationKey.attributes.isSuperset(of: KeyCertification.attestationKeyAttributes) else {
+            throw ManagerError.badRequest("the attestation key is not a restricted signing key that stays in its TPM")
+        }
+        let chainRefusal = chainRefusal(of: certificate)
+        let secret = try SecureRandom.bytes(32)
+        let credential: CredentialChallenge
+        do {
+            credential = try CredentialChallenge(secret: secret, for: certificate, objectName: attestationKey.name)
+        } catch {
+            throw ManagerError.badRequest("\(error)")
+        }
+        let purpose = request.sessionId.map { "session:\($0)" } ?? "host:\(Self.hashed(request.joinSecret ?? ""))"
+        let challenge = ManagerStore.AttestationChallenge(
+            id: try SecureRandom.identifier(), purpose: purpose, secretHash: Base64URL.encode(SHA256.hash(secret)),
+            attestationKey: request.attestationKey, ekIssuer: String(certificate.issuer.prefix(500)), chainRefusal: chainRefusal,
+            expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
+        try await database.transaction(durability: .unsynced) { store in
+            let now = Self.now()
+            if let sessionId = request.sessionId {
+                guard let session = try await store.personalizationSession(sessionId), session.expiresAt > now else {
+                    throw ManagerError(.conflict, .sessionInvalid, "the personalization session is unknown, used or expired; start again")
+                }
+            } else if try await !store.isHostJoinTokenValid(hash: Self.hashed(request.joinSecret ?? ""), now: now) {
+                throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
+            }
+            try await store.insertAttestationChallenge(challenge)
+        }
+        return AttestationChallengeMessage(
+            attestationId: challenge.id, credentialBlob: Base64URL.encode(credential.credentialBlob),
+            encryptedSecret: Base64URL.encode(credential.encryptedSecret))
+    }
+
+    /// Whether an EK certificate chains to a trusted CA, for `xign-setup doctor`.
+    public func checkEndorsement(_ request: EndorsementCheckRequest, from client: String) async throws -> EndorsementCheckMessage {
+        try await charge(.decryptsPerAddress, key: client)
+        guard request.endorsementCertificate.utf8.count <= 6000, let bytes = Base64URL.decode(request.endorsementCertificate) else {
+            throw ManagerError.badRequest("endorsementCertificate is not base64url DER of at most 4 KiB")
+        }
+        let certificate: EndorsementCertificate
+        do { certificate = try EndorsementCertificate(der: bytes) } catch { throw ManagerError.badRequest("\(error)") }
+        let refusal = chainRefusal(of: certificate)
+        return EndorsementCheckMessage(issuer: certificate.issuer, accepted: refusal == nil, refusal: refusal)
+    }
+
+    /// Read at each use, so a CA an administrator adds counts at once.
+    private func chainRefusal(of certificate: EndorsementCertificate) -> String? {
+        let directory = configuration.attestationCADirectory
+        guard FileManager.default.fileExists(atPath: directory) else {
+            return "the manager trusts no maker CA: \(directory) does not exist"
+        }
+        do {
+            return try CertificateAuthorities(directory: directory).refusal(of: certificate)
+        } catch {
+            logger.error("the attestation CA directory is unusable", metadata: ["error": "\(error)"])
+            return "the manager's CA directory is unusable (\(error))"
+        }
+    }
+
+    /// What `evidence` proves about `key` (the one being registered, claimed to be of `kind`), spending its challenge
+    /// in the caller's transaction: a replayed certification finds nothing to spend.
+    func finding(
+        _ evidence: AttestationEvidence?, of key: P256PublicKey, kind: KeyKind, purpose: String, in store: ManagerStore
+    ) async throws -> KeyFinding {
+        guard kind == .tpm else { return .unattested(because: "it is a \(kind.rawValue) key") }
+        guard let attestation = evidence?.attestation else {
+            let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(200))) }
+            return .unattested(because: stated.map { "the client sent no attestation: \($0)" } ?? "the client sent no attestation")
+        }
+        guard attestation.attestationId.utf8.count <= 64,
+            let challenge = try await store.consumeAttestationChallenge(attestation.attestationId, purpose: purpose, now: Self.now())
+        else {
+            return .unattested(because: "its attestation is unknown, expired or was used already")
+        }
+        do {
+            try Self.checkCertification(attestation, of: key, answering: challenge)
+        } catch {
+            return .unattested(because: "the certification failed: \(error)")
+        }
+        if let refusal = challenge.chainRefusal { return .unattested(because: refusal) }
+        return .attested(issuer: challenge.ekIssuer)
+    }
+
+    /// The AK of `challenge` certified a key with TPM-bound attributes whose point is `key`, over the challenge's secret.
+    private static func checkCertification(
+        _ attestation: KeyAttestationMessage, of key: P256PublicKey, answering challenge: ManagerStore.AttestationChallenge
+    ) throws {
+        guard let keyBytes = Base64URL.decode(attestation.certifiedKey), let attest = Base64URL.decode(attestation.attest),
+            let signature = Base64URL.decode(attestation.signature), let akBytes = Base64URL.decode(challenge.attestationKey)
+        else { throw AttestationError("its fields are not base64url") }
+        let certified = try TPMPublicArea(tpm2bPublic: keyBytes)
+        let certification = try KeyCertification(attest: attest, signature: signature, by: try TPMPublicArea(tpm2bPublic: akBytes))
+        guard let expected = Base64URL.decode(challenge.secretHash), constantTimeEquals(SHA256.hash(certification.extraData), expected) else {
+            throw AttestationError("it is not over this attestation's secret")
+        }
+        guard constantTimeEquals(certification.certifiedName, certified.name) else { throw AttestationError("it certifies another key") }
+        guard certified.attributes.isSuperset(of: .boundToItsTPM) else {
+            throw AttestationError("the certified key was not made in its TPM or can leave it")
+        }
+        guard certified.publicKey == key else { throw AttestationError("the certified key is not the key being registered") }
+    }
+}

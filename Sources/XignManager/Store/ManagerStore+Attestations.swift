@@ -1,0 +1,46 @@
+import SQLKit
+
+/// TPM attestation credentials handed out and not yet answered: at most one per personalization session or join token.
+extension ManagerStore {
+    struct AttestationChallenge: Sendable {
+        var id: String
+        /// "session:<id>" or "host:<token hash>": the one request that may answer it.
+        var purpose: String
+        /// base64url SHA-256 of the secret the credential carries.
+        var secretHash: String
+        /// The attestation key's TPM2B_PUBLIC, base64url.
+        var attestationKey: String
+        var ekIssuer: String
+        /// Why the EK certificate does not chain to a trusted CA, or nil when it does.
+        var chainRefusal: String?
+        var expiresAt: Int64
+    }
+
+    /// Stores `challenge`; one handed out earlier for the same purpose is void.
+    func insertAttestationChallenge(_ challenge: AttestationChallenge) async throws {
+        try await sql.raw("DELETE FROM attestation_challenges WHERE purpose = \(bind: challenge.purpose)").run()
+        try await sql.raw(
+            """
+            INSERT INTO attestation_challenges (id, purpose, secret_hash, attestation_key, ek_issuer, chain_refusal, expires_at)
+            VALUES (\(bind: challenge.id), \(bind: challenge.purpose), \(bind: challenge.secretHash), \(bind: challenge.attestationKey),
+                    \(bind: challenge.ekIssuer), \(bind: challenge.chainRefusal), \(bind: challenge.expiresAt))
+            """
+        ).run()
+    }
+
+    /// Uses up the challenge `id` of `purpose`; nil when it is unknown, of another purpose, used or expired.
+    func consumeAttestationChallenge(_ id: String, purpose: String, now: Int64) async throws -> AttestationChallenge? {
+        guard
+            let row = try await sql.raw(
+                """
+                DELETE FROM attestation_challenges WHERE id = \(bind: id) AND purpose = \(bind: purpose) AND expires_at > \(bind: now)
+                RETURNING secret_hash, attestation_key, ek_issuer, chain_refusal, expires_at
+                """
+            ).first()
+        else { return nil }
+        return AttestationChallenge(
+            id: id, purpose: purpose, secretHash: try row.decode(column: "secret_hash", as: String.self),
+            attestationKey: try row.decode(column: "attestation_key", as: String.self), ekIssuer: try row.decode(column: "ek_issuer", as: String.self),
+            chainRefusal: try row.decode(column: "chain_refusal", as: String?.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self))
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// A TPM maker's CA for tests: swtpm_localca's root and intermediate, in a directory of its own. A SoftwareTPM
+/// manufactured by it holds EK certificates that chain to `certificates`.
+public final class TPMMakerCA: @unchecked Sendable {
+    public let directory = TemporaryDirectory()
+
+    public init() throws {
+        _ = try directory.write(
+            "localca.conf",
+            """
+            statedir = \(directory.path)
+            signingkey = \(directory.file("signkey.pem"))
+            issuercert = \(directory.file("issuercert.pem"))
+            certserial = \(directory.file("certserial"))
+            """)
+        _ = try directory.write("localca.options", "--platform-manufacturer Xign\n--platform-version 2.1\n--platform-model Test\n")
+        _ = try directory.write(
+            "setup.conf",
+            """
+            create_certs_tool = /usr/bin/swtpm_localca
+            create_certs_tool_config = \(directory.file("localca.conf"))
+            create_certs_tool_options = \(directory.file("localca.options"))
+            active_pcr_banks = sha256
+            """)
+    }
+
+    /// The root and the intermediate that issues EK certificates, as PEM files once a TPM was manufactured.
+    public var certificates: [String] { [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")] }
+
+    /// Writes the TPM state into `stateDirectory` with EK certificates: RSA 2048, and with `ecc` also ECC P-384.
+    func manufacture(into stateDirectory: String, ecc: Bool) throws {
+        let result = try ChildProcess(
+            "/usr/bin/swtpm_setup",
+            ["--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", directory.file("setup.conf"), "--overwrite"]
+                + (ecc ? ["--ecc"] : []),
+            in: directory
+        ).wait(timeout: 60)
+        guard result.status == 0 else { throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)") }
+    }
+
+    /// Copies the CA's certificates into `directory`, as an administrator installs a maker's CAs.
+    public func install(into directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for certificate in certificates {
+            let target = directory + "/" + (certificate as NSString).lastPathComponent
+            try? FileManager.default.removeItem(atPath: target)
+            try FileManager.default.copyItem(atPath: certificate, toPath: target)
+        }
+    }
+}
