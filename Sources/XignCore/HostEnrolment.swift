@@ -29,9 +29,10 @@ extension XignSdk {
             "host", retry: "have the host removed and join again",
             { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
-                let request = HostJoinRequest(
-                    joinSecret: token.secret, hostKey: publicKey, keyKind: kind, nonce: nonce)
                 let client = ManagerClient(url: url, http: http)
+                let attestation = try KeyAttestor(tpm: keys.tpm, client: client).evidence(for: key, purpose: .hostJoin(joinSecret: token.secret))
+                let request = HostJoinRequest(
+                    joinSecret: token.secret, hostKey: publicKey, keyKind: kind, nonce: nonce, attestation: attestation)
                 let compact = try client.postDeviceSigned(
                     APIPath.hosts, body: try JSONEncoder.canonical.encode(request), challenge: token.secret, key: key)
                 let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: token.managerKeyFingerprint)

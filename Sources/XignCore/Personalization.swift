@@ -236,11 +236,13 @@ public struct Personalizer {
             "device", retry: "personalize again",
             { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
+                let client = ManagerClient(url: parameters.managerURL, http: http)
+                let attestation = try KeyAttestor(tpm: keys.tpm, client: client).evidence(
+                    for: key, purpose: .personalization(sessionId: parameters.session.id))
                 let request = PersonalizeRequest(
                     sessionId: parameters.session.id, mode: mode, deviceKey: publicKey,
-                    keyKind: kind, device: device, nonce: nonce, newActivation: newActivation
+                    keyKind: kind, device: device, nonce: nonce, newActivation: newActivation, attestation: attestation
                 )
-                let client = ManagerClient(url: parameters.managerURL, http: http)
                 let compact = try client.postDeviceSigned(
                     APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
                 )

@@ -33,6 +33,9 @@ extension IdentityManager {
         /// A passkey device's credential id, and whether it may be copied to other devices (a synced passkey).
         public var credentialId: String?
         public var synced: Bool?
+        /// A TPM key's attestation: the EK certificate's issuer, or why the key is not attested.
+        public var ekIssuer: String?
+        public var unattestedBecause: String?
         public var failedAttempts: Int
         public var lockedUntil: Int64
         public var permanentlyLocked: Bool

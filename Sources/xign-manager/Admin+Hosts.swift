@@ -41,7 +41,7 @@ extension Admin {
                 if json { return try printJSON(hosts) }
                 for host in hosts {
                     print(
-                        "\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\t\(host.keyFingerprint)"
+                        "\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\(host.ekIssuer.map { " (EK issuer \($0))" } ?? "")\t\(host.keyFingerprint)"
                     )
                 }
             }

@@ -281,7 +281,9 @@ struct Admin: AsyncParsableCommand {
                 } else if a.lockedUntil > Int64(Date().timeIntervalSince1970 * 1000) {
                     lock = "locked until \(Date(timeIntervalSince1970: Double(a.lockedUntil) / 1000))"
                 }
-                let kind = a.synced.map { $0 ? "synced passkey" : "device-bound passkey" } ?? "\(a.keyKind?.rawValue ?? "-") key"
+                let kind =
+                    a.synced.map { $0 ? "synced passkey" : "device-bound passkey" }
+                    ?? a.ekIssuer.map { "attested tpm key, EK issuer \($0)" } ?? "\(a.keyKind?.rawValue ?? "-") key"
                 let device = a.deviceName.map { name in
                     "\(name) (\(a.platform ?? "-"), \(kind), \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
                         + ", enrolled \(a.enrolledAt.map(isoDate) ?? "never"), last used \(a.lastUsedAt.map(isoDate) ?? "never")"

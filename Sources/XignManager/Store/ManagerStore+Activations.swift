@@ -234,7 +234,8 @@ extension ManagerStore {
         return try await sql.raw(
             """
             SELECT a.id, c.email, a.alias, a.state, a.device_id, d.key_kind, d.name, d.platform, d.factors, d.created_at, d.last_used_at,
-                   d.credential_id, d.backup_eligible, d.backed_up, a.failed_attempts, a.locked_until, a.permanently_locked
+                   d.credential_id, d.backup_eligible, d.backed_up, d.ek_issuer, d.unattested_because, a.failed_attempts, a.locked_until,
+                   a.permanently_locked
             FROM activations a JOIN accounts c ON c.id = a.account_id LEFT JOIN devices d ON d.id = a.device_id
             \(filter) ORDER BY a.created_at
             """
@@ -255,6 +256,8 @@ extension ManagerStore {
                 synced: try row.decode(column: "credential_id", as: String?.self) == nil
                     ? nil
                     : try row.decode(column: "backup_eligible", as: Int64.self) != 0 || row.decode(column: "backed_up", as: Int64.self) != 0,
+                ekIssuer: try row.decode(column: "ek_issuer", as: String?.self),
+                unattestedBecause: try row.decode(column: "unattested_because", as: String?.self),
                 failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),
                 lockedUntil: try row.decode(column: "locked_until", as: Int64.self),
                 permanentlyLocked: try row.decode(column: "permanently_locked", as: Int.self) != 0
