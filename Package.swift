@@ -146,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "XignManagerTests",
             dependencies: [
-                "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignProtocol", "XignTestSupport",
+                "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "SQLKit", package: "sql-kit"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -23,9 +23,12 @@ public final class TPMMakerCA: @unchecked Sendable {
             create_certs_tool_options = \(directory.file("localca.options"))
             active_pcr_banks = sha256
             """)
+        // swtpm_localca makes its root and intermediate at its first certificate.
+        let scratch = TemporaryDirectory()
+        try manufacture(into: scratch.path, ecc: false)
     }
 
-    /// The root and the intermediate that issues EK certificates, as PEM files once a TPM was manufactured.
+    /// The root and the intermediate that issues EK certificates, as PEM files.
     public var certificates: [String] { [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")] }
 
     /// Writes the TPM state into `stateDirectory` with EK certificates: RSA 2048, and with `ecc` also ECC P-384.

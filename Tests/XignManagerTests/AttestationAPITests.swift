@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+import XignCrypto
+import XignDevice
+import XignProtocol
+import XignTestSupport
+
+@testable import XignCore
+
+/// What a modified client can send under `require_hardware_key = attested`, at the API: another key's certification,
+/// a certification replayed into another session, a software key that says `tpm`, a changed certification. Each is
+/// refused with securityInsufficient and what is missing; the control beside them, an honest attestation, passes.
+@Suite struct AttestationAPITests {
+    static let maker = Result { try TPMMakerCA() }
+
+    struct Setting {
+        let api: API
+        let tpm: SoftwareTPM
+        let keys: TPMDeviceKeyStore
+
+        init() throws {
+            let trusted = try AttestationAPITests.maker.get().directory.file("trusted")
+            try AttestationAPITests.maker.get().install(into: trusted)
+            api = API(
+                manager: try ManagerProcess(
+                    config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n"))
+            tpm = try SoftwareTPM(manufacturedBy: try AttestationAPITests.maker.get(), ecc: false)
+            keys = TPMDeviceKeyStore(directory: api.manager.directory.file("keys"), tcti: tpm.tcti)
+            try FileManager.default.createDirectory(atPath: keys.directory, withIntermediateDirectories: true)
+        }
+
+        /// A fresh personalization session for a new registration.
+        func session(_ email: String) throws -> [String: Any] {
+            let result = try api.decrypt(try api.register(email), pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+            return try #require(result["session"] as? [String: Any])
+        }
+
+        func tpmKey() throws -> TPMDeviceKey { try #require(try keys.createPendingKey().key as? TPMDeviceKey) }
+
+        /// The evidence the client would send for `key` in `session`, from the manager's real credential.
+        func evidence(for key: TPMDeviceKey, session: [String: Any]) throws -> AttestationEvidence {
+            let attestor = KeyAttestor(tpm: keys, client: ManagerClient(url: api.manager.url, http: HTTPClient()))
+            return try #require(try attestor.evidence(for: key, purpose: .personalization(sessionId: session["id"] as? String ?? "")))
+        }
+
+        /// POST /v1/personalizations of `key`, signed by it, claiming `kind`, with `evidence`.
+        func personalize(
+            _ key: any DeviceKey, kind: KeyKind = .tpm, session: [String: Any], evidence: AttestationEvidence?
+        ) throws -> API.Answer {
+            let request = PersonalizeRequest(
+                sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: kind,
+                device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil, attestation: evidence)
+            let body = try JSONEncoder.canonical.encode(request)
+            let message = SignedRequest.canonicalMessage(
+                method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+            return try api.call(
+                "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))])
+        }
+    }
+
+    func expectRefused(_ answer: API.Answer, saying reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let message = answer.error["message"] as? String ?? ""
+        #expect(answer.status == 403 && answer.errorCode == "securityInsufficient", "\(answer.json)", sourceLocation: sourceLocation)
+        #expect(message.contains(reason), "\(message)", sourceLocation: sourceLocation)
+    }
+
+    @Test func anHonestAttestationPassesAndEachForgeryIsRefused() throws {
+        let setting = try Setting()
+
+        // The control: the key the TPM certified, in the session it was attested for.
+        let session = try setting.session("honest@example.org")
+        let key = try setting.tpmKey()
+        let evidence = try setting.evidence(for: key, session: session)
+        #expect(try setting.personalize(key, session: session, evidence: evidence).status == 200)
+
+        // The same certification again, in another session: its credential was spent.
+        let replay = try setting.session("replay@example.org")
+        expectRefused(try setting.personalize(key, session: replay, evidence: evidence), saying: "its attestation is unknown, expired or was used already")
+
+        // One key certified, another registered.
+        let other = try setting.session("other@example.org")
+        let certified = try setting.tpmKey(), registered = try setting.tpmKey()
+        expectRefused(
+            try setting.personalize(registered, session: other, evidence: try setting.evidence(for: certified, session: other)),
+            saying: "the certified key is not the key being registered")
+
+        // A software key that says it is in a TPM, with no attestation or with one of a TPM key.
+        let software = try setting.session("software@example.org")
+        let softwareKey = try SoftwareDeviceKeyStore(directory: setting.keys.directory).createPendingKey().key
+        expectRefused(try setting.personalize(softwareKey, session: software, evidence: nil), saying: "this one is not attested: the client sent no attestation")
+        expectRefused(
+            try setting.personalize(softwareKey, session: software, evidence: try setting.evidence(for: try setting.tpmKey(), session: software)),
+            saying: "the certified key is not the key being registered")
+
+        // A certification with one byte changed.
+        let changed = try setting.session("changed@example.org")
+        let changedKey = try setting.tpmKey()
+        var forged = try setting.evidence(for: changedKey, session: changed)
+        var attest = try #require(Base64URL.decode(forged.attestation?.attest ?? ""))
+        attest[attest.count - 1] ^= 1
+        forged.attestation?.attest = Base64URL.encode(attest)
+        expectRefused(try setting.personalize(changedKey, session: changed, evidence: forged), saying: "the certification failed")
+
+        // The control once more, after the refusals: a fresh honest attestation in that session still passes.
+        #expect(try setting.personalize(changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)).status == 200)
+    }
+
+    @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() throws {
+        let setting = try Setting()
+        let der = try #require(try setting.keys.endorsementCertificates().first).der
+        let trusted = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
+        #expect(trusted.status == 200 && trusted.json["accepted"] as? Bool == true && trusted.json["issuer"] as? String == "CN=swtpm-localca")
+        let foreignTPM = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
+        let foreign = try #require(try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates().first).der
+        let refused = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
+        #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
+        #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
+        let garbage = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
+        #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))
+    }
+}
