@@ -20,9 +20,7 @@ import XignTestSupport
         init() throws {
             tpm = try TPMAttestationTests.tpm.get()
             store = TPMDeviceKeyStore(directory: keys.path, tcti: tpm.tcti)
-            let trusted = TemporaryDirectory()
-            try TPMAttestationTests.maker.get().install(into: trusted.path)
-            authorities = try CertificateAuthorities(directory: trusted.path)
+            authorities = try CertificateAuthorities(directory: try TPMAttestationTests.maker.get().trustedDirectory)
         }
 
         func certificate(_ slot: EndorsementKeySlot) throws -> EndorsementCertificate {
@@ -88,9 +86,7 @@ import XignTestSupport
         let refusal = try #require(fixture.authorities.refusal(of: foreign))
         #expect(refusal.contains("does not chain to a trusted maker CA"), "\(refusal)")
         // The control: the other maker's own CA accepts it.
-        let trusted = TemporaryDirectory()
-        try otherMaker.install(into: trusted.path)
-        #expect(try CertificateAuthorities(directory: trusted.path).refusal(of: foreign) == nil)
+        #expect(try CertificateAuthorities(directory: otherMaker.trustedDirectory).refusal(of: foreign) == nil)
         #expect(otherTPM.tcti != fixture.tpm.tcti)
     }
 

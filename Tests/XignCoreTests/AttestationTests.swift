@@ -14,8 +14,7 @@ import XignTestSupport
 
     /// A manager that trusts `maker`'s CA, with `policy` appended to its configuration.
     func fixture(policy: String, tpm: SoftwareTPM) throws -> Fixture {
-        let trusted = try Self.maker.get().directory.file("trusted")
-        try Self.maker.get().install(into: trusted)
+        let trusted = try Self.maker.get().trustedDirectory
         let fixture = try Fixture(managerConfig: policy + "\n[attestation]\nca_directory = \(trusted)\n")
         fixture.tpm = tpm
         return fixture

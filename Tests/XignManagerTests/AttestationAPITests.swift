@@ -19,8 +19,7 @@ import XignTestSupport
         let keys: TPMDeviceKeyStore
 
         init() throws {
-            let trusted = try AttestationAPITests.maker.get().directory.file("trusted")
-            try AttestationAPITests.maker.get().install(into: trusted)
+            let trusted = try AttestationAPITests.maker.get().trustedDirectory
             api = API(
                 manager: try ManagerProcess(
                     config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n"))

@@ -26,6 +26,10 @@ public final class TPMMakerCA: @unchecked Sendable {
         // swtpm_localca makes its root and intermediate at its first certificate.
         let scratch = TemporaryDirectory()
         try manufacture(into: scratch.path, ecc: false)
+        try FileManager.default.createDirectory(atPath: trustedDirectory, withIntermediateDirectories: true)
+        for certificate in certificates {
+            try FileManager.default.copyItem(atPath: certificate, toPath: trustedDirectory + "/" + (certificate as NSString).lastPathComponent)
+        }
     }
 
     /// The root and the intermediate that issues EK certificates, as PEM files.
@@ -42,13 +46,7 @@ public final class TPMMakerCA: @unchecked Sendable {
         guard result.status == 0 else { throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)") }
     }
 
-    /// Copies the CA's certificates into `directory`, as an administrator installs a maker's CAs.
-    public func install(into directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        for certificate in certificates {
-            let target = directory + "/" + (certificate as NSString).lastPathComponent
-            try? FileManager.default.removeItem(atPath: target)
-            try FileManager.default.copyItem(atPath: certificate, toPath: target)
-        }
-    }
+    /// A directory holding only this CA's certificates, as an administrator installs a maker's CAs: what the manager's
+    /// `attestation.ca_directory` names to trust this maker.
+    public var trustedDirectory: String { directory.file("trusted") }
 }
