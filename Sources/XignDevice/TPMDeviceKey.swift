@@ -45,6 +45,7 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         switch rc {
         case XIGN_TPM_RC_SRK_MISMATCH: return .cleared
         case XIGN_TPM_RC_BAD_BLOB: return .keyDoesNotLoad(text)
+        case XIGN_TPM_RC_BAD_CREDENTIAL, XIGN_TPM_RC_NO_EK_CERTIFICATE: return .other(text)
         default: break
         }
         let layer = rc >> 16

@@ -95,4 +95,84 @@ import XignTestSupport
         let store = TPMDeviceKeyStore(directory: TemporaryDirectory().path, tcti: bare.tcti)
         #expect(try store.endorsementCertificates().isEmpty)
     }
+
+    /// The wire formats against tpm2-tools, so they are not only checked against themselves: our credential activated
+    /// by tpm2_activatecredential for an AK tpm2_createak made, tpm2_makecredential's activated by our AK, and
+    /// tpm2_certify's certification checked by the manager's code.
+    @Test func credentialsAndCertificationsAgreeWithTpm2Tools() throws {
+        let fixture = try Fixture()
+        let tpm = fixture.tpm
+        func file(_ name: String) -> String { tpm.directory.file(name) }
+        func tool(_ name: String, _ arguments: [String]) throws {
+            try tpm.tool(name, arguments)
+            try tpm.tool("tpm2_flushcontext", ["-t"])  // swtpm holds three objects; the tools leave theirs loaded
+        }
+        try tool("tpm2_createek", ["-c", file("ek.ctx"), "-G", "rsa", "-u", file("ek.pub")])
+        try tool("tpm2_createak", ["-C", file("ek.ctx"), "-c", file("ak.ctx"), "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u", file("ak.pub"), "-n", file("ak.name")])
+        let toolsAK = try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("ak.pub"))))
+        #expect(toolsAK.name == (try Data(contentsOf: URL(fileURLWithPath: file("ak.name")))), "the name is computed as the TPM computes it")
+
+        // Ours → tpm2_activatecredential (its file: magic, version 1, TPM2B_ID_OBJECT, TPM2B_ENCRYPTED_SECRET).
+        let secret = try SecureRandom.bytes(32)
+        let ours = try CredentialChallenge(secret: secret, for: try fixture.certificate(.rsa2048), objectName: toolsAK.name)
+        try (Data([0xBA, 0xDC, 0xC0, 0xDE, 0, 0, 0, 1]) + ours.credentialBlob + ours.encryptedSecret).write(to: URL(fileURLWithPath: file("cred.in")))
+        try tool("tpm2_startauthsession", ["--policy-session", "-S", file("session.ctx")])
+        try tpm.tool("tpm2_policysecret", ["-S", file("session.ctx"), "-c", "e"])
+        try tpm.tool(
+            "tpm2_activatecredential", ["-c", file("ak.ctx"), "-C", file("ek.ctx"), "-i", file("cred.in"), "-o", file("released"), "-P", "session:\(file("session.ctx"))"])
+        try tool("tpm2_flushcontext", [file("session.ctx")])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file("released"))) == secret)
+
+        // tpm2_makecredential → our activation.
+        let ak = try fixture.store.createAttestationKey()
+        try secret.write(to: URL(fileURLWithPath: file("secret")))
+        let name = try TPMPublicArea(tpm2bPublic: ak.publicArea).name.map { String(format: "%02x", $0) }.joined()
+        try tpm.tool("tpm2_makecredential", ["-T", "none", "-u", file("ek.pub"), "-s", file("secret"), "-n", name, "-o", file("cred.out")])
+        let made = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file("cred.out"))).dropFirst(8))
+        let blobEnd = 2 + (Int(made[0]) << 8 | Int(made[1]))
+        let credentialBlob = Data(made[..<blobEnd]), encryptedSecret = Data(made[blobEnd...])
+        #expect(try ak.activateCredential(credentialBlob, encryptedSecret: encryptedSecret, slot: .rsa2048) == secret)
+
+        // tpm2_certify → the manager's check.
+        try tool("tpm2_createprimary", ["-C", "o", "-c", file("primary.ctx")])
+        try tool("tpm2_create", ["-C", file("primary.ctx"), "-G", "ecc", "-u", file("key.pub"), "-r", file("key.priv")])
+        try tool("tpm2_load", ["-C", file("primary.ctx"), "-u", file("key.pub"), "-r", file("key.priv"), "-c", file("key.ctx")])
+        try tool("tpm2_certify", ["-C", file("ak.ctx"), "-c", file("key.ctx"), "-g", "sha256", "-o", file("attest"), "-s", file("signature"), "-f", "plain"])
+        let signature = try #require(ECDSASignature.raw(fromDER: try Data(contentsOf: URL(fileURLWithPath: file("signature")))))
+        let certification = try KeyCertification(attest: try Data(contentsOf: URL(fileURLWithPath: file("attest"))), signature: signature, by: toolsAK)
+        #expect(certification.certifiedName == (try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("key.pub"))))).name)
+    }
+
+    /// A P-256 EK (template L-2), which swtpm_setup does not make: its certificate made here and stored where a maker
+    /// stores it, then read, sealed to and activated as for the others.
+    @Test func aP256EndorsementKeyAttestsToo() throws {
+        let maker = try TPMAttestationTests.maker.get()
+        let tpm = try SoftwareTPM(manufacturedBy: maker, ecc: false)
+        func file(_ name: String) -> String { tpm.directory.file(name) }
+        try tpm.tool("tpm2_createek", ["-c", file("ek.ctx"), "-G", "ecc", "-u", file("ek.pub")])
+        try tpm.tool("tpm2_readpublic", ["-c", file("ek.ctx"), "-f", "pem", "-o", file("ek.pem")])
+        try tpm.tool("tpm2_flushcontext", ["-t"])
+        let issued = try ChildProcess(
+            "/usr/bin/openssl",
+            [
+                "x509", "-new", "-subj", "/CN=p256-ek", "-force_pubkey", file("ek.pem"), "-CA", maker.directory.file("issuercert.pem"),
+                "-CAkey", maker.directory.file("signkey.pem"), "-days", "3650", "-outform", "der", "-out", file("ek.der"),
+            ], in: tpm.directory
+        ).wait(timeout: 30)
+        #expect(issued.status == 0, "\(issued.stderr)")
+        let der = try Data(contentsOf: URL(fileURLWithPath: file("ek.der")))
+        try tpm.tool("tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|authread|ownerwrite|authwrite|no_da"])
+        try tpm.tool("tpm2_nvwrite", ["0x01c0000a", "-C", "o", "-i", file("ek.der")])
+
+        let store = TPMDeviceKeyStore(directory: tpm.directory.path, tcti: tpm.tcti)
+        let found = try #require(try store.endorsementCertificates().first)
+        #expect(found.slot == .p256, "ECC before RSA")
+        let certificate = try EndorsementCertificate(der: found.der)
+        #expect(certificate.keyKind == .p256)
+        #expect(try CertificateAuthorities(directory: maker.trustedDirectory).refusal(of: certificate) == nil)
+        let ak = try store.createAttestationKey()
+        let secret = try SecureRandom.bytes(32)
+        let challenge = try CredentialChallenge(secret: secret, for: certificate, objectName: try TPMPublicArea(tpm2bPublic: ak.publicArea).name)
+        #expect(try ak.activateCredential(challenge.credentialBlob, encryptedSecret: challenge.encryptedSecret, slot: .p256) == secret)
+    }
 }
