@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 
         // The SDK core used by every front end.
-        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "CCurl"]),
+        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignAttestation", "CCurl"]),
 
         // The login use cases (this machine's key, a confirmation, through xignd) and their typed outcome; xignd's
         // protocol, which its callers without root speak.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import XignAttestation
 import XignCrypto
 import XignDevice
 import XignProtocol
@@ -44,12 +45,16 @@ extension XignSdk {
         let wantsTPM = configuration.deviceKey == .tpm
         items.append(.init(name: "tcti", status: .ok, detail: configuration.tcti, hint: nil))
         var tpmAnswers = false
+        var endorsement: EndorsementCertificate?
         do {
             let name = try keys.tpm.probe()
             tpmAnswers = true
             items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
             items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
             items.append(checkTPMLockout())
+            let (item, certificate) = checkEndorsementCertificate()
+            items.append(item)
+            endorsement = certificate
         } catch {
             items.append(
                 .init(
@@ -79,7 +84,9 @@ extension XignSdk {
         }
         var seen = Set<ManagerURL>()
         for entity in enrolments where seen.insert(entity.managerURL).inserted {
-            items.append(checkManager(entity.managerURL, pinned: entity))
+            let manager = checkManager(entity.managerURL, pinned: entity)
+            items.append(manager)
+            if let endorsement, manager.status == .ok { items.append(checkAttestation(endorsement, at: entity.managerURL)) }
         }
         items.append(checkPAM(pamDirectory))
         return Diagnosis(items: items)
@@ -106,6 +113,39 @@ extension XignSdk {
             return .init(
                 name: name, status: .failure, detail: failure.message,
                 hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+        }
+    }
+
+    /// The maker's EK certificate, which attestation rests on.
+    private func checkEndorsementCertificate() -> (Diagnosis.Item, EndorsementCertificate?) {
+        let name = "ek certificate"
+        do {
+            guard let (slot, der) = try keys.tpm.endorsementCertificates().first else {
+                return (.init(name: name, status: .ok, detail: "none: keys made in this TPM cannot be attested", hint: nil), nil)
+            }
+            let certificate = try EndorsementCertificate(der: der)
+            return (.init(name: name, status: .ok, detail: "\(slot), issued by \(certificate.issuer)", hint: nil), certificate)
+        } catch {
+            return (
+                .init(
+                    name: name, status: .warning, detail: "cannot read it: \(error)",
+                    hint: "keys made here are not attested; a manager that requires attested keys refuses them"), nil
+            )
+        }
+    }
+
+    /// Whether the manager at `url` trusts the CA that issued this TPM's EK certificate.
+    private func checkAttestation(_ certificate: EndorsementCertificate, at url: ManagerURL) -> Diagnosis.Item {
+        let name = "attestation \(url)"
+        do {
+            let check: EndorsementCheckMessage = try ManagerClient(url: url, http: http).post(
+                APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(certificate.der)))
+            if check.accepted { return .init(name: name, status: .ok, detail: "the manager trusts the EK certificate's issuer", hint: nil) }
+            return .init(
+                name: name, status: .warning, detail: check.refusal.map { DisplayText.sanitized(String($0.prefix(300))) } ?? "not accepted",
+                hint: "keys made here count as attested once the manager's administrator adds the TPM maker's CA to attestation.ca_directory")
+        } catch {
+            return .init(name: name, status: .warning, detail: "the manager did not answer the check: \(error)", hint: "run doctor again later")
         }
     }
 

@@ -84,4 +84,21 @@ import XignTestSupport
         }
         #expect(!(try fixture.manager.admin(["hosts", "list"]).stdout.contains("web2\t")))
     }
+
+    @Test func doctorNamesTheEKIssuerAndWhetherTheManagerTrustsIt() throws {
+        let fixture = try fixture(policy: ManagerProcess.testConfig, tpm: try SoftwareTPM(manufacturedBy: try Self.maker.get()))
+        _ = try fixture.personalize(try fixture.register("doctor@example.org"))
+        let trusted = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path)
+        let detail = { (diagnosis: Diagnosis, name: String) in diagnosis.items.first { $0.name == name } }
+        #expect(detail(trusted, "ek certificate")?.detail == "ECC P-384, issued by CN=swtpm-localca")
+        #expect(detail(trusted, "attestation \(fixture.manager.url)")?.status == .ok)
+
+        // Another maker's TPM on the same machine: the manager does not trust its EK, and doctor says what to do.
+        fixture.tpm = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
+        let foreign = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path)
+        #expect(detail(foreign, "ek certificate")?.detail == "RSA 2048, issued by CN=swtpm-localca")
+        let attestation = try #require(detail(foreign, "attestation \(fixture.manager.url)"))
+        #expect(attestation.status == .warning && attestation.detail.contains("does not chain to a trusted maker CA"), "\(attestation.detail)")
+        #expect(attestation.hint?.contains("attestation.ca_directory") == true)
+    }
 }

@@ -160,7 +160,7 @@ import XignTestSupport
         #expect(healthy.status == .ok, "\(healthy.items.map { "\($0.name): \($0.detail)" })")
         #expect(
             healthy.items.map(\.name) == [
-                "tcti", "tpm", "srk", "tpm lockout", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)",
+                "tcti", "tpm", "srk", "tpm lockout", "ek certificate", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)",
                 "offline \(result.idmIdentifier.prefix(8)) (alice)", "manager \(fixture.manager.url)", "pam",
             ])
         #expect(healthy.items.first { $0.name.hasPrefix("offline") }?.detail.hasPrefix("offline login possible until") == true)

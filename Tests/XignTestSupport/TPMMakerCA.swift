@@ -25,7 +25,7 @@ public final class TPMMakerCA: @unchecked Sendable {
             """)
         // swtpm_localca makes its root and intermediate at its first certificate.
         let scratch = TemporaryDirectory()
-        try manufacture(into: scratch.path, ecc: false)
+        try manufacture(into: scratch.path)
         try FileManager.default.createDirectory(atPath: trustedDirectory, withIntermediateDirectories: true)
         for certificate in certificates {
             try FileManager.default.copyItem(atPath: certificate, toPath: trustedDirectory + "/" + (certificate as NSString).lastPathComponent)
@@ -35,12 +35,11 @@ public final class TPMMakerCA: @unchecked Sendable {
     /// The root and the intermediate that issues EK certificates, as PEM files.
     public var certificates: [String] { [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")] }
 
-    /// Writes the TPM state into `stateDirectory` with EK certificates: RSA 2048, and with `ecc` also ECC P-384.
-    func manufacture(into stateDirectory: String, ecc: Bool) throws {
+    /// Writes the TPM state into `stateDirectory` with EK certificates (swtpm_setup 0.7 stores RSA 2048 and ECC P-384).
+    func manufacture(into stateDirectory: String) throws {
         let result = try ChildProcess(
             "/usr/bin/swtpm_setup",
-            ["--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", directory.file("setup.conf"), "--overwrite"]
-                + (ecc ? ["--ecc"] : []),
+            ["--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", directory.file("setup.conf"), "--overwrite"],
             in: directory
         ).wait(timeout: 60)
         guard result.status == 0 else { throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)") }
