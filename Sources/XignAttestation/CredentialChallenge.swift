@@ -23,7 +23,9 @@ public struct CredentialChallenge: Sendable {
             let (sharedX, ephemeral) = try Self.ephemeralAgreement(with: certificate.publicKey, kind: kind)
             let size = kind.coordinateSize
             let ephemeralX = ephemeral.dropFirst().prefix(size), ephemeralY = ephemeral.suffix(size)
-            seed = KDF.e(digest, secret: sharedX, label: "IDENTITY", partyU: Data(ephemeralX), partyV: Data(certificate.publicKey.dropFirst().prefix(size)), bits: digest.size * 8)
+            seed = KDF.e(
+                digest, secret: sharedX, label: "IDENTITY", partyU: Data(ephemeralX), partyV: Data(certificate.publicKey.dropFirst().prefix(size)),
+                bits: digest.size * 8)
             var point = TPMWriter()
             point.sized(Data(ephemeralX))
             point.sized(Data(ephemeralY))
@@ -164,5 +166,7 @@ enum KDF {
         return out.prefix(bits / 8)
     }
 
-    private static func bigEndian(_ value: Int) -> Data { Data([UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]) }
+    private static func bigEndian(_ value: Int) -> Data {
+        Data([UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)])
+    }
 }

@@ -41,7 +41,9 @@ struct TPMWriter {
     private(set) var data = Data()
 
     mutating func uint16(_ value: Int) { data += [UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-    mutating func uint32(_ value: Int) { data += [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+    mutating func uint32(_ value: Int) {
+        data += [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
     mutating func raw(_ bytes: Data) { data += bytes }
     /// A TPM2B of `bytes`.
     mutating func sized(_ bytes: Data) {

@@ -41,7 +41,9 @@ struct KeyAttestor {
         case .hostJoin(let joinSecret): request.joinSecret = joinSecret
         }
         let challenge: AttestationChallengeMessage
-        do { challenge = try client.post(APIPath.attestations, request) } catch let error as XignSdkError where !Self.transportFailures.contains(error.errorCode) {
+        do { challenge = try client.post(APIPath.attestations, request) } catch let error as XignSdkError
+            where !Self.transportFailures.contains(error.errorCode)
+        {
             return missing("the manager refused the attestation: \(error.message)")
         }
         guard challenge.attestationId.utf8.count <= 64, let credential = Base64URL.decode(challenge.credentialBlob),

@@ -24,7 +24,9 @@ extension IdentityManager {
         let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
         if let refusal = refusal(of: requirement, kind: device.keyKind, synced: device.passkey?.backedUp == true, finding: finding, what: "device") {
             throw securityInsufficient(
-                refusal, who: "this login", then: requirement == .attested ? "personalize again on a machine whose TPM the manager trusts" : "personalize again with device_key = tpm")
+                refusal, who: "this login",
+                then: requirement == .attested
+                    ? "personalize again on a machine whose TPM the manager trusts" : "personalize again with device_key = tpm")
         }
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")

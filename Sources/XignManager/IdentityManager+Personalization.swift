@@ -151,7 +151,8 @@ extension IdentityManager {
             let finding = try await self.finding(
                 enrolment.attestation, of: key, kind: enrolment.keyKind, purpose: "session:\(enrolment.sessionId)", in: store)
             if requirement == .attested,
-                let refusal = Self.refusal(of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.backupEligible == true, finding: finding, what: "device")
+                let refusal = Self.refusal(
+                    of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.backupEligible == true, finding: finding, what: "device")
             {
                 throw Self.securityInsufficient(refusal, who: "this manager", then: "ask the administrator which devices it accepts")
             }

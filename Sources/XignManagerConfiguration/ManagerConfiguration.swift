@@ -149,7 +149,7 @@ public struct ManagerConfiguration: Sendable {
     ]
     public var requireHardwareKey = HardwareKeyRequirement.none
     /// The CA certificates (PEM or DER files) that EK certificates must chain to for a key to count as attested.
-    public var attestationCADirectory = "/etc/xign/tpm-ca"
+    public var attestationCADirectory = "/etc/xign-manager/tpm-ca"
     public var offline = Offline()
 
     public init() {}
@@ -287,9 +287,10 @@ public struct ManagerConfiguration: Sendable {
         confirmation.denialCooldownMilliseconds =
             try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
         confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
-        requireHardwareKey = try file.string("policy.require_hardware_key").map {
-            try HardwareKeyRequirement.parse($0, key: "policy.require_hardware_key", fail: fail)
-        } ?? requireHardwareKey
+        requireHardwareKey =
+            try file.string("policy.require_hardware_key").map {
+                try HardwareKeyRequirement.parse($0, key: "policy.require_hardware_key", fail: fail)
+            } ?? requireHardwareKey
         if let directory = file.string("attestation.ca_directory") {
             guard directory.hasPrefix("/") else { throw fail("attestation.ca_directory", "must be an absolute path") }
             attestationCADirectory = directory

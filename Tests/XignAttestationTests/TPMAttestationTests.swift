@@ -108,7 +108,9 @@ import XignTestSupport
             try tpm.tool("tpm2_flushcontext", ["-t"])  // swtpm holds three objects; the tools leave theirs loaded
         }
         try tool("tpm2_createek", ["-c", file("ek.ctx"), "-G", "rsa", "-u", file("ek.pub")])
-        try tool("tpm2_createak", ["-C", file("ek.ctx"), "-c", file("ak.ctx"), "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u", file("ak.pub"), "-n", file("ak.name")])
+        try tool(
+            "tpm2_createak",
+            ["-C", file("ek.ctx"), "-c", file("ak.ctx"), "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u", file("ak.pub"), "-n", file("ak.name")])
         let toolsAK = try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("ak.pub"))))
         #expect(toolsAK.name == (try Data(contentsOf: URL(fileURLWithPath: file("ak.name")))), "the name is computed as the TPM computes it")
 
@@ -119,7 +121,8 @@ import XignTestSupport
         try tool("tpm2_startauthsession", ["--policy-session", "-S", file("session.ctx")])
         try tpm.tool("tpm2_policysecret", ["-S", file("session.ctx"), "-c", "e"])
         try tpm.tool(
-            "tpm2_activatecredential", ["-c", file("ak.ctx"), "-C", file("ek.ctx"), "-i", file("cred.in"), "-o", file("released"), "-P", "session:\(file("session.ctx"))"])
+            "tpm2_activatecredential",
+            ["-c", file("ak.ctx"), "-C", file("ek.ctx"), "-i", file("cred.in"), "-o", file("released"), "-P", "session:\(file("session.ctx"))"])
         try tool("tpm2_flushcontext", [file("session.ctx")])
         #expect(try Data(contentsOf: URL(fileURLWithPath: file("released"))) == secret)
 
@@ -137,9 +140,12 @@ import XignTestSupport
         try tool("tpm2_createprimary", ["-C", "o", "-c", file("primary.ctx")])
         try tool("tpm2_create", ["-C", file("primary.ctx"), "-G", "ecc", "-u", file("key.pub"), "-r", file("key.priv")])
         try tool("tpm2_load", ["-C", file("primary.ctx"), "-u", file("key.pub"), "-r", file("key.priv"), "-c", file("key.ctx")])
-        try tool("tpm2_certify", ["-C", file("ak.ctx"), "-c", file("key.ctx"), "-g", "sha256", "-o", file("attest"), "-s", file("signature"), "-f", "plain"])
+        try tool(
+            "tpm2_certify",
+            ["-C", file("ak.ctx"), "-c", file("key.ctx"), "-g", "sha256", "-o", file("attest"), "-s", file("signature"), "-f", "plain"])
         let signature = try #require(ECDSASignature.raw(fromDER: try Data(contentsOf: URL(fileURLWithPath: file("signature")))))
-        let certification = try KeyCertification(attest: try Data(contentsOf: URL(fileURLWithPath: file("attest"))), signature: signature, by: toolsAK)
+        let certification = try KeyCertification(
+            attest: try Data(contentsOf: URL(fileURLWithPath: file("attest"))), signature: signature, by: toolsAK)
         #expect(certification.certifiedName == (try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("key.pub"))))).name)
     }
 

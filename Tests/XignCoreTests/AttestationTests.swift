@@ -50,14 +50,17 @@ import XignTestSupport
 
     @Test func aServiceThatRequiresAttestationRefusesAKeyThatIsOnlyClaimed() throws {
         // The manager takes any key; its pam service takes attested ones only.
-        let policy = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin", "require_hardware_key = attested")
+        let policy = ManagerProcess.testConfig(
+            pamService: "roles = login", "role.login.authenticators = device+pin", "require_hardware_key = attested")
         let fixture = try fixture(policy: policy, tpm: try SoftwareTPM())
         let claimed = try fixture.personalize(try fixture.register("claimed@example.org"))
         #expect(throws: XignSdkSecurityInsufficientError.self) { try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier) }
         do {
             _ = try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier)
         } catch let error as XignSdkError {
-            #expect(error.message.contains("not attested: the client sent no attestation: this TPM holds no endorsement-key certificate"), "\(error.message)")
+            #expect(
+                error.message.contains("not attested: the client sent no attestation: this TPM holds no endorsement-key certificate"),
+                "\(error.message)")
         }
         // The control: a machine whose TPM attests logs in to the same service.
         fixture.tpm = try SoftwareTPM(manufacturedBy: try Self.maker.get())
@@ -70,7 +73,8 @@ import XignTestSupport
         func join(_ name: String, stateDirectory: String) throws -> HostEnrolment {
             let added = try fixture.manager.admin(["hosts", "add", name])
             let sdk = try fixture.sdk(user: "root", stateDirectory: fixture.directory.file(stateDirectory))
-            return try sdk.joinHost(managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+            return try sdk.joinHost(
+                managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
         }
         _ = try join("web1", stateDirectory: "host-web1")
         let listed = try fixture.manager.admin(["hosts", "list"])

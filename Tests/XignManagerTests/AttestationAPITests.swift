@@ -47,13 +47,15 @@ import XignTestSupport
             _ key: any DeviceKey, kind: KeyKind = .tpm, session: [String: Any], evidence: AttestationEvidence?
         ) throws -> API.Answer {
             let request = PersonalizeRequest(
-                sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation), keyKind: kind,
+                sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation),
+                keyKind: kind,
                 device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil, attestation: evidence)
             let body = try JSONEncoder.canonical.encode(request)
             let message = SignedRequest.canonicalMessage(
                 method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
             return try api.call(
-                "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))])
+                "POST", APIPath.personalizations, body: body,
+                headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))])
         }
     }
 
@@ -74,7 +76,8 @@ import XignTestSupport
 
         // The same certification again, in another session: its credential was spent.
         let replay = try setting.session("replay@example.org")
-        expectRefused(try setting.personalize(key, session: replay, evidence: evidence), saying: "its attestation is unknown, expired or was used already")
+        expectRefused(
+            try setting.personalize(key, session: replay, evidence: evidence), saying: "its attestation is unknown, expired or was used already")
 
         // One key certified, another registered.
         let other = try setting.session("other@example.org")
@@ -86,7 +89,9 @@ import XignTestSupport
         // A software key that says it is in a TPM, with no attestation or with one of a TPM key.
         let software = try setting.session("software@example.org")
         let softwareKey = try SoftwareDeviceKeyStore(directory: setting.keys.directory).createPendingKey().key
-        expectRefused(try setting.personalize(softwareKey, session: software, evidence: nil), saying: "this one is not attested: the client sent no attestation")
+        expectRefused(
+            try setting.personalize(softwareKey, session: software, evidence: nil), saying: "this one is not attested: the client sent no attestation"
+        )
         expectRefused(
             try setting.personalize(softwareKey, session: software, evidence: try setting.evidence(for: try setting.tpmKey(), session: software)),
             saying: "the certified key is not the key being registered")
@@ -101,7 +106,8 @@ import XignTestSupport
         expectRefused(try setting.personalize(changedKey, session: changed, evidence: forged), saying: "the certification failed")
 
         // The control once more, after the refusals: a fresh honest attestation in that session still passes.
-        #expect(try setting.personalize(changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)).status == 200)
+        #expect(
+            try setting.personalize(changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)).status == 200)
     }
 
     @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() throws {
@@ -110,11 +116,13 @@ import XignTestSupport
         let trusted = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
         #expect(trusted.status == 200 && trusted.json["accepted"] as? Bool == true && trusted.json["issuer"] as? String == "CN=swtpm-localca")
         let foreignTPM = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
-        let foreign = try #require(try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates().first).der
+        let foreign = try #require(try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates().first)
+            .der
         let refused = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
         #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
         #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
-        let garbage = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
+        let garbage = try setting.api.post(
+            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
         #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))
     }
 }

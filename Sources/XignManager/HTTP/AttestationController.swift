@@ -12,7 +12,8 @@ struct AttestationController<Context: RemoteAddressRequestContext> {
         }
         router.post(RouterPath(APIPath.endorsementChecks)) { request, context in
             let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)
-            return try Response.json(.ok, try await manager.checkEndorsement(try await request.decodeBody(as: EndorsementCheckRequest.self), from: client))
+            return try Response.json(
+                .ok, try await manager.checkEndorsement(try await request.decodeBody(as: EndorsementCheckRequest.self), from: client))
         }
     }
 }

@@ -40,7 +40,8 @@ extension ManagerStore {
         else { return nil }
         return AttestationChallenge(
             id: id, purpose: purpose, secretHash: try row.decode(column: "secret_hash", as: String.self),
-            attestationKey: try row.decode(column: "attestation_key", as: String.self), ekIssuer: try row.decode(column: "ek_issuer", as: String.self),
+            attestationKey: try row.decode(column: "attestation_key", as: String.self),
+            ekIssuer: try row.decode(column: "ek_issuer", as: String.self),
             chainRefusal: try row.decode(column: "chain_refusal", as: String?.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self))
     }
 }

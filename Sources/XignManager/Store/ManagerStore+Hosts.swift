@@ -50,11 +50,13 @@ extension ManagerStore {
     }
 
     func host(id: String) async throws -> HostRecord? {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts WHERE id = \(bind: id)").first().map(Self.hostRecord)
+        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts WHERE id = \(bind: id)")
+            .first().map(Self.hostRecord)
     }
 
     func hosts() async throws -> [HostRecord] {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name").all().map(Self.hostRecord)
+        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name").all().map(
+            Self.hostRecord)
     }
 
     /// Removes the host, its pending join token and its groups; false when neither host nor token existed.
