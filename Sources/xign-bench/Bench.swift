@@ -55,7 +55,9 @@ struct Bench {
         let manager = Process()
         manager.executableURL = URL(fileURLWithPath: bin + "/xign-manager")
         // Defaults, but rate limits the bench's own registrations from one address would reach.
-        try ManagerBench.config.write(toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
+        let makerCA = try attestationCA()
+        try (ManagerBench.config + (makerCA.map { "\n[attestation]\nca_directory = \($0.trustedDirectory)\n" } ?? "")).write(
+            toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
         manager.arguments = [
             "serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port",
         ]
@@ -153,6 +155,7 @@ struct Bench {
         table("One login, step by step", steps, floor: floor)
 
         try offlineFigures(work: work, pin: pin, floor: floor) { try enrol($0, "laptop@example.org", pin: pin, register: register) }
+        if let makerCA { try attestationFigures(ca: makerCA, work: work, pin: pin, floor: floor, register: register) }
 
         // Three more local users with an enrolment each, for parallel logins on different activations.
         for user in ["bench1", "bench2", "bench3"] {
