@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "XignClient", targets: ["XignCore", "XignLogin"]),
         .library(name: "XignManagerConfiguration", targets: ["XignManagerConfiguration"]),
         .library(name: "XignWebAuthn", targets: ["XignWebAuthn"]),
+        .library(name: "XignAttestation", targets: ["XignAttestation"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

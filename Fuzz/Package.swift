@@ -13,6 +13,7 @@ let package = Package(
                 .product(name: "XignClient", package: "xign"),
                 .product(name: "XignManagerConfiguration", package: "xign"),
                 .product(name: "XignWebAuthn", package: "xign"),
+                .product(name: "XignAttestation", package: "xign"),
             ],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         )

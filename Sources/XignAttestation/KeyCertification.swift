@@ -20,16 +20,22 @@ public struct KeyCertification: Sendable, Equatable {
         guard attestationKey.publicKey.isValidSignature(signature, for: attest) else {
             throw AttestationError("the certification's signature is not the attestation key's")
         }
+        (extraData, certifiedName) = try Self.parse(attest)
+    }
+
+    /// TPMS_ATTEST of TPM_ST_ATTEST_CERTIFY: its extraData and the certified name.
+    static func parse(_ attest: Data) throws -> (extraData: Data, certifiedName: Data) {
         var reader = TPMReader(attest, what: "the certification")
         guard try reader.uint32() == Self.generatedValue, try reader.uint16() == Self.attestCertify else {
             throw AttestationError("the attestation is not a TPM2_Certify the TPM made")
         }
         _ = try reader.sized()  // qualifiedSigner
-        extraData = try reader.sized()
+        let extraData = try reader.sized()
         _ = try reader.bytes(17 + 8)  // clockInfo, firmwareVersion
-        certifiedName = try reader.sized()
+        let certifiedName = try reader.sized()
         _ = try reader.sized()  // qualifiedName
         try reader.expectEnd()
+        return (extraData, certifiedName)
     }
 
     public static let attestationKeyAttributes: TPMPublicArea.Attributes = TPMPublicArea.Attributes.boundToItsTPM.union([.restricted, .sign])

@@ -5,6 +5,7 @@ import XignManagerConfiguration
 import XignProtocol
 import XignWebAuthn
 
+@testable import XignAttestation
 @testable import XignCore
 @testable import XignDevice
 
@@ -149,6 +150,16 @@ struct FuzzTarget {
             _ = try? decoder.decode(ConfirmationApprovalRequest.self, from: input)
             _ = try? decoder.decode(WebSessionRequest.self, from: input)
             _ = try? decoder.decode(WebPendingRequest.self, from: input)
+        },
+        // What a client sends for TPM key attestation: an EK certificate, a key's public area, a certification.
+        FuzzTarget(name: "tpm-attestation") { input in
+            if let certificate = try? EndorsementCertificate(der: input) {
+                precondition(certificate.der == input, "an EK certificate parsed from other bytes")
+            }
+            if let area = try? TPMPublicArea(tpm2bPublic: input) {
+                precondition(area.name.count == 34 && area.publicKey.point.count == 65, "a public area without a name or a point")
+            }
+            _ = try? KeyCertification.parse(input)
         },
         // What a browser sends for its passkey: each parser alone, then the whole ceremony checks.
         FuzzTarget(name: "webauthn-cbor") { input in
