@@ -73,11 +73,18 @@ uint32_t xign_tpm_read_ek_certificate(xign_tpm *tpm, xign_tpm_ek_kind kind, uint
     size_t total = rc == TSS2_RC_SUCCESS ? public_area->nvPublic.dataSize : 0;
     xign_tss2.Esys_Free(public_area);
     if (rc == TSS2_RC_SUCCESS && (total == 0 || total > capacity)) rc = XIGN_TPM_RC_BAD_BLOB;
-    /* In pieces no larger than any TPM's NV buffer; the index authorizes its own reads (empty password). */
+    /* In pieces no larger than any TPM's NV buffer. Makers let the index authorize its own reads (empty password);
+     * where one allows only the owner's, that (empty) authorization is tried once. */
+    ESYS_TR authorization = index;
     for (size_t offset = 0; rc == TSS2_RC_SUCCESS && offset < total;) {
         UINT16 piece = (UINT16)(total - offset < 512 ? total - offset : 512);
         TPM2B_MAX_NV_BUFFER *data = NULL;
-        rc = xign_tss2.Esys_NV_Read(tpm->esys, index, index, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, piece, (UINT16)offset, &data);
+        rc = xign_tss2.Esys_NV_Read(tpm->esys, authorization, index, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, piece, (UINT16)offset, &data);
+        if (rc != TSS2_RC_SUCCESS && offset == 0 && authorization == index) {
+            authorization = ESYS_TR_RH_OWNER;
+            rc = TSS2_RC_SUCCESS;
+            continue;
+        }
         if (rc == TSS2_RC_SUCCESS) {
             if (data->size != piece) rc = XIGN_TPM_RC_BAD_BLOB;
             else memcpy(out + offset, data->buffer, piece);

@@ -150,7 +150,8 @@ import XignTestSupport
     }
 
     /// A P-256 EK (template L-2), which swtpm_setup does not make: its certificate made here and stored where a maker
-    /// stores it, then read, sealed to and activated as for the others.
+    /// stores it, readable by the owner only (swtpm_setup's let the index authorize reads), then read, sealed to and
+    /// activated as for the others.
     @Test func aP256EndorsementKeyAttestsToo() throws {
         let maker = try TPMAttestationTests.maker.get()
         let tpm = try SoftwareTPM(manufacturedBy: maker, ecc: false)
@@ -167,7 +168,7 @@ import XignTestSupport
         ).wait(timeout: 30)
         #expect(issued.status == 0, "\(issued.stderr)")
         let der = try Data(contentsOf: URL(fileURLWithPath: file("ek.der")))
-        try tpm.tool("tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|authread|ownerwrite|authwrite|no_da"])
+        try tpm.tool("tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|ownerwrite|no_da"])
         try tpm.tool("tpm2_nvwrite", ["0x01c0000a", "-C", "o", "-i", file("ek.der")])
 
         let store = TPMDeviceKeyStore(directory: tpm.directory.path, tcti: tpm.tcti)
