@@ -18,11 +18,12 @@ import XignTestSupport
         let tpm: SoftwareTPM
         let keys: TPMDeviceKeyStore
 
-        init() throws {
+        init(database: TestDatabase = .sqlite) throws {
             let trusted = try AttestationAPITests.maker.get().trustedDirectory
             api = API(
                 manager: try ManagerProcess(
-                    config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n"))
+                    config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n",
+                    database: database))
             tpm = try SoftwareTPM(manufacturedBy: try AttestationAPITests.maker.get(), ecc: false)
             keys = TPMDeviceKeyStore(directory: api.manager.directory.file("keys"), tcti: tpm.tcti)
             try FileManager.default.createDirectory(atPath: keys.directory, withIntermediateDirectories: true)
@@ -65,8 +66,9 @@ import XignTestSupport
         #expect(message.contains(reason), "\(message)", sourceLocation: sourceLocation)
     }
 
-    @Test func anHonestAttestationPassesAndEachForgeryIsRefused() throws {
-        let setting = try Setting()
+    @Test(arguments: TestDatabase.allCases)
+    func anHonestAttestationPassesAndEachForgeryIsRefused(database: TestDatabase) throws {
+        let setting = try Setting(database: database)
 
         // The control: the key the TPM certified, in the session it was attested for.
         let session = try setting.session("honest@example.org")
