@@ -127,4 +127,26 @@ import XignTestSupport
             APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
         #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))
     }
+
+    /// Starts for one session at once: each is answered, the last one stored voids the others, and the session can
+    /// still be attested after them.
+    @Test(arguments: TestDatabase.allCases)
+    func manyStartsAtOnceForOneSessionLeaveOneCredential(database: TestDatabase) throws {
+        let setting = try Setting(database: database)
+        let session = try setting.session("parallel@example.org")
+        let certificate = try #require(try setting.keys.endorsementCertificates().first).der
+        let ak = try setting.keys.createAttestationKey().publicArea
+        let request = AttestationStartRequest(
+            sessionId: session["id"] as? String, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
+            attestationKey: Base64URL.encode(ak))
+        let api = setting.api
+        let answers = try onThreads(8) { _ in try api.post(APIPath.attestations, request) }
+        #expect(answers.map(\.status) == Array(repeating: 201, count: 8), "\(answers.map(\.json))")
+        let ids = Set(answers.compactMap { $0.json["attestationId"] as? String })
+        #expect(ids.count == 8)
+        #expect(try setting.api.manager.query("SELECT count(*) FROM attestation_challenges") == ["1"], "one credential per session")
+
+        let key = try setting.tpmKey()
+        #expect(try setting.personalize(key, session: session, evidence: try setting.evidence(for: key, session: session)).status == 200)
+    }
 }

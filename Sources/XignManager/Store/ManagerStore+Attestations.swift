@@ -16,14 +16,16 @@ extension ManagerStore {
         var expiresAt: Int64
     }
 
-    /// Stores `challenge`; one handed out earlier for the same purpose is void.
+    /// Stores `challenge`; one handed out earlier for the same purpose is void (also when two are handed out at once).
     func insertAttestationChallenge(_ challenge: AttestationChallenge) async throws {
-        try await sql.raw("DELETE FROM attestation_challenges WHERE purpose = \(bind: challenge.purpose)").run()
         try await sql.raw(
             """
             INSERT INTO attestation_challenges (id, purpose, secret_hash, attestation_key, ek_issuer, chain_refusal, expires_at)
             VALUES (\(bind: challenge.id), \(bind: challenge.purpose), \(bind: challenge.secretHash), \(bind: challenge.attestationKey),
                     \(bind: challenge.ekIssuer), \(bind: challenge.chainRefusal), \(bind: challenge.expiresAt))
+            ON CONFLICT (purpose) DO UPDATE SET id = excluded.id, secret_hash = excluded.secret_hash,
+                attestation_key = excluded.attestation_key, ek_issuer = excluded.ek_issuer, chain_refusal = excluded.chain_refusal,
+                expires_at = excluded.expires_at
             """
         ).run()
     }
