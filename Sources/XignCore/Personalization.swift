@@ -126,6 +126,8 @@ public enum PersonalizationResponse {
 public struct PersonalizationResult: Sendable, Equatable {
     public let idmIdentifier: String
     public let entity: IdentityManagerEntity
+    /// For a TPM key, what the manager found it to be ("attested by …" or "not attested: …"), safe to print.
+    public var keyAttestation: String? = nil
 }
 
 /// Personalization (activation) of this machine for one local user (the SDKs' Personalizer).
@@ -231,6 +233,7 @@ public struct Personalizer {
     ) throws -> PersonalizationResult {
         try store.checkWritable()
         var offlinePolicy: OfflinePolicyMessage?
+        var keyAttestation: String?
         var replacedVerifiers: [String] = []
         let entity = try keys.register(
             "device", retry: "personalize again",
@@ -259,6 +262,7 @@ public struct Personalizer {
                     throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
                 offlinePolicy = result.offline
+                keyAttestation = Self.keyAttestation(of: result)
                 return IdentityManagerEntity(
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
@@ -284,6 +288,11 @@ public struct Personalizer {
             try? offline.apply(offlinePolicy, to: entity, readAs: offline.record(entity))
             offline.refresh(entity, pin: parameters.pin)
         }
-        return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity)
+        return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity, keyAttestation: keyAttestation)
+    }
+
+    private static func keyAttestation(of result: PersonalizationResultMessage) -> String? {
+        if let issuer = result.attestedBy { return "attested by \(DisplayText.sanitized(String(issuer.prefix(200))))" }
+        return result.notAttestedBecause.map { "not attested: \(DisplayText.sanitized(String($0.prefix(300))))" }
     }
 }

@@ -192,7 +192,8 @@ extension IdentityManager {
                 nonce: enrolment.nonce, deviceId: deviceId, activationId: activation.id, activationAlias: activation.alias,
                 accountEmail: activation.email, deviceKey: enrolment.deviceKey,
                 // With a new activation the PIN typed here is not the one it logs in with: its verifier waits for the first login.
-                offline: newActivation == nil ? self.offlinePolicy(keyKind: enrolment.keyKind, reportedThrough: 0, of: activation) : nil
+                offline: newActivation == nil ? self.offlinePolicy(keyKind: enrolment.keyKind, reportedThrough: 0, of: activation) : nil,
+                attestedBy: finding.ekIssuer, notAttestedBecause: enrolment.keyKind == .tpm ? finding.unattestedBecause : nil
             )
             let device = "\(name) (\(enrolment.information.platform.prefix(64)), \(kind))"
             let notice = try await self.queue(

@@ -301,11 +301,16 @@ public struct PersonalizationResultMessage: Codable, Equatable, Sendable {
     /// SPKI of the device key the manager registered, so the client can check it is its own.
     public var deviceKey: String
     public var offline: OfflinePolicyMessage?
+    /// What the manager found a TPM key to be: the EK issuer it was attested with, or why it is not attested.
+    public var attestedBy: String?
+    public var notAttestedBecause: String?
 
     public init(
         nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String, deviceKey: String,
-        offline: OfflinePolicyMessage? = nil
+        offline: OfflinePolicyMessage? = nil, attestedBy: String? = nil, notAttestedBecause: String? = nil
     ) {
+        self.attestedBy = attestedBy
+        self.notAttestedBecause = notAttestedBecause
         self.nonce = nonce
         self.deviceId = deviceId
         self.activationId = activationId

@@ -139,12 +139,14 @@ struct Personalize: ParsableCommand {
         }
         let entity = result.entity
         output.say(
-            "Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key)."
+            "Personalized: \(entity.idmIdentifier) — \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key"
+                + (result.keyAttestation.map { ", \($0)" } ?? "") + ")."
         )
         output.emit([
             "status": .string("personalized"), "outcome": .string(outcome), "idmIdentifier": .string(entity.idmIdentifier),
             "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
             "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue), "managerUrl": .string(entity.managerURL.description),
+            "keyAttestation": result.keyAttestation.map { .string($0) } ?? .null,
         ])
     }
 

@@ -25,6 +25,7 @@ import XignTestSupport
     @Test func aTPMWhoseMakerTheManagerTrustsIsAttestedAndLogsIn() throws {
         let fixture = try fixture(policy: Self.attestedOnly, tpm: try SoftwareTPM(manufacturedBy: try Self.maker.get()))
         let result = try fixture.personalize(try fixture.register("attested@example.org"))
+        #expect(result.keyAttestation == "attested by CN=swtpm-localca")
         let activation = try #require(try fixture.activations().first)
         #expect(activation["ekIssuer"] as? String == "CN=swtpm-localca", "\(activation)")
         #expect(try TPMTests().login(try fixture.sdk(), result.idmIdentifier).subject == "attested@example.org")
@@ -54,6 +55,7 @@ import XignTestSupport
             pamService: "roles = login", "role.login.authenticators = device+pin", "require_hardware_key = attested")
         let fixture = try fixture(policy: policy, tpm: try SoftwareTPM())
         let claimed = try fixture.personalize(try fixture.register("claimed@example.org"))
+        #expect(claimed.keyAttestation?.hasPrefix("not attested: the client sent no attestation: this TPM holds no") == true, "\(claimed)")
         #expect(throws: XignSdkSecurityInsufficientError.self) { try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier) }
         do {
             _ = try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier)
