@@ -44,7 +44,7 @@ struct KeyAttestor {
         do { challenge = try client.post(APIPath.attestations, request) } catch let error as XignSdkError
             where !Self.transportFailures.contains(error.errorCode)
         {
-            return missing("the attestation failed at the manager: \(error.message)")
+            return missing(error.message)
         }
         guard challenge.attestationId.utf8.count <= 64, let credential = Base64URL.decode(challenge.credentialBlob),
             let secret = Base64URL.decode(challenge.encryptedSecret), credential.count <= 1024, secret.count <= 1024

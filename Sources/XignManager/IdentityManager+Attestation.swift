@@ -60,8 +60,10 @@ extension IdentityManager {
         ManagerError(.forbidden, .securityInsufficient, "\(who) \(refusal); \(advice)")
     }
 
-    /// Starts an attestation: checks the EK certificate and the AK, and answers with a credential for the AK.
-    public func startAttestation(body: Data) async throws -> AttestationChallengeMessage {
+    /// Starts an attestation: checks the EK certificate and the AK, and answers with a credential for the AK. A
+    /// certificate that does not chain to a trusted CA is refused here, before the client's TPM does the slow part
+    /// (recreating the EK); counted with `decrypts_per_address`, like the check doctor asks for.
+    public func startAttestation(body: Data, from client: String) async throws -> AttestationChallengeMessage {
         let request = try Self.decode(AttestationStartRequest.self, from: body, "the attestation request")
         guard (request.sessionId == nil) != (request.joinSecret == nil),
             (request.sessionId ?? request.joinSecret ?? "").utf8.count <= 64,
@@ -81,7 +83,10 @@ extension IdentityManager {
         guard attestationKey.attributes.isSuperset(of: KeyCertification.attestationKeyAttributes) else {
             throw ManagerError.badRequest("the attestation key is not a restricted signing key that stays in its TPM")
         }
-        let chainRefusal = chainRefusal(of: certificate)
+        try await charge(.decryptsPerAddress, key: client)
+        if let refusal = chainRefusal(of: certificate) {
+            throw ManagerError(.forbidden, .securityInsufficient, refusal)
+        }
         let secret = try SecureRandom.bytes(32)
         let credential: CredentialChallenge
         do {
@@ -92,7 +97,7 @@ extension IdentityManager {
         let purpose = request.sessionId.map { "session:\($0)" } ?? "host:\(Self.hashed(request.joinSecret ?? ""))"
         let challenge = ManagerStore.AttestationChallenge(
             id: try SecureRandom.identifier(), purpose: purpose, secretHash: Base64URL.encode(SHA256.hash(secret)),
-            attestationKey: request.attestationKey, ekIssuer: String(certificate.issuer.prefix(500)), chainRefusal: chainRefusal,
+            attestationKey: request.attestationKey, ekIssuer: String(certificate.issuer.prefix(500)),
             expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction(durability: .unsynced) { store in
             let now = Self.now()
@@ -137,14 +142,16 @@ extension IdentityManager {
     }
 
     /// What `evidence` proves about `key` (the one being registered, claimed to be of `kind`), spending its challenge
-    /// in the caller's transaction: a replayed certification finds nothing to spend.
+    /// in the caller's transaction: a replayed certification finds nothing to spend. The chain was checked when the
+    /// challenge was handed out. Without a proof, the client's reason is recorded as it gave it (sanitized): it can
+    /// change the words of a refusal, never the refusal.
     func finding(
         _ evidence: AttestationEvidence?, of key: P256PublicKey, kind: KeyKind, purpose: String, in store: ManagerStore
     ) async throws -> KeyFinding {
         guard kind == .tpm else { return .unattested(because: "it is a \(kind.rawValue) key") }
         guard let attestation = evidence?.attestation else {
-            let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(200))) }
-            return .unattested(because: stated.map { "the client sent no attestation: \($0)" } ?? "the client sent no attestation")
+            let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(400))) }
+            return .unattested(because: stated ?? "the client sent no attestation")
         }
         guard attestation.attestationId.utf8.count <= 64,
             let challenge = try await store.consumeAttestationChallenge(attestation.attestationId, purpose: purpose, now: Self.now())
@@ -156,7 +163,6 @@ extension IdentityManager {
         } catch {
             return .unattested(because: "the certification failed: \(error)")
         }
-        if let refusal = challenge.chainRefusal { return .unattested(because: refusal) }
         return .attested(issuer: challenge.ekIssuer)
     }
 

@@ -123,6 +123,18 @@ import XignTestSupport
         let refused = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
         #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
         #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
+        // A start with that certificate is refused before the client's TPM does any work; the control is the trusted one.
+        let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
+        let session = try setting.session("foreign@example.org")["id"] as? String
+        let start = { (certificate: Data) in
+            try setting.api.post(
+                APIPath.attestations,
+                AttestationStartRequest(
+                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
+        }
+        let foreignStart = try start(foreign)
+        #expect(foreignStart.status == 403 && foreignStart.errorCode == "securityInsufficient", "\(foreignStart.json)")
+        #expect(try start(der).status == 201)
         let garbage = try setting.api.post(
             APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
         #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))

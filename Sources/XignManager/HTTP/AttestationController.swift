@@ -7,8 +7,9 @@ struct AttestationController<Context: RemoteAddressRequestContext> {
     let manager: IdentityManager
 
     func addRoutes(to router: Router<Context>) {
-        router.post(RouterPath(APIPath.attestations)) { request, _ in
-            try Response.json(.created, try await manager.startAttestation(body: try await request.collectBody()))
+        router.post(RouterPath(APIPath.attestations)) { request, context in
+            let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)
+            return try Response.json(.created, try await manager.startAttestation(body: try await request.collectBody(), from: client))
         }
         router.post(RouterPath(APIPath.endorsementChecks)) { request, context in
             let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)

@@ -10,9 +10,8 @@ extension ManagerStore {
         var secretHash: String
         /// The attestation key's TPM2B_PUBLIC, base64url.
         var attestationKey: String
+        /// The issuer of the EK certificate, which chained to a trusted CA when the challenge was handed out.
         var ekIssuer: String
-        /// Why the EK certificate does not chain to a trusted CA, or nil when it does.
-        var chainRefusal: String?
         var expiresAt: Int64
     }
 
@@ -20,12 +19,11 @@ extension ManagerStore {
     func insertAttestationChallenge(_ challenge: AttestationChallenge) async throws {
         try await sql.raw(
             """
-            INSERT INTO attestation_challenges (id, purpose, secret_hash, attestation_key, ek_issuer, chain_refusal, expires_at)
+            INSERT INTO attestation_challenges (id, purpose, secret_hash, attestation_key, ek_issuer, expires_at)
             VALUES (\(bind: challenge.id), \(bind: challenge.purpose), \(bind: challenge.secretHash), \(bind: challenge.attestationKey),
-                    \(bind: challenge.ekIssuer), \(bind: challenge.chainRefusal), \(bind: challenge.expiresAt))
+                    \(bind: challenge.ekIssuer), \(bind: challenge.expiresAt))
             ON CONFLICT (purpose) DO UPDATE SET id = excluded.id, secret_hash = excluded.secret_hash,
-                attestation_key = excluded.attestation_key, ek_issuer = excluded.ek_issuer, chain_refusal = excluded.chain_refusal,
-                expires_at = excluded.expires_at
+                attestation_key = excluded.attestation_key, ek_issuer = excluded.ek_issuer, expires_at = excluded.expires_at
             """
         ).run()
     }
@@ -36,7 +34,7 @@ extension ManagerStore {
             let row = try await sql.raw(
                 """
                 DELETE FROM attestation_challenges WHERE id = \(bind: id) AND purpose = \(bind: purpose) AND expires_at > \(bind: now)
-                RETURNING secret_hash, attestation_key, ek_issuer, chain_refusal, expires_at
+                RETURNING secret_hash, attestation_key, ek_issuer, expires_at
                 """
             ).first()
         else { return nil }
@@ -44,6 +42,6 @@ extension ManagerStore {
             id: id, purpose: purpose, secretHash: try row.decode(column: "secret_hash", as: String.self),
             attestationKey: try row.decode(column: "attestation_key", as: String.self),
             ekIssuer: try row.decode(column: "ek_issuer", as: String.self),
-            chainRefusal: try row.decode(column: "chain_refusal", as: String?.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self))
+            expiresAt: try row.decode(column: "expires_at", as: Int64.self))
     }
 }

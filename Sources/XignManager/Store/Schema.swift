@@ -23,7 +23,6 @@ enum Schema {
             secret_hash TEXT NOT NULL,
             attestation_key TEXT NOT NULL,
             ek_issuer TEXT NOT NULL,
-            chain_refusal TEXT,
             expires_at BIGINT NOT NULL
         )
         """,
