@@ -15,6 +15,8 @@ public struct HostEnrolment: Codable, Sendable, Equatable {
     /// The host key's name in its key store.
     public var keyReference: String
     public var joinedAt: Int64
+    /// For a TPM key, what the manager found it to be at the join ("attested by …" or "not attested: …").
+    public var keyAttestation: String?
 }
 
 extension XignSdk {
@@ -46,7 +48,8 @@ extension XignSdk {
                 }
                 return HostEnrolment(
                     hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
-                    keyKind: kind, keyReference: reference, joinedAt: Date().millisecondsSince1970
+                    keyKind: kind, keyReference: reference, joinedAt: Date().millisecondsSince1970,
+                    keyAttestation: KeyAttestor.summary(attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
                 )
             },
             save: { enrolment in

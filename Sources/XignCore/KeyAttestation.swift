@@ -63,4 +63,10 @@ struct KeyAttestor {
             return missing("the TPM could not answer the manager's attestation challenge: \(error)")
         }
     }
+
+    /// The manager's finding about a key, in words safe to print.
+    static func summary(attestedBy issuer: String?, notAttestedBecause reason: String?) -> String? {
+        if let issuer { return "attested by \(DisplayText.sanitized(String(issuer.prefix(200))))" }
+        return reason.map { "not attested: \(DisplayText.sanitized(String($0.prefix(400))))" }
+    }
 }

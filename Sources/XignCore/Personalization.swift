@@ -262,7 +262,7 @@ public struct Personalizer {
                     throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
                 offlinePolicy = result.offline
-                keyAttestation = Self.keyAttestation(of: result)
+                keyAttestation = KeyAttestor.summary(attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
                 return IdentityManagerEntity(
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
@@ -289,10 +289,5 @@ public struct Personalizer {
             offline.refresh(entity, pin: parameters.pin)
         }
         return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity, keyAttestation: keyAttestation)
-    }
-
-    private static func keyAttestation(of result: PersonalizationResultMessage) -> String? {
-        if let issuer = result.attestedBy { return "attested by \(DisplayText.sanitized(String(issuer.prefix(200))))" }
-        return result.notAttestedBecause.map { "not attested: \(DisplayText.sanitized(String($0.prefix(300))))" }
     }
 }

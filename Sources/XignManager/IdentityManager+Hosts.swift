@@ -84,7 +84,7 @@ extension IdentityManager {
         let hostId = try SecureRandom.identifier()
         let requirement = configuration.requireHardwareKey
         let tokenHash = Self.hashed(request.joinSecret)
-        let (name, kind) = try await database.transaction { store -> (String, String) in
+        let (name, kind, finding) = try await database.transaction { store -> (String, String, KeyFinding) in
             guard let name = try await store.consumeHostJoinToken(hash: tokenHash, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
             }
@@ -100,11 +100,14 @@ extension IdentityManager {
                 unattestedBecause: request.keyKind == .tpm ? finding.unattestedBecause : nil, createdAt: Self.now())
             let kind = Self.keyDescription(request.keyKind, finding: finding)
             try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: kind, actor: "host \(hostId)"))
-            return (name, kind)
+            return (name, kind, finding)
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(kind)"])
         return try sign(
-            HostJoinResult(nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey), type: SignedAnswerType.hostJoin,
+            HostJoinResult(
+                nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey, attestedBy: finding.ekIssuer,
+                notAttestedBecause: request.keyKind == .tpm ? finding.unattestedBecause : nil),
+            type: SignedAnswerType.hostJoin,
             includeKey: true)
     }
 

@@ -73,8 +73,13 @@ public struct HostJoinResult: Codable, Equatable, Sendable {
     /// The name the administrator gave the host.
     public var name: String
     public var hostKey: String
+    /// What the manager found a TPM host key to be: the EK issuer it was attested with, or why it is not attested.
+    public var attestedBy: String?
+    public var notAttestedBecause: String?
 
-    public init(nonce: String, hostId: String, name: String, hostKey: String) {
+    public init(nonce: String, hostId: String, name: String, hostKey: String, attestedBy: String? = nil, notAttestedBecause: String? = nil) {
+        self.attestedBy = attestedBy
+        self.notAttestedBecause = notAttestedBecause
         self.nonce = nonce
         self.hostId = hostId
         self.name = name

@@ -37,8 +37,11 @@ struct Host: ParsableCommand {
                 Output(json: common.json).emit([
                     "status": .string("joined"), "hostId": .string(enrolment.hostId), "name": .string(enrolment.name),
                     "managerUrl": .string(enrolment.managerURL.description), "keyKind": .string(enrolment.keyKind.rawValue),
+                    "keyAttestation": enrolment.keyAttestation.map { .string($0) } ?? .null,
                 ])
-                Output(json: common.json).say("Joined \(enrolment.managerURL) as host \(enrolment.name) (\(enrolment.keyKind) key).")
+                Output(json: common.json).say(
+                    "Joined \(enrolment.managerURL) as host \(enrolment.name) (\(enrolment.keyKind) key"
+                        + (enrolment.keyAttestation.map { ", \($0)" } ?? "") + ").")
             }
         }
 

@@ -78,7 +78,7 @@ import XignTestSupport
             return try sdk.joinHost(
                 managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
         }
-        _ = try join("web1", stateDirectory: "host-web1")
+        #expect(try join("web1", stateDirectory: "host-web1").keyAttestation == "attested by CN=swtpm-localca")
         let listed = try fixture.manager.admin(["hosts", "list"])
         #expect(listed.stdout.contains("web1") && listed.stdout.contains("attested (EK issuer CN=swtpm-localca)"), "\(listed.stdout)")
 
