@@ -44,11 +44,7 @@ import XignTestSupport
 
         // Past the read timeout every one of them is closed: recv sees the end (or a reset), never "still open".
         Thread.sleep(forTimeInterval: 3)
-        let stillOpen = held.filter { fd in
-            var byte: UInt8 = 0
-            let n = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
-            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-        }
+        let stillOpen = held.filter(LoopbackSocket.isHeldOpen)
         #expect(stillOpen.isEmpty, "\(stillOpen.count) connections still open")
         #expect(try api.call("GET", APIPath.health).status == 200)
     }
@@ -102,12 +98,7 @@ import XignTestSupport
         defer { direct.forEach { close($0) } }
         for _ in 0..<200 where direct.count < 70 { if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) } }
         #expect(direct.count == 70)
-        func closedByTheManager() -> Int {
-            direct.filter { fd in
-                var byte: UInt8 = 0
-                return recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)
-            }.count
-        }
+        func closedByTheManager() -> Int { direct.filter { !LoopbackSocket.isHeldOpen($0) }.count }
         #expect(waitUntil(seconds: 10) { closedByTheManager() >= 6 })
         #expect(closedByTheManager() == 6, "64 of one address's 70 connections stay open")
         let request = "GET /health HTTP/1.1\r\nHost: idm\r\nConnection: close\r\n\r\n"

@@ -136,6 +136,13 @@ public enum LoopbackSocket {
         return true
     }
 
+    /// Whether the peer has neither closed nor reset `fd` and nothing waits to be read: the manager still holds it
+    /// open. Reads nothing.
+    public static func isHeldOpen(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+
     /// A connected socket to 127.0.0.1:`port`, or nil when nothing accepts there. `source` is the local address
     /// it comes from (any 127.x.y.z is this machine too), so a test can be two clients.
     public static func connect(_ port: Int, from source: String = "127.0.0.1") -> Int32? {
