@@ -18,23 +18,8 @@
 #include <openssl/rsa.h>
 #include <openssl/core_names.h>
 
-/* A P-256 public key from its uncompressed point (65 bytes), checked to be on the curve. OpenSSL 3 imports
- * it several times faster than d2i_PUBKEY decodes the same key as DER (XignCrypto/P256.swift). */
-static inline EVP_PKEY *xign_p256_public_key(const unsigned char *point, size_t length) {
-    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
-    if (context == NULL) return NULL;
-    OSSL_PARAM parameters[] = {
-        OSSL_PARAM_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"prime256v1", 0),
-        OSSL_PARAM_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (unsigned char *)point, length),
-        OSSL_PARAM_END,
-    };
-    EVP_PKEY *key = NULL;
-    if (EVP_PKEY_fromdata_init(context) != 1 || EVP_PKEY_fromdata(context, &key, EVP_PKEY_PUBLIC_KEY, parameters) != 1) key = NULL;
-    EVP_PKEY_CTX_free(context);
-    return key;
-}
-/* For TPM key attestation (XignAttestation): public keys from their numbers, and macros Swift does not import. The
- * parameter names must outlive the OSSL_PARAM that points at them, which Swift's bridged strings do not. */
+/* Public keys from their numbers, and macros Swift does not import. The parameter names must outlive the OSSL_PARAM
+ * that points at them, which Swift's bridged strings do not. */
 static inline EVP_PKEY *xign_public_key_from_parameters(const char *type, OSSL_PARAM *parameters) {
     EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
     if (context == NULL) return NULL;
@@ -64,6 +49,11 @@ static inline EVP_PKEY *xign_ec_public_key(const char *group, const unsigned cha
         OSSL_PARAM_END,
     };
     return xign_public_key_from_parameters("EC", parameters);
+}
+/* A P-256 public key from its uncompressed point (65 bytes), checked to be on the curve. OpenSSL 3 imports
+ * it several times faster than d2i_PUBKEY decodes the same key as DER (XignCrypto/P256.swift). */
+static inline EVP_PKEY *xign_p256_public_key(const unsigned char *point, size_t length) {
+    return xign_ec_public_key("prime256v1", point, length);
 }
 static inline EVP_PKEY *xign_ec_generate(const char *group) { return EVP_EC_gen(group); }
 static const unsigned long xign_name_format_rfc2253 = XN_FLAG_RFC2253;

@@ -122,6 +122,23 @@ uint32_t tpm_name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *na
     return TSS2_RC_SUCCESS;
 }
 
+uint32_t tpm_create_primary(xign_tpm *tpm, ESYS_TR hierarchy, TPM2B_PUBLIC template, ESYS_TR *handle) {
+    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
+    TPM2B_DATA outside = { 0 };
+    TPML_PCR_SELECTION pcrs = { 0 };
+    TPM2B_PUBLIC *out_public = NULL;
+    TPM2B_CREATION_DATA *creation_data = NULL;
+    TPM2B_DIGEST *creation_hash = NULL;
+    TPMT_TK_CREATION *ticket = NULL;
+    TSS2_RC rc = xign_tss2.Esys_CreatePrimary(tpm->esys, hierarchy, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outside,
+                                              &pcrs, handle, &out_public, &creation_data, &creation_hash, &ticket);
+    xign_tss2.Esys_Free(out_public);
+    xign_tss2.Esys_Free(creation_data);
+    xign_tss2.Esys_Free(creation_hash);
+    xign_tss2.Esys_Free(ticket);
+    return rc;
+}
+
 /* The SRK: the persistent one if its name is `expected`, else created from the template.
  * *transient says whether the caller must flush it. With `expected`, a different SRK is an error. */
 static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size, ESYS_TR *handle, int *transient) {
@@ -138,20 +155,7 @@ static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size
         }
         xign_tss2.Esys_TR_Close(tpm->esys, &persistent);
     }
-    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
-    TPM2B_PUBLIC template = srk_template();
-    TPM2B_DATA outside = { 0 };
-    TPML_PCR_SELECTION pcrs = { 0 };
-    TPM2B_PUBLIC *out_public = NULL;
-    TPM2B_CREATION_DATA *creation_data = NULL;
-    TPM2B_DIGEST *creation_hash = NULL;
-    TPMT_TK_CREATION *ticket = NULL;
-    TSS2_RC rc = xign_tss2.Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template,
-                                    &outside, &pcrs, handle, &out_public, &creation_data, &creation_hash, &ticket);
-    xign_tss2.Esys_Free(out_public);
-    xign_tss2.Esys_Free(creation_data);
-    xign_tss2.Esys_Free(creation_hash);
-    xign_tss2.Esys_Free(ticket);
+    TSS2_RC rc = tpm_create_primary(tpm, ESYS_TR_RH_OWNER, srk_template(), handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
     *transient = 1;
     if (expected != NULL) {
@@ -223,7 +227,8 @@ uint32_t tpm_salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes,
 uint32_t tpm_create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob,
                        TPM2B_PUBLIC **out_public) {
     memset(blob, 0, sizeof *blob);
-    *out_public = NULL;
+    if (out_public != NULL) *out_public = NULL;
+    TPM2B_PUBLIC *created_public = NULL;
     ESYS_TR parent = ESYS_TR_NONE, session = ESYS_TR_NONE;
     int transient = 0;
     TSS2_RC rc = srk(tpm, NULL, 0, &parent, &transient);
@@ -243,10 +248,12 @@ uint32_t tpm_create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, s
     TPMT_TK_CREATION *ticket = NULL;
     if (rc == TSS2_RC_SUCCESS) {
         rc = xign_tss2.Esys_Create(tpm->esys, parent, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &out_private,
-                         out_public, &creation_data, &creation_hash, &ticket);
+                         &created_public, &creation_data, &creation_hash, &ticket);
     }
     memset(&sensitive, 0, sizeof sensitive);
-    if (rc == TSS2_RC_SUCCESS) rc = marshal(*out_public, out_private, blob);
+    if (rc == TSS2_RC_SUCCESS) rc = marshal(created_public, out_private, blob);
+    if (out_public != NULL) *out_public = created_public;
+    else xign_tss2.Esys_Free(created_public);
     xign_tss2.Esys_Free(out_private);
     xign_tss2.Esys_Free(creation_data);
     xign_tss2.Esys_Free(creation_hash);
@@ -265,10 +272,7 @@ uint32_t xign_tpm_create_key(xign_tpm *tpm, xign_tpm_blob *blob, uint8_t point[6
 }
 
 uint32_t xign_tpm_create_hmac_key(xign_tpm *tpm, xign_tpm_blob *blob) {
-    TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = tpm_create(tpm, hmac_key_template(), NULL, 0, blob, &out_public);
-    xign_tss2.Esys_Free(out_public);
-    return rc;
+    return tpm_create(tpm, hmac_key_template(), NULL, 0, blob, NULL);
 }
 
 uint32_t tpm_unmarshal(const xign_tpm_blob *blob, TPM2B_PUBLIC *public_key, TPM2B_PRIVATE *private_key) {
@@ -358,10 +362,7 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
 uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob) {
     memset(blob, 0, sizeof *blob);
     if (auth == NULL || auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
-    TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = tpm_create(tpm, verifier_template(), auth, auth_size, blob, &out_public);
-    xign_tss2.Esys_Free(out_public);
-    return rc;
+    return tpm_create(tpm, verifier_template(), auth, auth_size, blob, NULL);
 }
 
 /* TPM_RC_AUTH_FAIL (format 1, any session number), from the TPM or passed on by a resource manager. */

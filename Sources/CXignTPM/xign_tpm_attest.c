@@ -111,31 +111,7 @@ static TPM2B_PUBLIC ak_template(void) {
     return template;
 }
 
-uint32_t xign_tpm_create_ak(xign_tpm *tpm, xign_tpm_blob *blob) {
-    TPM2B_PUBLIC *out_public = NULL;
-    TSS2_RC rc = tpm_create(tpm, ak_template(), NULL, 0, blob, &out_public);
-    xign_tss2.Esys_Free(out_public);
-    return rc;
-}
-
-/* The EK of `kind`, made again from its template (the same key every time: the endorsement seed decides it). */
-static uint32_t create_ek(xign_tpm *tpm, xign_tpm_ek_kind kind, ESYS_TR *handle) {
-    TPM2B_SENSITIVE_CREATE sensitive = { 0 };
-    TPM2B_PUBLIC template = ek_template(kind);
-    TPM2B_DATA outside = { 0 };
-    TPML_PCR_SELECTION pcrs = { 0 };
-    TPM2B_PUBLIC *out_public = NULL;
-    TPM2B_CREATION_DATA *creation_data = NULL;
-    TPM2B_DIGEST *creation_hash = NULL;
-    TPMT_TK_CREATION *ticket = NULL;
-    TSS2_RC rc = xign_tss2.Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
-                                              &template, &outside, &pcrs, handle, &out_public, &creation_data, &creation_hash, &ticket);
-    xign_tss2.Esys_Free(out_public);
-    xign_tss2.Esys_Free(creation_data);
-    xign_tss2.Esys_Free(creation_hash);
-    xign_tss2.Esys_Free(ticket);
-    return rc;
-}
+uint32_t xign_tpm_create_ak(xign_tpm *tpm, xign_tpm_blob *blob) { return tpm_create(tpm, ak_template(), NULL, 0, blob, NULL); }
 
 /* A policy session that satisfies PolicySecret(TPM_RH_ENDORSEMENT), for using a low-range EK. */
 static uint32_t endorsement_policy_session(xign_tpm *tpm, ESYS_TR *session) {
@@ -170,7 +146,8 @@ uint32_t xign_tpm_activate_credential(xign_tpm *tpm, xign_tpm_ek_kind kind, cons
         offset != secret_size) return XIGN_TPM_RC_BAD_CREDENTIAL;
     ESYS_TR ak_handle = ESYS_TR_NONE, ek_handle = ESYS_TR_NONE, session = ESYS_TR_PASSWORD;
     TSS2_RC rc = tpm_load(tpm, ak, &ak_handle, NULL);
-    if (rc == TSS2_RC_SUCCESS) rc = create_ek(tpm, kind, &ek_handle);
+    /* The EK, made again from its template: the endorsement seed makes it the same key every time. */
+    if (rc == TSS2_RC_SUCCESS) rc = tpm_create_primary(tpm, ESYS_TR_RH_ENDORSEMENT, ek_template(kind), &ek_handle);
     if (rc == TSS2_RC_SUCCESS && kind != XIGN_TPM_EK_P384) rc = endorsement_policy_session(tpm, &session);
     TPM2B_DIGEST *released = NULL;
     if (rc == TSS2_RC_SUCCESS) {

@@ -63,7 +63,9 @@ struct xign_tpm {
 uint32_t tpm_name_of(xign_tpm *tpm, ESYS_TR handle, uint8_t name[68], size_t *name_size);
 /* fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|sign|noDA, for `type`. */
 TPM2B_PUBLIC tpm_signing_template(TPMI_ALG_PUBLIC type);
-/* A new object under the SRK; *out_public is the caller's to free. */
+/* A primary key of `hierarchy` from `template` (empty authorization); the caller flushes *handle. */
+uint32_t tpm_create_primary(xign_tpm *tpm, ESYS_TR hierarchy, TPM2B_PUBLIC template, ESYS_TR *handle);
+/* A new object under the SRK; *out_public, unless out_public is NULL, is the caller's to free. */
 uint32_t tpm_create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob, TPM2B_PUBLIC **out_public);
 /* Loads a stored object under its SRK; with `session`, also starts an HMAC session salted to that SRK. */
 uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session);
