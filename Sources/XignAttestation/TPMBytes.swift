@@ -16,8 +16,6 @@ struct TPMReader {
         self.what = what
     }
 
-    var isAtEnd: Bool { bytes.isEmpty }
-
     mutating func bytes(_ count: Int) throws -> Data {
         guard count >= 0, bytes.count >= count else { throw AttestationError("\(what) is truncated") }
         let out = Data(bytes.prefix(count))
@@ -27,7 +25,6 @@ struct TPMReader {
 
     mutating func uint16() throws -> UInt16 { try bytes(2).reduce(0) { $0 << 8 | UInt16($1) } }
     mutating func uint32() throws -> UInt32 { try bytes(4).reduce(0) { $0 << 8 | UInt32($1) } }
-    mutating func uint64() throws -> UInt64 { try bytes(8).reduce(0) { $0 << 8 | UInt64($1) } }
     /// A TPM2B: a 16-bit size, then that many bytes.
     mutating func sized() throws -> Data { try bytes(Int(try uint16())) }
 
@@ -40,11 +37,7 @@ struct TPMReader {
 struct TPMWriter {
     private(set) var data = Data()
 
-    mutating func uint16(_ value: Int) { data += [UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-    mutating func uint32(_ value: Int) {
-        data += [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
-    }
-    mutating func raw(_ bytes: Data) { data += bytes }
+    private mutating func uint16(_ value: Int) { data += [UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
     /// A TPM2B of `bytes`.
     mutating func sized(_ bytes: Data) {
         uint16(bytes.count)
