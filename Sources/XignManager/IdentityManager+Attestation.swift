@@ -8,7 +8,8 @@ import XignProtocol
 /// attestation key (AK); the AK then certifies the device or host key over that secret. What a key was proven to be is
 /// recorded with it, and `require_hardware_key` (the manager's, or a service's) judges it.
 extension IdentityManager {
-    /// What the manager found a key to be.
+    /// What the manager found a TPM key to be. A software key or a passkey has no finding (nil): there is nothing to
+    /// attest.
     enum KeyFinding: Sendable, Equatable {
         /// Proven to be in a TPM whose EK certificate `issuer` issued, and that chains to a trusted CA.
         case attested(issuer: String)
@@ -26,7 +27,7 @@ extension IdentityManager {
     /// Why a key of `kind` (a passkey that may be `synced`) that was found to be `finding` does not meet
     /// `requirement`, or nil when it does.
     static func refusal(
-        of requirement: HardwareKeyRequirement, kind: KeyKind, synced: Bool = false, finding: KeyFinding, what: String
+        of requirement: HardwareKeyRequirement, kind: KeyKind, synced: Bool = false, finding: KeyFinding?, what: String
     ) -> String? {
         switch requirement {
         case .none:
@@ -37,23 +38,21 @@ extension IdentityManager {
             return nil
         case .attested:
             switch (kind, finding) {
-            case (.tpm, .attested): return nil
             case (.software, _): return "accepts only attested TPM \(what) keys; this one is a software key"
             case (.passkey, _): return "accepts only attested TPM \(what) keys; a passkey's maker is not checked here"
-            case (_, .unattested(let because)): return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
-            case (_, .attested): return nil
+            case (.tpm, .attested?): return nil
+            case (.tpm, .unattested(let because)?): return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
+            case (.tpm, nil): return "accepts only attested TPM \(what) keys; this one is not attested"
             }
         }
     }
 
     /// How the audit, the logs and the device notice name a key.
-    static func keyDescription(_ kind: KeyKind, passkey: ManagerStore.Passkey? = nil, finding: KeyFinding) -> String {
+    static func keyDescription(_ kind: KeyKind, passkey: ManagerStore.Passkey? = nil, finding: KeyFinding?) -> String {
         if let passkey { return passkey.backupEligible ? "synced passkey" : "passkey" }
         guard kind == .tpm else { return "\(kind.rawValue) key" }
-        switch finding {
-        case .attested(let issuer): return "tpm key, attested (EK issuer \(issuer.prefix(200)))"
-        case .unattested: return "tpm key, not attested"
-        }
+        guard let issuer = finding?.ekIssuer else { return "tpm key, not attested" }
+        return "tpm key, attested (EK issuer \(issuer.prefix(200)))"
     }
 
     static func securityInsufficient(_ refusal: String, who: String, then advice: String) -> ManagerError {
@@ -141,14 +140,14 @@ extension IdentityManager {
         }
     }
 
-    /// What `evidence` proves about `key` (the one being registered, claimed to be of `kind`), spending its challenge
-    /// in the caller's transaction: a replayed certification finds nothing to spend. The chain was checked when the
-    /// challenge was handed out. Without a proof, the client's reason is recorded as it gave it (sanitized): it can
-    /// change the words of a refusal, never the refusal.
+    /// What `evidence` proves about `key` (the one being registered, claimed to be of `kind`; nil unless that is a TPM
+    /// key), spending its challenge in the caller's transaction: a replayed certification finds nothing to spend. The
+    /// chain was checked when the challenge was handed out. Without a proof, the client's reason is recorded as it gave
+    /// it (sanitized): it can change the words of a refusal, never the refusal.
     func finding(
         _ evidence: AttestationEvidence?, of key: P256PublicKey, kind: KeyKind, purpose: String, in store: ManagerStore
-    ) async throws -> KeyFinding {
-        guard kind == .tpm else { return .unattested(because: "it is a \(kind.rawValue) key") }
+    ) async throws -> KeyFinding? {
+        guard kind == .tpm else { return nil }
         guard let attestation = evidence?.attestation else {
             let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(400))) }
             return .unattested(because: stated ?? "the client sent no attestation")

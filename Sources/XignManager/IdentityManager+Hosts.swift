@@ -84,7 +84,7 @@ extension IdentityManager {
         let hostId = try SecureRandom.identifier()
         let requirement = configuration.requireHardwareKey
         let tokenHash = Self.hashed(request.joinSecret)
-        let (name, kind, finding) = try await database.transaction { store -> (String, String, KeyFinding) in
+        let (name, kind, finding) = try await database.transaction { store -> (String, String, KeyFinding?) in
             guard let name = try await store.consumeHostJoinToken(hash: tokenHash, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
             }
@@ -96,8 +96,8 @@ extension IdentityManager {
                 throw Self.securityInsufficient(refusal, who: "this manager", then: "have the host removed and join again with an attested TPM key")
             }
             try await store.insertHost(
-                id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, ekIssuer: finding.ekIssuer,
-                unattestedBecause: request.keyKind == .tpm ? finding.unattestedBecause : nil, createdAt: Self.now())
+                id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind, ekIssuer: finding?.ekIssuer,
+                unattestedBecause: finding?.unattestedBecause, createdAt: Self.now())
             let kind = Self.keyDescription(request.keyKind, finding: finding)
             try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: kind, actor: "host \(hostId)"))
             return (name, kind, finding)
@@ -105,8 +105,8 @@ extension IdentityManager {
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(kind)"])
         return try sign(
             HostJoinResult(
-                nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey, attestedBy: finding.ekIssuer,
-                notAttestedBecause: request.keyKind == .tpm ? finding.unattestedBecause : nil),
+                nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey, attestedBy: finding?.ekIssuer,
+                notAttestedBecause: finding?.unattestedBecause),
             type: SignedAnswerType.hostJoin,
             includeKey: true)
     }

@@ -146,7 +146,7 @@ extension IdentityManager {
         }
         let name = enrolment.information.name.prefix(64)
         let requirement = configuration.requireHardwareKey
-        let (result, mailIds, finding) = try await database.transaction { store -> (PersonalizationResultMessage, [String], KeyFinding) in
+        let (result, mailIds, finding) = try await database.transaction { store -> (PersonalizationResultMessage, [String], KeyFinding?) in
             var activation = try await Self.claimSession(enrolment.sessionId, mode: enrolment.mode, in: store, proving: prove)
             let finding = try await self.finding(
                 enrolment.attestation, of: key, kind: enrolment.keyKind, purpose: "session:\(enrolment.sessionId)", in: store)
@@ -180,7 +180,7 @@ extension IdentityManager {
                 ManagerStore.NewDevice(
                     id: deviceId, activationId: activation.id, publicKey: enrolment.deviceKey, keyKind: enrolment.keyKind,
                     name: enrolment.information.name, platform: enrolment.information.platform, createdAt: Self.now(), passkey: enrolment.passkey,
-                    ekIssuer: finding.ekIssuer, unattestedBecause: enrolment.keyKind == .tpm ? finding.unattestedBecause : nil
+                    ekIssuer: finding?.ekIssuer, unattestedBecause: finding?.unattestedBecause
                 ))
             let credential = enrolment.passkey.map { ", credential \($0.credentialId.prefix(64)), authenticator \($0.aaguid)" } ?? ""
             try await store.recordAudit(
@@ -193,7 +193,7 @@ extension IdentityManager {
                 accountEmail: activation.email, deviceKey: enrolment.deviceKey,
                 // With a new activation the PIN typed here is not the one it logs in with: its verifier waits for the first login.
                 offline: newActivation == nil ? self.offlinePolicy(keyKind: enrolment.keyKind, reportedThrough: 0, of: activation) : nil,
-                attestedBy: finding.ekIssuer, notAttestedBecause: enrolment.keyKind == .tpm ? finding.unattestedBecause : nil
+                attestedBy: finding?.ekIssuer, notAttestedBecause: finding?.unattestedBecause
             )
             let device = "\(name) (\(enrolment.information.platform.prefix(64)), \(kind))"
             let notice = try await self.queue(
@@ -205,7 +205,7 @@ extension IdentityManager {
             "device personalized",
             metadata: [
                 "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(enrolment.mode.rawValue)",
-                "keyKind": "\(enrolment.keyKind.rawValue)", "attestedBy": "\(finding.ekIssuer ?? "-")",
+                "keyKind": "\(enrolment.keyKind.rawValue)", "attestedBy": "\(finding?.ekIssuer ?? "-")",
             ])
         return try sign(result, type: SignedAnswerType.personalization)
     }
