@@ -58,7 +58,7 @@ public struct KeyAttestationMessage: Codable, Equatable, Sendable {
 /// certificate, or failed). The manager decides what the key counts as.
 public struct AttestationEvidence: Codable, Equatable, Sendable {
     public var attestation: KeyAttestationMessage?
-    /// At most 200 printable characters.
+    /// The manager keeps at most 400 characters of it, with control characters removed.
     public var missingBecause: String?
 
     public init(attestation: KeyAttestationMessage?, missingBecause: String?) {
