@@ -33,6 +33,10 @@ import XignTestSupport
             held.append(fd)
         }
         #expect(held.count == 1_100, "the kernel accepted them all")
+        // A child started meanwhile (as another test may start a PostgreSQL cluster) inherits none of them: only its
+        // standard descriptors, and the one ls opens to read the directory.
+        let listing = try ChildProcess("/bin/ls", ["/proc/self/fd"], in: manager.directory).wait(timeout: 30)
+        #expect(listing.stdout.split(separator: "\n").compactMap { Int($0) }.sorted() == [0, 1, 2, 3], "\(listing.stdout.prefix(200))")
 
         let started = Date()
         let login = try api.authenticate(device, pin: "24680")

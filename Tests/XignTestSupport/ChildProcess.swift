@@ -32,6 +32,9 @@ public final class ChildProcess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         let inputPath = directory.path + "/\(tag).in"
         try writeTestFile(inputPath, Data((stdin ?? "").utf8))
+        // Only what is opened here reaches the child, not the sockets and files this test process holds meanwhile
+        // (a test holds 1,100 sockets at once, and PostgreSQL refuses to start beside that many inherited descriptors).
+        Self.closeDescriptors(from: 3, in: &actions)
         posix_spawn_file_actions_addopen(&actions, 0, stdin == nil ? "/dev/null" : inputPath, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
@@ -43,6 +46,16 @@ public final class ChildProcess: @unchecked Sendable {
         var env = environment ?? ProcessInfo.processInfo.environment
         env["TZ"] = env["TZ"] ?? "UTC"
         pid = try Self.spawn(executable, arguments, environment: env, actions: &actions)
+    }
+
+    /// Adds the action that closes every descriptor from `first` up: glibc's posix_spawn_file_actions_addclosefrom_np
+    /// (2.34), which Swift's Glibc module does not import.
+    static func closeDescriptors(from first: Int32, in actions: inout posix_spawn_file_actions_t) {
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+            fatalError("glibc 2.34 or later is needed: posix_spawn_file_actions_addclosefrom_np is missing")
+        }
+        _ = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, first)
     }
 
     /// posix_spawn with an empty signal mask and default dispositions for the signals tests send (Swift Testing

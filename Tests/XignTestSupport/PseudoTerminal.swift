@@ -23,7 +23,7 @@ public final class PseudoTerminal: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_adddup2(&actions, slave, fd) }
-        posix_spawn_file_actions_addclose(&actions, master)
+        ChildProcess.closeDescriptors(from: 3, in: &actions)  // the pty's two ends, and whatever else this process holds
         // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty.
         let spawned: pid_t
         do {
