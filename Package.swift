@@ -161,6 +161,6 @@ let package = Package(
         ),
         .testTarget(name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignTestSupport"]),
         .testTarget(
-            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignLogin", "XignProtocol", "XignTestSupport"], exclude: ["Golden"]),
+            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"], exclude: ["Golden"]),
     ]
 )

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/random.h>
 
 struct xign_tss2 xign_tss2;
 
@@ -200,18 +201,30 @@ static uint32_t marshal(const TPM2B_PUBLIC *public_key, const TPM2B_PRIVATE *pri
     return rc;
 }
 
-/* The offline PIN verifier: an HMAC key like the pepper, but its use needs the authorization value, and it is
- * not noDA: wrong values count toward the TPM's lockout. */
-static TPM2B_PUBLIC verifier_template(void) {
+/* The offline PIN verifier: an HMAC key like the pepper, but not noDA, so wrong values count toward the TPM's lockout,
+ * and usable only through its policy (`verifier_policy`): no userWithAuth. */
+static TPM2B_PUBLIC verifier_template(const TPM2B_DIGEST *policy) {
     TPM2B_PUBLIC template = hmac_key_template();
-    template.publicArea.objectAttributes &= ~TPMA_OBJECT_NODA;
+    template.publicArea.objectAttributes &= ~(TPMA_OBJECT_NODA | TPMA_OBJECT_USERWITHAUTH);
+    template.publicArea.authPolicy = *policy;
     return template;
 }
 
-/* An HMAC session salted to `key` (an SRK), with AES-CFB parameter encryption available. */
-uint32_t tpm_salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
+/* The verifier's policy in `session`: the TPM's Clock is below `deadline` (TPMS_TIME_INFO.clockInfo.clock, at offset 8,
+ * compared unsigned), then the authorization value. The TPM's Clock never goes back, so no clock on the machine
+ * stretches the grace (docs/security.md, "Offline login"). */
+static uint32_t verifier_policy(xign_tpm *tpm, ESYS_TR session, uint64_t deadline) {
+    TPM2B_OPERAND operand = { .size = 8 };
+    for (int i = 0; i < 8; i++) operand.buffer[i] = (uint8_t)(deadline >> (56 - 8 * i));
+    TSS2_RC rc = xign_tss2.Esys_PolicyCounterTimer(tpm->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &operand, 8, TPM2_EO_UNSIGNED_LT);
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_PolicyAuthValue(tpm->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE);
+    return rc;
+}
+
+/* A session of `type` salted to `key` (an SRK), with AES-CFB parameter encryption available. */
+static uint32_t salted_session(xign_tpm *tpm, ESYS_TR key, TPM2_SE type, TPMA_SESSION attributes, ESYS_TR *session) {
     TPMT_SYM_DEF symmetric = { .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB };
-    TSS2_RC rc = xign_tss2.Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, TPM2_SE_HMAC,
+    TSS2_RC rc = xign_tss2.Esys_StartAuthSession(tpm->esys, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, type,
                                        &symmetric, TPM2_ALG_SHA256, session);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = xign_tss2.Esys_TRSess_SetAttributes(tpm->esys, *session, attributes | TPMA_SESSION_CONTINUESESSION, 0xff);
@@ -220,6 +233,10 @@ uint32_t tpm_salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes,
         *session = ESYS_TR_NONE;
     }
     return rc;
+}
+
+uint32_t tpm_salted_session(xign_tpm *tpm, ESYS_TR key, TPMA_SESSION attributes, ESYS_TR *session) {
+    return salted_session(tpm, key, TPM2_SE_HMAC, attributes, session);
 }
 
 /* A new object under the SRK. With `auth` (the verifier's), the object needs that authorization value, which goes to
@@ -294,8 +311,8 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]) {
     return rc == TSS2_RC_SUCCESS ? point_of(&public_key, point) : rc;
 }
 
-/* Loads a stored key under its SRK. With `session`, also starts an HMAC session salted to that SRK for using the key. */
-uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session) {
+/* Loads a stored key under its SRK. With `session`, also starts a session salted to that SRK for using the key. */
+uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, TPM2_SE session_type, ESYS_TR *session) {
     TPM2B_PUBLIC public_key = { 0 };
     TPM2B_PRIVATE private_key = { 0 };
     *handle = ESYS_TR_NONE;
@@ -306,14 +323,14 @@ uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESY
     rc = srk(tpm, blob->srk_name, blob->srk_name_size, &parent, &transient);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = xign_tss2.Esys_Load(tpm->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private_key, &public_key, handle);
-    if (rc == TSS2_RC_SUCCESS && session != NULL) rc = tpm_salted_session(tpm, parent, 0, session);
+    if (rc == TSS2_RC_SUCCESS && session != NULL) rc = salted_session(tpm, parent, session_type, 0, session);
     if (transient) xign_tss2.Esys_FlushContext(tpm->esys, parent);
     return rc;
 }
 
 uint32_t xign_tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, uint32_t *handle) {
     ESYS_TR key = ESYS_TR_NONE;
-    TSS2_RC rc = tpm_load(tpm, blob, &key, NULL);
+    TSS2_RC rc = tpm_load(tpm, blob, &key, TPM2_SE_HMAC, NULL);
     *handle = key;
     return rc;
 }
@@ -359,10 +376,21 @@ uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t d
     return rc;
 }
 
-uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob) {
+uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, uint64_t deadline, xign_tpm_blob *blob) {
     memset(blob, 0, sizeof *blob);
     if (auth == NULL || auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
-    return tpm_create(tpm, verifier_template(), auth, auth_size, blob, NULL);
+    ESYS_TR trial = ESYS_TR_NONE;
+    TPMT_SYM_DEF none = { .algorithm = TPM2_ALG_NULL };
+    TSS2_RC rc = xign_tss2.Esys_StartAuthSession(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL,
+                                                 TPM2_SE_TRIAL, &none, TPM2_ALG_SHA256, &trial);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    TPM2B_DIGEST *policy = NULL;
+    rc = verifier_policy(tpm, trial, deadline);
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_PolicyGetDigest(tpm->esys, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &policy);
+    xign_tss2.Esys_FlushContext(tpm->esys, trial);
+    if (rc == TSS2_RC_SUCCESS) rc = tpm_create(tpm, verifier_template(policy), auth, auth_size, blob, NULL);
+    xign_tss2.Esys_Free(policy);
+    return rc;
 }
 
 /* TPM_RC_AUTH_FAIL (format 1, any session number), from the TPM or passed on by a resource manager. */
@@ -371,17 +399,27 @@ static int is_auth_failure(TSS2_RC rc) {
     return (layer == 0 || layer == 12) && (rc & 0x080) != 0 && (rc & 0x0BF) == 0x08E;
 }
 
-uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size) {
+/* TPM_RC_POLICY (format 0): PolicyCounterTimer's comparison failed, so the grace is over on the TPM's Clock. */
+static int is_policy_failure(TSS2_RC rc) {
+    uint32_t layer = rc >> 16;
+    return (layer == 0 || layer == 12) && (rc & 0xFFFF) == TPM2_RC_POLICY;
+}
+
+uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size, uint64_t deadline) {
     if (auth_size == 0 || auth_size > 32) return XIGN_TPM_RC_BAD_BLOB;
     TPM2B_PUBLIC public_key = { 0 };
     TSS2_RC rc = tpm_unmarshal(blob, &public_key, NULL);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    /* Only a verifier: a key without the authorization requirement would accept any PIN. */
+    /* Only a verifier: a key usable without its policy would accept any PIN, or outlive the grace. */
     TPMA_OBJECT attributes = public_key.publicArea.objectAttributes;
-    if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || !(attributes & TPMA_OBJECT_USERWITHAUTH) ||
-        !(attributes & TPMA_OBJECT_FIXEDTPM)) return XIGN_TPM_RC_BAD_BLOB;
+    if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || (attributes & TPMA_OBJECT_USERWITHAUTH) ||
+        !(attributes & TPMA_OBJECT_FIXEDTPM) || public_key.publicArea.authPolicy.size != 32) return XIGN_TPM_RC_BAD_BLOB;
     ESYS_TR key = ESYS_TR_NONE, session = ESYS_TR_NONE;
-    rc = tpm_load(tpm, blob, &key, &session);
+    rc = tpm_load(tpm, blob, &key, TPM2_SE_POLICY, &session);
+    if (rc == TSS2_RC_SUCCESS) {
+        rc = verifier_policy(tpm, session, deadline);
+        if (is_policy_failure(rc)) rc = XIGN_TPM_RC_GRACE_OVER;
+    }
     TPM2B_AUTH value = { .size = (UINT16)auth_size };
     memcpy(value.buffer, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_TR_SetAuth(tpm->esys, key, &value);
@@ -398,6 +436,25 @@ uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const
     return rc;
 }
 
+uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock) {
+    TPMS_TIME_INFO *time = NULL;
+    TSS2_RC rc = xign_tss2.Esys_ReadClock(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &time);
+    *clock = rc == TSS2_RC_SUCCESS ? time->clockInfo.clock : 0;
+    xign_tss2.Esys_Free(time);
+    return rc;
+}
+
+uint32_t xign_tpm_take_lockout(xign_tpm *tpm) {
+    TPM2B_AUTH value = { .size = 32 };
+    if (getrandom(value.buffer, 32, 0) != 32) return XIGN_TPM_RC_MEMORY;
+    TSS2_RC rc = xign_tss2.Esys_HierarchyChangeAuth(tpm->esys, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &value);
+    memset(&value, 0, sizeof value);
+    /* ESYS keeps the new value for the handle; forget it there too. */
+    TPM2B_AUTH empty = { 0 };
+    xign_tss2.Esys_TR_SetAuth(tpm->esys, ESYS_TR_RH_LOCKOUT, &empty);
+    return rc;
+}
+
 uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
     memset(out, 0, sizeof *out);
     TPMI_YES_NO more = 0;
@@ -409,7 +466,10 @@ uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
     for (UINT32 i = 0; i < properties->count && i < TPM2_MAX_TPM_PROPERTIES; i++) {
         UINT32 value = properties->tpmProperty[i].value;
         switch (properties->tpmProperty[i].property) {
-        case TPM2_PT_PERMANENT: out->in_lockout = (value & TPMA_PERMANENT_INLOCKOUT) != 0; break;
+        case TPM2_PT_PERMANENT:
+            out->in_lockout = (value & TPMA_PERMANENT_INLOCKOUT) != 0;
+            out->lockout_auth_set = (value & TPMA_PERMANENT_LOCKOUTAUTHSET) != 0;
+            break;
         case TPM2_PT_LOCKOUT_COUNTER: out->counter = value; break;
         case TPM2_PT_MAX_AUTH_FAIL: out->max_tries = value; break;
         case TPM2_PT_LOCKOUT_INTERVAL: out->recovery_seconds = value; break;
@@ -424,6 +484,7 @@ uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out) {
 const char *xign_tpm_describe(uint32_t rc) {
     switch (rc) {
     case XIGN_TPM_RC_WRONG_AUTH: return "the TPM refused the authorization value and counted the failure";
+    case XIGN_TPM_RC_GRACE_OVER: return "the TPM's clock is past the offline grace";
     case XIGN_TPM_RC_SRK_MISMATCH: return "the storage root key differs from the one the device key was created under";
     case XIGN_TPM_RC_BAD_BLOB: return "the stored key blob is damaged";
     case XIGN_TPM_RC_MEMORY: return "out of memory";

@@ -145,7 +145,7 @@ uint32_t xign_tpm_activate_credential(xign_tpm *tpm, xign_tpm_ek_kind kind, cons
     if (xign_tss2.Tss2_MU_TPM2B_ENCRYPTED_SECRET_Unmarshal(secret, secret_size, &offset, &encrypted_secret) != TSS2_RC_SUCCESS ||
         offset != secret_size) return XIGN_TPM_RC_BAD_CREDENTIAL;
     ESYS_TR ak_handle = ESYS_TR_NONE, ek_handle = ESYS_TR_NONE, session = ESYS_TR_PASSWORD;
-    TSS2_RC rc = tpm_load(tpm, ak, &ak_handle, NULL);
+    TSS2_RC rc = tpm_load(tpm, ak, &ak_handle, TPM2_SE_HMAC, NULL);
     /* The EK, made again from its template: the endorsement seed makes it the same key every time. */
     if (rc == TSS2_RC_SUCCESS) rc = tpm_create_primary(tpm, ESYS_TR_RH_ENDORSEMENT, ek_template(kind), &ek_handle);
     if (rc == TSS2_RC_SUCCESS && kind != XIGN_TPM_EK_P384) rc = endorsement_policy_session(tpm, &session);
@@ -177,8 +177,8 @@ uint32_t xign_tpm_certify(xign_tpm *tpm, const xign_tpm_blob *ak, const xign_tpm
     qualifying_data.size = (UINT16)qualifying_size;
     memcpy(qualifying_data.buffer, qualifying, qualifying_size);
     ESYS_TR ak_handle = ESYS_TR_NONE, key_handle = ESYS_TR_NONE;
-    TSS2_RC rc = tpm_load(tpm, ak, &ak_handle, NULL);
-    if (rc == TSS2_RC_SUCCESS) rc = tpm_load(tpm, key, &key_handle, NULL);
+    TSS2_RC rc = tpm_load(tpm, ak, &ak_handle, TPM2_SE_HMAC, NULL);
+    if (rc == TSS2_RC_SUCCESS) rc = tpm_load(tpm, key, &key_handle, TPM2_SE_HMAC, NULL);
     TPM2B_ATTEST *certify_info = NULL;
     TPMT_SIGNATURE *out = NULL;
     if (rc == TSS2_RC_SUCCESS) {

@@ -22,11 +22,16 @@
     X(esys, Esys_Free) \
     X(esys, Esys_GetCapability) \
     X(esys, Esys_HMAC) \
+    X(esys, Esys_HierarchyChangeAuth) \
     X(esys, Esys_Initialize) \
     X(esys, Esys_Load) \
     X(esys, Esys_NV_Read) \
     X(esys, Esys_NV_ReadPublic) \
+    X(esys, Esys_PolicyAuthValue) \
+    X(esys, Esys_PolicyCounterTimer) \
+    X(esys, Esys_PolicyGetDigest) \
     X(esys, Esys_PolicySecret) \
+    X(esys, Esys_ReadClock) \
     X(esys, Esys_Sign) \
     X(esys, Esys_StartAuthSession) \
     X(esys, Esys_TRSess_SetAttributes) \
@@ -67,8 +72,9 @@ TPM2B_PUBLIC tpm_signing_template(TPMI_ALG_PUBLIC type);
 uint32_t tpm_create_primary(xign_tpm *tpm, ESYS_TR hierarchy, TPM2B_PUBLIC template, ESYS_TR *handle);
 /* A new object under the SRK; *out_public, unless out_public is NULL, is the caller's to free. */
 uint32_t tpm_create(xign_tpm *tpm, TPM2B_PUBLIC template, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob, TPM2B_PUBLIC **out_public);
-/* Loads a stored object under its SRK; with `session`, also starts an HMAC session salted to that SRK. */
-uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, ESYS_TR *session);
+/* Loads a stored object under its SRK; with `session`, also starts a session of `session_type` (TPM2_SE_HMAC or
+ * TPM2_SE_POLICY) salted to that SRK. */
+uint32_t tpm_load(xign_tpm *tpm, const xign_tpm_blob *blob, ESYS_TR *handle, TPM2_SE session_type, ESYS_TR *session);
 /* The blob's public part (and private part, unless NULL). */
 uint32_t tpm_unmarshal(const xign_tpm_blob *blob, TPM2B_PUBLIC *public_key, TPM2B_PRIVATE *private_key);
 

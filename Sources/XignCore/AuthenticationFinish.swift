@@ -139,7 +139,10 @@ extension Authenticator {
         guard result.outcome == .lockout else {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
             // The manager has just said the PIN is right: the offline verifier may be made or its grace start again.
-            if let pin = userInfo.pin { offline.refresh(session.entity, pin: pin) }
+            if let pin = userInfo.pin {
+                let pinSuffices = userInfo.requestedAuthenticators.contains { Set($0).isSubset(of: [.device, .pin]) }
+                offline.refresh(session.entity, pin: pin, role: (userInfo.role.name, pinSuffices))
+            }
             return .answer(result, trip: trip, tokenNonce: tokenNonce)
         }
         guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }

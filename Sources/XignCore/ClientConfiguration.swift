@@ -30,6 +30,8 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var setuidCallersMayUseOtherEnrolments = false
     /// Whether a login may check the PIN with the TPM while the manager cannot be reached, as far as the manager allows.
     public var offline = OfflineMode.auto
+    /// Whether xign may set the TPM's lockout authorization, which offline login needs out of root's reach.
+    public var tpmLockout = TPMLockoutPolicy.leave
 
     /// `offline`: `auto` (as the manager's policy allows, with a TPM key) or `never`.
     public enum OfflineMode: String, Sendable, CaseIterable {
@@ -61,7 +63,7 @@ public struct ClientConfiguration: Sendable, Equatable {
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
                 "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts", "pam.setuid_other_users",
-                "offline",
+                "offline", "tpm_lockout",
             ],
             prefixes: ["pam.role."]
         )
@@ -108,6 +110,10 @@ public struct ClientConfiguration: Sendable, Equatable {
         if let mode = file.string("offline") {
             guard let value = OfflineMode(rawValue: mode) else { throw fail("offline", "must be auto or never") }
             offline = value
+        }
+        if let policy = file.string("tpm_lockout") {
+            guard let value = TPMLockoutPolicy(rawValue: policy) else { throw fail("tpm_lockout", "must be take, organization or leave") }
+            tpmLockout = value
         }
     }
 

@@ -149,17 +149,27 @@ extension XignSdk {
         }
     }
 
-    /// The TPM's dictionary-attack protection: what bounds the guesses at an offline PIN (docs/security.md).
+    /// The TPM's dictionary-attack protection: what bounds the guesses at an offline PIN, and whether root on this
+    /// machine could lift it (docs/security.md, "Offline login").
     private func checkTPMLockout() -> Diagnosis.Item {
         do {
-            let state = try keys.pinVerifiers.lockoutState()
+            let standing = try keys.pinVerifiers.standing(policy: configuration.tpmLockout)
+            let state = standing.lockout
+            let holder =
+                !state.lockoutAuthorizationSet
+                ? "lockout authorization empty" : standing.unprotectedBecause == nil ? "lockout authorization set (tpm_lockout = \(configuration.tpmLockout.rawValue))" : "lockout authorization set by another program"
             let detail =
-                "\(state.failures) failure(s) counted of \(state.maxTries) allowed, one forgiven every \(state.recoverySeconds) s"
+                "\(state.failures) failure(s) counted of \(state.maxTries) allowed, one forgiven every \(state.recoverySeconds) s; \(holder)"
                 + (state.isLockedOut ? "; in lockout now" : "")
-            return .init(
-                name: "tpm lockout", status: state.isLockedOut ? .warning : .ok, detail: detail,
-                hint: state.isLockedOut
-                    ? "offline logins wait until the TPM recovers; an administrator can reset it (tpm2_dictionarylockout --clear-lockout)" : nil)
+            let hint: String?
+            if let why = standing.unprotectedBecause {
+                hint = "offline login is not offered: \(why)"
+            } else if state.isLockedOut {
+                hint = "offline logins wait until the TPM recovers (\(state.recoverySeconds) s a failure)"
+            } else {
+                hint = nil
+            }
+            return .init(name: "tpm lockout", status: state.isLockedOut || standing.unprotectedBecause != nil ? .warning : .ok, detail: detail, hint: hint)
         } catch {
             return .init(name: "tpm lockout", status: .warning, detail: "cannot read the dictionary-attack state: \(error)", hint: nil)
         }

@@ -3,6 +3,10 @@ import FoundationEssentials
 import Synchronization
 import XignProtocol
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Blocking HTTP over libcurl's easy interface: no threads, no signals, hard timeouts, a bounded response.
 /// This is the only way XignCore talks to a manager, so it is also the one place that enforces docs/design.md's invariant 1.
 public struct HTTPClient: Sendable {
@@ -74,6 +78,7 @@ public struct HTTPClient: Sendable {
         }
         if body != nil { list = curl_slist_append(list, "Content-Type: application/json") }
 
+        let started = MonotonicClock.now()
         let code: CURLcode = withExtendedLifetime(sink) {
             errorBuffer.withUnsafeMutableBufferPointer { errors -> CURLcode in
                 var setup = [
@@ -108,7 +113,7 @@ public struct HTTPClient: Sendable {
             }
         }
         if let failure = Self.failure(code, errorBuffer, overflowed: sink.overflowed, url: url, limit: configuration.maximumResponseBytes) {
-            throw failure
+            throw Self.checked(failure, elapsed: MonotonicClock.now().milliseconds - started.milliseconds, timeout: configuration.timeoutMilliseconds)
         }
         var status = 0
         xign_curl_response_code(handle, &status)
@@ -132,6 +137,26 @@ public struct HTTPClient: Sendable {
         default: return .transport(reason)
         }
     }
+
+    /// A silence that proves nothing about the manager is a transport failure, not "unreachable": this process was
+    /// held up past the timeout (stopped, as the caller of su can do), or it cannot open a socket (its descriptors
+    /// taken by a lowered RLIMIT_NOFILE). Offline login follows only "unreachable" (docs/security.md, G4).
+    static func checked(_ failure: Failure, elapsed: Int64, timeout: Int) -> Failure {
+        switch failure {
+        case .timedOut, .unreachable: break
+        default: return failure
+        }
+        if elapsed > Int64(timeout) + Self.stallAllowanceMilliseconds {
+            return .transport("this program was held up for \(elapsed) ms, past the timeout of \(timeout) ms, so the manager's silence proves nothing")
+        }
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return .transport("this program cannot open a socket (\(String(cString: strerror(errno))))") }
+        close(probe)
+        return failure
+    }
+
+    /// How far past its timeout a call may end before it counts as held up: scheduling on a loaded machine.
+    static let stallAllowanceMilliseconds: Int64 = 2_000
 
     /// The handle a finished call leaves for the next. A call takes it (or makes its own while another call has it),
     /// and `curl_easy_reset` clears every option but keeps the open connection and the TLS session cache.

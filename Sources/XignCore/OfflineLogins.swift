@@ -14,6 +14,10 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
     case exhausted(maxFailures: Int)
     /// This machine's clock is before the last online login: a clock set back must not stretch the grace.
     case clockBehind(lastOnline: Date)
+    /// The TPM's own Clock, which nobody sets back, says the grace is over.
+    case tpmGraceOver
+    /// The TPM would allow only this many more wrong PINs before its lockout, which other programs need too.
+    case tpmTriesLow(left: Int)
 
     public var isAvailable: Bool { if case .available = self { true } else { false } }
 
@@ -28,6 +32,19 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
         case .clockBehind(let last):
             return
                 "refused: this machine's clock is before the last online login (\(last.localDescription)); correct the clock, or connect to the network"
+        case .tpmGraceOver: return "ended: the TPM's clock says the grace after the last online login is over; connect to the network and log in once"
+        case .tpmTriesLow(let left):
+            return
+                "refused: the TPM allows only \(left) more wrong PIN(s) before its lockout, which other programs need too; connect to the network and log in once"
+        }
+    }
+
+    /// What the login says before anyone is authenticated: no dates and no clock, which would tell whoever sits at
+    /// the machine how far to set it.
+    public var beforeAuthentication: String {
+        switch self {
+        case .exhausted, .notOffered, .available: return description
+        default: return "is not possible now; connect to the network and log in once"
         }
     }
 }
@@ -49,6 +66,9 @@ struct OfflineLoginRecord: Codable, Equatable {
         var salt: String
         /// The manager's PIN generation the PIN was checked under.
         var pinGeneration: Int64
+        /// The TPM's Clock past which the verifier's policy refuses (milliseconds); nil for a verifier made before
+        /// the grace was bound into the TPM, which is not used.
+        var deadline: UInt64?
     }
 
     var policy: OfflinePolicyMessage?
@@ -60,6 +80,9 @@ struct OfflineLoginRecord: Codable, Equatable {
     var events: [OfflineEventMessage] = []
     var droppedLogins = 0
     var lastSequence: Int64 = 0
+    /// Per role, whether the manager last asked for nothing beyond the device and the PIN: offline login checks
+    /// nothing else, so a role that needs more (a finger) is never logged in offline.
+    var pinSuffices: [String: Bool]? = nil
 }
 
 /// Offline login for this machine's enrolments: the records in the state file, and the TPM verifiers they name.
@@ -68,6 +91,11 @@ public struct OfflineLogins {
     let store: IdentityManagerStore
     let verifiers: TPMPINVerifierStore
     let mode: ClientConfiguration.OfflineMode
+    let lockoutPolicy: TPMLockoutPolicy
+
+    /// Offline login stops while the TPM has this many wrong PINs left or fewer, so disk unlock and other
+    /// PIN-protected objects of the machine keep a try.
+    static let reservedTPMTries = 1
 
     /// The PIN becomes the verifier's authorization through PBKDF2 with the verifier's own salt. The TPM, not the
     /// cost, is what limits guessing; the KDF keeps the PIN itself out of the TPM.
@@ -136,31 +164,50 @@ public struct OfflineLogins {
         return record
     }
 
-    /// After the manager accepted `pin` (a login, a personalization, a PIN change): the grace starts again, the
-    /// count of wrong offline PINs is cleared, and the verifier is made when there is none for this PIN generation.
-    /// A failure here never fails what succeeded; `doctor` shows an enrolment without a verifier.
-    func refresh(_ entity: IdentityManagerEntity, pin: String, now: Date = Date()) {
-        try? refreshing(entity, pin: pin, now: now.millisecondsSince1970)
+    /// After the manager accepted `pin` for `role` (a login, a personalization, a PIN change): the grace starts again,
+    /// the count of wrong offline PINs is cleared, and the verifier is made anew when there is none for this PIN
+    /// generation or its deadline on the TPM's Clock no longer matches the grace. A failure here never fails what
+    /// succeeded; `doctor` shows an enrolment without a verifier, and why.
+    func refresh(_ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)? = nil, now: Date = Date()) {
+        try? refreshing(entity, pin: pin, role: role, now: now.millisecondsSince1970)
     }
 
-    private func refreshing(_ entity: IdentityManagerEntity, pin: String, now: Int64) throws {
+    private func refreshing(_ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)?, now: Int64) throws {
         guard entity.keyKind == .tpm, mode == .auto, let record = try record(entity), let policy = record.policy, policy.allowsOfflineLogin else {
             return
         }
-        var fresh: OfflineLoginRecord.Verifier?
-        if record.verifier?.pinGeneration != policy.pinGeneration {
-            let salt = try SecureRandom.bytes(16)
-            let reference = try verifiers.create(authorization: try Self.authorization(pin: pin, salt: salt), beside: entity.keyReference)
-            fresh = .init(reference: reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration)
-        } else if record.failures == 0, now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt {
+        let roleKnown = role.map { record.pinSuffices?[$0.name] == $0.pinSuffices } ?? true
+        if record.verifier?.pinGeneration == policy.pinGeneration, record.verifier?.deadline != nil, roleKnown, record.failures == 0,
+            now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt
+        {
             return
+        }
+        var fresh: OfflineLoginRecord.Verifier?
+        var dropped = false
+        do {
+            let standing = try verifiers.standing(policy: lockoutPolicy)
+            let current = record.verifier
+            let wanted = standing.clock + UInt64(max(0, policy.graceMilliseconds))
+            if current?.pinGeneration != policy.pinGeneration || standing.unprotectedBecause != nil
+                || current?.deadline.map({ max($0, wanted) - min($0, wanted) > UInt64(Self.onlineTimeGranularity) }) ?? true
+            {
+                let salt = try SecureRandom.bytes(16)
+                let made = try verifiers.create(
+                    authorization: try Self.authorization(pin: pin, salt: salt), beside: entity.keyReference,
+                    graceMilliseconds: policy.graceMilliseconds, policy: lockoutPolicy)
+                fresh = .init(reference: made.reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration, deadline: made.deadline)
+            }
+        } catch TPMFailure.unprotected {
+            // Root here could lift the count of wrong PINs: no verifier may stay.
+            dropped = true
         }
         let replaced: String?
         do {
             replaced = try update(entity) { record -> String? in
                 record.lastOnlineAt = now
                 record.failures = 0
-                guard let fresh else { return nil }
+                if let role { record.pinSuffices = (record.pinSuffices ?? [:]).merging([role.name: role.pinSuffices]) { $1 } }
+                guard fresh != nil || dropped else { return nil }
                 defer { record.verifier = fresh }
                 return record.verifier?.reference
             }
@@ -181,12 +228,34 @@ public struct OfflineLogins {
 
     // MARK: Offline: the TPM's word
 
-    public func availability(of entity: IdentityManagerEntity, now: Date = Date()) throws -> OfflineAvailability {
-        Self.availability(of: try record(entity), entity: entity, mode: mode, now: now.millisecondsSince1970)
+    /// Whether offline login is possible for `role` (any role when nil): the manager's policy, the count and grace on
+    /// this machine's clock, then the TPM's own word (its Clock, its tries left, and whether root could lift its count).
+    public func availability(of entity: IdentityManagerEntity, role: String? = nil, now: Date = Date()) throws -> OfflineAvailability {
+        let record = try record(entity)
+        let availability = Self.availability(of: record, entity: entity, role: role, mode: mode, now: now.millisecondsSince1970)
+        switch availability {
+        case .available:
+            guard let deadline = record?.verifier?.deadline else { return availability }
+            return Self.judged(availability, by: try verifiers.standing(policy: lockoutPolicy), deadline: deadline)
+        case .notOffered where entity.keyKind == .tpm && mode == .auto && record?.policy?.allowsOfflineLogin == true:
+            // Say why no verifier was made when it is the TPM's doing.
+            if let why = try? verifiers.standing(policy: lockoutPolicy).unprotectedBecause { return .notOffered("not offered: \(why)") }
+            return availability
+        default:
+            return availability
+        }
+    }
+
+    static func judged(_ availability: OfflineAvailability, by tpm: TPMStanding, deadline: UInt64) -> OfflineAvailability {
+        if let why = tpm.unprotectedBecause { return .notOffered("not offered: \(why)") }
+        guard tpm.clock < deadline else { return .tpmGraceOver }
+        let left = tpm.lockout.maxTries - tpm.lockout.failures
+        guard left > reservedTPMTries, !tpm.lockout.isLockedOut else { return .tpmTriesLow(left: max(0, left)) }
+        return availability
     }
 
     static func availability(
-        of record: OfflineLoginRecord?, entity: IdentityManagerEntity, mode: ClientConfiguration.OfflineMode, now: Int64
+        of record: OfflineLoginRecord?, entity: IdentityManagerEntity, role: String? = nil, mode: ClientConfiguration.OfflineMode, now: Int64
     )
         -> OfflineAvailability
     {
@@ -195,7 +264,13 @@ public struct OfflineLogins {
         guard let record, let policy = record.policy, policy.allowsOfflineLogin else {
             return .notOffered("not allowed by the manager for this account")
         }
-        guard record.verifier != nil else { return .notOffered("not ready: log in once while the manager can be reached") }
+        guard record.verifier?.deadline != nil else { return .notOffered("not ready: log in once while the manager can be reached") }
+        if let role, record.pinSuffices?[role] != true {
+            return .notOffered(
+                record.pinSuffices?[role] == false
+                    ? "not offered for role \(role): it needs more than the PIN, which offline login cannot check"
+                    : "not ready for role \(role): log in with it once while the manager can be reached")
+        }
         let until = record.lastOnlineAt + policy.graceMilliseconds
         guard now + 300_000 >= record.lastOnlineAt else { return .clockBehind(lastOnline: Date(millisecondsSince1970: record.lastOnlineAt)) }
         guard now < until else { return .expired(Date(millisecondsSince1970: until)) }
@@ -205,12 +280,14 @@ public struct OfflineLogins {
 
     /// Checks `pin` with the TPM. The attempt is written as a wrong PIN before the TPM sees it, so a crash or a pulled
     /// plug counts it; a right PIN then turns it into a login, and a TPM that could not be asked takes it back.
-    public func check(pin: String, of entity: IdentityManagerEntity, service: String, now: Date = Date()) throws -> OfflineCheck {
+    public func check(pin: String, of entity: IdentityManagerEntity, service: String, role: String? = nil, now: Date = Date()) throws -> OfflineCheck {
         let at = now.millisecondsSince1970
         let service = String(LogText.field(service, maximumLength: 64))
         let mode = self.mode
         let attempt = try update(entity) { record -> (OfflineLoginRecord.Verifier, Int64)? in
-            guard case .available = Self.availability(of: record, entity: entity, mode: mode, now: at), let verifier = record.verifier else {
+            guard case .available = Self.availability(of: record, entity: entity, role: role, mode: mode, now: at), let verifier = record.verifier,
+                verifier.deadline != nil
+            else {
                 return nil
             }
             record.failures += 1
@@ -222,7 +299,7 @@ public struct OfflineLogins {
             record.events.append(OfflineEventMessage(sequence: record.lastSequence, at: at, kind: .wrongPIN, service: service))
             return (verifier, record.lastSequence)
         }
-        guard let (verifier, sequence) = attempt else { return .unavailable(try availability(of: entity, now: now)) }
+        guard let (verifier, sequence) = attempt else { return .unavailable(try availability(of: entity, role: role, now: now)) }
         let accepted: Bool
         do {
             guard let salt = Base64URL.decode(verifier.salt) else { throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged") }
@@ -230,14 +307,15 @@ public struct OfflineLogins {
             // One check at a time: a TPM without a resource manager in front (swtpm, /dev/tpm0) has room for a few
             // objects only, and parallel logins would fill it.
             accepted = try AtomicFile.withExclusiveLock("\(store.directory)/.tpm.lock") {
-                try verifiers.check(verifier.reference, authorization: authorization)
+                try verifiers.check(verifier.reference, authorization: authorization, deadline: verifier.deadline ?? 0)
             }
         } catch {
-            // The TPM did not judge this PIN (in lockout, unreachable, another TPM): nothing is counted.
+            // The TPM did not judge this PIN (past its grace, in lockout, unreachable, another TPM): nothing is counted.
             try update(entity) { record in
                 record.failures -= 1
                 record.events.removeAll { $0.sequence == sequence }
             }
+            if let failure = error as? TPMFailure, failure == .graceOver { return .unavailable(.tpmGraceOver) }
             throw DeviceKeys.error(error, doing: "cannot check the PIN offline")
         }
         let record = try update(entity) { record -> OfflineLoginRecord in
@@ -254,7 +332,7 @@ public struct OfflineLogins {
 
 extension XignSdk {
     public var offlineLogins: OfflineLogins {
-        OfflineLogins(store: store, verifiers: keys.pinVerifiers, mode: configuration.offline)
+        OfflineLogins(store: store, verifiers: keys.pinVerifiers, mode: configuration.offline, lockoutPolicy: configuration.tpmLockout)
     }
 }
 

@@ -20,6 +20,10 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
     case lockout
     /// The owner hierarchy has a password, so the storage root key cannot be derived.
     case ownerAuthorization
+    /// Root on this machine could lift the TPM's count of wrong PINs, so it checks no PIN offline; the text says why.
+    case unprotected(String)
+    /// An offline PIN verifier's policy refused: the TPM's Clock is past the grace.
+    case graceOver
     case other(String)
 
     public var description: String {
@@ -34,6 +38,8 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         case .ownerAuthorization:
             return
                 "the TPM's owner hierarchy has a password, so xign cannot derive its storage key; an administrator can remove it (tpm2_changeauth -c owner -p OLD)"
+        case .unprotected(let why): return "offline login is not offered: \(why)"
+        case .graceOver: return "the TPM's clock says the offline grace is over; connect to the network and log in once"
         case .other(let why): return "the TPM failed: \(why)"
         }
     }
@@ -44,6 +50,7 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         let text = String(cString: xign_tpm_describe(rc))
         switch rc {
         case XIGN_TPM_RC_SRK_MISMATCH: return .cleared
+        case XIGN_TPM_RC_GRACE_OVER: return .graceOver
         case XIGN_TPM_RC_BAD_BLOB: return .keyDoesNotLoad(text)
         case XIGN_TPM_RC_BAD_CREDENTIAL, XIGN_TPM_RC_NO_EK_CERTIFICATE: return .other(text)
         default: break

@@ -49,8 +49,9 @@ public struct LocalLogin {
             // Only a manager that does not answer at all: a certificate or signature that does not check is never a
             // reason to go offline, nor is any answer.
             guard
-                let outcome = try OfflineLogin(login: login, sdk: sdk, enrolment: enrolment, service: login.caller.service ?? service).run(
-                    unreachable: error)
+                let outcome = try OfflineLogin(
+                    login: login, sdk: sdk, enrolment: enrolment, service: login.caller.service ?? service, role: roleName
+                ).run(unreachable: error)
             else { throw error }
             return outcome
         }

@@ -15,11 +15,19 @@ struct OfflineLogin {
     let enrolment: IdentityManagerEntity
     /// The PAM service, for the report the manager audits.
     let service: String
+    /// The role the login asks for: offline login checks only the PIN, so a role that needs more is refused.
+    let role: String
 
-    /// nil when offline login is not offered for this enrolment: the login then ends as an unreachable manager does.
+    /// nil when offline login is not offered for this login: it then ends as an unreachable manager does.
     func run(unreachable error: XignSdkError) throws -> LoginOutcome? {
+        // su or sudo that a user started: that user can stop the program past the timeout or take its descriptors,
+        // and so choose "unreachable" (docs/security.md, G4).
+        if login.caller.inSetuidHost && getuid() != 0 {
+            login.debug("offline login not offered inside a setuid program that a user started")
+            return nil
+        }
         let offline = sdk.offlineLogins
-        let availability = try offline.availability(of: enrolment)
+        let availability = try offline.availability(of: enrolment, role: role)
         switch availability {
         case .notOffered(let why):
             login.debug("offline login \(why)")
@@ -27,8 +35,9 @@ struct OfflineLogin {
         case .available:
             break
         default:
+            // The details, dates included, go to the log; whoever sits here learns none before the PIN.
             login.log(LOG_WARNING, "manager unreachable (\(error.message)); offline login \(availability)")
-            login.tell("XignIn: the identity manager cannot be reached, and offline login \(availability).", isError: true)
+            login.tell("XignIn: the identity manager cannot be reached, and offline login \(availability.beforeAuthentication).", isError: true)
             return login.options.failMode == .safe ? .ignored(.managerUnreachable) : .unavailable(.manager)
         }
         // A lock the manager signed still holds offline: the TPM is not asked while it lasts.
@@ -41,7 +50,7 @@ struct OfflineLogin {
         let alias = DisplayText.sanitized(enrolment.alias, keepingLineFeeds: false)
         let pin = try login.ask(login.options.prompt.replacing("%a", with: alias), echo: false)
         guard !pin.isEmpty else { return .refused(.noPIN) }
-        switch try offline.check(pin: pin, of: enrolment, service: service) {
+        switch try offline.check(pin: pin, of: enrolment, service: service, role: role) {
         case .accepted(let until):
             let days = max(0, Int(until.timeIntervalSinceNow / 86_400))
             login.tell(
@@ -55,8 +64,9 @@ struct OfflineLogin {
                     : "Wrong PIN. \(left) more wrong PIN(s) end offline login until you log in online.", isError: true)
             return .wrongOfflinePIN(wrongPINsLeft: left)
         case .unavailable(let availability):
-            // Another login used the last attempt meanwhile.
-            login.tell("XignIn: offline login \(availability).", isError: true)
+            // Another login used the last attempt meanwhile, or the TPM's clock ended the grace.
+            login.log(LOG_WARNING, "offline login \(availability)")
+            login.tell("XignIn: offline login \(availability.beforeAuthentication).", isError: true)
             return .unavailable(.manager)
         }
     }

@@ -93,44 +93,112 @@ import XignTestSupport
 }
 
 @Suite struct TPMPINVerifierTests {
-    /// A TPM that forgets a failure only after ten minutes, so the counter stays where a test left it.
+    /// A TPM that forgets a failure only after ten minutes, so the counter stays where a test left it, and whose
+    /// lockout authorization the organization set ("secret"), so the test can reset the count.
     static func strictTPM() throws -> SoftwareTPM {
         let tpm = try SoftwareTPM()
         try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=4", "--recovery-time=600", "--lockout-recovery-time=600"])
+        try tpm.tool("tpm2_changeauth", ["-c", "lockout", "secret"])
         return tpm
     }
+
+    static let week: Int64 = 7 * 86_400_000
 
     @Test func theTPMCountsEveryWrongValueAndLocksPastItsMaximum() throws {
         let tpm = try Self.strictTPM()
         let directory = TemporaryDirectory()
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
         let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let reference = try store.create(authorization: right, beside: "key")
+        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
         #expect(
             try store.lockoutState()
-                == TPMLockoutState(failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false))
-        #expect(try store.check(reference, authorization: right))
+                == TPMLockoutState(
+                    failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false, lockoutAuthorizationSet: true))
+        #expect(try store.check(reference, authorization: right, deadline: deadline))
         #expect(try store.lockoutState().failures == 0)
-        #expect(try !store.check(reference, authorization: wrong))
+        #expect(try !store.check(reference, authorization: wrong, deadline: deadline))
         #expect(try store.lockoutState().failures == 1)
         // The right value still works below the maximum, and does not reset the TPM's count.
-        #expect(try store.check(reference, authorization: right))
+        #expect(try store.check(reference, authorization: right, deadline: deadline))
         #expect(try store.lockoutState().failures == 1)
-        for _ in 0..<3 { #expect(try !store.check(reference, authorization: wrong)) }
+        for _ in 0..<3 { #expect(try !store.check(reference, authorization: wrong, deadline: deadline)) }
         #expect(try store.lockoutState().isLockedOut)
         // In lockout the TPM refuses even the right value, without looking at it.
-        #expect(throws: TPMFailure.lockout) { _ = try store.check(reference, authorization: right) }
+        #expect(throws: TPMFailure.lockout) { _ = try store.check(reference, authorization: right, deadline: deadline) }
+        try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout", "-p", "secret"])
+        #expect(try store.check(reference, authorization: right, deadline: deadline))
+    }
+
+    /// G1: with the lockout authorization xign set and forgot, root has no way to reset the count or switch the
+    /// protection off; on the same TPM before, both worked with the empty authorization.
+    @Test func aTakenLockoutLeavesRootNoResetOfTheCount() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.countFailuresStrictly()
+        // Control: the empty authorization works as on most Linux machines.
         try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout"])
-        #expect(try store.check(reference, authorization: right))
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32)
+        #expect(throws: TPMFailure.self, "leave: an empty lockout authorization makes no verifier") {
+            _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .leave)
+        }
+        #expect(try !store.lockoutState().lockoutAuthorizationSet, "leave changes nothing")
+        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .take)
+        #expect(try store.lockoutState().lockoutAuthorizationSet)
+        #expect(try !store.check(reference, authorization: Data(repeating: 8, count: 32), deadline: deadline))
+        #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout"]) }
+        #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0"]) }
+        #expect(try store.lockoutState().failures == 1, "the wrong value stays counted")
+        #expect(try store.standing(policy: .take).unprotectedBecause == nil)
+        #expect(try store.standing(policy: .leave).unprotectedBecause == nil, "xign's own lockout is trusted under leave too")
+        // Cleared in the firmware: a new seed, an empty lockout authorization, and the old verifier is gone.
+        try tpm.clear()
+        #expect(throws: TPMFailure.cleared) { _ = try store.check(reference, authorization: right, deadline: deadline) }
+        #expect(try store.standing(policy: .leave).unprotectedBecause != nil)
+    }
+
+    @Test func aLockoutSetByAnotherProgramIsTrustedOnlyWhenTheOrganizationHoldsIt() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32)
+        for policy in [TPMLockoutPolicy.take, .leave] {
+            #expect(throws: TPMFailure.self) { _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: policy) }
+            #expect(try store.standing(policy: policy).unprotectedBecause?.contains("set by another program") == true)
+        }
+        // Control: the organization says it holds it.
+        #expect(throws: Never.self) { _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization) }
+        // Protection switched off by whoever holds it: no verifier, whatever the policy.
+        try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0", "-p", "secret"])
+        #expect(try store.standing(policy: .organization).unprotectedBecause?.contains("recovery time 0") == true)
+        #expect(throws: TPMFailure.self) {
+            _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        }
+    }
+
+    /// G2: the grace is in the verifier's policy on the TPM's Clock, which no clock on the machine sets back.
+    @Test func theTPMRefusesTheVerifierPastItsClockDeadlineAndCountsNothing() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
+        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: 3_600_000, policy: .organization)
+        #expect(try store.check(reference, authorization: right, deadline: deadline), "control: within the grace")
+        // A deadline written further out (root editing the state file) is not the policy the verifier carries.
+        #expect(throws: TPMFailure.self) { _ = try store.check(reference, authorization: right, deadline: deadline + 86_400_000) }
+        try tpm.advanceClock(byMilliseconds: 3_600_000)
+        #expect(throws: TPMFailure.graceOver) { _ = try store.check(reference, authorization: right, deadline: deadline) }
+        #expect(throws: TPMFailure.graceOver) { _ = try store.check(reference, authorization: wrong, deadline: deadline) }
+        #expect(try store.lockoutState().failures == 0, "past the deadline no value reaches the authorization check")
     }
 
     @Test func aVerifierIsUselessInAnotherTPM() throws {
         let tpm = try Self.strictTPM(), other = try Self.strictTPM()
         let directory = TemporaryDirectory()
-        let reference = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(
-            authorization: Data(repeating: 1, count: 32), beside: "key")
+        let (reference, deadline) = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(
+            authorization: Data(repeating: 1, count: 32), beside: "key", graceMilliseconds: Self.week, policy: .organization)
         let elsewhere = TPMPINVerifierStore(directory: directory.path, tcti: other.tcti)
-        #expect(throws: TPMFailure.cleared) { _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32)) }
+        #expect(throws: TPMFailure.cleared) { _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32), deadline: deadline) }
         // Nothing was tried there: no PIN can be tested against another TPM.
         #expect(try elsewhere.lockoutState().failures == 0)
     }
@@ -142,6 +210,6 @@ import XignTestSupport
         let (_, key) = try TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti).createPendingKey()
         try FileManager.default.copyItem(atPath: directory.file("\(key).tpm"), toPath: directory.file("swapped.pinverifier"))
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        #expect(throws: TPMFailure.self) { _ = try store.check("swapped", authorization: Data(repeating: 1, count: 32)) }
+        #expect(throws: TPMFailure.self) { _ = try store.check("swapped", authorization: Data(repeating: 1, count: 32), deadline: .max) }
     }
 }

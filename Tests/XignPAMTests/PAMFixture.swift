@@ -1,5 +1,6 @@
 import Foundation
 import XignCore
+import XignDevice
 import XignProtocol
 import XignTestSupport
 
@@ -45,7 +46,7 @@ final class PAMFixture: @unchecked Sendable {
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
     init(
         managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, servingBrowsers: Bool = false
+        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, servingBrowsers: Bool = false, tpmLockout: TPMLockoutPolicy = .take
     ) throws {
         manager =
             servingBrowsers
@@ -61,7 +62,8 @@ final class PAMFixture: @unchecked Sendable {
         if let tpm {
             configuration.deviceKey = .tpm
             configuration.tcti = tpm.tcti
-            keyLines += "device_key = tpm\ntcti = \(tpm.tcti)\n"
+            configuration.tpmLockout = tpmLockout
+            keyLines += "device_key = tpm\ntcti = \(tpm.tcti)\ntpm_lockout = \(tpmLockout.rawValue)\n"
         }
         if let fingerprints {
             configuration.fingerprintReader = FingerprintReader(busAddress: fingerprints.busAddress, timeoutMilliseconds: 5_000)

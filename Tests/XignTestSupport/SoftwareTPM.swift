@@ -36,18 +36,24 @@ public final class SoftwareTPM: @unchecked Sendable {
             guard Date() < deadline else { throw TestFailure("swtpm did not start") }
             usleep(2_000)
         }
-        // Keys are noDA, but keep the dictionary-attack parameters known and lenient.
+        // Keys are noDA, but keep the dictionary-attack parameters known and lenient. Only at the first start: a
+        // restart finds them kept, and the lockout authorization perhaps taken.
+        guard !started else { return }
+        started = true
         try tool(
             "tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout"])
     }
+
+    private var started = false
 
     public func stop() {
         process?.stop()
         process = nil
     }
 
-    /// tpm2_clear: a new storage seed; keys made before can no longer load.
-    public func clear() throws { try tool("tpm2_clear", []) }
+    /// tpm2_clear with the platform hierarchy, as the firmware's "clear TPM" does: a new storage seed (keys made
+    /// before can no longer load) and an empty lockout authorization.
+    public func clear() throws { try tool("tpm2_clear", ["-c", "p"]) }
 
     @discardableResult
     public func tool(_ name: String, _ arguments: [String]) throws -> String {
@@ -61,6 +67,20 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// Dictionary-attack parameters under which a failure stays counted for the length of a test.
     public func countFailuresStrictly(maxTries: Int = 32) throws {
         try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=3600", "--lockout-recovery-time=3600"])
+    }
+
+    /// The TPM's Clock in milliseconds, as tpm2_readclock reads it.
+    public func clock() throws -> UInt64 {
+        let output = try tool("tpm2_readclock", [])
+        guard let range = output.range(of: "clock_info:\n  clock: "), let line = output[range.upperBound...].split(separator: "\n").first,
+            let value = UInt64(line)
+        else { throw TestFailure("tpm2_readclock printed no clock: \(output)") }
+        return value
+    }
+
+    /// Moves the TPM's Clock forward (TPM2_ClockSet with the owner's empty authorization, as root may); it never goes back.
+    public func advanceClock(byMilliseconds milliseconds: UInt64) throws {
+        try tool("tpm2_setclock", [String(try clock() + milliseconds)])
     }
 
     /// TPM2_PT_LOCKOUT_COUNTER as tpm2_getcap reads it: the failures the TPM's dictionary-attack protection holds.

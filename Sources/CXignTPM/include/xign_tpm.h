@@ -15,6 +15,7 @@ typedef struct xign_tpm xign_tpm;
 #define XIGN_TPM_RC_NO_LIBRARY   0x58490005u /* libtss2 could not be opened */
 #define XIGN_TPM_RC_NO_EK_CERTIFICATE 0x58490006u /* the TPM holds no EK certificate of that kind */
 #define XIGN_TPM_RC_BAD_CREDENTIAL 0x58490007u /* the manager's credential does not unmarshal */
+#define XIGN_TPM_RC_GRACE_OVER   0x58490008u /* a verifier's policy refused: the TPM's Clock is past its deadline */
 
 /* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
 typedef struct xign_tpm_blob {
@@ -51,14 +52,21 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]);
 /* Loads the key under its SRK and signs a SHA-256 digest; signature receives r || s (64 bytes). */
 uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]);
 
-/* Creates the offline PIN verifier: an HMAC key under the SRK whose authorization value is `auth` (1 to 32 bytes)
- * and which is not noDA, so the TPM counts every wrong value in its lockout counter. `auth` reaches the TPM
- * encrypted to the SRK. */
-uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, xign_tpm_blob *blob);
+/* Creates the offline PIN verifier: an HMAC key under the SRK, not noDA (the TPM counts every wrong value in its
+ * lockout counter), usable only through a policy: the TPM's Clock below `deadline` (milliseconds), then the
+ * authorization value `auth` (1 to 32 bytes). `auth` reaches the TPM encrypted to the SRK. */
+uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, uint64_t deadline, xign_tpm_blob *blob);
 
-/* Proves `auth` to a verifier with one TPM2_HMAC in a session salted to the SRK, so the bus never carries a value
- * that a PIN could be guessed against. XIGN_TPM_RC_WRONG_AUTH when the TPM refused it (and counted it). */
-uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size);
+/* Proves `auth` to a verifier with one TPM2_HMAC in a policy session salted to the SRK, so the bus never carries a
+ * value that a PIN could be guessed against. XIGN_TPM_RC_WRONG_AUTH when the TPM refused it (and counted it);
+ * XIGN_TPM_RC_GRACE_OVER when its Clock is at or past `deadline` (nothing counted). */
+uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size, uint64_t deadline);
+
+/* The TPM's Clock: milliseconds it has run since it was last cleared; it never goes back. */
+uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock);
+
+/* Sets a random lockout authorization where it is empty and forgets it (docs/security.md, "Offline login"). */
+uint32_t xign_tpm_take_lockout(xign_tpm *tpm);
 
 /* The TPM's dictionary-attack state (TPM2_PT_LOCKOUT_COUNTER and the parameters tpm2_dictionarylockout sets). */
 typedef struct xign_tpm_lockout {
@@ -67,6 +75,7 @@ typedef struct xign_tpm_lockout {
     uint32_t recovery_seconds;
     uint32_t lockout_recovery_seconds;
     int in_lockout;
+    int lockout_auth_set; /* TPMA_PERMANENT_LOCKOUTAUTHSET */
 } xign_tpm_lockout;
 uint32_t xign_tpm_read_lockout(xign_tpm *tpm, xign_tpm_lockout *out);
 
