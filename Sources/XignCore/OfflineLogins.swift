@@ -185,16 +185,18 @@ public struct OfflineLogins {
         var fresh: OfflineLoginRecord.Verifier?
         var dropped = false
         do {
-            let standing = try verifiers.standing(policy: lockoutPolicy)
+            let standing = try self.standing()
             let current = record.verifier
             let wanted = standing.clock + UInt64(max(0, policy.graceMilliseconds))
             if current?.pinGeneration != policy.pinGeneration || standing.unprotectedBecause != nil
                 || current?.deadline.map({ max($0, wanted) - min($0, wanted) > UInt64(Self.onlineTimeGranularity) }) ?? true
             {
                 let salt = try SecureRandom.bytes(16)
-                let made = try verifiers.create(
-                    authorization: try Self.authorization(pin: pin, salt: salt), beside: entity.keyReference,
-                    graceMilliseconds: policy.graceMilliseconds, policy: lockoutPolicy)
+                let authorization = try Self.authorization(pin: pin, salt: salt)
+                let made = try withTPM {
+                    try verifiers.create(
+                        authorization: authorization, beside: entity.keyReference, graceMilliseconds: policy.graceMilliseconds, policy: lockoutPolicy)
+                }
                 fresh = .init(reference: made.reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration, deadline: made.deadline)
             }
         } catch TPMFailure.unprotected {
@@ -236,15 +238,23 @@ public struct OfflineLogins {
         switch availability {
         case .available:
             guard let deadline = record?.verifier?.deadline else { return availability }
-            return Self.judged(availability, by: try verifiers.standing(policy: lockoutPolicy), deadline: deadline)
+            return Self.judged(availability, by: try standing(), deadline: deadline)
         case .notOffered where entity.keyKind == .tpm && mode == .auto && record?.policy?.allowsOfflineLogin == true:
             // Say why no verifier was made when it is the TPM's doing.
-            if let why = try? verifiers.standing(policy: lockoutPolicy).unprotectedBecause { return .notOffered("not offered: \(why)") }
+            if let why = try? standing().unprotectedBecause { return .notOffered("not offered: \(why)") }
             return availability
         default:
             return availability
         }
     }
+
+    /// One TPM conversation at a time: a TPM without a resource manager in front (swtpm, /dev/tpm0) has room for a
+    /// few objects only, and parallel logins would fill it.
+    private func withTPM<T>(_ body: () throws -> T) throws -> T {
+        try AtomicFile.withExclusiveLock("\(store.directory)/.tpm.lock", body)
+    }
+
+    private func standing() throws -> TPMStanding { try withTPM { try verifiers.standing(policy: lockoutPolicy) } }
 
     static func judged(_ availability: OfflineAvailability, by tpm: TPMStanding, deadline: UInt64) -> OfflineAvailability {
         if let why = tpm.unprotectedBecause { return .notOffered("not offered: \(why)") }
@@ -304,11 +314,7 @@ public struct OfflineLogins {
         do {
             guard let salt = Base64URL.decode(verifier.salt) else { throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged") }
             let authorization = try Self.authorization(pin: pin, salt: salt)
-            // One check at a time: a TPM without a resource manager in front (swtpm, /dev/tpm0) has room for a few
-            // objects only, and parallel logins would fill it.
-            accepted = try AtomicFile.withExclusiveLock("\(store.directory)/.tpm.lock") {
-                try verifiers.check(verifier.reference, authorization: authorization, deadline: verifier.deadline ?? 0)
-            }
+            accepted = try withTPM { try verifiers.check(verifier.reference, authorization: authorization, deadline: verifier.deadline ?? 0) }
         } catch {
             // The TPM did not judge this PIN (past its grace, in lockout, unreachable, another TPM): nothing is counted.
             try update(entity) { record in

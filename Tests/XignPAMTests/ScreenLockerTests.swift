@@ -77,8 +77,8 @@ import XignTestSupport
 @Suite struct OfflineScreenLockerTests {
     @Test func theScreenUnlocksOfflineThroughXignd() throws {
         let tpm = try SoftwareTPM()
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
         try tpm.countFailuresStrictly()
+        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
         #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
         try fixture.allowHostsWithoutRoot()
         let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
