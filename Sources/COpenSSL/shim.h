@@ -17,6 +17,8 @@
 #include <openssl/x509.h>
 #include <openssl/rsa.h>
 #include <openssl/core_names.h>
+#include <openssl/x509v3.h>
+#include <string.h>
 
 /* Public keys from their numbers, and macros Swift does not import. The parameter names must outlive the OSSL_PARAM
  * that points at them, which Swift's bridged strings do not. */
@@ -57,5 +59,49 @@ static inline EVP_PKEY *xign_p256_public_key(const unsigned char *point, size_t 
 }
 static inline EVP_PKEY *xign_ec_generate(const char *group) { return EVP_EC_gen(group); }
 static const unsigned long xign_name_format_rfc2253 = XN_FLAG_RFC2253;
+
+/* Whether the certificate's extended key usage lists `oid` (dotted): 1 or 0; -1 when it has no such extension. */
+static inline int xign_x509_eku_lists(X509 *certificate, const char *oid) {
+    EXTENDED_KEY_USAGE *usages = X509_get_ext_d2i(certificate, NID_ext_key_usage, NULL, NULL);
+    if (usages == NULL) return -1;
+    int found = 0;
+    char text[80];
+    for (int i = 0; i < sk_ASN1_OBJECT_num(usages); i++) {
+        if (OBJ_obj2txt(text, sizeof text, sk_ASN1_OBJECT_value(usages, i), 1) > 0 && strcmp(text, oid) == 0) found = 1;
+    }
+    EXTENDED_KEY_USAGE_free(usages);
+    return found;
+}
+
+/* The TPM manufacturer (TCG attribute 2.23.133.2.1, such as "id:49465800") in a directoryName of the certificate's
+ * subject alternative name, copied into `out` (NUL-terminated): its length, or -1 when there is none. */
+static inline int xign_x509_tpm_manufacturer(X509 *certificate, char *out, size_t capacity) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(certificate, NID_subject_alt_name, NULL, NULL);
+    if (names == NULL) return -1;
+    int length = -1;
+    ASN1_OBJECT *manufacturer = OBJ_txt2obj("2.23.133.2.1", 1);
+    for (int i = 0; manufacturer != NULL && length < 0 && i < sk_GENERAL_NAME_num(names); i++) {
+        GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+        if (name->type != GEN_DIRNAME) continue;
+        int index = X509_NAME_get_index_by_OBJ(name->d.directoryName, manufacturer, -1);
+        if (index < 0) continue;
+        ASN1_STRING *value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name->d.directoryName, index));
+        int size = ASN1_STRING_length(value);
+        if (value == NULL || size <= 0 || (size_t)size >= capacity) continue;
+        memcpy(out, ASN1_STRING_get0_data(value), (size_t)size);
+        out[size] = 0;
+        length = size;
+    }
+    ASN1_OBJECT_free(manufacturer);
+    GENERAL_NAMES_free(names);
+    return length;
+}
+
+/* The last certificate of a verified chain: the trusted one it ends at. */
+static inline X509 *xign_x509_chain_anchor(X509_STORE_CTX *context) {
+    STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(context);
+    int count = chain == NULL ? 0 : sk_X509_num(chain);
+    return count > 0 ? sk_X509_value(chain, count - 1) : NULL;
+}
 
 #endif

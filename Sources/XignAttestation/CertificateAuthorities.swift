@@ -11,6 +11,9 @@ import Glibc
 public final class CertificateAuthorities: @unchecked Sendable {
     private let store: OpaquePointer
     public let count: Int
+    /// The TPM manufacturers each CA may vouch for, by the CA certificate's DER: from `NAME.manufacturers`
+    /// beside `NAME.pem` (one "id:XXXXXXXX" a line). A CA without such a file is trusted for every manufacturer.
+    private var pinned: [Data: Set<String>] = [:]
 
     /// Files larger than this, or more files than `maximumFiles`, are refused rather than read.
     public static let maximumFileSize = 1 << 20, maximumFiles = 1000
@@ -34,8 +37,15 @@ public final class CertificateAuthorities: @unchecked Sendable {
                 X509_STORE_free(store)
                 throw error
             }
+            let pins: Set<String>?
+            do { pins = try Self.manufacturers(beside: path) } catch {
+                certificates.forEach { X509_free($0) }
+                X509_STORE_free(store)
+                throw error
+            }
             for certificate in certificates {
                 if X509_STORE_add_cert(store, certificate) == 1 { count += 1 }
+                if let pins, let der = Self.der(certificate) { pinned[der] = pins }
                 X509_free(certificate)
             }
             ERR_clear_error()  // a certificate named twice is not an error
@@ -46,8 +56,12 @@ public final class CertificateAuthorities: @unchecked Sendable {
 
     deinit { X509_STORE_free(store) }
 
-    /// Why `certificate` does not chain to one of these CAs, or nil when it does.
+    /// Why `certificate` is no EK certificate these CAs vouch for, or nil: the EK profile, the chain to one of these
+    /// CAs, and the manufacturers that CA is pinned to.
     public func refusal(of certificate: EndorsementCertificate) -> String? {
+        if let why = certificate.profileRefusal {
+            return "the certificate issued by \(certificate.issuer.prefix(200)) is not an EK certificate: \(why)"
+        }
         guard count > 0 else { return "no CA certificate is installed to check the EK certificate against" }
         guard let parsed = try? EndorsementCertificate.parse(certificate.der), let context = X509_STORE_CTX_new() else {
             return "the EK certificate could not be read"
@@ -60,7 +74,11 @@ public final class CertificateAuthorities: @unchecked Sendable {
         let verified = X509_verify_cert(context) == 1
         let error = X509_STORE_CTX_get_error(context)
         ERR_clear_error()
-        if verified { return nil }
+        if verified {
+            guard let anchor = xign_x509_chain_anchor(context), let der = Self.der(anchor), let pins = pinned[der] else { return nil }
+            if let manufacturer = certificate.manufacturer, pins.contains("id:" + manufacturer.dropFirst(3).uppercased()) { return nil }
+            return "the EK certificate names TPM manufacturer \(certificate.manufacturer?.prefix(64) ?? "none"), which its CA is not pinned to (\(pins.sorted().joined(separator: ", ")))"
+        }
         let reason = String(cString: X509_verify_cert_error_string(Int(error)))
         return "the EK certificate issued by \(certificate.issuer.prefix(200)) does not chain to a trusted maker CA (\(reason))"
     }
@@ -78,6 +96,38 @@ public final class CertificateAuthorities: @unchecked Sendable {
             guard names.count <= maximumFiles else { throw AttestationError("the CA directory \(directory) holds more than \(maximumFiles) files") }
         }
         return names
+    }
+
+    private static func der(_ certificate: OpaquePointer) -> Data? {
+        var buffer: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_X509(certificate, &buffer)
+        guard length > 0, let buffer else { return nil }
+        defer { CRYPTO_free(buffer, #file, #line) }
+        return Data(bytes: buffer, count: Int(length))
+    }
+
+    /// `NAME.manufacturers` beside `NAME.pem`: nil when there is none.
+    private static func manufacturers(beside path: String) throws -> Set<String>? {
+        let base = path.split(separator: "/").last.map { name in name.split(separator: ".").dropLast().joined(separator: ".") } ?? ""
+        let file = String(path.dropLast(path.split(separator: "/").last?.count ?? 0)) + base + ".manufacturers"
+        guard let handle = fopen(file, "rb") else {
+            if errno == ENOENT { return nil }
+            throw AttestationError("cannot read \(file): \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(handle) }
+        var bytes = [UInt8](repeating: 0, count: 16 * 1024 + 1)
+        let count = fread(&bytes, 1, bytes.count, handle)
+        guard count < bytes.count else { throw AttestationError("\(file) is larger than 16 KiB") }
+        var pins = Set<String>()
+        for line in String(decoding: bytes.prefix(count), as: UTF8.self).split(separator: "\n") {
+            let entry = String((line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").filter { !$0.isWhitespace })
+            guard !entry.isEmpty else { continue }
+            guard entry.hasPrefix("id:"), entry.utf8.count == 11, entry.dropFirst(3).allSatisfy(\.isHexDigit) else {
+                throw AttestationError("\(file): '\(entry.prefix(40))' is not a TPM manufacturer such as id:49465800")
+            }
+            pins.insert("id:" + entry.dropFirst(3).uppercased())
+        }
+        return pins
     }
 
     private static func certificates(at path: String) throws -> [OpaquePointer] {

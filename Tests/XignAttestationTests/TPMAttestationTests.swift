@@ -159,15 +159,9 @@ import XignTestSupport
         try tpm.tool("tpm2_createek", ["-c", file("ek.ctx"), "-G", "ecc", "-u", file("ek.pub")])
         try tpm.tool("tpm2_readpublic", ["-c", file("ek.ctx"), "-f", "pem", "-o", file("ek.pem")])
         try tpm.tool("tpm2_flushcontext", ["-t"])
-        let issued = try ChildProcess(
-            "/usr/bin/openssl",
-            [
-                "x509", "-new", "-subj", "/CN=p256-ek", "-force_pubkey", file("ek.pem"), "-CA", maker.directory.file("issuercert.pem"),
-                "-CAkey", maker.directory.file("signkey.pem"), "-days", "3650", "-outform", "der", "-out", file("ek.der"),
-            ], in: tpm.directory
-        ).wait(timeout: 30)
-        #expect(issued.status == 0, "\(issued.stderr)")
-        let der = try Data(contentsOf: URL(fileURLWithPath: file("ek.der")))
+        let der = try maker.issue(
+            publicKey: file("ek.pem"), extensions: TPMMakerCA.endorsementProfile(keyUsage: "keyAgreement"), in: tpm.directory)
+        try der.write(to: URL(fileURLWithPath: file("ek.der")))
         try tpm.tool("tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|ownerwrite|no_da"])
         try tpm.tool("tpm2_nvwrite", ["0x01c0000a", "-C", "o", "-i", file("ek.der")])
 

@@ -140,6 +140,37 @@ import XignTestSupport
         #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))
     }
 
+    /// G5, the reviewer's forgery: a TLS server certificate from the trusted maker CA, whose key the forger holds in a
+    /// file. Its start is refused with securityInsufficient naming the profile check, before any credential exists;
+    /// the control is swtpm's EK certificate from the same CA.
+    @Test func aTLSCertificateFromATrustedCACarriesNoAttestation() throws {
+        let setting = try Setting()
+        let maker = try AttestationAPITests.maker.get()
+        let scratch = TemporaryDirectory()
+        let key = scratch.file("tls.pem")
+        for arguments in [
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key], ["pkey", "-in", key, "-pubout", "-out", key + ".pub"],
+        ] {
+            #expect(try ChildProcess("/usr/bin/openssl", arguments, in: scratch).wait().status == 0)
+        }
+        let forged = try maker.issue(
+            publicKey: key + ".pub",
+            extensions: "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
+            in: scratch)
+        let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
+        let session = try setting.session("forger@example.org")["id"] as? String
+        func start(_ certificate: Data) throws -> API.Answer {
+            try setting.api.post(
+                APIPath.attestations,
+                AttestationStartRequest(sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
+        }
+        expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
+        let check = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
+        #expect(check.json["accepted"] as? Bool == false && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
+        let honest = try #require(try setting.keys.endorsementCertificates().first).der
+        #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
+    }
+
     /// Starts for one session at once: each is answered, the last one stored voids the others, and the session can
     /// still be attested after them.
     @Test(arguments: TestDatabase.allCases)

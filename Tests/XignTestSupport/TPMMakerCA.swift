@@ -45,6 +45,39 @@ public final class TPMMakerCA: @unchecked Sendable {
         guard result.status == 0 else { throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)") }
     }
 
+    /// The TCG EK credential profile's extensions, as an openssl extension section named `ek`: not a CA, the key usage
+    /// of `keyUsage`'s EK, the EK purpose, and a TPM manufacturer (swtpm's IBM by default). "0." keeps openssl from
+    /// reading the OIDs' first arc as a prefix.
+    public static func endorsementProfile(keyUsage: String = "keyEncipherment", manufacturer: String = "id:00001014") -> String {
+        """
+        [ek]
+        basicConstraints = critical,CA:FALSE
+        keyUsage = critical,\(keyUsage)
+        extendedKeyUsage = 2.23.133.8.1
+        subjectAltName = critical,dirName:tpm
+        [tpm]
+        0.2.23.133.2.1 = \(manufacturer)
+        0.2.23.133.2.2 = test
+        0.2.23.133.2.3 = id:00010002
+        """
+    }
+
+    /// A DER certificate for the public key in the PEM file `publicKey`, issued by this maker's intermediate with the
+    /// openssl extension section `ek` of `extensions`: an EK certificate, or a forgery the test describes.
+    public func issue(publicKey: String, extensions: String, in scratch: TemporaryDirectory) throws -> Data {
+        let config = try scratch.write("ext-\(UUID().uuidString).cnf", extensions)
+        let output = scratch.file("issued-\(UUID().uuidString).der")
+        let result = try ChildProcess(
+            "/usr/bin/openssl",
+            [
+                "x509", "-new", "-subj", "/CN=issued", "-force_pubkey", publicKey, "-CA", directory.file("issuercert.pem"), "-CAkey",
+                directory.file("signkey.pem"), "-days", "3650", "-extfile", config, "-extensions", "ek", "-outform", "der", "-out", output,
+            ], in: scratch
+        ).wait(timeout: 30)
+        guard result.status == 0 else { throw TestFailure("openssl x509: \(result.stderr)") }
+        return try Data(contentsOf: URL(fileURLWithPath: output))
+    }
+
     /// A directory holding only this CA's certificates, as an administrator installs a maker's CAs: what the manager's
     /// `attestation.ca_directory` names to trust this maker.
     public var trustedDirectory: String { directory.file("trusted") }
