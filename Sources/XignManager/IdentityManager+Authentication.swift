@@ -22,7 +22,7 @@ extension IdentityManager {
     ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
         let device = try await enrolledDevice(id, in: store)
         let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
-        if let refusal = refusal(of: requirement, kind: device.keyKind, synced: device.passkey?.backedUp == true, finding: finding, what: "device") {
+        if let refusal = refusal(of: requirement, kind: device.keyKind, synced: device.passkey?.isSynced == true, finding: finding, what: "device") {
             throw securityInsufficient(
                 refusal, who: "this login",
                 then: requirement == .attested

@@ -152,7 +152,7 @@ extension IdentityManager {
                 enrolment.attestation, of: key, kind: enrolment.keyKind, purpose: "session:\(enrolment.sessionId)", in: store)
             if requirement == .attested,
                 let refusal = Self.refusal(
-                    of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.backupEligible == true, finding: finding, what: "device")
+                    of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.isSynced == true, finding: finding, what: "device")
             {
                 throw Self.securityInsufficient(refusal, who: "this manager", then: "ask the administrator which devices it accepts")
             }

@@ -62,10 +62,18 @@ extension IdentityManager {
             } catch {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
             }
-            if configuration.requireHardwareKey >= .claimed && result.isBackedUp {
+            // The BE flag is fixed at a credential's creation (WebAuthn L3 §7.2, step 17): one that differs from the
+            // stored flag is not the authenticator that was enrolled.
+            guard result.isBackupEligible == passkey.backupEligible else {
+                throw ManagerError(
+                    .unauthorized, .signatureInvalid,
+                    "the passkey's assertion says backup eligible \(result.isBackupEligible ? "yes" : "no"), but it was enrolled with \(passkey.backupEligible ? "yes" : "no"): not the authenticator that was enrolled"
+                )
+            }
+            if configuration.requireHardwareKey >= .claimed && (result.isBackedUp || result.isBackupEligible) {
                 throw ManagerError(
                     .forbidden, .securityInsufficient,
-                    "this passkey is now copied to other devices (synced), and this manager accepts only device-bound keys")
+                    "this passkey is synced, or may be (backup eligible), and this manager accepts only device-bound keys")
             }
             guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
             else {

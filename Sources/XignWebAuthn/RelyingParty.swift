@@ -52,7 +52,8 @@ public struct RelyingParty: Sendable, Equatable {
             throw .refused(
                 "the passkey's signature counter did not grow (\(data.signCount) after \(storedSignCount)): a replay or a copied authenticator")
         }
-        return AssertionResult(signCount: data.signCount, isBackedUp: data.flags.contains(.backedUp))
+        return AssertionResult(
+            signCount: data.signCount, isBackupEligible: data.flags.contains(.backupEligible), isBackedUp: data.flags.contains(.backedUp))
     }
 
     private func check(_ client: ClientData, type: String, challenge: Data) throws(WebAuthnError) {
@@ -89,6 +90,8 @@ public struct PasskeyCredential: Sendable {
 /// What a verified assertion updates: the counter, and whether the credential is backed up by now.
 public struct AssertionResult: Sendable, Equatable {
     public let signCount: UInt32
+    /// Fixed for a credential's life (WebAuthn L3 §6.1.3): one that changes is another authenticator.
+    public let isBackupEligible: Bool
     public let isBackedUp: Bool
 }
 

@@ -66,6 +66,43 @@ import XignTestSupport
         #expect(try Self.enrol(api, "bob@example.org", try SoftwarePasskey()).status == 200)
     }
 
+    /// G6: "synced" is backup eligible or backed up, whenever it is judged, and the BE flag an assertion carries must
+    /// be the one the passkey was enrolled with (WebAuthn L3 §7.2). Each refusal beside a device-bound control.
+    @Test func theBackupEligibleFlagIsFixedAndEitherFlagMeansSynced() throws {
+        let api = API(manager: try ManagerProcess())
+        func devices(_ passkey: SoftwarePasskey, _ deviceId: String) throws -> API.Answer {
+            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let (origin, rpId) = Self.site(api)
+            let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            return try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
+        }
+        let bound = try SoftwarePasskey()
+        let boundId = try Self.deviceId(api, try Self.enrol(api, "bound@example.org", bound))
+        let eligible = try SoftwarePasskey()
+        eligible.flags |= 0x08  // BE, not yet backed up
+        let eligibleId = try Self.deviceId(api, try Self.enrol(api, "eligible@example.org", eligible))
+        #expect(try devices(bound, boundId).status == 200)
+        #expect(try devices(eligible, eligibleId).status == 200)
+
+        // The BE flag changes: a different authenticator behind the same credential.
+        bound.flags |= 0x08
+        let turned = try devices(bound, boundId)
+        #expect(turned.status == 401 && turned.errorCode == "signatureInvalid", "\(turned.json)")
+        #expect((turned.error["message"] as? String ?? "").contains("backup eligible yes, but it was enrolled with no"))
+        bound.flags &= ~0x08
+        #expect(try devices(bound, boundId).status == 200, "control: the flag it was enrolled with")
+
+        // The policy tightens after both enrolled: the eligible passkey counts as synced though it was never backed up.
+        api.manager.stop()
+        let config = try String(contentsOfFile: api.manager.configPath, encoding: .utf8)
+        try writeTestFile(api.manager.configPath, Data((config + "\n[policy]\nrequire_hardware_key = tpm\n").utf8), mode: 0o600)
+        try api.manager.start()
+        let refused = try devices(eligible, eligibleId)
+        #expect(refused.status == 403 && refused.errorCode == "securityInsufficient", "\(refused.json)")
+        #expect(try devices(bound, boundId).status == 200, "control: the device-bound passkey")
+    }
+
     @Test(arguments: TestDatabase.allCases) func aPasskeyApprovesALoginInOneRequestAndNoForgeryDoes(database: TestDatabase) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let (origin, rpId) = Self.site(api)

@@ -29,6 +29,10 @@ extension ManagerStore {
         var signCount: UInt32
         var backupEligible: Bool
         var backedUp: Bool
+
+        /// Copied, or allowed to be copied, to the user's other devices: either flag makes a passkey synced, since
+        /// one eligible today may be backed up tomorrow (WebAuthn L3 §6.1.3).
+        var isSynced: Bool { backupEligible || backedUp }
     }
 
     struct DeviceRecord: Sendable {
