@@ -16,6 +16,9 @@ public func buildApplication(
 ) throws -> some ApplicationProtocol {
     let router = Router(context: ManagerRequestContext.self)
     router.add(middleware: MetricsMiddleware())
+    router.add(
+        middleware: BrowserBoundaryMiddleware(
+            origin: { manager.relyingParty.origin }, strictTransport: manager.configuration.effectivePublicURL.description.hasPrefix("https:")))
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
     router.add(middleware: MethodNotAllowedMiddleware())
     let limits = manager.configuration.limits

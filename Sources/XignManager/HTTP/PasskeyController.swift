@@ -27,37 +27,46 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
             return response
         }
         router.post(RouterPath(APIPath.webSessionEnd)) { request, _ in
-            try await manager.endWebSession(token: request.sessionCookie)
+            try await manager.endWebSession(token: try request.sessionCookie)
             var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
             response.headers[.setCookie] = Self.cookie("", maxAge: 0)
             return response
         }
         router.post(RouterPath(APIPath.webPending)) { request, _ in
             try Response.json(
-                .ok, try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: request.sessionCookie))
+                .ok, try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: try request.sessionCookie))
         }
         router.post(RouterPath(APIPath.webDevices)) { request, _ in
-            try Response.json(.ok, try await manager.devices(session: request.sessionCookie))
+            try Response.json(.ok, try await manager.devices(session: try request.sessionCookie))
         }
     }
 
-    /// Only the manager's own pages under /v1/web send it back, never a request another site starts, and no script reads it.
+    /// Only the manager's own pages send it back, never a request another site starts, and no script reads it. The
+    /// `__Host-` prefix makes browsers refuse one that names a Domain, another Path or no Secure, so a sibling
+    /// subdomain cannot plant its own session here (G8).
     static func cookie(_ token: String, maxAge: Int64) -> String {
-        "\(Request.sessionCookieName)=\(token); Path=/v1/web; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
+        "\(Request.sessionCookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
     }
 }
 
 extension Request {
-    static let sessionCookieName = "xign-session"
+    static let sessionCookieName = "__Host-xign-session"
 
-    /// The web session's token from the Cookie header, if any.
+    /// The web session's token from the Cookie header, if any. Two are refused: a browser sends a planted cookie
+    /// beside the real one, and which one it sends first is not ours to guess.
     var sessionCookie: String? {
-        for field in headers[values: .cookie] {
-            for pair in field.split(separator: ";") {
-                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0] == Self.sessionCookieName { return String(parts[1]) }
+        get throws {
+            var found: [Substring] = []
+            for field in headers[values: .cookie] {
+                for pair in field.split(separator: ";") {
+                    let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                    if parts.count == 2, parts[0] == Self.sessionCookieName { found.append(parts[1]) }
+                }
             }
+            guard found.count <= 1 else {
+                throw ManagerError(.badRequest, .badRequest, "the request carries two web sessions; sign out and sign in again")
+            }
+            return found.first.map(String.init)
         }
-        return nil
     }
 }
