@@ -29,7 +29,7 @@ public struct PendingLoginConfirmation: Sendable {
 /// What became of a login a host asked to confirm, as the manager signed it.
 public enum LoginConfirmationDecision: Sendable, Equatable {
     case approved(byDevice: String)
-    case denied
+    case denied(ConfirmationEnding)
     case expired
     /// Nothing decided yet; wait again.
     case pending
@@ -136,7 +136,7 @@ extension XignSdk {
                 throw XignSdkError(.invalidManagerResponse, "the manager's approval does not name the device")
             }
             return .approved(byDevice: device)
-        case .denied: return .denied
+        case .denied: return .denied(result.endedBecause ?? .denied)
         case .expired, .withdrawn: return .expired
         case .pending: return MonotonicClock.now() < pending.expiresAt ? .pending : .expired
         }

@@ -36,7 +36,10 @@ struct ConfirmLogin {
         case .approved(let device):
             login.debug("confirmation \(pending.confirmationId) approved by device \(device)")
             return .confirmed
-        case .denied:
+        case .denied(.wrongCodes):
+            login.tell("XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again.", isError: true)
+            return .refused(.denied)
+        case .denied(.denied):
             login.tell("XignIn: the login was denied on your device.", isError: true)
             return .refused(.denied)
         case .expired, .pending:

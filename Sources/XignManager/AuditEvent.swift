@@ -9,6 +9,8 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case offlineLogin
         /// An administrator gave an account its own offline policy, or took it away.
         case offlinePolicySet
+        /// An attempt at the approval page the manager refused: a wrong code, another account's device.
+        case approvalRefused
         /// A row written by a newer manager.
         case unknown
     }

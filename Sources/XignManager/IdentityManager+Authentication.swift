@@ -346,7 +346,7 @@ extension IdentityManager {
             try await store.recordAudit(
                 AuditEvent(
                     at: Self.now(), event: .login, email: email, activationId: activationId,
-                    host: confirmation.hostName, service: service.id,
+                    host: confirmation.hostName, service: confirmation.service,
                     detail: "approved on a device, role \(role)\(credential)",
                     actor: "device \(deviceId)"
                 ))

@@ -153,7 +153,7 @@ extension IdentityManager {
         let state = record.state(at: Self.now())
         let result = ConfirmationResultMessage(
             nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
-            state: state, approvedBy: state == .approved ? record.approvedBy : nil
+            state: state, approvedBy: state == .approved ? record.approvedBy : nil, endedBecause: ending(of: record, in: state)
         )
         return try sign(result, type: SignedAnswerType.confirmationResult)
     }
@@ -245,12 +245,16 @@ extension IdentityManager {
         enum Verdict: Sendable {
             case right(ManagerStore.ConfirmationRecord)
             case wrong(left: Int, accountId: String)
+            case foreign
         }
         let verdict = try await database.transaction { store -> Verdict in
-            guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending,
-                confirmation.accountId == (try await store.accountId(ofDevice: deviceId))
-            else {
+            guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending else {
                 throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+            }
+            guard confirmation.accountId == (try await store.accountId(ofDevice: deviceId)) else {
+                try await store.recordAudit(
+                    Self.refusedApproval(confirmation, by: deviceId, email: nil, because: "a device of another account tried to approve it"))
+                return .foreign
             }
             try await store.markOpened(confirmation.id, now: Self.now())
             if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
@@ -258,9 +262,16 @@ extension IdentityManager {
             if failures >= settings.maxCodeFailures {
                 _ = try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
             }
+            let email = try await store.device(deviceId).asyncMap { try await store.activation(id: $0.activationId)?.email } ?? nil
+            try await store.recordAudit(
+                Self.refusedApproval(
+                    confirmation, by: deviceId, email: email,
+                    because: "wrong code (\(failures) of \(settings.maxCodeFailures))\(failures >= settings.maxCodeFailures ? "; the login is refused" : "")"))
             return .wrong(left: max(0, settings.maxCodeFailures - failures), accountId: confirmation.accountId)
         }
         switch verdict {
+        case .foreign:
+            throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
         case .right(let confirmation):
             return confirmation
         case .wrong(let left, let accountId):
@@ -272,6 +283,22 @@ extension IdentityManager {
                     ? "that is not the code the server shows; \(left) attempt(s) left"
                     : "that is not the code the server shows; the login was refused. Start it again on the server")
         }
+    }
+
+    /// An approval the manager refused, for `admin audit`: the host and its service, the device that tried, and why.
+    static func refusedApproval(
+        _ confirmation: ManagerStore.ConfirmationRecord, by deviceId: String, email: String?, because reason: String
+    ) -> AuditEvent {
+        AuditEvent(
+            .approvalRefused, email: email, host: confirmation.hostName, service: confirmation.service,
+            detail: "\(reason); login \(confirmation.loginName.prefix(64))", actor: "device \(deviceId)")
+    }
+
+    /// Why a denied confirmation ended: a count of wrong codes denies it as the user's refusal does, and the two are
+    /// told apart by that count.
+    func ending(of record: ManagerStore.ConfirmationRecord, in state: ConfirmationState) -> ConfirmationEnding? {
+        guard state == .denied else { return nil }
+        return record.codeFailures >= configuration.confirmation.maxCodeFailures ? .wrongCodes : .denied
     }
 
     /// Six digits, uniformly drawn.

@@ -72,7 +72,8 @@ extension IdentityManager {
         }
         return ConfirmationViewMessage(
             confirmationId: record.id, host: record.hostName, service: record.service, loginName: record.loginName, remoteHost: record.remoteHost,
-            tty: record.tty, createdAt: record.createdAt, expiresAt: record.expiresAt, state: record.state(at: Self.now()))
+            tty: record.tty, createdAt: record.createdAt, expiresAt: record.expiresAt, state: record.state(at: Self.now()),
+            endedBecause: ending(of: record, in: record.state(at: Self.now())))
     }
 
     /// Approves a confirmation in one device-signed request: the proof, then the code (number matching, counted), then
@@ -103,7 +104,8 @@ extension IdentityManager {
             }
         }
         let pin = try openPIN(request.sealedPin, for: .approval(confirmationId: request.confirmationId, challenge: request.challenge))
-        let check = PINCheckPurpose(service: service.id, host: confirmation.hostName, actor: "device \(device.id)")
+        // The audit names the service the host logs in to (sshd), not the manager's built-in one.
+        let check = PINCheckPurpose(service: confirmation.service, host: confirmation.hostName, actor: "device \(device.id)")
         let verdict = try await checkPIN(pin, of: device.id, activationId: activation.id, for: check)
         var answer = ConfirmationApprovalMessage(nonce: request.nonce, confirmationId: request.confirmationId, outcome: .approved)
         if let lock = verdict.lockout {

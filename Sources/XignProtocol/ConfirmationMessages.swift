@@ -127,9 +127,12 @@ public struct ConfirmationResultMessage: Codable, Equatable, Sendable {
     public var state: ConfirmationState
     /// approved: the device that approved it.
     public var approvedBy: String?
+    /// denied: whether the user denied it or too many wrong codes did (absent from managers before it).
+    public var endedBecause: ConfirmationEnding?
 
     public init(
-        nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?
+        nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?,
+        endedBecause: ConfirmationEnding? = nil
     ) {
         self.nonce = nonce
         self.confirmationId = confirmationId
@@ -138,7 +141,16 @@ public struct ConfirmationResultMessage: Codable, Equatable, Sendable {
         self.service = service
         self.state = state
         self.approvedBy = approvedBy
+        self.endedBecause = endedBecause
     }
+}
+
+/// Why a confirmation was denied, so that nobody is told a person refused what a count of wrong codes ended.
+public enum ConfirmationEnding: String, Codable, Sendable {
+    /// The user refused it on an enrolled device.
+    case denied
+    /// Codes typed at the approving device were wrong as many times as allowed.
+    case wrongCodes
 }
 
 /// Device-signed over a challenge from /v1/challenges.

@@ -65,10 +65,12 @@ public struct ConfirmationViewMessage: Codable, Equatable, Sendable {
     public var createdAt: Int64
     public var expiresAt: Int64
     public var state: ConfirmationState
+    /// denied: by the user, or by wrong codes.
+    public var endedBecause: ConfirmationEnding?
 
     public init(
         confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, createdAt: Int64,
-        expiresAt: Int64, state: ConfirmationState
+        expiresAt: Int64, state: ConfirmationState, endedBecause: ConfirmationEnding? = nil
     ) {
         self.confirmationId = confirmationId
         self.host = host
@@ -79,6 +81,7 @@ public struct ConfirmationViewMessage: Codable, Equatable, Sendable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.state = state
+        self.endedBecause = endedBecause
     }
 }
 

@@ -11,7 +11,9 @@ extension AppScript {
           show("remote", [view.remoteHost, view.tty].filter(Boolean).join(", ") || "not known");
           show("time", when(view.createdAt));
           $("request").hidden = false;
-          const ended = { approved: "This login was approved already.", denied: "This login was denied.",
+          const ended = { approved: "This login was approved already.",
+                          denied: view.endedBecause === "wrongCodes" ? "This login was refused: a wrong code was typed too often. Start the login on the server again."
+                                                                     : "This login was denied on an enrolled device.",
                           expired: "This login request ran out. Start the login on the server again.",
                           withdrawn: "The server gave up on this login. Start it again there." };
           if (view.state !== "pending") return fail(ended[view.state] || "This login request is not waiting any more.");

@@ -160,5 +160,8 @@ enum AppScript {
 
     static let dispatch = #"""
         ({ personalize, approve, account })[page]().catch((error) => fail(passkeyError(error)));
+        // A login link opened in this tab differs only after "#", which loads nothing: show the login it names, never
+        // the one the page showed before (its form, its state).
+        window.addEventListener("hashchange", () => location.reload());
         """#
 }

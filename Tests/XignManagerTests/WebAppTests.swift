@@ -87,11 +87,14 @@ import XignTestSupport
         let third = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
         #expect(third.error.hasSuffix("the login was refused. Start it again on the server"), "\(third)")
         #expect(try request.state() == "denied" && failedAttempts() == ["0"], "a wrong code tests no PIN")
-        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login was denied.")
+        #expect(
+            try phone.view(Self.link(api, confirmation: request.id)).error
+                == "This login was refused: a wrong code was typed too often. Start the login on the server again.", "not 'denied'")
 
         request = try Self.request(api, host, remote: "192.0.2.9")
         let denied = try phone.deny(Self.link(api, confirmation: request.id))
         #expect(try denied.status == "Denied. The server refuses this login." && request.state() == "denied", "\(denied)")
+        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login was denied on an enrolled device.")
 
         // Bob's phone holds a passkey of this manager, but the request is Alice's.
         let other = Browser(in: api.manager.directory, name: "bob")
@@ -100,6 +103,31 @@ import XignTestSupport
         let strangers = try other.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
         #expect(try strangers.error.contains("not for your account") && request.state() == "pending", "\(strangers)")
         #expect(try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.hasPrefix("Approved"))
+
+        // Every refused attempt is in the audit, with the device, the reason and the host's own service.
+        let audit = try api.manager.admin(["audit"]).stdout
+        let lines = audit.split(separator: "\n")
+        #expect(lines.contains { $0.contains("loginFailure") && $0.contains("sshd") && $0.contains("wrong PIN") }, "\(audit)")
+        #expect(lines.filter { $0.contains("approvalRefused") && $0.contains("wrong code") }.count == 3, "\(audit)")
+        #expect(lines.contains { $0.contains("approvalRefused") && $0.contains("another account") && $0.contains("sshd") }, "\(audit)")
+        #expect(lines.contains { $0.contains("login") && $0.contains("approved on a device") && $0.contains("sshd") }, "\(audit)")
+        #expect(!audit.contains(" confirm "), "the manager's built-in service is not the host's: \(audit)")
+    }
+
+    /// The next login's link opened in the tab of the last one (only the part after "#" differs) shows the next login
+    /// with its form, never the last one's state.
+    @Test func aSecondLoginsLinkInTheSameTabShowsTheSecondLogin() throws {
+        let api = API(manager: try ManagerProcess.servingBrowsers())
+        let phone = Browser(in: api.manager.directory)
+        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        try api.manager.giveLogin("alice@example.org", "alice")
+        let host = try JoinedHost(api)
+        let first = try Self.request(api, host, remote: "192.0.2.21"), second = try Self.request(api, host, remote: "192.0.2.22")
+        let page = try phone.approveThenOpen(
+            Self.link(api, confirmation: first.id), code: first.code, pin: "24680", next: Self.link(api, confirmation: second.id))
+        #expect(page["remote"].hasPrefix("192.0.2.22"), "\(page)")
+        #expect(page.status.isEmpty && page.error.isEmpty, "the second login's form, not the first's 'Approved': \(page)")
+        #expect(try first.state() == "approved" && second.state() == "pending")
     }
 
     @Test func aRequestThatRanOutSaysSo() throws {

@@ -125,6 +125,22 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(try fixture.laptop.finish(login).code == PAMCode.success)
     }
 
+    /// Three wrong codes end the login, and the server says so: nobody denied it.
+    @Test func threeWrongCodesEndTheLoginWithTheirOwnWords() throws {
+        let fixture = try ConfirmationFixture()
+        let login = try fixture.laptop.startLogin(answers: [])
+        let code = try fixture.code(of: login)
+        let wrongCode = code == "000000" ? "111111" : "000000"
+        for _ in 0..<3 { #expect(try fixture.approve(code: wrongCode).status == 1) }
+        let result = try fixture.laptop.finish(login)
+        #expect(result.code == PAMCode.authError)
+        #expect(
+            result.conversation.hasSuffix(
+                "[ERROR_MSG] XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again."),
+            "\(result.conversation)")
+        #expect(!result.conversation.contains("denied"))
+    }
+
     @Test func aWrongPINCountsTowardTheLockoutAndApprovesNothing() throws {
         let fixture = try ConfirmationFixture()
         let login = try fixture.laptop.startLogin(answers: [])

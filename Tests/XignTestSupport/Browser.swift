@@ -59,6 +59,10 @@ public struct Browser: Sendable {
     /// Opens a login link, types the code and the PIN, and approves.
     public func approve(_ link: String, code: String, pin: String) throws -> Page { try run("approve", link, input: "\(code)\n\(pin)\n") }
     public func deny(_ link: String) throws -> Page { try run("deny", link) }
+    /// Approves the login at `link`, then opens `next` in the same tab.
+    public func approveThenOpen(_ link: String, code: String, pin: String, next: String) throws -> Page {
+        try run("follow", link, input: "\(code)\n\(pin)\n\(next)\n")
+    }
     /// Signs in on the account page at `url` (the manager's `/account`).
     public func account(_ url: String) throws -> Page { try run("account", url) }
     public func revoke(_ deviceName: String, at url: String, pin: String) throws -> Page { try run("revoke", url, input: "\(deviceName)\n\(pin)\n") }

@@ -147,6 +147,17 @@ def decide(driver, url, shots, button):
     return dict(seen, **report(driver, shots))
 
 
+def follow(driver, url, shots):
+    """Approves the login at url, then opens the next login's link (on stdin after the code and PIN) in the same tab,
+    as a person who scans the next QR code does: only the part after "#" differs."""
+    first = decide(driver, url, shots, "approve")
+    second = sys.stdin.readline().strip()
+    driver.get(second)
+    wait(driver, lambda: visible(driver, "decide") and text(driver, "remote") != first.get("remote"), seconds=15)
+    shots(driver, "next")
+    return dict(report(driver, shots, "host", "service", "login", "remote"), first=first)
+
+
 def items(driver, list_id):
     return [item.text for item in driver.find_elements(By.CSS_SELECTOR, f"#{list_id} li")]
 
@@ -225,7 +236,7 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
-    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "assert", "account", "inbox", "revoke", "change-pin"])
+    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "revoke", "change-pin"])
     parser.add_argument("url")
     arguments = parser.parse_args()
     os.makedirs(arguments.profile, exist_ok=True)
@@ -238,6 +249,8 @@ def main():
             result = personalize(driver, arguments.url, shots)
         elif arguments.command == "view":
             result = view(driver, arguments.url, shots)
+        elif arguments.command == "follow":
+            result = follow(driver, arguments.url, shots)
         elif arguments.command == "assert":
             result = assertion(driver, arguments.url, shots)
         elif arguments.command == "account":
