@@ -48,7 +48,7 @@ printf 'auth required %s config=%s timeout=5\n' "$PAM_MODULE" "$WORK/xign.conf" 
 printf 'auth required pam_deny.so\n' > "$WORK/pam.d/other"
 cat "$WORK/pam.d/login"
 pamtester() {
-    LD_PRELOAD=libpam_wrapper.so PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$WORK/pam.d" command pamtester -v login demo authenticate
+    LD_PRELOAD=libpam_wrapper.so PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$WORK/pam.d" command pamtester -v -I tty=tty1 login demo authenticate
 }
 printf '%s\n' "$PIN" | pamtester
 

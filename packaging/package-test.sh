@@ -23,6 +23,7 @@ if [ "$XIGN_PACKAGE_TEST_STAGE" = namespace ]; then
     mkdir -p "$WORK/layers/upper" "$WORK/layers/work"
     mount -t overlay overlay -o "lowerdir=/,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
     mount -t proc proc "$WORK/root/proc"
+    mount --rbind /sys "$WORK/root/sys"  # the cgroups a login's session is told by
     mount --rbind /dev "$WORK/root/dev"
     mount -t tmpfs tmpfs "$WORK/root/run"  # no systemd here: maintainer scripts must not reach the host's
     mkdir -p "$WORK/root/tmp/debs"
@@ -68,7 +69,7 @@ pam-auth-update --enable xign
 grep pam_xign /etc/pam.d/common-auth || fail "pam-auth-update did not add the module"
 
 step "Log in through the real /etc/pam.d stack: the right PIN"
-printf '%s\n' "$PIN" | pamtester login xtest authenticate || fail "the right PIN was refused"
+printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtest authenticate || fail "the right PIN was refused"
 
 step "Without root the login goes through xignd, started from its socket as systemd starts it"
 test -L /etc/systemd/system/sockets.target.wants/xignd.socket || fail "the package did not enable xignd.socket"
@@ -80,10 +81,22 @@ systemd-socket-activate -l "$SOCKET" $XIGND_EXEC >/tmp/xignd.log 2>&1 &
 XIGND=$!
 for _ in $(seq 100); do test -S "$SOCKET" && break; sleep 0.1; done
 chmod 0666 "$SOCKET"  # the unit's SocketMode
-printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate || { cat /tmp/xignd.log; fail "the user's own login through xignd was refused"; }
+# xtest at the machine: logind's records of a seat session (no logind runs here) and a cgroup named as its scope.
+XTEST_UID=$(id -u xtest)
+mkdir -p /run/systemd/sessions /run/systemd/users
+printf 'UID=%s\nUSER=xtest\nACTIVE=1\nREMOTE=0\nSEAT=seat0\nCLASS=user\n' "$XTEST_UID" > /run/systemd/sessions/c1
+printf 'NAME=xtest\nSESSIONS=c1\nDISPLAY=c1\n' > /run/systemd/users/"$XTEST_UID"
+CGROUPS=$(for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do test -e "$d/cgroup.procs" && { echo "$d"; break; }; done)
+[ -n "$CGROUPS" ] || fail "no cgroup hierarchy to run the session in"
+SCOPE="$CGROUPS/xign-package-test-$$/user.slice/session-c1.scope"
+mkdir -p "$SCOPE"
+at_seat() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$SCOPE" _ "$@"; }
+if printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate; then fail "xignd used the key for a caller in no session at the machine"; fi
+printf '%s\n' "$PIN" | at_seat runuser -u xtest -- pamtester login xtest authenticate || { cat /tmp/xignd.log; fail "the user's own login through xignd was refused"; }
 grep -q "uid=$(id -u xtest) .*result=success" /tmp/xignd.log || { cat /tmp/xignd.log; fail "the login did not go through xignd"; }
 if printf '%s\n' "$PIN" | runuser -u nobody -- pamtester login xtest authenticate; then fail "nobody logged in as xtest through xignd"; fi
 kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
+rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true
 
 step "Upgrade to a rebuilt package; the activation survives"
 for deb in /tmp/debs/libpam-xign_*.deb /tmp/debs/xign-setup_*.deb /tmp/debs/xign-manager_*.deb; do
@@ -95,10 +108,10 @@ done
 apt-get install -y -q /tmp/libpam-xign_rebuild.deb /tmp/xign-setup_rebuild.deb /tmp/xign-manager_rebuild.deb
 dpkg -s xign-setup | grep '^Version:.*+rebuild1' || fail "the upgrade did not happen"
 xign-setup list | grep -q "$ID" || fail "the upgrade lost the activation"
-printf '%s\n' "$PIN" | pamtester login xtest authenticate || fail "the right PIN was refused after the upgrade"
+printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtest authenticate || fail "the right PIN was refused after the upgrade"
 
 step "Log in through the real stack: a wrong PIN"
-if printf '13570\n' | pamtester login xtest authenticate; then fail "a wrong PIN was accepted"; fi
+if printf '13570\n' | pamtester -I tty=tty1 login xtest authenticate; then fail "a wrong PIN was accepted"; fi
 
 step "Remove: the module leaves the PAM stack, the enrolment stays"
 kill "$MANAGER"; wait "$MANAGER" 2>/dev/null || true

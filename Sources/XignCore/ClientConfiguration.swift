@@ -42,6 +42,13 @@ public struct ClientConfiguration: Sendable, Equatable {
     public struct SessionRecords: Sendable, Equatable {
         public var utmpPath = "/var/run/utmp"
         public var logindSessionsDirectory = "/run/systemd/sessions"
+        /// Where processes are: `/proc`, apart only for tests of recorded data.
+        public var processDirectory = "/proc"
+        /// logind's users, beside its sessions.
+        public var logindUsersDirectory: String {
+            let parent = logindSessionsDirectory.split(separator: "/").dropLast().joined(separator: "/")
+            return "/\(parent)/users"
+        }
         public init() {}
     }
 

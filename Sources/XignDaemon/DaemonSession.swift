@@ -80,7 +80,8 @@ struct DaemonSession {
                 UserName.same($0.localUser, target.name)
             }) ?? true
         if enrolled { guard charge(target, pamStyle: true) else { return } }
-        let caller = LoginCaller(user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty)
+        let caller = LoginCaller(
+            user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty, process: peer.pid)
         let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
         let outcome = Login(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
         if outcome.isSuccess { try? daemon.attempts.reset(String(target.uid)) }

@@ -15,14 +15,20 @@ public struct LoginCaller: Sendable {
     public var tty: String?
     /// A setuid host (su, sudo) that a user started: AT_SECURE, or real and effective ids that differ.
     public var inSetuidHost: Bool
+    /// The process whose logind session decides whether the login is at this machine: xignd's caller; nil for the
+    /// PAM host itself.
+    public var process: Int32?
 
-    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false) {
+    public init(
+        user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false, process: Int32? = nil
+    ) {
         self.user = user
         self.service = service
         self.ruser = ruser
         self.rhost = rhost
         self.tty = tty
         self.inSetuidHost = inSetuidHost
+        self.process = process
     }
 }
 

@@ -6,16 +6,21 @@ import XignProtocol
 import Glibc
 #endif
 
-/// Whether a login happens at this machine or comes over the network. The device key is the machine's, so it
-/// proves presence only for a login at the machine: over SSH it is there whoever connects, and a local login
-/// with it would rest on the PIN alone.
-///
-/// What counts as remote: sshd itself; a PAM_RHOST (sudo and su may name this host, which stays local); and a
-/// host such as sudo or su running inside a session that logind or utmp records as remote. logind's record
-/// follows every process of the session, detached ones (tmux, nohup) included; utmp's only the terminal.
+/// Whether a login happens at this machine. The device key is the machine's, so it proves presence only for a
+/// login at the machine: over SSH it is there whoever connects, and a local login with it would rest on the PIN
+/// alone. So local needs positive evidence (docs/security.md, "Which factors a login has"):
+/// - the caller's logind session is local and the active session of a seat, and its user has no remote session
+///   open, which could drive it (a console tmux attached from SSH);
+/// - or, without a session yet, the PAM host is a program at the console: `login` on a virtual terminal, or a
+///   display manager's greeter, running as root and not as a user's setuid program.
+/// Everything else is remote: sshd, a PAM_RHOST, `systemd-run --user` or a cron job (no seat session), and su or
+/// sudo on a machine without logind.
 struct LoginOrigin {
     let caller: LoginCaller
     let records: ClientConfiguration.SessionRecords
+
+    /// PAM services of programs that run at the console before a session exists.
+    static let consoleServices: Set<String> = ["login", "gdm-password", "gdm-fingerprint", "gdm-smartcard", "lightdm", "sddm"]
 
     /// Why the login counts as remote, for the log; nil for a login at this machine.
     var remoteReason: String? {
@@ -23,13 +28,13 @@ struct LoginOrigin {
         if let rhost = caller.rhost, !rhost.isEmpty, !isThisHostNamedByLocalProgram(rhost) {
             return "it comes from \(rhost.prefix(64))"
         }
-        if let session = logindSession, let host = Self.remoteHost(inLogindSession: session, directory: records.logindSessionsDirectory) {
-            return "it runs in remote session \(session) from \(host)"
-        }
+        if let session = callerSession { return sessionRefusal(session) }
         if let tty = caller.tty, let host = Self.remoteHost(onTerminal: tty, utmp: records.utmpPath) {
             return "its terminal \(tty.prefix(32)) is logged in from \(host)"
         }
-        return nil
+        if isConsoleProgram { return nil }
+        return
+            "nothing shows it is at this machine: its process is in no local seat session of logind, and it is no login program at the console"
     }
 
     /// sudo (with pam_rhost) and su set PAM_RHOST to this machine's own name; no remote service is trusted to.
@@ -39,28 +44,83 @@ struct LoginOrigin {
         return rhost == name || rhost.split(separator: ".").first.map(String.init) == name
     }
 
-    /// The logind session of this process, from its cgroup (`…/session-ID.scope`).
-    private var logindSession: String? {
-        guard let data = try? AtomicFile.read("/proc/self/cgroup", limit: 64 * 1024) else { return nil }
+    /// `login` on a virtual terminal, or a display manager, run by root itself: before the user's session exists,
+    /// the service and the terminal are the evidence. Through xignd the caller is a user's program, so never this.
+    private var isConsoleProgram: Bool {
+        guard caller.process == nil, !caller.inSetuidHost, getuid() == 0, let service = caller.service,
+            Self.consoleServices.contains(service)
+        else { return false }
+        guard service == "login" else { return true }
+        return caller.tty.map(Self.isVirtualTerminal) ?? false
+    }
+
+    /// tty1 … tty63, with or without /dev/.
+    static func isVirtualTerminal(_ tty: String) -> Bool {
+        let name = tty.hasPrefix("/dev/") ? tty.dropFirst(5) : Substring(tty)
+        guard name.hasPrefix("tty"), let number = Int(name.dropFirst(3)) else { return false }
+        return (1...63).contains(number)
+    }
+
+    /// The logind session the caller runs in: its cgroup's `session-ID.scope`, or, for a process of the user's
+    /// service manager (`user@UID.service`: terminals and apps of a desktop), the user's display session.
+    var callerSession: String? {
+        let process = caller.process.map(String.init) ?? "self"
+        guard let data = try? AtomicFile.read("\(records.processDirectory)/\(process)/cgroup", limit: 64 * 1024) else { return nil }
+        var userManager: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            for component in line.split(separator: "/") where component.hasPrefix("session-") && component.hasSuffix(".scope") {
-                let id = component.dropFirst("session-".count).dropLast(".scope".count)
-                if !id.isEmpty, id.utf8.count <= 32, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) { return String(id) }
+            for component in line.split(separator: "/") {
+                if component.hasPrefix("session-") && component.hasSuffix(".scope") {
+                    let id = component.dropFirst("session-".count).dropLast(".scope".count)
+                    if Self.isIdentifier(id) { return String(id) }
+                }
+                if component.hasPrefix("user@") && component.hasSuffix(".service") {
+                    let uid = component.dropFirst("user@".count).dropLast(".service".count)
+                    if !uid.isEmpty, uid.allSatisfy(\.isNumber) { userManager = String(uid) }
+                }
+            }
+        }
+        guard let uid = userManager, let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)"), let display = user["DISPLAY"],
+            Self.isIdentifier(display)
+        else { return nil }
+        return String(display)
+    }
+
+    /// Why `session` is not at this machine, or nil when it is.
+    private func sessionRefusal(_ session: String) -> String? {
+        guard let record = Self.fields(at: "\(records.logindSessionsDirectory)/\(session)") else {
+            return "logind has no record of its session \(session)"
+        }
+        if record["REMOTE"] == "1" {
+            return "it runs in remote session \(session) from \(record["REMOTE_HOST"].map { String($0.prefix(64)) } ?? "another host")"
+        }
+        guard record["SEAT"].map({ !$0.isEmpty }) == true, record["ACTIVE"] == "1" else {
+            return "its session \(session) is not the active session of a seat (a background job, or another user's turn at the machine)"
+        }
+        guard let uid = record["UID"], uid.allSatisfy(\.isNumber),
+            let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)")
+        else { return "logind has no record of the user of session \(session)" }
+        for other in (user["SESSIONS"] ?? "").split(separator: " ") where Self.isIdentifier(other) && other != session {
+            if let record = Self.fields(at: "\(records.logindSessionsDirectory)/\(other)"), record["REMOTE"] == "1" {
+                return
+                    "its user is also logged in over the network (session \(other) from \(record["REMOTE_HOST"].map { String($0.prefix(64)) } ?? "another host")), which can drive this session"
             }
         }
         return nil
     }
 
-    /// REMOTE_HOST (or "somewhere") when logind's record of `session` says REMOTE=1.
-    static func remoteHost(inLogindSession session: String, directory: String) -> String? {
-        guard let data = try? AtomicFile.read("\(directory)/\(session)", limit: 64 * 1024) else { return nil }
+    private static func isIdentifier(_ id: Substring) -> Bool {
+        !id.isEmpty && id.utf8.count <= 32 && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    }
+
+    /// A logind state file: KEY=VALUE lines.
+    static func fields(at path: String) -> [Substring: Substring]? {
+        guard let data = try? AtomicFile.read(path, limit: 64 * 1024) else { return nil }
         var fields: [Substring: Substring] = [:]
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
-        guard fields["REMOTE"] == "1" else { return nil }
-        return fields["REMOTE_HOST"].map { String($0.prefix(64)) } ?? "another host"
+        return fields
     }
 
     /// The host utmp names for the live session on `tty`; nil when there is none or it is local (a display such as ":0").

@@ -39,7 +39,8 @@ import XignTestSupport
         let conversation = ScriptedConversation(answers: answers)
         let lines = LogLines()
         let options = try LoginOptions(arguments: ["config=\(configPath)", "timeout=5"] + arguments)
-        let caller = LoginCaller(user: user, service: "login", ruser: nil, rhost: nil)
+        // login on a virtual terminal: at the machine.
+        let caller = LoginCaller(user: user, service: "login", ruser: nil, rhost: nil, tty: "tty1")
         let outcome = Login(caller: caller, options: options, conversation: conversation, log: { lines.append($1) }).run()
         return (outcome, conversation, lines.all)
     }

@@ -40,6 +40,8 @@ final class PAMFixture: @unchecked Sendable {
 
     /// The simulator behind TPM keys, when the fixture uses them.
     let tpm: SoftwareTPM?
+    /// logind's records of this test alone, and the scopes a login's process runs in (no logind runs here).
+    let logind: RecordedLogind
     /// What xign.conf says, for SDKs a test makes.
     let configuration: ClientConfiguration
 
@@ -53,6 +55,7 @@ final class PAMFixture: @unchecked Sendable {
             ? try ManagerProcess.servingBrowsers(config: managerConfig, database: database)
             : try ManagerProcess(config: managerConfig, database: database)
         self.tpm = tpm
+        logind = try RecordedLogind()
         let state = directory.file("state")
         var configuration = ClientConfiguration()
         configuration.stateDirectory = state
@@ -87,7 +90,7 @@ final class PAMFixture: @unchecked Sendable {
     /// `top` adds settings outside any section, such as ca_file; they stay for later writes.
     func writeConfig(utmp: String? = nil, pam: String = "", top: String = "") throws {
         baseConfig += top
-        let records = "logind_sessions = \(directory.file("no-logind"))\nutmp = \(utmp ?? directory.file("no-utmp"))\n"
+        let records = "logind_sessions = \(logind.sessionsDirectory)\nutmp = \(utmp ?? directory.file("no-utmp"))\n"
         try writeTestFile(configPath, Data((baseConfig + "[pam]\n" + records + pam).utf8))
     }
 
@@ -180,6 +183,8 @@ final class PAMFixture: @unchecked Sendable {
         harness: String? = nil, environment: [String: String]? = nil, items: [String] = []
     ) throws -> ChildProcess {
         let host = try harness ?? Self.harness.get()
+        // `login` runs on a virtual terminal unless the test says where: the console, as getty starts it.
+        let items = service == "login" && !items.contains { $0.hasPrefix("tty=") } ? items + ["tty=tty1"] : items
         let command = wrapper + [host, confdir, service, user] + (items.isEmpty ? [] : ["1"] + items)
         return try ChildProcess(
             command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
@@ -207,16 +212,30 @@ final class PAMFixture: @unchecked Sendable {
     }
 
     /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
-    /// `asUser` runs it as that user (setpriv), as a screen locker runs.
-    func pamtester(_ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil) throws -> ChildProcess.Result {
+    /// `asUser` runs it as that user (setpriv), as a screen locker runs: in that user's session at the seat, unless
+    /// `session` names another prefix (`logind.inUserManager`, …) or none.
+    func pamtester(
+        _ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil, session: [String]? = nil
+    ) throws -> ChildProcess.Result {
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = confdir
         environment["PAM_WRAPPER_DEBUGLEVEL"] = debugLevel.map(String.init)
-        let command = (asUser.map(Self.runAs) ?? []) + ["/usr/bin/pamtester"] + arguments
+        let inSession = try session ?? asUser.map { try atSeat($0) } ?? []
+        let command = inSession + (asUser.map(Self.runAs) ?? []) + ["/usr/bin/pamtester"] + arguments
         return try ChildProcess(command[0], Array(command.dropFirst()), stdin: stdin, environment: environment, in: directory).wait()
     }
+
+    /// The prefix that runs a command in `user`'s session, the active one of seat0 (recorded once per user).
+    func atSeat(_ user: String) throws -> [String] {
+        let id = "seat\(user.filter { $0.isLetter || $0.isNumber })"
+        if !FileManager.default.fileExists(atPath: logind.sessionsDirectory + "/" + id) { try logind.addSession(id, user: user) }
+        return try logind.inSession(id)
+    }
+
+    /// The prefix that runs a command as `user`, in that user's session at the seat: a desktop's program.
+    func atSeat(as user: String) throws -> [String] { try atSeat(user) + Self.runAs(user) }
 
     /// The prefix that runs a command as `user` with that user's group and no others.
     static func runAs(_ user: String) -> [String] {

@@ -190,12 +190,12 @@ import XignTestSupport
             "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config)
         #expect(try fixture.login(service: "login").code == PAMCode.success)
-        let sudo = try fixture.login(service: "sudo")
+        let sudo = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
         #expect(sudo.code == PAMCode.authError)
         #expect(sudo.conversation == (try PAMFixture.golden("sudo-needs-biometric")))
         // role= picks the role explicitly.
         try fixture.service("sudo", arguments: "role=login")
-        #expect(try fixture.login(service: "sudo").code == PAMCode.success)
+        #expect(try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root")).code == PAMCode.success)
     }
 
     /// After add-factor, sudo's device+pin+biometric asks for the PIN, then for a finger on fprintd's reader.
@@ -219,11 +219,11 @@ import XignTestSupport
         _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
 
         reader.scanLater("alice-right")
-        let sudo = try fixture.login(service: "sudo")
+        let sudo = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
         #expect(sudo.code == PAMCode.success)
         #expect(sudo.conversation == (try PAMFixture.golden("sudo-with-fingerprint")))
         reader.scanLater("mallory")
-        let other = try fixture.login(service: "sudo")
+        let other = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
         #expect(other.code == PAMCode.authError)
         #expect(other.conversation == (try PAMFixture.golden("sudo-wrong-finger")))
         #expect(try fixture.login(service: "login").code == PAMCode.success, "login still asks for device and PIN only")
@@ -264,10 +264,10 @@ import XignTestSupport
 
     @Test func pamtesterUnderPAMWrapperAuthenticates() throws {
         let fixture = try PAMFixture()
-        let good = try fixture.pamtester(["-v", "login", "alice", "authenticate"], stdin: "24680\n")
+        let good = try fixture.pamtester(["-v", "-I", "tty=tty1", "login", "alice", "authenticate"], stdin: "24680\n")
         #expect(good.status == 0, "\(good.stdout) \(good.stderr)")
         #expect(good.stderr.contains("successfully authenticated") || good.stdout.contains("successfully authenticated"))
-        let bad = try fixture.pamtester(["-v", "login", "alice", "authenticate"], stdin: "13570\n")
+        let bad = try fixture.pamtester(["-v", "-I", "tty=tty1", "login", "alice", "authenticate"], stdin: "13570\n")
         #expect(bad.status != 0)
         #expect((bad.stdout + bad.stderr).contains("Wrong PIN"))
     }
@@ -277,11 +277,11 @@ import XignTestSupport
         // sudo with pam_rhost names this machine itself, which is a login at the machine (another host would be remote).
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "localhost"
         let arguments = ["-v", "-I", "ruser=bob", "-I", "rhost=\(host)", "sudo", "alice", "authenticate"]
-        let wrong = try fixture.pamtester(arguments, stdin: "13570\n", debugLevel: 3)
+        let wrong = try fixture.pamtester(arguments, stdin: "13570\n", debugLevel: 3, session: try fixture.atSeat("root"))
         let lines = wrong.stderr.split(separator: "\n").filter { $0.contains("SYSLOG(") }
         #expect(lines.contains { $0.hasSuffix("SYSLOG(4): result=wrong-pin service=sudo user=alice ruser=bob rhost=\(host)") }, "\(lines)")
         #expect(!(wrong.stdout + wrong.stderr).contains("13570"), "the PIN must not be logged")
-        let right = try fixture.pamtester(arguments, stdin: "24680\n", debugLevel: 3)
+        let right = try fixture.pamtester(arguments, stdin: "24680\n", debugLevel: 3, session: try fixture.atSeat("root"))
         #expect(right.stderr.contains("SYSLOG(4): result=locked service=sudo user=alice ruser=bob rhost=\(host)"), "\(right.stderr)")
     }
 }

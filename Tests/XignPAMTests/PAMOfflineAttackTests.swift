@@ -116,9 +116,11 @@ import XignTestSupport
                     .utf8), mode: 0o644)
         try writeTestFile(sudoersFile, Data("Defaults:\(user) pam_service=\(service), passwd_tries=1\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
         chmod(fixture.directory.path, 0o711)
+        // The user at the machine, in a terminal of the seat's session.
+        let seat = try fixture.atSeat(user)
         func sudo(_ shell: String) throws -> PseudoTerminal {
             try PseudoTerminal(
-                "/usr/sbin/runuser", ["-u", user, "--", "/bin/sh", "-c", shell],
+                seat[0], Array(seat.dropFirst()) + ["/usr/sbin/runuser", "-u", user, "--", "/bin/sh", "-c", shell],
                 environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
         }
         // Control: with the network, sudo logs in online.

@@ -40,23 +40,88 @@ import XignTestSupport
         #expect(local.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"))
     }
 
-    @Test func sudoInsideARemoteTerminalSessionIsRemoteAndOnTheConsoleIsNot() throws {
+    static let overTheNetwork = "comes over the network"
+
+    /// G3: local needs positive evidence. The harness stands in for sudo's PAM call (as root, service sudo); the
+    /// cgroup its process runs in is real, logind's records of the sessions are recorded (no logind runs here).
+    @Test func sudoIsLocalOnlyInTheActiveSessionOfASeatWithoutARemoteOne() throws {
         let fixture = try PAMFixture()
-        let records = TemporaryDirectory()
-        let sshSession = try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records)
-        try fixture.writeConfig(utmp: sshSession)
-        let insideSSH = try fixture.login(service: "sudo", items: ["tty=/dev/pts/7"])
-        #expect(insideSSH.code == PAMCode.authError, "\(insideSSH.output)")
-        #expect(insideSSH.conversation.contains("comes over the network"))
-        // Honest controls: another terminal of the same file, and a console session, are at the machine.
-        #expect(try fixture.login(service: "sudo", items: ["tty=/dev/pts/8"]).code == PAMCode.success)
-        let console = try Self.utmp(line: "tty2", host: "", in: records)
-        let desktop = try Self.utmp(line: "pts/3", host: ":0", in: records)
-        for (file, tty) in [(console, "tty2"), (desktop, "/dev/pts/3")] {
-            try fixture.writeConfig(utmp: file)
-            let login = try fixture.login(service: "sudo", items: ["tty=\(tty)"])
-            #expect(login.code == PAMCode.success, "\(tty): \(login.output)")
+        func sudo(_ wrapper: [String], _ why: Comment) throws {
+            let login = try fixture.login(service: "sudo", wrapper: wrapper)
+            #expect(login.code == PAMCode.authError, why)
+            #expect(login.conversation.contains(Self.overTheNetwork), "\(why): \(login.conversation)")
         }
+        try sudo([], "no logind session at all (a machine without logind, or a process outside every session)")
+        try sudo(try fixture.logind.inService("cron.service"), "a cron or at job without a session")
+        try fixture.logind.addSession("c3", user: "root", seat: nil)
+        try sudo(try fixture.logind.inSession("c3"), "a job in a session of its own (cron's PAM session), on no seat")
+        try fixture.logind.addSession("c4", user: "root", active: false)
+        try sudo(try fixture.logind.inSession("c4"), "a seat session that is not the active one")
+        // Control: the active session of the seat, and the desktop's terminals in the user's service manager.
+        try fixture.logind.addSession("c5", user: "root")
+        #expect(try fixture.login(service: "sudo", wrapper: try fixture.logind.inSession("c5")).code == PAMCode.success)
+        #expect(try fixture.login(service: "sudo", wrapper: try fixture.logind.inUserManager("root")).code == PAMCode.success)
+        // The same user logs in over SSH: a console tmux attached from there, or systemd-run --user --pty, runs in
+        // the seat session or the service manager, and either can be driven from the network.
+        try fixture.logind.addSession("c6", user: "root", seat: nil, remoteHost: "198.51.100.4")
+        try sudo(try fixture.logind.inSession("c5"), "a console tmux attached from SSH")
+        try sudo(try fixture.logind.inUserManager("root"), "systemd-run --user --pty from SSH")
+        try sudo(try fixture.logind.inSession("c6"), "the SSH session itself")
+    }
+
+    /// The real sudo, run by its user in a pseudo-terminal: from `systemd-run --user --pty` while the user is logged in
+    /// over SSH (the user's service manager), and from a job in no session, it does not use this machine's key; in a
+    /// terminal of the seat's session it does.
+    @Test func theRealSudoUsesTheKeyOnlyAtTheSeat() throws {
+        let user = try SSHServer.user.get()
+        let fixture = try PAMFixture(users: [user])
+        let service = "xign-test-local-\(getpid())"
+        let pamFile = "/etc/pam.d/\(service)", sudoersFile = "/etc/sudoers.d/xign-test-local-\(getpid())"
+        defer {
+            try? FileManager.default.removeItem(atPath: pamFile)
+            try? FileManager.default.removeItem(atPath: sudoersFile)
+        }
+        try writeTestFile(
+            pamFile,
+            Data("auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\n".utf8), mode: 0o644)
+        try writeTestFile(sudoersFile, Data("Defaults:\(user) pam_service=\(service), passwd_tries=1\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
+        chmod(fixture.directory.path, 0o711)
+        func sudo(in prefix: [String]) throws -> PseudoTerminal {
+            try PseudoTerminal(
+                prefix[0], Array(prefix.dropFirst()) + ["/usr/sbin/runuser", "-u", user, "--", "/usr/bin/sudo", "-k", "/usr/bin/id", "-un"],
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+        }
+        // Control: a terminal of the seat's session.
+        let seat = try sudo(in: try fixture.atSeat(user))
+        _ = try seat.expect("PIN for")
+        seat.send("24680\n")
+        _ = try seat.expect("\nroot")
+        #expect(try seat.wait() == 0)
+
+        try fixture.logind.addSession("ssh1", user: user, seat: nil, remoteHost: "198.51.100.7")
+        for (prefix, what) in [(try fixture.logind.inUserManager(user), "systemd-run --user --pty from SSH"), (try fixture.logind.inService("atd.service"), "an at job")] {
+            let refused = try sudo(in: prefix)
+            #expect(try refused.wait() != 0, "\(what): \(refused.output)")
+            // sudo passes PAM_SILENT (its pam_silent default), so the refusal shows as no PIN asked.
+            #expect(!refused.output.contains("PIN for") && refused.output.contains("1 incorrect password attempt"), "\(what): \(refused.output)")
+        }
+        #expect(try fixture.failedAttempts("\(user)@example.org") == 0)
+    }
+
+    /// Before a session exists, the console program is the evidence: login on a virtual terminal, not on a pseudo-terminal
+    /// (telnet, a terminal emulator); sudo inside a terminal utmp records as remote says where it comes from.
+    @Test func loginIsLocalOnAVirtualTerminalOnly() throws {
+        let fixture = try PAMFixture()
+        #expect(try fixture.login(items: ["tty=/dev/tty2"]).code == PAMCode.success, "control: getty's login on tty2")
+        for tty in ["/dev/pts/4", "ttyS0", "tty0", "tty64"] {
+            let login = try fixture.login(items: ["tty=\(tty)"])
+            #expect(login.code == PAMCode.authError && login.conversation.contains(Self.overTheNetwork), "\(tty): \(login.output)")
+        }
+        let records = TemporaryDirectory()
+        try fixture.writeConfig(utmp: try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records))
+        let insideSSH = try fixture.login(service: "sudo", items: ["tty=/dev/pts/7"])
+        #expect(insideSSH.code == PAMCode.authError)
+        #expect(insideSSH.output.contains("198.51.100.4") || insideSSH.conversation.contains(Self.overTheNetwork), "\(insideSSH.output)")
     }
 
     @Test func theAdministratorsChoicesForRemoteLogins() throws {

@@ -44,7 +44,7 @@ import XignTestSupport
             }
         }
         return try fixture.login(
-            user, answers: answers, wrapper: PAMFixture.runAs("nobody"),
+            user, answers: answers, wrapper: try fixture.atSeat(as: "nobody"),
             harness: host, environment: callerEnvironment(traps))
     }
 
@@ -113,11 +113,13 @@ import XignTestSupport
             "su-service",
             "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\nsession required pam_permit.so\n",
             mode: 0o644)
+        // The person at the machine, in the seat's session.
+        let seat = try fixture.atSeat(user)
         func su(_ target: String) throws -> PseudoTerminal {
             let command =
                 "mount --bind \(service) /etc/pam.d/su && exec /usr/bin/setpriv --reuid=\(user) --regid=\(user) --clear-groups -- /usr/bin/su \(target) -c 'echo su-as-$(id -un)'"
             return try PseudoTerminal(
-                "/usr/bin/unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", command],
+                seat[0], Array(seat.dropFirst()) + ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", command],
                 environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
         }
         let other = try su("root")

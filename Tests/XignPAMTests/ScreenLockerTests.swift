@@ -27,7 +27,8 @@ import XignTestSupport
                 "DISPLAY": display.name, "HOME": "/nonexistent", "PATH": "/usr/bin:/bin",
                 "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
             ]
-            let command = PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
+            // In the user's session at the seat, as a desktop starts its locker.
+            let command = try fixture.atSeat("nobody") + PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
             let locker = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
             try display.waitForWindow(class: "i3lock")
             return locker

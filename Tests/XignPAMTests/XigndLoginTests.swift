@@ -24,7 +24,7 @@ import XignTestSupport
     }
 
     func lockerLogin(_ user: String = "nobody", service: String = "locker", answers: [String] = ["24680"]) throws -> PAMFixture.Login {
-        try fixture.login(user, service: service, answers: answers, wrapper: PAMFixture.runAs("nobody"))
+        try fixture.login(user, service: service, answers: answers, wrapper: try fixture.atSeat(as: "nobody"))
     }
 
     @Test func pamtesterAsTheUserLogsInThroughXigndAndAWrongPINFails() throws {
@@ -67,7 +67,7 @@ import XignTestSupport
 
     @Test func rootLogsInInProcessWithXigndStopped() throws {
         daemon.kill()
-        let login = try fixture.login("nobody", service: "locker")
+        let login = try fixture.login("nobody", service: "locker", wrapper: try fixture.atSeat("root"))
         #expect(login.code == PAMCode.success, "\(login.output)")
     }
 
@@ -89,7 +89,7 @@ import XignTestSupport
         let slow = try FaultyServer.delaying(3, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: slow.url)
         let started = Date()
-        let login = try fixture.startLogin("nobody", service: "locker", wrapper: PAMFixture.runAs("nobody"))
+        let login = try fixture.startLogin("nobody", service: "locker", wrapper: try fixture.atSeat(as: "nobody"))
         #expect(waitUntil(seconds: 20) { !slow.requests.isEmpty })
         daemon.kill()
         let result = try fixture.finish(login)
@@ -114,13 +114,13 @@ import XignTestSupport
         daemon.kill(SIGTERM)
         try daemon.start()
         #expect(try lockerLogin().code == PAMCode.maxTries, "a restart hands out no new attempts")
-        let other = try fixture.login("daemon", service: "locker", wrapper: PAMFixture.runAs("daemon"))
+        let other = try fixture.login("daemon", service: "locker", wrapper: try fixture.atSeat(as: "daemon"))
         #expect(other.code == PAMCode.success, "each uid has its own allowance: \(other.output)")
     }
 
     @Test func aUserWithoutAnEnrolmentIsUnknownAndSpendsNoAttempts() throws {
         for _ in 0..<7 {
-            let login = try fixture.login("bin", service: "locker", answers: [], wrapper: PAMFixture.runAs("bin"))
+            let login = try fixture.login("bin", service: "locker", answers: [], wrapper: try fixture.atSeat(as: "bin"))
             #expect(login.code == PAMCode.userUnknown && login.conversation.isEmpty, "\(login.output)")
         }
         let stored = (try? String(contentsOfFile: attemptsFile, encoding: .utf8)) ?? "{}"
@@ -281,7 +281,7 @@ import XignTestSupport
 
     @Test func twoUsersLogInAtOnce() throws {
         let logins = ["nobody", "daemon"].map { user in
-            Thread.detachedResult { try fixture.login(user, service: "locker", answers: ["24680"], wrapper: PAMFixture.runAs(user)) }
+            Thread.detachedResult { try fixture.login(user, service: "locker", answers: ["24680"], wrapper: try fixture.atSeat(as: user)) }
         }
         for login in logins { #expect(try login.value(timeout: 60).code == PAMCode.success) }
     }
