@@ -161,6 +161,7 @@ let package = Package(
         ),
         .testTarget(name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignTestSupport"]),
         .testTarget(
-            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"], exclude: ["Golden"]),
+            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"],
+            exclude: ["Golden"]),
     ]
 )

@@ -77,7 +77,8 @@ public final class CertificateAuthorities: @unchecked Sendable {
         if verified {
             guard let anchor = xign_x509_chain_anchor(context), let der = Self.der(anchor), let pins = pinned[der] else { return nil }
             if let manufacturer = certificate.manufacturer, pins.contains("id:" + manufacturer.dropFirst(3).uppercased()) { return nil }
-            return "the EK certificate names TPM manufacturer \(certificate.manufacturer?.prefix(64) ?? "none"), which its CA is not pinned to (\(pins.sorted().joined(separator: ", ")))"
+            return
+                "the EK certificate names TPM manufacturer \(certificate.manufacturer?.prefix(64) ?? "none"), which its CA is not pinned to (\(pins.sorted().joined(separator: ", ")))"
         }
         let reason = String(cString: X509_verify_cert_error_string(Int(error)))
         return "the EK certificate issued by \(certificate.issuer.prefix(200)) does not chain to a trusted maker CA (\(reason))"

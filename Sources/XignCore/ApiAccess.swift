@@ -97,7 +97,7 @@ extension Personalizer {
     public func finishChangePin(request: ApiAccessChangePin) throws -> Int {
         guard let pin = request.pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid new PIN on pinSpec first") }
         let grant = request.grant
-        let sealed = try ManagerClient.seal(pin, to: grant.managerKey, for: .grant(grant.message.grant))
+        let sealed = try ManagerClient.seal(pin, to: try ManagerClient.pinSealingKey(grant.message.pinSealingKey), for: .grant(grant.message.grant))
         let result = try finish(grant, ApiAccessRequest(grant: grant.message.grant, nonce: try ManagerClient.nonce(), sealedNewPin: sealed))
         guard let count = result.activationsWithNewPin, count >= 1 else {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN change answer is inconsistent")
@@ -110,7 +110,8 @@ extension Personalizer {
 
     /// Makes a new activation of the account; its data personalizes another machine (and is mailed, if asked).
     public func finishRequestNewActivationData(request: ApiAccessRequestNewActivationData) throws -> NewActivationData {
-        let trigger = try request.message(sealedTo: request.grant.managerKey, for: .grant(request.grant.message.grant))
+        let trigger = try request.message(
+            sealedTo: try ManagerClient.pinSealingKey(request.grant.message.pinSealingKey), for: .grant(request.grant.message.grant))
         let result = try finish(
             request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), newActivation: trigger))
         guard let made = result.newActivation, let payload = try? PersonalizationPayload(parsing: made.activationData),

@@ -197,7 +197,8 @@ public struct Authenticator {
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }
         try offline.apply(start.offline, to: entity, readAs: offlineRecord)
         let session = AuthenticationSession(
-            purpose: purpose, localUser: localUser, host: request.host, entity: entity, managerKey: managerKey, deviceKey: key,
+            purpose: purpose, localUser: localUser, host: request.host, entity: entity, managerKey: managerKey,
+            pinSealingKey: try ManagerClient.pinSealingKey(start.pinSealingKey), deviceKey: key,
             authenticationId: start.authenticationId, challenge: start.challenge, fingerprints: fingerprints)
         return AuthenticateRequest(start: start, session: session)
     }

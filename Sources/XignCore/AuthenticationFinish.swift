@@ -119,7 +119,7 @@ extension Authenticator {
         }
         let nonce = try ManagerClient.nonce()
         let sealedPin = try userInfo.pin.map {
-            try ManagerClient.seal($0, to: session.managerKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
+            try ManagerClient.seal($0, to: session.pinSealingKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
         }
         // A login asks for its token with the answer, which saves the round trip to /v1/token.
         let tokenNonce: String?

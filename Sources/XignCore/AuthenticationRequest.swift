@@ -98,6 +98,8 @@ final class AuthenticationSession {
     let host: String
     let entity: IdentityManagerEntity
     let managerKey: P256PublicKey
+    /// What the finish's PIN is sealed to: from the start answer, which the pinned key signed.
+    let pinSealingKey: P256PublicKey
     /// Loaded once for the start; the finish signs with it too.
     let deviceKey: any DeviceKey
     let authenticationId: String
@@ -108,7 +110,7 @@ final class AuthenticationSession {
 
     init(
         purpose: AuthenticationPurpose, localUser: String, host: String, entity: IdentityManagerEntity, managerKey: P256PublicKey,
-        deviceKey: any DeviceKey, authenticationId: String, challenge: String, fingerprints: FingerprintReader
+        pinSealingKey: P256PublicKey, deviceKey: any DeviceKey, authenticationId: String, challenge: String, fingerprints: FingerprintReader
     ) {
         self.fingerprints = fingerprints
         self.deviceKey = deviceKey
@@ -117,6 +119,7 @@ final class AuthenticationSession {
         self.host = host
         self.entity = entity
         self.managerKey = managerKey
+        self.pinSealingKey = pinSealingKey
         self.authenticationId = authenticationId
         self.challenge = challenge
     }

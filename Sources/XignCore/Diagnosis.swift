@@ -157,7 +157,10 @@ extension XignSdk {
             let state = standing.lockout
             let holder =
                 !state.lockoutAuthorizationSet
-                ? "lockout authorization empty" : standing.unprotectedBecause == nil ? "lockout authorization set (tpm_lockout = \(configuration.tpmLockout.rawValue))" : "lockout authorization set by another program"
+                ? "lockout authorization empty"
+                : standing.unprotectedBecause == nil
+                    ? "lockout authorization set (tpm_lockout = \(configuration.tpmLockout.rawValue))"
+                    : "lockout authorization set by another program"
             let detail =
                 "\(state.failures) failure(s) counted of \(state.maxTries) allowed, one forgiven every \(state.recoverySeconds) s; \(holder)"
                 + (state.isLockedOut ? "; in lockout now" : "")
@@ -169,7 +172,8 @@ extension XignSdk {
             } else {
                 hint = nil
             }
-            return .init(name: "tpm lockout", status: state.isLockedOut || standing.unprotectedBecause != nil ? .warning : .ok, detail: detail, hint: hint)
+            return .init(
+                name: "tpm lockout", status: state.isLockedOut || standing.unprotectedBecause != nil ? .warning : .ok, detail: detail, hint: hint)
         } catch {
             return .init(name: "tpm lockout", status: .warning, detail: "cannot read the dictionary-attack state: \(error)", hint: nil)
         }
@@ -187,7 +191,7 @@ extension XignSdk {
                     name: name, status: .warning, detail: "offline login \(availability)", hint: "log in once while the manager can be reached")
             }
         } catch {
-            return .init(name: name, status: .warning, detail: "\(error)", hint: nil)
+            return .init(name: name, status: .warning, detail: "\(error)", hint: "offline login asks the TPM; see the tpm item above")
         }
     }
 

@@ -147,7 +147,8 @@ public struct HTTPClient: Sendable {
         default: return failure
         }
         if elapsed > Int64(timeout) + Self.stallAllowanceMilliseconds {
-            return .transport("this program was held up for \(elapsed) ms, past the timeout of \(timeout) ms, so the manager's silence proves nothing")
+            return .transport(
+                "this program was held up for \(elapsed) ms, past the timeout of \(timeout) ms, so the manager's silence proves nothing")
         }
         let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { return .transport("this program cannot open a socket (\(String(cString: strerror(errno))))") }

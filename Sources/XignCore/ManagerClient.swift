@@ -139,7 +139,9 @@ struct ManagerClient {
 
     /// The manager's key as it says in /health, for sealing a PIN before any signed answer came; checked against
     /// `fingerprint` when the user brought one. Without one (a registration) it is only as good as TLS.
-    func managerKey(pinnedTo fingerprint: String?) throws -> P256PublicKey {
+    /// The manager's signing key (checked against `fingerprint` when one is pinned), and the PIN-sealing key it
+    /// signed.
+    func managerKeys(pinnedTo fingerprint: String?) throws -> (signing: P256PublicKey, sealing: P256PublicKey) {
         let health: HealthMessage = try get(APIPath.health)
         guard let encoded = health.managerKey else {
             throw XignSdkError(
@@ -150,6 +152,29 @@ struct ManagerClient {
             throw XignSdkError(.invalidManagerResponse, "the manager's health answer does not carry a usable key")
         }
         if let fingerprint { try Self.check(key, against: fingerprint) }
+        guard let statement = health.pinSealingKey else {
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager (\(health.version.prefix(32))) is older than this client and names no PIN-sealing key; upgrade xign-manager")
+        }
+        let payload: Data
+        do { payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: key) } catch {
+            throw XignSdkError(.managerSignatureInvalid, "the manager's PIN-sealing key is not signed by its signing key: \(error)")
+        }
+        guard let message = try? JSONDecoder().decode(PINSealingKeyMessage.self, from: payload) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's PIN-sealing key cannot be read")
+        }
+        return (key, try Self.pinSealingKey(message.key))
+    }
+
+    /// A PIN-sealing key from a signed answer (SPKI DER, base64url); nil is a manager older than this client.
+    static func pinSealingKey(_ encoded: String?) throws -> P256PublicKey {
+        guard let encoded else {
+            throw XignSdkError(.invalidManagerResponse, "the manager names no PIN-sealing key; it is older than this client: upgrade xign-manager")
+        }
+        guard encoded.utf8.count <= 200, let der = Base64URL.decode(encoded), let key = try? P256PublicKey(derRepresentation: der) else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's PIN-sealing key is not a P-256 key")
+        }
         return key
     }
 
@@ -163,7 +188,7 @@ struct ManagerClient {
         }
     }
 
-    /// `pin` sealed to the manager's pinned key for one request.
+    /// `pin` sealed to the manager's PIN-sealing key for one request.
     static func seal(_ pin: String, to managerKey: P256PublicKey, for binding: PINBinding) throws -> SealedPINMessage {
         do { return try SealedPINMessage(sealing: pin, to: managerKey, for: binding) } catch {
             throw XignSdkError(.invalidInput, "the PIN cannot be sealed for the manager (\(error)); a PIN has 1 to 64 characters")

@@ -290,7 +290,8 @@ public struct OfflineLogins {
 
     /// Checks `pin` with the TPM. The attempt is written as a wrong PIN before the TPM sees it, so a crash or a pulled
     /// plug counts it; a right PIN then turns it into a login, and a TPM that could not be asked takes it back.
-    public func check(pin: String, of entity: IdentityManagerEntity, service: String, role: String? = nil, now: Date = Date()) throws -> OfflineCheck {
+    public func check(pin: String, of entity: IdentityManagerEntity, service: String, role: String? = nil, now: Date = Date()) throws -> OfflineCheck
+    {
         let at = now.millisecondsSince1970
         let service = String(LogText.field(service, maximumLength: 64))
         let mode = self.mode

@@ -33,6 +33,8 @@ public final class PersonalizationParameters {
     public let personalizedDeviceId: String?
     let managerURL: ManagerURL
     let managerKey: P256PublicKey
+    /// What the new activation's PIN is sealed to, signed by `managerKey`.
+    let pinSealingKey: P256PublicKey
     let activationId: String
     let session: SessionMessage
     /// A local enrolment this personalization replaces (merge continued as a new account).
@@ -40,13 +42,17 @@ public final class PersonalizationParameters {
     /// The activation PIN the manager just accepted; the offline verifier is made with it.
     let pin: String
 
-    init(result: DecryptResult, managerURL: ManagerURL, managerKey: P256PublicKey, session: SessionMessage, replaces: String?, pin: String) {
+    init(
+        result: DecryptResult, managerURL: ManagerURL, keys: (signing: P256PublicKey, sealing: P256PublicKey), session: SessionMessage,
+        replaces: String?, pin: String
+    ) {
         outcome = result.outcome
         accountEmail = result.accountEmail ?? ""
         activationAlias = result.activationAlias ?? ""
         personalizedDeviceId = result.personalizedDeviceId
         self.managerURL = managerURL
-        self.managerKey = managerKey
+        self.managerKey = keys.signing
+        pinSealingKey = keys.sealing
         activationId = result.activationId
         self.session = session
         replacesIdmIdentifier = replaces
@@ -85,10 +91,10 @@ public class NewActivationChoices {
     }
 
     /// The choices as the manager takes them, the PIN sealed to `managerKey`; a valid PIN must be set first.
-    func message(sealedTo managerKey: P256PublicKey, for binding: PINBinding) throws -> NewActivationMessage {
+    func message(sealedTo sealingKey: P256PublicKey, for binding: PINBinding) throws -> NewActivationMessage {
         guard let pin = pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first") }
         return NewActivationMessage(
-            sealedPin: try ManagerClient.seal(pin, to: managerKey, for: binding), alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
+            sealedPin: try ManagerClient.seal(pin, to: sealingKey, for: binding), alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
     }
 }
 
@@ -165,10 +171,11 @@ public struct Personalizer {
         guard !pin.isEmpty, pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: url, http: http)
-        let managerKey = try client.managerKey(pinnedTo: payload.managerKeyFingerprint)
+        let keys = try client.managerKeys(pinnedTo: payload.managerKeyFingerprint)
+        let managerKey = keys.signing
         let request = DecryptRequest(
             activationId: payload.activationId, activationSecret: payload.activationSecret,
-            sealedPin: try ManagerClient.seal(pin, to: managerKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce,
+            sealedPin: try ManagerClient.seal(pin, to: keys.sealing, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce,
             knownDeviceIds: mine.filter { UserName.same($0.localUser, localUser) }.map(\.idmIdentifier)
         )
         let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
@@ -189,7 +196,7 @@ public struct Personalizer {
         }
         let replaces = result.merge.flatMap { merge in mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier }
         let parameters = PersonalizationParameters(
-            result: result, managerURL: url, managerKey: managerKey, session: session, replaces: replaces, pin: pin)
+            result: result, managerURL: url, keys: keys, session: session, replaces: replaces, pin: pin)
         switch result.outcome {
         case .newPersonalization:
             return .newPersonalization(parameters)
@@ -224,7 +231,7 @@ public struct Personalizer {
     /// Finishes a rePersonalization with a new activation; the trigger needs a valid PIN set first.
     public func personalizeIdentityManagerSynchronous(trigger: NewActivationTrigger) throws -> PersonalizationResult {
         let parameters = trigger.parameters
-        let newActivation = try trigger.message(sealedTo: parameters.managerKey, for: .personalization(sessionId: parameters.session.id))
+        let newActivation = try trigger.message(sealedTo: parameters.pinSealingKey, for: .personalization(sessionId: parameters.session.id))
         return try personalize(parameters, mode: .newActivation, newActivation: newActivation)
     }
 

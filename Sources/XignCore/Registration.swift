@@ -214,10 +214,10 @@ public struct Registry: Sendable {
         }
         let client = ManagerClient(url: parameters.managerURL, http: http)
         // Nothing is pinned before the first activation data, so the key is the one the manager names over TLS.
-        let managerKey = try client.managerKey(pinnedTo: nil)
+        let keys = try client.managerKeys(pinnedTo: nil)
         let binding = PINBinding.registration(categoryId: category.id)
         let request = RegisterRequest(
-            categoryId: category.id, sealedPin: try ManagerClient.seal(pin, to: managerKey, for: binding), attributes: attributes,
+            categoryId: category.id, sealedPin: try ManagerClient.seal(pin, to: keys.sealing, for: binding), attributes: attributes,
             alias: parameters.alias, serviceMappingId: parameters.serviceMappingId, arbitraryUserAttributes: parameters.arbitraryUserAttributes
         )
         do {

@@ -121,7 +121,8 @@ public struct TPMPINVerifierStore: Sendable {
     public func standing(policy: TPMLockoutPolicy) throws -> TPMStanding {
         try TPMDeviceKeyStore.withTPM(tcti) { tpm in
             let state = try Self.lockoutState(tpm)
-            return TPMStanding(lockout: state, clock: try Self.clock(tpm), unprotectedBecause: try unprotectedBecause(state, tpm: tpm, policy: policy))
+            return TPMStanding(
+                lockout: state, clock: try Self.clock(tpm), unprotectedBecause: try unprotectedBecause(state, tpm: tpm, policy: policy))
         }
     }
 
@@ -135,7 +136,8 @@ public struct TPMPINVerifierStore: Sendable {
         }
         guard state.lockoutAuthorizationSet else {
             return policy == .take
-                ? "the TPM's lockout authorization is empty" : "the TPM's lockout authorization is empty, so root could reset its count of wrong PINs; set tpm_lockout = take in xign.conf to let xign set a random one and forget it"
+                ? "the TPM's lockout authorization is empty"
+                : "the TPM's lockout authorization is empty, so root could reset its count of wrong PINs; set tpm_lockout = take in xign.conf to let xign set a random one and forget it"
         }
         if policy == .organization { return nil }
         guard let taken = try? markers.read("tpm", limit: 68), taken == (try Self.srkName(tpm)) else {

@@ -19,7 +19,10 @@ extension IdentityManager {
         let now = Self.now()
         var grant = ApiAccessGrantMessage(
             process: process, grant: try SecureRandom.token(), issuedAt: now, expiresAt: now + Self.apiAccessGrantMilliseconds)
-        if process == .changePin || process == .requestNewActivation { grant.pinSpec = configuration.pinPolicy }
+        if process == .changePin || process == .requestNewActivation {
+            grant.pinSpec = configuration.pinPolicy
+            grant.pinSealingKey = pinSealingKey
+        }
         if process == .requestNewActivation {
             grant.aliasSpec = configuration.aliasPolicy
             grant.canSendEmail = true

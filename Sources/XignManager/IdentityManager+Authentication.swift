@@ -144,7 +144,7 @@ extension IdentityManager {
                             aliases: present ? [PersonalInformationAliasMessage(alias: "registered \(attribute.name)", isPrimary: true)] : []
                         )
                     },
-                    offline: self.offlinePolicy(for: device, of: activation)
+                    offline: self.offlinePolicy(for: device, of: activation), pinSealingKey: self.pinSealingKey
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(

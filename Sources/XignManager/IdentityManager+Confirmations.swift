@@ -266,7 +266,9 @@ extension IdentityManager {
             try await store.recordAudit(
                 Self.refusedApproval(
                     confirmation, by: deviceId, email: email,
-                    because: "wrong code (\(failures) of \(settings.maxCodeFailures))\(failures >= settings.maxCodeFailures ? "; the login is refused" : "")"))
+                    because:
+                        "wrong code (\(failures) of \(settings.maxCodeFailures))\(failures >= settings.maxCodeFailures ? "; the login is refused" : "")"
+                ))
             return .wrong(left: max(0, settings.maxCodeFailures - failures), accountId: confirmation.accountId)
         }
         switch verdict {

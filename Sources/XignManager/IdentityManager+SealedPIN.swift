@@ -1,18 +1,24 @@
 import Foundation
+import XignCrypto
 import XignProtocol
 
-/// PINs arrive sealed to the signing key (`SealedPINMessage`), so nothing between device and manager reads them.
+/// PINs arrive sealed to the PIN-sealing key (`SealedPINMessage`), so nothing between device and manager reads them.
+/// The signing key vouches for the sealing key (`/health`, and the signed answers that come before a PIN), and
+/// only signs.
 extension IdentityManager {
-    /// The PIN inside `sealed`, which must have been made for this manager's key and for `binding`.
+    /// The PIN inside `sealed`, which must have been made for this manager's sealing key and for `binding`.
     func openPIN(_ sealed: SealedPINMessage, for binding: PINBinding) throws -> String {
-        guard let pin = sealed.open(with: secrets.signingKey, for: binding) else {
+        guard let pin = sealed.open(with: secrets.pinSealingKey, for: binding) else {
             throw ManagerError(
                 .badRequest, .badRequest,
-                "the sealed PIN does not open with this manager's key for this request: the client pinned another manager, or the request was changed on the way"
+                "the sealed PIN does not open with this manager's PIN-sealing key for this request: the client pinned another manager, sealed to the signing key as clients before this manager did (update xign there), or the request was changed on the way"
             )
         }
         return pin
     }
+
+    /// The PIN-sealing key as clients take it: SPKI DER, base64url.
+    var pinSealingKey: String { Base64URL.encode(secrets.pinSealingKey.publicKey.derRepresentation) }
 
     /// Refuses a request that carries a PIN in the clear (a client older than sealing), before anything else of it.
     static func refuseClearPIN(in body: Data) throws {

@@ -57,6 +57,7 @@ public final class IdentityManager: Sendable {
         let recorded = try await database.transaction { store in
             ManagerSecrets.Recorded(
                 signingKey: try await store.setting("signing_key_fingerprint"),
+                pinSealingKey: try await store.setting("pin_sealing_key_fingerprint"),
                 checks: try await Self.pepperChecks(store),
                 verifiers: try await store.pinPepperKindsInUse()
             )
@@ -68,6 +69,11 @@ public final class IdentityManager: Sendable {
                 "\(configuration.signingKeyPath) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)"
             )
         }
+        if let recordedKey = recorded.pinSealingKey, recordedKey != identity.pinSealingKey {
+            throw ManagerError.internalFailure(
+                "\(configuration.pinSealingKeyPath) is not the PIN-sealing key this database was set up with; copy pin-sealing-key.pem from the first instance (or restore it from backup)"
+            )
+        }
         for (kind, check) in identity.checks where recorded.checks[kind].map({ $0 != check }) ?? false {
             throw ManagerError.internalFailure(
                 kind == .file
@@ -75,13 +81,22 @@ public final class IdentityManager: Sendable {
                     : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here"
             )
         }
-        guard recorded.signingKey == nil || identity.checks.contains(where: { recorded.checks[$0.key] == nil }) else { return secrets }
+        guard recorded.signingKey == nil || recorded.pinSealingKey == nil || identity.checks.contains(where: { recorded.checks[$0.key] == nil })
+        else { return secrets }
         try await database.transaction { store in
             if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
                 throw ManagerError.internalFailure(
-                    "another instance set this database up with another signing key a moment ago; copy its signing-key.pem and pin-pepper here")
+                    "another instance set this database up with another signing key a moment ago; copy its signing-key.pem, pin-sealing-key.pem and pin-pepper here"
+                )
             }
             try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
+            switch try await store.setting("pin_sealing_key_fingerprint") {
+            case nil: try await store.setSetting("pin_sealing_key_fingerprint", to: identity.pinSealingKey)
+            case identity.pinSealingKey: break
+            default:
+                throw ManagerError.internalFailure(
+                    "another instance set this database up with another PIN-sealing key a moment ago; copy its pin-sealing-key.pem here")
+            }
             for (kind, check) in identity.checks {
                 let setting = Self.pepperCheckSetting(kind)
                 switch try await store.setting(setting) {
@@ -142,7 +157,8 @@ public final class IdentityManager: Sendable {
     public func health() -> HealthMessage {
         HealthMessage(
             status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: publicKey.fingerprint,
-            managerKey: Base64URL.encode(publicKey.derRepresentation))
+            managerKey: Base64URL.encode(publicKey.derRepresentation),
+            pinSealingKey: try? sign(PINSealingKeyMessage(key: pinSealingKey), type: SignedAnswerType.pinSealingKey))
     }
 
     /// A request body that is signed as it arrived, so it is decoded here rather than by the route; badRequest names `what`.

@@ -16,6 +16,8 @@ struct PINVerifier: Sendable {
 public struct ManagerSecrets: Sendable {
     /// Signs every answer that changes trust. Its fingerprint goes into the activation data.
     public let signingKey: P256PrivateKey
+    /// Opens the PINs clients seal; published signed by `signingKey`. A key of its own, so the signing key only signs.
+    let pinSealingKey: P256PrivateKey
     /// The pepper new verifiers are made with.
     let pepperKind: PINPepperKind
     /// Keyed into every PIN verifier, so a copy of the database alone cannot test PIN guesses.
@@ -28,6 +30,7 @@ public struct ManagerSecrets: Sendable {
     /// What the database recorded of the secrets, and which peppers its verifiers use.
     struct Recorded: Sendable {
         var signingKey: String?
+        var pinSealingKey: String?
         var checks: [PINPepperKind: String]
         var verifiers: Set<PINPepperKind>
     }
@@ -35,14 +38,16 @@ public struct ManagerSecrets: Sendable {
     /// The key files `configuration` names, created where the database has recorded none yet.
     static func open(_ configuration: ManagerConfiguration, recorded: Recorded) throws -> ManagerSecrets {
         let copyAdvice =
-            "every manager instance on one database needs the same files: copy signing-key.pem and pin-pepper (mode 0600) from the first instance"
+            "every manager instance on one database needs the same files: copy signing-key.pem, pin-sealing-key.pem and pin-pepper (mode 0600) from the first instance"
         func mustExist(_ path: String) throws {
             guard FileManager.default.fileExists(atPath: path) else {
                 throw ManagerError.internalFailure("\(path) is missing, but the database was set up with it already; \(copyAdvice)")
             }
         }
         if recorded.signingKey != nil { try mustExist(configuration.signingKeyPath) }
-        let signingKey = try loadOrCreateSigningKey(configuration.signingKeyPath)
+        let signingKey = try loadOrCreateKey(configuration.signingKeyPath, orphaning: "every enrolled device")
+        if recorded.pinSealingKey != nil { try mustExist(configuration.pinSealingKeyPath) }
+        let pinSealingKey = try loadOrCreateKey(configuration.pinSealingKeyPath, orphaning: "every PIN a client sealed to the old one")
 
         var filePepper: Data?
         let filePepperNeeded = configuration.pinPepperKind == .file || recorded.verifiers.contains(.file)
@@ -68,28 +73,30 @@ public struct ManagerSecrets: Sendable {
         let recordKey = HKDF.derive(
             secret: Data(try signingKey.pemRepresentation().utf8), salt: Data(), info: Data("xign records v1".utf8), length: 32)
         return ManagerSecrets(
-            signingKey: signingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper, tpmPepper: tpmPepper, recordKey: recordKey)
+            signingKey: signingKey, pinSealingKey: pinSealingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper,
+            tpmPepper: tpmPepper, recordKey: recordKey)
     }
 
     private static let checkMessage = Data("xign pepper check".utf8)
 
     /// What the database records of these secrets, so an instance with other files is refused before it answers anyone.
-    var identity: (signingKey: String, checks: [PINPepperKind: String]) {
+    var identity: (signingKey: String, pinSealingKey: String, checks: [PINPepperKind: String]) {
         get throws {
             var checks: [PINPepperKind: String] = [:]
             if let filePepper { checks[.file] = Base64URL.encode(HMACSHA256.authenticationCode(for: Self.checkMessage, key: filePepper)) }
             if let tpmPepper { checks[.tpm] = Base64URL.encode(try tpmPepper.authenticationCode(for: Self.checkMessage)) }
-            return (signingKey.publicKey.fingerprint, checks)
+            return (signingKey.publicKey.fingerprint, pinSealingKey.publicKey.fingerprint, checks)
         }
     }
 
-    private static func loadOrCreateSigningKey(_ path: String) throws -> P256PrivateKey {
+    /// A P-256 key from its PEM file, made there at first start; `orphaning` says what a new one would lose.
+    private static func loadOrCreateKey(_ path: String, orphaning: String) throws -> P256PrivateKey {
         try AtomicFile.makeDirectory(AtomicFile.parent(of: path))
         if let pem = try AtomicFile.read(path, limit: 4096) {
             try checkPrivate(path)
             do { return try P256PrivateKey(pemRepresentation: String(decoding: pem, as: UTF8.self)) } catch {
                 throw ManagerError.internalFailure(
-                    "signing key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan every enrolled device")
+                    "key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan \(orphaning)")
             }
         }
         let key = try P256PrivateKey()

@@ -101,6 +101,8 @@ public struct ManagerConfiguration: Sendable {
     /// How long activation data stays usable; the first personalization voids it before that.
     public var activationDataLifetimeMilliseconds: Int64 = 7 * 86_400_000
     public var signingKeyPath = "/var/lib/xign-manager/signing-key.pem"
+    /// The key PINs are sealed to: apart from the signing key, which only signs (docs/security.md, G10).
+    public var pinSealingKeyPath = "/var/lib/xign-manager/pin-sealing-key.pem"
     public var pepperPath = "/var/lib/xign-manager/pin-pepper"
     /// The pepper new PIN verifiers are made with; `keys.pin_pepper = tpm` keeps it in this machine's TPM.
     public var pinPepperKind = PINPepperKind.file
@@ -182,7 +184,7 @@ public struct ManagerConfiguration: Sendable {
         var known = Self.deploymentKeys.union([
             "server.listen", "server.public_url",
             "storage.driver", "storage.path",
-            "keys.signing_key", "keys.pin_pepper", "keys.tcti",
+            "keys.signing_key", "keys.pin_sealing_key", "keys.pin_pepper", "keys.tcti",
             "mail.outbox", "mail.from", "mail.smtp_relay",
             "pin.min_length", "pin.max_length", "pin.digits_only", "pin.max_sequence_length", "pin.max_similar_digits",
             "pin.blacklist", "pin.hash_iterations",
@@ -212,6 +214,7 @@ public struct ManagerConfiguration: Sendable {
         try readDeployment(file, fail: fail)
         databasePath = file.string("storage.path") ?? databasePath
         signingKeyPath = file.string("keys.signing_key") ?? signingKeyPath
+        pinSealingKeyPath = file.string("keys.pin_sealing_key") ?? pinSealingKeyPath
         if let pepper = file.string("keys.pin_pepper") {
             if pepper == "tpm" { pinPepperKind = .tpm } else { pepperPath = pepper }
         }

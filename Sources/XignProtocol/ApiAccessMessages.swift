@@ -38,6 +38,8 @@ public struct ApiAccessGrantMessage: Codable, Equatable, Sendable {
     public var aliasSpec: AliasPolicyMessage?
     /// requestNewActivation: whether the manager can mail the activation data.
     public var canSendEmail: Bool?
+    /// changePin and requestNewActivation: the key the new PIN is sealed to (SPKI DER, base64url).
+    public var pinSealingKey: String?
 
     public init(process: ApiAccessProcess, grant: String, issuedAt: Int64, expiresAt: Int64) {
         self.process = process

@@ -117,10 +117,12 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
     public var attributes: [AuthenticationAttributeMessage]
     /// The device's offline policy as it stands (absent from managers before offline login).
     public var offline: OfflinePolicyMessage?
+    /// The key the finish's PIN is sealed to (SPKI DER, base64url), vouched for by this answer's signature.
+    public var pinSealingKey: String?
 
     public init(
         nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, purpose: AuthenticationPurpose, relyingPartyName: String,
-        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage], offline: OfflinePolicyMessage? = nil
+        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage], offline: OfflinePolicyMessage? = nil, pinSealingKey: String? = nil
     ) {
         self.nonce = nonce
         self.authenticationId = authenticationId
@@ -131,6 +133,7 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
         self.roles = roles
         self.attributes = attributes
         self.offline = offline
+        self.pinSealingKey = pinSealingKey
     }
 }
 

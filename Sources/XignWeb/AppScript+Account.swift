@@ -5,7 +5,7 @@ extension AppScript {
         // An api access process, as in the terminal: an authentication for it (passkey and current PIN) gives a grant,
         // and the process's request is signed over the grant.
         async function apiAccess(enrolment, process, pin, fields) {
-          const spki = await managerKey();
+          const spki = (await managerKeys()).sealing;
           const nonce = random(16);
           const started = await deviceSigned(enrolment, "/v1/authentications", async (challenge) => ({
             deviceId: enrolment.deviceId, challenge, purpose: { apiAccess: { process } }, host: location.hostname, localUser: "browser", nonce }));

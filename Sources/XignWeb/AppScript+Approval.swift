@@ -30,7 +30,7 @@ extension AppScript {
           const chosen = () => enrolments[Number($("account").value)];
           $("decide").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
             status("Waiting for the passkey…");
-            const spki = await managerKey();
+            const spki = (await managerKeys()).sealing;
             const nonce = random(16);
             const pin = $("pin").value;
             $("pin").value = "";

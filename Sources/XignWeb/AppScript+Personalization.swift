@@ -12,7 +12,8 @@ extension AppScript {
           let session = null, key = null, decrypted = null;
           $("pin-step").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
             status("Checking the PIN…");
-            key = await managerKey();
+            const keys = await managerKeys();
+            key = keys.signing;
             const digest = await sha256(key);
             const expected = activation.fingerprint.length === 26 ? base32(digest.slice(0, 16)) : b64u(digest);
             if (expected !== activation.fingerprint)
@@ -20,7 +21,7 @@ extension AppScript {
             const nonce = random(16);
             const answer = await call("/v1/personalization/decrypt", JSON.stringify({
               activationId: activation.id, activationSecret: activation.secret, nonce,
-              sealedPin: await seal($("pin").value, key, ["decrypt", activation.id, nonce]),
+              sealedPin: await seal($("pin").value, keys.sealing, ["decrypt", activation.id, nonce]),
               knownDeviceIds: stored().map((e) => e.deviceId) }));
             $("pin").value = "";
             if (answer.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");

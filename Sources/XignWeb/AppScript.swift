@@ -87,13 +87,24 @@ enum AppScript {
           return JSON.parse(text);
         }
 
-        async function managerKey() {
+        // The manager's signing key, and the PIN-sealing key it signed (a JWS in /health, docs/protocol.md).
+        async function managerKeys() {
           const health = await call("/health");
-          if (typeof health.managerKey !== "string") throw new Error("The manager does not name its key; it is older than this page.");
-          return fromB64u(health.managerKey);
+          if (typeof health.managerKey !== "string" || typeof health.pinSealingKey !== "string")
+            throw new Error("The manager names no PIN-sealing key; it is older than this page.");
+          const signing = fromB64u(health.managerKey);
+          const [header, payload, signature] = health.pinSealingKey.split(".");
+          const verifier = await crypto.subtle.importKey("spki", signing, { name: "ECDSA", namedCurve: "P-256" }, false, ["verify"]);
+          const signed = await crypto.subtle.verify({ name: "ECDSA", hash: "SHA-256" }, verifier, fromB64u(signature || ""),
+                                                    new TextEncoder().encode(`${header}.${payload}`));
+          const decode = (part) => { try { return JSON.parse(new TextDecoder().decode(fromB64u(part || ""))); } catch (_) { return {}; } };
+          const claims = decode(payload);
+          if (!signed || decode(header).typ !== "xign-pin-sealing-key+jwt" || typeof claims.key !== "string")
+            throw new Error("The manager's PIN-sealing key is not signed by its key; reload the page.");
+          return { signing, sealing: fromB64u(claims.key) };
         }
 
-        // The PIN sealed to the manager's key for one request (docs/protocol.md, "The PIN and the lockout").
+        // The PIN sealed to the manager's PIN-sealing key for one request (docs/protocol.md, "The PIN and the lockout").
         async function seal(pin, spki, binding) {
           const bytes = utf8(pin);
           if (bytes.length < 1 || bytes.length > 64 || bytes.includes(0)) throw new Error("A PIN has 1 to 64 characters.");

@@ -40,6 +40,7 @@ struct ConfigOptions: ParsableArguments {
         if let dataDir {
             configuration.databasePath = "\(dataDir)/manager.sqlite"
             configuration.signingKeyPath = "\(dataDir)/signing-key.pem"
+            configuration.pinSealingKeyPath = "\(dataDir)/pin-sealing-key.pem"
             configuration.pepperPath = "\(dataDir)/pin-pepper"
             configuration.outboxPath = "\(dataDir)/outbox"
         }

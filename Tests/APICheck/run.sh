@@ -49,7 +49,8 @@ activation_link=$(grep -o 'link/personalize#[^ ]*' "$(register activation@exampl
 activation_id=$(printf '%s' "$activation_link" | sed -n 's/.*[#&]a=\([0-9a-f]*\).*/\1/p')
 activation_secret=$(printf '%s' "$activation_link" | sed -n 's/.*&s=\([A-Za-z0-9_-]*\).*/\1/p')
 [ -n "$device_id" ] && [ -n "$activation_id" ] && [ -n "$activation_secret" ] || { echo "api-check: cannot seed the manager" >&2; exit 1; }
-manager_key=$(/usr/bin/python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/health", timeout=10))["managerKey"])' "$url")
+# PINs are sealed to the PIN-sealing key that /health names, signed by the manager's key (a JWS; its payload's key).
+manager_key=$(/usr/bin/python3 -c 'import base64, json, sys, urllib.request; s = json.load(urllib.request.urlopen(sys.argv[1] + "/health", timeout=10))["pinSealingKey"].split(".")[1]; print(json.loads(base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))["key"])' "$url")
 [ -n "$manager_key" ] || { echo "api-check: /health names no manager key" >&2; exit 1; }
 export XIGN_API_CHECK_SEED="{\"deviceId\": \"$device_id\", \"activationId\": \"$activation_id\", \"activationSecret\": \"$activation_secret\", \"managerKey\": \"$manager_key\"}"
 

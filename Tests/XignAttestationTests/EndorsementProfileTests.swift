@@ -52,7 +52,10 @@ import XignTestSupport
             ("no key usage", rsaKey, "[ek]\nbasicConstraints = critical,CA:FALSE\nextendedKeyUsage = 2.23.133.8.1\n"),
             ("a signing key", rsaKey, TPMMakerCA.endorsementProfile(keyUsage: "digitalSignature,keyEncipherment")),
             ("an ECC key for key encipherment", ecKey, TPMMakerCA.endorsementProfile(keyUsage: "keyEncipherment")),
-            ("TLS beside the EK purpose", rsaKey, TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= 2.23.133.8.1,clientAuth")),
+            (
+                "TLS beside the EK purpose", rsaKey,
+                TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= 2.23.133.8.1,clientAuth")
+            ),
             ("another purpose", rsaKey, TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= codeSigning")),
             ("no TPM manufacturer", rsaKey, TPMMakerCA.endorsementProfile().replacingOccurrences(of: "dirName:tpm", with: "DNS:tpm.example.org")),
         ]
@@ -76,7 +79,8 @@ import XignTestSupport
         }
         try pin("# Infineon only\nid:49465800\n")
         let refused = try CertificateAuthorities(directory: pinned.path).refusal(of: swtpm)
-        #expect(refused?.contains("names TPM manufacturer id:00001014, which its CA is not pinned to (id:49465800)") == true, "\(refused ?? "accepted")")
+        #expect(
+            refused?.contains("names TPM manufacturer id:00001014, which its CA is not pinned to (id:49465800)") == true, "\(refused ?? "accepted")")
         try pin("id:49465800\nid:00001014 # IBM's swtpm\n")
         #expect(try CertificateAuthorities(directory: pinned.path).refusal(of: swtpm) == nil, "control: pinned to its maker")
         try pin("Infineon\n")

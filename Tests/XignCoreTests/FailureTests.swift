@@ -69,6 +69,12 @@ import XignTestSupport
         try P256PrivateKey(pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey
     }
 
+    /// The key the manager opens PINs with, read from its data directory.
+    func sealingKey(_ fixture: Fixture) throws -> P256PublicKey {
+        try P256PrivateKey(pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/pin-sealing-key.pem", encoding: .utf8))
+            .publicKey
+    }
+
     @Test func forgedAndReplayedAnswersCannotPersonalize() throws {
         let fixture = try Fixture()
         let data = try fixture.register("mitm@example.org")
@@ -91,7 +97,7 @@ import XignTestSupport
                     try! JSONEncoder().encode(
                         HealthMessage(
                             status: "ok", version: "stand-in", managerKeyFingerprint: key.fingerprint,
-                            managerKey: Base64URL.encode(key.derRepresentation)))))
+                            managerKey: Base64URL.encode(key.derRepresentation), pinSealingKey: nil))))
         }
         // A genuine answer from the real manager, for a nonce of its own: replaying it must fail.
         let genuine = try ManagerClient(url: fixture.manager.url, http: HTTPClient()).postSigned(
@@ -100,7 +106,8 @@ import XignTestSupport
                 DecryptRequest(
                     activationId: data.payload.activationId, activationSecret: data.payload.activationSecret,
                     sealedPin: try SealedPINMessage(
-                        sealing: "24680", to: realKey, for: .decrypt(activationId: data.payload.activationId, nonce: "captured-nonce")),
+                        sealing: "24680", to: try sealingKey(fixture), for: .decrypt(activationId: data.payload.activationId, nonce: "captured-nonce")
+                    ),
                     nonce: "captured-nonce", knownDeviceIds: []))
         )
         let cases: [(String, @Sendable (String) -> [UInt8]?, XignSdkErrorCode)] = [
@@ -122,7 +129,8 @@ import XignTestSupport
         ]
         for (name, respond, expected) in cases {
             let server = try FaultyServer { request in
-                request.hasPrefix("GET /health") && !name.hasSuffix("/health") ? health(realKey) : respond(request)
+                request.hasPrefix("GET /health") && !name.hasSuffix("/health")
+                    ? FaultyServer.forward(request, toPort: fixture.manager.port) : respond(request)
             }
             let personalizer = try fixture.sdk().personalizer(managerURLOverride: ManagerURL(server.url))
             #expect(

@@ -24,6 +24,8 @@ final class Fixture: @unchecked Sendable {
         if let tpm {
             configuration.deviceKey = .tpm
             configuration.tcti = tpm.tcti
+            // The administrator lets xign take the TPM's lockout authorization, which offline login needs.
+            configuration.tpmLockout = .take
         }
         adjust(&configuration)
         configuration.stateDirectory = stateDirectory ?? directory.file("state")

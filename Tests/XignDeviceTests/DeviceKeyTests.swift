@@ -163,7 +163,9 @@ import XignTestSupport
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
         let right = Data(repeating: 7, count: 32)
         for policy in [TPMLockoutPolicy.take, .leave] {
-            #expect(throws: TPMFailure.self) { _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: policy) }
+            #expect(throws: TPMFailure.self) {
+                _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: policy)
+            }
             #expect(try store.standing(policy: policy).unprotectedBecause?.contains("set by another program") == true)
         }
         // Control: the organization says it holds it.

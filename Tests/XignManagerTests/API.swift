@@ -51,9 +51,16 @@ struct API {
         return try XignSdk(configuration: configuration, localUser: "u")
     }
 
-    /// `pin` sealed to this manager's key for `binding`, as a client sends it.
+    /// The key PINs are sealed to, read from the manager's data directory.
+    var pinSealingKey: P256PublicKey {
+        get throws {
+            try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/pin-sealing-key.pem", encoding: .utf8)).publicKey
+        }
+    }
+
+    /// `pin` sealed to this manager's PIN-sealing key for `binding`, as a client sends it.
     func sealed(_ pin: String, for binding: PINBinding) throws -> SealedPINMessage {
-        try SealedPINMessage(sealing: pin, to: managerKey, for: binding)
+        try SealedPINMessage(sealing: pin, to: pinSealingKey, for: binding)
     }
 
     /// The JSON of `pin` sealed for a registration in `category`, for bodies written by hand.

@@ -149,20 +149,23 @@ import XignTestSupport
         let scratch = TemporaryDirectory()
         let key = scratch.file("tls.pem")
         for arguments in [
-            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key], ["pkey", "-in", key, "-pubout", "-out", key + ".pub"],
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key],
+            ["pkey", "-in", key, "-pubout", "-out", key + ".pub"],
         ] {
             #expect(try ChildProcess("/usr/bin/openssl", arguments, in: scratch).wait().status == 0)
         }
         let forged = try maker.issue(
             publicKey: key + ".pub",
-            extensions: "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
+            extensions:
+                "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
             in: scratch)
         let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
         let session = try setting.session("forger@example.org")["id"] as? String
         func start(_ certificate: Data) throws -> API.Answer {
             try setting.api.post(
                 APIPath.attestations,
-                AttestationStartRequest(sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
+                AttestationStartRequest(
+                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
         }
         expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
         let check = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))

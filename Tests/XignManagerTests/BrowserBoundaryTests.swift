@@ -72,7 +72,9 @@ import XignTestSupport
         let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.webSessions, body: body, challenge: challenge)
         let opened = try Self.raw(
             api.manager, "POST", APIPath.webSessions,
-            headers: ["Content-Type: application/json", "\(SignedRequest.signatureHeader): \(Base64URL.encode(try device.key.signature(for: message)))"],
+            headers: [
+                "Content-Type: application/json", "\(SignedRequest.signatureHeader): \(Base64URL.encode(try device.key.signature(for: message)))",
+            ],
             body: String(decoding: body, as: UTF8.self))
         #expect(Self.status(opened) == 201, "\(opened)")
         let cookie = try #require(Self.header("Set-Cookie", in: opened))
@@ -82,7 +84,10 @@ import XignTestSupport
         let json = ["Content-Type: application/json"]
         let mine = try Self.raw(api.manager, "POST", APIPath.webDevices, headers: json + ["Cookie: __Host-xign-session=\(token)"], body: "{}")
         #expect(Self.status(mine) == 200, "control: the session alone: \(mine)")
-        for planted in ["Cookie: __Host-xign-session=planted; __Host-xign-session=\(token)", "Cookie: __Host-xign-session=\(token)\r\nCookie: __Host-xign-session=planted"] {
+        for planted in [
+            "Cookie: __Host-xign-session=planted; __Host-xign-session=\(token)",
+            "Cookie: __Host-xign-session=\(token)\r\nCookie: __Host-xign-session=planted",
+        ] {
             let two = try Self.raw(api.manager, "POST", APIPath.webDevices, headers: json + [planted], body: "{}")
             #expect(Self.status(two) == 400, "\(two)")
             #expect(two.contains("two web sessions"))

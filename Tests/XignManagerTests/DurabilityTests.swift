@@ -75,6 +75,7 @@ import XignTestSupport
     @Test func expiredRowsArePurgedInBatches() async throws {
         var (directory, configuration, database) = try await Self.temporaryDatabase()
         configuration.signingKeyPath = directory.file("signing-key.pem")
+        configuration.pinSealingKeyPath = directory.file("pin-sealing-key.pem")
         configuration.pepperPath = directory.file("pin-pepper")
         let rows = IdentityManager.purgeBatch * 2 + 7
         try await database.transaction { store in

@@ -316,7 +316,7 @@ import XignTestSupport
     @Test func secretsAndDataArePrivateFiles() throws {
         let manager = try ManagerProcess()
         _ = try API(manager: manager).register("files@example.org")
-        for file in ["signing-key.pem", "pin-pepper", "manager.sqlite"] {
+        for file in ["signing-key.pem", "pin-sealing-key.pem", "pin-pepper", "manager.sqlite"] {
             let mode = try FileManager.default.attributesOfItem(atPath: manager.dataDirectory + "/" + file)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
         }

@@ -78,7 +78,8 @@ import XignTestSupport
         // Requests in flight per forwarded client: a head whose body never comes holds one until the read timeout.
         func hold(as client: String) -> Int32? {
             guard let fd = LoopbackSocket.connect(port) else { return nil }
-            let head = "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nX-Forwarded-For: \(client)\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
+            let head =
+                "POST \(APIPath.registrations) HTTP/1.1\r\nHost: idm\r\nX-Forwarded-For: \(client)\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
             _ = head.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             return fd
         }

@@ -26,6 +26,35 @@ import XignTestSupport
         #expect(stored == [Base64URL.encode(SHA256.hash(first.activationSecret))])
     }
 
+    /// G10: PINs are sealed to a key of their own, which the signing key vouches for; the signing key only signs. A PIN
+    /// sealed to the signing key (as clients before this did) does not open, and the answer says what to do.
+    @Test func pinsAreSealedToAKeyOfTheirOwnThatTheSigningKeyVouchesFor() throws {
+        let api = API(manager: try ManagerProcess())
+        let health = try api.call("GET", APIPath.health).json
+        let statement = try #require(health["pinSealingKey"] as? String)
+        let payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.managerKey)
+        let key = try JSONDecoder().decode(PINSealingKeyMessage.self, from: payload).key
+        #expect(key == Base64URL.encode(try api.pinSealingKey.derRepresentation), "the statement names the key in pin-sealing-key.pem")
+        #expect(key != health["managerKey"] as? String, "not the signing key")
+        #expect(throws: (any Error).self, "signed by the signing key, not by the sealing key") {
+            _ = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.pinSealingKey)
+        }
+        let toSigningKey = try api.post(
+            APIPath.registrations,
+            RegisterRequest(
+                categoryId: "email",
+                sealedPin: try SealedPINMessage(sealing: "24680", to: try api.managerKey, for: .registration(categoryId: "email")),
+                attributes: ["email": "old@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+        #expect(toSigningKey.status == 400, "\(toSigningKey.json)")
+        #expect((toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"), "\(toSigningKey.json)")
+        #expect(try api.postRegistration("new@example.org").status == 201, "control: sealed to the PIN-sealing key")
+        // A whole login through the SDK seals to the key the start answer names.
+        let device = try api.enrolDevice("login@example.org")
+        let start = try api.startAuthentication(device)
+        #expect(start["pinSealingKey"] as? String == key)
+        #expect(try api.authenticate(device, pin: "24680").status == 200)
+    }
+
     @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) throws {
         let manager = try ManagerProcess(database: database)
         let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
@@ -125,18 +154,31 @@ import XignTestSupport
     }
 
     @Test func itCatchesWhatItShould() {
-        let good = #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
+        let good =
+            #"{"managerKey":"k","pinSealingKey":"a.b.cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","managerKeyFingerprint":"abc","status":"ok","version":"1"}"#
         #expect(problems(APIPath.health, 200, good) == nil)
         #expect(
-            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#)?.contains(
+            problems(
+                APIPath.health, 200,
+                #"{"managerKey":"k","pinSealingKey":"a.b.cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","managerKeyFingerprint":"abc","status":"ok","version":"1","extra":1}"#
+            )?.contains(
                 "unexpected property 'extra'") == true)
         #expect(
-            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"abc","status":"fine","version":"1"}"#)?.contains(
+            problems(
+                APIPath.health, 200,
+                #"{"managerKey":"k","pinSealingKey":"a.b.cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","managerKeyFingerprint":"abc","status":"fine","version":"1"}"#
+            )?.contains(
                 "is not one of") == true)
         #expect(
-            problems(APIPath.health, 200, #"{"managerKey":"k","status":"ok","version":"1"}"#)?.contains("missing 'managerKeyFingerprint'") == true)
+            problems(
+                APIPath.health, 200,
+                #"{"managerKey":"k","pinSealingKey":"a.b.cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","status":"ok","version":"1"}"#
+            )?.contains("missing 'managerKeyFingerprint'") == true)
         #expect(
-            problems(APIPath.health, 200, #"{"managerKey":"k","managerKeyFingerprint":"a b","status":"ok","version":"1"}"#)?.contains(
+            problems(
+                APIPath.health, 200,
+                #"{"managerKey":"k","pinSealingKey":"a.b.cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","managerKeyFingerprint":"a b","status":"ok","version":"1"}"#
+            )?.contains(
                 "does not match") == true)
         #expect(problems(APIPath.health, 500, good)?.contains("does not list") == true)
         #expect(problems(APIPath.health, 200, good, type: "text/plain")?.contains("not documented") == true)

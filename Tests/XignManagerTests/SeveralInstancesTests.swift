@@ -140,6 +140,18 @@ import XignTestSupport
             in: directory
         ).wait(timeout: 30)
         #expect(result.status != 0)
-        #expect(result.stderr.contains("copy signing-key.pem and pin-pepper"), "\(result.stderr)")
+        #expect(result.stderr.contains("copy signing-key.pem, pin-sealing-key.pem and pin-pepper"), "\(result.stderr)")
+        // The signing key and the pepper copied, but a PIN-sealing key of its own: refused too, and the message names it.
+        let data = directory.file("copied")
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        for file in ["signing-key.pem", "pin-pepper"] {
+            try FileManager.default.copyItem(atPath: first.dataDirectory + "/" + file, toPath: data + "/" + file)
+        }
+        try writeTestFile(data + "/pin-sealing-key.pem", Data(try P256PrivateKey().pemRepresentation().utf8), mode: 0o600)
+        let other = try ChildProcess(
+            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", data, "--listen", "127.0.0.1:0"], in: directory
+        ).wait(timeout: 30)
+        #expect(other.status != 0)
+        #expect(other.stderr.contains("is not the PIN-sealing key this database was set up with"), "\(other.stderr)")
     }
 }

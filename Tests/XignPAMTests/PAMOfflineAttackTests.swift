@@ -103,65 +103,53 @@ import XignTestSupport
         try tpm.countFailuresStrictly()
         let fixture = try PAMFixture(users: [user], tpm: tpm)
         #expect(try fixture.login(user).code == PAMCode.success, "online once at the console")
-        let service = "xign-test-offline-\(getpid())"
-        let pamFile = "/etc/pam.d/\(service)", sudoersFile = "/etc/sudoers.d/xign-test-offline-\(getpid())"
-        defer {
-            try? FileManager.default.removeItem(atPath: pamFile)
-            try? FileManager.default.removeItem(atPath: sudoersFile)
-        }
-        try writeTestFile(
-            pamFile,
-            Data(
-                "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=3\naccount required pam_permit.so\nsession required pam_permit.so\n"
-                    .utf8), mode: 0o644)
-        try writeTestFile(sudoersFile, Data("Defaults:\(user) pam_service=\(service), passwd_tries=1\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
         chmod(fixture.directory.path, 0o711)
-        // The user at the machine, in a terminal of the seat's session.
-        let seat = try fixture.atSeat(user)
-        func sudo(_ shell: String) throws -> PseudoTerminal {
-            try PseudoTerminal(
-                seat[0], Array(seat.dropFirst()) + ["/usr/sbin/runuser", "-u", user, "--", "/bin/sh", "-c", shell],
-                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+        let pam =
+            "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=3\naccount required pam_permit.so\nsession required pam_permit.so\n"
+        try RealSudo.withService(for: user, pamLines: pam, defaults: ["passwd_tries=1"]) {
+            // The user at the machine, in a terminal of the seat's session.
+            let seat = try fixture.atSeat(user)
+            func sudo(_ shell: String = "") throws -> PseudoTerminal { try RealSudo.run(as: user, in: seat, before: shell) }
+            // Control: with the network, sudo logs in online.
+            let online = try sudo()
+            _ = try online.expect("PIN for")
+            online.send("24680\n")
+            _ = try online.expect("\nroot")
+            #expect(try online.wait() == 0)
+
+            // With the manager up and too few descriptors, the module gets to no answer (libcurl's socket, or the TPM's
+            // first): sudo's one try fails, and nothing goes offline.
+            for limit in [8, 9] {
+                let starved = try sudo("ulimit -n \(limit);")
+                #expect(try starved.wait() != 0, "\(starved.output)")
+                #expect(starved.output.contains("1 incorrect password attempt"), "PAM's auth ran and refused: \(starved.output)")
+                #expect(!starved.output.contains("offline"), "\(starved.output)")
+            }
+
+            // A stand-in holds the manager's answers 2 s; the caller stops sudo meanwhile, for longer than the timeout.
+            let slow = try FaultyServer.delaying(2, to: fixture.manager.port)
+            try fixture.redirectEnrolments(to: slow.url)
+            let stopped = try sudo()
+            // Stopped while the module waits for the manager's first answer.
+            let asked = Date().addingTimeInterval(20)
+            while slow.requests.isEmpty && Date() < asked { usleep(10_000) }
+            let pids = try ChildProcess("/usr/bin/pgrep", ["-u", "0", "-f", "^/usr/bin/sudo -k /usr/bin/id"], in: fixture.directory).wait().stdout
+            for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGSTOP) }
+            Thread.sleep(forTimeInterval: 6)
+            for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGCONT) }
+            kill(stopped.pid, SIGCONT)  // runuser stops itself when its child stops, as su does
+            #expect(!pids.isEmpty)
+            #expect(try stopped.wait() != 0, "\(stopped.output)")
+            #expect(stopped.output.contains("1 incorrect password attempt"), "\(stopped.output)")
+            #expect(!stopped.output.contains("offline"), "\(stopped.output)")
+            #expect(try tpm.lockoutCounter() == 0, "nothing was charged to the TPM")
+            withExtendedLifetime(slow) {}
+
+            // Control: at the console, without the network, the same enrolment logs in offline.
+            fixture.manager.stop()
+            let console = try fixture.login(user)
+            #expect(console.code == PAMCode.success, "\(console.conversation)")
+            #expect(console.conversation.contains("offline login"))
         }
-        // Control: with the network, sudo logs in online.
-        let online = try sudo("exec /usr/bin/sudo -k /usr/bin/id -un")
-        _ = try online.expect("PIN for")
-        online.send("24680\n")
-        _ = try online.expect("\nroot")
-        #expect(try online.wait() == 0)
-
-        // With the manager up and too few descriptors, the module gets to no answer (libcurl's socket, or the TPM's
-        // first): sudo's one try fails, and nothing goes offline.
-        for limit in [8, 9] {
-            let starved = try sudo("ulimit -n \(limit); exec /usr/bin/sudo -k /usr/bin/id -un")
-            #expect(try starved.wait() != 0, "\(starved.output)")
-            #expect(starved.output.contains("1 incorrect password attempt"), "PAM's auth ran and refused: \(starved.output)")
-            #expect(!starved.output.contains("offline"), "\(starved.output)")
-        }
-
-        // A stand-in holds the manager's answers 2 s; the caller stops sudo meanwhile, for longer than the timeout.
-        let slow = try FaultyServer.delaying(2, to: fixture.manager.port)
-        try fixture.redirectEnrolments(to: slow.url)
-        let stopped = try sudo("exec /usr/bin/sudo -k /usr/bin/id -un")
-        // Stopped while the module waits for the manager's first answer.
-        let asked = Date().addingTimeInterval(20)
-        while slow.requests.isEmpty && Date() < asked { usleep(10_000) }
-        let pids = try ChildProcess("/usr/bin/pgrep", ["-u", "0", "-f", "^/usr/bin/sudo -k /usr/bin/id"], in: fixture.directory).wait().stdout
-        for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGSTOP) }
-        Thread.sleep(forTimeInterval: 6)
-        for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGCONT) }
-        kill(stopped.pid, SIGCONT)  // runuser stops itself when its child stops, as su does
-        #expect(!pids.isEmpty)
-        #expect(try stopped.wait() != 0, "\(stopped.output)")
-        #expect(stopped.output.contains("1 incorrect password attempt"), "\(stopped.output)")
-        #expect(!stopped.output.contains("offline"), "\(stopped.output)")
-        #expect(try tpm.lockoutCounter() == 0, "nothing was charged to the TPM")
-        withExtendedLifetime(slow) {}
-
-        // Control: at the console, without the network, the same enrolment logs in offline.
-        fixture.manager.stop()
-        let console = try fixture.login(user)
-        #expect(console.code == PAMCode.success, "\(console.conversation)")
-        #expect(console.conversation.contains("offline login"))
     }
 }

@@ -75,35 +75,27 @@ import XignTestSupport
     @Test func theRealSudoUsesTheKeyOnlyAtTheSeat() throws {
         let user = try SSHServer.user.get()
         let fixture = try PAMFixture(users: [user])
-        let service = "xign-test-local-\(getpid())"
-        let pamFile = "/etc/pam.d/\(service)", sudoersFile = "/etc/sudoers.d/xign-test-local-\(getpid())"
-        defer {
-            try? FileManager.default.removeItem(atPath: pamFile)
-            try? FileManager.default.removeItem(atPath: sudoersFile)
-        }
-        try writeTestFile(
-            pamFile,
-            Data("auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\n".utf8), mode: 0o644)
-        try writeTestFile(sudoersFile, Data("Defaults:\(user) pam_service=\(service), passwd_tries=1\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
         chmod(fixture.directory.path, 0o711)
-        func sudo(in prefix: [String]) throws -> PseudoTerminal {
-            try PseudoTerminal(
-                prefix[0], Array(prefix.dropFirst()) + ["/usr/sbin/runuser", "-u", user, "--", "/usr/bin/sudo", "-k", "/usr/bin/id", "-un"],
-                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
-        }
-        // Control: a terminal of the seat's session.
-        let seat = try sudo(in: try fixture.atSeat(user))
-        _ = try seat.expect("PIN for")
-        seat.send("24680\n")
-        _ = try seat.expect("\nroot")
-        #expect(try seat.wait() == 0)
+        let pam = "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\n"
+        try RealSudo.withService(for: user, pamLines: pam, defaults: ["passwd_tries=1"]) {
+            // Control: a terminal of the seat's session.
+            let seat = try RealSudo.run(as: user, in: try fixture.atSeat(user))
+            _ = try seat.expect("PIN for")
+            seat.send("24680\n")
+            _ = try seat.expect("\nroot")
+            #expect(try seat.wait() == 0)
 
-        try fixture.logind.addSession("ssh1", user: user, seat: nil, remoteHost: "198.51.100.7")
-        for (prefix, what) in [(try fixture.logind.inUserManager(user), "systemd-run --user --pty from SSH"), (try fixture.logind.inService("atd.service"), "an at job")] {
-            let refused = try sudo(in: prefix)
-            #expect(try refused.wait() != 0, "\(what): \(refused.output)")
-            // sudo passes PAM_SILENT (its pam_silent default), so the refusal shows as no PIN asked.
-            #expect(!refused.output.contains("PIN for") && refused.output.contains("1 incorrect password attempt"), "\(what): \(refused.output)")
+            try fixture.logind.addSession("ssh1", user: user, seat: nil, remoteHost: "198.51.100.7")
+            let elsewhere = [
+                (try fixture.logind.inUserManager(user), "systemd-run --user --pty from SSH"),
+                (try fixture.logind.inService("atd.service"), "an at job"),
+            ]
+            for (prefix, what) in elsewhere {
+                let refused = try RealSudo.run(as: user, in: prefix)
+                #expect(try refused.wait() != 0, "\(what): \(refused.output)")
+                // sudo passes PAM_SILENT (its pam_silent default), so the refusal shows as no PIN asked.
+                #expect(!refused.output.contains("PIN for") && refused.output.contains("1 incorrect password attempt"), "\(what): \(refused.output)")
+            }
         }
         #expect(try fixture.failedAttempts("\(user)@example.org") == 0)
     }

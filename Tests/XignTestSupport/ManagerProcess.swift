@@ -99,7 +99,7 @@ public final class ManagerProcess: @unchecked Sendable {
         postgreSQLDatabase = other.postgreSQLDatabase
         dataDirectory = directory.file("manager")
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        for file in ["signing-key.pem", "pin-pepper"] {
+        for file in ["signing-key.pem", "pin-sealing-key.pem", "pin-pepper"] {
             try FileManager.default.copyItem(atPath: other.dataDirectory + "/" + file, toPath: dataDirectory + "/" + file)
         }
         configPath = try directory.write("manager.conf", try String(contentsOfFile: other.configPath, encoding: .utf8))

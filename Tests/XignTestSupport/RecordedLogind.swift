@@ -30,7 +30,8 @@ public final class RecordedLogind: @unchecked Sendable {
         try lines.joined(separator: "\n").write(toFile: directory.file("sessions/\(id)"), atomically: true, encoding: .utf8)
         // The user's record lists every session; the newest seat session is the display.
         let userFile = directory.file("users/\(uid)")
-        var sessions = (try? String(contentsOfFile: userFile, encoding: .utf8))?.split(separator: "\n")
+        var sessions =
+            (try? String(contentsOfFile: userFile, encoding: .utf8))?.split(separator: "\n")
             .first { $0.hasPrefix("SESSIONS=") }.map { $0.dropFirst("SESSIONS=".count).split(separator: " ").map(String.init) } ?? []
         sessions.append(id)
         let display = sessions.last { ((try? String(contentsOfFile: directory.file("sessions/\($0)"), encoding: .utf8)) ?? "").contains("SEAT=") }

@@ -31,8 +31,9 @@ struct BrowserBoundaryMiddleware<Context: RequestContext>: RouterMiddleware {
                 .forbidden, .badRequest, "a page from \(sent.prefix(128)) may not call this manager; open its own pages at \(origin())")
         }
         // An empty POST (ending a web session) may name no type; anything with a body must be JSON.
-        if request.method == .post, request.headers[.contentType] != nil || request.headers[.transferEncoding] != nil
-            || (request.headers[.contentLength].map { $0 != "0" } ?? false)
+        if request.method == .post,
+            request.headers[.contentType] != nil || request.headers[.transferEncoding] != nil
+                || (request.headers[.contentLength].map { $0 != "0" } ?? false)
         {
             let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
             guard type == "application/json" else {

@@ -34,7 +34,8 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
         }
         router.post(RouterPath(APIPath.webPending)) { request, _ in
             try Response.json(
-                .ok, try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: try request.sessionCookie))
+                .ok,
+                try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: try request.sessionCookie))
         }
         router.post(RouterPath(APIPath.webDevices)) { request, _ in
             try Response.json(.ok, try await manager.devices(session: try request.sessionCookie))
