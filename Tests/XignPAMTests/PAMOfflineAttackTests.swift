@@ -94,6 +94,22 @@ import XignTestSupport
         #expect(try fixture.login(wrapper: later).code == PAMCode.success)
     }
 
+    /// G4: offline login checks the PIN only, so a role that asks for more (a finger) is never logged in offline, nor
+    /// one whose requirements this machine has not seen online; the control, the login role, is.
+    @Test func aRoleThatNeedsAFingerIsNeverLoggedInOffline() throws {
+        let config = ManagerProcess.testConfig(
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
+        let (fixture, tpm) = try PAMOfflineLoginTests.fixture(managerConfig: config)
+        let online = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        #expect(online.code != PAMCode.success && online.conversation.contains("needs device+pin+biometric"), "\(online.conversation)")
+        fixture.manager.stop()
+        let offline = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        #expect(offline.code == PAMCode.authInfoUnavailable, "\(offline.conversation)")
+        #expect(offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", "no PIN asked: \(offline.conversation)")
+        #expect(try tpm.lockoutCounter() == 0)
+        #expect(try fixture.login().code == PAMCode.success, "control: the login role offline")
+    }
+
     /// G4: the real sudo, run by its user. Starved of descriptors (ulimit -n 8) with the manager up, or stopped by its
     /// caller past the timeout, it never logs in offline and charges nothing to the TPM. Controls: the same sudo with
     /// the network logs in online, and the same machine at its console without the network logs in offline.
