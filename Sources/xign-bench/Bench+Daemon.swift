@@ -26,7 +26,9 @@ extension Bench {
         let socket = work + "/xignd.sock"
         let config = work + "/xignd.conf"
         try "state_dir = \(configuration.stateDirectory)\ndevice_key = software\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let line = "auth required \(shared)/pam_xign.so config=\(config) socket=\(socket)\n"
+        // The bench's locker runs in no seat session (no logind here), so it opts out of the check that a login is at the
+        // machine (remote=pin-only); the login bench measures that check.
+        let line = "auth required \(shared)/pam_xign.so config=\(config) socket=\(socket) remote=pin-only\n"
         try line.write(toFile: shared + "/pam.d/locker", atomically: true, encoding: .utf8)
         for file in ["pam.d/locker", "pam_xign.so", "pam_harness"] { chmod(shared + "/" + file, 0o755) }
 
