@@ -230,6 +230,8 @@ struct Bench {
         configuration.stateDirectory = work + "/offline-state"
         configuration.deviceKey = .tpm
         configuration.tcti = "swtpm:path=\(work)/offline-tpm/s"
+        // Offline login needs a lockout authorization nobody on the machine holds: xign takes it (docs/security.md).
+        configuration.tpmLockout = .take
         let sdk = try XignSdk(configuration: configuration, localUser: "laptop")
         try personalize(sdk)
         guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no TPM enrolment") }
