@@ -8,7 +8,8 @@ import XignTestSupport
 /// personalization, and each approval in one passkey-signed request with the sealed PIN.
 struct PhoneBench {
     let managerURL: ManagerURL
-    let managerKey: P256PublicKey
+    /// What the PIN is sealed to: the key /health names, signed by the manager's key, as the web app takes it.
+    let pinSealingKey: P256PublicKey
     let passkey: SoftwarePasskey
     let deviceId: String
     let pin: String
@@ -19,12 +20,15 @@ struct PhoneBench {
         self.pin = pin
         let http = HTTPClient()
         let health = try JSONDecoder().decode(HealthMessage.self, from: try http.send("GET", to: managerURL, path: APIPath.health).body)
-        managerKey = try P256PublicKey(derRepresentation: Base64URL.decode(health.managerKey ?? "") ?? Data())
+        let managerKey = try P256PublicKey(derRepresentation: Base64URL.decode(health.managerKey ?? "") ?? Data())
+        let statement = try JWS.verify(health.pinSealingKey ?? "", expectedType: SignedAnswerType.pinSealingKey, key: managerKey)
+        let sealing = try JSONDecoder().decode(PINSealingKeyMessage.self, from: statement)
+        pinSealingKey = try P256PublicKey(derRepresentation: Base64URL.decode(sealing.key) ?? Data())
         let payload = data.payload
         let nonce = try SecureRandom.token(byteCount: 16)
         let decrypt = DecryptRequest(
             activationId: payload.activationId, activationSecret: payload.activationSecret,
-            sealedPin: try SealedPINMessage(sealing: pin, to: managerKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)),
+            sealedPin: try SealedPINMessage(sealing: pin, to: pinSealingKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)),
             nonce: nonce, knownDeviceIds: [])
         let decrypted = try Self.payload(
             http.send("POST", to: managerURL, path: APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(decrypt)),
@@ -52,7 +56,7 @@ struct PhoneBench {
         let body = try JSONEncoder.canonical.encode(
             ConfirmationApprovalRequest(
                 deviceId: deviceId, challenge: challenge, confirmationId: confirmationId, confirmationCode: code,
-                sealedPin: try SealedPINMessage(sealing: pin, to: managerKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
+                sealedPin: try SealedPINMessage(sealing: pin, to: pinSealingKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
                 nonce: "b"))
         let header = try passkey.sign(
             path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: managerURL.origin, rpId: managerURL.host)
