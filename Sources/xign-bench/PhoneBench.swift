@@ -56,7 +56,8 @@ struct PhoneBench {
         let body = try JSONEncoder.canonical.encode(
             ConfirmationApprovalRequest(
                 deviceId: deviceId, challenge: challenge, confirmationId: confirmationId, confirmationCode: code,
-                sealedPin: try SealedPINMessage(sealing: pin, to: pinSealingKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
+                sealedPin: try SealedPINMessage(
+                    sealing: pin, to: pinSealingKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
                 nonce: "b"))
         let header = try passkey.sign(
             path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: managerURL.origin, rpId: managerURL.host)
