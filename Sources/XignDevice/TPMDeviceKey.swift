@@ -124,13 +124,16 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 
     /// Opens the TPM and derives the SRK: whether a TPM is there and usable. Returns the SRK name.
     public func probe() throws -> Data {
-        try Self.withTPM(tcti) { tpm in
-            var name = [UInt8](repeating: 0, count: 68)
-            var size = 0
-            let rc = xign_tpm_srk_name(tpm, &name, &size)
-            guard rc == 0 else { throw TPMFailure.from(rc) }
-            return Data(name.prefix(size))
-        }
+        try Self.withTPM(tcti, Self.srkName)
+    }
+
+    /// The SRK's name in an open TPM, created on demand.
+    static func srkName(_ tpm: OpaquePointer) throws -> Data {
+        var name = [UInt8](repeating: 0, count: 68)
+        var size = 0
+        let rc = xign_tpm_srk_name(tpm, &name, &size)
+        guard rc == 0 else { throw TPMFailure.from(rc) }
+        return Data(name.prefix(size))
     }
 
     private var files: KeyFiles { KeyFiles(directory: directory, suffix: ".tpm") }

@@ -24,12 +24,6 @@ public struct TPMLockoutState: Sendable, Equatable {
         self.isLockedOut = isLockedOut
         self.lockoutAuthorizationSet = lockoutAuthorizationSet
     }
-
-    /// How many guesses the dictionary-attack protection lets through in `milliseconds`: the tries, then one per
-    /// recovery interval.
-    public func guesses(within milliseconds: Int64) -> Int {
-        maxTries + Int(milliseconds / 1000) / max(1, recoverySeconds)
-    }
 }
 
 /// `tpm_lockout` in xign.conf: what xign may do about the TPM's lockout authorization, which decides whether root
@@ -85,7 +79,7 @@ public struct TPMPINVerifierStore: Sendable {
             var state = try Self.lockoutState(tpm)
             if !state.lockoutAuthorizationSet && policy == .take {
                 // The marker is written first: a lockout taken without it could never be trusted again.
-                let pending = try markers.writePending(try Self.srkName(tpm))
+                let pending = try markers.writePending(try TPMDeviceKeyStore.srkName(tpm))
                 let rc = xign_tpm_take_lockout(tpm)
                 guard rc == 0 else {
                     try? markers.delete(pending)
@@ -140,7 +134,7 @@ public struct TPMPINVerifierStore: Sendable {
                 : "the TPM's lockout authorization is empty, so root could reset its count of wrong PINs; set tpm_lockout = take in xign.conf to let xign set a random one and forget it"
         }
         if policy == .organization { return nil }
-        guard let taken = try? markers.read("tpm", limit: 68), taken == (try Self.srkName(tpm)) else {
+        guard let taken = try? markers.read("tpm", limit: 68), taken == (try TPMDeviceKeyStore.srkName(tpm)) else {
             return
                 "the TPM's lockout authorization was set by another program, which may know it; set tpm_lockout = organization in xign.conf if your organization holds it off this machine"
         }
@@ -162,14 +156,6 @@ public struct TPMPINVerifierStore: Sendable {
         let rc = xign_tpm_read_clock(tpm, &clock)
         guard rc == 0 else { throw TPMFailure.from(rc) }
         return clock
-    }
-
-    private static func srkName(_ tpm: OpaquePointer) throws -> Data {
-        var name = [UInt8](repeating: 0, count: 68)
-        var size = 0
-        let rc = xign_tpm_srk_name(tpm, &name, &size)
-        guard rc == 0 else { throw TPMFailure.from(rc) }
-        return Data(name.prefix(size))
     }
 
     public func delete(_ reference: String) throws { try files.delete(reference) }

@@ -8,7 +8,7 @@ import Glibc
 
 /// Whether a login happens at this machine. The device key is the machine's, so it proves presence only for a
 /// login at the machine: over SSH it is there whoever connects, and a local login with it would rest on the PIN
-/// alone. So local needs positive evidence (docs/security.md, "Which factors a login has"):
+/// alone. So local needs positive evidence (docs/security.md, "At the machine"):
 /// - the caller's logind session is local and the active session of a seat, and its user has no remote session
 ///   open, which could drive it (a console tmux attached from SSH);
 /// - or, without a session yet, the PAM host is a program at the console: `login` on a virtual terminal, or a
