@@ -139,9 +139,11 @@ extension Personalizer {
 
     /// Records `factor` for this device at the manager; returns every factor the device can now sign with.
     /// Only after the factor was proven here (`finishAddBiometricFactor`).
-    func finishAddFactor(request: ApiAccessAddFactor, factor: AuthenticatorType) throws -> [AuthenticatorType] {
+    func finishAddFactor(request: ApiAccessAddFactor, factor: AuthenticatorType, biometricEnrolment: String?) throws -> [AuthenticatorType] {
         let result = try finish(
-            request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), factor: factor))
+            request.grant,
+            ApiAccessRequest(
+                grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), factor: factor, biometricEnrolment: biometricEnrolment))
         guard let factors = result.factors, factors.contains(factor) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's add factor answer is inconsistent")
         }

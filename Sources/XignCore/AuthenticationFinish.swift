@@ -126,16 +126,30 @@ extension Authenticator {
         if case .login = session.purpose { tokenNonce = try ManagerClient.nonce() } else { tokenNonce = nil }
         let request = AuthenticationFinishRequest(
             authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
-            attributeValues: values, attributeSelections: selections, nonce: nonce, tokenNonce: tokenNonce
+            attributeValues: values, attributeSelections: selections, nonce: nonce, tokenNonce: tokenNonce,
+            biometricEnrolment: userInfo.factors.contains(.biometric) ? userInfo.biometricEnrolment : nil
         )
         let client = ManagerClient(url: session.entity.managerURL, http: http)
-        let (compact, trip) = try RoundTripTimes.measure {
-            try client.postDeviceSigned(
-                APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge, key: session.deviceKey)
+        let (compact, trip): (String, RoundTripTimes)
+        do {
+            (compact, trip) = try RoundTripTimes.measure {
+                try client.postDeviceSigned(
+                    APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge,
+                    key: session.deviceKey)
+            }
+        } catch let error as XignSdkError where error.errorCode == .biometricInvalidated {
+            try? store.dropBiometricFactor(of: session.entity.idmIdentifier)
+            throw error
         }
         let result = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
             nonceOf: \.nonce)
+        // No finger was read, so nothing the manager answers makes this a login.
+        guard !userInfo.fingersChanged else {
+            throw XignSdkError(
+                .biometricInvalidated,
+                "the fingers enrolled on this machine changed since the fingerprint was added as a factor; run xign-setup add-factor biometric")
+        }
         guard result.outcome == .lockout else {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
             // The manager has just said the PIN is right: the offline verifier may be made or its grace start again.

@@ -165,6 +165,11 @@ public final class AuthenticationUserInformation {
     let role: Role
     private(set) var factors: [AuthenticatorType] = []
     private(set) var pin: String?
+    /// With the biometric factor: the digest of the user's enrolled fingers now, for the manager to compare.
+    private(set) var biometricEnrolment: String?
+    /// The enrolled fingers differ from those the factor was added with, so no finger was read: the finish only
+    /// tells the manager, which removes the factor.
+    private(set) var fingersChanged = false
 
     init(request: AuthenticateRequest, role: Role) {
         self.request = request
@@ -182,7 +187,14 @@ public final class AuthenticationUserInformation {
             }
             pin = pinFactor.pin
         case let biometric as BiometricFactor where request.session.entity.factors.contains(.biometric):
-            try request.session.fingerprints.check(user: request.session.localUser, prompt: biometric.prompt)
+            let session = request.session
+            let enrolment = try session.fingerprints.boundEnrolment(user: session.localUser)
+            if let recorded = session.entity.biometricEnrolment, let enrolment, !constantTimeEquals(Data(recorded.utf8), Data(enrolment.utf8)) {
+                fingersChanged = true
+            } else {
+                try session.fingerprints.check(user: session.localUser, prompt: biometric.prompt)
+            }
+            biometricEnrolment = enrolment
         default:
             throw XignSdkError(
                 .invalidInput,

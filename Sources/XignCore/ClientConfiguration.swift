@@ -69,7 +69,8 @@ public struct ClientConfiguration: Sendable, Equatable {
         try file.rejectUnknownKeys(
             [
                 "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
-                "fprintd_bus", "fingerprint_timeout", "pam.utmp", "pam.logind_sessions", "pam.confirm_system_accounts", "pam.setuid_other_users",
+                "fprintd_bus", "fingerprint_timeout", "fprintd_prints", "invalidate_on_new_fingers", "pam.utmp", "pam.logind_sessions",
+                "pam.confirm_system_accounts", "pam.setuid_other_users",
                 "offline", "tpm_lockout",
             ],
             prefixes: ["pam.role."]
@@ -102,7 +103,13 @@ public struct ClientConfiguration: Sendable, Equatable {
         let bus = file.string("fprintd_bus") ?? fingerprintReader.busAddress
         guard bus.hasPrefix("unix:path=/"), bus.utf8.count <= 256 else { throw fail("fprintd_bus", "must be unix:path=/… (the system bus socket)") }
         let wait = try file.milliseconds("fingerprint_timeout", in: 1_000...120_000) ?? Int64(fingerprintReader.timeoutMilliseconds)
-        fingerprintReader = FingerprintReader(busAddress: bus, timeoutMilliseconds: Int(wait))
+        let prints = file.string("fprintd_prints") ?? fingerprintReader.printsDirectory
+        guard prints.hasPrefix("/"), prints.utf8.count <= 256 else {
+            throw fail("fprintd_prints", "must be an absolute path (fprintd's /var/lib/fprint)")
+        }
+        fingerprintReader = FingerprintReader(
+            busAddress: bus, timeoutMilliseconds: Int(wait), printsDirectory: prints,
+            invalidatesOnNewFingers: try file.bool("invalidate_on_new_fingers") ?? fingerprintReader.invalidatesOnNewFingers)
         for (key, path) in [("pam.utmp", \SessionRecords.utmpPath), ("pam.logind_sessions", \SessionRecords.logindSessionsDirectory)] {
             guard let value = file.string(key) else { continue }
             guard value.hasPrefix("/"), value.utf8.count <= 256 else { throw fail(key, "must be an absolute path") }

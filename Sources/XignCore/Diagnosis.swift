@@ -205,6 +205,11 @@ extension XignSdk {
                     name: name, status: .failure, detail: "fprintd has no finger of \(entity.localUser)",
                     hint: "fprintd-enroll \(entity.localUser); until then, roles that ask for a finger refuse the login")
             }
+            if let recorded = entity.biometricEnrolment, try configuration.fingerprintReader.boundEnrolment(user: entity.localUser) != recorded {
+                return .init(
+                    name: name, status: .failure, detail: "the enrolled fingers changed since the fingerprint was added as a factor",
+                    hint: "the next login with the finger removes the factor; run xign-setup add-factor biometric to bind it to the fingers now")
+            }
             return .init(name: name, status: .ok, detail: "fprintd knows \(fingers.joined(separator: ", "))", hint: nil)
         } catch {
             return .init(

@@ -52,6 +52,9 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
     case biometricMismatch
     /// fprintd, its reader or the user's enrolled fingers are missing.
     case biometricUnavailable
+    /// The user's enrolled fingers changed since the factor was added, so it no longer counts (Nevis's
+    /// keyDisappearedPermanently); add it again.
+    case biometricInvalidated
     /// The TPM is missing, busy or in dictionary-attack lockout; trying later may work.
     case tpmUnavailable
     case identityManagerNotFound

@@ -24,6 +24,8 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     public var personalizedAt: Int64
     /// Factors added after personalization (add factor); nil in files from before factors could be added.
     public var addedFactors: [AuthenticatorType]?
+    /// The digest of the user's enrolled fingers the biometric factor was added with (root reads this file only).
+    public var biometricEnrolment: String?
 
     /// What this enrolment can sign with.
     public var factors: Set<AuthenticatorType> { Set(addedFactors ?? []).union([.device, .pin]) }
@@ -156,6 +158,15 @@ public struct IdentityManagerStore: Sendable {
 
     /// Remembers (or, with nil, forgets) a lock. Only a lock the manager signed over this attempt's nonce may be
     /// recorded: an unsigned 423 could come from anyone who answers on the manager's address.
+    /// Forgets the biometric factor of `idmIdentifier`, which the manager removed because the fingers changed.
+    func dropBiometricFactor(of idmIdentifier: String) throws {
+        try update { contents in
+            guard let index = contents.entries.firstIndex(where: { $0.idmIdentifier == idmIdentifier }) else { return }
+            contents.entries[index].addedFactors?.removeAll { $0 == .biometric }
+            contents.entries[index].biometricEnrolment = nil
+        }
+    }
+
     func recordLockout(activationId: String, _ lock: LockoutAttemptInformation?) throws {
         // A login that succeeds has nothing to forget most of the time; it then writes nothing.
         if lock == nil, try read().pendingLockouts[activationId] == nil { return }

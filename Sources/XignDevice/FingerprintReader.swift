@@ -13,10 +13,27 @@ public struct FingerprintReader: Sendable, Equatable {
     public static let defaultBusAddress = "unix:path=/run/dbus/system_bus_socket"
     public let busAddress: String
     public let timeoutMilliseconds: Int
+    /// fprintd's state directory, where its prints are (FingerprintEnrolment).
+    public let printsDirectory: String
+    /// Whether a finger factor stops counting once the user's enrolled fingers change (Nevis's invalidateOnNewOsBiometrics).
+    public let invalidatesOnNewFingers: Bool
 
-    public init(busAddress: String = defaultBusAddress, timeoutMilliseconds: Int = 15_000) {
+    public init(
+        busAddress: String = defaultBusAddress, timeoutMilliseconds: Int = 15_000, printsDirectory: String = FingerprintEnrolment.defaultDirectory,
+        invalidatesOnNewFingers: Bool = true
+    ) {
         self.busAddress = busAddress
         self.timeoutMilliseconds = timeoutMilliseconds
+        self.printsDirectory = printsDirectory
+        self.invalidatesOnNewFingers = invalidatesOnNewFingers
+    }
+
+    /// The digest of `user`'s enrolled fingers that a factor is bound to; nil where binding is switched off.
+    public func enrolmentDigest(user: String) throws -> String? {
+        guard invalidatesOnNewFingers else { return nil }
+        do { return try FingerprintEnrolment.digest(user: user, directory: printsDirectory) } catch let error as FingerprintEnrolment.EnrolmentError {
+            throw ReaderError(kind: .unavailable, description: error.description)
+        }
     }
 
     public struct ReaderError: Error, CustomStringConvertible, Equatable {

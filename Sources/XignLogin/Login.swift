@@ -160,6 +160,12 @@ public struct Login {
         case .biometricMismatch, .biometricUnavailable:
             tell("XignIn: \(error.message)", isError: true)
             return .refused(error.errorCode == .biometricMismatch ? .biometricMismatch : .biometricUnavailable)
+        case .biometricInvalidated:
+            log(LOG_WARNING, "biometric factor removed: the enrolled fingers of \(caller.user) changed")
+            tell(
+                "XignIn: the fingers enrolled here changed, so your fingerprint no longer counts. "
+                    + "Log in with your PIN, then run xign-setup add-factor biometric.", isError: true)
+            return .refused(.biometricInvalidated)
         case .deviceNotEnrolled:
             tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
             return .refused(.notEnrolled)

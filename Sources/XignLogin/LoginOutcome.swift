@@ -62,6 +62,8 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case deviceKey = "device-key"
         case biometricMismatch = "biometric-mismatch"
         case biometricUnavailable = "biometric-unavailable"
+        /// The enrolled fingers changed since the factor was added, which removed it.
+        case biometricInvalidated = "biometric-invalidated"
         case notEnrolled = "not-enrolled"
         case tooManyRequests = "too-many-requests"
         case hostNotAllowed = "host-not-allowed"

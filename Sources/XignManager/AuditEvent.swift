@@ -11,6 +11,8 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case offlinePolicySet
         /// An attempt at the approval page the manager refused: a wrong code, another account's device.
         case approvalRefused
+        /// A login found the user's enrolled fingers changed, so the device's biometric factor was removed.
+        case biometricInvalidated
         /// A row written by a newer manager.
         case unknown
     }

@@ -77,7 +77,8 @@ extension IdentityManager {
             case .delete:
                 result.revokedDevices = try await self.deleteAccount(of: activation, by: device, in: store)
             case .addFactor:
-                result.factors = try await self.addFactor(request.factor!, to: device, of: activation, in: store)
+                result.factors = try await self.addFactor(
+                    request.factor!, boundTo: request.biometricEnrolment, to: device, of: activation, in: store)
             case .revokeDevice:
                 (result.revokedDevices, mailId) = try await self.revokeDevice(request.revokedDeviceId!, of: activation, by: device, in: store)
             }
@@ -93,13 +94,14 @@ extension IdentityManager {
     private func checkApiAccessFields(_ request: ApiAccessRequest, for process: ApiAccessProcess) throws -> String? {
         guard (request.sealedNewPin != nil) == (process == .changePin), (request.newActivation != nil) == (process == .requestNewActivation),
             (request.factor != nil) == (process == .addFactor), (request.revokedDeviceId != nil) == (process == .revokeDevice),
-            (request.revokedDeviceId?.utf8.count ?? 0) <= 64
+            (request.revokedDeviceId?.utf8.count ?? 0) <= 64, request.biometricEnrolment == nil || request.factor == .biometric
         else {
             throw ManagerError.badRequest("a \(process.rawValue) grant takes exactly the field of that process")
         }
         if let factor = request.factor, factor != .biometric {
             throw ManagerError.badRequest("only the biometric factor can be added; device and PIN come with every enrolment")
         }
+        try Self.checkEnrolmentDigest(request.biometricEnrolment)
         if let sealed = request.sealedNewPin {
             let pin = try openPIN(sealed, for: .grant(request.grant))
             try checkPINPolicy(pin, what: "the new PIN")
@@ -210,13 +212,17 @@ extension IdentityManager {
         return (1, notice)
     }
 
+    /// Adding the biometric factor again binds it to the fingers enrolled now.
     private func addFactor(
-        _ factor: AuthenticatorType, to device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord, in store: ManagerStore
+        _ factor: AuthenticatorType, boundTo enrolment: String?, to device: ManagerStore.DeviceRecord,
+        of activation: ManagerStore.ActivationRecord, in store: ManagerStore
     ) async throws -> [AuthenticatorType] {
         let factors = device.factors.union([factor])
-        try await store.setFactors(factors, ofDevice: device.id)
+        try await store.setFactors(factors, biometricEnrolment: enrolment, ofDevice: device.id)
+        let bound = enrolment == nil ? "" : ", bound to the fingers enrolled now"
         try await store.recordAudit(
-            AuditEvent(.factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue, actor: "device \(device.id)"))
+            AuditEvent(
+                .factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue + bound, actor: "device \(device.id)"))
         return ManagerStore.orderedFactors(factors)
     }
 

@@ -171,8 +171,8 @@ extension IdentityManager {
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
         // Every answer that grants something waits for a synced commit after this one (the PIN's verdict, the login's
         // record, the approval), which takes the spent challenge to the disk with it.
-        let (authentication, enrolledFactors, known) = try await database.transaction(durability: .syncedLater) {
-            store -> (ManagerStore.PendingAuthentication, Set<AuthenticatorType>, [String: String]) in
+        let (authentication, device, known) = try await database.transaction(durability: .syncedLater) {
+            store -> (ManagerStore.PendingAuthentication, ManagerStore.DeviceRecord, [String: String]) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
                 throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
@@ -182,7 +182,7 @@ extension IdentityManager {
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (pending, device.factors, try await store.accountAttributes(activationId: pending.activationId))
+            return (pending, device, try await store.accountAttributes(activationId: pending.activationId))
         }
         let service = try service(for: authentication.purpose)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
@@ -192,10 +192,14 @@ extension IdentityManager {
         guard role.requestedAuthenticators.contains(where: { Set($0) == given }) else {
             throw ManagerError.badRequest("the factors \(request.factors.map(\.rawValue)) match no combination role \(role.name) accepts")
         }
-        guard given.isSubset(of: enrolledFactors) else {
+        guard given.isSubset(of: device.factors) else {
             throw ManagerError.badRequest(
-                "this device has not enrolled \(given.subtracting(enrolledFactors).map(\.rawValue).sorted().joined(separator: ", ")); add it first (the add factor process)"
+                "this device has not enrolled \(given.subtracting(device.factors).map(\.rawValue).sorted().joined(separator: ", ")); add it first (the add factor process)"
             )
+        }
+        // Before the PIN is checked: a finger that no longer counts costs no PIN attempt.
+        if given.contains(.biometric) {
+            try await checkFingerEnrolment(request.biometricEnrolment, of: device, for: authentication, service: service.id)
         }
         let missing = try checkAttributes(request, service: service, known: known)
         // A login's record commits with the PIN's verdict; other purposes decide things a PIN check must not wait on.

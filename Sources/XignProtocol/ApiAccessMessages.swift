@@ -59,13 +59,17 @@ public struct ApiAccessRequest: Codable, Equatable, Sendable {
     public var newActivation: NewActivationMessage?
     /// addFactor.
     public var factor: AuthenticatorType?
+    /// addFactor biometric: the digest of the user's enrolled fingers the factor is bound to; absent where the device
+    /// does not bind it.
+    public var biometricEnrolment: String?
     /// revokeDevice: a device of the same account.
     public var revokedDeviceId: String?
 
     public init(
         grant: String, nonce: String, sealedNewPin: SealedPINMessage? = nil, newActivation: NewActivationMessage? = nil,
-        factor: AuthenticatorType? = nil, revokedDeviceId: String? = nil
+        factor: AuthenticatorType? = nil, biometricEnrolment: String? = nil, revokedDeviceId: String? = nil
     ) {
+        self.biometricEnrolment = biometricEnrolment
         self.grant = grant
         self.nonce = nonce
         self.sealedNewPin = sealedNewPin

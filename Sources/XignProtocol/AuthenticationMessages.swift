@@ -152,11 +152,16 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     public var nonce: String
     /// A login's token comes with the answer, signed for this nonce, instead of for a code at /v1/token.
     public var tokenNonce: String?
+    /// With the biometric factor: the digest of the user's enrolled fingers now, which must be the one the factor was
+    /// added with.
+    public var biometricEnrolment: String?
 
     public init(
         authenticationId: String, role: String, factors: [AuthenticatorType], sealedPin: SealedPINMessage?,
-        attributeValues: [String: String], attributeSelections: [String: String], nonce: String, tokenNonce: String? = nil
+        attributeValues: [String: String], attributeSelections: [String: String], nonce: String, tokenNonce: String? = nil,
+        biometricEnrolment: String? = nil
     ) {
+        self.biometricEnrolment = biometricEnrolment
         self.authenticationId = authenticationId
         self.role = role
         self.factors = factors

@@ -31,6 +31,9 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case registrationClosed
     /// The manager cannot answer now (another check of the same activation holds it); try again shortly.
     case busy
+    /// The user's enrolled fingers changed since the biometric factor was added, so it was removed (Nevis's
+    /// keyDisappearedPermanently); add it again.
+    case biometricInvalidated
     case unknown
 
     public init(from decoder: any Decoder) throws {

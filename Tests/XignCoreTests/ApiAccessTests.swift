@@ -188,7 +188,7 @@ import XignTestSupport
         let fixture = try Fixture(
             managerConfig: ManagerProcess.testConfig(
                 pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
-        fixture.adjust = { $0.fingerprintReader = FingerprintReader(busAddress: reader.busAddress, timeoutMilliseconds: 5_000) }
+        fixture.adjust = { $0.fingerprintReader = reader.reader() }
         let (sdk, id) = try enrolled(fixture, "factor@example.org")
         func addFactor() throws -> [AuthenticatorType] {
             guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
@@ -242,6 +242,111 @@ import XignTestSupport
             #expect(error.errorCode == .biometricMismatch)
         }
         #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "a wrong finger is refused here and costs no PIN attempt")
+    }
+
+    /// The finger factor is bound to the fingers enrolled when it was added (Nevis's invalidateOnNewOsBiometrics): a second
+    /// finger, or the same finger deleted and enrolled again, removes it at the next login, before any finger is read or
+    /// PIN is checked; a login with the PIN and add-factor bind it again. Unchanged, it passes.
+    @Test func changedFingerEnrolmentRemovesTheFactorUntilItIsAddedAgain() throws {
+        let reader = try FingerprintDaemon()
+        let fixture = try Fixture(
+            managerConfig: ManagerProcess.testConfig(
+                pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
+        fixture.adjust = { $0.fingerprintReader = reader.reader() }
+        let (sdk, id) = try enrolled(fixture, "bound@example.org")
+        try reader.enrol(user: "alice", finger: "alice-right")
+        func addFactor() throws {
+            guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
+                throw TestFailure("expected apiAccessAddFactor")
+            }
+            reader.scanLater("alice-right")
+            _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
+        }
+        func strongLogin(touching: Bool = true) throws -> (LoginAuthenticationResult, prompts: [String]) {
+            let request = try sdk.authenticator.startAuthenticationSynchronous(
+                data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
+                    idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
+            guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }
+            request.setSelection(strong)
+            guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+                throw TestFailure("attributes not confirmed")
+            }
+            try information.sign(factor: DeviceFactor())
+            try information.sign(factor: PinFactor("24680"))
+            var prompts: [String] = []
+            if touching { reader.scanLater("alice-right") }
+            try information.sign(factor: BiometricFactor { prompts.append($0) })
+            #expect(touching || prompts.isEmpty, "no finger is asked for once the enrolment changed")
+            return (try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information), prompts)
+        }
+        func expectRemoved(_ what: Comment) throws {
+            do {
+                _ = try strongLogin(touching: false)
+                Issue.record("the finger still counted after \(what)")
+            } catch let error as XignSdkError {
+                #expect(error.errorCode == .biometricInvalidated && error.message.contains("add-factor biometric"), "\(error)")
+            }
+            #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin"], "the manager removed the factor")
+            #expect(try sdk.entity(id).addedFactors == [] && sdk.entity(id).biometricEnrolment == nil, "this machine forgot it too")
+            #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "no PIN attempt was spent")
+            #expect(try isServiceLogin(sdk, id, pin: "24680"), "the PIN alone still logs in where the role allows it")
+        }
+
+        try addFactor()
+        let recorded = try #require(try sdk.entity(id).biometricEnrolment)
+        #expect(recorded.count == 43)
+        let control = try strongLogin()
+        guard case .serviceLogin = control.0 else { throw TestFailure("the unchanged enrolment did not log in") }
+        #expect(control.prompts.first == "Touch the fingerprint reader.")
+
+        try reader.enrol(user: "alice", finger: "mallory", as: "left-index-finger")
+        try expectRemoved("a second finger was enrolled")
+        let audit = try fixture.manager.query("SELECT event, service, detail FROM audit_events WHERE event = 'biometricInvalidated'")
+        #expect(audit.count == 1 && audit.first?.contains("enrolled fingers of alice changed") == true, "\(audit)")
+
+        try reader.deleteFingers(of: "alice")
+        try reader.enrol(user: "alice", finger: "alice-right")
+        try addFactor()
+        #expect(try sdk.entity(id).biometricEnrolment != recorded)
+        guard case .serviceLogin = try strongLogin().0 else { throw TestFailure("the factor added again did not log in") }
+
+        try reader.deleteFingers(of: "alice")
+        try reader.enrol(user: "alice", finger: "alice-right")
+        try expectRemoved("the same finger was deleted and enrolled again")
+        #expect(try fixture.manager.query("SELECT event FROM audit_events WHERE event = 'biometricInvalidated'").count == 2)
+    }
+
+    /// fprintd's prints and the recorded digest are root's: a user who is not root can read neither, nor write the
+    /// record, and the manager holds its own copy, which the finish is checked against.
+    @Test func aUserWhoIsNotRootCanNeitherReadNorForgeTheFingerEnrolment() throws {
+        let reader = try FingerprintDaemon()
+        let fixture = try Fixture(
+            managerConfig: ManagerProcess.testConfig(pamService: "roles = strong", "role.strong.authenticators = device+pin+biometric"))
+        fixture.adjust = { $0.fingerprintReader = reader.reader() }
+        let (sdk, id) = try enrolled(fixture, "secret@example.org")
+        try reader.enrol(user: "alice", finger: "alice-right")
+        guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else { throw TestFailure("expected addFactor") }
+        reader.scanLater("alice-right")
+        _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
+        let state = fixture.directory.file("state") + "/identity-managers.json"
+        // The test's own directories let anyone pass, so only the files' and fprintd's own modes stand in the way.
+        for directory in [fixture.directory.path, reader.directory.path] { #expect(chmod(directory, 0o711) == 0) }
+        for path in [state, reader.printsDirectory + "/alice"] {
+            let read = try ChildProcess(
+                "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/ls", "-R", path], in: fixture.directory
+            )
+            .wait(timeout: 10)
+            #expect(read.status != 0 && read.stderr.contains("Permission denied"), "nobody read \(path): \(read.stdout)")
+        }
+        let forge = try ChildProcess(
+            "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/touch", state], in: fixture.directory
+        ).wait(timeout: 10)
+        #expect(forge.status != 0, "nobody could write the enrolments")
+        let controlRead = try ChildProcess("/usr/bin/ls", ["-R", reader.printsDirectory + "/alice"], in: fixture.directory).wait(timeout: 10)
+        #expect(controlRead.status == 0 && controlRead.stdout.split(separator: "\n").count > 2, "root reads it: \(controlRead.stdout)")
+        // Root on this machine could edit the local record; the manager's copy still decides.
+        let recorded = try #require(try sdk.entity(id).biometricEnrolment)
+        #expect(try fixture.manager.query("SELECT biometric_enrolment FROM devices").first == recorded)
     }
 
     /// A login whose verifier is being upgraded (the hash cost went up) races a PIN change: the login's verdict is about

@@ -69,8 +69,8 @@ final class PAMFixture: @unchecked Sendable {
             keyLines += "device_key = tpm\ntcti = \(tpm.tcti)\ntpm_lockout = \(tpmLockout.rawValue)\n"
         }
         if let fingerprints {
-            configuration.fingerprintReader = FingerprintReader(busAddress: fingerprints.busAddress, timeoutMilliseconds: 5_000)
-            keyLines += "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = 5s\n"
+            configuration.fingerprintReader = fingerprints.reader()
+            keyLines += "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = 5s\nfprintd_prints = \(fingerprints.printsDirectory)\n"
         }
         self.configuration = configuration
         configPath = ""

@@ -227,6 +227,13 @@ import XignTestSupport
         #expect(other.code == PAMCode.authError)
         #expect(other.conversation == (try PAMFixture.golden("sudo-wrong-finger")))
         #expect(try fixture.login(service: "login").code == PAMCode.success, "login still asks for device and PIN only")
+
+        // Someone at the unlocked session enrols their own finger for alice: hers no longer counts, and nobody is asked to touch.
+        try reader.enrol(user: "alice", finger: "mallory", as: "left-middle-finger")
+        let changed = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        #expect(changed.code == PAMCode.authError)
+        #expect(changed.conversation == (try PAMFixture.golden("sudo-fingers-changed")))
+        #expect(try fixture.manager.query("SELECT service FROM audit_events WHERE event = 'biometricInvalidated'").count == 1)
     }
 
     @Test func aManagerAnswerWithABadSignatureIsRefused() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import XignDevice
 
 #if canImport(Glibc)
 import Glibc
@@ -12,6 +13,13 @@ public final class FingerprintDaemon: @unchecked Sendable {
     private var processes: [ChildProcess] = []
     public var busAddress: String { "unix:path=\(directory.file("bus"))" }
     var readerSocket: String { directory.file("reader") }
+    /// fprintd's state directory: `<user>/<driver>/<device>/<finger>`, as in /var/lib/fprint.
+    public var printsDirectory: String { directory.file("prints") }
+
+    /// The reader as the client is configured for this daemon.
+    public func reader(timeoutMilliseconds: Int = 5_000) -> FingerprintReader {
+        FingerprintReader(busAddress: busAddress, timeoutMilliseconds: timeoutMilliseconds, printsDirectory: printsDirectory)
+    }
     var environment: [String: String] { ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": busAddress] }
 
     public init() throws {
@@ -53,9 +61,9 @@ public final class FingerprintDaemon: @unchecked Sendable {
 
     deinit { for process in processes.reversed() { process.stop() } }
 
-    /// Enrols `finger` as `user`'s right index finger with fprintd-enroll, the tool users have.
-    public func enrol(user: String, finger: String) throws {
-        let enroll = try ChildProcess("/usr/bin/fprintd-enroll", ["-f", "right-index-finger", user], environment: environment, in: directory)
+    /// Enrols `finger` as `user`'s `slot` (fprintd's finger name) with fprintd-enroll, the tool users have.
+    public func enrol(user: String, finger: String, as slot: String = "right-index-finger") throws {
+        let enroll = try ChildProcess("/usr/bin/fprintd-enroll", ["-f", slot, user], environment: environment, in: directory)
         // The reader listens once fprintd opens it for the enrolment; it takes five touches.
         for _ in 0..<5 {
             try scan(finger)
@@ -65,6 +73,12 @@ public final class FingerprintDaemon: @unchecked Sendable {
         guard result.status == 0, result.stdout.contains("enroll-completed") else {
             throw TestFailure("fprintd-enroll failed: \(result.stdout) \(result.stderr)")
         }
+    }
+
+    /// Deletes every finger of `user` with fprintd-delete.
+    public func deleteFingers(of user: String) throws {
+        let result = try run(["/usr/bin/fprintd-delete", user])
+        guard result.status == 0 else { throw TestFailure("fprintd-delete failed: \(result.stdout) \(result.stderr)") }
     }
 
     /// Puts `finger` on the reader, waiting until fprintd has opened it (a claim opens it).

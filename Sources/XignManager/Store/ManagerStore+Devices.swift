@@ -48,6 +48,8 @@ extension ManagerStore {
         var offlineReportedThrough: Int64 = 0
         var ekIssuer: String? = nil
         var unattestedBecause: String? = nil
+        /// The digest of the enrolled fingers the biometric factor is bound to.
+        var biometricEnrolment: String? = nil
     }
 
     /// The factors column holds the added ones, comma-separated; unknown names (a newer manager's) are skipped.
@@ -79,7 +81,7 @@ extension ManagerStore {
             let row = try await sql.raw(
                 """
                 SELECT d.id, d.activation_id, d.public_key, d.key_kind, d.factors, d.credential_id, d.aaguid, d.sign_count,
-                       d.backup_eligible, d.backed_up, d.offline_reported_through, d.ek_issuer, d.unattested_because
+                       d.backup_eligible, d.backed_up, d.offline_reported_through, d.ek_issuer, d.unattested_because, d.biometric_enrolment
                 FROM devices d JOIN activations a ON a.id = d.activation_id
                 WHERE d.id = \(bind: id) AND d.revoked = 0 \(holding)
                 """
@@ -95,7 +97,8 @@ extension ManagerStore {
             passkey: try Self.passkey(in: row),
             offlineReportedThrough: try row.decode(column: "offline_reported_through", as: Int64.self),
             ekIssuer: try row.decode(column: "ek_issuer", as: String?.self),
-            unattestedBecause: try row.decode(column: "unattested_because", as: String?.self)
+            unattestedBecause: try row.decode(column: "unattested_because", as: String?.self),
+            biometricEnrolment: try row.decode(column: "biometric_enrolment", as: String?.self)
         )
     }
 
@@ -140,9 +143,12 @@ extension ManagerStore {
         try await sql.raw("UPDATE devices SET last_used_at = \(bind: time) WHERE id = \(bind: id)").run()
     }
 
-    func setFactors(_ factors: Set<AuthenticatorType>, ofDevice id: String) async throws {
+    /// Sets the device's factors and the finger enrolment its biometric factor is bound to.
+    func setFactors(_ factors: Set<AuthenticatorType>, biometricEnrolment: String?, ofDevice id: String) async throws {
         let added = factors.subtracting([.device, .pin]).map(\.rawValue).sorted().joined(separator: ",")
-        try await sql.raw("UPDATE devices SET factors = \(bind: added) WHERE id = \(bind: id)").run()
+        try await sql.raw(
+            "UPDATE devices SET factors = \(bind: added), biometric_enrolment = \(bind: biometricEnrolment) WHERE id = \(bind: id)"
+        ).run()
     }
 
     /// The devices that hold an activation of the account, oldest first.

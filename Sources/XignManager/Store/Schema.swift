@@ -6,8 +6,11 @@ enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
-        confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation,
+        confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
     ]
+
+    /// The digest of the user's enrolled fingers a device's biometric factor was added with (NULL: not bound).
+    static let fingerEnrolment = ["ALTER TABLE devices ADD COLUMN biometric_enrolment TEXT"]
 
     /// TPM key attestation: what a device's or host's key was proven to be (the EK certificate's issuer) or why it
     /// was not, and the credentials handed out and not yet answered (one per personalization session or join token).
