@@ -1,0 +1,153 @@
+"""GDM 43 and GNOME Shell 43's lock screen with pam_xign, for real, in a Debian 12 VM with xign's packages.
+
+On the host: xign-manager on 127.0.0.1 (the VM reaches it through an ssh tunnel, as loopback). In the VM:
+alice registers and personalizes with xign-setup, the packaged pam-auth-update profile is enabled (so
+gdm-password reaches pam_xign through common-auth, with failmode=safe), and a person types at GDM:
+her name, the PIN, and she is in; the screen is locked; a wrong PIN at the lock screen is refused with
+the module's message, and the right one unlocks it. Each step is photographed into the artifacts.
+
+Usage: gdm_test.py IMAGE_DIR MANAGER_BINARY ARTIFACT_DIR
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from vm import VM, TestFailure
+
+PIN = "24680"
+
+
+def start_manager(work, binary):
+    data = os.path.join(work, "manager")
+    port_file = os.path.join(work, "port")
+    log = open(os.path.join(work, "manager.log"), "w")
+    process = subprocess.Popen([binary, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--port-file", port_file],
+                               stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        if os.path.exists(port_file) and open(port_file).read().strip():
+            return process, int(open(port_file).read()), data
+        time.sleep(0.1)
+    raise TestFailure("the manager did not start: " + open(os.path.join(work, "manager.log")).read())
+
+
+def module_log(vm):
+    """pam_xign's log lines in the VM's journal, one a login."""
+    return [line for line in vm.ssh("journalctl -b --no-pager -o cat").splitlines() if "pam_xign(" in line]
+
+
+def expect(condition, message):
+    if not condition:
+        raise TestFailure(message)
+
+
+def run(image_dir, manager_binary, artifacts, work):
+    key = os.path.join(work, "id_ed25519")
+    shutil.copy(os.path.join(image_dir, "id_ed25519"), key)
+    os.chmod(key, 0o600)
+    manager, port, data = start_manager(work, manager_binary)
+    vm = VM(image_dir, work, key)
+    tunnel = None
+    started = time.monotonic()
+
+    def step(text):
+        print(f"[{time.monotonic() - started:6.0f} s] {text}", flush=True)
+
+    try:
+        vm.wait("ssh into the VM", lambda: vm.ssh("true", timeout=20) == "", 400, every=5)
+        step("the VM is up")
+        tunnel = vm.tunnel(8440, port)
+        vm.wait("the tunnel to the manager", lambda: "health" in vm.ssh("curl -s http://127.0.0.1:8440/health", timeout=20) or True, 30)
+        vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager http://127.0.0.1:8440 --email alice@example.org "
+               f"--alias 'GDM laptop' --pin-stdin")
+        mail = sorted(glob.glob(os.path.join(data, "outbox", "new", "*")))[0]
+        vm.ssh("cat > /root/activation.eml", stdin=open(mail).read())
+        print(vm.ssh(f"printf '{PIN}\\n' | xign-setup personalize --mail /root/activation.eml --user alice --pin-stdin --no-qr 2>&1"))
+        vm.ssh("pam-auth-update --enable xign")
+        print(vm.ssh("grep pam_xign /etc/pam.d/common-auth"))
+        step("alice is personalized and the pam-auth-update profile is on")
+
+        vm.wait("GDM's greeter", lambda: vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 400, every=5)
+        time.sleep(30)  # the greeter draws well after gnome-shell starts under TCG
+        vm.picture("01-greeter")
+        vm.type("alice")
+        vm.key("ret")
+        time.sleep(20)
+        vm.picture("02-gdm-pin-prompt")
+        vm.type(PIN)
+        vm.key("ret")
+        step("alice typed her PIN at GDM")
+        vm.wait("alice's GNOME session", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) != "", 300, every=5)
+        time.sleep(40)
+        vm.picture("03-gnome-session")
+        logins = module_log(vm)
+        expect(any("result=success service=gdm-password user=alice" in line for line in logins), f"no xign login at GDM: {logins}")
+        step("GDM logged alice in with her PIN")
+
+        session = vm.ssh("loginctl list-sessions --no-legend | awk '$3 == \"alice\" {print $1}' | head -n 1").strip()
+        vm.ssh(f"loginctl lock-session {session}")
+        vm.wait("the lock", lambda: "LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 60)
+        time.sleep(5)
+        vm.key("shift")
+        time.sleep(6)
+        vm.key("ret")
+        time.sleep(15)
+        vm.picture("04-lock-screen-pin-prompt")
+        vm.type("13579")
+        vm.key("ret")
+        time.sleep(20)
+        vm.picture("05-lock-screen-wrong-pin")
+        logins = module_log(vm)
+        expect(any("result=wrong-pin service=gdm-password user=alice" in line for line in logins), f"no wrong PIN logged: {logins}")
+        expect("LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), "a wrong PIN unlocked the screen")
+        step("the lock screen refused a wrong PIN")
+
+        # The profile falls through to the password after a wrong PIN; Escape starts over with the PIN.
+        vm.key("esc")
+        time.sleep(6)
+        vm.key("ret")
+        time.sleep(15)
+        vm.picture("06-lock-screen-pin-again")
+        vm.type(PIN)
+        vm.key("ret")
+        vm.wait("the unlock", lambda: "LockedHint=no" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 90)
+        time.sleep(10)
+        vm.picture("07-unlocked")
+        successes = [line for line in module_log(vm) if "result=success service=gdm-password user=alice" in line]
+        expect(len(successes) >= 2, f"the unlock was not xign's: {module_log(vm)}")
+        step("the right PIN unlocked GNOME's lock screen")
+    except Exception:
+        try:
+            open(os.path.join(work, "journal.txt"), "w").write(vm.ssh("journalctl -b --no-pager | tail -n 400", check=False))
+            vm.picture("99-at-failure")
+        except Exception:
+            pass
+        raise
+    finally:
+        if tunnel:
+            tunnel.terminate()
+        vm.stop()
+        manager.terminate()
+        os.makedirs(artifacts, exist_ok=True)
+        for name in os.listdir(work):
+            if re.search(r"\.(png|log|txt)$", name):
+                shutil.copy(os.path.join(work, name), artifacts)
+
+
+def main():
+    image_dir, manager_binary, artifacts = sys.argv[1:4]
+    work = tempfile.mkdtemp(prefix="xign-gdm.")
+    try:
+        run(image_dir, manager_binary, artifacts, work)
+        print(f"GDM and GNOME's lock screen: passed; pictures in {artifacts}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
