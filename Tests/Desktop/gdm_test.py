@@ -61,9 +61,9 @@ def run(image_dir, manager_binary, artifacts, work):
     try:
         vm.wait("ssh into the VM", lambda: vm.ssh("true", timeout=20) == "", 400, every=5)
         step("the VM is up")
-        tunnel = vm.tunnel(8440, port)
-        vm.wait("the tunnel to the manager", lambda: "health" in vm.ssh("curl -s http://127.0.0.1:8440/health", timeout=20) or True, 30)
-        vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager http://127.0.0.1:8440 --email alice@example.org "
+        tunnel = vm.tunnel(port, port)  # the same port: the activation mail names the manager by it
+        vm.wait("the tunnel to the manager", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20), 30)
+        vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager http://127.0.0.1:{port} --email alice@example.org "
                f"--alias 'GDM laptop' --pin-stdin")
         mail = sorted(glob.glob(os.path.join(data, "outbox", "new", "*")))[0]
         vm.ssh("cat > /root/activation.eml", stdin=open(mail).read())

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+import XignTestSupport
+
+/// LightDM 1.26 with lightdm-gtk-greeter, for real: LightDM runs PAM as root with its `lightdm` service (here from the
+/// fixture's directory, through pam_wrapper), so the module logs in as it does for login. The name and PIN are typed
+/// into the greeter with xdotool, and each step is photographed.
+@Suite struct LightDMTests {
+    @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
+        let fixture = try PAMFixture(users: ["nobody"])
+        try fixture.service("lightdm", arguments: "", then: "account required pam_permit.so\nsession required pam_permit.so")
+        for name in ["lightdm-greeter", "lightdm-autologin"] {
+            _ = try fixture.directory.write("pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
+        }
+        let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
+        defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("lightdm.log"), atomically: true, encoding: .utf8) }
+        usleep(1_000_000)  // the greeter draws after it asks
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-greeter.png"))
+
+        try greeter.type("nobody")
+        #expect(try waitUntil(seconds: 20) { greeter.log.contains("Started with service 'lightdm', username 'nobody'") && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n") })
+        usleep(1_000_000)
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-pin-prompt.png"))
+        try greeter.type("13570")
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(try fixture.failedAttempts("nobody@example.org") == 1, "the wrong PIN reached the manager")
+        // lightdm-gtk-greeter starts over for the same user at once, while the manager's lock after a wrong PIN (300 ms
+        // here) still holds: the module says so and ends that conversation (PAM_MAXTRIES) before asking for a PIN.
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service") == 1 }, "\(greeter.log.suffix(1500))")
+        usleep(1_000_000)
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-pin.png"))
+
+        // The greeter now waits with no conversation behind its password field (nothing typed there reaches PAM): the
+        // person starts again from the name, which is still in its field, and the PIN is asked.
+        let started = greeter.log.components(separatedBy: "username 'nobody'").count
+        try greeter.retype("nobody", atX: 688, y: 342)
+        #expect(
+            try waitUntil(seconds: 20) {
+                greeter.log.components(separatedBy: "username 'nobody'").count > started && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n")
+            }, "\(greeter.log.suffix(1500))")
+        usleep(500_000)
+        try greeter.type("24680")
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login: \(greeter.log.suffix(3000))")
+        #expect(try fixture.failedAttempts("nobody@example.org") == 0, "the right PIN cleared the count")
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-after-login.png"))
+    }
+}
