@@ -107,11 +107,12 @@ def run(image_dir, manager_binary, artifacts, work):
         expect("LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), "a wrong PIN unlocked the screen")
         step("the lock screen refused a wrong PIN")
 
-        # The profile falls through to the password after a wrong PIN; Escape starts over with the PIN.
-        vm.key("esc")
-        time.sleep(6)
+        # The profile falls through to the password after a wrong PIN (failmode=safe): GNOME shows the module's message
+        # above pam_unix's "Password" field. A password that fails there starts the conversation over, with the PIN
+        # again once the manager's lock after the wrong PIN has passed.
+        time.sleep(10)
         vm.key("ret")
-        time.sleep(15)
+        time.sleep(25)
         vm.picture("06-lock-screen-pin-again")
         vm.type(PIN)
         vm.key("ret")

@@ -10,7 +10,8 @@ import XignTestSupport
         let fixture = try PAMFixture(users: ["nobody"])
         try fixture.service("lightdm", arguments: "", then: "account required pam_permit.so\nsession required pam_permit.so")
         for name in ["lightdm-greeter", "lightdm-autologin"] {
-            _ = try fixture.directory.write("pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
+            _ = try fixture.directory.write(
+                "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
         }
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("lightdm.log"), atomically: true, encoding: .utf8) }
@@ -18,15 +19,23 @@ import XignTestSupport
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-greeter.png"))
 
         try greeter.type("nobody")
-        #expect(try waitUntil(seconds: 20) { greeter.log.contains("Started with service 'lightdm', username 'nobody'") && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n") })
+        #expect(
+            try waitUntil(seconds: 20) {
+                greeter.log.contains("Started with service 'lightdm', username 'nobody'")
+                    && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n")
+            })
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-pin-prompt.png"))
         try greeter.type("13570")
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+        )
         #expect(try fixture.failedAttempts("nobody@example.org") == 1, "the wrong PIN reached the manager")
         // lightdm-gtk-greeter starts over for the same user at once, while the manager's lock after a wrong PIN (300 ms
         // here) still holds: the module says so and ends that conversation (PAM_MAXTRIES) before asking for a PIN.
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service") == 1 },
+            "\(greeter.log.suffix(1500))")
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-pin.png"))
 
@@ -36,7 +45,8 @@ import XignTestSupport
         try greeter.retype("nobody", atX: 688, y: 342)
         #expect(
             try waitUntil(seconds: 20) {
-                greeter.log.components(separatedBy: "username 'nobody'").count > started && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n")
+                greeter.log.components(separatedBy: "username 'nobody'").count > started
+                    && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n")
             }, "\(greeter.log.suffix(1500))")
         usleep(500_000)
         try greeter.type("24680")

@@ -11,7 +11,9 @@ public final class LightDM: @unchecked Sendable {
     private var processes: [ChildProcess] = []
 
     public init(pamServiceDirectory: String) throws {
-        for name in ["log", "run", "cache"] { try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true) }
+        for name in ["log", "run", "cache"] {
+            try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
+        }
         let bus = "unix:path=\(directory.file("bus"))"
         let busConfig = try directory.write(
             "bus.conf",

@@ -37,5 +37,14 @@ public final class VirtualDisplay: @unchecked Sendable {
         guard shown else { throw TestFailure("no \(windowClass) window appeared on \(name) within \(Int(timeout)) s") }
     }
 
+    /// Saves the screen as a PNG at `path` (ImageMagick's import).
+    public func picture(to path: String) throws {
+        let result = try ChildProcess(
+            "/usr/bin/import", ["-window", "root", path], environment: ["DISPLAY": name, "PATH": "/usr/bin:/bin"], in: directory
+        )
+        .wait(timeout: 30)
+        guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
+    }
+
     deinit { process.stop() }
 }
