@@ -136,7 +136,9 @@ let package = Package(
             name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport", "CEpoll"]),
 
         // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
-        .target(name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin", "XignCrypto", "XignDevice", "XignWebAuthn"], path: "Tests/XignTestSupport"),
+        .target(
+            name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin", "XignCrypto", "XignDevice", "XignWebAuthn"],
+            path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
         .testTarget(name: "XignWebAuthnTests", dependencies: ["XignWebAuthn", "XignCrypto"]),
