@@ -83,15 +83,20 @@ def run(image_dir, manager_binary, artifacts, work):
         vm.key("ret")
         step("alice typed her PIN at GDM")
         vm.wait("alice's GNOME session", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) != "", 300, every=5)
-        time.sleep(40)
-        vm.picture("03-gnome-session")
+        vm.drawn("03-gnome-session", 300)
+        time.sleep(20)  # the shell takes a lock request only once its session is fully up
         logins = module_log(vm)
         expect(any("result=success service=gdm-password user=alice" in line for line in logins), f"no xign login at GDM: {logins}")
         step("GDM logged alice in with her PIN")
 
         session = vm.ssh("loginctl list-sessions --no-legend | awk '$3 == \"alice\" {print $1}' | head -n 1").strip()
-        vm.ssh(f"loginctl lock-session {session}")
-        vm.wait("the lock", lambda: "LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 60)
+        def locked():
+            if "LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"):
+                return True
+            vm.ssh(f"loginctl lock-session {session}")
+            return False
+
+        vm.wait("the lock", locked, 240, every=15)
         time.sleep(5)
         vm.key("shift")
         time.sleep(6)

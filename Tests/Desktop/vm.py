@@ -93,6 +93,19 @@ class VM:
         self.pictures.append(path)
         return image
 
+    def drawn(self, name, seconds):
+        """Waits until the screen shows more than one colour (llvmpipe under TCG draws a new session late), then keeps
+        that picture as NAME.png."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            image = self.picture(name)
+            low, high = zip(*image.convert("RGB").getextrema())
+            if max(high) - min(low) > 40:
+                return image
+            self.pictures.pop()
+            time.sleep(5)
+        raise TestFailure(f"the screen stayed blank for {seconds} s ({name})")
+
     def ssh(self, command, stdin=None, timeout=120, check=True):
         result = subprocess.run(
             ["ssh", "-i", self.ssh_key, "-p", str(self.ssh_port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
