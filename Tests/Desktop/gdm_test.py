@@ -72,7 +72,7 @@ def run(image_dir, manager_binary, artifacts, work):
         print(vm.ssh("grep pam_xign /etc/pam.d/common-auth"))
         step("alice is personalized and the pam-auth-update profile is on")
 
-        vm.wait("GDM's greeter", lambda: vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 400, every=5)
+        vm.wait("GDM's greeter", lambda: vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
         time.sleep(30)  # the greeter draws well after gnome-shell starts under TCG
         vm.picture("01-greeter")
         vm.type("alice")
@@ -82,7 +82,7 @@ def run(image_dir, manager_binary, artifacts, work):
         vm.type(PIN)
         vm.key("ret")
         step("alice typed her PIN at GDM")
-        vm.wait("alice's GNOME session", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) != "", 300, every=5)
+        vm.wait("alice's GNOME session", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) != "", 600, every=5)
         vm.drawn("03-gnome-session", 300)
         time.sleep(20)  # the shell takes a lock request only once its session is fully up
         logins = module_log(vm)

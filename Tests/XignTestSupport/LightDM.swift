@@ -10,6 +10,9 @@ public final class LightDM: @unchecked Sendable {
     public let directory = TemporaryDirectory()
     private var processes: [ChildProcess] = []
 
+    /// Far above the displays other tests' Xvfb take (the first free from :0), which LightDM's check could race.
+    static let displayNumber = 60
+
     public init(pamServiceDirectory: String) throws {
         for name in ["log", "run", "cache"] {
             try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
@@ -35,7 +38,7 @@ public final class LightDM: @unchecked Sendable {
             """, mode: 0o755)
         let config = try directory.write(
             "lightdm.conf",
-            "[LightDM]\nlogind-check-graphical=false\n[Seat:*]\nxserver-command=\(xserver)\ngreeter-session=lightdm-gtk-greeter\n", mode: 0o644)
+            "[LightDM]\nlogind-check-graphical=false\nminimum-display-number=\(Self.displayNumber)\n[Seat:*]\nxserver-command=\(xserver)\ngreeter-session=lightdm-gtk-greeter\n", mode: 0o644)
         let start = try directory.write(
             "start",
             """
