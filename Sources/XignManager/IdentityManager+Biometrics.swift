@@ -8,7 +8,8 @@ import XignProtocol
 extension IdentityManager {
     static func checkEnrolmentDigest(_ digest: String?) throws {
         guard let digest else { return }
-        guard digest.utf8.count == 43, Base64URL.decode(digest)?.count == 32 else {
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        guard digest.utf8.count == 43, digest.utf8.allSatisfy(alphabet.contains) else {
             throw ManagerError.badRequest("biometricEnrolment must be a SHA-256 digest in base64url (43 characters)")
         }
     }

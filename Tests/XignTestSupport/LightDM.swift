@@ -38,7 +38,8 @@ public final class LightDM: @unchecked Sendable {
             """, mode: 0o755)
         let config = try directory.write(
             "lightdm.conf",
-            "[LightDM]\nlogind-check-graphical=false\nminimum-display-number=\(Self.displayNumber)\n[Seat:*]\nxserver-command=\(xserver)\ngreeter-session=lightdm-gtk-greeter\n", mode: 0o644)
+            "[LightDM]\nlogind-check-graphical=false\nminimum-display-number=\(Self.displayNumber)\n[Seat:*]\nxserver-command=\(xserver)\ngreeter-session=lightdm-gtk-greeter\n",
+            mode: 0o644)
         let start = try directory.write(
             "start",
             """
