@@ -135,6 +135,15 @@ final class PAMFixture: @unchecked Sendable {
         _ = try directory.write("pam.d/\(name)", "auth required \(module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
     }
 
+    /// A fixture for a screen locker: nobody is enrolled, runs `service` and reaches the key through its own xignd.
+    static func locker(service: String, tpm: SoftwareTPM? = nil) throws -> (PAMFixture, DaemonProcess) {
+        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
+        try fixture.allowHostsWithoutRoot()
+        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
+        try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
+        return (fixture, daemon)
+    }
+
     /// Points the stored enrolments from the manager at `old` (the fixture's) to `url`, such as a stand-in in front of it.
     func redirectEnrolments(to url: String, from old: String? = nil) throws {
         let path = state + "/identity-managers.json"

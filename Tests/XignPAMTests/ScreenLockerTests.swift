@@ -10,10 +10,7 @@ import XignTestSupport
     let display: VirtualDisplay
 
     init() throws {
-        fixture = try PAMFixture(users: ["nobody"])
-        try fixture.allowHostsWithoutRoot()
-        daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
-        try fixture.service("i3lock", arguments: "socket=\(daemon.socketPath)")
+        (fixture, daemon) = try PAMFixture.locker(service: "i3lock")
         display = try VirtualDisplay()
     }
 
@@ -106,13 +103,10 @@ import XignTestSupport
 /// the user (nobody) through xignd; Debian ships no /etc/pam.d/kde, so its `kde` service is the fixture's.
 @Suite struct KDELockerTests {
     @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
-        let fixture = try PAMFixture(users: ["nobody"])
-        try fixture.allowHostsWithoutRoot()
-        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
-        try fixture.service("kde", arguments: "socket=\(daemon.socketPath)")
+        let (fixture, daemon) = try PAMFixture.locker(service: "kde")
         let display = try VirtualDisplay()
         let home = TemporaryDirectory()
-        for path in [home.path] { _ = try ChildProcess("/usr/bin/chown", ["nobody", path], in: home).wait(timeout: 10) }
+        _ = try ChildProcess("/usr/bin/chown", ["nobody", home.path], in: home).wait(timeout: 10)
         let environment = [
             "DISPLAY": display.name, "HOME": home.path, "PATH": "/usr/bin:/bin",
             "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,

@@ -6,10 +6,7 @@ import XignTestSupport
 /// xignd; its PAM service (`swaylock`) in a private directory (pam_wrapper). Typed with wtype, photographed with grim.
 @Suite struct SwaylockTests {
     @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
-        let fixture = try PAMFixture(users: ["nobody"])
-        try fixture.allowHostsWithoutRoot()
-        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
-        try fixture.service("swaylock", arguments: "socket=\(daemon.socketPath)")
+        let (fixture, daemon) = try PAMFixture.locker(service: "swaylock")
         let seat = try fixture.atSeat(as: "nobody")
         let sway = try HeadlessSway(user: "nobody", prefix: seat)
         let pamWrapper = ["LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir]
