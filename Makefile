@@ -103,7 +103,7 @@ package: deps
 	mkdir -p $(DEB_OUT)
 	rm -f $(DEB_OUT)/*
 	mv ../libpam-xign_*.deb ../libpam-xign-dbgsym_*.deb ../xign-setup_*.deb ../xign-setup-dbgsym_*.deb \
-	   ../xign-manager_*.deb ../xign-manager-dbgsym_*.deb ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
+	   ../xign-manager_*.deb ../xign-manager-dbgsym_*.deb ../gnome-shell-extension-xign_*.deb ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
 package-test: package
