@@ -8,7 +8,7 @@ DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev 
 	chromium chromium-driver curl sway swaylock grim wtype lightdm lightdm-gtk-greeter imagemagick \
 	libkscreenlocker5 plasma-workspace plasma-framework qml-module-org-kde-kquickcontrolsaddons
 # GDM and GNOME's lock screen run in a Debian 12 VM (qemu, TCG) built from Debian's packages (make desktop-test).
-DESKTOP_VM_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils python3-pil openssh-client
+DESKTOP_VM_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils python3-pil openssh-client tesseract-ocr tesseract-ocr-eng
 DESKTOP_VM := .build-desktop/vm
 
 # pam_xign.so must run inside sudo, sshd and login: static Swift stdlib, only pam_sm_* exported,
@@ -109,12 +109,14 @@ package: deps
 package-test: package
 	bash packaging/package-test.sh $(DEB_OUT)
 
-# GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM: about 10 minutes with 2 cores.
+# GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM, and a phone (Chromium) approving a
+# login at GDM: about 12 minutes with 2 cores.
 desktop-test: package
 	@missing=$$(for p in $(DESKTOP_VM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+	bash Tests/XignTestSupport/Browser/setup.sh
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM) $(DEB_OUT)
-	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release/xign-manager .build-desktop/artifacts
+	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release .build-desktop/artifacts
 	rm -rf $(DESKTOP_VM)
 
 clean:

@@ -4,36 +4,81 @@ On the host: xign-manager on 127.0.0.1 (the VM reaches it through an ssh tunnel,
 alice registers and personalizes with xign-setup, the packaged pam-auth-update profile is enabled (so
 gdm-password reaches pam_xign through common-auth, with failmode=safe), and a person types at GDM:
 her name, the PIN, and she is in; the screen is locked; a wrong PIN at the lock screen is refused with
-the module's message, and the right one unlocks it. Each step is photographed into the artifacts.
+the module's message, and the right one unlocks it.
 
-Usage: gdm_test.py IMAGE_DIR MANAGER_BINARY ARTIFACT_DIR
+Then bob, who holds no key on this machine, only a passkey in his phone's browser (Chromium with its virtual
+authenticator), logs in at GDM in confirm mode: gnome-shell-extension-xign draws the login's QR code as an
+image, zbarimg reads it from the greeter's picture and tesseract the code beside it, the phone opens the link
+and approves with the code and the PIN, and bob's session starts. Each step is photographed into the artifacts.
+
+Usage: gdm_test.py IMAGE_DIR RELEASE_DIR ARTIFACT_DIR   (RELEASE_DIR has xign-manager and xign-setup)
 """
 
 import glob
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import socket
 import time
 
 from vm import VM, TestFailure
 
 PIN = "24680"
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def start_manager(work, binary):
+    """The manager on 127.0.0.1, serving the web app at http://localhost:PORT, which browsers treat as secure."""
     data = os.path.join(work, "manager")
+    port = free_port()
+    config = os.path.join(work, "manager.conf")
+    with open(config, "w") as f:
+        f.write(f"[server]\npublic_url = http://localhost:{port}\n")
     port_file = os.path.join(work, "port")
     log = open(os.path.join(work, "manager.log"), "w")
-    process = subprocess.Popen([binary, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--port-file", port_file],
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([binary, "serve", "--config", config, "--data-dir", data, "--listen", f"127.0.0.1:{port}",
+                                "--port-file", port_file], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(port_file) and open(port_file).read().strip():
-            return process, int(open(port_file).read()), data
+            return process, port, data, config
         time.sleep(0.1)
     raise TestFailure("the manager did not start: " + open(os.path.join(work, "manager.log")).read())
+
+
+def browser(work, command, url, stdin):
+    """Chromium at phone size with its virtual authenticator (Tests/XignTestSupport/Browser/browser.py)."""
+    python = os.path.join(REPOSITORY, ".build-browser", "venv", "bin", "python")
+    result = subprocess.run(
+        [python, os.path.join(REPOSITORY, "Tests", "XignTestSupport", "Browser", "browser.py"), "--profile", os.path.join(work, "phone"),
+         "--screenshots", os.path.join(work, "phone-pictures"), command, url], input=stdin, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise TestFailure(f"browser.py {command}: {result.stdout[-400:]} {result.stderr[-1500:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def read_greeter(vm, name, seconds):
+    """The QR code's text (zbarimg) and the six-digit code (tesseract) from pictures of the greeter, once both read."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        vm.picture(name)
+        path = vm.pictures[-1]
+        scanned = subprocess.run(["zbarimg", "--quiet", "--raw", path], capture_output=True, text=True)
+        words = subprocess.run(["tesseract", path, "-", "--psm", "6"], capture_output=True, text=True).stdout
+        code = re.search(r"type the code (\d{6})", words.replace("\n", " "))
+        if scanned.returncode == 0 and code:
+            return scanned.stdout.strip(), code.group(1)
+        time.sleep(10)
+    raise TestFailure(f"no QR code and code could be read from the greeter within {seconds} s")
 
 
 def module_log(vm):
@@ -46,11 +91,17 @@ def expect(condition, message):
         raise TestFailure(message)
 
 
-def run(image_dir, manager_binary, artifacts, work):
+def run(image_dir, release, artifacts, work):
     key = os.path.join(work, "id_ed25519")
     shutil.copy(os.path.join(image_dir, "id_ed25519"), key)
     os.chmod(key, 0o600)
-    manager, port, data = start_manager(work, manager_binary)
+    manager_binary = os.path.join(release, "xign-manager")
+    manager, port, data, config = start_manager(work, manager_binary)
+    url = f"http://localhost:{port}"
+
+    def admin(*arguments):
+        return subprocess.run([manager_binary, "admin", *arguments, "--config", config, "--data-dir", data], capture_output=True,
+                              text=True, check=True).stdout
     vm = VM(image_dir, work, key)
     tunnel = None
     started = time.monotonic()
@@ -63,7 +114,7 @@ def run(image_dir, manager_binary, artifacts, work):
         step("the VM is up")
         tunnel = vm.tunnel(port, port)  # the same port: the activation mail names the manager by it
         vm.wait("the tunnel to the manager", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20), 30)
-        vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager http://127.0.0.1:{port} --email alice@example.org "
+        vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager {url} --email alice@example.org "
                f"--alias 'GDM laptop' --pin-stdin")
         mail = sorted(glob.glob(os.path.join(data, "outbox", "new", "*")))[0]
         vm.ssh("cat > /root/activation.eml", stdin=open(mail).read())
@@ -127,6 +178,41 @@ def run(image_dir, manager_binary, artifacts, work):
         successes = [line for line in module_log(vm) if "result=success service=gdm-password user=alice" in line]
         expect(len(successes) >= 2, f"the unlock was not xign's: {module_log(vm)}")
         step("the right PIN unlocked GNOME's lock screen")
+
+        # Bob's phone: a passkey made at the manager's web app from his activation mail.
+        subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",
+                        "Bob's phone", "--pin-stdin", "--state-dir", os.path.join(work, "bob")], input=PIN + "\n", text=True,
+                       capture_output=True, check=True)
+        mail = [m for m in sorted(glob.glob(os.path.join(data, "outbox", "new", "*"))) if "To: bob@example.org" in open(m).read()][-1]
+        link = next(line[line.index("http"):].strip() for line in open(mail).read().splitlines() if "/link/personalize#" in line)
+        activated = browser(work, "personalize", link, PIN + "\n")
+        expect(not activated.get("error"), f"the phone's activation: {activated}")
+        admin("accounts", "set-login", "bob@example.org", "bob")
+        admin("accounts", "set-host-groups", "bob@example.org", "--all")
+        token = admin("hosts", "add", "xign-vm").split()[-1]
+        vm.ssh(f"xign-setup host join --manager {url}", stdin=token + "\n")
+        # This machine confirms logins of users who hold no key here; alice's own key keeps her PIN.
+        vm.ssh("sed -i '1i auth [success=done default=ignore] pam_xign.so mode=confirm qr=always ignore_unknown_user timeout_total=300' "
+               "/etc/pam.d/gdm-password")
+        vm.ssh(f"loginctl terminate-session {session}")
+        step("bob's phone holds a passkey; the VM joined as a host; alice logged out")
+
+        vm.wait("GDM's greeter again", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) == "" and
+                vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
+        vm.drawn("08-greeter-again", 300)
+        time.sleep(20)
+        vm.type("bob")
+        vm.key("ret")
+        step("bob typed his name at GDM")
+        payload, code = read_greeter(vm, "09-gdm-qr-code", 240)
+        step(f"read from the greeter's picture: the QR code ({payload[:40]}...) and the code {code}")
+        approved = browser(work, "approve", payload, f"{code}\n{PIN}\n")
+        expect(approved.get("status", "").startswith("Approved"), f"the phone's approval: {approved}")
+        vm.wait("bob's GNOME session", lambda: vm.ssh("pgrep -u bob -x gnome-shell", check=False) != "", 600, every=5)
+        vm.drawn("10-bob-session", 300)
+        confirmed = [line for line in module_log(vm) if "result=confirmed service=gdm-password user=bob" in line]
+        expect(confirmed, f"no confirmed login of bob: {module_log(vm)}")
+        step("the phone approved bob's login at GDM and his session started")
     except Exception:
         try:
             open(os.path.join(work, "journal.txt"), "w").write(vm.ssh("journalctl -b --no-pager | tail -n 400", check=False))
@@ -143,13 +229,15 @@ def run(image_dir, manager_binary, artifacts, work):
         for name in os.listdir(work):
             if re.search(r"\.(png|log|txt)$", name):
                 shutil.copy(os.path.join(work, name), artifacts)
+        if os.path.isdir(os.path.join(work, "phone-pictures")):
+            shutil.copytree(os.path.join(work, "phone-pictures"), os.path.join(artifacts, "phone"), dirs_exist_ok=True)
 
 
 def main():
-    image_dir, manager_binary, artifacts = sys.argv[1:4]
+    image_dir, release, artifacts = sys.argv[1:4]
     work = tempfile.mkdtemp(prefix="xign-gdm.")
     try:
-        run(image_dir, manager_binary, artifacts, work)
+        run(image_dir, release, artifacts, work)
         print(f"GDM and GNOME's lock screen: passed; pictures in {artifacts}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
