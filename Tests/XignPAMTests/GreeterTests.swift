@@ -5,7 +5,7 @@ import XignTestSupport
 /// LightDM 1.26 with lightdm-gtk-greeter, for real: LightDM runs PAM as root with its `lightdm` service (here from the
 /// fixture's directory, through pam_wrapper), so the module logs in as it does for login. The name and PIN are typed
 /// into the greeter with xdotool, and each step is photographed.
-@Suite struct LightDMTests {
+@Suite(.serialized) struct LightDMTests {
     @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
         let fixture = try PAMFixture(users: ["nobody"])
         try fixture.service("lightdm", arguments: "", then: "account required pam_permit.so\nsession required pam_permit.so")
@@ -54,5 +54,41 @@ import XignTestSupport
         #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login: \(greeter.log.suffix(3000))")
         #expect(try fixture.failedAttempts("nobody@example.org") == 0, "the right PIN cleared the count")
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-after-login.png"))
+    }
+
+    /// A manager that stalls: the greeter gets its answer within the module's timeout (3 s here) and never hangs.
+    /// failmode=secure refuses with the reason said; failmode=safe hands over to the next module (here pam_permit, in
+    /// place of the password a real stack asks for).
+    @Test(arguments: ["secure", "safe"]) func aStalledManagerNeverHangsTheGreeter(failmode: String) throws {
+        let fixture = try PAMFixture(users: ["nobody"])
+        let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
+        try fixture.redirectEnrolments(to: stalled.url)
+        let fallback = failmode == "safe" ? "auth required pam_permit.so\n" : ""
+        try fixture.service(
+            "lightdm", arguments: "timeout=3 failmode=\(failmode)", then: fallback + "account required pam_permit.so\nsession required pam_permit.so")
+        for name in ["lightdm-greeter", "lightdm-autologin"] {
+            _ = try fixture.directory.write(
+                "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
+        }
+        let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
+        usleep(1_000_000)
+        try greeter.type("nobody")
+        let typed = Date()
+        let expected = failmode == "safe" ? "Success" : "Authentication service cannot retrieve authentication info"
+        // The PIN is typed if the module asks for it before it hears from the manager.
+        var answered = false
+        #expect(
+            try waitUntil(seconds: 20) {
+                if !answered, greeter.log.contains("username 'nobody'"), greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n") {
+                    answered = true
+                    try greeter.type("24680")
+                }
+                return greeter.authentications(of: "nobody", ending: expected) == 1
+            }, "\(greeter.log.suffix(1500))")
+        let waited = Date().timeIntervalSince(typed)
+        #expect(waited < 10, "the greeter waited \(waited) s for a 3 s timeout")
+        #expect(!stalled.requests.isEmpty, "the module asked the stalled manager")
+        usleep(1_000_000)
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-manager-stalled-\(failmode).png"))
     }
 }
