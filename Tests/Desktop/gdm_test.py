@@ -74,9 +74,10 @@ def read_greeter(vm, name, seconds):
         path = vm.pictures[-1]
         scanned = subprocess.run(["zbarimg", "--quiet", "--raw", path], capture_output=True, text=True)
         words = subprocess.run(["tesseract", path, "-", "--psm", "6"], capture_output=True, text=True).stdout
-        code = re.search(r"type the code (\d{6})", words.replace("\n", " "))
+        # OCR may read a digit as the letter it resembles.
+        code = re.search(r"the code\s+([0-9OoIlS]{6})\b", words.replace("\n", " "))
         if scanned.returncode == 0 and code:
-            return scanned.stdout.strip(), code.group(1)
+            return scanned.stdout.strip(), code.group(1).translate(str.maketrans("OoIlS", "00115"))
         time.sleep(10)
     raise TestFailure(f"no QR code and code could be read from the greeter within {seconds} s")
 
