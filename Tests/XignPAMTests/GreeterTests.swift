@@ -6,13 +6,18 @@ import XignTestSupport
 /// fixture's directory, through pam_wrapper), so the module logs in as it does for login. The name and PIN are typed
 /// into the greeter with xdotool, and each step is photographed.
 @Suite(.serialized) struct LightDMTests {
-    @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
-        let fixture = try PAMFixture(users: ["nobody"])
-        try fixture.service("lightdm", arguments: "", then: "account required pam_permit.so\nsession required pam_permit.so")
+    /// LightDM's services in the fixture's directory: `lightdm` with the module (`arguments`, then `then`), its greeter's own.
+    static func services(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws {
+        try fixture.service("lightdm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
         for name in ["lightdm-greeter", "lightdm-autologin"] {
             _ = try fixture.directory.write(
                 "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
         }
+    }
+
+    @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
+        let fixture = try PAMFixture(users: ["nobody"])
+        try Self.services(fixture)
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("lightdm.log"), atomically: true, encoding: .utf8) }
         usleep(1_000_000)  // the greeter draws after it asks
@@ -63,13 +68,7 @@ import XignTestSupport
         let fixture = try PAMFixture(users: ["nobody"])
         let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: stalled.url)
-        let fallback = failmode == "safe" ? "auth required pam_permit.so\n" : ""
-        try fixture.service(
-            "lightdm", arguments: "timeout=3 failmode=\(failmode)", then: fallback + "account required pam_permit.so\nsession required pam_permit.so")
-        for name in ["lightdm-greeter", "lightdm-autologin"] {
-            _ = try fixture.directory.write(
-                "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
-        }
+        try Self.services(fixture, arguments: "timeout=3 failmode=\(failmode)", then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         usleep(1_000_000)
         try greeter.type("nobody")
@@ -90,5 +89,44 @@ import XignTestSupport
         #expect(!stalled.requests.isEmpty, "the module asked the stalled manager")
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-manager-stalled-\(failmode).png"))
+    }
+
+    /// The laptop at its greeter with the network gone: the TPM checks the PIN. A wrong one is refused and counted by the
+    /// TPM; the right one logs in.
+    @Test func offlineTheTPMChecksThePINAtTheGreeter() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.countFailuresStrictly()
+        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
+        #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
+        try Self.services(fixture)
+        fixture.manager.stop()
+        let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
+        usleep(1_000_000)
+        try greeter.type("nobody")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.log.contains("username 'nobody'") && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n") })
+        try greeter.type("13570")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+        )
+        #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
+        usleep(1_000_000)
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-offline-wrong-pin.png"))
+
+        // The greeter starts over for nobody at once; where that conversation ended before the PIN, start from the name.
+        usleep(1_000_000)
+        if !greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n") {
+            let started = greeter.log.components(separatedBy: "username 'nobody'").count
+            try greeter.retype("nobody", atX: 688, y: 342)
+            #expect(
+                try waitUntil(seconds: 20) {
+                    greeter.log.components(separatedBy: "username 'nobody'").count > started
+                        && greeter.log.hasSuffix("Prompt greeter with 1 message(s)\n")
+                }, "\(greeter.log.suffix(1500))")
+        }
+        try greeter.type("24680")
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
+        #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
     }
 }
