@@ -235,7 +235,8 @@ def run(image_dir, release, artifacts, work):
 
 
 def main():
-    image_dir, release, artifacts = sys.argv[1:4]
+    # Absolute: qemu-img takes a relative backing file as relative to the overlay's directory.
+    image_dir, release, artifacts = (os.path.abspath(argument) for argument in sys.argv[1:4])
     work = tempfile.mkdtemp(prefix="xign-gdm.")
     try:
         run(image_dir, release, artifacts, work)
