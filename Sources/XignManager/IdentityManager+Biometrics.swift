@@ -8,8 +8,7 @@ import XignProtocol
 extension IdentityManager {
     static func checkEnrolmentDigest(_ digest: String?) throws {
         guard let digest else { return }
-        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        guard digest.utf8.count == 43, digest.utf8.allSatisfy(alphabet.contains) else {
+        guard digest.utf8.count == 43, digest.utf8.allSatisfy(Base64URL.isAlphabet) else {
             throw ManagerError.badRequest("biometricEnrolment must be a SHA-256 digest in base64url (43 characters)")
         }
     }
