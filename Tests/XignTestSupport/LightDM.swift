@@ -97,6 +97,20 @@ public final class LightDM: @unchecked Sendable {
         guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
     }
 
+    /// Whether LightDM waits on the greeter: its PAM conversation asked something and has no answer yet.
+    public var isAsking: Bool { log.hasSuffix("Prompt greeter with 1 message(s)\n") }
+
+    /// How many PAM conversations LightDM started for `user`.
+    public func conversations(of user: String) -> Int { log.components(separatedBy: "username '\(user)'").count - 1 }
+
+    /// Starts again from the name, as a person does once the greeter has no conversation left behind its fields: types
+    /// `user` into the name field and waits (20 s) until that user's new conversation asks. False if it never does.
+    public func startAgain(as user: String) throws -> Bool {
+        let started = conversations(of: user)
+        try retype(user, atX: 688, y: 342)
+        return waitUntil(seconds: 20) { conversations(of: user) > started && isAsking }
+    }
+
     /// How many of `user`'s authentications LightDM saw end with `result` ("Success", "Authentication failure").
     public func authentications(of user: String, ending result: String) -> Int {
         log.components(separatedBy: "Authenticate result for user \(user): \(result)").count - 1
