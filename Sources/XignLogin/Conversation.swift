@@ -26,12 +26,18 @@ struct LoginDialogue {
     }
 
     func show(_ text: String, isError: Bool) throws {
+        if showsNoText && !isError { return }
         do { try conversation.show(DisplayText.sanitized(text), isError: isError) } catch { throw ConversationFailed() }
     }
 
     /// OpenSSH shows PAM_TEXT_INFO only after the next prompt (its bug 2876), so under sshd text that must be seen
     /// now goes into a prompt.
     var showsTextOnlyWithPrompts: Bool { service == "sshd" }
+
+    /// SDDM (0.19) shows no text from PAM: it logs messages and turns an error into "Login failed". An info message
+    /// alone, followed by a prompt, even makes it expect a password change and never answer that prompt, which hangs
+    /// the greeter (PamData::handleInfo). So under SDDM only errors are sent; they reach its log.
+    var showsNoText: Bool { service == "sddm" }
 
     /// Why a login ended, or what holds it up: the user should see it now, unless the application asked for silence.
     func tell(_ text: String, isError: Bool) {

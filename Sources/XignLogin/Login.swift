@@ -106,6 +106,13 @@ public struct Login {
                     return try LocalLogin(login: self, sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role).run()
                 }
             }
+            guard !dialogue.showsNoText else {
+                log(
+                    LOG_ERR,
+                    "mode=confirm at \(caller.service ?? "a service") shows no text from PAM, so nobody could read the code; use mode=local there")
+                tell("XignIn: this login screen cannot show an approval code; log in with your PIN where you are enrolled.", isError: true)
+                return .misconfigured(.confirmWithoutText)
+            }
             if let account = LocalUser(named: caller.user), account.isSystemAccount, !configuration.confirmsSystemAccounts {
                 log(
                     LOG_WARNING,

@@ -80,6 +80,8 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case role = "no-role"
         case notAHost = "not-a-host"
         case confirmWithoutRoot = "confirm-without-root"
+        /// A confirmation at a greeter that shows no text (SDDM): nobody could read its code.
+        case confirmWithoutText = "confirm-without-text"
         case daemonProtocol = "xignd-error"
     }
 
