@@ -1,5 +1,6 @@
 import FoundationEssentials
 import XignCore
+import XignProtocol
 import XignTerminal
 
 /// `mode=confirm`: this machine is a host that holds no key of the user's. The manager asks the user's enrolled
@@ -18,11 +19,16 @@ struct ConfirmLogin {
             loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty, command: nil)
         let deadline = min(pending.expiresAt, started.advanced(by: Int64(login.options.totalTimeoutSeconds) * 1000))
         login.debug("confirmation \(pending.confirmationId) for \(caller.user) on host \(pending.hostName)")
-        let instructions = [
-            "XignIn: approve this login to \(pending.hostName) on an enrolled device:",
-            "  xign-setup approve   (or scan the code, or open \(pending.appLink))",
-            "  and type the code \(pending.code)",
-        ]
+        let instructions =
+            if login.options.qr == .text, let page = ConfirmationPayload.accountPage(of: pending.appLink) {
+                ["XignIn: approve this login at \(page) with the code \(pending.code)"]
+            } else {
+                [
+                    "XignIn: approve this login to \(pending.hostName) on an enrolled device:",
+                    "  xign-setup approve   (or scan the code, or open \(pending.appLink))",
+                    "  and type the code \(pending.code)",
+                ]
+            }
         let text = (qrCode(pending.payload, besideLines: instructions.count + 2) ?? "") + instructions.joined(separator: "\n")
         let decision: LoginConfirmationDecision
         do {
@@ -70,7 +76,7 @@ struct ConfirmLogin {
 
     /// The QR code as text with a line after it, or nil where `qr=` says no or it would not fit 80×24 beside `lines`.
     private func qrCode(_ payload: String, besideLines lines: Int) -> String? {
-        guard login.options.qr != .never else { return nil }
+        guard login.options.qr == .auto || login.options.qr == .always else { return nil }
         return try? QRRenderer.render(
             payload, style: .utf8, columns: Self.terminalColumns, rows: login.options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
     }

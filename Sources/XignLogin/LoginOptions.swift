@@ -36,6 +36,9 @@ public struct LoginOptions: Equatable {
         case auto
         case always
         case never
+        /// No QR code, and one short line: the account page and the code. For greeters that show text in a proportional
+        /// font, where a QR code of text cannot be read.
+        case text
     }
 
     public var mode = Mode.local
@@ -105,7 +108,7 @@ public struct LoginOptions: Equatable {
                 remote = parsed
             case ("qr", let value?):
                 guard let parsed = QRPolicy(rawValue: value) else {
-                    throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always or never")
+                    throw Invalid(description: "qr=\(value.prefix(20)) must be auto, always, never or text")
                 }
                 qr = parsed
             case ("timeout_total", let seconds?):

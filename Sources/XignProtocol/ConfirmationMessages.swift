@@ -227,6 +227,8 @@ public enum ConfirmationPayload {
     public static let prefix = "XIGN://C/"
     /// The path of the approval page, as the QR code writes it (the manager answers `/c` too).
     public static let linkPath = "/C"
+    /// The account page (the web app's WebPath.account), where a browser signed in with its passkey lists the waiting logins.
+    public static let accountPath = "/account"
 
     /// The QR code's text for confirmation `id` at `manager`.
     public static func link(to id: String, at manager: ManagerURL) -> String { manager.upperCased + linkPath + "#" + id }
@@ -248,6 +250,13 @@ public enum ConfirmationPayload {
         let upper = id.uppercased()
         guard upper.utf8.count == 26, upper.utf8.allSatisfy({ Base32.alphabet.utf8.contains($0) }) else { return nil }
         return upper
+    }
+
+    /// The account page at the manager of the App-Link `appLink` (`<manager>/c#<id>`), or nil for other text.
+    public static func accountPage(of appLink: String) -> String? {
+        let link = appLink.trimmingWhitespace
+        guard !link.uppercased().hasPrefix(prefix), confirmationId(in: link) != nil, let hash = link.lastIndex(of: "#") else { return nil }
+        return String(link[..<hash].dropLast(linkPath.count)) + accountPath
     }
 }
 

@@ -9,8 +9,13 @@ import XignTestSupport
     /// LightDM's services in the fixture's directory: `lightdm` with the module (`arguments`, then `then`), its greeter's own.
     static func services(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws {
         try fixture.service("lightdm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
+        try greeterServices(in: fixture.directory)
+    }
+
+    /// The services of LightDM's greeter and autologin, which the module is not in.
+    static func greeterServices(in directory: TemporaryDirectory) throws {
         for name in ["lightdm-greeter", "lightdm-autologin"] {
-            _ = try fixture.directory.write(
+            _ = try directory.write(
                 "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
         }
     }
@@ -79,6 +84,55 @@ import XignTestSupport
         #expect(!stalled.requests.isEmpty, "the module asked the stalled manager")
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-manager-stalled-\(failmode).png"))
+    }
+
+    /// A shared machine where the person holds no key: lightdm-gtk-greeter draws PAM's text in a proportional font, so
+    /// with `qr=text` the module shows one line, the account page and the code, read here from the greeter's picture
+    /// with tesseract. The phone signs in there with its passkey, opens the waiting login, types the code and the PIN,
+    /// and LightDM logs the person in.
+    @Test func aPhoneApprovesFromTheAccountPageTheGreeterNames() throws {
+        let user = try SSHServer.user.get()
+        let fixture = try ConfirmationFixture(servingBrowsers: true)
+        let manager = fixture.laptop.manager
+        try manager.giveLogin("alice@example.org", user)
+        let activation = try #require(try manager.query("SELECT id FROM activations").first)
+        #expect(try manager.admin(["reissue", activation]).status == 0)
+        let phone = Browser(in: fixture.laptop.directory)
+        #expect(try phone.personalize(try manager.activationAppLink(for: "alice@example.org"), pin: "24680").error.isEmpty)
+        try fixture.service(
+            "lightdm", arguments: "mode=confirm qr=text timeout=30", then: "account required pam_permit.so\nsession required pam_permit.so")
+        try Self.greeterServices(in: fixture.laptop.directory)
+
+        let greeter = try LightDM(pamServiceDirectory: fixture.laptop.confdir)
+        usleep(1_000_000)
+        try greeter.type(user)
+        let picture = try DesktopArtifacts.path("lightdm-approve-on-phone.png")
+        var shown = ""
+        #expect(
+            try waitUntil(seconds: 20, every: 500_000) {
+                try greeter.picture(to: picture)
+                shown = try Self.text(in: picture, directory: fixture.laptop.directory)
+                return shown.contains("/account")
+            }, "\(shown)")
+        let code = try #require(shown.firstMatch(of: /code (\d{6})/).map { String($0.1) }, "\(shown)")
+        let page = try #require(shown.firstMatch(of: /http:\/\/\S+\/account/).map { String($0.0) }, "\(shown)")
+        #expect(page == "\(manager.browserURL)/account", "the line names the manager's account page")
+
+        let approved = try phone.approveWaiting(at: page, code: code, pin: "24680")
+        #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")
+        #expect(approved.list("waiting").first?.hasPrefix("\(user) on web1.example.org (lightdm)") == true, "\(approved)")
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: user, ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+    }
+
+    /// The text on a picture, read by tesseract from a grey copy three times the size (the greeter's small text).
+    static func text(in picture: String, directory: TemporaryDirectory) throws -> String {
+        let large = directory.file("ocr.png")
+        let converted = try ChildProcess("/usr/bin/convert", [picture, "-colorspace", "Gray", "-resize", "300%", large], in: directory).wait(
+            timeout: 60)
+        guard converted.status == 0 else { throw TestFailure("convert: \(converted.stderr)") }
+        let result = try ChildProcess("/usr/bin/tesseract", [large, "-", "--psm", "11"], in: directory).wait(timeout: 60)
+        guard result.status == 0 else { throw TestFailure("tesseract: \(result.stderr)") }
+        return result.stdout
     }
 
     /// The laptop at its greeter with the network gone: the TPM checks the PIN. A wrong one is refused and counted by the

@@ -152,6 +152,15 @@ import XignProtocol
             #expect(ConfirmationPayload.confirmationId(in: text) == nil, "\(text)")
         }
     }
+
+    /// `qr=text` names the account page of the manager that made the link, path prefix included.
+    @Test func theAccountPageIsTheManagersOwn() {
+        #expect(ConfirmationPayload.accountPage(of: "https://idm.example.com:8443/xign/c#" + Self.id) == "https://idm.example.com:8443/xign/account")
+        #expect(ConfirmationPayload.accountPage(of: " http://127.0.0.1:8440/C#\(Self.id)\n") == "http://127.0.0.1:8440/account")
+        for text in ["XIGN://C/" + Self.id, "https://idm.example.com/x#" + Self.id, "https://idm.example.com/c#short", ""] {
+            #expect(ConfirmationPayload.accountPage(of: text) == nil, "\(text)")
+        }
+    }
 }
 
 @Suite struct ManagerURLOriginTests {

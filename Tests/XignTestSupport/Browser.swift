@@ -63,6 +63,10 @@ public struct Browser: Sendable {
     public func approveThenOpen(_ link: String, code: String, pin: String, next: String) throws -> Page {
         try run("follow", link, input: "\(code)\n\(pin)\n\(next)\n")
     }
+    /// Signs in on the account page at `url`, opens the first login that waits there and approves it.
+    public func approveWaiting(at url: String, code: String, pin: String) throws -> Page {
+        try run("approve-waiting", url, input: "\(code)\n\(pin)\n")
+    }
     /// Signs in on the account page at `url` (the manager's `/account`).
     public func account(_ url: String) throws -> Page { try run("account", url) }
     public func revoke(_ deviceName: String, at url: String, pin: String) throws -> Page { try run("revoke", url, input: "\(deviceName)\n\(pin)\n") }

@@ -9,6 +9,8 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
   view URL          opens the login link and reports what it shows
   account URL       signs in on the account page and reports the devices and the waiting logins
   inbox URL         signs in, writes PROFILE/ready, and waits until a waiting login appears (the page long-polls)
+  approve-waiting URL  reads the code and the PIN from stdin; signs in on the account page, opens the first waiting
+                    login and approves it
   revoke URL        reads a device's name and the PIN from stdin; removes that device on the account page
   change-pin URL    reads the current and the new PIN from stdin; changes the PIN on the account page
   assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
@@ -127,7 +129,8 @@ def personalize(driver, url, shots):
 
 
 def view(driver, url, shots):
-    driver.get(url)
+    if url:
+        driver.get(url)
     wait(driver, lambda: visible(driver, "decide"))
     shots(driver, "request")
     return report(driver, shots, "host", "service", "login", "remote", "time")
@@ -184,6 +187,18 @@ def inbox(driver, url, shots, profile):
     return dict(seen, **report(driver, shots), waiting=items(driver, "waiting-list"))
 
 
+def approve_waiting(driver, url, shots):
+    """What a person does who was shown the account page and a code in place of a QR code."""
+    seen = sign_in(driver, url, shots)
+    if seen["error"]:
+        return seen
+    wait(driver, lambda: items(driver, "waiting-list"), seconds=40)
+    shots(driver, "waiting")
+    waiting = items(driver, "waiting-list")
+    driver.find_element(By.CSS_SELECTOR, "#waiting-list li a").click()
+    return dict(decide(driver, None, shots, "approve"), waiting=waiting)
+
+
 def revoke(driver, url, shots):
     name, pin = sys.stdin.readline().strip(), sys.stdin.readline().rstrip("\n")
     seen = sign_in(driver, url, shots)
@@ -236,7 +251,8 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
-    parser.add_argument("command", choices=["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "revoke", "change-pin"])
+    commands = ["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin"]
+    parser.add_argument("command", choices=commands)
     parser.add_argument("url")
     arguments = parser.parse_args()
     os.makedirs(arguments.profile, exist_ok=True)
@@ -257,6 +273,8 @@ def main():
             result = sign_in(driver, arguments.url, shots)
         elif arguments.command == "inbox":
             result = inbox(driver, arguments.url, shots, arguments.profile)
+        elif arguments.command == "approve-waiting":
+            result = approve_waiting(driver, arguments.url, shots)
         elif arguments.command == "revoke":
             result = revoke(driver, arguments.url, shots)
         elif arguments.command == "change-pin":
