@@ -16,6 +16,8 @@ PACKAGES+=,xserver-xorg-core,xserver-xorg-input-libinput,x11-xkb-utils,xauth,x11
 PACKAGES+=,dconf-cli,fonts-cantarell,adwaita-icon-theme,openssh-server,iproute2,curl,procps,python3,libpam-gnome-keyring,ca-certificates
 # What xign's packages depend on, so their installation below needs no network.
 PACKAGES+=,libcurl4,libqrencode4,libtss2-esys-3.0.2-0,libtss2-tctildr0,libtss2-mu0,libtss2-rc0,libtss2-sys1,libsqlite3-0,libdbus-1-3,adduser
+# The laptop's TPM (swtpm on the host, through qemu's TPM emulator), as the module reaches it.
+PACKAGES+=,libtss2-tcti-device0
 mmdebstrap --variant=minbase --include="$PACKAGES" \
     --customize-hook='echo xign-vm > "$1/etc/hostname"' \
     --customize-hook='chroot "$1" useradd -m -s /bin/bash -u 1000 alice' \

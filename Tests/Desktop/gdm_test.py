@@ -4,7 +4,8 @@ On the host: xign-manager on 127.0.0.1 (the VM reaches it through an ssh tunnel,
 alice registers and personalizes with xign-setup, the packaged pam-auth-update profile is enabled (so
 gdm-password reaches pam_xign through common-auth, with failmode=safe), and a person types at GDM:
 her name, the PIN, and she is in; the screen is locked; a wrong PIN at the lock screen is refused with
-the module's message, and the right one unlocks it.
+the module's message, and the right one unlocks it. The VM has a TPM (swtpm on the host): with the tunnel to
+the manager gone, the lock screen says so, the TPM refuses a wrong PIN and accepts the right one.
 
 Then bob, who holds no key on this machine, only a passkey in his phone's browser (Chromium with its virtual
 authenticator), logs in at GDM in confirm mode: gnome-shell-extension-xign draws the login's QR code as an
@@ -115,6 +116,9 @@ def run(image_dir, release, artifacts, work):
         step("the VM is up")
         tunnel = vm.tunnel(port, port)  # the same port: the activation mail names the manager by it
         vm.wait("the tunnel to the manager", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20), 30)
+        # A TPM key whose offline PIN check nobody on the laptop can reset (docs/security.md, "Root on a stolen laptop").
+        vm.ssh("sed -i 's/^#device_key = auto$/device_key = tpm/; s/^#tpm_lockout = leave$/tpm_lockout = take/' /etc/xign/xign.conf && "
+               "grep -q '^device_key = tpm' /etc/xign/xign.conf && grep -q '^tpm_lockout = take' /etc/xign/xign.conf")
         vm.ssh(f"printf '{PIN}\\n' | xign-setup register --manager {url} --email alice@example.org "
                f"--alias 'GDM laptop' --pin-stdin")
         mail = sorted(glob.glob(os.path.join(data, "outbox", "new", "*")))[0]
@@ -180,6 +184,38 @@ def run(image_dir, release, artifacts, work):
         expect(len(successes) >= 2, f"the unlock was not xign's: {module_log(vm)}")
         step("the right PIN unlocked GNOME's lock screen")
 
+        # The laptop loses the network to the manager: the TPM checks the PIN at the lock screen.
+        tunnel.terminate()
+        tunnel.wait()
+        tunnel = None
+        vm.wait("the manager out of reach", lambda: vm.ssh(f"curl -s -m 5 http://127.0.0.1:{port}/health", check=False) == "", 30)
+        vm.wait("the lock", locked, 240, every=15)
+        time.sleep(5)
+        vm.key("shift")
+        time.sleep(6)
+        vm.key("ret")
+        time.sleep(15)
+        vm.type("13579")
+        vm.key("ret")
+        time.sleep(20)
+        vm.picture("08-offline-wrong-pin")
+        logins = module_log(vm)
+        expect(any("result=offline-wrong-pin service=gdm-password user=alice" in line for line in logins), f"no offline wrong PIN: {logins}")
+        expect("LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), "a wrong PIN unlocked the screen offline")
+        time.sleep(10)
+        vm.key("ret")
+        time.sleep(25)
+        vm.picture("09-offline-pin-again")
+        vm.type(PIN)
+        vm.key("ret")
+        vm.wait("the offline unlock", lambda: "LockedHint=no" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 90)
+        expect(any("result=offline-success service=gdm-password user=alice" in line for line in module_log(vm)),
+               f"the offline unlock was not xign's: {module_log(vm)}")
+        step("offline, the TPM refused a wrong PIN and the right one unlocked")
+        tunnel = vm.tunnel(port, port)
+        vm.wait("the tunnel to the manager again", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20),
+                30)
+
         # Bob's phone: a passkey made at the manager's web app from his activation mail.
         subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",
                         "Bob's phone", "--pin-stdin", "--state-dir", os.path.join(work, "bob")], input=PIN + "\n", text=True,
@@ -200,17 +236,17 @@ def run(image_dir, release, artifacts, work):
 
         vm.wait("GDM's greeter again", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) == "" and
                 vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
-        vm.drawn("08-greeter-again", 300)
+        vm.drawn("10-greeter-again", 300)
         time.sleep(20)
         vm.type("bob")
         vm.key("ret")
         step("bob typed his name at GDM")
-        payload, code = read_greeter(vm, "09-gdm-qr-code", 240)
+        payload, code = read_greeter(vm, "11-gdm-qr-code", 240)
         step(f"read from the greeter's picture: the QR code ({payload[:40]}...) and the code {code}")
         approved = browser(work, "approve", payload, f"{code}\n{PIN}\n")
         expect(approved.get("status", "").startswith("Approved"), f"the phone's approval: {approved}")
         vm.wait("bob's GNOME session", lambda: vm.ssh("pgrep -u bob -x gnome-shell", check=False) != "", 600, every=5)
-        vm.drawn("10-bob-session", 300)
+        vm.drawn("12-bob-session", 300)
         confirmed = [line for line in module_log(vm) if "result=confirmed service=gdm-password user=bob" in line]
         expect(confirmed, f"no confirmed login of bob: {module_log(vm)}")
         step("the phone approved bob's login at GDM and his session started")

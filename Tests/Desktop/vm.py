@@ -24,6 +24,8 @@ class TestFailure(Exception):
 
 class VM:
     def __init__(self, image_dir, work, ssh_key, ssh_port=2222):
+        """Boots the image with a TPM 2.0: a new swtpm on the host, through qemu's TPM emulator (the guest's
+        /dev/tpmrm0)."""
         self.work = work
         self.ssh_key = ssh_key
         self.ssh_port = ssh_port
@@ -32,12 +34,22 @@ class VM:
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.join(image_dir, "base.raw"), overlay],
                        check=True)
         self.qmp_path = os.path.join(work, "qmp.sock")
+        tpm = os.path.join(work, "tpm")
+        os.makedirs(tpm, exist_ok=True)
+        self.tpm = subprocess.Popen(["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={tpm}", "--ctrl", f"type=unixio,path={tpm}/ctrl"],
+                                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "swtpm.log"), "w"))
+        deadline = time.monotonic() + 10
+        while not os.path.exists(f"{tpm}/ctrl"):
+            if time.monotonic() > deadline:
+                raise TestFailure("swtpm did not start")
+            time.sleep(0.1)
         self.process = subprocess.Popen([
             "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "3G", "-vga", "std",
             "-display", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
             "-kernel", os.path.join(image_dir, "vmlinuz"), "-initrd", os.path.join(image_dir, "initrd.img"),
             "-append", "root=/dev/vda rw console=ttyS0,115200",
             "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+            "-chardev", f"socket,id=tpm,path={tpm}/ctrl", "-tpmdev", "emulator,id=tpm0,chardev=tpm", "-device", "tpm-tis,tpmdev=tpm0",
             "-qmp", f"unix:{self.qmp_path},server=on,wait=off", "-serial", f"file:{os.path.join(work, 'serial.log')}",
         ], stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "qemu.log"), "w"))
         self.qmp = None
@@ -143,3 +155,4 @@ class VM:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.process.kill()
+        self.tpm.terminate()
