@@ -35,12 +35,16 @@ import XignTestSupport
             "state_dir = \(state)\n[pam]\nlogind_sessions = \(directory.file("no-logind"))\nutmp = \(directory.file("no-utmp"))\n")
     }
 
-    func login(_ user: String = "alice", arguments: [String] = [], answers: [String]) throws -> (LoginOutcome, ScriptedConversation, [String]) {
+    func login(
+        _ user: String = "alice", service: String = "login", arguments: [String] = [], answers: [String]
+    ) throws -> (
+        LoginOutcome, ScriptedConversation, [String]
+    ) {
         let conversation = ScriptedConversation(answers: answers)
         let lines = LogLines()
         let options = try LoginOptions(arguments: ["config=\(configPath)", "timeout=5"] + arguments)
         // login on a virtual terminal: at the machine.
-        let caller = LoginCaller(user: user, service: "login", ruser: nil, rhost: nil, tty: "tty1")
+        let caller = LoginCaller(user: user, service: service, ruser: nil, rhost: nil, tty: "tty1")
         let outcome = Login(caller: caller, options: options, conversation: conversation, log: { lines.append($1) }).run()
         return (outcome, conversation, lines.all)
     }
@@ -68,6 +72,20 @@ import XignTestSupport
         #expect(ignored == .ignored(.unknownUser))
         // Control: the same options for the enrolled user still log in.
         #expect(try login(arguments: ["ignore_unknown_user"], answers: ["24680"]).0 == .signedIn)
+    }
+
+    /// SDDM shows no text from PAM, so nobody there could read a confirmation's code: refused at once, with an error
+    /// (which SDDM logs) and no information message (a lone one hangs SDDM 0.19). Control: the PIN logs in there.
+    @Test func underSDDMConfirmModeIsRefusedAtOnceAndThePINStillLogsIn() throws {
+        let (refused, conversation, log) = try login(service: "sddm", arguments: ["mode=confirm"], answers: [])
+        #expect(refused == .misconfigured(.confirmWithoutText))
+        #expect(
+            conversation.transcript == [
+                "[ERROR_MSG] XignIn: this login screen cannot show an approval code; log in with your PIN where you are enrolled."
+            ])
+        #expect(log.contains { $0.hasPrefix("mode=confirm at sddm shows no text from PAM") }, "\(log)")
+        #expect(try manager.query("SELECT count(*) FROM confirmations") == ["0"])
+        #expect(try login(service: "sddm", answers: ["24680"]).0 == .signedIn)
     }
 
     @Test func anAnswerTheLoginNeverAskedForIsReported() throws {
