@@ -86,6 +86,45 @@ import XignTestSupport
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-manager-stalled-\(failmode).png"))
     }
 
+    /// A role that asks for a finger (the real fprintd with its virtual reader): after the PIN the greeter shows the
+    /// module's cue, read from its picture; another finger is refused, and the enrolled one logs in.
+    @Test func aRoleThatAsksForAFingerShowsTheCueAndTakesOnlyTheEnrolledFinger() throws {
+        let reader = try FingerprintDaemon()
+        let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader)
+        try reader.enrol(user: "nobody", finger: "nobody-right")
+        try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
+        try Self.services(fixture)
+        let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
+        usleep(1_000_000)
+        try greeter.type("nobody")
+        #expect(try waitUntil(seconds: 20) { greeter.conversations(of: "nobody") > 0 && greeter.isAsking })
+        try greeter.type("24680")
+        let picture = try DesktopArtifacts.path("lightdm-touch-the-reader.png")
+        var shown = ""
+        #expect(
+            try waitUntil(seconds: 10, every: 300_000) {
+                try greeter.picture(to: picture)
+                shown = try Self.text(in: picture, directory: fixture.directory)
+                return shown.contains("Touch the fingerprint reader")
+            }, "\(shown)")
+        try reader.scan("mallory")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+        )
+        usleep(1_000_000)
+        try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-finger.png"))
+
+        // As after a wrong PIN: the greeter starts over at once; where that ended before the PIN, start from the name.
+        usleep(1_000_000)
+        if !greeter.isAsking {
+            #expect(try greeter.startAgain(as: "nobody"), "\(greeter.log.suffix(1500))")
+        }
+        try greeter.type("24680")
+        try reader.scan("nobody-right")
+        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+    }
+
     /// A shared machine where the person holds no key: lightdm-gtk-greeter draws PAM's text in a proportional font, so
     /// with `qr=text` the module shows one line, the account page and the code, read here from the greeter's picture
     /// with tesseract. The phone signs in there with its passkey, opens the waiting login, types the code and the PIN,

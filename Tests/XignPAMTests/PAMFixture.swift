@@ -96,6 +96,22 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Makes the machine whose state is `stateDirectory` (this fixture's unless given) a host named `name` at this
     /// fixture's manager, as `hosts add` and `xign-setup host join` do.
+    /// `xign-setup add-factor biometric` for `user`, whose `finger` fprintd knows: the PIN, then the finger on `reader`.
+    func addFingerFactor(user: String, finger: String, reader: FingerprintDaemon) throws {
+        let sdk = try XignSdk(configuration: configuration, localUser: user)
+        guard let id = try sdk.store.list().first?.idmIdentifier else { throw TestFailure("\(user) has no enrolment") }
+        let request = try sdk.authenticator.startApiAccessSynchronous(.addFactor, idmIdentifier: id)
+        guard
+            case .apiAccessAddFactor(let add) = try sdk.authenticator.finishApiAccessSynchronous(
+                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
+                    request: request, pin: { "24680" }, incomplete: XignSdkError(.parametersIncomplete, "attributes")))
+        else {
+            throw TestFailure("expected apiAccessAddFactor")
+        }
+        reader.scanLater(finger)
+        _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
+    }
+
     func joinAsHost(_ name: String = "web1.example.org", groups: [String] = [], stateDirectory: String? = nil) throws {
         let added = try manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] })
         var host = ClientConfiguration()

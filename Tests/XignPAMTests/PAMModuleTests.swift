@@ -205,18 +205,7 @@ import XignTestSupport
             pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config, fingerprints: reader)
         try reader.enrol(user: "alice", finger: "alice-right")
-        let sdk = try XignSdk(configuration: fixture.configuration, localUser: "alice")
-        let id = try #require(try sdk.store.list().first?.idmIdentifier)
-        let request = try sdk.authenticator.startApiAccessSynchronous(.addFactor, idmIdentifier: id)
-        guard
-            case .apiAccessAddFactor(let add) = try sdk.authenticator.finishApiAccessSynchronous(
-                userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
-                    request: request, pin: { "24680" }, incomplete: XignSdkError(.parametersIncomplete, "attributes")))
-        else {
-            throw TestFailure("expected apiAccessAddFactor")
-        }
-        reader.scanLater("alice-right")
-        _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
+        try fixture.addFingerFactor(user: "alice", finger: "alice-right", reader: reader)
 
         reader.scanLater("alice-right")
         let sudo = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))

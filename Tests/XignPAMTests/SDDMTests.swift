@@ -75,6 +75,26 @@ import XignTestSupport
         #expect(try fixture.laptop.manager.query("SELECT count(*) FROM confirmations") == ["0"], "no confirmation was started")
     }
 
+    /// A role that asks for a finger: SDDM cannot show the cue, but the finger on the reader after the PIN logs in, and
+    /// another finger is refused.
+    @Test func aRoleThatAsksForAFingerTakesOnlyTheEnrolledFinger() throws {
+        let reader = try FingerprintDaemon()
+        let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader)
+        try reader.enrol(user: "nobody", finger: "nobody-right")
+        try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
+        try Self.service(fixture)
+        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
+        usleep(2_000_000)
+        try greeter.type("24680")
+        try reader.scan("mallory")
+        #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(!greeter.sessionStarted)
+        try greeter.type("24680")
+        try reader.scan("nobody-right")
+        #expect(try waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
+    }
+
     /// The laptop at its greeter with the network gone: the TPM checks the PIN.
     @Test func offlineTheTPMChecksThePINAtTheGreeter() throws {
         let tpm = try SoftwareTPM()
