@@ -152,12 +152,38 @@ final class PAMFixture: @unchecked Sendable {
     }
 
     /// A fixture for a screen locker: nobody is enrolled, runs `service` and reaches the key through its own xignd.
-    static func locker(service: String, tpm: SoftwareTPM? = nil) throws -> (PAMFixture, DaemonProcess) {
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
+    static func locker(service: String) throws -> (PAMFixture, DaemonProcess) {
+        let fixture = try PAMFixture(users: ["nobody"])
         try fixture.allowHostsWithoutRoot()
         let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
         try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
         return (fixture, daemon)
+    }
+
+    /// A locker's fixture on a laptop whose manager is gone after one online login: the TPM checks the PIN, through xignd.
+    static func offlineLocker(service: String) throws -> (PAMFixture, DaemonProcess, SoftwareTPM) {
+        let tpm = try SoftwareTPM()
+        try tpm.countFailuresStrictly()
+        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
+        let online = try fixture.login("nobody")
+        guard online.code == PAMCode.success else { throw TestFailure("the online login failed: \(online.output)") }
+        try fixture.allowHostsWithoutRoot()
+        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
+        try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
+        fixture.manager.stop()
+        return (fixture, daemon, tpm)
+    }
+
+    /// A locker's fixture whose manager stalls: the module gives up after 3 s and `failmode` decides; with safe,
+    /// pam_permit stands in for the password line after it.
+    static func stalledLocker(service: String, failmode: String) throws -> (PAMFixture, DaemonProcess, FaultyServer) {
+        let (fixture, daemon) = try locker(service: service)
+        let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
+        try fixture.redirectEnrolments(to: stalled.url)
+        try fixture.service(
+            service, arguments: "socket=\(daemon.socketPath) timeout=3 failmode=\(failmode)",
+            then: failmode == "safe" ? "auth required pam_permit.so" : "")
+        return (fixture, daemon, stalled)
     }
 
     /// Points the stored enrolments from the manager at `old` (the fixture's) to `url`, such as a stand-in in front of it.

@@ -74,16 +74,9 @@ import XignTestSupport
 /// The unlock that happens most often without a network: i3lock as the user, through xignd, with the manager gone.
 @Suite struct OfflineScreenLockerTests {
     @Test func theScreenUnlocksOfflineThroughXignd() throws {
-        let tpm = try SoftwareTPM()
-        try tpm.countFailuresStrictly()
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
-        #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
-        try fixture.allowHostsWithoutRoot()
-        let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
-        try fixture.service("i3lock", arguments: "socket=\(daemon.socketPath)")
+        let (fixture, daemon, tpm) = try PAMFixture.offlineLocker(service: "i3lock")
         let display = try VirtualDisplay()
         let locker = ScreenLockerTests.Locker(fixture: fixture, display: display)
-        fixture.manager.stop()
 
         let screen = try locker.lock()
         try locker.type("13570")
@@ -96,49 +89,5 @@ import XignTestSupport
         #expect(result.status == 0, "i3lock unlocked offline: \(result.stderr) \(daemon.log)")
         let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
         #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
-    }
-}
-
-/// KDE Plasma 5.27's locker (kscreenlocker_greet --testing, with plasma-workspace for its Breeze screen) under Xvfb, as
-/// the user (nobody) through xignd; Debian ships no /etc/pam.d/kde, so its `kde` service is the fixture's.
-@Suite struct KDELockerTests {
-    @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
-        let (fixture, daemon) = try PAMFixture.locker(service: "kde")
-        let display = try VirtualDisplay()
-        let home = TemporaryDirectory()
-        _ = try ChildProcess("/usr/bin/chown", ["nobody", home.path], in: home).wait(timeout: 10)
-        let environment = [
-            "DISPLAY": display.name, "HOME": home.path, "PATH": "/usr/bin:/bin",
-            "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
-        ]
-        let command =
-            try fixture.atSeat(as: "nobody") + [
-                "/usr/bin/dbus-run-session", "--", "/usr/lib/x86_64-linux-gnu/libexec/kscreenlocker_greet", "--testing",
-            ]
-        let locker = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
-        try display.waitForWindow(class: "kscreenlocker_greet", timeout: 60)
-        usleep(3_000_000)  // the Breeze screen draws after the window maps
-        try display.picture(to: try DesktopArtifacts.path("kde-locked.png"))
-        // A key wakes the prompt (it hides again when idle); the field keeps what a failed attempt typed, so replace it.
-        func typePIN(_ pin: String) throws {
-            try display.xdotool(["key", "shift"])
-            usleep(2_000_000)
-            try display.xdotool(["key", "ctrl+a"])
-            try display.xdotool(["type", "--delay", "60", pin])
-            try display.xdotool(["key", "Return"])
-        }
-        try typePIN("13570")
-        #expect(
-            try waitUntil(seconds: 20) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager: \(daemon.log)")
-        usleep(2_000_000)
-        try display.picture(to: try DesktopArtifacts.path("kde-wrong-pin.png"))
-        #expect(locker.poll() == nil, "a wrong PIN keeps the screen locked")
-
-        try typePIN("24680")
-        #expect(try waitUntil(seconds: 30) { locker.poll() != nil }, "the locker did not end: \(daemon.log)")
-        try display.picture(to: try DesktopArtifacts.path("kde-after-right-pin.png"))
-        let result = try locker.wait(timeout: 10)
-        #expect(result.status == 0, "the locker unlocked: \(result.stderr.suffix(1500)) \(daemon.log)")
-        #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login")
     }
 }
