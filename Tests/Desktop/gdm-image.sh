@@ -4,7 +4,8 @@
 # Usage: gdm-image.sh OUT_DIR DEB_DIR
 # Leaves OUT_DIR/base.raw (sparse, 6 GB), OUT_DIR/vmlinuz, OUT_DIR/initrd.img and OUT_DIR/id_ed25519 (root's ssh key).
 set -euo pipefail
-OUT=$(readlink -f "${1:?usage: gdm-image.sh OUT_DIR DEB_DIR}")
+mkdir -p "${1:?usage: gdm-image.sh OUT_DIR DEB_DIR}"
+OUT=$(readlink -f "$1")
 DEBS=$(readlink -f "${2:?deb directory}")
 ROOTFS="$OUT/rootfs"
 rm -rf "$ROOTFS" "$OUT/base.raw" "$OUT/id_ed25519" "$OUT/id_ed25519.pub"
