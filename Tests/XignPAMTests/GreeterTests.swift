@@ -91,7 +91,8 @@ import XignTestSupport
     @Test func aRoleThatAsksForAFingerShowsTheCueAndTakesOnlyTheEnrolledFinger() throws {
         let reader = try FingerprintDaemon()
         let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
-        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader)
+        // Time to photograph the cue and read it before the finger touches, on a busy machine.
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader, fingerSeconds: 30)
         try reader.enrol(user: "nobody", finger: "nobody-right")
         try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
         try Self.services(fixture)

@@ -48,7 +48,8 @@ final class PAMFixture: @unchecked Sendable {
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
     init(
         managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, servingBrowsers: Bool = false, tpmLockout: TPMLockoutPolicy = .take
+        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, fingerSeconds: Int = 5, servingBrowsers: Bool = false,
+        tpmLockout: TPMLockoutPolicy = .take
     ) throws {
         manager =
             servingBrowsers
@@ -70,7 +71,8 @@ final class PAMFixture: @unchecked Sendable {
         }
         if let fingerprints {
             configuration.fingerprintReader = fingerprints.reader()
-            keyLines += "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = 5s\nfprintd_prints = \(fingerprints.printsDirectory)\n"
+            keyLines +=
+                "fprintd_bus = \(fingerprints.busAddress)\nfingerprint_timeout = \(fingerSeconds)s\nfprintd_prints = \(fingerprints.printsDirectory)\n"
         }
         self.configuration = configuration
         configPath = ""

@@ -80,7 +80,7 @@ import XignTestSupport
     @Test func aRoleThatAsksForAFingerTakesOnlyTheEnrolledFinger() throws {
         let reader = try FingerprintDaemon()
         let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
-        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader)
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader, fingerSeconds: 30)
         try reader.enrol(user: "nobody", finger: "nobody-right")
         try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
         try Self.service(fixture)
