@@ -50,6 +50,12 @@ final class DisplayManagerSandbox: @unchecked Sendable {
             }
             return self.namespace != nil
         }
+        // Held open, the namespace outlives its processes, so its number cannot pass to another test's namespace while
+        // deinit still looks for processes by it.
+        if namespace != nil { namespaceHandle = open("/proc/\(process.pid)/ns/mnt", O_RDONLY | O_CLOEXEC) }
+        if namespaceHandle >= 0, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(namespaceHandle)")) != namespace {
+            throw TestFailure("the display manager left its namespace before the test could hold it")
+        }
     }
 
     /// Stops what runs in the namespace, including what left the process tree (SDDM under `script`), then the bus.
@@ -61,11 +67,13 @@ final class DisplayManagerSandbox: @unchecked Sendable {
                 _ = waitUntil(seconds: 5) { Self.processes(in: namespace).isEmpty }
             }
         }
+        if namespaceHandle >= 0 { close(namespaceHandle) }
         for process in processes.reversed() { process.stop() }
     }
 
     /// The mount namespace `run` made, once its process has entered it.
     private var namespace: String?
+    private var namespaceHandle: Int32 = -1
 
     private static func processes(in namespace: String) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
