@@ -146,42 +146,53 @@ def run(image_dir, release, artifacts, work):
         step("GDM logged alice in with her PIN")
 
         session = vm.ssh("loginctl list-sessions --no-legend | awk '$3 == \"alice\" {print $1}' | head -n 1").strip()
+        def is_locked():
+            return "LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint")
+
         def locked():
-            if "LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"):
+            """Whether the screen is locked; asks for the lock until GNOME takes it."""
+            if is_locked():
                 return True
             vm.ssh(f"loginctl lock-session {session}")
             return False
 
-        vm.wait("the lock", locked, 240, every=15)
-        time.sleep(5)
-        vm.key("shift")
-        time.sleep(6)
-        vm.key("ret")
-        time.sleep(15)
-        vm.picture("04-lock-screen-pin-prompt")
-        vm.type("13579")
-        vm.key("ret")
-        time.sleep(20)
-        vm.picture("05-lock-screen-wrong-pin")
-        logins = module_log(vm)
-        expect(any("result=wrong-pin service=gdm-password user=alice" in line for line in logins), f"no wrong PIN logged: {logins}")
-        expect("LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), "a wrong PIN unlocked the screen")
-        step("the lock screen refused a wrong PIN")
+        def refuse_at_lock_screen(pictures, result):
+            """Locks, wakes the lock screen, types a wrong PIN: `result` must be in the module's log, the screen locked."""
+            vm.wait("the lock", locked, 240, every=15)
+            time.sleep(5)
+            vm.key("shift")
+            time.sleep(6)
+            vm.key("ret")
+            time.sleep(15)
+            vm.picture(pictures[0])
+            vm.type("13579")
+            vm.key("ret")
+            time.sleep(20)
+            vm.picture(pictures[1])
+            logins = module_log(vm)
+            expect(any(f"result={result} service=gdm-password user=alice" in line for line in logins), f"no {result} logged: {logins}")
+            expect(is_locked(), "a wrong PIN unlocked the screen")
 
-        # The profile falls through to the password after a wrong PIN (failmode=safe): GNOME shows the module's message
-        # above pam_unix's "Password" field. A password that fails there starts the conversation over, with the PIN
-        # again once the manager's lock after the wrong PIN has passed.
-        time.sleep(10)
-        vm.key("ret")
-        time.sleep(25)
-        vm.picture("06-lock-screen-pin-again")
-        vm.type(PIN)
-        vm.key("ret")
-        vm.wait("the unlock", lambda: "LockedHint=no" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 90)
+        def unlock_after_refusal(picture, result):
+            """The profile falls through to the password after a wrong PIN (failmode=safe): GNOME shows the module's
+            message above pam_unix's "Password" field. A password that fails there starts the conversation over, with the
+            PIN again once the manager's lock after the wrong PIN has passed. The right PIN must unlock, as `result`."""
+            before = sum(f"result={result} service=gdm-password user=alice" in line for line in module_log(vm))
+            time.sleep(10)
+            vm.key("ret")
+            time.sleep(25)
+            vm.picture(picture)
+            vm.type(PIN)
+            vm.key("ret")
+            vm.wait("the unlock", lambda: not is_locked(), 90)
+            after = sum(f"result={result} service=gdm-password user=alice" in line for line in module_log(vm))
+            expect(after > before, f"the unlock was not xign's {result}: {module_log(vm)}")
+
+        refuse_at_lock_screen(["04-lock-screen-pin-prompt", "05-lock-screen-wrong-pin"], "wrong-pin")
+        step("the lock screen refused a wrong PIN")
+        unlock_after_refusal("06-lock-screen-pin-again", "success")
         time.sleep(10)
         vm.picture("07-unlocked")
-        successes = [line for line in module_log(vm) if "result=success service=gdm-password user=alice" in line]
-        expect(len(successes) >= 2, f"the unlock was not xign's: {module_log(vm)}")
         step("the right PIN unlocked GNOME's lock screen")
 
         # The laptop loses the network to the manager: the TPM checks the PIN at the lock screen.
@@ -189,28 +200,8 @@ def run(image_dir, release, artifacts, work):
         tunnel.wait()
         tunnel = None
         vm.wait("the manager out of reach", lambda: vm.ssh(f"curl -s -m 5 http://127.0.0.1:{port}/health", check=False) == "", 30)
-        vm.wait("the lock", locked, 240, every=15)
-        time.sleep(5)
-        vm.key("shift")
-        time.sleep(6)
-        vm.key("ret")
-        time.sleep(15)
-        vm.type("13579")
-        vm.key("ret")
-        time.sleep(20)
-        vm.picture("08-offline-wrong-pin")
-        logins = module_log(vm)
-        expect(any("result=offline-wrong-pin service=gdm-password user=alice" in line for line in logins), f"no offline wrong PIN: {logins}")
-        expect("LockedHint=yes" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), "a wrong PIN unlocked the screen offline")
-        time.sleep(10)
-        vm.key("ret")
-        time.sleep(25)
-        vm.picture("09-offline-pin-again")
-        vm.type(PIN)
-        vm.key("ret")
-        vm.wait("the offline unlock", lambda: "LockedHint=no" in vm.ssh(f"loginctl show-session {session} -p LockedHint"), 90)
-        expect(any("result=offline-success service=gdm-password user=alice" in line for line in module_log(vm)),
-               f"the offline unlock was not xign's: {module_log(vm)}")
+        refuse_at_lock_screen(["08-offline-pin-prompt", "09-offline-wrong-pin"], "offline-wrong-pin")
+        unlock_after_refusal("10-offline-pin-again", "offline-success")
         step("offline, the TPM refused a wrong PIN and the right one unlocked")
         tunnel = vm.tunnel(port, port)
         vm.wait("the tunnel to the manager again", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20),
@@ -236,17 +227,17 @@ def run(image_dir, release, artifacts, work):
 
         vm.wait("GDM's greeter again", lambda: vm.ssh("pgrep -u alice -x gnome-shell", check=False) == "" and
                 vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
-        vm.drawn("10-greeter-again", 300)
+        vm.drawn("11-greeter-again", 300)
         time.sleep(20)
         vm.type("bob")
         vm.key("ret")
         step("bob typed his name at GDM")
-        payload, code = read_greeter(vm, "11-gdm-qr-code", 240)
+        payload, code = read_greeter(vm, "12-gdm-qr-code", 240)
         step(f"read from the greeter's picture: the QR code ({payload[:40]}...) and the code {code}")
         approved = browser(work, "approve", payload, f"{code}\n{PIN}\n")
         expect(approved.get("status", "").startswith("Approved"), f"the phone's approval: {approved}")
         vm.wait("bob's GNOME session", lambda: vm.ssh("pgrep -u bob -x gnome-shell", check=False) != "", 600, every=5)
-        vm.drawn("12-bob-session", 300)
+        vm.drawn("13-bob-session", 300)
         confirmed = [line for line in module_log(vm) if "result=confirmed service=gdm-password user=bob" in line]
         expect(confirmed, f"no confirmed login of bob: {module_log(vm)}")
         step("the phone approved bob's login at GDM and his session started")

@@ -98,6 +98,18 @@ final class PAMFixture: @unchecked Sendable {
 
     /// Makes the machine whose state is `stateDirectory` (this fixture's unless given) a host named `name` at this
     /// fixture's manager, as `hosts add` and `xign-setup host join` do.
+    /// A greeter's fixture whose login role asks for a finger: nobody is enrolled and has added "nobody-right", which
+    /// fprintd knows, as a factor. The module waits 30 s for the finger, time to photograph and read its cue on a busy
+    /// machine before the test touches the reader.
+    static func greeterWithFinger() throws -> (PAMFixture, FingerprintDaemon) {
+        let reader = try FingerprintDaemon()
+        let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader, fingerSeconds: 30)
+        try reader.enrol(user: "nobody", finger: "nobody-right")
+        try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
+        return (fixture, reader)
+    }
+
     /// `xign-setup add-factor biometric` for `user`, whose `finger` fprintd knows: the PIN, then the finger on `reader`.
     func addFingerFactor(user: String, finger: String, reader: FingerprintDaemon) throws {
         let sdk = try XignSdk(configuration: configuration, localUser: user)

@@ -78,11 +78,7 @@ import XignTestSupport
     /// A role that asks for a finger: SDDM cannot show the cue, but the finger on the reader after the PIN logs in, and
     /// another finger is refused.
     @Test func aRoleThatAsksForAFingerTakesOnlyTheEnrolledFinger() throws {
-        let reader = try FingerprintDaemon()
-        let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
-        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader, fingerSeconds: 30)
-        try reader.enrol(user: "nobody", finger: "nobody-right")
-        try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
+        let (fixture, reader) = try PAMFixture.greeterWithFinger()
         try Self.service(fixture)
         let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
         usleep(2_000_000)

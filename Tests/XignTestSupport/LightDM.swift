@@ -58,6 +58,13 @@ public final class LightDM: @unchecked Sendable {
         return waitUntil(seconds: 20) { conversations(of: user) > started && isAsking }
     }
 
+    /// After a refusal: lightdm-gtk-greeter starts over for `user` at once; where that conversation ended before it asked
+    /// (the manager's lock after a wrong PIN), the person starts again from the name. False if nothing asks.
+    public func askAgain(as user: String) throws -> Bool {
+        usleep(1_000_000)
+        return try isAsking || startAgain(as: user)
+    }
+
     /// How many of `user`'s authentications LightDM saw end with `result` ("Success", "Authentication failure").
     public func authentications(of user: String, ending result: String) -> Int {
         log.components(separatedBy: "Authenticate result for user \(user): \(result)").count - 1
