@@ -169,12 +169,8 @@ import XignTestSupport
     /// The laptop at its greeter with the network gone: the TPM checks the PIN. A wrong one is refused and counted by the
     /// TPM; the right one logs in.
     @Test func offlineTheTPMChecksThePINAtTheGreeter() throws {
-        let tpm = try SoftwareTPM()
-        try tpm.countFailuresStrictly()
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
-        #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
+        let (fixture, tpm) = try PAMFixture.offlineLaptop()
         try Self.services(fixture)
-        fixture.manager.stop()
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         usleep(1_000_000)
         try greeter.type("nobody")

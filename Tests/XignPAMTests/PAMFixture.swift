@@ -174,17 +174,23 @@ final class PAMFixture: @unchecked Sendable {
         return (fixture, daemon)
     }
 
-    /// A locker's fixture on a laptop whose manager is gone after one online login: the TPM checks the PIN, through xignd.
-    static func offlineLocker(service: String) throws -> (PAMFixture, DaemonProcess, SoftwareTPM) {
+    /// A laptop whose manager is gone after one online login of nobody: its TPM (counting every wrong PIN) checks the PIN.
+    static func offlineLaptop() throws -> (PAMFixture, SoftwareTPM) {
         let tpm = try SoftwareTPM()
         try tpm.countFailuresStrictly()
         let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
         let online = try fixture.login("nobody")
         guard online.code == PAMCode.success else { throw TestFailure("the online login failed: \(online.output)") }
+        fixture.manager.stop()
+        return (fixture, tpm)
+    }
+
+    /// A locker's fixture on an offline laptop: the TPM checks the PIN, through xignd.
+    static func offlineLocker(service: String) throws -> (PAMFixture, DaemonProcess, SoftwareTPM) {
+        let (fixture, tpm) = try offlineLaptop()
         try fixture.allowHostsWithoutRoot()
         let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
         try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
-        fixture.manager.stop()
         return (fixture, daemon, tpm)
     }
 

@@ -93,12 +93,8 @@ import XignTestSupport
 
     /// The laptop at its greeter with the network gone: the TPM checks the PIN.
     @Test func offlineTheTPMChecksThePINAtTheGreeter() throws {
-        let tpm = try SoftwareTPM()
-        try tpm.countFailuresStrictly()
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
-        #expect(try fixture.login("nobody").code == PAMCode.success, "online once")
+        let (fixture, tpm) = try PAMFixture.offlineLaptop()
         try Self.service(fixture)
-        fixture.manager.stop()
         let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
         usleep(2_000_000)
         try greeter.type("13570")
