@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import Synchronization
 import Testing
 import XignTestSupport
 
@@ -70,38 +71,48 @@ import XignTestSupport
 
     /// Another process (an admin command) holds the write lock: the manager's write waits for it, on the thread pool,
     /// and goes through once it is given back; reads meanwhile are answered. The control: a lock held past the busy
-    /// timeout fails the write with SQLite's "database is locked".
+    /// timeout fails the write with SQLite's "database is locked". The holder gives the lock back when the test says
+    /// so, never on a clock, so a slow machine cannot reorder the steps.
     @Test func aWriteWaitsForAnotherProcessThatHoldsTheFile() async throws {
         let (directory, _, database) = try await DurabilityTests.temporaryDatabase()
         let file = directory.file("manager.sqlite")
-        /// A sqlite3 process that holds the write lock for `seconds`, returned once it holds it (it touches a file then).
-        func holdLock(seconds: Double) async throws -> ChildProcess {
-            let flag = directory.file("locked-\(seconds)")
+        /// A sqlite3 process that holds the write lock until `release` is called; returned once it holds it.
+        func holdLock(_ name: String) async throws -> (holder: ChildProcess, release: () throws -> Void) {
+            let held = directory.file("\(name)-held")
+            let released = directory.file("\(name)-released")
             let holder = try ChildProcess(
-                "/usr/bin/sqlite3", [file], stdin: "BEGIN IMMEDIATE;\n.shell touch \(flag)\n.shell sleep \(seconds)\nCOMMIT;\n", in: directory)
-            for _ in 0..<500 where !FileManager.default.fileExists(atPath: flag) { try await Task.sleep(for: .milliseconds(10)) }
-            return holder
+                "/usr/bin/sqlite3", [file],
+                stdin: "BEGIN IMMEDIATE;\n.shell touch \(held)\n"
+                    + ".shell while [ ! -e \(released) ]; do sleep 0.05; done\nCOMMIT;\n",
+                in: directory)
+            for _ in 0..<6000 where !FileManager.default.fileExists(atPath: held) && holder.poll() == nil {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            try #require(FileManager.default.fileExists(atPath: held), "sqlite3 took the write lock")
+            return (holder, { try Data().write(to: URL(fileURLWithPath: released)) })
         }
+        let written = Atomic<Bool>(false)
         let insert = { @Sendable (key: String) in
             try await database.transaction { store in
                 try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES (\(bind: key), 0, 1)").run()
             }
+            written.store(true, ordering: .sequentiallyConsistent)
         }
-        let clock = ContinuousClock()
-        let holder = try await holdLock(seconds: 3)
-        let started = clock.now
+        let lock = try await holdLock("first")
         let writing = Task { try await insert("after-the-lock") }
         for _ in 0..<20 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
-        // Order, not the clock: the other process still holds the lock when the reads are done.
-        #expect(holder.poll() == nil, "reads went on while the write waited")
+        try await Task.sleep(for: .milliseconds(500))
+        let writtenWhileHeld = written.load(ordering: .sequentiallyConsistent)
+        #expect(!writtenWhileHeld, "the write waits while the other process holds the lock")
+        try lock.release()
         try await writing.value
-        #expect(clock.now - started > .milliseconds(1000), "the write waited for the other process")
-        #expect(try holder.wait().status == 0)
+        #expect(try lock.holder.wait().status == 0)
 
-        let longHolder = try await holdLock(seconds: Double(SQLiteConnection.busyTimeoutMilliseconds) / 1000 + 2)
+        let longLock = try await holdLock("long")
         let error = await #expect(throws: SQLiteError.self) { try await insert("while-locked") }
         #expect(error?.isBusy == true && "\(error.map(String.init(describing:)) ?? "")".contains("locked"))
-        #expect(try longHolder.wait().status == 0)
+        try longLock.release()
+        #expect(try longLock.holder.wait().status == 0)
         try await insert("once-free")
         await database.close()
     }
