@@ -99,11 +99,14 @@ import XignTestSupport
             written.store(true, ordering: .sequentiallyConsistent)
         }
         let lock = try await holdLock("first")
+        let sent = database.statements.total
         let writing = Task { try await insert("after-the-lock") }
-        for _ in 0..<20 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
-        try await Task.sleep(for: .milliseconds(500))
+        // BEGIN IMMEDIATE found the file locked and runs again on the thread pool, where it waits: each try counts.
+        for _ in 0..<6000 where database.statements.total < sent + 2 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(database.statements.total >= sent + 2, "the write tried to take the lock")
+        for _ in 0..<3 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
         let writtenWhileHeld = written.load(ordering: .sequentiallyConsistent)
-        #expect(!writtenWhileHeld, "the write waits while the other process holds the lock")
+        #expect(!writtenWhileHeld, "the write waits while the other process holds the lock, and reads are answered meanwhile")
         try lock.release()
         try await writing.value
         #expect(try lock.holder.wait().status == 0)
