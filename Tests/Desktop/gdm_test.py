@@ -129,11 +129,28 @@ def run(image_dir, release, artifacts, work):
         step("alice is personalized and the pam-auth-update profile is on")
 
         vm.wait("GDM's greeter", lambda: vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
-        time.sleep(30)  # the greeter draws well after gnome-shell starts under TCG
-        vm.picture("01-greeter")
-        vm.type("alice")
-        vm.key("ret")
-        time.sleep(20)
+        # The greeter draws well after gnome-shell starts under TCG, and takes keys later still: a name typed before
+        # is lost. So the name is typed again until the module has started alice's login at the manager (a row in its
+        # authentications), at most three times; the PIN prompt follows that answer.
+        vm.drawn("01-greeter", 600)
+        time.sleep(10)
+
+        def authentications():
+            database = os.path.join(data, "manager.sqlite")
+            return int(subprocess.run(["sqlite3", database, "SELECT count(*) FROM authentications"], capture_output=True,
+                                      text=True, check=True).stdout.strip())
+        before = authentications()
+        for _ in range(3):
+            vm.type("alice")
+            vm.key("ret")
+            deadline = time.monotonic() + 120
+            while authentications() == before and time.monotonic() < deadline:
+                time.sleep(5)
+            if authentications() > before:
+                break
+        else:
+            raise TestFailure("GDM took alice's name three times, and the module never started her login")
+        time.sleep(15)
         vm.picture("02-gdm-pin-prompt")
         vm.type(PIN)
         vm.key("ret")
