@@ -9,16 +9,19 @@ import XignTestSupport
 /// PAM's text (its daemon logs info messages only, and turns an error message into "Login failed"). So the PIN is the
 /// password, every refusal reads "Login failed", and confirm mode, whose code is an info message, cannot be used there.
 @Suite(.serialized) struct SDDMTests {
-    static func service(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws {
+    /// SDDM for the fixture's user, with the `sddm` service holding the module (`arguments`) and `then` after it; returned
+    /// once the theme has drawn, which it does after the greeter connects.
+    static func greeter(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws -> SDDM {
         try fixture.service("sddm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
+        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
+        usleep(2_000_000)
+        return greeter
     }
 
     @Test func theGreeterRefusesAWrongPINAndLogsInWithTheRightOne() throws {
         let fixture = try PAMFixture(users: ["nobody"])
-        try Self.service(fixture)
-        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
+        let greeter = try Self.greeter(fixture)
         defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("sddm.log"), atomically: true, encoding: .utf8) }
-        usleep(2_000_000)  // the theme draws after the greeter connects
         try greeter.picture(to: try DesktopArtifacts.path("sddm-greeter.png"))
 
         try greeter.type("13570")
@@ -44,9 +47,8 @@ import XignTestSupport
         let fixture = try PAMFixture(users: ["nobody"])
         let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: stalled.url)
-        try Self.service(fixture, arguments: "timeout=3 failmode=\(failmode)", then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
-        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
-        usleep(2_000_000)
+        let greeter = try Self.greeter(
+            fixture, arguments: "timeout=3 failmode=\(failmode)", then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
         try greeter.type("24680")
         let typed = Date()
         #expect(try waitUntil(seconds: 20) { failmode == "safe" ? greeter.sessionStarted : greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
@@ -79,9 +81,7 @@ import XignTestSupport
     /// another finger is refused.
     @Test func aRoleThatAsksForAFingerTakesOnlyTheEnrolledFinger() throws {
         let (fixture, reader) = try PAMFixture.greeterWithFinger()
-        try Self.service(fixture)
-        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
-        usleep(2_000_000)
+        let greeter = try Self.greeter(fixture)
         try greeter.type("24680")
         try reader.scan("mallory")
         #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
@@ -94,9 +94,7 @@ import XignTestSupport
     /// The laptop at its greeter with the network gone: the TPM checks the PIN.
     @Test func offlineTheTPMChecksThePINAtTheGreeter() throws {
         let (fixture, tpm) = try PAMFixture.offlineLaptop()
-        try Self.service(fixture)
-        let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
-        usleep(2_000_000)
+        let greeter = try Self.greeter(fixture)
         try greeter.type("13570")
         #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
