@@ -53,7 +53,9 @@ import XignTestSupport
         #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
         #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login: \(greeter.log.suffix(3000))")
         #expect(try fixture.failedAttempts("nobody@example.org") == 0, "the right PIN cleared the count")
-        try greeter.picture(to: try DesktopArtifacts.path("lightdm-after-login.png"))
+        // Only a picture for people to look at: the session starts and ends at once here (nobody has no desktop), and
+        // LightDM may already have taken the greeter's X server down, so a missing picture is no failure.
+        try? greeter.picture(to: try DesktopArtifacts.path("lightdm-after-login.png"))
     }
 
     /// A manager that stalls: the greeter gets its answer within the module's timeout (3 s here) and never hangs.
