@@ -143,11 +143,11 @@ def run(image_dir, release, artifacts, work):
         for _ in range(3):
             vm.type("alice")
             vm.key("ret")
-            deadline = time.monotonic() + 120
-            while authentications() == before and time.monotonic() < deadline:
-                time.sleep(5)
-            if authentications() > before:
+            try:
+                vm.wait("alice's login at the manager", lambda: authentications() > before, 120, every=5)
                 break
+            except TestFailure:
+                pass
         else:
             raise TestFailure("GDM took alice's name three times, and the module never started her login")
         time.sleep(15)

@@ -107,6 +107,7 @@ import XignTestSupport
         for _ in 0..<3 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
         let writtenWhileHeld = written.load(ordering: .sequentiallyConsistent)
         #expect(!writtenWhileHeld, "the write waits while the other process holds the lock, and reads are answered meanwhile")
+        #expect(lock.holder.poll() == nil, "the other process still holds the lock after the reads")
         try lock.release()
         try await writing.value
         #expect(try lock.holder.wait().status == 0)

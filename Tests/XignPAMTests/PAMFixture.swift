@@ -96,8 +96,6 @@ final class PAMFixture: @unchecked Sendable {
         try writeTestFile(configPath, Data((baseConfig + "[pam]\n" + records + pam).utf8))
     }
 
-    /// Makes the machine whose state is `stateDirectory` (this fixture's unless given) a host named `name` at this
-    /// fixture's manager, as `hosts add` and `xign-setup host join` do.
     /// A greeter's fixture whose login role asks for a finger: nobody is enrolled and has added "nobody-right", which
     /// fprintd knows, as a factor. The module waits 30 s for the finger, time to photograph and read its cue on a busy
     /// machine before the test touches the reader.
@@ -126,6 +124,8 @@ final class PAMFixture: @unchecked Sendable {
         _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
     }
 
+    /// Makes the machine whose state is `stateDirectory` (this fixture's unless given) a host named `name` at this
+    /// fixture's manager, as `hosts add` and `xign-setup host join` do.
     func joinAsHost(_ name: String = "web1.example.org", groups: [String] = [], stateDirectory: String? = nil) throws {
         let added = try manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] })
         var host = ClientConfiguration()
