@@ -8,17 +8,17 @@ extension Authenticator {
         guard case .login(let service) = userInfo.request.session.purpose else { throw startedFor(userInfo, "a login") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, let trip, let tokenNonce):
+        case .answer(let outcome, let trip, let tokenNonce):
             let session = userInfo.request.session
-            guard result.outcome == .serviceLogin, let login = result.serviceLogin, login.service == service,
+            guard case .serviceLogin(let login, let loginToken) = outcome, login.service == service,
                 (login.authorizationCode?.utf8.count ?? 0) <= 128, login.role == userInfo.role.name,
                 let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(result.outcome.rawValue) that does not fit it")
+                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(outcome.name) that does not fit it")
             }
             // A manager that predates tokens in the finish answers with a code only; the token is then a round trip more.
             let redemption: LoginRedemption
-            if let compact = result.loginToken {
+            if let compact = loginToken {
                 guard let tokenNonce else { throw XignSdkError(.invalidManagerResponse, "the manager sent a login token nobody asked for") }
                 let binding = LoginToken.Binding(entity: session.entity, host: session.host, localUser: session.localUser, service: service)
                 redemption = .token(try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip))
@@ -40,9 +40,9 @@ extension Authenticator {
         guard case .confirmation = userInfo.request.session.purpose else { throw startedFor(userInfo, "a confirmation") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, _, _):
-            guard result.outcome == .userLogin, let login = result.userLogin, login.role == userInfo.role.name else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered an approval with \(result.outcome.rawValue) that does not fit it")
+        case .answer(let outcome, _, _):
+            guard case .userLogin(let login) = outcome, login.role == userInfo.role.name else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered an approval with \(outcome.name) that does not fit it")
             }
             return .userLogin(
                 UserLoginResult(
@@ -57,9 +57,9 @@ extension Authenticator {
         guard case .merge = userInfo.request.session.purpose else { throw startedFor(userInfo, "a merge") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, _, _):
-            guard result.outcome == .mergeComplete, result.mergedEmail != nil else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered a merge with \(result.outcome.rawValue)")
+        case .answer(let outcome, _, _):
+            guard case .mergeComplete = outcome else {
+                throw XignSdkError(.invalidManagerResponse, "the manager answered a merge with \(outcome.name)")
             }
             return .apiAccessMergeComplete(idmIdentifier: userInfo.request.session.entity.idmIdentifier)
         }
@@ -71,8 +71,8 @@ extension Authenticator {
         guard case .apiAccess(let process) = session.purpose else { throw startedFor(userInfo, "an api access process") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
-        case .answer(let result, let trip, _):
-            guard result.outcome == .apiAccess, let grant = result.apiAccess, grant.process == process, grant.grant.utf8.count <= 128 else {
+        case .answer(let outcome, let trip, _):
+            guard case .apiAccess(let grant) = outcome, grant.process == process, grant.grant.utf8.count <= 128 else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
             }
             return try ApiAccessGrant(grant, session: session, sentAt: trip.sentAt).result()
@@ -96,9 +96,9 @@ extension Authenticator {
 
     private enum Answer {
         case lockout(LockoutAttemptInformation)
-        /// Any other signed result, with when its request left (lifetimes count from there) and the nonce a login's
+        /// Any other signed outcome, with when its request left (lifetimes count from there) and the nonce a login's
         /// token must carry.
-        case answer(AuthenticationResultMessage, trip: RoundTripTimes, tokenNonce: String?)
+        case answer(AuthenticationOutcome, trip: RoundTripTimes, tokenNonce: String?)
     }
 
     /// Signs with the device key, sends the sealed PIN, and checks the manager's signature over the answer. A
@@ -150,20 +150,19 @@ extension Authenticator {
                 .biometricInvalidated,
                 "the fingers enrolled on this machine changed since the fingerprint was added as a factor; run xign-setup add-factor biometric")
         }
-        guard result.outcome == .lockout else {
+        guard case .lockout(let lock, let next) = result.outcome else {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }
             // The manager has just said the PIN is right: the offline verifier may be made or its grace start again.
             if let pin = userInfo.pin {
                 let pinSuffices = userInfo.requestedAuthenticators.contains { Set($0).isSubset(of: [.device, .pin]) }
                 offline.refresh(session.entity, pin: pin, role: (userInfo.role.name, pinSuffices))
             }
-            return .answer(result, trip: trip, tokenNonce: tokenNonce)
+            return .answer(result.outcome, trip: trip, tokenNonce: tokenNonce)
         }
-        guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
         let information = LockoutAttemptInformation(lock)
         try? store.recordLockout(activationId: session.entity.activationId, information)
         session.recordedLockout = true
-        if let next = result.nextChallenge, next.utf8.count <= 128 { session.challenge = next }
+        if let next, next.utf8.count <= 128 { session.challenge = next }
         userInfo.clearSignatures()
         return .lockout(information)
     }

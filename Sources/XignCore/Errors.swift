@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Every error the SDK raises. `errorCode` says what happened; `message` says it for people, with the next step.
-public enum XignSdkErrorCode: String, Sendable, CaseIterable {
+public enum XignSdkErrorCode: String, Codable, Sendable, CaseIterable {
     // Input
     case invalidInput
     case activationDataInvalid
@@ -61,20 +61,38 @@ public enum XignSdkErrorCode: String, Sendable, CaseIterable {
 }
 
 /// The one error type the SDK throws, so a front end needs one `catch` to tell the user what happened and what to do.
-public class XignSdkError: Error, CustomStringConvertible, @unchecked Sendable {
+/// A struct with a code, not a class hierarchy: a caller switches on `errorCode`, and what only some codes carry (the
+/// lock, the fields a registration got wrong) is a field.
+public struct XignSdkError: Error, CustomStringConvertible, Sendable {
     public let errorCode: XignSdkErrorCode
     public let message: String
+    /// `lockedOut`: the lock already in force, raised before any PIN is asked since the attempt cannot count.
+    public let lockout: LockoutAttemptInformation?
+    /// `managerRejectedRequest` of a registration: what the manager found wrong, field by field.
+    let rejection: RegistrationRejection?
 
     public init(_ errorCode: XignSdkErrorCode, _ message: String) {
-        self.errorCode = errorCode
-        self.message = message
+        (self.errorCode, self.message, lockout, rejection) = (errorCode, message, nil, nil)
+    }
+
+    public init(lockedOut information: LockoutAttemptInformation) {
+        errorCode = .lockedOut
+        message =
+            information.isPermanent
+            ? "this activation is locked permanently after too many wrong PINs; ask your administrator to unlock it (xign-manager admin unlock), or register again with `xign-setup register`"
+            : "this activation is locked until \(information.lockedUntil.localDescription); try again after that time"
+        (lockout, rejection) = (information, nil)
+    }
+
+    init(rejected rejection: RegistrationRejection, _ message: String) {
+        (errorCode, self.message, lockout, self.rejection) = (.managerRejectedRequest, message, nil, rejection)
     }
 
     public var description: String { message }
 }
 
 /// A lock on an activation after too many wrong PINs: the one a wrong PIN just caused (a result), or one already in
-/// force (`XignSdkLockoutError`). `lockedUntil` is on this host's clock: the manager says how long the lock holds,
+/// force (`XignSdkError.lockout`). `lockedUntil` is on this host's clock: the manager says how long the lock holds,
 /// and the wait is counted from when its answer arrived.
 public struct LockoutAttemptInformation: Codable, Sendable, Equatable {
     public let isPermanent: Bool
@@ -92,26 +110,6 @@ public struct LockoutAttemptInformation: Codable, Sendable, Equatable {
         lockedUntil = receivedAt.addingTimeInterval(Double(message.remainingMilliseconds) / 1000)
         failedAttempts = message.failedAttempts
     }
-}
-
-/// A lock already in force: thrown before any PIN is asked, since the attempt cannot count.
-public final class XignSdkLockoutError: XignSdkError, @unchecked Sendable {
-    public let information: LockoutAttemptInformation
-
-    public init(_ information: LockoutAttemptInformation) {
-        self.information = information
-        super.init(
-            .lockedOut,
-            information.isPermanent
-                ? "this activation is locked permanently after too many wrong PINs; ask your administrator to unlock it (xign-manager admin unlock), or register again with `xign-setup register`"
-                : "this activation is locked until \(information.lockedUntil.localDescription); try again after that time"
-        )
-    }
-}
-
-/// The manager refuses this device's security level, e.g. a software key where it requires a TPM-bound one.
-public final class XignSdkSecurityInsufficientError: XignSdkError, @unchecked Sendable {
-    public init(_ message: String) { super.init(.securityInsufficient, message) }
 }
 
 extension Date {

@@ -88,13 +88,13 @@ struct ManagerClient {
         case .lockedOut:
             guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
             // Unsigned: shown for this attempt, never remembered (a stand-in for the manager could plant it).
-            return XignSdkLockoutError(LockoutAttemptInformation(lock))
-        case .securityInsufficient: return XignSdkSecurityInsufficientError(message)
+            return XignSdkError(lockedOut: LockoutAttemptInformation(lock))
+        case .securityInsufficient: return XignSdkError(.securityInsufficient, message)
         case .activationNotFound: return XignSdkError(.activationNotFound, message)
         case .activationRevoked: return XignSdkError(.activationRevoked, message)
         case .sessionInvalid, .challengeInvalid: return XignSdkError(.sessionExpired, message)
         case .pinPolicy: return XignSdkError(.pinPolicyViolation, message)
-        case .registrationRejected: return RegistrationRejectedError(detail)
+        case .registrationRejected: return XignSdkError(rejected: RegistrationRejection(detail), detail.message)
         case .deviceNotFound: return XignSdkError(.deviceNotEnrolled, message)
         case .internalError: return XignSdkError(.managerInternalError, message)
         case .busy: return XignSdkError(.timeout, message)

@@ -223,7 +223,8 @@ public struct Registry: Sendable {
         do {
             let response: RegisterResponse = try client.post(APIPath.registrations, request)
             return .success(managerUrl: response.managerUrl)
-        } catch let rejection as RegistrationRejectedError {
+        } catch let error as XignSdkError {
+            guard let rejection = error.rejection else { throw error }
             for info in category.info.attributes { info.error = rejection.attributes[info.name] ?? .none }
             parameters.pinError = rejection.pinError
             parameters.aliasError = rejection.attributes["alias"]
@@ -232,14 +233,13 @@ public struct Registry: Sendable {
     }
 }
 
-/// The manager refused attributes of a registration; Registry turns this into `.failure(parameters)`.
-final class RegistrationRejectedError: XignSdkError, @unchecked Sendable {
+/// The fields of a registration the manager refused; Registry turns them into `.failure(parameters)`.
+struct RegistrationRejection: Sendable {
     let attributes: [String: AttributeErrorCode]
     let pinError: PinValidationResult?
 
     init(_ detail: ErrorBody.Detail) {
         attributes = detail.attributes ?? [:]
         pinError = detail.pinError.flatMap(PinValidationResult.init(rawValue:))
-        super.init(.managerRejectedRequest, detail.message)
     }
 }

@@ -38,7 +38,7 @@ public final class Daemon: @unchecked Sendable {
             guard let peer = connection.peerCredentials() else { continue }
             guard admit(peer.uid) else {
                 try? connection.send(
-                    DaemonReply.failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again"),
+                    DaemonReply.failure(.busy(message: "xignd has too many connections open; try again")),
                     deadline: .deadline(in: 1_000))
                 log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): connection refused, too many open")
                 continue

@@ -23,14 +23,14 @@ struct DaemonSession {
             daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): no request: \(error)")
             return
         }
-        guard let user = request.user else { return reply(.failure(code: DaemonReply.refused, message: "a connection starts with a request")) }
+        guard let user = request.user else { return reply(.failure(.refused(message: "a connection starts with a request"))) }
         guard let target = LocalUser(named: user) else {
-            return reply(.failure(code: DaemonReply.refused, message: "there is no local user \(user.prefix(64))"))
+            return reply(.failure(.refused(message: "there is no local user \(user.prefix(64))")))
         }
         // The unix_chkpwd rule: a caller that is not root acts only for the user of its own uid.
         guard peer.uid == 0 || peer.uid == target.uid else {
             daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid) asked for user=\(target.name): refused")
-            return reply(.failure(code: DaemonReply.refused, message: "you may use only your own XignIn enrolment, not that of \(target.name)"))
+            return reply(.failure(.refused(message: "you may use only your own XignIn enrolment, not that of \(target.name)")))
         }
         switch request {
         case .login(let login): runLogin(login, for: target)
@@ -59,7 +59,7 @@ struct DaemonSession {
                     return .denied
                 })
         case .answer:
-            reply(.failure(code: DaemonReply.refused, message: "an answer without a prompt"))
+            reply(.failure(.refused(message: "an answer without a prompt")))
         }
     }
 
@@ -93,10 +93,7 @@ struct DaemonSession {
         let verdict: AttemptLimit.Verdict
         do { verdict = try daemon.attempts.charge(String(target.uid)) } catch {
             daemon.log(LOG_ERR, "cannot record the attempt: \(error)")
-            reply(
-                .failure(
-                    code: XignSdkErrorCode.stateUnavailable.rawValue,
-                    message: "xignd cannot record the attempt; ask your administrator to look at its log"))
+            reply(.failure(.sdk(code: .stateUnavailable, message: "xignd cannot record the attempt; ask your administrator to look at its log")))
             return false
         }
         guard case .refused(let seconds) = verdict else { return true }
@@ -106,7 +103,7 @@ struct DaemonSession {
             reply(.message(text: "XignIn: " + text, isError: true))
             reply(.loginEnded(outcome: .attemptLimitReached))
         } else {
-            reply(.failure(code: XignSdkErrorCode.lockedOut.rawValue, message: text))
+            reply(.failure(.attemptLimitReached(message: text)))
         }
         return false
     }

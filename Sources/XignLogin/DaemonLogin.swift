@@ -40,11 +40,11 @@ struct DaemonLogin {
                     login.dialogue.instruct(text, isError: isError)
                 case .loginEnded(let outcome):
                     return outcome
-                case .failure(DaemonReply.busy, let message):
+                case .failure(.busy(let message)):
                     login.log(LOG_ERR, "xignd is busy: \(message)")
                     return unavailable()
-                case .failure(_, let message):
-                    login.tell("XignIn: \(message)", isError: true)
+                case .failure(let failure):
+                    login.tell("XignIn: \(failure.message)", isError: true)
                     return .refused(.byDaemon)
                 default:
                     login.log(LOG_ERR, "xignd answered a login with a reply that does not belong to it")

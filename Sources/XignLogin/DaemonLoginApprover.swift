@@ -46,9 +46,7 @@ public struct DaemonLoginApprover: LoginApprover {
     }
 
     private func unexpected(_ reply: DaemonReply) -> XignSdkError {
-        if case .failure(let code, let message) = reply {
-            return XignSdkError(XignSdkErrorCode(rawValue: code) ?? .stateUnavailable, message)
-        }
+        if case .failure(let failure) = reply { return failure.error }
         return XignSdkError(.stateUnavailable, "xignd gave an answer that does not fit the request")
     }
 }

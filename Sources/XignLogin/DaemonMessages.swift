@@ -57,16 +57,37 @@ public enum DaemonReply: Codable, Sendable, Equatable {
     case approved(loginName: String, relyingPartyName: String)
     case lockout(LockoutAttemptInformation)
     case denied
-    /// An XignSdkErrorCode (or `refused` and `busy`, xignd's own) and a message for the user.
-    case failure(code: String, message: String)
-
-    public static let refused = "refused", busy = "busy"
+    case failure(DaemonFailure)
 
     public init(_ error: any Error) {
-        if let error = error as? XignSdkError {
-            self = .failure(code: error.errorCode.rawValue, message: error.message)
-        } else {
-            self = .failure(code: XignSdkErrorCode.stateUnavailable.rawValue, message: "\(error)")
+        let error = error as? XignSdkError ?? XignSdkError(.stateUnavailable, "\(error)")
+        self = .failure(.sdk(code: error.errorCode, message: error.message))
+    }
+}
+
+/// Why xignd ended a request without its answer; each case has a message for the user.
+public enum DaemonFailure: Codable, Sendable, Equatable {
+    /// xignd refuses the request itself: no such user, another user's enrolment, an answer without a prompt.
+    case refused(message: String)
+    /// xignd has too many connections open; trying again may work.
+    case busy(message: String)
+    /// Too many PIN attempts for the user on this machine (xignd's own allowance, not the manager's lock).
+    case attemptLimitReached(message: String)
+    /// The SDK's error while xignd ran the request.
+    case sdk(code: XignSdkErrorCode, message: String)
+
+    public var message: String {
+        switch self {
+        case .refused(let message), .busy(let message), .attemptLimitReached(let message), .sdk(_, let message): message
+        }
+    }
+
+    /// The error a caller raises for it.
+    public var error: XignSdkError {
+        switch self {
+        case .refused, .busy: XignSdkError(.stateUnavailable, message)
+        case .attemptLimitReached: XignSdkError(.lockedOut, message)
+        case .sdk(let code, _): XignSdkError(code, message)
         }
     }
 }

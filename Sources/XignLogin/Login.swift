@@ -131,12 +131,6 @@ public struct Login {
         switch error {
         case is ConversationFailed:
             return .conversationFailed
-        case let lockout as XignSdkLockoutError:
-            tellLocked(lockout.information)
-            return .locked(lockout.information)
-        case let error as XignSdkSecurityInsufficientError:
-            tell("XignIn refuses this device: \(error.message)", isError: true)
-            return .refused(.securityInsufficient)
         case let error as XignSdkError:
             return outcome(of: error)
         default:
@@ -146,7 +140,14 @@ public struct Login {
     }
 
     private func outcome(of error: XignSdkError) -> LoginOutcome {
+        if let lock = error.lockout {
+            tellLocked(lock)
+            return .locked(lock)
+        }
         switch error.errorCode {
+        case .securityInsufficient:
+            tell("XignIn refuses this device: \(error.message)", isError: true)
+            return .refused(.securityInsufficient)
         case .managerUnreachable, .timeout, .transportFailure, .tlsFailure, .insecureTransport:
             log(LOG_ERR, "manager unreachable: \(error.message)")
             if options.failMode == .safe { return .ignored(.managerUnreachable) }

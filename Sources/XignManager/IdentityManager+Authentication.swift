@@ -210,42 +210,50 @@ extension IdentityManager {
             login = nil
         }
 
-        var result = AuthenticationResultMessage(nonce: request.nonce, outcome: .serviceLogin)
+        let outcome: AuthenticationOutcome
         if given.contains(.pin),
             let lock = try await checkPIN(of: request, for: authentication, at: service, role: role.name, whenRight: login?.write)
         {
-            result.outcome = .lockout
-            (result.lockout, result.nextChallenge) = lock
-            return try sign(result, type: SignedAnswerType.authenticationResult)
+            outcome = .lockout(lock.0, nextChallenge: lock.nextChallenge)
+        } else {
+            outcome = try await grant(
+                authentication, login: login, request: request, service: service, role: role.name, known: known, missing: missing)
         }
+        return try sign(AuthenticationResultMessage(nonce: request.nonce, outcome: outcome), type: SignedAnswerType.authenticationResult)
+    }
+
+    /// What the finish of an authentication whose factors hold grants, by its purpose.
+    private func grant(
+        _ authentication: ManagerStore.PendingAuthentication, login: ServiceLoginRecord?, request: AuthenticationFinishRequest,
+        service: ManagerConfiguration.Service, role: String, known: [String: String], missing: [String: String]
+    ) async throws -> AuthenticationOutcome {
+        let given = Set(request.factors)
         switch authentication.purpose {
         case .login:
             guard let login else { throw ManagerError.internalFailure("a login without its record") }
             if !given.contains(.pin) { try await database.transaction { store in try await login.write(in: store) } }
             ManagerMetrics.login(.success)
-            logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role.name)"])
-            result.serviceLogin = login.message
-            if let tokenNonce = request.tokenNonce {
-                // The token the code would buy, without the round trip for it: this answer is signed for the same device.
-                let token = Self.loginToken(
-                    nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId, service: service,
-                    role: role.name, host: authentication.host, localUser: authentication.localUser, known: known, given: missing,
-                    now: login.issuedAt)
-                result.loginToken = try sign(token, type: SignedAnswerType.loginToken)
+            logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
+            // The token the code would buy, without the round trip for it: this answer is signed for the same device.
+            let token = try request.tokenNonce.map { tokenNonce in
+                try sign(
+                    Self.loginToken(
+                        nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId, service: service,
+                        role: role, host: authentication.host, localUser: authentication.localUser, known: known, given: missing,
+                        now: login.issuedAt),
+                    type: SignedAnswerType.loginToken)
             }
+            return .serviceLogin(login.message, loginToken: token)
         case .confirmation(let id):
-            result.outcome = .userLogin
-            result.userLogin = try await approve(
-                id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email, at: service, role: role.name)
+            let approval = try await approve(
+                id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email, at: service, role: role)
             ManagerMetrics.login(.success)
+            return .userLogin(approval)
         case .merge(let sessionId):
-            result.outcome = .mergeComplete
-            result.mergedEmail = try await merge(session: sessionId, into: authentication.activationId)
+            return .mergeComplete(mergedEmail: try await merge(session: sessionId, into: authentication.activationId))
         case .apiAccess(let process):
-            result.outcome = .apiAccess
-            result.apiAccess = try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role.name)
+            return .apiAccess(try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role))
         }
-        return try sign(result, type: SignedAnswerType.authenticationResult)
     }
 
     /// The finish's PIN, charged to the lockout like every check. A wrong one gives the lock, and for a lock that

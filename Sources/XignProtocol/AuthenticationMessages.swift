@@ -173,14 +173,30 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
     }
 }
 
-public enum AuthenticationOutcome: String, Codable, Sendable, CaseIterable {
-    case serviceLogin, lockout
+/// What an authentication ended in, each case with only what it carries.
+public enum AuthenticationOutcome: Equatable, Sendable {
+    /// A login to a service: its code, or with a `tokenNonce` in the finish the login token itself (a compact JWS,
+    /// as /v1/token answers it).
+    case serviceLogin(ServiceLoginMessage, loginToken: String?)
+    /// A wrong PIN. For a lock that runs out, the challenge to sign the next attempt with once it has.
+    case lockout(LockoutMessage, nextChallenge: String?)
     /// The merge process: the invited address now belongs to the device's account.
-    case mergeComplete
+    case mergeComplete(mergedEmail: String)
     /// A login confirmation was approved: the host that asked may let the user in.
-    case userLogin
+    case userLogin(UserLoginMessage)
     /// An api access process (change PIN, new activation, delete, add factor) may be finished with the grant.
-    case apiAccess
+    case apiAccess(ApiAccessGrantMessage)
+
+    /// The case's name on the wire.
+    public var name: String {
+        switch self {
+        case .serviceLogin: "serviceLogin"
+        case .lockout: "lockout"
+        case .mergeComplete: "mergeComplete"
+        case .userLogin: "userLogin"
+        case .apiAccess: "apiAccess"
+        }
+    }
 }
 
 /// What a device that approved a login confirmation learns.
@@ -217,25 +233,60 @@ public struct ServiceLoginMessage: Codable, Equatable, Sendable {
     }
 }
 
-/// The signed payload of a finish answer.
+/// The signed payload of a finish answer. On the wire the outcome is a name in `outcome` beside the fields its case
+/// carries (`serviceLogin` and `loginToken`, `lockout` and `nextChallenge`, …).
 public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
     public var nonce: String
     public var outcome: AuthenticationOutcome
-    public var serviceLogin: ServiceLoginMessage?
-    public var lockout: LockoutMessage?
-    /// After a lockout: the challenge to sign the next attempt with, once the lock has run out.
-    public var nextChallenge: String?
-    /// mergeComplete: the address that joined the account.
-    public var mergedEmail: String?
-    /// userLogin: the confirmation that was approved.
-    public var userLogin: UserLoginMessage?
-    public var apiAccess: ApiAccessGrantMessage?
-    /// serviceLogin, when the finish gave a `tokenNonce`: the login token (a compact JWS, as /v1/token answers it).
-    public var loginToken: String?
 
     public init(nonce: String, outcome: AuthenticationOutcome) {
         self.nonce = nonce
         self.outcome = outcome
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case nonce, outcome, serviceLogin, loginToken, lockout, nextChallenge, mergedEmail, userLogin, apiAccess
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        nonce = try container.decode(String.self, forKey: .nonce)
+        let name = try container.decode(String.self, forKey: .outcome)
+        switch name {
+        case "serviceLogin":
+            outcome = .serviceLogin(
+                try container.decode(ServiceLoginMessage.self, forKey: .serviceLogin),
+                loginToken: try container.decodeIfPresent(String.self, forKey: .loginToken))
+        case "lockout":
+            outcome = .lockout(
+                try container.decode(LockoutMessage.self, forKey: .lockout),
+                nextChallenge: try container.decodeIfPresent(String.self, forKey: .nextChallenge))
+        case "mergeComplete":
+            outcome = .mergeComplete(mergedEmail: try container.decode(String.self, forKey: .mergedEmail))
+        case "userLogin":
+            outcome = .userLogin(try container.decode(UserLoginMessage.self, forKey: .userLogin))
+        case "apiAccess":
+            outcome = .apiAccess(try container.decode(ApiAccessGrantMessage.self, forKey: .apiAccess))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .outcome, in: container, debugDescription: "no outcome is named \(name.prefix(32))")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(nonce, forKey: .nonce)
+        try container.encode(outcome.name, forKey: .outcome)
+        switch outcome {
+        case .serviceLogin(let login, let token):
+            try container.encode(login, forKey: .serviceLogin)
+            try container.encodeIfPresent(token, forKey: .loginToken)
+        case .lockout(let lock, let next):
+            try container.encode(lock, forKey: .lockout)
+            try container.encodeIfPresent(next, forKey: .nextChallenge)
+        case .mergeComplete(let email): try container.encode(email, forKey: .mergedEmail)
+        case .userLogin(let login): try container.encode(login, forKey: .userLogin)
+        case .apiAccess(let grant): try container.encode(grant, forKey: .apiAccess)
+        }
     }
 }
 

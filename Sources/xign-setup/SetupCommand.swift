@@ -192,18 +192,16 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
     let status: ExitCode
     var message = "\(error)"
     switch error {
-    case let lockout as XignSdkLockoutError:
-        status = .lockedOut
-        if json {
-            Output(json: true).emit([
-                "status": .string("lockedOut"), "isPermanent": .bool(lockout.information.isPermanent),
-                "lockedUntil": .string(lockout.information.lockedUntil.iso8601),
-            ])
-        }
-    case is XignSdkSecurityInsufficientError:
-        status = .securityInsufficient
     case let sdk as XignSdkError:
         switch sdk.errorCode {
+        case .lockedOut:
+            status = .lockedOut
+            if json, let lock = sdk.lockout {
+                Output(json: true).emit([
+                    "status": .string("lockedOut"), "isPermanent": .bool(lock.isPermanent), "lockedUntil": .string(lock.lockedUntil.iso8601),
+                ])
+            }
+        case .securityInsufficient: status = .securityInsufficient
         case .managerUnreachable, .timeout, .transportFailure, .tlsFailure: status = .managerUnreachable
         default: status = .failure
         }

@@ -90,11 +90,12 @@ import XignTestSupport
         #expect(!lock.isPermanent)
         #expect(lock.failedAttempts == 1)
         // While the lock holds, the manager refuses to start (the remembered lock only makes the machine ask).
-        #expect(throws: XignSdkLockoutError.self) {
+        let refusal = #expect(throws: XignSdkError.self) {
             _ = try sdk.authenticator.startAuthenticationSynchronous(
                 data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
                     idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "h", localUser: "alice"))
         }
+        #expect(refusal?.errorCode == .lockedOut && refusal?.lockout != nil)
         // The signatures were spent: finishing unsigned is refused here, before any request.
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) }
         Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
@@ -122,8 +123,8 @@ import XignTestSupport
         do {
             _ = try login(try fixture.sdk(stateDirectory: fixture.directory.file("state")), enrolment.idmIdentifier, pin: "24680")
             Issue.record("a permanent lock let the right PIN in")
-        } catch let error as XignSdkLockoutError {
-            #expect(error.information.isPermanent)
+        } catch let error as XignSdkError where error.lockout != nil {
+            #expect(error.lockout?.isPermanent == true)
         }
     }
 
@@ -260,6 +261,6 @@ import XignTestSupport
         let stored = try String(contentsOfFile: storePath, encoding: .utf8)
         try writeTestFile(
             storePath, Data(stored.replacingOccurrences(of: enrolment.entity.managerURL.description, with: fixture.manager.url.description).utf8))
-        #expect(start("pam", sdk) is XignSdkSecurityInsufficientError)
+        #expect(start("pam", sdk)?.errorCode == .securityInsufficient)
     }
 }

@@ -101,6 +101,23 @@ import XignTestSupport
             #expect(try JSONDecoder().decode(DaemonReply.self, from: JSONEncoder().encode(reply)) == reply)
         }
     }
+
+    /// xignd's failures are its own cases, and a caller raises the SDK error each stands for: its own refusals are
+    /// `stateUnavailable`, its attempt limit `lockedOut`, the SDK's errors themselves.
+    @Test func daemonFailuresTravelAsThemselvesAndBecomeTheirSDKError() throws {
+        let failures: [(DaemonFailure, XignSdkErrorCode)] = [
+            (.refused(message: "an answer without a prompt"), .stateUnavailable), (.busy(message: "try again"), .stateUnavailable),
+            (.attemptLimitReached(message: "Too many PIN attempts"), .lockedOut),
+            (.sdk(code: .wrongConfirmationCode, message: "wrong code"), .wrongConfirmationCode),
+        ]
+        for (failure, code) in failures {
+            let reply = DaemonReply.failure(failure)
+            #expect(try JSONDecoder().decode(DaemonReply.self, from: JSONEncoder().encode(reply)) == reply)
+            #expect(failure.error.errorCode == code && failure.error.message == failure.message)
+        }
+        #expect(DaemonReply(XignSdkError(.hostNotAllowed, "no")) == .failure(.sdk(code: .hostNotAllowed, message: "no")))
+        #expect(DaemonReply(CocoaError(.fileNoSuchFile)) == .failure(.sdk(code: .stateUnavailable, message: "\(CocoaError(.fileNoSuchFile))")))
+    }
 }
 
 /// The log lines a login wrote.

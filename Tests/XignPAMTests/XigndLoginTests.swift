@@ -210,7 +210,7 @@ import XignTestSupport
             var entry = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&entry, 1, 0) == 1 else { return false }
             return (try? connection.receive(DaemonReply.self, deadline: .deadline(in: 1_000)))
-                == .failure(code: DaemonReply.busy, message: "xignd has too many connections open; try again")
+                == .failure(.busy(message: "xignd has too many connections open; try again"))
         }
         #expect(turnedAway.count >= 4, "\(daemon.log)")
         // Another user is still served.
