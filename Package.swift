@@ -133,11 +133,13 @@ let package = Package(
         // `make bench`: figures, never timed tests.
         // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
         .executableTarget(
-            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport", "CEpoll"]),
+            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignHarness", "CEpoll"]),
+        // The real programs the tests and the benchmarks start: the manager, swtpm, PostgreSQL, sshd, any child process.
+        .target(name: "XignHarness", dependencies: ["XignProtocol", "XignCrypto", "XignWebAuthn"]),
 
-        // Tests. The support target starts real processes (manager, CLI) and reads what they draw.
+        // Tests. The support target drives what users see (browsers, greeters, lockers, terminals) and re-exports the harness.
         .target(
-            name: "XignTestSupport", dependencies: ["XignProtocol", "XignLogin", "XignCrypto", "XignDevice", "XignWebAuthn"],
+            name: "XignTestSupport", dependencies: ["XignHarness", "XignLogin", "XignDevice"],
             path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),

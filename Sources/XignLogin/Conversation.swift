@@ -18,7 +18,7 @@ public struct ConversationFailed: Error {
 struct LoginDialogue {
     let conversation: any Conversation
     let service: String?
-    /// PAM_SILENT: `tell` says nothing; `instruct`, `ask` and `show` still do.
+    /// PAM_SILENT: `tell` says nothing, errors included; `instruct`, `ask` and `show` still do.
     let silent: Bool
 
     func ask(_ text: String, echo: Bool) throws -> String {

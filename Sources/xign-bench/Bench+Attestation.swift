@@ -1,7 +1,7 @@
 import Foundation
 import XignCore
+import XignHarness
 import XignProtocol
-import XignTestSupport
 
 extension Bench {
     /// The CA whose TPMs the bench manager trusts; nil without swtpm_setup.

@@ -1,8 +1,8 @@
 import Foundation
 import XignCore
 import XignCrypto
+import XignHarness
 import XignProtocol
-import XignTestSupport
 
 #if canImport(Glibc)
 import Glibc

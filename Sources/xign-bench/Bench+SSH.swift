@@ -1,6 +1,6 @@
 import Foundation
 import XignCore
-import XignTestSupport
+import XignHarness
 
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 import XignCore
+import XignHarness
 import XignProtocol
-import XignTestSupport
 
 #if canImport(Glibc)
 import Glibc

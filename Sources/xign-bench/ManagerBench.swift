@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 import XignCore
 import XignCrypto
+import XignHarness
 import XignLogin
 import XignProtocol
-import XignTestSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,8 @@
 import Foundation
 import XignCore
 import XignCrypto
+import XignHarness
 import XignProtocol
-import XignTestSupport
 
 /// A phone's browser as the approving device, speaking the JSON API as the web app's script does: the passkey made at
 /// personalization, and each approval in one passkey-signed request with the sealed PIN.

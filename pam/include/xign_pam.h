@@ -15,7 +15,8 @@ typedef struct xign_pam_context {
     const char *rhost;
     const char *tty;
     int caller_controls_environment; /* a setuid host (su, sudo) run by a user: see pam_xign.c */
-    int silent;                      /* PAM_SILENT: show no information text, only prompts and errors */
+    int silent;                      /* PAM_SILENT: no word on why a login ended, errors included; prompts and
+                                        what the user needs to go on (a QR code, the finger cue) still show */
     int argc;
     const char *const *argv;
     void *pamh;

@@ -1,0 +1,2 @@
+/// Tests import XignTestSupport alone; the processes it builds on come with it.
+@_exported import XignHarness
