@@ -88,13 +88,13 @@ demo: build pam
 
 bench: deps pam
 	$(SWIFT) build -c release
-	TSS2_LOG=all+none "$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
 
 # Complete logins per second against xign-manager (SQLite, PostgreSQL) and privacyIDEA from PyPI, BENCH_SECONDS per run.
 BENCH_SECONDS ?= 10
 bench-manager: deps pam
 	$(SWIFT) build -c release
-	TSS2_LOG=all+none "$$($(SWIFT) build -c release --show-bin-path)/xign-bench" manager $(BENCH_SECONDS) --pam "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" manager $(BENCH_SECONDS) --pam "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
 
 package: deps
 	@missing=$$(for p in $(PACKAGE_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \

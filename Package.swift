@@ -72,7 +72,7 @@ let package = Package(
         // xignd's server: it holds the state and the TPM and runs logins and approvals for callers without root.
         .target(name: "XignDaemon", dependencies: ["XignLogin", "XignCore", "XignProtocol"]),
         .executableTarget(
-            name: "xignd", dependencies: ["XignDaemon", "XignCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            name: "xignd", dependencies: ["XignDaemon", "XignCore", "XignDevice", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
         // TPM key attestation: EK certificates and the CAs that issue them, the credential that proves an attestation key
@@ -120,13 +120,15 @@ let package = Package(
         .executableTarget(
             name: "xign-setup",
             dependencies: [
-                "XignCore", "XignLogin", "XignProtocol", "XignTerminal", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "XignCore", "XignDevice", "XignLogin", "XignProtocol", "XignTerminal",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "xign-manager",
             dependencies: [
-                "XignManager", "XignManagerConfiguration", "XignProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "XignDevice", "XignManager", "XignManagerConfiguration", "XignProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -135,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignHarness", "CEpoll"]),
         // The real programs the tests and the benchmarks start: the manager, swtpm, PostgreSQL, sshd, any child process.
-        .target(name: "XignHarness", dependencies: ["XignProtocol", "XignCrypto", "XignWebAuthn"]),
+        .target(name: "XignHarness", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn"]),
 
         // Tests. The support target drives what users see (browsers, greeters, lockers, terminals) and re-exports the harness.
         .target(

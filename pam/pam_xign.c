@@ -18,7 +18,7 @@ extern char **environ;
  * we return and while the host's conversation function runs. Hosts that are not setuid (sshd, login, gdm)
  * keep theirs. docs/security.md lists what reads which variable, and why the rest is safe.
  */
-static char *isolated_environment[] = { "TSS2_LOG=all+none", NULL };
+static char *isolated_environment[] = { "TSS2_LOG=all+none", NULL }; /* TPMLog.setting */
 static __thread char **host_environment;
 
 static int caller_controls_environment(void) {

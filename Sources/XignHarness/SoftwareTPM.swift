@@ -1,4 +1,5 @@
 import Foundation
+import XignDevice
 
 /// One swtpm per test, on a unix socket in a temporary directory (docs/design.md, "Testing with real parts").
 public final class SoftwareTPM: @unchecked Sendable {
@@ -9,7 +10,7 @@ public final class SoftwareTPM: @unchecked Sendable {
     public var tcti: String { "swtpm:path=\(directory.file("s"))" }
 
     /// Quiet libtss2 in child processes.
-    public static let environment = ["TSS2_LOG": "all+none"]
+    public static let environment = ["TSS2_LOG": TPMLog.setting]
 
     public init() throws { try start() }
 

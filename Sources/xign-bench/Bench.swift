@@ -34,6 +34,7 @@ struct Bench {
     }
 
     static func main() throws {
+        TPMLog.quiet()
         if CommandLine.arguments.dropFirst().first == "manager" {
             var arguments = Array(CommandLine.arguments.dropFirst(2))
             var pam: ManagerBench.PAMModule?

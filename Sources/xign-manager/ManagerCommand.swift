@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import XignDevice
 import XignManager
 import XignManagerConfiguration
 import XignProtocol
@@ -24,7 +25,9 @@ struct ConfigOptions: ParsableArguments {
     @Option(help: "Keep the database, keys and outbox in this directory instead of the paths in the config.")
     var dataDir: String?
 
+    /// Every command reads its configuration first, before any thread and before the TPM pepper may be opened.
     func load() throws -> ManagerConfiguration {
+        TPMLog.quiet()
         var configuration: ManagerConfiguration
         do {
             if let config {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import XignCore
+import XignDevice
 import XignLogin
 import XignProtocol
 import XignTerminal
@@ -46,8 +47,7 @@ struct CommonOptions: ParsableArguments {
     }
 
     func sdk(user: String?) throws -> XignSdk {
-        // libtss2 prints its own errors on stderr; ours say the same with what to do, so it stays quiet unless asked.
-        setenv("TSS2_LOG", "all+none", 0)
+        TPMLog.quiet()
         return try XignSdk(configuration: try loadConfiguration(), localUser: user ?? Self.invokingUser())
     }
 

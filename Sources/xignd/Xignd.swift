@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import XignCore
 import XignDaemon
+import XignDevice
 
 /// xignd: logins and approvals for callers without root (screen lockers, `xign-setup approve` in a desktop
 /// session). Verification only: it never enrolls or removes anything.
@@ -31,8 +32,7 @@ struct Xignd: ParsableCommand {
     func run() throws {
         guard geteuid() == 0 else { throw ValidationError("xignd runs as root: it reads /var/lib/xign and the TPM for its callers") }
         signal(SIGPIPE, SIG_IGN)
-        // libtss2 logs its own errors to stderr; the login's log line says the same with what to do.
-        setenv("TSS2_LOG", "all+none", 0)
+        TPMLog.quiet()
         let daemon: Daemon
         let listener: Int32
         do {
