@@ -60,6 +60,17 @@ public enum XignSdkErrorCode: String, Codable, Sendable, CaseIterable {
     case identityManagerNotFound
 }
 
+extension XignSdkErrorCode {
+    /// Nothing the manager said was read: it was not reached, not in time, or not over a transport the policy allows.
+    /// A login then fails by its fail mode, and a personalization or a join fails as a whole.
+    public var isTransportFailure: Bool {
+        switch self {
+        case .insecureTransport, .managerUnreachable, .transportFailure, .timeout, .tlsFailure: true
+        default: false
+        }
+    }
+}
+
 /// The one error type the SDK throws, so a front end needs one `catch` to tell the user what happened and what to do.
 /// A struct with a code, not a class hierarchy: a caller switches on `errorCode`, and what only some codes carry (the
 /// lock, the fields a registration got wrong) is a field.

@@ -15,9 +15,6 @@ struct KeyAttestor {
         case hostJoin(joinSecret: String)
     }
 
-    /// Failures that fail the personalization or join too: the manager was not reached, or not safely.
-    static let transportFailures: Set<XignSdkErrorCode> = [.insecureTransport, .managerUnreachable, .transportFailure, .timeout, .tlsFailure]
-
     /// The evidence for `key`, or nil for a key that is not in a TPM. Fails only when the manager cannot be reached.
     func evidence(for key: any DeviceKey, purpose: Purpose) throws -> AttestationEvidence? {
         guard let key = key as? TPMDeviceKey else { return nil }
@@ -42,7 +39,7 @@ struct KeyAttestor {
         }
         let challenge: AttestationChallengeMessage
         do { challenge = try client.post(APIPath.attestations, request) } catch let error as XignSdkError
-            where !Self.transportFailures.contains(error.errorCode)
+            where !error.errorCode.isTransportFailure
         {
             return missing(error.message)
         }

@@ -144,11 +144,7 @@ public struct Login {
             tellLocked(lock)
             return .locked(lock)
         }
-        switch error.errorCode {
-        case .securityInsufficient:
-            tell("XignIn refuses this device: \(error.message)", isError: true)
-            return .refused(.securityInsufficient)
-        case .managerUnreachable, .timeout, .transportFailure, .tlsFailure, .insecureTransport:
+        if error.errorCode.isTransportFailure {
             log(LOG_ERR, "manager unreachable: \(error.message)")
             if options.failMode == .safe { return .ignored(.managerUnreachable) }
             // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.
@@ -157,6 +153,11 @@ public struct Login {
                     ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
                     : "XignIn: the identity manager cannot be reached.", isError: true)
             return .unavailable(.manager)
+        }
+        switch error.errorCode {
+        case .securityInsufficient:
+            tell("XignIn refuses this device: \(error.message)", isError: true)
+            return .refused(.securityInsufficient)
         case .tpmUnavailable:
             log(LOG_ERR, "TPM unavailable: \(error.message)")
             tell("XignIn: \(error.message)", isError: true)

@@ -202,8 +202,9 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
                 ])
             }
         case .securityInsufficient: status = .securityInsufficient
-        case .managerUnreachable, .timeout, .transportFailure, .tlsFailure: status = .managerUnreachable
-        default: status = .failure
+        // A URL the transport policy refuses is the user's to fix; trying again later does not help.
+        case .insecureTransport: status = .failure
+        default: status = sdk.errorCode.isTransportFailure ? .managerUnreachable : .failure
         }
         message = sdk.message
     default:
