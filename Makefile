@@ -57,11 +57,14 @@ install: pam
 	install -D -m 0644 $(PAM_SO) $(DESTDIR)$(PAM_DIR)/pam_xign.so
 	@echo "installed $(DESTDIR)$(PAM_DIR)/pam_xign.so; enable it with a line such as: auth required pam_xign.so"
 
-# The browser tests drive Debian's chromium with selenium from PyPI (Tests/XignTestSupport/Browser/setup.sh).
+# The browser tests drive Debian's chromium with selenium from PyPI (Tests/XignTestSupport/Browser/setup.sh). The run
+# fails if it leaves a process or a temporary directory behind (Tests/leftovers.sh).
 test: deps pam
 	bash Tests/XignTestSupport/Browser/setup.sh
 	$(SWIFT) build --build-tests
+	bash Tests/leftovers.sh start
 	$(SWIFT) test
+	bash Tests/leftovers.sh check
 
 # The toolchain's swift-format, with .swift-format; `swift-format format -i -r` on the same paths fixes what it reports.
 FORMATTED := Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources

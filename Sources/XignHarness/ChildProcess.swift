@@ -4,7 +4,8 @@ import Foundation
 import Glibc
 #endif
 
-/// A child process started with posix_spawn and an empty signal mask.
+/// A child process started with posix_spawn and an empty signal mask, in a process group of its own, so that
+/// stopping it stops what it started too (a bus that dbus-run-session started, a greeter under setpriv).
 ///
 /// Foundation.Process children inherit Swift Testing's blocked SIGTERM, so `terminate()` would hang (docs/design.md, "Testing with real parts").
 public final class ChildProcess: @unchecked Sendable {
@@ -59,9 +60,11 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// posix_spawn with an empty signal mask and default dispositions for the signals tests send (Swift Testing
-    /// runs with some blocked, and a child would inherit that), with `actions` for its descriptors.
+    /// runs with some blocked, and a child would inherit that), with `actions` for its descriptors; `ownGroup` puts
+    /// the child in a process group of its own.
     static func spawn(
-        _ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t
+        _ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t,
+        ownGroup: Bool = true
     ) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -75,7 +78,9 @@ public final class ChildProcess: @unchecked Sendable {
         sigaddset(&defaults, SIGINT)
         sigaddset(&defaults, SIGPIPE)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (ownGroup ? POSIX_SPAWN_SETPGROUP : 0)))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -104,7 +109,7 @@ public final class ChildProcess: @unchecked Sendable {
         while poll() == nil {
             if Date() > deadline {
                 var status: Int32 = 0
-                Glibc.kill(pid, SIGKILL)
+                Glibc.kill(-pid, SIGKILL)
                 _ = waitpid(pid, &status, 0)
                 exitStatus = 137
                 throw TestFailure("process \(pid) did not finish within \(timeout) s; stderr: \(read(stderrPath))")
@@ -114,17 +119,28 @@ public final class ChildProcess: @unchecked Sendable {
         return Result(status: exitStatus ?? -1, stdout: read(stdoutPath), stderr: read(stderrPath))
     }
 
-    /// SIGKILL, then reaps the child.
+    /// SIGKILL to the child and its group, then reaps the child.
     public func kill() {
         guard exitStatus == nil else { return }
-        Glibc.kill(pid, SIGKILL)
+        Glibc.kill(-pid, SIGKILL)
         _ = try? wait(timeout: 10)
     }
 
+    /// SIGTERM to the child's group, then SIGKILL to what is left of it after up to 10 s. Signals go to the group
+    /// only while the child is not reaped: until then its pid, the group's number, cannot pass to another process.
     public func stop() {
         guard exitStatus == nil else { return }
-        Glibc.kill(pid, SIGTERM)
-        if (try? wait(timeout: 10)) == nil { Glibc.kill(pid, SIGKILL) }
+        Glibc.kill(-pid, SIGTERM)
+        let deadline = Date().addingTimeInterval(10)
+        while !isZombie && Date() < deadline { usleep(5_000) }
+        Glibc.kill(-pid, SIGKILL)
+        _ = try? wait(timeout: 10)
+    }
+
+    /// The child has exited and waits to be reaped.
+    private var isZombie: Bool {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
     }
 
     func read(_ path: String) -> String {

@@ -17,8 +17,6 @@ public final class PostgreSQLServer: @unchecked Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var started: Result<PostgreSQLServer, any Error>?
-    /// Stops the cluster once the test process is gone, however it ends (atexit handlers do not run under `swift test`).
-    private var watchdog: ChildProcess?
 
     /// The cluster of this process, started at the first call, which decides whether it syncs commits to disk.
     public static func shared(durable: Bool = false) throws -> PostgreSQLServer {
@@ -61,17 +59,11 @@ public final class PostgreSQLServer: @unchecked Sendable {
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             + " -c ssl=on -c ssl_cert_file=\(serverCertificate) -c ssl_key_file=\(serverKey)"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
-        // SIGQUIT is PostgreSQL's immediate shutdown; the watchdog sends it when this process has exited, then removes the cluster.
-        let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
-        watchdog = try ChildProcess(
-            "/bin/sh",
-            [
-                "-c",
-                """
-                while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
-                kill -QUIT \(postmaster); while kill -0 \(postmaster) 2>/dev/null; do sleep 0.2; done; rm -rf '\(directory.path)'
-                """,
-            ], in: directory)
+        // SIGQUIT is PostgreSQL's immediate shutdown, sent once this process has exited; then the cluster goes.
+        let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.flatMap { pid_t($0) }
+        guard let postmaster else { throw TestFailure("PostgreSQL started without a postmaster.pid") }
+        RunEnd.stop(postmaster, signal: "QUIT")
+        RunEnd.remove(directory.path)
     }
 
     /// Creates an empty database and returns its name and the manager config lines that use it; `tls` adds

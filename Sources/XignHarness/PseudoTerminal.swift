@@ -24,12 +24,13 @@ public final class PseudoTerminal: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_adddup2(&actions, slave, fd) }
         ChildProcess.closeDescriptors(from: 3, in: &actions)  // the pty's two ends, and whatever else this process holds
-        // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty.
+        // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty; as no group's
+        // leader it needs no fork for that, and its pid stays the program's.
         let spawned: pid_t
         do {
             spawned = try ChildProcess.spawn(
                 "/usr/bin/setsid", ["--ctty", "--wait", executable] + arguments,
-                environment: environment ?? ProcessInfo.processInfo.environment, actions: &actions)
+                environment: environment ?? ProcessInfo.processInfo.environment, actions: &actions, ownGroup: false)
         } catch {
             close(slave)
             close(master)

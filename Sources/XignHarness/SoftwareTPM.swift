@@ -5,6 +5,8 @@ import XignDevice
 public final class SoftwareTPM: @unchecked Sendable {
     public let directory = TemporaryDirectory()
     private var process: ChildProcess?
+    /// A TPM a static holds: its simulator (also after a restart) is stopped and its state removed when the run ends.
+    private var lastsTheRun = false
 
     /// The TCTI configuration that reaches this TPM.
     public var tcti: String { "swtpm:path=\(directory.file("s"))" }
@@ -31,6 +33,7 @@ public final class SoftwareTPM: @unchecked Sendable {
                 "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl", "type=unixio,path=\(directory.file("s.ctrl"))",
                 "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory.path)",
             ], in: directory)
+        if lastsTheRun, let process { RunEnd.stop(process.pid) }
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: directory.file("s")) {
             if let result = process?.poll() { throw TestFailure("swtpm exited with \(result.status): \(result.stderr)") }
@@ -46,6 +49,14 @@ public final class SoftwareTPM: @unchecked Sendable {
     }
 
     private var started = false
+
+    /// For a static: this TPM serves the whole run, and goes when it ends.
+    public func lastingTheRun() -> SoftwareTPM {
+        lastsTheRun = true
+        if let process { RunEnd.stop(process.pid) }
+        RunEnd.remove(directory.path)
+        return self
+    }
 
     public func stop() {
         process?.stop()

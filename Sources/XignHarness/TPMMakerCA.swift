@@ -32,6 +32,12 @@ public final class TPMMakerCA: @unchecked Sendable {
         }
     }
 
+    /// For a static: this CA serves the whole run, and its directory goes when it ends.
+    public func lastingTheRun() -> TPMMakerCA {
+        RunEnd.remove(directory.path)
+        return self
+    }
+
     /// The root and the intermediate that issues EK certificates, as PEM files.
     public var certificates: [String] { [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")] }
 

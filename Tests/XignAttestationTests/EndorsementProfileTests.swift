@@ -8,7 +8,7 @@ import XignTestSupport
 /// checks; what refuses it is the TCG EK credential profile, a manufacturer pin, or the ROCA fingerprint. The
 /// control beside them: swtpm's EK certificate from the same CA.
 @Suite struct EndorsementProfileTests {
-    static let maker = Result { try TPMMakerCA() }
+    static let maker = Result { try TPMMakerCA().lastingTheRun() }
 
     /// swtpm's RSA EK certificate, as the maker stored it.
     static func swtpmCertificate() throws -> EndorsementCertificate {

@@ -8,8 +8,8 @@ import XignTestSupport
 /// Attestation against swtpm with EK certificates from a CA made here: the client's TPM side (XignDevice) and the
 /// manager's checks (XignAttestation) against each other, and each against tpm2-tools.
 @Suite(.serialized) struct TPMAttestationTests {
-    static let maker = Result { try TPMMakerCA() }
-    static let tpm = Result { try SoftwareTPM(manufacturedBy: try maker.get()) }
+    static let maker = Result { try TPMMakerCA().lastingTheRun() }
+    static let tpm = Result { try SoftwareTPM(manufacturedBy: try maker.get()).lastingTheRun() }
 
     struct Fixture {
         let tpm: SoftwareTPM

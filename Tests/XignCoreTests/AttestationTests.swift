@@ -10,7 +10,7 @@ import XignTestSupport
 /// Personalization and host join with TPM key attestation, through the real manager and swtpm instances whose EK
 /// certificates a CA made here issued. Each refusal stands beside the attested control.
 @Suite struct AttestationTests {
-    static let maker = Result { try TPMMakerCA() }
+    static let maker = Result { try TPMMakerCA().lastingTheRun() }
 
     /// A manager that trusts `maker`'s CA, with `policy` appended to its configuration.
     func fixture(policy: String, tpm: SoftwareTPM) throws -> Fixture {

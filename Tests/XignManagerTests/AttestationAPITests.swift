@@ -11,7 +11,7 @@ import XignTestSupport
 /// a certification replayed into another session, a software key that says `tpm`, a changed certification. Each is
 /// refused with securityInsufficient and what is missing; the control beside them, an honest attestation, passes.
 @Suite struct AttestationAPITests {
-    static let maker = Result { try TPMMakerCA() }
+    static let maker = Result { try TPMMakerCA().lastingTheRun() }
 
     struct Setting {
         let api: API

@@ -29,10 +29,11 @@ final class PAMFixture: @unchecked Sendable {
         }
     }
 
-    /// The libpam harness, compiled once per test run.
+    /// The libpam harness, compiled once per test run; in /tmp itself, so that other users may run it.
     static let harness: Result<String, any Error> = Result {
         let directory = TemporaryDirectory()
         let output = "/tmp/xign-pam-harness-\(getpid())"
+        RunEnd.remove(output)
         let result = try ChildProcess("/usr/bin/cc", ["-O2", "-o", output, repository + "/pam/tests/pam_harness.c", "-lpam"], in: directory).wait()
         guard result.status == 0 else { throw TestFailure("cannot build the PAM harness: \(result.stderr)") }
         return output
@@ -237,7 +238,8 @@ final class PAMFixture: @unchecked Sendable {
         let output: String
     }
 
-    /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`. `wrapper` runs the
+    /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`, each of which a prompt
+    /// must take (a login that asks less than the test scripted fails it). `wrapper` runs the
     /// host (`harness`, the libpam harness unless given) inside another command, with `environment` if given.
     /// `items` sets PAM items first, such as "rhost=203.0.113.9" or "tty=/dev/pts/7".
     func login(
@@ -277,6 +279,10 @@ final class PAMFixture: @unchecked Sendable {
         let conversation = lines.filter { $0.hasPrefix("[") }.map {
             $0.replacingOccurrences(of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+:-]+"#, with: "<TIME>", options: .regularExpression)
         }.joined(separator: "\n")
+        guard number("unused_answers") <= 0 else {
+            throw TestFailure(
+                "the login left \(number("unused_answers")) scripted answer(s) unused (result=\(number("result"))):\n\(conversation)")
+        }
         return Login(
             code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"),
             output: result.stdout)

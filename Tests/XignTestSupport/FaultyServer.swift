@@ -10,19 +10,16 @@ import Glibc
 /// oversized answers, forged signatures, replayed answers, or silence.
 public final class FaultyServer: @unchecked Sendable {
     public let port: Int
-    private let socket: Int32
-    private let respond: @Sendable (_ request: String) -> [UInt8]?
-    private let lock = NSLock()
-    private var _requests: [String] = []
-    private var running = true
+    private let listener: Listener
 
     /// `respond` gets the request (headers and body) and returns the raw answer; nil means never answer.
     public init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
-        self.respond = respond
         let (fd, bound) = try LoopbackSocket.listen()
-        socket = fd
         port = bound
-        let thread = Thread { [weak self] in self?.serve() }
+        listener = Listener(socket: fd, respond: respond)
+        // The thread holds the listener, never the server: the server's deinit stops it, and what `respond`
+        // captured (a fixture and its manager) goes with it.
+        let thread = Thread { [listener] in listener.serve() }
         thread.start()
     }
 
@@ -36,58 +33,77 @@ public final class FaultyServer: @unchecked Sendable {
         }
     }
 
-    public var requests: [String] { lock.withLock { _requests } }
-
-    private func serve() {
-        while lock.withLock({ running }) {
-            let client = accept(socket, nil, nil)
-            if client < 0 { continue }
-            let request = readRequest(client)
-            lock.withLock { _requests.append(request) }
-            if let answer = respond(request) {
-                answer.withUnsafeBytes { _ = send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                close(client)
-            } else {
-                // Hold the connection open and silent until the server stops.
-                let keep = client
-                Thread.detachNewThread {
-                    sleep(30)
-                    close(keep)
-                }
-            }
-        }
-    }
-
-    private func readRequest(_ client: Int32) -> String {
-        var data = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        while true {
-            let n = recv(client, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            data += buffer.prefix(n)
-            let text = String(decoding: data, as: UTF8.self)
-            if let end = text.range(of: "\r\n\r\n") {
-                let headers = text[..<end.lowerBound].lowercased()
-                let length =
-                    headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-                if text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length { break }
-            }
-        }
-        return String(decoding: data, as: UTF8.self)
-    }
+    public var requests: [String] { listener.requests }
 
     public var url: String { "http://127.0.0.1:\(port)" }
 
-    public func stop() {
-        lock.withLock { running = false }
-        shutdown(socket, Int32(SHUT_RDWR))
-        close(socket)
-    }
+    public func stop() { listener.stop() }
 
     deinit { stop() }
+
+    private final class Listener: @unchecked Sendable {
+        private let socket: Int32
+        private let respond: @Sendable (_ request: String) -> [UInt8]?
+        private let lock = NSLock()
+        private var _requests: [String] = []
+        private var running = true
+
+        init(socket: Int32, respond: @escaping @Sendable (_ request: String) -> [UInt8]?) {
+            self.socket = socket
+            self.respond = respond
+        }
+
+        var requests: [String] { lock.withLock { _requests } }
+
+        /// Wakes the accepting thread, which closes the socket itself: closed here, its number could pass to another
+        /// test's socket before the thread's next accept.
+        func stop() {
+            lock.withLock { running = false }
+            shutdown(socket, Int32(SHUT_RDWR))
+        }
+
+        func serve() {
+            defer { close(socket) }
+            while lock.withLock({ running }) {
+                let client = accept(socket, nil, nil)
+                if client < 0 { continue }
+                let request = readRequest(client)
+                lock.withLock { _requests.append(request) }
+                if let answer = respond(request) {
+                    answer.withUnsafeBytes { _ = send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    close(client)
+                } else {
+                    // Hold the connection open and silent for a while.
+                    let keep = client
+                    Thread.detachNewThread {
+                        sleep(30)
+                        close(keep)
+                    }
+                }
+            }
+        }
+
+        private func readRequest(_ client: Int32) -> String {
+            var data = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            while true {
+                let n = recv(client, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                data += buffer.prefix(n)
+                let text = String(decoding: data, as: UTF8.self)
+                if let end = text.range(of: "\r\n\r\n") {
+                    let headers = text[..<end.lowerBound].lowercased()
+                    let length =
+                        headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    if text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length { break }
+                }
+            }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
 
     /// Passes `request` on to the server on 127.0.0.1:`port` and returns its whole answer (nil if it gives none):
     /// a stand-in that forwards can delay, count or rewrite what the real manager says.

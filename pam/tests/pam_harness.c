@@ -2,7 +2,8 @@
  * about the host process. Usage: pam_harness CONFDIR SERVICE USER [RUNS [rhost=HOST] [tty=TTY]]
  * A USER of the form hex:6162 is given to libpam as those bytes, for names that are not valid UTF-8.
  * Answers for prompts are read from stdin, one line each; when they run out the conversation fails.
- * Prints every message the module sends as "[STYLE] text", then "result=N (text)", and with RUNS > 1
+ * Prints every message the module sends as "[STYLE] text", then "result=N (text)", the number of answers no
+ * prompt took ("unused_answers=N": a test that scripted a prompt that never came), and with RUNS > 1
  * the time of each pam_authenticate in microseconds, and whether the host's environment was the same after
  * pam_authenticate and inside every conversation call as before. */
 #define _GNU_SOURCE
@@ -124,6 +125,12 @@ int main(int argc, char **argv) {
     free(environment_before);
     free(environment_after);
     printf("result=%d (%s)\n", rc, pam_strerror(NULL, rc));
+    int unused = 0;
+    char *line = NULL;
+    size_t size = 0;
+    while (getline(&line, &size, stdin) >= 0) unused++;
+    free(line);
+    printf("unused_answers=%d\n", unused);
     printf("environment_unchanged=%d conversation_environment_unchanged=%d\n", environment_unchanged, conversation_environment_unchanged);
     printf("threads_before=%ld threads_after=%ld\n", threads_before, status_field("Threads:"));
     printf("rss_before_kb=%ld rss_after_kb=%ld\n", rss_before, status_field("VmRSS:"));

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make test`: what the test run left behind. `start` marks its beginning; `check` gives the watchdogs (RunEnd) up to
+# 30 s to finish, then lists the temporary directories made since and the processes still running from them (by
+# their arguments or their environment), and fails when there is any.
+set -euo pipefail
+marker=.build/test-run-started
+
+leftovers() {
+    find /tmp -maxdepth 1 \( -name 'xign-test-*' -o -name 'xign-pam-harness-*' \) -newer "$marker" 2>/dev/null || true
+    for proc in /proc/[0-9]*; do
+        pid=${proc#/proc/}
+        [ "$pid" = $$ ] && continue
+        if tr '\0' ' ' < "$proc/cmdline" 2>/dev/null | grep -q '/tmp/xign-test-' \
+            || tr '\0' '\n' < "$proc/environ" 2>/dev/null | grep -q '/tmp/xign-test-'; then
+            echo "process $pid: $(tr '\0' ' ' < "$proc/cmdline" 2>/dev/null | cut -c1-200)"
+        fi
+    done
+}
+
+case "${1:-}" in
+start)
+    mkdir -p "$(dirname "$marker")"
+    touch "$marker"
+    ;;
+check)
+    for _ in $(seq 30); do
+        [ -z "$(leftovers)" ] && exit 0
+        sleep 1
+    done
+    echo "make test left these behind (a test that does not stop what it started, or a static nobody registered with RunEnd):"
+    leftovers
+    exit 1
+    ;;
+*)
+    echo "usage: $0 start|check" >&2
+    exit 2
+    ;;
+esac
