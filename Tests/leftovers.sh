@@ -7,12 +7,13 @@ marker=.build/test-run-started
 
 leftovers() {
     find /tmp -maxdepth 1 \( -name 'xign-test-*' -o -name 'xign-pam-harness-*' \) -newer "$marker" 2>/dev/null || true
-    for proc in /proc/[0-9]*; do
-        pid=${proc#/proc/}
-        [ "$pid" = $$ ] && continue
-        if tr '\0' ' ' < "$proc/cmdline" 2>/dev/null | grep -q '/tmp/xign-test-' \
-            || tr '\0' '\n' < "$proc/environ" 2>/dev/null | grep -q '/tmp/xign-test-'; then
-            echo "process $pid: $(tr '\0' ' ' < "$proc/cmdline" 2>/dev/null | cut -c1-200)"
+    local age=$(($(date +%s) - $(stat -c %Y "$marker")))
+    # Only what started after the marker (its age in seconds is more than the process's), and not this script.
+    ps -eo pid=,etimes= | while read -r pid elapsed; do
+        [ "$pid" = $$ ] || [ "$elapsed" -gt "$age" ] && continue
+        if { tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q '/tmp/xign-test-'; } 2>/dev/null \
+            || { tr '\0' '\n' < "/proc/$pid/environ" | grep -q '/tmp/xign-test-'; } 2>/dev/null; then
+            echo "process $pid: $({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-200)"
         fi
     done
 }

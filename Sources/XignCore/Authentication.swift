@@ -127,7 +127,9 @@ public struct Authenticator {
     public func fetchInAppAuthenticationInitializationData(
         enrolment: IdentityManagerEntity, service: String, host: String, localUser: String
     ) throws -> AuthenticationInitializationData {
-        guard (1...64).contains(service.utf8.count), (1...253).contains(host.utf8.count), (1...64).contains(localUser.utf8.count) else {
+        guard (1...WireLimit.identifier).contains(service.utf8.count), (1...WireLimit.hostName).contains(host.utf8.count),
+            (1...WireLimit.localUser).contains(localUser.utf8.count)
+        else {
             throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
         }
         return AuthenticationInitializationData(
@@ -189,9 +191,7 @@ public struct Authenticator {
         }
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard start.purpose == purpose, !start.roles.isEmpty, start.roles.count <= 32, start.attributes.count <= 32,
-            start.challenge.utf8.count <= 128, start.authenticationId.utf8.count <= 64
-        else {
+        guard start.purpose == purpose else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
         if remembersLock { try store.recordLockout(activationId: entity.activationId, nil) }

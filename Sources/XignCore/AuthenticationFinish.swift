@@ -10,8 +10,7 @@ extension Authenticator {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
         case .answer(let outcome, let trip, let tokenNonce):
             let session = userInfo.request.session
-            guard case .serviceLogin(let login, let loginToken) = outcome, login.service == service,
-                (login.authorizationCode?.utf8.count ?? 0) <= 128, login.role == userInfo.role.name,
+            guard case .serviceLogin(let login, let loginToken) = outcome, login.service == service, login.role == userInfo.role.name,
                 let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
                 throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(outcome.name) that does not fit it")
@@ -72,7 +71,7 @@ extension Authenticator {
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
         case .answer(let outcome, let trip, _):
-            guard case .apiAccess(let grant) = outcome, grant.process == process, grant.grant.utf8.count <= 128 else {
+            guard case .apiAccess(let grant) = outcome, grant.process == process else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
             }
             return try ApiAccessGrant(grant, session: session, sentAt: trip.sentAt).result()
@@ -162,7 +161,7 @@ extension Authenticator {
         let information = LockoutAttemptInformation(lock)
         try? store.recordLockout(activationId: session.entity.activationId, information)
         session.recordedLockout = true
-        if let next, next.utf8.count <= 128 { session.challenge = next }
+        if let next { session.challenge = next }
         userInfo.clearSignatures()
         return .lockout(information)
     }

@@ -182,7 +182,7 @@ public final class AuthenticationUserInformation {
         case is DeviceFactor:
             break
         case let pinFactor as PinFactor:
-            guard !pinFactor.pin.isEmpty, pinFactor.pin.utf8.count <= 64 else {
+            guard !pinFactor.pin.isEmpty, pinFactor.pin.utf8.count <= WireLimit.pin else {
                 throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters")
             }
             pin = pinFactor.pin

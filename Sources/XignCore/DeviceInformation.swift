@@ -14,7 +14,7 @@ extension XignSdk {
             entity, key: key, managerKey: managerKey, path: APIPath.accountDevices, answer: SignedAnswerType.accountDevices,
             as: AccountDevicesMessage.self, nonceOf: \.nonce
         ) { AccountDevicesRequest(deviceId: entity.idmIdentifier, challenge: $0, nonce: $1) }
-        guard answer.devices.count <= 256, answer.devices.contains(where: { $0.deviceId == entity.idmIdentifier }) else {
+        guard answer.devices.contains(where: { $0.deviceId == entity.idmIdentifier }) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's device list does not hold this device")
         }
         return answer.devices

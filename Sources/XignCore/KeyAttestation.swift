@@ -43,8 +43,11 @@ struct KeyAttestor {
         {
             return missing(error.message)
         }
-        guard challenge.attestationId.utf8.count <= 64, let credential = Base64URL.decode(challenge.credentialBlob),
-            let secret = Base64URL.decode(challenge.encryptedSecret), credential.count <= 1024, secret.count <= 1024
+        // Not a LimitedMessage: a refusal here fails the personalization, where any other refusal of the attestation
+        // leaves the key unattested.
+        guard challenge.attestationId.utf8.count <= WireLimit.identifier, let credential = Base64URL.decode(challenge.credentialBlob),
+            let secret = Base64URL.decode(challenge.encryptedSecret), credential.count <= WireLimit.attestationSecret,
+            secret.count <= WireLimit.attestationSecret
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's attestation challenge is malformed")
         }

@@ -95,9 +95,8 @@ extension XignSdk {
             APIPath.confirmations, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard ConfirmationPayload.confirmationId(in: start.payload) == start.confirmationId, start.code.utf8.count == 6,
-            start.code.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), (1...64).contains(start.waitToken.utf8.count),
-            start.appLink.utf8.count <= 512, let lifetime = MonotonicClock.lifetime(from: start.issuedAt, to: start.expiresAt)
+        guard ConfirmationPayload.confirmationId(in: start.payload) == start.confirmationId,
+            let lifetime = MonotonicClock.lifetime(from: start.issuedAt, to: start.expiresAt)
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's confirmation start is inconsistent")
         }
@@ -132,7 +131,7 @@ extension XignSdk {
         }
         switch result.state {
         case .approved:
-            guard let device = result.approvedBy, (1...64).contains(device.utf8.count) else {
+            guard let device = result.approvedBy, (1...WireLimit.identifier).contains(device.utf8.count) else {
                 throw XignSdkError(.invalidManagerResponse, "the manager's approval does not name the device")
             }
             return .approved(byDevice: device)
@@ -170,7 +169,6 @@ extension Authenticator {
         let list = try ManagerClient.verify(
             compact, type: SignedAnswerType.confirmationList, key: try entity.pinnedManagerKey(),
             as: ConfirmationListMessage.self, nonce: nonce, nonceOf: \.nonce)
-        guard list.confirmations.count <= 32 else { throw XignSdkError(.invalidManagerResponse, "the manager listed too many confirmations") }
         return list.confirmations.compactMap { item in
             guard ConfirmationPayload.confirmationId(in: ConfirmationPayload.prefix + item.confirmationId) == item.confirmationId else { return nil }
             return PendingConfirmation(

@@ -42,9 +42,6 @@ struct ManagerClient {
     /// A single-use challenge for a request signed by a device or a host.
     func challenge(_ path: String, _ body: some Encodable) throws -> String {
         let challenge: ChallengeMessage = try post(path, body)
-        guard (1...128).contains(challenge.challenge.utf8.count) else {
-            throw XignSdkError(.invalidManagerResponse, "the manager's challenge is not usable")
-        }
         return challenge.challenge
     }
 
@@ -68,12 +65,21 @@ struct ManagerClient {
     }
 
     private func decode<T: Decodable>(_ response: HTTPClient.Response) throws -> T {
-        do { return try JSONDecoder().decode(T.self, from: response.body) } catch {
+        let value: T
+        do { value = try JSONDecoder().decode(T.self, from: response.body) } catch {
             throw XignSdkError(
                 .invalidManagerResponse,
                 "the manager at \(url) sent an answer that cannot be read (\(response.body.count) bytes); is the URL right and the manager up to date?"
             )
         }
+        return try Self.withinLimits(value)
+    }
+
+    /// An answer that is a `LimitedMessage` is checked against the wire's limits here, once, for every caller.
+    static func withinLimits<T>(_ value: T) throws -> T {
+        guard let limited = value as? any LimitedMessage else { return value }
+        do { try limited.checkLimits() } catch { throw XignSdkError(.invalidManagerResponse, "the manager's answer: \(error)") }
+        return value
     }
 
     private func error(from response: HTTPClient.Response) -> XignSdkError {
@@ -123,7 +129,7 @@ struct ManagerClient {
         guard nonceOf(value) == nonce else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's signed answer is for another request (nonce mismatch); it may be a replay")
         }
-        return value
+        return try withinLimits(value)
     }
 
     /// A first signed answer carries the manager's key; it is believed only if it matches the fingerprint the user

@@ -168,7 +168,9 @@ public struct Personalizer {
                 "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`"
             )
         }
-        guard !pin.isEmpty, pin.utf8.count <= 64 else { throw XignSdkError(.invalidInput, "the PIN must have 1 to 64 characters") }
+        guard !pin.isEmpty, pin.utf8.count <= WireLimit.pin else {
+            throw XignSdkError(.invalidInput, "the PIN must have 1 to \(WireLimit.pin) characters")
+        }
         let nonce = try ManagerClient.nonce()
         let client = ManagerClient(url: url, http: http)
         let keys = try client.managerKeys(pinnedTo: payload.managerKeyFingerprint)
@@ -191,7 +193,7 @@ public struct Personalizer {
             return .lockout(lockoutInformation: information, personalizationInitializationData: data)
         }
         try store.recordLockout(activationId: payload.activationId, nil)
-        guard let session = result.session, session.challenge.utf8.count <= 128, session.id.utf8.count <= 64 else {
+        guard let session = result.session else {
             throw XignSdkError(.invalidManagerResponse, "the manager's answer has no usable personalization session")
         }
         let replaces = result.merge.flatMap { merge in mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier }
@@ -260,12 +262,7 @@ public struct Personalizer {
                     compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce,
                     nonceOf: \.nonce
                 )
-                guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId,
-                    !result.deviceId.isEmpty, result.deviceId.utf8.count <= 64,
-                    result.deviceId.unicodeScalars.allSatisfy({
-                        $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-" || $0 == "_")
-                    })
-                else {
+                guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId else {
                     throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
                 offlinePolicy = result.offline

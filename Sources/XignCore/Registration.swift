@@ -189,11 +189,6 @@ public struct Registry: Sendable {
         let client = ManagerClient(url: url, http: http)
         let query = serviceMappingId.map { "?serviceMappingId=" + PercentEncoding.encode($0) } ?? ""
         let message: RegistrationParametersMessage = try client.get(APIPath.registrationParameters, query: query)
-        guard message.pinSpec.minLength >= 1, message.pinSpec.minLength <= message.pinSpec.maxLength, message.pinSpec.maxLength <= 64,
-            !message.categories.isEmpty, message.categories.count <= 16
-        else {
-            throw XignSdkError(.invalidManagerResponse, "the manager's registration parameters are inconsistent (PIN lengths or categories)")
-        }
         return RegistrationParameters(managerURL: url, message: message)
     }
 

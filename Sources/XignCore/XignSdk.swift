@@ -16,7 +16,7 @@ public struct XignSdk {
     let keys: DeviceKeys
 
     public init(configuration: ClientConfiguration, localUser: String) throws {
-        guard !localUser.isEmpty, localUser.utf8.count <= 64, !localUser.contains("/") else {
+        guard !localUser.isEmpty, localUser.utf8.count <= WireLimit.localUser, !localUser.contains("/") else {
             throw XignSdkError(.invalidInput, "'\(localUser.prefix(64))' is not a valid local user name")
         }
         self.configuration = configuration

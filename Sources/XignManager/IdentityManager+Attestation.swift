@@ -64,12 +64,9 @@ extension IdentityManager {
     /// (recreating the EK); counted with `decrypts_per_address`, like the check doctor asks for.
     public func startAttestation(body: Data, from client: String) async throws -> AttestationChallengeMessage {
         let request = try Self.decode(AttestationStartRequest.self, from: body, "the attestation request")
-        guard (request.sessionId == nil) != (request.joinSecret == nil),
-            (request.sessionId ?? request.joinSecret ?? "").utf8.count <= 64,
-            request.endorsementCertificate.utf8.count <= 6000, request.attestationKey.utf8.count <= 1400,
-            let certificateBytes = Base64URL.decode(request.endorsementCertificate), let keyBytes = Base64URL.decode(request.attestationKey)
+        guard let certificateBytes = Base64URL.decode(request.endorsementCertificate), let keyBytes = Base64URL.decode(request.attestationKey)
         else {
-            throw ManagerError.badRequest("an attestation request names a session or a join secret, an EK certificate and a key, in base64url")
+            throw ManagerError.badRequest("an attestation request carries an EK certificate and a key, in base64url")
         }
         let certificate: EndorsementCertificate
         let attestationKey: TPMPublicArea
@@ -117,8 +114,8 @@ extension IdentityManager {
     /// Whether an EK certificate chains to a trusted CA, for `xign-setup doctor`.
     public func checkEndorsement(_ request: EndorsementCheckRequest, from client: String) async throws -> EndorsementCheckMessage {
         try await charge(.decryptsPerAddress, key: client)
-        guard request.endorsementCertificate.utf8.count <= 6000, let bytes = Base64URL.decode(request.endorsementCertificate) else {
-            throw ManagerError.badRequest("endorsementCertificate is not base64url DER of at most 4 KiB")
+        guard let bytes = Base64URL.decode(request.endorsementCertificate) else {
+            throw ManagerError.badRequest("endorsementCertificate is not base64url DER")
         }
         let certificate: EndorsementCertificate
         do { certificate = try EndorsementCertificate(der: bytes) } catch { throw ManagerError.badRequest("\(error)") }
@@ -152,7 +149,7 @@ extension IdentityManager {
             let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(400))) }
             return .unattested(because: stated ?? "the client sent no attestation")
         }
-        guard attestation.attestationId.utf8.count <= 64,
+        guard attestation.attestationId.utf8.count <= WireLimit.identifier,
             let challenge = try await store.consumeAttestationChallenge(attestation.attestationId, purpose: purpose, now: Self.now())
         else {
             return .unattested(because: "its attestation is unknown, expired or was used already")

@@ -63,42 +63,11 @@ extension IdentityManager {
         }
     }
 
-    /// Checks the purpose's fields; the confirmation a start approves, if any. Only a confirmation carries a code.
-    static func confirmationId(checking request: AuthenticationStartRequest) throws -> String? {
-        let confirmationId: String?
-        switch request.purpose {
-        case .login(let id):
-            guard (1...64).contains(id.utf8.count) else { throw ManagerError.badRequest("the service of a login is empty or too long") }
-            confirmationId = nil
-        case .confirmation(let id):
-            guard (1...64).contains(id.utf8.count), request.confirmationCode != nil else {
-                throw ManagerError.badRequest("approving a login needs the confirmation's id and the code the host shows")
-            }
-            confirmationId = id
-        case .merge(let sessionId):
-            guard (1...64).contains(sessionId.utf8.count) else { throw ManagerError.badRequest("the merge session id is empty or too long") }
-            confirmationId = nil
-        case .apiAccess:
-            confirmationId = nil
-        }
-        if confirmationId == nil, request.confirmationCode != nil {
-            throw ManagerError.badRequest("confirmationCode belongs to purpose confirmation only")
-        }
-        return confirmationId
-    }
-
     public func startAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
-        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
-            IdentifierValidator.isValid(request.host, length: 1...253), !request.localUser.isEmpty,
-            DisplayText.isSafeLine(request.localUser, maximumLength: 64),
-            (1...128).contains(request.nonce.utf8.count), (request.confirmationCode?.utf8.count ?? 0) <= 16
-        else {
-            throw ManagerError.badRequest("a field of the authentication request is empty, too long or holds characters it may not")
-        }
-        let confirmationId = try Self.confirmationId(checking: request)
+        // The confirmation a start approves, if any; only a confirmation carries a code (AuthenticationStartRequest.checkLimits).
+        let confirmationId: String? = if case .confirmation(let id) = request.purpose { id } else { nil }
         let service = try service(for: request.purpose)
-        if let report = request.offlineReport { try Self.checkOfflineReport(report) }
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
         try enforce(
@@ -159,13 +128,6 @@ extension IdentityManager {
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
-        guard request.authenticationId.utf8.count <= 64, (1...128).contains(request.nonce.utf8.count),
-            request.role.utf8.count <= 64, request.factors.count <= 8, (1...128).contains(request.tokenNonce?.utf8.count ?? 1),
-            request.attributeValues.count <= 16, request.attributeSelections.count <= 16,
-            request.attributeValues.allSatisfy({ $0.key.utf8.count <= 64 && $0.value.utf8.count <= 256 })
-        else {
-            throw ManagerError.badRequest("a field of the authentication request is empty or too long")
-        }
         let proof = try DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
@@ -410,9 +372,6 @@ extension IdentityManager {
 
     /// Exchanges a single-use authorization code for the login token.
     public func token(_ request: TokenRequest) async throws -> String {
-        guard request.authorizationCode.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count) else {
-            throw ManagerError.badRequest("a field of the token request is empty or too long")
-        }
         let now = Self.now()
         let token = try await database.transaction { store -> LoginTokenMessage in
             guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {

@@ -6,18 +6,10 @@ import XignProtocol
 /// the factor with a digest of them, and a login with the finger must bring the same digest. Where the fingers
 /// changed, the factor is removed, which is audited, and the user adds it again after a login with the PIN.
 extension IdentityManager {
-    static func checkEnrolmentDigest(_ digest: String?) throws {
-        guard let digest else { return }
-        guard digest.utf8.count == 43, digest.utf8.allSatisfy(Base64URL.isAlphabet) else {
-            throw ManagerError.badRequest("biometricEnrolment must be a SHA-256 digest in base64url (43 characters)")
-        }
-    }
-
     /// Passes where the device's biometric factor is not bound, or bound to `presented`.
     func checkFingerEnrolment(
         _ presented: String?, of device: ManagerStore.DeviceRecord, for authentication: ManagerStore.PendingAuthentication, service: String
     ) async throws {
-        try Self.checkEnrolmentDigest(presented)
         guard let recorded = device.biometricEnrolment else { return }
         if let presented, constantTimeEquals(Data(recorded.utf8), Data(presented.utf8)) { return }
         try await database.transaction { store in

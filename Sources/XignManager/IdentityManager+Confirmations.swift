@@ -12,7 +12,6 @@ extension IdentityManager {
     static let emptyListKeptMilliseconds: Int64 = 60_000
 
     public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
-        guard request.hostId.utf8.count <= 64 else { throw ManagerError.badRequest("hostId is too long") }
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction(durability: .unsynced) { store in
             guard try await store.host(id: request.hostId) != nil else { throw Self.unknownHost }
@@ -27,12 +26,6 @@ extension IdentityManager {
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
-        guard request.hostId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count),
-            LoginNameValidator.validate(request.loginName) == .valid, IdentifierValidator.isValid(request.service),
-            [request.remoteHost, request.tty, request.command].allSatisfy({ $0.map { TextAttributeValidator.validate($0) == .valid } ?? true })
-        else {
-            throw ManagerError.badRequest("a field of the confirmation request is empty, too long or holds control characters")
-        }
         let raw = try Self.signature(from: signature)
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
@@ -117,9 +110,6 @@ extension IdentityManager {
 
     /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.
     public func withdrawConfirmation(_ request: ConfirmationWithdrawalRequest) async throws -> ConfirmationStateMessage {
-        guard request.confirmationId.utf8.count <= 64, request.waitToken.utf8.count <= 64 else {
-            throw ManagerError.badRequest("a field of the withdrawal is too long")
-        }
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let (state, accountId) = try await database.transaction { store -> (ConfirmationState, String) in
             guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
@@ -135,9 +125,6 @@ extension IdentityManager {
 
     /// Answers the host with the decision once there is one, or with `pending` when the wait runs out.
     public func waitForConfirmation(_ request: ConfirmationWaitRequest) async throws -> String {
-        guard request.confirmationId.utf8.count <= 64, request.waitToken.utf8.count <= 64 else {
-            throw ManagerError.badRequest("a field of the wait request is too long")
-        }
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let isYours = { (record: ManagerStore.ConfirmationRecord) in constantTimeEquals(Data(record.waitTokenHash.utf8), presented) }
         let decidedOrNotYours = { (record: ManagerStore.ConfirmationRecord?) in
@@ -161,9 +148,6 @@ extension IdentityManager {
     /// The confirmations waiting for the signing device's account; holds the answer while there are none.
     public func pendingConfirmations(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PendingConfirmationsRequest.self, from: body, "the request")
-        guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, (1...128).contains(request.nonce.utf8.count) else {
-            throw ManagerError.badRequest("a field of the request is empty or too long")
-        }
         let accountId = try await database.transaction { store -> String in
             try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature,
@@ -213,9 +197,6 @@ extension IdentityManager {
     /// not the account, so a denied stranger does not lock the user out too.
     public func denyConfirmation(body: Data, signature: String?) async throws -> ConfirmationStateMessage {
         let request = try Self.decode(ConfirmationDenialRequest.self, from: body, "the denial")
-        guard request.deviceId.utf8.count <= 64, request.challenge.utf8.count <= 128, request.confirmationId.utf8.count <= 64 else {
-            throw ManagerError.badRequest("a field of the denial is too long")
-        }
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         let accountId = try await database.transaction { store -> String in
             try await self.verifyDeviceSignature(

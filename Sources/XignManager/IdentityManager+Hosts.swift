@@ -68,9 +68,6 @@ extension IdentityManager {
     /// A host joins: the token is used up, and the key that signed the request becomes the host's.
     public func joinHost(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(HostJoinRequest.self, from: body, "the join request")
-        guard (1...64).contains(request.joinSecret.utf8.count), (1...128).contains(request.nonce.utf8.count) else {
-            throw ManagerError.badRequest("a field of the join request is empty or too long")
-        }
         guard let keyBytes = Base64URL.decode(request.hostKey), let hostKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("hostKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
@@ -142,7 +139,7 @@ extension IdentityManager {
     }
 
     private static func checkGroupNames(_ groups: [String]) throws {
-        for group in groups where !HostNameValidator.isValid(group) || group.utf8.count > 64 {
+        for group in groups where !HostNameValidator.isValid(group) || group.utf8.count > WireLimit.identifier {
             throw ManagerError.badRequest("'\(group.prefix(64))' is not a group name: use 1 to 64 letters, digits, dots and dashes")
         }
     }
@@ -151,7 +148,7 @@ extension IdentityManager {
 /// Host names as an administrator writes them: DNS-like, so they read well in a prompt and a log line.
 enum HostNameValidator {
     static func isValid(_ name: String) -> Bool {
-        (1...253).contains(name.utf8.count)
+        (1...WireLimit.hostName).contains(name.utf8.count)
             && name.utf8.allSatisfy { byte in
                 switch byte {
                 case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),

@@ -19,20 +19,6 @@ extension IdentityManager {
         offlinePolicy(keyKind: device.keyKind, reportedThrough: device.offlineReportedThrough, of: activation)
     }
 
-    static func checkOfflineReport(_ report: OfflineReportMessage) throws {
-        var previous: Int64 = 0
-        for event in report.events {
-            guard event.sequence > previous, event.at >= 0, DisplayText.isSafeLine(event.service, maximumLength: 64), !event.service.isEmpty else {
-                throw ManagerError.badRequest(
-                    "the offline report's events must have increasing sequence numbers, a time, and a service of 1 to 64 characters")
-            }
-            previous = event.sequence
-        }
-        guard report.events.count <= OfflineReportMessage.maximumEvents, (0...1_000_000).contains(report.droppedLogins) else {
-            throw ManagerError.badRequest("the offline report holds more than \(OfflineReportMessage.maximumEvents) events")
-        }
-    }
-
     /// Records the events of a device's report that are new (a report repeated after a lost answer adds nothing):
     /// each wrong PIN is one failure of the activation's lockout, each login an audit entry. Synced: a charge must hold.
     func recordOfflineReport(_ report: OfflineReportMessage, deviceId: String, host: String) async throws {

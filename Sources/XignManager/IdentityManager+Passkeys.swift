@@ -11,13 +11,11 @@ extension IdentityManager {
     /// Continues a personalization session with the passkey `navigator.credentials.create` made over its challenge.
     public func personalizeWithPasskey(body: Data) async throws -> String {
         let request = try Self.decode(PasskeyPersonalizeRequest.self, from: body, "the passkey personalization")
-        try Self.checkEnrolmentFields(sessionId: request.sessionId, nonce: request.nonce, device: request.device)
         guard request.mode != .newActivation else {
             throw ManagerError.badRequest(
                 "a browser continues a personalization with mode new or override; a second activation is made in xign-setup")
         }
-        guard request.attestationObject.utf8.count <= 4096, request.clientDataJSON.utf8.count <= 4096,
-            let attestation = Base64URL.decode(request.attestationObject), let clientData = Base64URL.decode(request.clientDataJSON)
+        guard let attestation = Base64URL.decode(request.attestationObject), let clientData = Base64URL.decode(request.clientDataJSON)
         else {
             throw ManagerError.badRequest("attestationObject and clientDataJSON are base64url of at most 3 KiB each")
         }
@@ -51,7 +49,7 @@ extension IdentityManager {
     /// The challenge the browser's clientDataJSON names.
     private static func claimedChallenge(in clientData: Data) throws -> Data {
         struct Challenge: Decodable { var challenge: String }
-        guard clientData.count <= 4096, let signed = try? JSONDecoder().decode(Challenge.self, from: clientData),
+        guard clientData.count <= WireLimit.webAuthnField, let signed = try? JSONDecoder().decode(Challenge.self, from: clientData),
             let bytes = Base64URL.decode(signed.challenge)
         else { throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's clientDataJSON names no challenge") }
         return bytes
@@ -66,7 +64,6 @@ extension IdentityManager {
     /// A login request as the approval page shows it, to whoever holds its id (which only the server's screen shows).
     public func viewConfirmation(_ request: ConfirmationViewRequest, from client: String?) async throws -> ConfirmationViewMessage {
         if let client { try await charge(.viewsPerAddress, key: client) }
-        guard (1...64).contains(request.confirmationId.utf8.count) else { throw ManagerError.badRequest("confirmationId is empty or too long") }
         guard let record = try await database.read({ store in try await store.confirmation(request.confirmationId) }) else {
             throw ManagerError(.notFound, .notFound, "no login request has this id; it ran out and was removed, or the link is cut short")
         }
@@ -80,12 +77,6 @@ extension IdentityManager {
     /// the PIN through the same claimed check and lockout as every login. The host's wait then answers `approved`.
     public func approveConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationApprovalRequest.self, from: body, "the approval")
-        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count),
-            (1...64).contains(request.confirmationId.utf8.count),
-            request.confirmationCode.utf8.count <= 16, (1...128).contains(request.nonce.utf8.count)
-        else {
-            throw ManagerError.badRequest("a field of the approval is empty or too long")
-        }
         try enforce(
             try await database.transaction(durability: .unsynced) { store in
                 try await self.verifyDeviceSignature(

@@ -7,12 +7,6 @@ extension IdentityManager {
     /// Answers the activation PIN check of a personalization with one of the five outcomes.
     public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
         if let client { try await charge(.decryptsPerAddress, key: client) }
-        guard request.activationId.utf8.count <= 64, request.activationSecret.utf8.count <= 64,
-            request.nonce.utf8.count <= 128, !request.nonce.isEmpty, request.knownDeviceIds.count <= 64,
-            request.knownDeviceIds.allSatisfy({ $0.utf8.count <= 64 })
-        else {
-            throw ManagerError.badRequest("a field of the decrypt request is empty or too long")
-        }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
         let purpose = PINCheckPurpose(service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
         let now = Self.now()
@@ -86,7 +80,6 @@ extension IdentityManager {
     /// which is consumed in the same transaction, so a replay finds no challenge.
     public func personalize(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
-        try Self.checkEnrolmentFields(sessionId: request.sessionId, nonce: request.nonce, device: request.device)
         guard let keyBytes = Base64URL.decode(request.deviceKey), let deviceKey = try? P256PublicKey(derRepresentation: keyBytes) else {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
@@ -110,14 +103,6 @@ extension IdentityManager {
             information: request.device, passkey: nil, attestation: request.attestation)
         return try await enrol(device, newActivation: newActivation) { challenge in
             try Self.checkSignature(rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body, challenge: challenge)
-        }
-    }
-
-    static func checkEnrolmentFields(sessionId: String, nonce: String, device: DeviceInformationMessage) throws {
-        guard nonce.utf8.count <= 128, !nonce.isEmpty, DisplayText.isSafeLine(device.name, maximumLength: 128),
-            DisplayText.isSafeLine(device.platform, maximumLength: 128), sessionId.utf8.count <= 64
-        else {
-            throw ManagerError.badRequest("a field of the personalization request is empty, too long or holds control characters")
         }
     }
 

@@ -41,18 +41,6 @@ extension IdentityManager {
         let pinVerdict = configuration.pinPolicy.validate(pin)
         if pinVerdict != .valid { errors["pin"] = .invalid }
         if let alias = request.alias, configuration.aliasPolicy.validate(alias) != .valid { errors["alias"] = .invalid }
-        let arbitrary = request.arbitraryUserAttributes ?? [:]
-        guard arbitrary.count <= 32,
-            arbitrary.allSatisfy({
-                !$0.key.isEmpty && DisplayText.isSafeLine($0.key, maximumLength: 64) && DisplayText.isSafeLine($0.value, maximumLength: 1024)
-            })
-        else {
-            throw ManagerError.badRequest(
-                "arbitraryUserAttributes allows at most 32 entries, keys of 1 to 64 and values up to 1024 characters, without control characters")
-        }
-        guard request.serviceMappingId.map({ IdentifierValidator.isValid($0) }) ?? true else {
-            throw ManagerError.badRequest("serviceMappingId must be 1 to 64 printable ASCII characters without spaces")
-        }
         guard let email = request.attributes["email"]?.lowercased(), !email.isEmpty else {
             throw ManagerError(
                 .unprocessableContent, .registrationRejected, "an email address is required",
@@ -81,6 +69,7 @@ extension IdentityManager {
         }
         // Attributes for a linked service are kept until the first personalization; without one they are dropped now.
         let keepArbitrary = request.serviceMappingId.map { configuration.linkedServices.contains($0) } ?? false
+        let arbitrary = request.arbitraryUserAttributes ?? [:]
         let account = NewAccount(
             email: email,
             loginName: nil,

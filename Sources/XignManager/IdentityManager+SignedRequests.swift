@@ -87,7 +87,6 @@ extension IdentityManager {
     }
 
     public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
-        guard request.deviceId.utf8.count <= 64 else { throw ManagerError.badRequest("deviceId is too long") }
         let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction(durability: .unsynced) { store in
             guard try await store.device(request.deviceId) != nil else {
@@ -117,9 +116,6 @@ extension IdentityManager {
     /// Removes a device and finishes its activation, signed by the device itself (`xign-setup remove`).
     public func revoke(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(RevokeRequest.self, from: body, "the revocation request")
-        guard request.nonce.utf8.count <= 128, request.challenge.utf8.count <= 128, request.deviceId.utf8.count <= 64 else {
-            throw ManagerError.badRequest("a field of the revocation request is too long")
-        }
         let notice = try await database.transaction { store -> String? in
             let device = try await self.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body, signature: signature, in: store

@@ -11,9 +11,6 @@ extension IdentityManager {
     /// Opens a session for the signing device; the token and when it runs out.
     public func openWebSession(body: Data, signature: String?) async throws -> (token: String, expiresAt: Int64) {
         let request = try Self.decode(WebSessionRequest.self, from: body, "the session request")
-        guard request.deviceId.utf8.count <= 64, (1...128).contains(request.challenge.utf8.count), (1...128).contains(request.nonce.utf8.count) else {
-            throw ManagerError.badRequest("a field of the session request is empty or too long")
-        }
         let token = try SecureRandom.token()
         let expiresAt = Self.now() + Self.webSessionMilliseconds
         try await database.transaction { store in
@@ -26,15 +23,12 @@ extension IdentityManager {
     }
 
     public func endWebSession(token: String?) async throws {
-        guard let token, token.utf8.count <= 64 else { return }
+        guard let token, token.utf8.count <= WireLimit.identifier else { return }
         try await database.transaction { store in try await store.deleteWebSession(tokenHash: Self.hashed(token)) }
     }
 
     /// The logins that wait for the session's account; held until they differ from `seen` or the wait runs out.
     public func pendingConfirmations(_ request: WebPendingRequest, session token: String?) async throws -> WebPendingMessage {
-        guard request.seen.count <= 64, request.seen.allSatisfy({ $0.utf8.count <= 64 }) else {
-            throw ManagerError.badRequest("seen lists at most 64 confirmation ids")
-        }
         let accountId = try await database.read { store in
             guard let accountId = try await store.accountId(ofDevice: try await self.webSessionDevice(token, in: store)) else {
                 throw ManagerError.internalFailure("device without account")
@@ -56,7 +50,8 @@ extension IdentityManager {
     }
 
     private func webSessionDevice(_ token: String?, in store: ManagerStore) async throws -> String {
-        guard let token, token.utf8.count <= 64, let deviceId = try await store.webSessionDevice(tokenHash: Self.hashed(token), now: Self.now())
+        guard let token, token.utf8.count <= WireLimit.identifier,
+            let deviceId = try await store.webSessionDevice(tokenHash: Self.hashed(token), now: Self.now())
         else {
             throw ManagerError(
                 .unauthorized, .sessionInvalid, "the page's session ran out or its device was removed; sign in with your passkey again")

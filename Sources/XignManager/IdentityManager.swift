@@ -161,12 +161,16 @@ public final class IdentityManager: Sendable {
             pinSealingKey: try? sign(PINSealingKeyMessage(key: pinSealingKey), type: SignedAnswerType.pinSealingKey))
     }
 
-    /// A request body that is signed as it arrived, so it is decoded here rather than by the route; badRequest names `what`.
-    static func decode<T: Decodable>(_ type: T.Type, from body: Data, _ what: String) throws -> T {
+    /// A request body, decoded and checked against the wire's limits here, once, rather than by the route (a signed
+    /// body is verified as it arrived); badRequest names `what`.
+    static func decode<T: Decodable & LimitedMessage>(_ type: T.Type, from body: Data, _ what: String) throws -> T {
         try refuseClearPIN(in: body)
-        do { return try JSONDecoder().decode(T.self, from: body) } catch {
+        let message: T
+        do { message = try JSONDecoder().decode(T.self, from: body) } catch {
             throw ManagerError.badRequest("\(what) is not valid JSON of the expected shape")
         }
+        do { try message.checkLimits() } catch { throw ManagerError.badRequest("\(what): \(error)") }
+        return message
     }
 
     /// How secrets the manager hands out (activation secrets, join and wait tokens) are kept: only their SHA-256.

@@ -158,3 +158,19 @@ public struct AccountDevicesMessage: Codable, Equatable, Sendable {
         self.devices = devices
     }
 }
+
+extension ApiAccessRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("grant", grant, maximum: WireLimit.nonce)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.text("newActivation.alias", newActivation?.alias, maximum: WireLimit.alias, allowsEmpty: true)
+        try Limit.text("revokedDeviceId", revokedDeviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.digest("biometricEnrolment", biometricEnrolment)
+    }
+}
+
+extension AccountDevicesMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.list("devices", devices, maximum: WireLimit.accountDevices)
+    }
+}

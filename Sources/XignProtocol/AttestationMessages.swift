@@ -79,3 +79,19 @@ public struct EndorsementCheckMessage: Codable, Equatable, Sendable {
 
     public init(issuer: String, accepted: Bool, refusal: String?) { (self.issuer, self.accepted, self.refusal) = (issuer, accepted, refusal) }
 }
+
+extension AttestationStartRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.require((sessionId == nil) != (joinSecret == nil), "sessionId", "or joinSecret, exactly one of them, names what is attested")
+        try Limit.text("sessionId", sessionId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("joinSecret", joinSecret, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate, allowsEmpty: true)
+        try Limit.text("attestationKey", attestationKey, maximum: WireLimit.attestationKey, allowsEmpty: true)
+    }
+}
+
+extension EndorsementCheckRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate, allowsEmpty: true)
+    }
+}

@@ -332,3 +332,77 @@ public struct LoginTokenMessage: Codable, Equatable, Sendable {
         self.expiresAt = expiresAt
     }
 }
+
+extension AuthenticationPurpose: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        switch self {
+        case .login(let service): try Limit.text("purpose.login.service", service, maximum: WireLimit.identifier)
+        case .confirmation(let id): try Limit.text("purpose.confirmation.id", id, maximum: WireLimit.identifier)
+        case .merge(let sessionId): try Limit.text("purpose.merge.sessionId", sessionId, maximum: WireLimit.identifier)
+        case .apiAccess: break
+        }
+    }
+}
+
+extension AuthenticationStartRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
+        try Limit.require(IdentifierValidator.isValid(host, length: 1...WireLimit.hostName), "host", "is not a host name of 1 to 253 characters")
+        try Limit.line("localUser", localUser, maximum: WireLimit.localUser, allowsEmpty: false)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.text("confirmationCode", confirmationCode, maximum: WireLimit.confirmationCode, allowsEmpty: true)
+        try purpose.checkLimits()
+        if case .confirmation = purpose {
+            try Limit.require(confirmationCode != nil, "confirmationCode", "is missing: approving a login needs the code the host shows")
+        } else {
+            try Limit.require(confirmationCode == nil, "confirmationCode", "belongs to purpose confirmation only")
+        }
+        try offlineReport?.checkLimits()
+    }
+}
+
+extension AuthenticationFinishRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("authenticationId", authenticationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.text("role", role, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.list("factors", factors, maximum: WireLimit.factors)
+        try Limit.text("tokenNonce", tokenNonce, maximum: WireLimit.nonce)
+        try Limit.list("attributeValues", attributeValues, maximum: WireLimit.attributes) { (entry) throws(LimitViolation) in
+            try Limit.text("a name in attributeValues", entry.key, maximum: WireLimit.attributeName, allowsEmpty: true)
+            try Limit.text("attributeValues[\(entry.key)]", entry.value, maximum: WireLimit.attributeValue, allowsEmpty: true)
+        }
+        try Limit.list("attributeSelections", attributeSelections, maximum: WireLimit.attributes)
+        try Limit.digest("biometricEnrolment", biometricEnrolment)
+    }
+}
+
+extension TokenRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("authorizationCode", authorizationCode, maximum: WireLimit.nonce, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension AuthenticationStartMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("authenticationId", authenticationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
+        try Limit.require(!roles.isEmpty, "roles", "is empty")
+        try Limit.list("roles", roles, maximum: WireLimit.roles)
+        try Limit.list("attributes", attributes, maximum: WireLimit.serviceAttributes)
+    }
+}
+
+extension AuthenticationResultMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        switch outcome {
+        case .serviceLogin(let login, _):
+            try Limit.text("serviceLogin.authorizationCode", login.authorizationCode, maximum: WireLimit.nonce, allowsEmpty: true)
+        case .lockout(_, let next): try Limit.text("nextChallenge", next, maximum: WireLimit.nonce, allowsEmpty: true)
+        case .apiAccess(let grant): try Limit.text("apiAccess.grant", grant.grant, maximum: WireLimit.nonce, allowsEmpty: true)
+        case .mergeComplete, .userLogin: break
+        }
+    }
+}

@@ -276,3 +276,70 @@ extension String {
         String(drop(while: { $0.isWhitespace }).reversed().drop(while: { $0.isWhitespace }).reversed())
     }
 }
+
+extension HostChallengeRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("hostId", hostId, maximum: WireLimit.identifier, allowsEmpty: true)
+    }
+}
+
+extension ConfirmationRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("hostId", hostId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.require(LoginNameValidator.validate(loginName) == .valid, "loginName", "is not a login name")
+        try Limit.require(IdentifierValidator.isValid(service), "service", "must be 1 to 64 printable ASCII characters without spaces")
+        for (field, value) in [("remoteHost", remoteHost), ("tty", tty), ("command", command)] {
+            try Limit.require(
+                value.map { TextAttributeValidator.validate($0) == .valid } ?? true, field,
+                "is empty, longer than \(TextAttributeValidator.maximumLength) characters or holds control characters")
+        }
+    }
+}
+
+extension ConfirmationWaitRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("confirmationId", confirmationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("waitToken", waitToken, maximum: WireLimit.identifier, allowsEmpty: true)
+    }
+}
+
+extension ConfirmationWithdrawalRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("confirmationId", confirmationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("waitToken", waitToken, maximum: WireLimit.identifier, allowsEmpty: true)
+    }
+}
+
+extension PendingConfirmationsRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension ConfirmationDenialRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
+        try Limit.text("confirmationId", confirmationId, maximum: WireLimit.identifier, allowsEmpty: true)
+    }
+}
+
+extension ConfirmationStartMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.require(
+            code.utf8.count == WireLimit.confirmationDigits && code.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) },
+            "code", "is not \(WireLimit.confirmationDigits) digits")
+        try Limit.text("waitToken", waitToken, maximum: WireLimit.identifier)
+        try Limit.text("appLink", appLink, maximum: WireLimit.appLink, allowsEmpty: true)
+    }
+}
+
+extension ConfirmationListMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.list("confirmations", confirmations, maximum: WireLimit.pendingConfirmations)
+    }
+}

@@ -86,3 +86,17 @@ public struct HostJoinResult: Codable, Equatable, Sendable {
         self.hostKey = hostKey
     }
 }
+
+extension HostJoinRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("joinSecret", joinSecret, maximum: WireLimit.identifier)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension HostJoinResult: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.plainIdentifier("hostId", hostId)
+        try Limit.text("name", name, maximum: WireLimit.hostName)
+    }
+}

@@ -404,3 +404,91 @@ public enum SignedRequest {
         return Data(lines.joined(separator: "\n").utf8)
     }
 }
+
+extension RegisterRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.list("arbitraryUserAttributes", arbitraryUserAttributes ?? [:], maximum: WireLimit.arbitraryAttributes) {
+            (entry) throws(LimitViolation) in
+            try Limit.line("a key of arbitraryUserAttributes", entry.key, maximum: WireLimit.attributeName, allowsEmpty: false)
+            try Limit.line("arbitraryUserAttributes[\(entry.key)]", entry.value, maximum: WireLimit.arbitraryValue)
+        }
+        try Limit.require(
+            serviceMappingId.map { IdentifierValidator.isValid($0) } ?? true, "serviceMappingId",
+            "must be 1 to 64 printable ASCII characters without spaces")
+    }
+}
+
+extension DecryptRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("activationId", activationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("activationSecret", activationSecret, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.list("knownDeviceIds", knownDeviceIds, maximum: WireLimit.idList) { (id) throws(LimitViolation) in
+            try Limit.text("an entry of knownDeviceIds", id, maximum: WireLimit.identifier, allowsEmpty: true)
+        }
+    }
+}
+
+extension DeviceInformationMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.line("device.name", name, maximum: WireLimit.deviceName)
+        try Limit.line("device.platform", platform, maximum: WireLimit.deviceName)
+    }
+}
+
+extension PersonalizeRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("sessionId", sessionId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try device.checkLimits()
+    }
+}
+
+extension ChallengeRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+    }
+}
+
+extension DeviceSignedRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension ChallengeMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
+    }
+}
+
+extension SessionMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("session.id", id, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("session.challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
+    }
+}
+
+extension DecryptResult: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try session?.checkLimits()
+    }
+}
+
+extension RegistrationParametersMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.require(
+            pinSpec.minLength >= 1 && pinSpec.minLength <= pinSpec.maxLength && pinSpec.maxLength <= WireLimit.pin, "pinSpec",
+            "has PIN lengths that do not fit (1 ≤ minLength ≤ maxLength ≤ \(WireLimit.pin))")
+        try Limit.require(!categories.isEmpty, "categories", "is empty")
+        try Limit.list("categories", categories, maximum: WireLimit.categories)
+    }
+}
+
+extension PersonalizationResultMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.plainIdentifier("deviceId", deviceId, extra: ["-", "_"])
+    }
+}

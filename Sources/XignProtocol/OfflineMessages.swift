@@ -63,3 +63,18 @@ public struct OfflineReportMessage: Codable, Equatable, Sendable {
     /// So a full report with the longest service names stays within the manager's 16 KiB request body.
     public static let maximumEvents = 100
 }
+
+extension OfflineReportMessage: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        var previous: Int64 = 0
+        for event in events {
+            try Limit.require(
+                event.sequence > previous && event.at >= 0, "offlineReport.events",
+                "must have increasing sequence numbers and a time")
+            try Limit.line("offlineReport.events.service", event.service, maximum: WireLimit.identifier, allowsEmpty: false)
+            previous = event.sequence
+        }
+        try Limit.list("offlineReport.events", events, maximum: Self.maximumEvents)
+        try Limit.require((0...1_000_000).contains(droppedLogins), "offlineReport.droppedLogins", "is out of range")
+    }
+}

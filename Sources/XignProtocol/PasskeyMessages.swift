@@ -163,3 +163,37 @@ public struct WebDevicesMessage: Codable, Equatable, Sendable {
         self.devices = devices
     }
 }
+
+extension PasskeyPersonalizeRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("sessionId", sessionId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try device.checkLimits()
+        try Limit.text("attestationObject", attestationObject, maximum: WireLimit.webAuthnField, allowsEmpty: true)
+        try Limit.text("clientDataJSON", clientDataJSON, maximum: WireLimit.webAuthnField, allowsEmpty: true)
+    }
+}
+
+extension ConfirmationViewRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("confirmationId", confirmationId, maximum: WireLimit.identifier)
+    }
+}
+
+extension ConfirmationApprovalRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
+        try Limit.text("confirmationId", confirmationId, maximum: WireLimit.identifier)
+        try Limit.text("confirmationCode", confirmationCode, maximum: WireLimit.confirmationCode, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension WebPendingRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.list("seen", seen, maximum: WireLimit.idList) { (id) throws(LimitViolation) in
+            try Limit.text("an entry of seen", id, maximum: WireLimit.identifier, allowsEmpty: true)
+        }
+    }
+}

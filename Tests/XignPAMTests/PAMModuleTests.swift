@@ -33,11 +33,11 @@ import XignTestSupport
         try forgetLocalLockouts(fixture)
         try tpm.clear()
         // The key is loaded to sign the start, so a cleared TPM is told before any PIN is asked.
-        let cleared = try fixture.login()
+        let cleared = try fixture.login(answers: [])
         #expect(cleared.code == PAMCode.authError)
         #expect(cleared.conversation == (try PAMFixture.golden("tpm-cleared")))
         tpm.stop()
-        let gone = try fixture.login()
+        let gone = try fixture.login(answers: [])
         #expect(gone.code == PAMCode.authInfoUnavailable, "no TPM: the login cannot be checked now")
         #expect(gone.conversation.contains("no TPM is available"))
     }
@@ -54,7 +54,7 @@ import XignTestSupport
     @Test(arguments: keyKinds) func aLockedUserSeesUntilWhenAndGetsMaxTries(keyKind: String) throws {
         let fixture = try fixture(keyKind)
         _ = try fixture.login(answers: ["13570"])
-        let locked = try fixture.login()
+        let locked = try fixture.login(answers: [])
         #expect(locked.code == PAMCode.maxTries)
         #expect(locked.conversation == (try PAMFixture.golden("locked")))
     }
@@ -68,7 +68,7 @@ import XignTestSupport
             try forgetLocalLockouts(fixture)
             _ = try fixture.login(answers: ["13570"])
         }
-        let login = try fixture.login()
+        let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.maxTries)
         #expect(login.conversation == (try PAMFixture.golden("locked-permanently")))
     }
@@ -85,16 +85,16 @@ import XignTestSupport
         let fixture = try PAMFixture()
         // With pam_permit after it, an ignored line leaves the decision to the rest of the stack.
         try fixture.service("login", arguments: "", then: "auth required pam_permit.so")
-        #expect(try fixture.login("bob").code == PAMCode.userUnknown)
+        #expect(try fixture.login("bob", answers: []).code == PAMCode.userUnknown)
         try fixture.service("login", arguments: "ignore_unknown_user", then: "auth required pam_permit.so")
-        #expect(try fixture.login("bob").code == PAMCode.success)
+        #expect(try fixture.login("bob", answers: []).code == PAMCode.success)
         #expect(try fixture.login("alice", answers: ["13570"]).code == PAMCode.authError, "known users are still checked")
     }
 
     @Test func anUnreachableManagerIsAuthInfoUnavailableWithinTheTimeout() throws {
         let fixture = try PAMFixture()
         fixture.manager.stop()
-        let stopped = try fixture.login()
+        let stopped = try fixture.login(answers: [])
         #expect(stopped.code == PAMCode.authInfoUnavailable)
         #expect(stopped.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
         // A manager that accepts and never answers: the module gives up after timeout= seconds.
@@ -104,10 +104,10 @@ import XignTestSupport
         try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: silent.url).utf8))
         try fixture.service("login", arguments: "timeout=1")
         let started = Date()
-        #expect(try fixture.login().code == PAMCode.authInfoUnavailable)
+        #expect(try fixture.login(answers: []).code == PAMCode.authInfoUnavailable)
         #expect(Date().timeIntervalSince(started) < 10, "the login must not hang past its timeout")
         try fixture.service("login", arguments: "timeout=1 failmode=safe", then: "auth required pam_permit.so")
-        #expect(try fixture.login().code == PAMCode.success, "failmode=safe leaves the decision to the rest of the stack")
+        #expect(try fixture.login(answers: []).code == PAMCode.success, "failmode=safe leaves the decision to the rest of the stack")
     }
 
     /// What the config and the key say decides who logs in, so only files nobody but root could have written count
@@ -170,11 +170,11 @@ import XignTestSupport
         let fixture = try PAMFixture()
         for arguments in ["timeout=0", "failmode=maybe", "nonsense", "config=relative.conf", "role="] {
             try fixture.service("login", arguments: arguments)
-            #expect(try fixture.login().code == PAMCode.serviceError, "\(arguments)")
+            #expect(try fixture.login(answers: []).code == PAMCode.serviceError, "\(arguments)")
         }
         let broken = try fixture.directory.write("broken.conf", "state_dir = /x\ntimeout = soon\n")
         _ = try fixture.directory.write("pam.d/login", "auth required \(try PAMFixture.module) config=\(broken)\n", mode: 0o644)
-        #expect(try fixture.login().code == PAMCode.serviceError)
+        #expect(try fixture.login(answers: []).code == PAMCode.serviceError)
     }
 
     @Test func aFailedConversationIsAConversationError() throws {
@@ -190,7 +190,7 @@ import XignTestSupport
             "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config)
         #expect(try fixture.login(service: "login").code == PAMCode.success)
-        let sudo = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        let sudo = try fixture.login(service: "sudo", answers: [], wrapper: try fixture.atSeat("root"))
         #expect(sudo.code == PAMCode.authError)
         #expect(sudo.conversation == (try PAMFixture.golden("sudo-needs-biometric")))
         // role= picks the role explicitly.
@@ -245,7 +245,7 @@ import XignTestSupport
         let path = fixture.state + "/identity-managers.json"
         let stored = try String(contentsOfFile: path, encoding: .utf8)
         try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: forger.url).utf8))
-        let login = try fixture.login()
+        let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.authError)
         #expect(login.conversation.isEmpty, "no PIN is asked for a forged answer")
     }

@@ -63,7 +63,7 @@ import XignTestSupport
         #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
         try tpm.advanceClock(byMilliseconds: 2 * 86_400_000)
         for wall in [[], ["/usr/bin/faketime", "-f", "+6d"], ["/usr/bin/faketime", "-f", "-1d"]] {
-            let login = try fixture.login(wrapper: wall)
+            let login = try fixture.login(answers: [], wrapper: wall)
             #expect(login.code == PAMCode.authInfoUnavailable, "\(wall): \(login.conversation)")
             #expect(login.conversation == Self.notPossible, "\(wall): no PIN asked, no date said")
         }
@@ -100,10 +100,10 @@ import XignTestSupport
         let config = ManagerProcess.testConfig(
             pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
         let (fixture, tpm) = try PAMOfflineLoginTests.fixture(managerConfig: config)
-        let online = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        let online = try fixture.login(service: "sudo", answers: [], wrapper: try fixture.atSeat("root"))
         #expect(online.code != PAMCode.success && online.conversation.contains("needs device+pin+biometric"), "\(online.conversation)")
         fixture.manager.stop()
-        let offline = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
+        let offline = try fixture.login(service: "sudo", answers: [], wrapper: try fixture.atSeat("root"))
         #expect(offline.code == PAMCode.authInfoUnavailable, "\(offline.conversation)")
         #expect(offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", "no PIN asked: \(offline.conversation)")
         #expect(try tpm.lockoutCounter() == 0)

@@ -31,7 +31,7 @@ import XignTestSupport
     /// With the manager gone, the login ends as it did before offline login existed.
     static func expectNoOfflineLogin(_ fixture: PAMFixture, sourceLocation: SourceLocation = #_sourceLocation) throws {
         fixture.manager.stop()
-        let login = try fixture.login()
+        let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.authInfoUnavailable, sourceLocation: sourceLocation)
         #expect(login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", sourceLocation: sourceLocation)
     }
@@ -59,7 +59,7 @@ import XignTestSupport
 
         // Back online: the report charges the wrong PIN to the activation's lockout and audits both logins.
         try fixture.manager.start()
-        let back = try fixture.login()
+        let back = try fixture.login(answers: [])
         #expect(back.code == PAMCode.maxTries, "the offline failure locked the activation for its first delay: \(back.conversation)")
         #expect(try fixture.failedAttempts("alice@example.org") == 1)
         let audit = try fixture.manager.admin(["audit"]).stdout
@@ -106,7 +106,7 @@ import XignTestSupport
         let last = try fixture.login(answers: ["13571"])
         #expect(last.code == PAMCode.maxTries)
         #expect(last.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. Offline login has ended; connect to the network and log in once."))
-        let refused = try fixture.login()
+        let refused = try fixture.login(answers: [])
         #expect(refused.code == PAMCode.authInfoUnavailable)
         #expect(
             refused.conversation
@@ -116,7 +116,7 @@ import XignTestSupport
         // Control: an online login ends it.
         try fixture.manager.start()
         Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
-        _ = try fixture.login()  // reports, and is refused by the lock the two wrong PINs left
+        _ = try fixture.login(answers: [])  // reports, and is refused by the lock the two wrong PINs left
         Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
         try PAMModuleTests().forgetLocalLockouts(fixture)
         #expect(try fixture.login().code == PAMCode.success)
@@ -135,7 +135,7 @@ import XignTestSupport
         #expect(codes.filter { $0 == PAMCode.authInfoUnavailable }.count == 3, "\(codes)")
         #expect(try tpm.lockoutCounter() == 5)
         #expect(try Self.localFailures(fixture) == 5)
-        #expect(try fixture.login().code == PAMCode.authInfoUnavailable, "offline login has ended, even for the right PIN")
+        #expect(try fixture.login(answers: []).code == PAMCode.authInfoUnavailable, "offline login has ended, even for the right PIN")
     }
 
     /// A state directory that cannot take the attempt's count (a full disk): the TPM is not asked, so nothing can be
@@ -163,13 +163,13 @@ import XignTestSupport
     @Test func pastTheGraceOfflineLoginSaysToConnect() throws {
         let (fixture, _) = try Self.fixture()
         fixture.manager.stop()
-        let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+8d"])
+        let late = try fixture.login(answers: [], wrapper: ["/usr/bin/faketime", "-f", "+8d"])
         #expect(late.code == PAMCode.authInfoUnavailable)
         #expect(late.conversation == PAMOfflineAttackTests.notPossible, "no PIN asked, and no date said before one: \(late.conversation)")
         // Control: within the grace.
         #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
         // A clock set back before the last online login does not stretch the grace.
-        let behind = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-2d"])
+        let behind = try fixture.login(answers: [], wrapper: ["/usr/bin/faketime", "-f", "-2d"])
         #expect(behind.code == PAMCode.authInfoUnavailable)
         #expect(behind.conversation == PAMOfflineAttackTests.notPossible)
     }
@@ -192,7 +192,7 @@ import XignTestSupport
     @Test func aDeviceRevokedAtTheManagerCannotLogInOfflineAfterTheNextContact() throws {
         let (fixture, _) = try Self.fixture()
         try fixture.copyState().revokeAtManager()
-        #expect(try fixture.login().code == PAMCode.authError, "the manager no longer knows the device")
+        #expect(try fixture.login(answers: []).code == PAMCode.authError, "the manager no longer knows the device")
         #expect(try Self.record(fixture).isEmpty, "the offline record and verifier went with it")
         try Self.expectNoOfflineLogin(fixture)
     }
@@ -203,7 +203,7 @@ import XignTestSupport
         let thief = try SoftwareTPM()
         try thief.countFailuresStrictly()
         try fixture.useTPM(thief)
-        let stolen = try fixture.login()
+        let stolen = try fixture.login(answers: [])
         #expect(stolen.code != PAMCode.success)
         #expect(!stolen.conversation.contains("PROMPT"), "\(stolen.conversation)")
         #expect(try thief.lockoutCounter() == 0)
@@ -233,7 +233,7 @@ import XignTestSupport
         } else {
             try PAMTLSTests.reload(fixture, certificates.fromOtherCA, in: files)
         }
-        let login = try fixture.login()
+        let login = try fixture.login(answers: [])
         #expect(login.code != PAMCode.success, "\(login.conversation)")
         #expect(!login.conversation.contains("offline"), "\(login.conversation)")
         // Control: the manager truly gone is offline login.
@@ -257,7 +257,7 @@ import XignTestSupport
         fixture.manager.stop()
         #expect(try fixture.login().code == PAMCode.success, "control: offline = auto, the default")
         try fixture.writeConfig(top: "offline = never\n")
-        #expect(try fixture.login().conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+        #expect(try fixture.login(answers: []).conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
     }
 }
 

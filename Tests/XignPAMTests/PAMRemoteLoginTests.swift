@@ -25,13 +25,13 @@ import XignTestSupport
 
     @Test func aLoginFromAnotherHostIsRefusedBeforeAnyPINAndChargesNothing() throws {
         let fixture = try PAMFixture()
-        let remote = try fixture.login(answers: ["24680"], items: ["rhost=203.0.113.9"])
+        let remote = try fixture.login(answers: [], items: ["rhost=203.0.113.9"])
         #expect(remote.code == PAMCode.authError, "\(remote.output)")
         #expect(
             remote.conversation
                 == "[ERROR_MSG] XignIn: this machine's key is only for logins at this machine, and this login comes over the network. Log in another way, or ask your administrator.",
             "no PIN prompt: \(remote.conversation)")
-        let wrong = try fixture.login(answers: ["13570"], items: ["rhost=203.0.113.9"])
+        let wrong = try fixture.login(answers: [], items: ["rhost=203.0.113.9"])
         #expect(wrong.code == PAMCode.authError)
         #expect(try fixture.failedAttempts("alice@example.org") == 0, "no PIN typed remotely is charged")
         // Honest control: the same login at the machine asks for the PIN and logs in.
@@ -47,7 +47,7 @@ import XignTestSupport
     @Test func sudoIsLocalOnlyInTheActiveSessionOfASeatWithoutARemoteOne() throws {
         let fixture = try PAMFixture()
         func sudo(_ wrapper: [String], _ why: Comment) throws {
-            let login = try fixture.login(service: "sudo", wrapper: wrapper)
+            let login = try fixture.login(service: "sudo", answers: [], wrapper: wrapper)
             #expect(login.code == PAMCode.authError, why)
             #expect(login.conversation.contains(Self.overTheNetwork), "\(why): \(login.conversation)")
         }
@@ -106,12 +106,12 @@ import XignTestSupport
         let fixture = try PAMFixture()
         #expect(try fixture.login(items: ["tty=/dev/tty2"]).code == PAMCode.success, "control: getty's login on tty2")
         for tty in ["/dev/pts/4", "ttyS0", "tty0", "tty64"] {
-            let login = try fixture.login(items: ["tty=\(tty)"])
+            let login = try fixture.login(answers: [], items: ["tty=\(tty)"])
             #expect(login.code == PAMCode.authError && login.conversation.contains(Self.overTheNetwork), "\(tty): \(login.output)")
         }
         let records = TemporaryDirectory()
         try fixture.writeConfig(utmp: try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records))
-        let insideSSH = try fixture.login(service: "sudo", items: ["tty=/dev/pts/7"])
+        let insideSSH = try fixture.login(service: "sudo", answers: [], items: ["tty=/dev/pts/7"])
         #expect(insideSSH.code == PAMCode.authError)
         #expect(insideSSH.output.contains("198.51.100.4") || insideSSH.conversation.contains(Self.overTheNetwork), "\(insideSSH.output)")
     }
@@ -120,15 +120,16 @@ import XignTestSupport
         let fixture = try PAMFixture()
         // The module's PAM_IGNORE leaves the decision to the next line (here one that lets everyone in), silently.
         try fixture.service("login", arguments: "timeout=3 remote=ignore", then: "auth required pam_permit.so")
-        let ignored = try fixture.login(items: ["rhost=203.0.113.9"])
+        let ignored = try fixture.login(answers: [], items: ["rhost=203.0.113.9"])
         #expect(ignored.code == PAMCode.success && ignored.conversation.isEmpty, "\(ignored.output)")
         try fixture.service("login", arguments: "timeout=3", then: "auth required pam_permit.so")
-        #expect(try fixture.login(items: ["rhost=203.0.113.9"]).code == PAMCode.authError, "honest control: the default refuses")
+        #expect(try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.authError, "honest control: the default refuses")
         try fixture.service("login", arguments: "timeout=3 remote=pin-only")
         let pinOnly = try fixture.login(items: ["rhost=203.0.113.9"])
         #expect(pinOnly.code == PAMCode.success, "an explicit opt-in logs in with the PIN: \(pinOnly.output)")
         try fixture.service("login", arguments: "timeout=3 remote=sometimes")
-        #expect(try fixture.login(items: ["rhost=203.0.113.9"]).code == PAMCode.serviceError, "a value it does not know is a config error")
+        #expect(
+            try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.serviceError, "a value it does not know is a config error")
     }
 
     @Test func modeAutoSendsARemoteLoginToConfirmationEvenWhereTheUserIsEnrolled() throws {
@@ -168,10 +169,10 @@ import XignTestSupport
         #expect(composed == decomposed, "Swift's == would take one for the other")
         try fixture.enrol(localUser: composed, email: "zoe@example.org")
         #expect(try fixture.login(composed).code == PAMCode.success, "honest control: the enrolled name logs in")
-        let other = try fixture.login(decomposed)
+        let other = try fixture.login(decomposed, answers: [])
         #expect(other.code == PAMCode.userUnknown && other.conversation.isEmpty, "\(other.output)")
         // A name that is not UTF-8 would decode with replacement characters; it is refused outright.
-        let invalid = try fixture.login("hex:7a6fff")
+        let invalid = try fixture.login("hex:7a6fff", answers: [])
         #expect(invalid.code == PAMCode.authError && invalid.conversation.isEmpty, "\(invalid.output)")
     }
 
@@ -185,7 +186,7 @@ import XignTestSupport
             login = try fixture.login(answers: ["13570"])
         }
         #expect(login.conversation.contains("locked permanently"), "\(login.conversation)")
-        let locked = try fixture.login()
+        let locked = try fixture.login(answers: [])
         #expect(locked.code == PAMCode.maxTries, "the right PIN during the lock: \(locked.output)")
         let id = try fixture.activation("alice@example.org")["id"] as? String ?? ""
         let unlock = try fixture.manager.admin(["unlock", id])

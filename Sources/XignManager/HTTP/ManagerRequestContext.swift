@@ -22,11 +22,14 @@ extension Request {
         AddressKey.key(for: forwardedAddress(context, trustedProxies: trustedProxies) ?? context.remoteAddress?.ipAddress ?? "unknown")
     }
 
+    /// The longest text form of an IP address (IPv6 with an embedded IPv4 address).
+    private static let longestAddress = 45
+
     /// The client a trusted proxy names; nil when the peer is no trusted proxy or names none.
     func forwardedAddress(_ context: some RemoteAddressRequestContext, trustedProxies: [String]) -> String? {
         guard let peer = context.remoteAddress?.ipAddress, trustedProxies.contains(peer), let forwarded = headers[Self.forwardedFor],
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
-            !last.isEmpty, last.utf8.count <= 45, last.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" })
+            !last.isEmpty, last.utf8.count <= Self.longestAddress, last.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" })
         else {
             return nil
         }

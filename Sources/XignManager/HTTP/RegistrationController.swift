@@ -8,7 +8,7 @@ struct RegistrationController<Context: RemoteAddressRequestContext> {
     func addRoutes(to router: Router<Context>) {
         router.get(RouterPath(APIPath.registrationParameters)) { request, _ in
             let mapping = request.uri.queryParameters["serviceMappingId"].map(String.init)
-            guard mapping.map({ IdentifierValidator.isValid($0, length: 0...64) }) ?? true else {
+            guard mapping.map({ IdentifierValidator.isValid($0, length: 0...WireLimit.identifier) }) ?? true else {
                 throw ManagerError.badRequest("serviceMappingId must be at most 64 printable ASCII characters without spaces")
             }
             return try Response.json(.ok, manager.registrationParameters(serviceMappingId: mapping))

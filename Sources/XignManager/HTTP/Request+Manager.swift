@@ -15,7 +15,7 @@ extension Request {
     }
 
     /// The body decoded as `T` the way a signed body is (`IdentityManager.decode`), or badRequest.
-    func decodeBody<T: Decodable>(as type: T.Type = T.self) async throws -> T {
+    func decodeBody<T: Decodable & LimitedMessage>(as type: T.Type = T.self) async throws -> T {
         try IdentityManager.decode(T.self, from: try await collectBody(), "the request body")
     }
 
