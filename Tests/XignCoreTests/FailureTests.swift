@@ -33,6 +33,10 @@ import XignTestSupport
             // Something answered, but not in HTTP: a reply, not silence (never a reason to log in offline).
             ("not HTTP", Array("SSH-2.0-OpenSSH_9.2\r\n".utf8), .transportFailure, "HTTP failed"),
             ("status line only", Array("HTTP/1.1 200 OK\r\n".utf8), .invalidManagerResponse, "cannot be read (0 bytes)"),
+            // Read, but past the wire's limits (RegistrationParametersMessage.checkLimits); the control is the real manager.
+            ("no categories", try Self.parameters(categories: 0), .invalidManagerResponse, "categories is empty"),
+            ("too many categories", try Self.parameters(categories: WireLimit.categories + 1), .invalidManagerResponse, "more than 16 entries"),
+            ("PIN lengths", try Self.parameters(categories: 1, maxPINLength: WireLimit.pin + 1), .invalidManagerResponse, "pinSpec"),
         ]
         for (name, answer, expected, words) in cases {
             let server = try FaultyServer { _ in answer }
@@ -40,6 +44,15 @@ import XignTestSupport
             #expect(code { _ = try registry.initializationSynchronous(url: url) } == expected, "\(name)")
             #expect(message { _ = try registry.initializationSynchronous(url: url) }.contains(words), "\(name)")
         }
+    }
+
+    static func parameters(categories: Int, maxPINLength: Int = 8) throws -> [UInt8] {
+        let message = RegistrationParametersMessage(
+            pinSpec: PinPolicyMessage(
+                minLength: 4, maxLength: maxPINLength, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 3, blacklist: []),
+            categories: (0..<categories).map { CategoryMessage(id: "c\($0)", types: [], attributes: [], identificationAttributes: []) },
+            alias: AliasPolicyMessage(minLength: 1, maxLength: 32), serviceMappingId: nil)
+        return FaultyServer.http(body: Array(try JSONEncoder().encode(message)))
     }
 
     @Test func aSilentManagerTimesOut() throws {

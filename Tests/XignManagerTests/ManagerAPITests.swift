@@ -108,11 +108,19 @@ import XignTestSupport
                 #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"j\u00fcrgen@example.org","givenName":"J\u00fcrgen\u0085"},"alias":"Jos\u00e9"}"#
         )
         #expect(text.error["attributes"] as? [String: String] == ["givenName": "invalid"])
-        for body in [
-            #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
-            #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"serviceMappingId":"port\u00e4l"}"#,
+        // Refused where the request is decoded (RegisterRequest.checkLimits), with the field named.
+        for (body, field) in [
+            (
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"arbitraryUserAttributes":{"k":"v\u202e"}}"#,
+                "arbitraryUserAttributes[k]"
+            ),
+            (
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@example.org"},"serviceMappingId":"port\u00e4l"}"#,
+                "serviceMappingId"
+            ),
         ] {
-            #expect(try api.post(APIPath.registrations, json: body).status == 400, "\(body)")
+            let refused = try api.post(APIPath.registrations, json: body)
+            #expect(refused.status == 400 && (refused.error["message"] as? String)?.contains(field) == true, "\(body): \(refused.error)")
         }
         #expect(try api.post(APIPath.registrations, json: "{not json").errorCode == "badRequest")
         let huge = try api.post(APIPath.registrations, json: "{\"pad\":\"" + String(repeating: "x", count: 20_000) + "\"}")
