@@ -59,20 +59,27 @@ let package = Package(
         .target(name: "XignTerminal", dependencies: ["XignProtocol", "CQREncode"]),
 
         // The SDK core used by every front end.
-        .target(name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignAttestation", "CCurl"]),
+        .target(
+            name: "XignCore", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignAttestation", "CCurl"]),
 
         // The login use cases (this machine's key, a confirmation, through xignd) and their typed outcome; xignd's
         // protocol, which its callers without root speak.
         .target(name: "XignLogin", dependencies: ["XignCore", "XignProtocol", "XignTerminal"]),
 
         // The PAM module: the C entry points in pam/, and the bridge from them to a Login and back to a PAM code.
-        .target(name: "CXignPAM", dependencies: ["CPAM"], path: "pam", exclude: ["pam_xign.map", "tests"], publicHeadersPath: "include"),
+        .target(
+            name: "CXignPAM", dependencies: ["CPAM"], path: "pam", exclude: ["pam_xign.map", "tests"],
+            publicHeadersPath: "include"),
         .target(name: "XignPAM", dependencies: ["XignLogin", "XignProtocol", "CXignPAM", "CPAM"]),
 
         // xignd's server: it holds the state and the TPM and runs logins and approvals for callers without root.
         .target(name: "XignDaemon", dependencies: ["XignLogin", "XignCore", "XignProtocol"]),
         .executableTarget(
-            name: "xignd", dependencies: ["XignDaemon", "XignCore", "XignDevice", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            name: "xignd",
+            dependencies: [
+                "XignDaemon", "XignCore", "XignDevice",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
 
         // TPM key attestation: EK certificates and the CAs that issue them, the credential that proves an attestation key
@@ -85,7 +92,8 @@ let package = Package(
         .target(
             name: "XignWeb",
             dependencies: [
-                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ]),
 
@@ -95,7 +103,8 @@ let package = Package(
             name: "XignManager",
             dependencies: [
                 // XignDevice for the TPM-held PIN pepper only.
-                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb", "XignAttestation",
+                "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb",
+                "XignAttestation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 "CSQLite",
@@ -135,7 +144,10 @@ let package = Package(
         // `make bench`: figures, never timed tests.
         // `make bench-manager` starts managers and PostgreSQL as the tests do, so it shares their support target.
         .executableTarget(
-            name: "xign-bench", dependencies: ["XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignHarness", "CEpoll"]),
+            name: "xign-bench",
+            dependencies: [
+                "XignCore", "XignLogin", "XignCrypto", "XignDevice", "XignProtocol", "XignHarness", "CEpoll",
+            ]),
         // The real programs the tests and the benchmarks start: the manager, swtpm, PostgreSQL, sshd, any child process.
         .target(name: "XignHarness", dependencies: ["XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn"]),
 
@@ -147,27 +159,35 @@ let package = Package(
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
         .testTarget(name: "XignWebAuthnTests", dependencies: ["XignWebAuthn", "XignCrypto"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
-        .testTarget(name: "XignAttestationTests", dependencies: ["XignAttestation", "XignDevice", "XignCrypto", "XignTestSupport"]),
+        .testTarget(
+            name: "XignAttestationTests",
+            dependencies: ["XignAttestation", "XignDevice", "XignCrypto", "XignTestSupport"]),
         .testTarget(name: "XignTerminalTests", dependencies: ["XignTerminal", "XignTestSupport"]),
-        .testTarget(name: "XignCoreTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
+        .testTarget(
+            name: "XignCoreTests",
+            dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport"]),
         .testTarget(
             name: "XignManagerTests",
             dependencies: [
-                "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignDevice", "XignProtocol", "XignTestSupport",
+                "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignDevice", "XignProtocol",
+                "XignTestSupport",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
-                .product(name: "SQLKit", package: "sql-kit"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(
             name: "XignSetupTests",
             dependencies: [
-                "xign-setup", "XignCore", "XignProtocol", "XignTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "xign-setup", "XignCore", "XignProtocol", "XignTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignTestSupport"]),
         .testTarget(
-            name: "XignPAMTests", dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"],
+            name: "XignPAMTests",
+            dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"],
             exclude: ["Golden"]),
     ]
 )

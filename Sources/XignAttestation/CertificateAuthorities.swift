@@ -70,18 +70,26 @@ public final class CertificateAuthorities: @unchecked Sendable {
             X509_STORE_CTX_free(context)
             X509_free(parsed)
         }
-        guard X509_STORE_CTX_init(context, store, parsed, nil) == 1 else { return "the EK certificate could not be checked" }
+        guard X509_STORE_CTX_init(context, store, parsed, nil) == 1 else {
+            return "the EK certificate could not be checked"
+        }
         let verified = X509_verify_cert(context) == 1
         let error = X509_STORE_CTX_get_error(context)
         ERR_clear_error()
         if verified {
-            guard let anchor = xign_x509_chain_anchor(context), let der = Self.der(anchor), let pins = pinned[der] else { return nil }
-            if let manufacturer = certificate.manufacturer, pins.contains("id:" + manufacturer.dropFirst(3).uppercased()) { return nil }
+            guard let anchor = xign_x509_chain_anchor(context), let der = Self.der(anchor), let pins = pinned[der]
+            else { return nil }
+            if let manufacturer = certificate.manufacturer,
+                pins.contains("id:" + manufacturer.dropFirst(3).uppercased())
+            {
+                return nil
+            }
             return
                 "the EK certificate names TPM manufacturer \(certificate.manufacturer?.prefix(64) ?? "none"), which its CA is not pinned to (\(pins.sorted().joined(separator: ", ")))"
         }
         let reason = String(cString: X509_verify_cert_error_string(Int(error)))
-        return "the EK certificate issued by \(certificate.issuer.prefix(200)) does not chain to a trusted maker CA (\(reason))"
+        return
+            "the EK certificate issued by \(certificate.issuer.prefix(200)) does not chain to a trusted maker CA (\(reason))"
     }
 
     private static func files(in directory: String) throws -> [String] {
@@ -91,10 +99,16 @@ public final class CertificateAuthorities: @unchecked Sendable {
         defer { closedir(handle) }
         var names: [String] = []
         while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard !name.hasPrefix("."), [".pem", ".crt", ".cer", ".der"].contains(where: { name.hasSuffix($0) }) else { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard !name.hasPrefix("."), [".pem", ".crt", ".cer", ".der"].contains(where: { name.hasSuffix($0) }) else {
+                continue
+            }
             names.append(name)
-            guard names.count <= maximumFiles else { throw AttestationError("the CA directory \(directory) holds more than \(maximumFiles) files") }
+            guard names.count <= maximumFiles else {
+                throw AttestationError("the CA directory \(directory) holds more than \(maximumFiles) files")
+            }
         }
         return names
     }
@@ -109,7 +123,9 @@ public final class CertificateAuthorities: @unchecked Sendable {
 
     /// `NAME.manufacturers` beside `NAME.pem`: nil when there is none.
     private static func manufacturers(beside path: String) throws -> Set<String>? {
-        let base = path.split(separator: "/").last.map { name in name.split(separator: ".").dropLast().joined(separator: ".") } ?? ""
+        let base =
+            path.split(separator: "/").last.map { name in name.split(separator: ".").dropLast().joined(separator: ".") }
+            ?? ""
         let file = String(path.dropLast(path.split(separator: "/").last?.count ?? 0)) + base + ".manufacturers"
         guard let handle = fopen(file, "rb") else {
             if errno == ENOENT { return nil }
@@ -121,7 +137,10 @@ public final class CertificateAuthorities: @unchecked Sendable {
         guard count < bytes.count else { throw AttestationError("\(file) is larger than 16 KiB") }
         var pins = Set<String>()
         for line in String(decoding: bytes.prefix(count), as: UTF8.self).split(separator: "\n") {
-            let entry = String((line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").filter { !$0.isWhitespace })
+            let entry = String(
+                (line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").filter {
+                    !$0.isWhitespace
+                })
             guard !entry.isEmpty else { continue }
             guard entry.hasPrefix("id:"), entry.utf8.count == 11, entry.dropFirst(3).allSatisfy(\.isHexDigit) else {
                 throw AttestationError("\(file): '\(entry.prefix(40))' is not a TPM manufacturer such as id:49465800")
@@ -132,7 +151,9 @@ public final class CertificateAuthorities: @unchecked Sendable {
     }
 
     private static func certificates(at path: String) throws -> [OpaquePointer] {
-        guard let file = fopen(path, "rb") else { throw AttestationError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        guard let file = fopen(path, "rb") else {
+            throw AttestationError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {

@@ -24,16 +24,19 @@ public struct CredentialChallenge: Sendable {
             let size = kind.coordinateSize
             let ephemeralX = ephemeral.dropFirst().prefix(size), ephemeralY = ephemeral.suffix(size)
             seed = KDF.e(
-                digest, secret: sharedX, label: "IDENTITY", partyU: Data(ephemeralX), partyV: Data(certificate.publicKey.dropFirst().prefix(size)),
+                digest, secret: sharedX, label: "IDENTITY", partyU: Data(ephemeralX),
+                partyV: Data(certificate.publicKey.dropFirst().prefix(size)),
                 bits: digest.size * 8)
             var point = TPMWriter()
             point.sized(Data(ephemeralX))
             point.sized(Data(ephemeralY))
             sealedSeed = point.data
         }
-        let symmetricKey = KDF.a(digest, key: seed, label: "STORAGE", contextU: objectName, contextV: Data(), bits: kind.symmetricKeyBits)
+        let symmetricKey = KDF.a(
+            digest, key: seed, label: "STORAGE", contextU: objectName, contextV: Data(), bits: kind.symmetricKeyBits)
         let encryptedIdentity = try Self.cfbEncrypt(TPMWriter.sized(secret), key: symmetricKey)
-        let integrityKey = KDF.a(digest, key: seed, label: "INTEGRITY", contextU: Data(), contextV: Data(), bits: digest.size * 8)
+        let integrityKey = KDF.a(
+            digest, key: seed, label: "INTEGRITY", contextU: Data(), contextV: Data(), bits: digest.size * 8)
         let integrity = digest.hmac(encryptedIdentity + objectName, key: integrityKey)
         credentialBlob = TPMWriter.sized(TPMWriter.sized(integrity) + encryptedIdentity)
         encryptedSecret = TPMWriter.sized(sealedSeed)
@@ -41,7 +44,9 @@ public struct CredentialChallenge: Sendable {
 
     /// RSA-OAEP with SHA-256 and the label "IDENTITY" (its terminating zero included), to the EK's modulus.
     private static func oaepEncrypt(_ seed: Data, modulus: Data) throws -> Data {
-        let imported = modulus.withUnsafeBytes { xign_rsa_public_key($0.bindMemory(to: UInt8.self).baseAddress, $0.count) }
+        let imported = modulus.withUnsafeBytes {
+            xign_rsa_public_key($0.bindMemory(to: UInt8.self).baseAddress, $0.count)
+        }
         ERR_clear_error()
         guard let key = imported else { throw AttestationError("the EK's RSA key does not import") }
         defer { EVP_PKEY_free(key) }
@@ -51,7 +56,8 @@ public struct CredentialChallenge: Sendable {
         guard let ownedLabel = CRYPTO_malloc(label.count, nil, 0) else { throw AttestationError("out of memory") }
         ownedLabel.copyMemory(from: label, byteCount: label.count)
         guard EVP_PKEY_encrypt_init(context) == 1, EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1,
-            EVP_PKEY_CTX_set_rsa_oaep_md(context, EVP_sha256()) == 1, EVP_PKEY_CTX_set_rsa_mgf1_md(context, EVP_sha256()) == 1,
+            EVP_PKEY_CTX_set_rsa_oaep_md(context, EVP_sha256()) == 1,
+            EVP_PKEY_CTX_set_rsa_mgf1_md(context, EVP_sha256()) == 1,
             EVP_PKEY_CTX_set0_rsa_oaep_label(context, ownedLabel, Int32(label.count)) == 1
         else {
             CRYPTO_free(ownedLabel, nil, 0)
@@ -60,16 +66,22 @@ public struct CredentialChallenge: Sendable {
         }
         var out = [UInt8](repeating: 0, count: 256)
         var length = out.count
-        let encrypted = seed.withUnsafeBytes { EVP_PKEY_encrypt(context, &out, &length, $0.bindMemory(to: UInt8.self).baseAddress, $0.count) }
+        let encrypted = seed.withUnsafeBytes {
+            EVP_PKEY_encrypt(context, &out, &length, $0.bindMemory(to: UInt8.self).baseAddress, $0.count)
+        }
         ERR_clear_error()
         guard encrypted == 1 else { throw AttestationError("the seed could not be encrypted to the EK") }
         return Data(out.prefix(length))
     }
 
     /// ECDH of a new key on the EK's curve with the EK: the shared X coordinate and the new key's uncompressed point.
-    private static func ephemeralAgreement(with point: Data, kind: EndorsementCertificate.KeyKind) throws -> (Data, Data) {
+    private static func ephemeralAgreement(
+        with point: Data, kind: EndorsementCertificate.KeyKind
+    ) throws -> (Data, Data) {
         let group = kind.groupName
-        let imported = point.withUnsafeBytes { xign_ec_public_key(group, $0.bindMemory(to: UInt8.self).baseAddress, $0.count) }
+        let imported = point.withUnsafeBytes {
+            xign_ec_public_key(group, $0.bindMemory(to: UInt8.self).baseAddress, $0.count)
+        }
         ERR_clear_error()
         guard let peer = imported else { throw AttestationError("the EK's point is not on its curve") }
         defer { EVP_PKEY_free(peer) }
@@ -84,8 +96,10 @@ public struct CredentialChallenge: Sendable {
         var sharedLength = shared.count
         var ephemeralPoint = [UInt8](repeating: 0, count: 133)
         var pointLength = 0
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer) == 1, EVP_PKEY_derive(context, &shared, &sharedLength) == 1,
-            EVP_PKEY_get_octet_string_param(ephemeral, OSSL_PKEY_PARAM_PUB_KEY, &ephemeralPoint, ephemeralPoint.count, &pointLength) == 1,
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer) == 1,
+            EVP_PKEY_derive(context, &shared, &sharedLength) == 1,
+            EVP_PKEY_get_octet_string_param(
+                ephemeral, OSSL_PKEY_PARAM_PUB_KEY, &ephemeralPoint, ephemeralPoint.count, &pointLength) == 1,
             sharedLength == kind.coordinateSize, pointLength == 1 + 2 * kind.coordinateSize
         else {
             ERR_clear_error()
@@ -106,8 +120,10 @@ public struct CredentialChallenge: Sendable {
         let done = key.withUnsafeBytes { k in
             plaintext.withUnsafeBytes { p in
                 EVP_EncryptInit_ex(context, cipher, nil, k.bindMemory(to: UInt8.self).baseAddress, iv) == 1
-                    && EVP_EncryptUpdate(context, &out, &length, p.bindMemory(to: UInt8.self).baseAddress, Int32(p.count)) == 1
-                    && EVP_EncryptFinal_ex(context, UnsafeMutablePointer(mutating: out).advanced(by: Int(length)), &tail) == 1
+                    && EVP_EncryptUpdate(
+                        context, &out, &length, p.bindMemory(to: UInt8.self).baseAddress, Int32(p.count)) == 1
+                    && EVP_EncryptFinal_ex(
+                        context, UnsafeMutablePointer(mutating: out).advanced(by: Int(length)), &tail) == 1
             }
         }
         guard done else {
@@ -137,7 +153,8 @@ enum Digest {
         var length: UInt32 = 0
         key.withUnsafeBytes { k in
             data.withUnsafeBytes { d in
-                _ = HMAC(md, k.baseAddress, Int32(k.count), d.bindMemory(to: UInt8.self).baseAddress, d.count, &out, &length)
+                _ = HMAC(
+                    md, k.baseAddress, Int32(k.count), d.bindMemory(to: UInt8.self).baseAddress, d.count, &out, &length)
             }
         }
         return Data(out.prefix(Int(length)))
@@ -148,7 +165,9 @@ enum Digest {
 enum KDF {
     /// KDFa: HMAC in counter mode over counter || label || 0 || contextU || contextV || bits.
     static func a(_ digest: Digest, key: Data, label: String, contextU: Data, contextV: Data, bits: Int) -> Data {
-        derive(bits) { counter in digest.hmac(bigEndian(counter) + Data(label.utf8) + [0] + contextU + contextV + bigEndian(bits), key: key) }
+        derive(bits) { counter in
+            digest.hmac(bigEndian(counter) + Data(label.utf8) + [0] + contextU + contextV + bigEndian(bits), key: key)
+        }
     }
 
     /// KDFe: a hash in counter mode over counter || Z || label || 0 || partyU || partyV.

@@ -27,39 +27,60 @@ public struct EndorsementCertificate: Sendable {
     public static let maximumSize = 4096
 
     public init(der: Data) throws {
-        guard (1...Self.maximumSize).contains(der.count) else { throw AttestationError("the EK certificate is empty or larger than 4 KiB") }
+        guard (1...Self.maximumSize).contains(der.count) else {
+            throw AttestationError("the EK certificate is empty or larger than 4 KiB")
+        }
         let certificate = try Self.parse(der)
         defer { X509_free(certificate) }
         self.der = der
         issuer = Self.text(of: X509_get_issuer_name(certificate))
-        guard let key = X509_get0_pubkey(certificate) else { throw AttestationError("the EK certificate has no usable public key") }
+        guard let key = X509_get0_pubkey(certificate) else {
+            throw AttestationError("the EK certificate has no usable public key")
+        }
         (keyKind, publicKey) = try Self.endorsementKey(key)
         var text = [CChar](repeating: 0, count: 65)
         let length = xign_x509_tpm_manufacturer(certificate, &text, text.count)
-        manufacturer = length > 0 ? String(decoding: text.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-        profileRefusal = Self.profileRefusal(certificate, kind: keyKind, publicKey: publicKey, manufacturer: manufacturer)
+        manufacturer =
+            length > 0 ? String(decoding: text.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+        profileRefusal = Self.profileRefusal(
+            certificate, kind: keyKind, publicKey: publicKey, manufacturer: manufacturer)
         ERR_clear_error()
     }
 
     /// The TCG EK credential profile's marks, which a certificate for any other key lacks: not a CA, the key usage of
     /// a restricted decryption key, the EK purpose and no TLS one, and a TPM manufacturer named. An RSA key with the
     /// ROCA fingerprint is refused too: its private key can be computed.
-    private static func profileRefusal(_ certificate: OpaquePointer, kind: KeyKind, publicKey: Data, manufacturer: String?) -> String? {
+    private static func profileRefusal(
+        _ certificate: OpaquePointer, kind: KeyKind, publicKey: Data, manufacturer: String?
+    ) -> String? {
         let flags = X509_get_extension_flags(certificate)
         if flags & UInt32(EXFLAG_INVALID) != 0 { return "its extensions cannot be read" }
         if flags & UInt32(EXFLAG_CA) != 0 { return "it is a CA certificate (CA:TRUE)" }
         let usage = X509_get_key_usage(certificate)
-        let needed = kind == .rsa2048 ? ("keyEncipherment", UInt32(KU_KEY_ENCIPHERMENT)) : ("keyAgreement", UInt32(KU_KEY_AGREEMENT))
-        guard usage != UInt32.max, usage & needed.1 != 0 else { return "its key usage lacks \(needed.0), which an EK's key has" }
+        let needed =
+            kind == .rsa2048
+            ? ("keyEncipherment", UInt32(KU_KEY_ENCIPHERMENT)) : ("keyAgreement", UInt32(KU_KEY_AGREEMENT))
+        guard usage != UInt32.max, usage & needed.1 != 0 else {
+            return "its key usage lacks \(needed.0), which an EK's key has"
+        }
         let signing = UInt32(KU_DIGITAL_SIGNATURE | KU_NON_REPUDIATION | KU_KEY_CERT_SIGN | KU_CRL_SIGN)
-        if usage & signing != 0 { return "its key usage allows signing, which an EK (a restricted decryption key) never does" }
-        if xign_x509_eku_lists(certificate, "2.23.133.8.1") == 0 { return "its extended key usage lacks the EK certificate purpose (2.23.133.8.1)" }
-        if xign_x509_eku_lists(certificate, "1.3.6.1.5.5.7.3.1") == 1 || xign_x509_eku_lists(certificate, "1.3.6.1.5.5.7.3.2") == 1 {
+        if usage & signing != 0 {
+            return "its key usage allows signing, which an EK (a restricted decryption key) never does"
+        }
+        if xign_x509_eku_lists(certificate, "2.23.133.8.1") == 0 {
+            return "its extended key usage lacks the EK certificate purpose (2.23.133.8.1)"
+        }
+        if xign_x509_eku_lists(certificate, "1.3.6.1.5.5.7.3.1") == 1
+            || xign_x509_eku_lists(certificate, "1.3.6.1.5.5.7.3.2") == 1
+        {
             return "its extended key usage names TLS (serverAuth or clientAuth)"
         }
-        guard manufacturer != nil else { return "its subject alternative name names no TPM manufacturer (2.23.133.2.1)" }
+        guard manufacturer != nil else {
+            return "its subject alternative name names no TPM manufacturer (2.23.133.2.1)"
+        }
         if kind == .rsa2048 && ROCAFingerprint.matches(publicKey) {
-            return "its RSA key has the ROCA fingerprint (CVE-2017-15361), so its private key can be computed; the TPM needs a firmware update"
+            return
+                "its RSA key has the ROCA fingerprint (CVE-2017-15361), so its private key can be computed; the TPM needs a firmware update"
         }
         return nil
     }
@@ -92,14 +113,18 @@ public struct EndorsementCertificate: Sendable {
     private static func endorsementKey(_ key: OpaquePointer) throws -> (KeyKind, Data) {
         switch EVP_PKEY_get_base_id(key) {
         case EVP_PKEY_RSA:
-            guard EVP_PKEY_get_bits(key) == 2048 else { throw AttestationError("the EK certificate's RSA key is not 2048 bits") }
+            guard EVP_PKEY_get_bits(key) == 2048 else {
+                throw AttestationError("the EK certificate's RSA key is not 2048 bits")
+            }
             var modulus: OpaquePointer? = nil
             guard EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_RSA_N, &modulus) == 1, let modulus else {
                 throw AttestationError("the EK certificate's RSA key has no modulus")
             }
             defer { BN_free(modulus) }
             var bytes = [UInt8](repeating: 0, count: 256)
-            guard BN_bn2binpad(modulus, &bytes, 256) == 256 else { throw AttestationError("the EK certificate's RSA modulus is not 2048 bits") }
+            guard BN_bn2binpad(modulus, &bytes, 256) == 256 else {
+                throw AttestationError("the EK certificate's RSA modulus is not 2048 bits")
+            }
             return (.rsa2048, Data(bytes))
         case EVP_PKEY_EC:
             var name = [CChar](repeating: 0, count: 64)

@@ -38,5 +38,6 @@ public struct KeyCertification: Sendable, Equatable {
         return (extraData, certifiedName)
     }
 
-    public static let attestationKeyAttributes: TPMPublicArea.Attributes = TPMPublicArea.Attributes.boundToItsTPM.union([.restricted, .sign])
+    public static let attestationKeyAttributes: TPMPublicArea.Attributes = TPMPublicArea.Attributes.boundToItsTPM.union(
+        [.restricted, .sign])
 }

@@ -41,10 +41,14 @@ public struct TPMPublicArea: Sendable, Equatable {
     init(marshalled: Data) throws {
         var reader = TPMReader(marshalled, what: "the key's public area")
         guard try reader.uint16() == Self.algorithmECC else { throw AttestationError("the key is not an ECC key") }
-        guard try reader.uint16() == Self.algorithmSHA256 else { throw AttestationError("the key's name is not SHA-256") }
+        guard try reader.uint16() == Self.algorithmSHA256 else {
+            throw AttestationError("the key's name is not SHA-256")
+        }
         attributes = Attributes(rawValue: try reader.uint32())
         _ = try reader.sized()  // authPolicy
-        guard try reader.uint16() == Self.algorithmNull else { throw AttestationError("the key has a symmetric algorithm; it is not a signing key") }
+        guard try reader.uint16() == Self.algorithmNull else {
+            throw AttestationError("the key has a symmetric algorithm; it is not a signing key")
+        }
         let scheme = try reader.uint16()
         if scheme != Self.algorithmNull {
             guard scheme == Self.algorithmECDSA, try reader.uint16() == Self.algorithmSHA256 else {
@@ -52,7 +56,9 @@ public struct TPMPublicArea: Sendable, Equatable {
             }
         }
         guard try reader.uint16() == Self.curveP256 else { throw AttestationError("the key is not on P-256") }
-        guard try reader.uint16() == Self.algorithmNull else { throw AttestationError("the key has a KDF; it is not a signing key") }
+        guard try reader.uint16() == Self.algorithmNull else {
+            throw AttestationError("the key has a KDF; it is not a signing key")
+        }
         let x = try reader.sized(), y = try reader.sized()
         try reader.expectEnd()
         guard x.count <= 32, y.count <= 32 else { throw AttestationError("the key's point is not on P-256") }

@@ -25,11 +25,15 @@ struct ApiAccessGrant {
 
     func result() throws -> ApiAccessAuthenticationResult {
         func policy<T>(_ value: T?) throws -> T {
-            guard let value else { throw XignSdkError(.invalidManagerResponse, "the manager's \(message.process.rawValue) grant lacks its policy") }
+            guard let value else {
+                throw XignSdkError(
+                    .invalidManagerResponse, "the manager's \(message.process.rawValue) grant lacks its policy")
+            }
             return value
         }
         switch message.process {
-        case .changePin: return .apiAccessChangePin(ApiAccessChangePin(grant: self, pinSpec: try policy(message.pinSpec)))
+        case .changePin:
+            return .apiAccessChangePin(ApiAccessChangePin(grant: self, pinSpec: try policy(message.pinSpec)))
         case .requestNewActivation:
             return .apiAccessRequestNewActivationData(
                 ApiAccessRequestNewActivationData(
@@ -95,10 +99,14 @@ public struct NewActivationData: Sendable, Equatable {
 extension Personalizer {
     /// Sets the new PIN for every activation of the account; returns how many that is.
     public func finishChangePin(request: ApiAccessChangePin) throws -> Int {
-        guard let pin = request.pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid new PIN on pinSpec first") }
+        guard let pin = request.pinSpec.pin else {
+            throw XignSdkError(.parametersIncomplete, "set a valid new PIN on pinSpec first")
+        }
         let grant = request.grant
-        let sealed = try ManagerClient.seal(pin, to: try ManagerClient.pinSealingKey(grant.message.pinSealingKey), for: .grant(grant.message.grant))
-        let result = try finish(grant, ApiAccessRequest(grant: grant.message.grant, nonce: try ManagerClient.nonce(), sealedNewPin: sealed))
+        let sealed = try ManagerClient.seal(
+            pin, to: try ManagerClient.pinSealingKey(grant.message.pinSealingKey), for: .grant(grant.message.grant))
+        let result = try finish(
+            grant, ApiAccessRequest(grant: grant.message.grant, nonce: try ManagerClient.nonce(), sealedNewPin: sealed))
         guard let count = result.activationsWithNewPin, count >= 1 else {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN change answer is inconsistent")
         }
@@ -111,23 +119,31 @@ extension Personalizer {
     /// Makes a new activation of the account; its data personalizes another machine (and is mailed, if asked).
     public func finishRequestNewActivationData(request: ApiAccessRequestNewActivationData) throws -> NewActivationData {
         let trigger = try request.message(
-            sealedTo: try ManagerClient.pinSealingKey(request.grant.message.pinSealingKey), for: .grant(request.grant.message.grant))
+            sealedTo: try ManagerClient.pinSealingKey(request.grant.message.pinSealingKey),
+            for: .grant(request.grant.message.grant))
         let result = try finish(
-            request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), newActivation: trigger))
+            request.grant,
+            ApiAccessRequest(
+                grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), newActivation: trigger))
         guard let made = result.newActivation, let payload = try? PersonalizationPayload(parsing: made.activationData),
-            payload.activationId == made.activationId, payload.managerKeyFingerprint == request.grant.managerKey.shortFingerprint,
+            payload.activationId == made.activationId,
+            payload.managerKeyFingerprint == request.grant.managerKey.shortFingerprint,
             made.mailQueued == trigger.shouldSendEmail
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's new activation answer is inconsistent")
         }
-        return NewActivationData(activationId: made.activationId, alias: made.alias, payload: payload, mailQueued: made.mailQueued)
+        return NewActivationData(
+            activationId: made.activationId, alias: made.alias, payload: payload, mailQueued: made.mailQueued)
     }
 
     /// Deletes the account at the manager, then forgets the enrolment here. Returns how many devices went with it.
     public func finishDeletion(request: ApiAccessDelete) throws -> Int {
         try store.checkWritable()
-        let result = try finish(request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce()))
-        guard let count = result.revokedDevices else { throw XignSdkError(.invalidManagerResponse, "the manager's deletion answer is inconsistent") }
+        let result = try finish(
+            request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce()))
+        guard let count = result.revokedDevices else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's deletion answer is inconsistent")
+        }
         do { try store.forget(request.grant.entity, keys: keys) } catch {
             throw XignSdkError(
                 .stateUnavailable,
@@ -139,11 +155,14 @@ extension Personalizer {
 
     /// Records `factor` for this device at the manager; returns every factor the device can now sign with.
     /// Only after the factor was proven here (`finishAddBiometricFactor`).
-    func finishAddFactor(request: ApiAccessAddFactor, factor: AuthenticatorType, biometricEnrolment: String?) throws -> [AuthenticatorType] {
+    func finishAddFactor(
+        request: ApiAccessAddFactor, factor: AuthenticatorType, biometricEnrolment: String?
+    ) throws -> [AuthenticatorType] {
         let result = try finish(
             request.grant,
             ApiAccessRequest(
-                grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), factor: factor, biometricEnrolment: biometricEnrolment))
+                grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), factor: factor,
+                biometricEnrolment: biometricEnrolment))
         guard let factors = result.factors, factors.contains(factor) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's add factor answer is inconsistent")
         }
@@ -153,20 +172,27 @@ extension Personalizer {
     /// Removes the account's device `deviceId` at the manager; it stops working at once.
     public func finishRevokeDevice(request: ApiAccessRevokeDevice, deviceId: String) throws {
         let result = try finish(
-            request.grant, ApiAccessRequest(grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), revokedDeviceId: deviceId))
-        guard result.revokedDevices == 1 else { throw XignSdkError(.invalidManagerResponse, "the manager's device removal answer is inconsistent") }
+            request.grant,
+            ApiAccessRequest(
+                grant: request.grant.message.grant, nonce: try ManagerClient.nonce(), revokedDeviceId: deviceId))
+        guard result.revokedDevices == 1 else {
+            throw XignSdkError(.invalidManagerResponse, "the manager's device removal answer is inconsistent")
+        }
     }
 
     private func finish(_ grant: ApiAccessGrant, _ request: ApiAccessRequest) throws -> ApiAccessResultMessage {
         guard MonotonicClock.now() < grant.expiresAt else {
-            throw XignSdkError(.sessionExpired, "the confirmation ran out before the process was finished; start it again")
+            throw XignSdkError(
+                .sessionExpired, "the confirmation ran out before the process was finished; start it again")
         }
         let key = try keys.load(grant.entity.keyKind, grant.entity.keyReference, what: "device")
         let client = ManagerClient(url: grant.entity.managerURL, http: http)
         let compact = try client.postDeviceSigned(
-            APIPath.apiAccess, body: try JSONEncoder.canonical.encode(request), challenge: grant.message.grant, key: key)
+            APIPath.apiAccess, body: try JSONEncoder.canonical.encode(request), challenge: grant.message.grant, key: key
+        )
         let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.apiAccess, key: grant.managerKey, as: ApiAccessResultMessage.self, nonce: request.nonce,
+            compact, type: SignedAnswerType.apiAccess, key: grant.managerKey, as: ApiAccessResultMessage.self,
+            nonce: request.nonce,
             nonceOf: \.nonce)
         guard result.process == grant.message.process, result.deviceId == grant.entity.idmIdentifier else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered for another process or device")

@@ -73,8 +73,12 @@ public struct AttemptLimit: Sendable {
             let result = try change(&allowances)
             // Full allowances carry no information; dropping them keeps the file small.
             let time = Date().timeIntervalSince1970
-            allowances = allowances.filter { _, allowance in allowance.attempts + max(0, time - allowance.updatedAt) / refillSeconds < capacity }
-            if allowances != before { try AtomicFile.write(try JSONEncoder().encode(allowances), to: path, mode: 0o600) }
+            allowances = allowances.filter { _, allowance in
+                allowance.attempts + max(0, time - allowance.updatedAt) / refillSeconds < capacity
+            }
+            if allowances != before {
+                try AtomicFile.write(try JSONEncoder().encode(allowances), to: path, mode: 0o600)
+            }
             return result
         }
     }

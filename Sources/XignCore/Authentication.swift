@@ -43,21 +43,24 @@ public enum LoginAuthenticationResult {
     /// Continue with `fetchAuthorizationCode`, then `fetchToken`.
     case serviceLogin(ServiceLoginResult)
     /// A wrong PIN. After `lockedUntil`, sign the given information again and finish.
-    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+    case lockout(
+        lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
 /// How the approval of a login confirmation ended.
 public enum ConfirmationAuthenticationResult {
     /// The host that asked lets the user in.
     case userLogin(UserLoginResult)
-    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+    case lockout(
+        lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
 /// How the merge of an organization invite ended.
 public enum MergeAuthenticationResult {
     /// The invite's address now belongs to this enrolment's account, and the invite's activation data is void.
     case apiAccessMergeComplete(idmIdentifier: String)
-    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+    case lockout(
+        lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
 /// How the authentication of an api access process ended: with the grant of the process that was started.
@@ -72,7 +75,8 @@ public enum ApiAccessAuthenticationResult {
     case apiAccessAddFactor(ApiAccessAddFactor)
     /// `Personalizer.finishRevokeDevice` removes the lost device.
     case apiAccessRevokeDevice(ApiAccessRevokeDevice)
-    case lockout(lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
+    case lockout(
+        lockoutInformation: LockoutAttemptInformation, authenticationUserInformation: AuthenticationUserInformation)
 }
 
 /// What a login's finish leaves for its token: a single-use code to redeem at /v1/token, or the token itself where the
@@ -120,20 +124,23 @@ public struct Authenticator {
     public func fetchInAppAuthenticationInitializationData(
         idmIdentifier: String, service: String, host: String, localUser: String
     ) throws -> AuthenticationInitializationData {
-        try fetchInAppAuthenticationInitializationData(enrolment: store.entity(idmIdentifier), service: service, host: host, localUser: localUser)
+        try fetchInAppAuthenticationInitializationData(
+            enrolment: store.entity(idmIdentifier), service: service, host: host, localUser: localUser)
     }
 
     /// The same, for an enrolment the caller already read (a login reads the state file once).
     public func fetchInAppAuthenticationInitializationData(
         enrolment: IdentityManagerEntity, service: String, host: String, localUser: String
     ) throws -> AuthenticationInitializationData {
-        guard (1...WireLimit.identifier).contains(service.utf8.count), (1...WireLimit.hostName).contains(host.utf8.count),
+        guard (1...WireLimit.identifier).contains(service.utf8.count),
+            (1...WireLimit.hostName).contains(host.utf8.count),
             (1...WireLimit.localUser).contains(localUser.utf8.count)
         else {
             throw XignSdkError(.invalidInput, "service, host and user must be 1 to 64 (host: 253) characters")
         }
         return AuthenticationInitializationData(
-            idmIdentifier: enrolment.idmIdentifier, service: service, host: host, localUser: localUser, entity: enrolment)
+            idmIdentifier: enrolment.idmIdentifier, service: service, host: host, localUser: localUser,
+            entity: enrolment)
     }
 
     /// Round trip 1: the roles, attributes and challenge.
@@ -142,18 +149,25 @@ public struct Authenticator {
     }
 
     /// Approves a login confirmation a host asked for: `code` is what the host shows (number matching).
-    public func startAuthenticationSynchronous(confirmation: ConfirmationInitializationData) throws -> AuthenticateRequest {
+    public func startAuthenticationSynchronous(
+        confirmation: ConfirmationInitializationData
+    ) throws -> AuthenticateRequest {
         try start(
-            .confirmation(id: confirmation.confirmationId), entity: store.entity(confirmation.idmIdentifier), confirmationCode: confirmation.code)
+            .confirmation(id: confirmation.confirmationId), entity: store.entity(confirmation.idmIdentifier),
+            confirmationCode: confirmation.code)
     }
 
     /// Starts the merge process of an organization invite, confirmed with the existing enrolment's device and PIN.
-    public func startAuthenticationSynchronous(data merge: AuthenticationInitializationDataWithSession) throws -> AuthenticateRequest {
+    public func startAuthenticationSynchronous(
+        data merge: AuthenticationInitializationDataWithSession
+    ) throws -> AuthenticateRequest {
         try start(.merge(sessionId: merge.sessionId), entity: store.entity(merge.existingIdmIdentifier))
     }
 
     /// Starts an api access process: an authentication for that process, with device and PIN.
-    public func startApiAccessSynchronous(_ process: ApiAccessProcess, idmIdentifier: String) throws -> AuthenticateRequest {
+    public func startApiAccessSynchronous(
+        _ process: ApiAccessProcess, idmIdentifier: String
+    ) throws -> AuthenticateRequest {
         try start(.apiAccess(process: process), entity: store.entity(idmIdentifier))
     }
 
@@ -179,18 +193,21 @@ public struct Authenticator {
             // code attempts, or read its lock).
             let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
             request = AuthenticationStartRequest(
-                deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose, confirmationCode: confirmationCode,
+                deviceId: entity.idmIdentifier, challenge: challenge, purpose: purpose,
+                confirmationCode: confirmationCode,
                 host: host ?? XignSdk.deviceInformation().name, localUser: localUser, nonce: nonce,
                 offlineReport: OfflineLogins.report(from: offlineRecord))
             compact = try client.postDeviceSigned(
-                APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
+                APIPath.authentications, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key
+            )
         } catch let error as XignSdkError where error.errorCode == .deviceNotEnrolled {
             // Revoked at the manager: this machine's offline login ends with it.
             try? offline.forget(entity)
             throw error
         }
         let start = try ManagerClient.verify(
-            compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
+            compact, type: SignedAnswerType.authenticationStart, key: managerKey, as: AuthenticationStartMessage.self,
+            nonce: nonce, nonceOf: \.nonce)
         guard start.purpose == purpose else {
             throw XignSdkError(.invalidManagerResponse, "the manager's authentication start is inconsistent")
         }
@@ -204,7 +221,9 @@ public struct Authenticator {
     }
 
     /// Checks the confirmed attributes here; the manager checks them again at finish.
-    public func prepareAuthenticationUserInformationSynchronous(request: AuthenticateRequest) throws -> PrepareAuthenticationUserInformationResult {
+    public func prepareAuthenticationUserInformationSynchronous(
+        request: AuthenticateRequest
+    ) throws -> PrepareAuthenticationUserInformationResult {
         guard let role = request.selection else {
             throw XignSdkError(.parametersIncomplete, "no role is selected; choose one of \(request.roles.map(\.name))")
         }
@@ -233,12 +252,16 @@ public struct Authenticator {
     /// Round trip 3: the login token, unless it came with the finish (then it was checked there and no round trip is
     /// spent). It is believed only if the pinned manager key signed it for our nonce, for this host, this local user and
     /// this service, and it has not expired.
-    public func fetchToken(_ code: AuthorizationCode, expecting data: AuthenticationInitializationData) throws -> LoginToken {
+    public func fetchToken(
+        _ code: AuthorizationCode, expecting data: AuthenticationInitializationData
+    ) throws -> LoginToken {
         guard code.idmIdentifier == data.idmIdentifier else {
-            throw XignSdkError(.invalidInput, "the authorization code is for another enrolment than the login it should finish")
+            throw XignSdkError(
+                .invalidInput, "the authorization code is for another enrolment than the login it should finish")
         }
         let entity = data.entity
-        let expected = LoginToken.Binding(entity: entity, host: data.host, localUser: data.localUser, service: data.service)
+        let expected = LoginToken.Binding(
+            entity: entity, host: data.host, localUser: data.localUser, service: data.service)
         let authorizationCode: String
         switch code.redemption {
         case .token(let token):
@@ -251,9 +274,12 @@ public struct Authenticator {
         let client = ManagerClient(url: entity.managerURL, http: http)
         let (compact, trip) = try RoundTripTimes.measure {
             try client.postSigned(
-                APIPath.token, body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: authorizationCode, nonce: nonce)))
+                APIPath.token,
+                body: try JSONEncoder.canonical.encode(TokenRequest(authorizationCode: authorizationCode, nonce: nonce))
+            )
         }
-        return try LoginToken(compact, nonce: nonce, managerKey: try entity.pinnedManagerKey(), for: expected, trip: trip)
+        return try LoginToken(
+            compact, nonce: nonce, managerKey: try entity.pinnedManagerKey(), for: expected, trip: trip)
     }
 }
 
@@ -265,7 +291,11 @@ struct RoundTripTimes {
     static func measure<T>(_ request: () throws -> T) rethrows -> (T, RoundTripTimes) {
         let (sentAt, sentAtWall) = (MonotonicClock.now(), Date())
         let answer = try request()
-        return (answer, RoundTripTimes(sentAt: sentAt, receivedAt: MonotonicClock.now(), sentAtWall: sentAtWall, receivedAtWall: Date()))
+        return (
+            answer,
+            RoundTripTimes(
+                sentAt: sentAt, receivedAt: MonotonicClock.now(), sentAtWall: sentAtWall, receivedAtWall: Date())
+        )
     }
 }
 
@@ -275,14 +305,20 @@ extension LoginToken {
         let entity: IdentityManagerEntity
         let host: String, localUser: String, service: String
 
-        func check(host: String, localUser: String, service: String, deviceId: String? = nil, activationId: String? = nil) throws {
+        func check(
+            host: String, localUser: String, service: String, deviceId: String? = nil, activationId: String? = nil
+        ) throws {
             guard host == self.host else {
-                throw XignSdkError(.managerSignatureInvalid, "the login token is for the host '\(host.prefix(64))', not this one")
+                throw XignSdkError(
+                    .managerSignatureInvalid, "the login token is for the host '\(host.prefix(64))', not this one")
             }
             guard UserName.same(localUser, self.localUser) else {
-                throw XignSdkError(.managerSignatureInvalid, "the login token is for the user '\(localUser.prefix(64))', not '\(self.localUser)'")
+                throw XignSdkError(
+                    .managerSignatureInvalid,
+                    "the login token is for the user '\(localUser.prefix(64))', not '\(self.localUser)'")
             }
-            guard deviceId ?? entity.idmIdentifier == entity.idmIdentifier, activationId ?? entity.activationId == entity.activationId,
+            guard deviceId ?? entity.idmIdentifier == entity.idmIdentifier,
+                activationId ?? entity.activationId == entity.activationId,
                 service == self.service
             else {
                 throw XignSdkError(.managerSignatureInvalid, "the login token is for another device or service")
@@ -293,11 +329,14 @@ extension LoginToken {
     /// A login token as the manager signed it (at /v1/token or with the finish), believed only if the pinned key signed
     /// it for `nonce` and `binding`, and it did not expire on its way: the nonce proves it was made after the request
     /// left, so its age is at most the round trip, and freshness needs no comparison of the two clocks.
-    init(_ compact: String, nonce: String, managerKey: P256PublicKey, for binding: Binding, trip: RoundTripTimes) throws {
+    init(_ compact: String, nonce: String, managerKey: P256PublicKey, for binding: Binding, trip: RoundTripTimes) throws
+    {
         let token = try ManagerClient.verify(
-            compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce, nonceOf: \.nonce)
+            compact, type: SignedAnswerType.loginToken, key: managerKey, as: LoginTokenMessage.self, nonce: nonce,
+            nonceOf: \.nonce)
         try binding.check(
-            host: token.host, localUser: token.localUser, service: token.service, deviceId: token.deviceId, activationId: token.activationId)
+            host: token.host, localUser: token.localUser, service: token.service, deviceId: token.deviceId,
+            activationId: token.activationId)
         guard let lifetime = MonotonicClock.lifetime(from: token.issuedAt, to: token.expiresAt) else {
             throw XignSdkError(.invalidManagerResponse, "the login token's lifetime is not usable")
         }
@@ -305,11 +344,13 @@ extension LoginToken {
         guard age < lifetime else {
             throw XignSdkError(
                 .sessionExpired,
-                "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again")
+                "the login token expired on its way here (the manager's answer took \(age) ms, the token lasts \(lifetime) ms); try again"
+            )
         }
         let midpoint = (trip.sentAtWall.millisecondsSince1970 / 2) + (trip.receivedAtWall.millisecondsSince1970 / 2)
         self.init(
-            subject: token.subject, service: token.service, role: token.role, host: token.host, localUser: token.localUser,
+            subject: token.subject, service: token.service, role: token.role, host: token.host,
+            localUser: token.localUser,
             attributes: token.attributes, expiresAt: trip.sentAtWall.addingTimeInterval(Double(lifetime) / 1000),
             managerClockOffsetMilliseconds: token.issuedAt.subtractingReportingOverflow(midpoint).partialValue)
     }
@@ -317,6 +358,7 @@ extension LoginToken {
 
 extension XignSdk {
     public var authenticator: Authenticator {
-        Authenticator(http: http, store: store, keys: keys, fingerprints: configuration.fingerprintReader, offline: offlineLogins)
+        Authenticator(
+            http: http, store: store, keys: keys, fingerprints: configuration.fingerprintReader, offline: offlineLogins)
     }
 }

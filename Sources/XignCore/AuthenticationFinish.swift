@@ -4,27 +4,37 @@ import XignProtocol
 /// Round trip 2: the finish, one function per purpose, each returning only what that purpose can end in.
 extension Authenticator {
     /// A login: a service login or a lockout.
-    public func finishAuthenticationSynchronous(userInfo: AuthenticationUserInformation) throws -> LoginAuthenticationResult {
+    public func finishAuthenticationSynchronous(
+        userInfo: AuthenticationUserInformation
+    ) throws -> LoginAuthenticationResult {
         guard case .login(let service) = userInfo.request.session.purpose else { throw startedFor(userInfo, "a login") }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
         case .answer(let outcome, let trip, let tokenNonce):
             let session = userInfo.request.session
-            guard case .serviceLogin(let login, let loginToken) = outcome, login.service == service, login.role == userInfo.role.name,
+            guard case .serviceLogin(let login, let loginToken) = outcome, login.service == service,
+                login.role == userInfo.role.name,
                 let lifetime = MonotonicClock.lifetime(from: login.issuedAt, to: login.expiresAt)
             else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with \(outcome.name) that does not fit it")
+                throw XignSdkError(
+                    .invalidManagerResponse, "the manager answered a login with \(outcome.name) that does not fit it")
             }
             // A manager that predates tokens in the finish answers with a code only; the token is then a round trip more.
             let redemption: LoginRedemption
             if let compact = loginToken {
-                guard let tokenNonce else { throw XignSdkError(.invalidManagerResponse, "the manager sent a login token nobody asked for") }
-                let binding = LoginToken.Binding(entity: session.entity, host: session.host, localUser: session.localUser, service: service)
-                redemption = .token(try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip))
+                guard let tokenNonce else {
+                    throw XignSdkError(.invalidManagerResponse, "the manager sent a login token nobody asked for")
+                }
+                let binding = LoginToken.Binding(
+                    entity: session.entity, host: session.host, localUser: session.localUser, service: service)
+                redemption = .token(
+                    try LoginToken(compact, nonce: tokenNonce, managerKey: session.managerKey, for: binding, trip: trip)
+                )
             } else if let code = login.authorizationCode {
                 redemption = .code(code)
             } else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered a login with neither its token nor a code for it")
+                throw XignSdkError(
+                    .invalidManagerResponse, "the manager answered a login with neither its token nor a code for it")
             }
             return .serviceLogin(
                 ServiceLoginResult(
@@ -35,13 +45,19 @@ extension Authenticator {
     }
 
     /// The approval of a login confirmation: a user login for the host that asked, or a lockout.
-    public func finishConfirmationSynchronous(userInfo: AuthenticationUserInformation) throws -> ConfirmationAuthenticationResult {
-        guard case .confirmation = userInfo.request.session.purpose else { throw startedFor(userInfo, "a confirmation") }
+    public func finishConfirmationSynchronous(
+        userInfo: AuthenticationUserInformation
+    ) throws -> ConfirmationAuthenticationResult {
+        guard case .confirmation = userInfo.request.session.purpose else {
+            throw startedFor(userInfo, "a confirmation")
+        }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
         case .answer(let outcome, _, _):
             guard case .userLogin(let login) = outcome, login.role == userInfo.role.name else {
-                throw XignSdkError(.invalidManagerResponse, "the manager answered an approval with \(outcome.name) that does not fit it")
+                throw XignSdkError(
+                    .invalidManagerResponse,
+                    "the manager answered an approval with \(outcome.name) that does not fit it")
             }
             return .userLogin(
                 UserLoginResult(
@@ -65,14 +81,20 @@ extension Authenticator {
     }
 
     /// An api access process: the grant of the process that was started, or a lockout.
-    public func finishApiAccessSynchronous(userInfo: AuthenticationUserInformation) throws -> ApiAccessAuthenticationResult {
+    public func finishApiAccessSynchronous(
+        userInfo: AuthenticationUserInformation
+    ) throws -> ApiAccessAuthenticationResult {
         let session = userInfo.request.session
-        guard case .apiAccess(let process) = session.purpose else { throw startedFor(userInfo, "an api access process") }
+        guard case .apiAccess(let process) = session.purpose else {
+            throw startedFor(userInfo, "an api access process")
+        }
         switch try finish(userInfo) {
         case .lockout(let lock): return .lockout(lockoutInformation: lock, authenticationUserInformation: userInfo)
         case .answer(let outcome, let trip, _):
             guard case .apiAccess(let grant) = outcome, grant.process == process else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's api access answer does not fit the process that was started")
+                throw XignSdkError(
+                    .invalidManagerResponse, "the manager's api access answer does not fit the process that was started"
+                )
             }
             return try ApiAccessGrant(grant, session: session, sentAt: trip.sentAt).result()
         }
@@ -83,14 +105,16 @@ extension Authenticator {
     public func signWithDeviceAndPinSynchronous(
         request: AuthenticateRequest, pin: () throws -> String, incomplete: @autoclosure () -> XignSdkError
     ) throws -> AuthenticationUserInformation {
-        guard case .success(let information) = try prepareAuthenticationUserInformationSynchronous(request: request) else { throw incomplete() }
+        guard case .success(let information) = try prepareAuthenticationUserInformationSynchronous(request: request)
+        else { throw incomplete() }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor(try pin()))
         return information
     }
 
     private func startedFor(_ userInfo: AuthenticationUserInformation, _ wanted: String) -> XignSdkError {
-        XignSdkError(.invalidInput, "this authentication was started for \(userInfo.request.session.purpose), not for \(wanted)")
+        XignSdkError(
+            .invalidInput, "this authentication was started for \(userInfo.request.session.purpose), not for \(wanted)")
     }
 
     private enum Answer {
@@ -108,7 +132,8 @@ extension Authenticator {
         guard userInfo.requestedAuthenticators.contains(where: { Set($0) == Set(userInfo.factors) }) else {
             throw XignSdkError(
                 .parametersIncomplete,
-                "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })")
+                "sign with every factor of one combination: \(userInfo.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") })"
+            )
         }
         var values: [String: String] = [:]
         var selections: [String: String] = [:]
@@ -118,13 +143,16 @@ extension Authenticator {
         }
         let nonce = try ManagerClient.nonce()
         let sealedPin = try userInfo.pin.map {
-            try ManagerClient.seal($0, to: session.pinSealingKey, for: .authentication(id: session.authenticationId, challenge: session.challenge))
+            try ManagerClient.seal(
+                $0, to: session.pinSealingKey,
+                for: .authentication(id: session.authenticationId, challenge: session.challenge))
         }
         // A login asks for its token with the answer, which saves the round trip to /v1/token.
         let tokenNonce: String?
         if case .login = session.purpose { tokenNonce = try ManagerClient.nonce() } else { tokenNonce = nil }
         let request = AuthenticationFinishRequest(
-            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors, sealedPin: sealedPin,
+            authenticationId: session.authenticationId, role: userInfo.role.name, factors: userInfo.factors,
+            sealedPin: sealedPin,
             attributeValues: values, attributeSelections: selections, nonce: nonce, tokenNonce: tokenNonce,
             biometricEnrolment: userInfo.factors.contains(.biometric) ? userInfo.biometricEnrolment : nil
         )
@@ -133,7 +161,8 @@ extension Authenticator {
         do {
             (compact, trip) = try RoundTripTimes.measure {
                 try client.postDeviceSigned(
-                    APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request), challenge: session.challenge,
+                    APIPath.authenticationFinish, body: try JSONEncoder.canonical.encode(request),
+                    challenge: session.challenge,
                     key: session.deviceKey)
             }
         } catch let error as XignSdkError where error.errorCode == .biometricInvalidated {
@@ -141,13 +170,15 @@ extension Authenticator {
             throw error
         }
         let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.authenticationResult, key: session.managerKey, as: AuthenticationResultMessage.self, nonce: nonce,
+            compact, type: SignedAnswerType.authenticationResult, key: session.managerKey,
+            as: AuthenticationResultMessage.self, nonce: nonce,
             nonceOf: \.nonce)
         // No finger was read, so nothing the manager answers makes this a login.
         guard !userInfo.fingersChanged else {
             throw XignSdkError(
                 .biometricInvalidated,
-                "the fingers enrolled on this machine changed since the fingerprint was added as a factor; run xign-setup add-factor biometric")
+                "the fingers enrolled on this machine changed since the fingerprint was added as a factor; run xign-setup add-factor biometric"
+            )
         }
         guard case .lockout(let lock, let next) = result.outcome else {
             if session.recordedLockout { try store.recordLockout(activationId: session.entity.activationId, nil) }

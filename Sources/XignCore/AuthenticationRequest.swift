@@ -109,8 +109,10 @@ final class AuthenticationSession {
     var recordedLockout = false
 
     init(
-        purpose: AuthenticationPurpose, localUser: String, host: String, entity: IdentityManagerEntity, managerKey: P256PublicKey,
-        pinSealingKey: P256PublicKey, deviceKey: any DeviceKey, authenticationId: String, challenge: String, fingerprints: FingerprintReader
+        purpose: AuthenticationPurpose, localUser: String, host: String, entity: IdentityManagerEntity,
+        managerKey: P256PublicKey,
+        pinSealingKey: P256PublicKey, deviceKey: any DeviceKey, authenticationId: String, challenge: String,
+        fingerprints: FingerprintReader
     ) {
         self.fingerprints = fingerprints
         self.deviceKey = deviceKey
@@ -189,7 +191,9 @@ public final class AuthenticationUserInformation {
         case let biometric as BiometricFactor where request.session.entity.factors.contains(.biometric):
             let session = request.session
             let enrolment = try session.fingerprints.boundEnrolment(user: session.localUser)
-            if let recorded = session.entity.biometricEnrolment, let enrolment, !constantTimeEquals(Data(recorded.utf8), Data(enrolment.utf8)) {
+            if let recorded = session.entity.biometricEnrolment, let enrolment,
+                !constantTimeEquals(Data(recorded.utf8), Data(enrolment.utf8))
+            {
                 fingersChanged = true
             } else {
                 try session.fingerprints.check(user: session.localUser, prompt: biometric.prompt)

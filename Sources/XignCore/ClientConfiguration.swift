@@ -68,8 +68,10 @@ public struct ClientConfiguration: Sendable, Equatable {
         let fail = file.fail
         try file.rejectUnknownKeys(
             [
-                "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti", "pam.service", "pam.default_role",
-                "fprintd_bus", "fingerprint_timeout", "fprintd_prints", "invalidate_on_new_fingers", "pam.utmp", "pam.logind_sessions",
+                "state_dir", "manager_url", "ca_file", "proxy", "timeout", "connect_timeout", "device_key", "tcti",
+                "pam.service", "pam.default_role",
+                "fprintd_bus", "fingerprint_timeout", "fprintd_prints", "invalidate_on_new_fingers", "pam.utmp",
+                "pam.logind_sessions",
                 "pam.confirm_system_accounts", "pam.setuid_other_users",
                 "offline", "tpm_lockout",
             ],
@@ -87,38 +89,52 @@ public struct ClientConfiguration: Sendable, Equatable {
             http.caFile = caFile
         }
         http.proxy = file.string("proxy").flatMap { $0.isEmpty ? nil : $0 }
-        http.timeoutMilliseconds = Int(try file.milliseconds("timeout", in: 500...120_000) ?? Int64(http.timeoutMilliseconds))
-        http.connectTimeoutMilliseconds = Int(try file.milliseconds("connect_timeout", in: 200...60_000) ?? Int64(http.connectTimeoutMilliseconds))
+        http.timeoutMilliseconds = Int(
+            try file.milliseconds("timeout", in: 500...120_000) ?? Int64(http.timeoutMilliseconds))
+        http.connectTimeoutMilliseconds = Int(
+            try file.milliseconds("connect_timeout", in: 200...60_000) ?? Int64(http.connectTimeoutMilliseconds))
         pamService = file.string("pam.service") ?? pamService
         pamDefaultRole = file.string("pam.default_role") ?? pamDefaultRole
         for (key, entry) in file.entries where key.hasPrefix("pam.role.") {
             pamRoles[String(key.dropFirst("pam.role.".count))] = entry.value
         }
         if let tcti = file.string("tcti") {
-            guard !tcti.isEmpty, tcti.utf8.count <= 256, tcti.contains(":") || ["device", "swtpm", "mssim", "tabrmd"].contains(tcti) else {
+            guard !tcti.isEmpty, tcti.utf8.count <= 256,
+                tcti.contains(":") || ["device", "swtpm", "mssim", "tabrmd"].contains(tcti)
+            else {
                 throw fail("tcti", "must name a TCTI such as device:/dev/tpmrm0 or swtpm:path=/run/swtpm.sock")
             }
             self.tcti = tcti
         }
         let bus = file.string("fprintd_bus") ?? fingerprintReader.busAddress
-        guard bus.hasPrefix("unix:path=/"), bus.utf8.count <= 256 else { throw fail("fprintd_bus", "must be unix:path=/… (the system bus socket)") }
-        let wait = try file.milliseconds("fingerprint_timeout", in: 1_000...120_000) ?? Int64(fingerprintReader.timeoutMilliseconds)
+        guard bus.hasPrefix("unix:path=/"), bus.utf8.count <= 256 else {
+            throw fail("fprintd_bus", "must be unix:path=/… (the system bus socket)")
+        }
+        let wait =
+            try file.milliseconds("fingerprint_timeout", in: 1_000...120_000)
+            ?? Int64(fingerprintReader.timeoutMilliseconds)
         let prints = file.string("fprintd_prints") ?? fingerprintReader.printsDirectory
         guard prints.hasPrefix("/"), prints.utf8.count <= 256 else {
             throw fail("fprintd_prints", "must be an absolute path (fprintd's /var/lib/fprint)")
         }
         fingerprintReader = FingerprintReader(
             busAddress: bus, timeoutMilliseconds: Int(wait), printsDirectory: prints,
-            invalidatesOnNewFingers: try file.bool("invalidate_on_new_fingers") ?? fingerprintReader.invalidatesOnNewFingers)
-        for (key, path) in [("pam.utmp", \SessionRecords.utmpPath), ("pam.logind_sessions", \SessionRecords.logindSessionsDirectory)] {
+            invalidatesOnNewFingers: try file.bool("invalidate_on_new_fingers")
+                ?? fingerprintReader.invalidatesOnNewFingers)
+        for (key, path) in [
+            ("pam.utmp", \SessionRecords.utmpPath), ("pam.logind_sessions", \SessionRecords.logindSessionsDirectory),
+        ] {
             guard let value = file.string(key) else { continue }
             guard value.hasPrefix("/"), value.utf8.count <= 256 else { throw fail(key, "must be an absolute path") }
             sessionRecords[keyPath: path] = value
         }
         confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
-        setuidCallersMayUseOtherEnrolments = try file.bool("pam.setuid_other_users") ?? setuidCallersMayUseOtherEnrolments
+        setuidCallersMayUseOtherEnrolments =
+            try file.bool("pam.setuid_other_users") ?? setuidCallersMayUseOtherEnrolments
         if let kind = file.string("device_key") {
-            guard let preference = DeviceKeyPreference(rawValue: kind) else { throw fail("device_key", "must be tpm, software or auto") }
+            guard let preference = DeviceKeyPreference(rawValue: kind) else {
+                throw fail("device_key", "must be tpm, software or auto")
+            }
             deviceKey = preference
         }
         if let mode = file.string("offline") {
@@ -126,7 +142,9 @@ public struct ClientConfiguration: Sendable, Equatable {
             offline = value
         }
         if let policy = file.string("tpm_lockout") {
-            guard let value = TPMLockoutPolicy(rawValue: policy) else { throw fail("tpm_lockout", "must be take, organization or leave") }
+            guard let value = TPMLockoutPolicy(rawValue: policy) else {
+                throw fail("tpm_lockout", "must be take, organization or leave")
+            }
             tpmLockout = value
         }
     }
@@ -134,7 +152,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// Reads the file at `path`; a missing file at the default path means defaults, anywhere else it is an error.
     public static func load(path: String = defaultPath) throws -> ClientConfiguration {
         let data: Data?
-        do { data = try AtomicFile.readTrusted(path, limit: ConfigFile.maximumSize) } catch let error as AtomicFile.UntrustedFile {
+        do { data = try AtomicFile.readTrusted(path, limit: ConfigFile.maximumSize) } catch let error
+            as AtomicFile.UntrustedFile
+        {
             throw XignSdkError(.untrustedFile, "refused the config file: \(error)")
         } catch {
             throw XignSdkError(.invalidInput, "cannot read the config file: \(error)")

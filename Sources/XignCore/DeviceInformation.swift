@@ -11,7 +11,8 @@ extension XignSdk {
         let managerKey = try entity.pinnedManagerKey()
         let key = try keys.load(entity.keyKind, entity.keyReference, what: "device")
         let answer = try deviceSigned(
-            entity, key: key, managerKey: managerKey, path: APIPath.accountDevices, answer: SignedAnswerType.accountDevices,
+            entity, key: key, managerKey: managerKey, path: APIPath.accountDevices,
+            answer: SignedAnswerType.accountDevices,
             as: AccountDevicesMessage.self, nonceOf: \.nonce
         ) { AccountDevicesRequest(deviceId: entity.idmIdentifier, challenge: $0, nonce: $1) }
         guard answer.devices.contains(where: { $0.deviceId == entity.idmIdentifier }) else {

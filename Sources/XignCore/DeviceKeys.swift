@@ -17,7 +17,10 @@ struct DeviceKeys {
         case .tpm: return (tpm, nil)
         case .auto:
             guard let failure = tpmCheck.failure(of: tpm) else { return (tpm, nil) }
-            return (software, "no usable TPM (\(failure)); this key is a software key, which a copy of the disk can use (device_key = auto)")
+            return (
+                software,
+                "no usable TPM (\(failure)); this key is a software key, which a copy of the disk can use (device_key = auto)"
+            )
         }
     }
 
@@ -36,7 +39,8 @@ struct DeviceKeys {
     static func error(_ error: any Error, doing what: String) -> XignSdkError {
         if let failure = error as? TPMFailure {
             switch failure {
-            case .unavailable, .busy, .lockout, .ownerAuthorization: return XignSdkError(.tpmUnavailable, failure.description)
+            case .unavailable, .busy, .lockout, .ownerAuthorization:
+                return XignSdkError(.tpmUnavailable, failure.description)
             default: return XignSdkError(.deviceKeyFailure, failure.description)
             }
         }
@@ -52,7 +56,8 @@ struct DeviceKeys {
     /// "personalize again").
     func register<Enrolment>(
         _ what: String, retry: String,
-        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: KeyKind, _ reference: String) throws -> Enrolment,
+        _ register: (_ key: any DeviceKey, _ publicKey: String, _ kind: KeyKind, _ reference: String) throws ->
+            Enrolment,
         save: (Enrolment) throws -> [(kind: KeyKind, reference: String)]
     ) throws -> Enrolment {
         let keyStore = storeForNewKeys().store
@@ -74,14 +79,18 @@ struct DeviceKeys {
         let enrolment = try register(key, publicKey, keyStore.kind, reference)
         do { try keyStore.commit(pending: pending, as: reference) } catch {
             throw XignSdkError(
-                .deviceKeyFailure, "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)")
+                .deviceKeyFailure,
+                "the manager accepted this \(what) but its key could not be stored (\(error)); free the disk and \(retry)"
+            )
         }
         committed = true
         let replaced: [(kind: KeyKind, reference: String)]
         do { replaced = try save(enrolment) } catch {
             try? keyStore.delete(reference)
             throw XignSdkError(
-                .stateUnavailable, "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)")
+                .stateUnavailable,
+                "the manager accepted this \(what) but the enrolment could not be saved (\(error)); fix that and \(retry)"
+            )
         }
         for old in replaced where old.reference != reference { try? store(for: old.kind).delete(old.reference) }
         return enrolment

@@ -50,7 +50,9 @@ extension XignSdk {
             let name = try keys.tpm.probe()
             tpmAnswers = true
             items.append(.init(name: "tpm", status: .ok, detail: "a TPM answers at \(configuration.tcti)", hint: nil))
-            items.append(.init(name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
+            items.append(
+                .init(
+                    name: "srk", status: .ok, detail: "storage root key name \(Self.hex(name.prefix(12)))…", hint: nil))
             items.append(checkTPMLockout())
             let (item, certificate) = checkEndorsementCertificate()
             items.append(item)
@@ -64,11 +66,18 @@ extension XignSdk {
                         : "new keys are software keys, which a copy of the disk can use"
                 ))
         }
-        let newKeys = configuration.deviceKey == .software || (configuration.deviceKey == .auto && !tpmAnswers) ? "software" : "tpm"
-        items.append(.init(name: "device_key", status: .ok, detail: "\(configuration.deviceKey.rawValue): new keys are \(newKeys) keys", hint: nil))
+        let newKeys =
+            configuration.deviceKey == .software || (configuration.deviceKey == .auto && !tpmAnswers)
+            ? "software" : "tpm"
+        items.append(
+            .init(
+                name: "device_key", status: .ok,
+                detail: "\(configuration.deviceKey.rawValue): new keys are \(newKeys) keys", hint: nil))
         let enrolments: [IdentityManagerEntity]
         do { enrolments = try store.list() } catch {
-            items.append(.init(name: "state", status: .failure, detail: "\(error)", hint: "check \(configuration.stateDirectory)"))
+            items.append(
+                .init(
+                    name: "state", status: .failure, detail: "\(error)", hint: "check \(configuration.stateDirectory)"))
             enrolments = []
         }
         if enrolments.isEmpty {
@@ -86,7 +95,9 @@ extension XignSdk {
         for entity in enrolments where seen.insert(entity.managerURL).inserted {
             let manager = checkManager(entity.managerURL, pinned: entity)
             items.append(manager)
-            if let endorsement, manager.status == .ok { items.append(checkAttestation(endorsement, at: entity.managerURL)) }
+            if let endorsement, manager.status == .ok {
+                items.append(checkAttestation(endorsement, at: entity.managerURL))
+            }
         }
         items.append(checkPAM(pamDirectory))
         return Diagnosis(items: items)
@@ -104,7 +115,8 @@ extension XignSdk {
             }
             if entity.keyKind == .software && tpmAnswers && configuration.deviceKey != .software {
                 return .init(
-                    name: name, status: .warning, detail: "loads and signs, but is a software key although this machine has a TPM",
+                    name: name, status: .warning,
+                    detail: "loads and signs, but is a software key although this machine has a TPM",
                     hint: "personalize again to make the key in the TPM, where a copy of the disk cannot use it")
             }
             return .init(name: name, status: .ok, detail: "loads and signs", hint: nil)
@@ -112,7 +124,8 @@ extension XignSdk {
             let failure = DeviceKeys.error(error, doing: "cannot use the key")
             return .init(
                 name: name, status: .failure, detail: failure.message,
-                hint: failure.errorCode == .tpmUnavailable ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
+                hint: failure.errorCode == .tpmUnavailable
+                    ? "fix the TPM, then run doctor again" : "enroll again with xign-setup personalize")
         }
     }
 
@@ -121,10 +134,16 @@ extension XignSdk {
         let name = "ek certificate"
         do {
             guard let (slot, der) = try keys.tpm.endorsementCertificates().first else {
-                return (.init(name: name, status: .ok, detail: "none: keys made in this TPM cannot be attested", hint: nil), nil)
+                return (
+                    .init(name: name, status: .ok, detail: "none: keys made in this TPM cannot be attested", hint: nil),
+                    nil
+                )
             }
             let certificate = try EndorsementCertificate(der: der)
-            return (.init(name: name, status: .ok, detail: "\(slot), issued by \(certificate.issuer)", hint: nil), certificate)
+            return (
+                .init(name: name, status: .ok, detail: "\(slot), issued by \(certificate.issuer)", hint: nil),
+                certificate
+            )
         } catch {
             return (
                 .init(
@@ -139,13 +158,22 @@ extension XignSdk {
         let name = "attestation \(url)"
         do {
             let check: EndorsementCheckMessage = try ManagerClient(url: url, http: http).post(
-                APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(certificate.der)))
-            if check.accepted { return .init(name: name, status: .ok, detail: "the manager trusts the EK certificate's issuer", hint: nil) }
+                APIPath.endorsementChecks,
+                EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(certificate.der)))
+            if check.accepted {
+                return .init(
+                    name: name, status: .ok, detail: "the manager trusts the EK certificate's issuer", hint: nil)
+            }
             return .init(
-                name: name, status: .warning, detail: check.refusal.map { DisplayText.sanitized(String($0.prefix(300))) } ?? "not accepted",
-                hint: "keys made here count as attested once the manager's administrator adds the TPM maker's CA to attestation.ca_directory")
+                name: name, status: .warning,
+                detail: check.refusal.map { DisplayText.sanitized(String($0.prefix(300))) } ?? "not accepted",
+                hint:
+                    "keys made here count as attested once the manager's administrator adds the TPM maker's CA to attestation.ca_directory"
+            )
         } catch {
-            return .init(name: name, status: .warning, detail: "the manager did not answer the check: \(error)", hint: "run doctor again later")
+            return .init(
+                name: name, status: .warning, detail: "the manager did not answer the check: \(error)",
+                hint: "run doctor again later")
         }
     }
 
@@ -173,9 +201,12 @@ extension XignSdk {
                 hint = nil
             }
             return .init(
-                name: "tpm lockout", status: state.isLockedOut || standing.unprotectedBecause != nil ? .warning : .ok, detail: detail, hint: hint)
+                name: "tpm lockout", status: state.isLockedOut || standing.unprotectedBecause != nil ? .warning : .ok,
+                detail: detail, hint: hint)
         } catch {
-            return .init(name: "tpm lockout", status: .warning, detail: "cannot read the dictionary-attack state: \(error)", hint: nil)
+            return .init(
+                name: "tpm lockout", status: .warning, detail: "cannot read the dictionary-attack state: \(error)",
+                hint: nil)
         }
     }
 
@@ -185,13 +216,17 @@ extension XignSdk {
         do {
             let availability = try offlineLogins.availability(of: entity)
             switch availability {
-            case .available, .notOffered: return .init(name: name, status: .ok, detail: "offline login \(availability)", hint: nil)
+            case .available, .notOffered:
+                return .init(name: name, status: .ok, detail: "offline login \(availability)", hint: nil)
             default:
                 return .init(
-                    name: name, status: .warning, detail: "offline login \(availability)", hint: "log in once while the manager can be reached")
+                    name: name, status: .warning, detail: "offline login \(availability)",
+                    hint: "log in once while the manager can be reached")
             }
         } catch {
-            return .init(name: name, status: .warning, detail: "\(error)", hint: "offline login asks the TPM; see the tpm item above")
+            return .init(
+                name: name, status: .warning, detail: "\(error)",
+                hint: "offline login asks the TPM; see the tpm item above")
         }
     }
 
@@ -203,18 +238,26 @@ extension XignSdk {
             guard !fingers.isEmpty else {
                 return .init(
                     name: name, status: .failure, detail: "fprintd has no finger of \(entity.localUser)",
-                    hint: "fprintd-enroll \(entity.localUser); until then, roles that ask for a finger refuse the login")
+                    hint: "fprintd-enroll \(entity.localUser); until then, roles that ask for a finger refuse the login"
+                )
             }
-            if let recorded = entity.biometricEnrolment, try configuration.fingerprintReader.boundEnrolment(user: entity.localUser) != recorded {
+            if let recorded = entity.biometricEnrolment,
+                try configuration.fingerprintReader.boundEnrolment(user: entity.localUser) != recorded
+            {
                 return .init(
-                    name: name, status: .failure, detail: "the enrolled fingers changed since the fingerprint was added as a factor",
-                    hint: "the next login with the finger removes the factor; run xign-setup add-factor biometric to bind it to the fingers now")
+                    name: name, status: .failure,
+                    detail: "the enrolled fingers changed since the fingerprint was added as a factor",
+                    hint:
+                        "the next login with the finger removes the factor; run xign-setup add-factor biometric to bind it to the fingers now"
+                )
             }
             return .init(name: name, status: .ok, detail: "fprintd knows \(fingers.joined(separator: ", "))", hint: nil)
         } catch {
             return .init(
                 name: name, status: .failure, detail: "\(error)",
-                hint: "start fprintd (systemctl start fprintd) and check fprintd_bus in \(ClientConfiguration.defaultPath)")
+                hint:
+                    "start fprintd (systemctl start fprintd) and check fprintd_bus in \(ClientConfiguration.defaultPath)"
+            )
         }
     }
 
@@ -226,13 +269,18 @@ extension XignSdk {
             guard health.managerKeyFingerprint == pinned else {
                 return .init(
                     name: name, status: .failure,
-                    detail: "answers with signing key \(health.managerKeyFingerprint.prefix(12))…, but this machine pinned \(pinned.prefix(12))…",
-                    hint: "if the manager's key was replaced on purpose, personalize again; otherwise someone may be impersonating it")
+                    detail:
+                        "answers with signing key \(health.managerKeyFingerprint.prefix(12))…, but this machine pinned \(pinned.prefix(12))…",
+                    hint:
+                        "if the manager's key was replaced on purpose, personalize again; otherwise someone may be impersonating it"
+                )
             }
-            return .init(name: name, status: .ok, detail: "reachable, version \(health.version), key as pinned", hint: nil)
+            return .init(
+                name: name, status: .ok, detail: "reachable, version \(health.version), key as pinned", hint: nil)
         } catch {
             return .init(
-                name: name, status: .failure, detail: "\(error)", hint: "check the network, the manager service and ca_file/proxy in the config")
+                name: name, status: .failure, detail: "\(error)",
+                hint: "check the network, the manager service and ca_file/proxy in the config")
         }
     }
 
@@ -258,7 +306,9 @@ extension XignSdk {
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if !name.hasPrefix(".") { names.append(name) }
         }
         return names.sorted()

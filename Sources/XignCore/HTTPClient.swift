@@ -45,8 +45,10 @@ public struct HTTPClient: Sendable {
             case .insecureTransport(let why): return why
             case .timedOut(let url): return "the manager at \(url) did not answer in time"
             case .unreachable(let why): return "cannot reach the manager: \(why)"
-            case .tls(let why): return "TLS failed: \(why); check the manager's certificate or ca_file in /etc/xign/xign.conf"
-            case .responseTooLarge(let limit): return "the manager's answer is larger than \(limit) bytes; is the manager URL right?"
+            case .tls(let why):
+                return "TLS failed: \(why); check the manager's certificate or ca_file in /etc/xign/xign.conf"
+            case .responseTooLarge(let limit):
+                return "the manager's answer is larger than \(limit) bytes; is the manager URL right?"
             case .transport(let why): return "HTTP failed: \(why)"
             }
         }
@@ -62,10 +64,14 @@ public struct HTTPClient: Sendable {
 
     private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 
-    public func send(_ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = []) throws -> Response {
+    public func send(
+        _ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = []
+    ) throws -> Response {
         do { try manager.checkTransportPolicy() } catch { throw Failure.insecureTransport("\(error)") }
         let url = manager.endpoint(path)
-        guard Self.globalInit == CURLE_OK, let handle = kept.take() ?? curl_easy_init() else { throw Failure.transport("libcurl could not start") }
+        guard Self.globalInit == CURLE_OK, let handle = kept.take() ?? curl_easy_init() else {
+            throw Failure.transport("libcurl could not start")
+        }
         defer { kept.keep(handle) }
 
         let sink = Sink(limit: configuration.maximumResponseBytes)
@@ -98,22 +104,31 @@ public struct HTTPClient: Sendable {
                     xign_curl_setopt_write(handle, Self.writer),
                     xign_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()),
                 ]
-                if let caFile = configuration.caFile { setup.append(xign_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+                if let caFile = configuration.caFile {
+                    setup.append(xign_curl_setopt_string(handle, CURLOPT_CAINFO, caFile))
+                }
                 if let body {
                     setup.append(xign_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
                     setup.append(
                         body.withUnsafeBytes {
                             xign_curl_setopt_pointer(
-                                handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                                handle, CURLOPT_COPYPOSTFIELDS,
+                                UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
                         })
                 }
-                if method != "GET" && method != "POST" { setup.append(xign_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method)) }
+                if method != "GET" && method != "POST" {
+                    setup.append(xign_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method))
+                }
                 if let failed = setup.first(where: { $0 != CURLE_OK }) { return failed }
                 return curl_easy_perform(handle)
             }
         }
-        if let failure = Self.failure(code, errorBuffer, overflowed: sink.overflowed, url: url, limit: configuration.maximumResponseBytes) {
-            throw Self.checked(failure, elapsed: MonotonicClock.now().milliseconds - started.milliseconds, timeout: configuration.timeoutMilliseconds)
+        if let failure = Self.failure(
+            code, errorBuffer, overflowed: sink.overflowed, url: url, limit: configuration.maximumResponseBytes)
+        {
+            throw Self.checked(
+                failure, elapsed: MonotonicClock.now().milliseconds - started.milliseconds,
+                timeout: configuration.timeoutMilliseconds)
         }
         var status = 0
         xign_curl_response_code(handle, &status)
@@ -123,7 +138,9 @@ public struct HTTPClient: Sendable {
     }
 
     /// What libcurl's answer means for the caller: nil when a response arrived.
-    private static func failure(_ code: CURLcode, _ errorBuffer: [CChar], overflowed: Bool, url: String, limit: Int) -> Failure? {
+    private static func failure(
+        _ code: CURLcode, _ errorBuffer: [CChar], overflowed: Bool, url: String, limit: Int
+    ) -> Failure? {
         let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         switch code {
@@ -131,7 +148,8 @@ public struct HTTPClient: Sendable {
         case CURLE_WRITE_ERROR where overflowed: return .responseTooLarge(limit)
         case CURLE_OPERATION_TIMEDOUT: return .timedOut(url)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .unreachable(reason)
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM: return .tls(reason)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM:
+            return .tls(reason)
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
             return .unreachable("the connection broke off (\(reason))")
         default: return .transport(reason)
@@ -148,10 +166,13 @@ public struct HTTPClient: Sendable {
         }
         if elapsed > Int64(timeout) + Self.stallAllowanceMilliseconds {
             return .transport(
-                "this program was held up for \(elapsed) ms, past the timeout of \(timeout) ms, so the manager's silence proves nothing")
+                "this program was held up for \(elapsed) ms, past the timeout of \(timeout) ms, so the manager's silence proves nothing"
+            )
         }
         let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { return .transport("this program cannot open a socket (\(String(cString: strerror(errno))))") }
+        guard probe >= 0 else {
+            return .transport("this program cannot open a socket (\(String(cString: strerror(errno))))")
+        }
         close(probe)
         return failure
     }
@@ -189,17 +210,20 @@ public struct HTTPClient: Sendable {
         init(limit: Int) { self.limit = limit }
     }
 
-    private static let writer: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
-        pointer, size, count, context in
-        let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
-        let length = size * count
-        guard sink.data.count + length <= sink.limit else {
-            sink.overflowed = true
-            return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+    private static let writer:
+        @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+            pointer, size, count, context in
+            let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard sink.data.count + length <= sink.limit else {
+                sink.overflowed = true
+                return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+            }
+            if let pointer {
+                sink.data.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length)
+            }
+            return length
         }
-        if let pointer { sink.data.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length) }
-        return length
-    }
 }
 
 /// The version every front end reports, and sends to the manager in its user agent.

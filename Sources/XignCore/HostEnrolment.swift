@@ -32,21 +32,25 @@ extension XignSdk {
             { key, publicKey, kind, reference in
                 let nonce = try ManagerClient.nonce()
                 let client = ManagerClient(url: url, http: http)
-                let attestation = try KeyAttestor(tpm: keys.tpm, client: client).evidence(for: key, purpose: .hostJoin(joinSecret: token.secret))
+                let attestation = try KeyAttestor(tpm: keys.tpm, client: client).evidence(
+                    for: key, purpose: .hostJoin(joinSecret: token.secret))
                 let request = HostJoinRequest(
                     joinSecret: token.secret, hostKey: publicKey, keyKind: kind, nonce: nonce, attestation: attestation)
                 let compact = try client.postDeviceSigned(
                     APIPath.hosts, body: try JSONEncoder.canonical.encode(request), challenge: token.secret, key: key)
                 let managerKey = try ManagerClient.pinnedKey(from: compact, fingerprint: token.managerKeyFingerprint)
                 let result = try ManagerClient.verify(
-                    compact, type: SignedAnswerType.hostJoin, key: managerKey, as: HostJoinResult.self, nonce: nonce, nonceOf: \.nonce)
+                    compact, type: SignedAnswerType.hostJoin, key: managerKey, as: HostJoinResult.self, nonce: nonce,
+                    nonceOf: \.nonce)
                 guard result.hostKey == publicKey else {
                     throw XignSdkError(.invalidManagerResponse, "the manager's join answer does not match this request")
                 }
                 return HostEnrolment(
-                    hostId: result.hostId, name: result.name, managerURL: url, managerKey: Base64URL.encode(managerKey.derRepresentation),
+                    hostId: result.hostId, name: result.name, managerURL: url,
+                    managerKey: Base64URL.encode(managerKey.derRepresentation),
                     keyKind: kind, keyReference: reference, joinedAt: Date().millisecondsSince1970,
-                    keyAttestation: KeyAttestor.summary(attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
+                    keyAttestation: KeyAttestor.summary(
+                        attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
                 )
             },
             save: { enrolment in

@@ -34,7 +34,9 @@ public struct IdentityManagerEntity: Codable, Sendable, Equatable {
     func pinnedManagerKey() throws -> P256PublicKey {
         guard let der = Base64URL.decode(managerKey), let key = try? P256PublicKey(derRepresentation: der) else {
             throw XignSdkError(
-                .stateUnavailable, "the pinned manager key of \(idmIdentifier) is damaged; personalize again, or use xign-setup remove --local-only")
+                .stateUnavailable,
+                "the pinned manager key of \(idmIdentifier) is damaged; personalize again, or use xign-setup remove --local-only"
+            )
         }
         return key
     }
@@ -84,7 +86,9 @@ public struct IdentityManagerStore: Sendable {
     /// The enrolment named by `idmIdentifier`.
     public func entity(_ idmIdentifier: String) throws -> IdentityManagerEntity {
         guard let entity = try list().first(where: { $0.idmIdentifier == idmIdentifier }) else {
-            throw XignSdkError(.identityManagerNotFound, "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
+            throw XignSdkError(
+                .identityManagerNotFound,
+                "no enrolment \(idmIdentifier.prefix(64)) on this machine; `xign-setup list` shows them")
         }
         return entity
     }
@@ -100,7 +104,8 @@ public struct IdentityManagerStore: Sendable {
         guard let contents = try? JSONDecoder().decode(Contents.self, from: data), contents.version == 1 else {
             throw XignSdkError(
                 .stateUnavailable,
-                "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again")
+                "the xign state file \(path) is damaged; it was left as it is. Restore it from a backup, or move it away and personalize again"
+            )
         }
         if let identity { lastRead.keep(contents, of: identity) }
         return contents
@@ -114,7 +119,8 @@ public struct IdentityManagerStore: Sendable {
         } catch {
             throw XignSdkError(
                 .stateUnavailable,
-                "the state directory \(directory) cannot be written (\(error)); run as root or set state_dir in \(ClientConfiguration.defaultPath)")
+                "the state directory \(directory) cannot be written (\(error)); run as root or set state_dir in \(ClientConfiguration.defaultPath)"
+            )
         }
     }
 
@@ -153,7 +159,8 @@ public struct IdentityManagerStore: Sendable {
         guard let record = try read().pendingLockouts[activationId] else { return nil }
         let until = Date(millisecondsSince1970: record.lockedUntil)
         guard record.isPermanent || until > Date() else { return nil }
-        return LockoutAttemptInformation(isPermanent: record.isPermanent, lockedUntil: until, failedAttempts: record.failedAttempts ?? 0)
+        return LockoutAttemptInformation(
+            isPermanent: record.isPermanent, lockedUntil: until, failedAttempts: record.failedAttempts ?? 0)
     }
 
     /// Remembers (or, with nil, forgets) a lock. Only a lock the manager signed over this attempt's nonce may be
@@ -173,7 +180,8 @@ public struct IdentityManagerStore: Sendable {
         try update { contents in
             contents.pendingLockouts[activationId] = lock.map {
                 PendingLockoutRecord(
-                    isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970, failedAttempts: $0.failedAttempts)
+                    isPermanent: $0.isPermanent, lockedUntil: $0.lockedUntil.millisecondsSince1970,
+                    failedAttempts: $0.failedAttempts)
             }
         }
     }

@@ -18,7 +18,9 @@ struct KeyAttestor {
     /// The evidence for `key`, or nil for a key that is not in a TPM. Fails only when the manager cannot be reached.
     func evidence(for key: any DeviceKey, purpose: Purpose) throws -> AttestationEvidence? {
         guard let key = key as? TPMDeviceKey else { return nil }
-        func missing(_ reason: String) -> AttestationEvidence { AttestationEvidence(attestation: nil, missingBecause: reason) }
+        func missing(_ reason: String) -> AttestationEvidence {
+            AttestationEvidence(attestation: nil, missingBecause: reason)
+        }
         let endorsement: (slot: EndorsementKeySlot, der: Data)
         let attestationKey: TPMAttestationKey
         do {
@@ -45,18 +47,21 @@ struct KeyAttestor {
         }
         // Not a LimitedMessage: a refusal here fails the personalization, where any other refusal of the attestation
         // leaves the key unattested.
-        guard challenge.attestationId.utf8.count <= WireLimit.identifier, let credential = Base64URL.decode(challenge.credentialBlob),
+        guard challenge.attestationId.utf8.count <= WireLimit.identifier,
+            let credential = Base64URL.decode(challenge.credentialBlob),
             let secret = Base64URL.decode(challenge.encryptedSecret), credential.count <= WireLimit.attestationSecret,
             secret.count <= WireLimit.attestationSecret
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's attestation challenge is malformed")
         }
         do {
-            let released = try attestationKey.activateCredential(credential, encryptedSecret: secret, slot: endorsement.slot)
+            let released = try attestationKey.activateCredential(
+                credential, encryptedSecret: secret, slot: endorsement.slot)
             let (attest, signature) = try attestationKey.certify(key, over: released)
             return AttestationEvidence(
                 attestation: KeyAttestationMessage(
-                    attestationId: challenge.attestationId, certifiedKey: Base64URL.encode(key.publicArea), attest: Base64URL.encode(attest),
+                    attestationId: challenge.attestationId, certifiedKey: Base64URL.encode(key.publicArea),
+                    attest: Base64URL.encode(attest),
                     signature: Base64URL.encode(signature)),
                 missingBecause: nil)
         } catch {

@@ -27,7 +27,8 @@ public struct SdkLoginApprover: LoginApprover {
     func enrolments() throws -> [IdentityManagerEntity] {
         let enrolments = try sdk.store.list().filter { UserName.same($0.localUser, sdk.localUser) }
         guard !enrolments.isEmpty else {
-            throw XignSdkError(.identityManagerNotFound, "\(sdk.localUser) has no enrolment on this machine; personalize it first")
+            throw XignSdkError(
+                .identityManagerNotFound, "\(sdk.localUser) has no enrolment on this machine; personalize it first")
         }
         return enrolments
     }
@@ -35,7 +36,9 @@ public struct SdkLoginApprover: LoginApprover {
     /// A confirmation named by a caller is acted on only with an enrolment of this local user.
     func owned(_ confirmation: PendingConfirmation) throws -> IdentityManagerEntity {
         guard let enrolment = try enrolments().first(where: { $0.idmIdentifier == confirmation.idmIdentifier }) else {
-            throw XignSdkError(.identityManagerNotFound, "\(sdk.localUser) has no enrolment \(confirmation.idmIdentifier.prefix(64)) on this machine")
+            throw XignSdkError(
+                .identityManagerNotFound,
+                "\(sdk.localUser) has no enrolment \(confirmation.idmIdentifier.prefix(64)) on this machine")
         }
         return enrolment
     }
@@ -60,12 +63,14 @@ public struct SdkLoginApprover: LoginApprover {
             request: request, pin: { pin },
             incomplete: XignSdkError(.parametersIncomplete, "the manager asks for information an approval cannot give"))
         switch try authenticator.finishConfirmationSynchronous(userInfo: signed) {
-        case .userLogin(let login): return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
+        case .userLogin(let login):
+            return .approved(loginName: login.loginName, relyingPartyName: login.relyingPartyName)
         case .lockout(let lock, _): return .lockout(lock)
         }
     }
 
     public func deny(_ confirmation: PendingConfirmation) throws {
-        try sdk.authenticator.denyConfirmation(idmIdentifier: try owned(confirmation).idmIdentifier, confirmationId: confirmation.confirmationId)
+        try sdk.authenticator.denyConfirmation(
+            idmIdentifier: try owned(confirmation).idmIdentifier, confirmationId: confirmation.confirmationId)
     }
 }

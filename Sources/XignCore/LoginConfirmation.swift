@@ -65,7 +65,8 @@ extension XignSdk {
     /// The host enrolment for logins on this machine: the first one, or the one for `managerURL`.
     public func hostEnrolment(for managerURL: ManagerURL? = nil) throws -> HostEnrolment {
         guard let host = try hostEnrolments().first(where: { managerURL == nil || $0.managerURL == managerURL }) else {
-            throw XignSdkError(.hostNotJoined, "this machine has not joined an identity manager as a host; run xign-setup host join")
+            throw XignSdkError(
+                .hostNotJoined, "this machine has not joined an identity manager as a host; run xign-setup host join")
         }
         return host
     }
@@ -78,7 +79,8 @@ extension XignSdk {
             throw XignSdkError(.unknownLoginName, "'\(loginName.prefix(64))' is not a login name the manager can know")
         }
         let host = try hostEnrolment()
-        guard let der = Base64URL.decode(host.managerKey), let managerKey = try? P256PublicKey(derRepresentation: der) else {
+        guard let der = Base64URL.decode(host.managerKey), let managerKey = try? P256PublicKey(derRepresentation: der)
+        else {
             throw XignSdkError(.stateUnavailable, "the pinned manager key of host \(host.name) is damaged; join again")
         }
         let key = try keys.load(host.keyKind, host.keyReference, what: "host")
@@ -94,29 +96,35 @@ extension XignSdk {
         let compact = try client.postDeviceSigned(
             APIPath.confirmations, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
         let start = try ManagerClient.verify(
-            compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self, nonce: nonce, nonceOf: \.nonce)
+            compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self,
+            nonce: nonce, nonceOf: \.nonce)
         guard ConfirmationPayload.confirmationId(in: start.payload) == start.confirmationId,
             let lifetime = MonotonicClock.lifetime(from: start.issuedAt, to: start.expiresAt)
         else {
             throw XignSdkError(.invalidManagerResponse, "the manager's confirmation start is inconsistent")
         }
         return PendingLoginConfirmation(
-            confirmationId: start.confirmationId, code: start.code, payload: start.payload, appLink: start.appLink, hostName: host.name,
-            loginName: loginName, service: service, expiresAt: sentAt.advanced(by: lifetime), waitToken: start.waitToken, nonce: nonce,
+            confirmationId: start.confirmationId, code: start.code, payload: start.payload, appLink: start.appLink,
+            hostName: host.name,
+            loginName: loginName, service: service, expiresAt: sentAt.advanced(by: lifetime),
+            waitToken: start.waitToken, nonce: nonce,
             host: host, managerKey: managerKey
         )
     }
 
     /// Waits up to `milliseconds` for the decision. A decision is believed only when the pinned manager key signed it
     /// for this host, this login name, this service and this start's nonce.
-    public func waitForDecision(_ pending: PendingLoginConfirmation, upTo milliseconds: Int) throws -> LoginConfirmationDecision {
+    public func waitForDecision(
+        _ pending: PendingLoginConfirmation, upTo milliseconds: Int
+    ) throws -> LoginConfirmationDecision {
         let client = ManagerClient(url: pending.host.managerURL, http: http)
         // The manager must answer before the transport gives up.
         let wait = max(0, min(milliseconds, http.configuration.timeoutMilliseconds - 1_000))
         let response = try client.exchange(
             "POST", APIPath.confirmationWait,
             body: try JSONEncoder.canonical.encode(
-                ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: wait)))
+                ConfirmationWaitRequest(
+                    confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: wait)))
         guard response.contentType?.hasPrefix("application/jose") == true else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered the wait without a signature")
         }
@@ -158,24 +166,34 @@ extension XignSdk {
 extension Authenticator {
     /// The confirmations waiting for the account of `idmIdentifier`; with `waitMilliseconds`, the manager holds the
     /// answer until one arrives or the time is up.
-    public func fetchPendingConfirmations(idmIdentifier: String, waitMilliseconds: Int = 0) throws -> [PendingConfirmation] {
+    public func fetchPendingConfirmations(
+        idmIdentifier: String, waitMilliseconds: Int = 0
+    ) throws -> [PendingConfirmation] {
         let (entity, client, key) = try signer(idmIdentifier)
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let nonce = try ManagerClient.nonce()
         let wait = max(0, min(waitMilliseconds, http.configuration.timeoutMilliseconds - 1_000))
         let body = try JSONEncoder.canonical.encode(
-            PendingConfirmationsRequest(deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce, waitMilliseconds: wait))
-        let compact = try client.postDeviceSigned(APIPath.confirmationsPending, body: body, challenge: challenge, key: key)
+            PendingConfirmationsRequest(
+                deviceId: entity.idmIdentifier, challenge: challenge, nonce: nonce, waitMilliseconds: wait))
+        let compact = try client.postDeviceSigned(
+            APIPath.confirmationsPending, body: body, challenge: challenge, key: key)
         let list = try ManagerClient.verify(
             compact, type: SignedAnswerType.confirmationList, key: try entity.pinnedManagerKey(),
             as: ConfirmationListMessage.self, nonce: nonce, nonceOf: \.nonce)
         return list.confirmations.compactMap { item in
-            guard ConfirmationPayload.confirmationId(in: ConfirmationPayload.prefix + item.confirmationId) == item.confirmationId else { return nil }
+            guard
+                ConfirmationPayload.confirmationId(in: ConfirmationPayload.prefix + item.confirmationId)
+                    == item.confirmationId
+            else { return nil }
             return PendingConfirmation(
-                confirmationId: item.confirmationId, host: String(item.host.prefix(253)), service: String(item.service.prefix(64)),
-                loginName: String(item.loginName.prefix(32)), remoteHost: item.remoteHost.map { String($0.prefix(128)) },
+                confirmationId: item.confirmationId, host: String(item.host.prefix(253)),
+                service: String(item.service.prefix(64)),
+                loginName: String(item.loginName.prefix(32)),
+                remoteHost: item.remoteHost.map { String($0.prefix(128)) },
                 tty: item.tty.map { String($0.prefix(64)) },
-                command: item.command.map { String($0.prefix(128)) }, createdAt: Date(millisecondsSince1970: item.createdAt),
+                command: item.command.map { String($0.prefix(128)) },
+                createdAt: Date(millisecondsSince1970: item.createdAt),
                 idmIdentifier: entity.idmIdentifier
             )
         }
@@ -186,14 +204,21 @@ extension Authenticator {
         let (entity, client, key) = try signer(idmIdentifier)
         let challenge = try client.challenge(APIPath.challenges, ChallengeRequest(deviceId: entity.idmIdentifier))
         let body = try JSONEncoder.canonical.encode(
-            ConfirmationDenialRequest(deviceId: entity.idmIdentifier, challenge: challenge, confirmationId: confirmationId))
+            ConfirmationDenialRequest(
+                deviceId: entity.idmIdentifier, challenge: challenge, confirmationId: confirmationId))
         _ = try client.exchange(
             "POST", APIPath.confirmationDenial, body: body,
-            headers: [try ManagerClient.signatureHeader(APIPath.confirmationDenial, body: body, challenge: challenge, key: key)])
+            headers: [
+                try ManagerClient.signatureHeader(
+                    APIPath.confirmationDenial, body: body, challenge: challenge, key: key)
+            ])
     }
 
     private func signer(_ idmIdentifier: String) throws -> (IdentityManagerEntity, ManagerClient, any DeviceKey) {
         let entity = try store.entity(idmIdentifier)
-        return (entity, ManagerClient(url: entity.managerURL, http: http), try keys.load(entity.keyKind, entity.keyReference, what: "device"))
+        return (
+            entity, ManagerClient(url: entity.managerURL, http: http),
+            try keys.load(entity.keyKind, entity.keyReference, what: "device")
+        )
     }
 }

@@ -21,18 +21,23 @@ struct ManagerClient {
     func postSigned(_ path: String, body: Data, headers: [(String, String)] = []) throws -> String {
         let response = try exchange("POST", path, body: body, headers: headers)
         guard response.contentType?.hasPrefix("application/jose") == true else {
-            throw XignSdkError(.invalidManagerResponse, "the manager at \(url) answered \(path) without a signature; is it an xign manager?")
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager at \(url) answered \(path) without a signature; is it an xign manager?")
         }
         return String(decoding: response.body, as: UTF8.self)
     }
 
     /// POSTs `body` signed by `key` over the canonical encoding with `challenge` (docs/design.md, invariant 3); returns the signed answer.
     func postDeviceSigned(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> String {
-        try postSigned(path, body: body, headers: [try Self.signatureHeader(path, body: body, challenge: challenge, key: key)])
+        try postSigned(
+            path, body: body, headers: [try Self.signatureHeader(path, body: body, challenge: challenge, key: key)])
     }
 
     /// The signature header of a POST signed by a device or host key (docs/design.md, invariant 3).
-    static func signatureHeader(_ path: String, body: Data, challenge: String, key: any DeviceKey) throws -> (String, String) {
+    static func signatureHeader(
+        _ path: String, body: Data, challenge: String, key: any DeviceKey
+    ) throws -> (String, String) {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         do { return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message))) } catch {
             throw DeviceKeys.error(error, doing: "the key cannot sign")
@@ -46,7 +51,9 @@ struct ManagerClient {
     }
 
     /// Sends the request and turns non-2xx answers into SDK errors.
-    func exchange(_ method: String, _ path: String, body: Data?, headers: [(String, String)] = []) throws -> HTTPClient.Response {
+    func exchange(
+        _ method: String, _ path: String, body: Data?, headers: [(String, String)] = []
+    ) throws -> HTTPClient.Response {
         let response: HTTPClient.Response
         do {
             response = try http.send(method, to: url, path: path, body: body, headers: headers)
@@ -78,21 +85,26 @@ struct ManagerClient {
     /// An answer that is a `LimitedMessage` is checked against the wire's limits here, once, for every caller.
     static func withinLimits<T>(_ value: T) throws -> T {
         guard let limited = value as? any LimitedMessage else { return value }
-        do { try limited.checkLimits() } catch { throw XignSdkError(.invalidManagerResponse, "the manager's answer: \(error)") }
+        do { try limited.checkLimits() } catch {
+            throw XignSdkError(.invalidManagerResponse, "the manager's answer: \(error)")
+        }
         return value
     }
 
     private func error(from response: HTTPClient.Response) -> XignSdkError {
         guard let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body) else {
             return XignSdkError(
-                .invalidManagerResponse, "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
+                .invalidManagerResponse,
+                "the manager at \(url) answered HTTP \(response.status) without an xign error body; is the URL right?")
         }
         let detail = body.error
         // One line of plain text: it is shown in terminals and PAM conversations.
         let message = "the manager says: \(DisplayText.sanitized(detail.message, keepingLineFeeds: false).prefix(300))"
         switch detail.code {
         case .lockedOut:
-            guard let lock = detail.lockout else { return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+            guard let lock = detail.lockout else {
+                return XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time")
+            }
             // Unsigned: shown for this attempt, never remembered (a stand-in for the manager could plant it).
             return XignSdkError(lockedOut: LockoutAttemptInformation(lock))
         case .securityInsufficient: return XignSdkError(.securityInsufficient, message)
@@ -121,13 +133,16 @@ struct ManagerClient {
         do { payload = try JWS.verify(compact, expectedType: type, key: key) } catch {
             throw XignSdkError(
                 .managerSignatureInvalid,
-                "the manager's answer is not signed by the manager key this machine pinned (\(error)); someone may be intercepting the connection")
+                "the manager's answer is not signed by the manager key this machine pinned (\(error)); someone may be intercepting the connection"
+            )
         }
         guard let value = try? JSONDecoder().decode(T.self, from: payload) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's signed answer has an unexpected shape")
         }
         guard nonceOf(value) == nonce else {
-            throw XignSdkError(.managerSignatureInvalid, "the manager's signed answer is for another request (nonce mismatch); it may be a replay")
+            throw XignSdkError(
+                .managerSignatureInvalid,
+                "the manager's signed answer is for another request (nonce mismatch); it may be a replay")
         }
         return try withinLimits(value)
     }
@@ -153,7 +168,8 @@ struct ManagerClient {
         guard let encoded = health.managerKey else {
             throw XignSdkError(
                 .invalidManagerResponse,
-                "the manager (\(health.version.prefix(32))) is older than this client and cannot take a sealed PIN; upgrade xign-manager")
+                "the manager (\(health.version.prefix(32))) is older than this client and cannot take a sealed PIN; upgrade xign-manager"
+            )
         }
         guard let der = Base64URL.decode(encoded), let key = try? P256PublicKey(derRepresentation: der) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's health answer does not carry a usable key")
@@ -162,11 +178,13 @@ struct ManagerClient {
         guard let statement = health.pinSealingKey else {
             throw XignSdkError(
                 .invalidManagerResponse,
-                "the manager (\(health.version.prefix(32))) is older than this client and names no PIN-sealing key; upgrade xign-manager")
+                "the manager (\(health.version.prefix(32))) is older than this client and names no PIN-sealing key; upgrade xign-manager"
+            )
         }
         let payload: Data
         do { payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: key) } catch {
-            throw XignSdkError(.managerSignatureInvalid, "the manager's PIN-sealing key is not signed by its signing key: \(error)")
+            throw XignSdkError(
+                .managerSignatureInvalid, "the manager's PIN-sealing key is not signed by its signing key: \(error)")
         }
         guard let message = try? JSONDecoder().decode(PINSealingKeyMessage.self, from: payload) else {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN-sealing key cannot be read")
@@ -177,9 +195,13 @@ struct ManagerClient {
     /// A PIN-sealing key from a signed answer (SPKI DER, base64url); nil is a manager older than this client.
     static func pinSealingKey(_ encoded: String?) throws -> P256PublicKey {
         guard let encoded else {
-            throw XignSdkError(.invalidManagerResponse, "the manager names no PIN-sealing key; it is older than this client: upgrade xign-manager")
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager names no PIN-sealing key; it is older than this client: upgrade xign-manager")
         }
-        guard encoded.utf8.count <= 200, let der = Base64URL.decode(encoded), let key = try? P256PublicKey(derRepresentation: der) else {
+        guard encoded.utf8.count <= 200, let der = Base64URL.decode(encoded),
+            let key = try? P256PublicKey(derRepresentation: der)
+        else {
             throw XignSdkError(.invalidManagerResponse, "the manager's PIN-sealing key is not a P-256 key")
         }
         return key
@@ -187,22 +209,27 @@ struct ManagerClient {
 
     private static func check(_ key: P256PublicKey, against fingerprint: String) throws {
         // Compact activation data carries the short form of the fingerprint; older links and join tokens the full one.
-        let expected = fingerprint.utf8.count == key.shortFingerprint.utf8.count ? key.shortFingerprint : key.fingerprint
+        let expected =
+            fingerprint.utf8.count == key.shortFingerprint.utf8.count ? key.shortFingerprint : key.fingerprint
         guard constantTimeEquals(Data(expected.utf8), Data(fingerprint.utf8)) else {
             throw XignSdkError(
                 .managerKeyMismatch,
-                "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted")
+                "the manager's signing key does not match the fingerprint you were given; the data may be forged or the connection intercepted"
+            )
         }
     }
 
     /// `pin` sealed to the manager's PIN-sealing key for one request.
     static func seal(_ pin: String, to managerKey: P256PublicKey, for binding: PINBinding) throws -> SealedPINMessage {
         do { return try SealedPINMessage(sealing: pin, to: managerKey, for: binding) } catch {
-            throw XignSdkError(.invalidInput, "the PIN cannot be sealed for the manager (\(error)); a PIN has 1 to 64 characters")
+            throw XignSdkError(
+                .invalidInput, "the PIN cannot be sealed for the manager (\(error)); a PIN has 1 to 64 characters")
         }
     }
 
     static func nonce() throws -> String {
-        do { return try SecureRandom.token(byteCount: 16) } catch { throw XignSdkError(.deviceKeyFailure, "no randomness available: \(error)") }
+        do { return try SecureRandom.token(byteCount: 16) } catch {
+            throw XignSdkError(.deviceKeyFailure, "no randomness available: \(error)")
+        }
     }
 }

@@ -9,7 +9,9 @@ public enum MonotonicClock {
     public struct Instant: Sendable, Equatable, Comparable {
         public let milliseconds: Int64
 
-        public func advanced(by milliseconds: Int64) -> Instant { Instant(milliseconds: self.milliseconds + milliseconds) }
+        public func advanced(by milliseconds: Int64) -> Instant {
+            Instant(milliseconds: self.milliseconds + milliseconds)
+        }
 
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.milliseconds < rhs.milliseconds }
     }

@@ -26,13 +26,17 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
         case .available(let until, let left):
             return "possible until \(until.localDescription), \(left) wrong PIN(s) left"
         case .notOffered(let why): return why
-        case .expired(let at): return "ended \(at.localDescription), the grace after the last online login; connect to the network and log in once"
+        case .expired(let at):
+            return
+                "ended \(at.localDescription), the grace after the last online login; connect to the network and log in once"
         case .exhausted(let maximum):
             return "ended after \(maximum) wrong offline PIN(s); connect to the network and log in once"
         case .clockBehind(let last):
             return
                 "refused: this machine's clock is before the last online login (\(last.localDescription)); correct the clock, or connect to the network"
-        case .tpmGraceOver: return "ended: the TPM's clock says the grace after the last online login is over; connect to the network and log in once"
+        case .tpmGraceOver:
+            return
+                "ended: the TPM's clock says the grace after the last online login is over; connect to the network and log in once"
         case .tpmTriesLow(let left):
             return
                 "refused: the TPM allows only \(left) more wrong PIN(s) before its lockout, which other programs need too; connect to the network and log in once"
@@ -100,7 +104,8 @@ public struct OfflineLogins {
     /// The PIN becomes the verifier's authorization through PBKDF2 with the verifier's own salt. The TPM, not the
     /// cost, is what limits guessing; the KDF keeps the PIN itself out of the TPM.
     static func authorization(pin: String, salt: Data) throws -> Data {
-        try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data("xign offline PIN verifier".utf8) + salt, iterations: 10_000)
+        try PBKDF2.deriveKey(
+            password: Data(pin.utf8), salt: Data("xign offline PIN verifier".utf8) + salt, iterations: 10_000)
     }
 
     /// How often a login that changes nothing else writes its time: the grace is days, so minutes do not matter.
@@ -111,7 +116,9 @@ public struct OfflineLogins {
     }
 
     /// Changes the enrolment's record under the state file's lock; returns what `change` returns.
-    private func update<T>(_ entity: IdentityManagerEntity, _ change: (inout OfflineLoginRecord) throws -> T) throws -> T {
+    private func update<T>(
+        _ entity: IdentityManagerEntity, _ change: (inout OfflineLoginRecord) throws -> T
+    ) throws -> T {
         try store.update { contents in
             var records = contents.offline ?? [:]
             var record = records[entity.idmIdentifier] ?? OfflineLoginRecord()
@@ -133,7 +140,9 @@ public struct OfflineLogins {
     /// Takes the policy of a signed answer: events it acknowledges are dropped, and a verifier it no longer allows
     /// (offline off, another PIN generation, a manager without offline login) is deleted. `current` is the record as
     /// the caller read it, to see whether anything changes; the change itself reads it again under the lock.
-    func apply(_ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity, readAs current: OfflineLoginRecord?) throws {
+    func apply(
+        _ policy: OfflinePolicyMessage?, to entity: IdentityManagerEntity, readAs current: OfflineLoginRecord?
+    ) throws {
         if current == nil && policy?.allowsOfflineLogin != true { return }
         // Most starts change nothing: then nothing is written.
         guard Self.applying(policy, to: current ?? OfflineLoginRecord(), mode: mode) != current else { return }
@@ -145,8 +154,9 @@ public struct OfflineLogins {
         if let stale { try? verifiers.delete(stale) }
     }
 
-    static func applying(_ policy: OfflinePolicyMessage?, to record: OfflineLoginRecord, mode: ClientConfiguration.OfflineMode) -> OfflineLoginRecord
-    {
+    static func applying(
+        _ policy: OfflinePolicyMessage?, to record: OfflineLoginRecord, mode: ClientConfiguration.OfflineMode
+    ) -> OfflineLoginRecord {
         var record = record
         record.policy = policy
         if let through = policy?.reportedThrough {
@@ -168,16 +178,23 @@ public struct OfflineLogins {
     /// the count of wrong offline PINs is cleared, and the verifier is made anew when there is none for this PIN
     /// generation or its deadline on the TPM's Clock no longer matches the grace. A failure here never fails what
     /// succeeded; `doctor` shows an enrolment without a verifier, and why.
-    func refresh(_ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)? = nil, now: Date = Date()) {
+    func refresh(
+        _ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)? = nil, now: Date = Date()
+    ) {
         try? refreshing(entity, pin: pin, role: role, now: now.millisecondsSince1970)
     }
 
-    private func refreshing(_ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)?, now: Int64) throws {
-        guard entity.keyKind == .tpm, mode == .auto, let record = try record(entity), let policy = record.policy, policy.allowsOfflineLogin else {
+    private func refreshing(
+        _ entity: IdentityManagerEntity, pin: String, role: (name: String, pinSuffices: Bool)?, now: Int64
+    ) throws {
+        guard entity.keyKind == .tpm, mode == .auto, let record = try record(entity), let policy = record.policy,
+            policy.allowsOfflineLogin
+        else {
             return
         }
         let roleKnown = role.map { record.pinSuffices?[$0.name] == $0.pinSuffices } ?? true
-        if record.verifier?.pinGeneration == policy.pinGeneration, record.verifier?.deadline != nil, roleKnown, record.failures == 0,
+        if record.verifier?.pinGeneration == policy.pinGeneration, record.verifier?.deadline != nil, roleKnown,
+            record.failures == 0,
             now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt
         {
             return
@@ -189,15 +206,19 @@ public struct OfflineLogins {
             let current = record.verifier
             let wanted = standing.clock + UInt64(max(0, policy.graceMilliseconds))
             if current?.pinGeneration != policy.pinGeneration || standing.unprotectedBecause != nil
-                || current?.deadline.map({ max($0, wanted) - min($0, wanted) > UInt64(Self.onlineTimeGranularity) }) ?? true
+                || current?.deadline.map({ max($0, wanted) - min($0, wanted) > UInt64(Self.onlineTimeGranularity) })
+                    ?? true
             {
                 let salt = try SecureRandom.bytes(16)
                 let authorization = try Self.authorization(pin: pin, salt: salt)
                 let made = try withTPM {
                     try verifiers.create(
-                        authorization: authorization, beside: entity.keyReference, graceMilliseconds: policy.graceMilliseconds, policy: lockoutPolicy)
+                        authorization: authorization, beside: entity.keyReference,
+                        graceMilliseconds: policy.graceMilliseconds, policy: lockoutPolicy)
                 }
-                fresh = .init(reference: made.reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration, deadline: made.deadline)
+                fresh = .init(
+                    reference: made.reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration,
+                    deadline: made.deadline)
             }
         } catch TPMFailure.unprotected {
             // Root here could lift the count of wrong PINs: no verifier may stay.
@@ -208,7 +229,9 @@ public struct OfflineLogins {
             replaced = try update(entity) { record -> String? in
                 record.lastOnlineAt = now
                 record.failures = 0
-                if let role { record.pinSuffices = (record.pinSuffices ?? [:]).merging([role.name: role.pinSuffices]) { $1 } }
+                if let role {
+                    record.pinSuffices = (record.pinSuffices ?? [:]).merging([role.name: role.pinSuffices]) { $1 }
+                }
                 guard fresh != nil || dropped else { return nil }
                 defer { record.verifier = fresh }
                 return record.verifier?.reference
@@ -232,9 +255,12 @@ public struct OfflineLogins {
 
     /// Whether offline login is possible for `role` (any role when nil): the manager's policy, the count and grace on
     /// this machine's clock, then the TPM's own word (its Clock, its tries left, and whether root could lift its count).
-    public func availability(of entity: IdentityManagerEntity, role: String? = nil, now: Date = Date()) throws -> OfflineAvailability {
+    public func availability(
+        of entity: IdentityManagerEntity, role: String? = nil, now: Date = Date()
+    ) throws -> OfflineAvailability {
         let record = try record(entity)
-        let availability = Self.availability(of: record, entity: entity, role: role, mode: mode, now: now.millisecondsSince1970)
+        let availability = Self.availability(
+            of: record, entity: entity, role: role, mode: mode, now: now.millisecondsSince1970)
         switch availability {
         case .available:
             guard let deadline = record?.verifier?.deadline else { return availability }
@@ -256,7 +282,9 @@ public struct OfflineLogins {
 
     private func standing() throws -> TPMStanding { try withTPM { try verifiers.standing(policy: lockoutPolicy) } }
 
-    static func judged(_ availability: OfflineAvailability, by tpm: TPMStanding, deadline: UInt64) -> OfflineAvailability {
+    static func judged(
+        _ availability: OfflineAvailability, by tpm: TPMStanding, deadline: UInt64
+    ) -> OfflineAvailability {
         if let why = tpm.unprotectedBecause { return .notOffered("not offered: \(why)") }
         guard tpm.clock < deadline else { return .tpmGraceOver }
         let left = tpm.lockout.maxTries - tpm.lockout.failures
@@ -265,16 +293,21 @@ public struct OfflineLogins {
     }
 
     static func availability(
-        of record: OfflineLoginRecord?, entity: IdentityManagerEntity, role: String? = nil, mode: ClientConfiguration.OfflineMode, now: Int64
+        of record: OfflineLoginRecord?, entity: IdentityManagerEntity, role: String? = nil,
+        mode: ClientConfiguration.OfflineMode, now: Int64
     )
         -> OfflineAvailability
     {
-        guard entity.keyKind == .tpm else { return .notOffered("not offered: the device key is not in a TPM, which offline login needs") }
+        guard entity.keyKind == .tpm else {
+            return .notOffered("not offered: the device key is not in a TPM, which offline login needs")
+        }
         guard mode == .auto else { return .notOffered("off on this machine (offline = never in xign.conf)") }
         guard let record, let policy = record.policy, policy.allowsOfflineLogin else {
             return .notOffered("not allowed by the manager for this account")
         }
-        guard record.verifier?.deadline != nil else { return .notOffered("not ready: log in once while the manager can be reached") }
+        guard record.verifier?.deadline != nil else {
+            return .notOffered("not ready: log in once while the manager can be reached")
+        }
         if let role, record.pinSuffices?[role] != true {
             return .notOffered(
                 record.pinSuffices?[role] == false
@@ -282,40 +315,54 @@ public struct OfflineLogins {
                     : "not ready for role \(role): log in with it once while the manager can be reached")
         }
         let until = record.lastOnlineAt + policy.graceMilliseconds
-        guard now + 300_000 >= record.lastOnlineAt else { return .clockBehind(lastOnline: Date(millisecondsSince1970: record.lastOnlineAt)) }
+        guard now + 300_000 >= record.lastOnlineAt else {
+            return .clockBehind(lastOnline: Date(millisecondsSince1970: record.lastOnlineAt))
+        }
         guard now < until else { return .expired(Date(millisecondsSince1970: until)) }
         guard record.failures < policy.maxFailures else { return .exhausted(maxFailures: policy.maxFailures) }
-        return .available(until: Date(millisecondsSince1970: until), wrongPINsLeft: policy.maxFailures - record.failures)
+        return .available(
+            until: Date(millisecondsSince1970: until), wrongPINsLeft: policy.maxFailures - record.failures)
     }
 
     /// Checks `pin` with the TPM. The attempt is written as a wrong PIN before the TPM sees it, so a crash or a pulled
     /// plug counts it; a right PIN then turns it into a login, and a TPM that could not be asked takes it back.
-    public func check(pin: String, of entity: IdentityManagerEntity, service: String, role: String? = nil, now: Date = Date()) throws -> OfflineCheck
-    {
+    public func check(
+        pin: String, of entity: IdentityManagerEntity, service: String, role: String? = nil, now: Date = Date()
+    ) throws -> OfflineCheck {
         let at = now.millisecondsSince1970
         let service = String(LogText.field(service, maximumLength: 64))
         let mode = self.mode
         let attempt = try update(entity) { record -> (OfflineLoginRecord.Verifier, Int64)? in
-            guard case .available = Self.availability(of: record, entity: entity, role: role, mode: mode, now: at), let verifier = record.verifier,
+            guard case .available = Self.availability(of: record, entity: entity, role: role, mode: mode, now: at),
+                let verifier = record.verifier,
                 verifier.deadline != nil
             else {
                 return nil
             }
             record.failures += 1
             record.lastSequence += 1
-            if record.events.count >= OfflineReportMessage.maximumEvents, let oldest = record.events.firstIndex(where: { $0.kind == .login }) {
+            if record.events.count >= OfflineReportMessage.maximumEvents,
+                let oldest = record.events.firstIndex(where: { $0.kind == .login })
+            {
                 record.events.remove(at: oldest)
                 record.droppedLogins += 1
             }
-            record.events.append(OfflineEventMessage(sequence: record.lastSequence, at: at, kind: .wrongPIN, service: service))
+            record.events.append(
+                OfflineEventMessage(sequence: record.lastSequence, at: at, kind: .wrongPIN, service: service))
             return (verifier, record.lastSequence)
         }
-        guard let (verifier, sequence) = attempt else { return .unavailable(try availability(of: entity, role: role, now: now)) }
+        guard let (verifier, sequence) = attempt else {
+            return .unavailable(try availability(of: entity, role: role, now: now))
+        }
         let accepted: Bool
         do {
-            guard let salt = Base64URL.decode(verifier.salt) else { throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged") }
+            guard let salt = Base64URL.decode(verifier.salt) else {
+                throw TPMFailure.keyDoesNotLoad("the verifier's salt is damaged")
+            }
             let authorization = try Self.authorization(pin: pin, salt: salt)
-            accepted = try withTPM { try verifiers.check(verifier.reference, authorization: authorization, deadline: verifier.deadline ?? 0) }
+            accepted = try withTPM {
+                try verifiers.check(verifier.reference, authorization: authorization, deadline: verifier.deadline ?? 0)
+            }
         } catch {
             // The TPM did not judge this PIN (past its grace, in lockout, unreachable, another TPM): nothing is counted.
             try update(entity) { record in
@@ -328,18 +375,25 @@ public struct OfflineLogins {
         let record = try update(entity) { record -> OfflineLoginRecord in
             if accepted {
                 record.failures -= 1
-                if let index = record.events.firstIndex(where: { $0.sequence == sequence }) { record.events[index].kind = .login }
+                if let index = record.events.firstIndex(where: { $0.sequence == sequence }) {
+                    record.events[index].kind = .login
+                }
             }
             return record
         }
-        guard accepted else { return .wrong(wrongPINsLeft: max(0, (record.policy?.maxFailures ?? 0) - record.failures)) }
-        return .accepted(until: Date(millisecondsSince1970: record.lastOnlineAt + (record.policy?.graceMilliseconds ?? 0)))
+        guard accepted else {
+            return .wrong(wrongPINsLeft: max(0, (record.policy?.maxFailures ?? 0) - record.failures))
+        }
+        return .accepted(
+            until: Date(millisecondsSince1970: record.lastOnlineAt + (record.policy?.graceMilliseconds ?? 0)))
     }
 }
 
 extension XignSdk {
     public var offlineLogins: OfflineLogins {
-        OfflineLogins(store: store, verifiers: keys.pinVerifiers, mode: configuration.offline, lockoutPolicy: configuration.tpmLockout)
+        OfflineLogins(
+            store: store, verifiers: keys.pinVerifiers, mode: configuration.offline,
+            lockoutPolicy: configuration.tpmLockout)
     }
 }
 

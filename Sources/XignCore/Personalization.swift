@@ -43,7 +43,8 @@ public final class PersonalizationParameters {
     let pin: String
 
     init(
-        result: DecryptResult, managerURL: ManagerURL, keys: (signing: P256PublicKey, sealing: P256PublicKey), session: SessionMessage,
+        result: DecryptResult, managerURL: ManagerURL, keys: (signing: P256PublicKey, sealing: P256PublicKey),
+        session: SessionMessage,
         replaces: String?, pin: String
     ) {
         outcome = result.outcome
@@ -92,9 +93,12 @@ public class NewActivationChoices {
 
     /// The choices as the manager takes them, the PIN sealed to `managerKey`; a valid PIN must be set first.
     func message(sealedTo sealingKey: P256PublicKey, for binding: PINBinding) throws -> NewActivationMessage {
-        guard let pin = pinSpec.pin else { throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first") }
+        guard let pin = pinSpec.pin else {
+            throw XignSdkError(.parametersIncomplete, "set a valid activation PIN on pinSpec first")
+        }
         return NewActivationMessage(
-            sealedPin: try ManagerClient.seal(pin, to: sealingKey, for: binding), alias: alias, shouldSendEmail: shouldSendEmail && canSendEmail)
+            sealedPin: try ManagerClient.seal(pin, to: sealingKey, for: binding), alias: alias,
+            shouldSendEmail: shouldSendEmail && canSendEmail)
     }
 }
 
@@ -102,7 +106,10 @@ public class NewActivationChoices {
 public final class NewActivationTrigger: NewActivationChoices {
     let parameters: PersonalizationParameters
 
-    init(pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool, parameters: PersonalizationParameters) {
+    init(
+        pinSpec: PinPolicyMessage, aliasSpec: AliasPolicyMessage, canSendEmail: Bool,
+        parameters: PersonalizationParameters
+    ) {
         self.parameters = parameters
         super.init(pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: canSendEmail)
     }
@@ -125,7 +132,9 @@ public enum PersonalizationResponse {
     case rePersonalization(PersonalizationParameters, NewActivationTrigger)
     case alreadyPersonalized(PersonalizationParameters)
     case mergePersonalization(PersonalizationParameters, AuthenticationInitializationDataWithSession)
-    case lockout(lockoutInformation: LockoutAttemptInformation, personalizationInitializationData: PersonalizationInitializationData)
+    case lockout(
+        lockoutInformation: LockoutAttemptInformation,
+        personalizationInitializationData: PersonalizationInitializationData)
 }
 
 /// What a finished personalization leaves on the machine: the enrolment the logins use.
@@ -162,7 +171,9 @@ public struct Personalizer {
         try store.checkWritable()
         // A remembered lock is not checked here: the manager, which may have lifted it, answers 423 while it holds.
         let mine = try store.list().filter { $0.managerURL == url }
-        if let other = mine.first(where: { $0.activationId == payload.activationId && !UserName.same($0.localUser, localUser) }) {
+        if let other = mine.first(where: {
+            $0.activationId == payload.activationId && !UserName.same($0.localUser, localUser)
+        }) {
             throw XignSdkError(
                 .invalidInput,
                 "this activation is bound to the local user \(other.localUser) on this machine; remove it there first with `xign-setup remove \(other.idmIdentifier)`"
@@ -177,17 +188,22 @@ public struct Personalizer {
         let managerKey = keys.signing
         let request = DecryptRequest(
             activationId: payload.activationId, activationSecret: payload.activationSecret,
-            sealedPin: try ManagerClient.seal(pin, to: keys.sealing, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce,
+            sealedPin: try ManagerClient.seal(
+                pin, to: keys.sealing, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce,
             knownDeviceIds: mine.filter { UserName.same($0.localUser, localUser) }.map(\.idmIdentifier)
         )
-        let compact = try client.postSigned(APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
+        let compact = try client.postSigned(
+            APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(request))
         let result = try ManagerClient.verify(
-            compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce, nonceOf: \.nonce)
+            compact, type: SignedAnswerType.decrypt, key: managerKey, as: DecryptResult.self, nonce: nonce,
+            nonceOf: \.nonce)
         guard result.activationId == payload.activationId else {
             throw XignSdkError(.invalidManagerResponse, "the manager answered for another activation")
         }
         if result.outcome == .lockout {
-            guard let lock = result.lockout else { throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time") }
+            guard let lock = result.lockout else {
+                throw XignSdkError(.invalidManagerResponse, "the manager reported a lockout without its time")
+            }
             let information = LockoutAttemptInformation(lock)
             try store.recordLockout(activationId: payload.activationId, information)
             return .lockout(lockoutInformation: information, personalizationInitializationData: data)
@@ -196,7 +212,9 @@ public struct Personalizer {
         guard let session = result.session else {
             throw XignSdkError(.invalidManagerResponse, "the manager's answer has no usable personalization session")
         }
-        let replaces = result.merge.flatMap { merge in mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier }
+        let replaces = result.merge.flatMap { merge in
+            mine.first { $0.idmIdentifier == merge.existingDeviceId }?.idmIdentifier
+        }
         let parameters = PersonalizationParameters(
             result: result, managerURL: url, keys: keys, session: session, replaces: replaces, pin: pin)
         switch result.outcome {
@@ -205,15 +223,20 @@ public struct Personalizer {
         case .alreadyPersonalized:
             return .alreadyPersonalized(parameters)
         case .rePersonalization:
-            guard let pinSpec = result.pinSpec, let aliasSpec = result.aliasSpec, pinSpec.minLength <= pinSpec.maxLength, pinSpec.maxLength <= 64
+            guard let pinSpec = result.pinSpec, let aliasSpec = result.aliasSpec,
+                pinSpec.minLength <= pinSpec.maxLength, pinSpec.maxLength <= 64
             else {
-                throw XignSdkError(.invalidManagerResponse, "the manager's rePersonalization answer lacks a usable PIN specification")
+                throw XignSdkError(
+                    .invalidManagerResponse, "the manager's rePersonalization answer lacks a usable PIN specification")
             }
             let trigger = NewActivationTrigger(
-                pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: result.canSendEmail ?? false, parameters: parameters)
+                pinSpec: pinSpec, aliasSpec: aliasSpec, canSendEmail: result.canSendEmail ?? false,
+                parameters: parameters)
             return .rePersonalization(parameters, trigger)
         case .mergePersonalization:
-            guard let merge = result.merge else { throw XignSdkError(.invalidManagerResponse, "the manager's merge answer lacks the merge data") }
+            guard let merge = result.merge else {
+                throw XignSdkError(.invalidManagerResponse, "the manager's merge answer lacks the merge data")
+            }
             return .mergePersonalization(
                 parameters,
                 AuthenticationInitializationDataWithSession(
@@ -226,14 +249,17 @@ public struct Personalizer {
     }
 
     /// Creates the device key, registers it and stores the enrolment.
-    public func personalizeIdentityManagerSynchronous(parameters: PersonalizationParameters) throws -> PersonalizationResult {
+    public func personalizeIdentityManagerSynchronous(
+        parameters: PersonalizationParameters
+    ) throws -> PersonalizationResult {
         try personalize(parameters, mode: parameters.mode, newActivation: nil)
     }
 
     /// Finishes a rePersonalization with a new activation; the trigger needs a valid PIN set first.
     public func personalizeIdentityManagerSynchronous(trigger: NewActivationTrigger) throws -> PersonalizationResult {
         let parameters = trigger.parameters
-        let newActivation = try trigger.message(sealedTo: parameters.pinSealingKey, for: .personalization(sessionId: parameters.session.id))
+        let newActivation = try trigger.message(
+            sealedTo: parameters.pinSealingKey, for: .personalization(sessionId: parameters.session.id))
         return try personalize(parameters, mode: .newActivation, newActivation: newActivation)
     }
 
@@ -256,21 +282,28 @@ public struct Personalizer {
                     keyKind: kind, device: device, nonce: nonce, newActivation: newActivation, attestation: attestation
                 )
                 let compact = try client.postDeviceSigned(
-                    APIPath.personalizations, body: try JSONEncoder.canonical.encode(request), challenge: parameters.session.challenge, key: key
+                    APIPath.personalizations, body: try JSONEncoder.canonical.encode(request),
+                    challenge: parameters.session.challenge, key: key
                 )
                 let result = try ManagerClient.verify(
-                    compact, type: SignedAnswerType.personalization, key: parameters.managerKey, as: PersonalizationResultMessage.self, nonce: nonce,
+                    compact, type: SignedAnswerType.personalization, key: parameters.managerKey,
+                    as: PersonalizationResultMessage.self, nonce: nonce,
                     nonceOf: \.nonce
                 )
-                guard result.deviceKey == publicKey, mode == .newActivation || result.activationId == parameters.activationId else {
-                    throw XignSdkError(.invalidManagerResponse, "the manager's personalization answer does not match this request")
+                guard result.deviceKey == publicKey,
+                    mode == .newActivation || result.activationId == parameters.activationId
+                else {
+                    throw XignSdkError(
+                        .invalidManagerResponse, "the manager's personalization answer does not match this request")
                 }
                 offlinePolicy = result.offline
-                keyAttestation = KeyAttestor.summary(attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
+                keyAttestation = KeyAttestor.summary(
+                    attestedBy: result.attestedBy, notAttestedBecause: result.notAttestedBecause)
                 return IdentityManagerEntity(
                     idmIdentifier: result.deviceId, managerURL: parameters.managerURL,
                     managerKey: Base64URL.encode(parameters.managerKey.derRepresentation),
-                    activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias, localUser: localUser,
+                    activationId: result.activationId, accountEmail: result.accountEmail, alias: result.activationAlias,
+                    localUser: localUser,
                     keyKind: kind, keyReference: reference, personalizedAt: Date().millisecondsSince1970
                 )
             },
@@ -278,7 +311,8 @@ public struct Personalizer {
                 try store.update { contents in
                     let gone = contents.entries.filter {
                         $0.managerURL == entity.managerURL
-                            && ($0.activationId == entity.activationId || $0.idmIdentifier == parameters.replacesIdmIdentifier)
+                            && ($0.activationId == entity.activationId
+                                || $0.idmIdentifier == parameters.replacesIdmIdentifier)
                     }
                     contents.entries.removeAll { old in gone.contains(old) }
                     contents.entries.append(entity)
@@ -292,6 +326,7 @@ public struct Personalizer {
             try? offline.apply(offlinePolicy, to: entity, readAs: offline.record(entity))
             offline.refresh(entity, pin: parameters.pin)
         }
-        return PersonalizationResult(idmIdentifier: entity.idmIdentifier, entity: entity, keyAttestation: keyAttestation)
+        return PersonalizationResult(
+            idmIdentifier: entity.idmIdentifier, entity: entity, keyAttestation: keyAttestation)
     }
 }

@@ -41,9 +41,12 @@ public final class PinSpecification {
         case .tooShort: return "The PIN needs at least \(minLength) digits."
         case .tooLong: return "The PIN may have at most \(maxLength) digits."
         case .blacklisted: return "This PIN is too common; choose another."
-        case .sequence: return "The PIN must not contain more than \(maxSequenceLength) consecutive ascending or descending digits."
+        case .sequence:
+            return "The PIN must not contain more than \(maxSequenceLength) consecutive ascending or descending digits."
         case .similarDigits: return "The PIN must not repeat a digit more than \(maxSimilarDigits) times in a row."
-        case .unsupportedCharacter: return "Use only letters, digits and symbols of a US keyboard in the PIN, so every login screen can type it."
+        case .unsupportedCharacter:
+            return
+                "Use only letters, digits and symbols of a US keyboard in the PIN, so every login screen can type it."
         }
     }
 }
@@ -185,7 +188,9 @@ public enum RegistrationResponse {
 public struct Registry: Sendable {
     let http: HTTPClient
 
-    public func initializationSynchronous(url: ManagerURL, serviceMappingId: String? = nil) throws -> RegistrationParameters {
+    public func initializationSynchronous(
+        url: ManagerURL, serviceMappingId: String? = nil
+    ) throws -> RegistrationParameters {
         let client = ManagerClient(url: url, http: http)
         let query = serviceMappingId.map { "?serviceMappingId=" + PercentEncoding.encode($0) } ?? ""
         let message: RegistrationParametersMessage = try client.get(APIPath.registrationParameters, query: query)
@@ -212,8 +217,10 @@ public struct Registry: Sendable {
         let keys = try client.managerKeys(pinnedTo: nil)
         let binding = PINBinding.registration(categoryId: category.id)
         let request = RegisterRequest(
-            categoryId: category.id, sealedPin: try ManagerClient.seal(pin, to: keys.sealing, for: binding), attributes: attributes,
-            alias: parameters.alias, serviceMappingId: parameters.serviceMappingId, arbitraryUserAttributes: parameters.arbitraryUserAttributes
+            categoryId: category.id, sealedPin: try ManagerClient.seal(pin, to: keys.sealing, for: binding),
+            attributes: attributes,
+            alias: parameters.alias, serviceMappingId: parameters.serviceMappingId,
+            arbitraryUserAttributes: parameters.arbitraryUserAttributes
         )
         do {
             let response: RegisterResponse = try client.post(APIPath.registrations, request)

@@ -40,7 +40,8 @@ public struct XignSdk {
 
     public func personalizer(managerURLOverride: ManagerURL? = nil) -> Personalizer {
         Personalizer(
-            http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(), managerURLOverride: managerURLOverride,
+            http: http, store: store, keys: keys, localUser: localUser, device: Self.deviceInformation(),
+            managerURLOverride: managerURLOverride,
             fingerprints: configuration.fingerprintReader, offline: offlineLogins)
     }
 
@@ -59,7 +60,8 @@ public struct XignSdk {
             withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         return DeviceInformationMessage(
-            name: String(hostName().prefix(128)), platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
+            name: String(hostName().prefix(128)),
+            platform: String("Linux \(text(system.release)) \(text(system.machine))".prefix(128)))
     }
 
     /// The enrolment named by `idmIdentifier`, for this machine.
@@ -100,15 +102,19 @@ public struct XignSdk {
             throw XignSdkError(.deviceKeyFailure, "\(error); use --local-only to forget the enrolment anyway")
         }
         let result = try deviceSigned(
-            entity, key: key, managerKey: managerKey, path: APIPath.deviceRevocations, answer: SignedAnswerType.revocation,
+            entity, key: key, managerKey: managerKey, path: APIPath.deviceRevocations,
+            answer: SignedAnswerType.revocation,
             as: RevocationResultMessage.self, nonceOf: \.nonce
         ) { RevokeRequest(deviceId: entity.idmIdentifier, challenge: $0, nonce: $1) }
-        guard result.deviceId == entity.idmIdentifier else { throw XignSdkError(.invalidManagerResponse, "the manager revoked another device") }
+        guard result.deviceId == entity.idmIdentifier else {
+            throw XignSdkError(.invalidManagerResponse, "the manager revoked another device")
+        }
     }
 
     /// A request the device signs over a fresh /v1/challenges challenge; `request` gets the challenge and the nonce.
     func deviceSigned<Answer: Decodable & Sendable>(
-        _ entity: IdentityManagerEntity, key: any DeviceKey, managerKey: P256PublicKey, path: String, answer type: String, as: Answer.Type,
+        _ entity: IdentityManagerEntity, key: any DeviceKey, managerKey: P256PublicKey, path: String,
+        answer type: String, as: Answer.Type,
         nonceOf: (Answer) -> String, request: (_ challenge: String, _ nonce: String) -> some Encodable
     ) throws -> Answer {
         let client = ManagerClient(url: entity.managerURL, http: http)
@@ -116,6 +122,7 @@ public struct XignSdk {
         let nonce = try ManagerClient.nonce()
         let body = try JSONEncoder.canonical.encode(request(challenge, nonce))
         let compact = try client.postDeviceSigned(path, body: body, challenge: challenge, key: key)
-        return try ManagerClient.verify(compact, type: type, key: managerKey, as: Answer.self, nonce: nonce, nonceOf: nonceOf)
+        return try ManagerClient.verify(
+            compact, type: type, key: managerKey, as: Answer.self, nonce: nonce, nonceOf: nonceOf)
     }
 }

@@ -44,7 +44,9 @@ public enum JWS {
     }
 
     /// Splits and decodes without verifying; the caller decides which key to verify with.
-    public static func parse(_ compact: String) throws -> (header: Header, payload: Data, signingInput: Data, signature: Data) {
+    public static func parse(
+        _ compact: String
+    ) throws -> (header: Header, payload: Data, signingInput: Data, signature: Data) {
         guard compact.utf8.count <= maximumLength else { throw Failure.malformed("longer than \(maximumLength) bytes") }
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw Failure.malformed("expected three dot-separated parts") }
@@ -62,7 +64,9 @@ public enum JWS {
     /// Verifies with `key` and returns the payload.
     public static func verify(_ compact: String, expectedType: String, key: P256PublicKey) throws -> Data {
         let parts = try parse(compact)
-        guard parts.header.typ == expectedType else { throw Failure.malformed("type \(parts.header.typ), expected \(expectedType)") }
+        guard parts.header.typ == expectedType else {
+            throw Failure.malformed("type \(parts.header.typ), expected \(expectedType)")
+        }
         guard parts.header.kid == key.fingerprint else { throw Failure.wrongKey }
         guard key.isValidSignature(parts.signature, for: parts.signingInput) else { throw Failure.badSignature }
         return parts.payload

@@ -39,13 +39,16 @@ public struct P256PublicKey: Sendable, Hashable {
         guard derRepresentation.count == Self.prefix.count + 65, derRepresentation.starts(with: Self.prefix),
             derRepresentation[derRepresentation.startIndex + Self.prefix.count] == 0x04
         else {
-            throw CryptoError("public key is not a P-256 SubjectPublicKeyInfo with an uncompressed point and nothing after it")
+            throw CryptoError(
+                "public key is not a P-256 SubjectPublicKeyInfo with an uncompressed point and nothing after it")
         }
         parsed = try Self.load(derRepresentation)
         self.derRepresentation = Data(derRepresentation)
     }
 
-    public static func == (left: P256PublicKey, right: P256PublicKey) -> Bool { left.derRepresentation == right.derRepresentation }
+    public static func == (left: P256PublicKey, right: P256PublicKey) -> Bool {
+        left.derRepresentation == right.derRepresentation
+    }
 
     public func hash(into hasher: inout Hasher) { hasher.combine(derRepresentation) }
 
@@ -54,7 +57,9 @@ public struct P256PublicKey: Sendable, Hashable {
 
     /// The uncompressed point (0x04 || X || Y), for callers that build the key from raw coordinates.
     public init(x963Representation point: Data) throws {
-        guard point.count == 65, point.first == 0x04 else { throw CryptoError("P-256 point must be 65 bytes, uncompressed") }
+        guard point.count == 65, point.first == 0x04 else {
+            throw CryptoError("P-256 point must be 65 bytes, uncompressed")
+        }
         try self.init(derRepresentation: Data(Self.prefix) + point)
     }
 
@@ -70,7 +75,8 @@ public struct P256PublicKey: Sendable, Hashable {
 
     /// Checks a raw (r || s, 64 bytes) ECDSA-SHA256 signature over `message`.
     public func isValidSignature(_ signature: Data, for message: Data) -> Bool {
-        guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature), let context = EVP_MD_CTX_new() else { return false }
+        guard signature.count == 64, let der = ECDSASignature.der(fromRaw: signature), let context = EVP_MD_CTX_new()
+        else { return false }
         defer { EVP_MD_CTX_free(context) }
         guard withKey({ EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, $0) }) == 1 else { return false }
         let result = der.withUnsafeBytes { sig in
@@ -115,13 +121,17 @@ public final class P256PrivateKey: Sendable {
 
     /// Generates a fresh key from the system's CSPRNG.
     public init() throws {
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError("EVP_PKEY_CTX_new_from_name") }
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
+            throw CryptoError("EVP_PKEY_CTX_new_from_name")
+        }
         defer { EVP_PKEY_CTX_free(context) }
         guard EVP_PKEY_keygen_init(context) == 1,
             EVP_PKEY_CTX_set_group_name(context, "P-256") == 1
         else { throw CryptoError("P-256 key generation setup") }
         var generated: OpaquePointer?
-        guard EVP_PKEY_generate(context, &generated) == 1, let generated else { throw CryptoError("P-256 key generation") }
+        guard EVP_PKEY_generate(context, &generated) == 1, let generated else {
+            throw CryptoError("P-256 key generation")
+        }
         key = EVPKey(taking: generated)
         publicKey = try Self.publicKey(of: key)
     }
@@ -161,7 +171,9 @@ public final class P256PrivateKey: Sendable {
 
     /// The ECDH shared secret (the x coordinate, 32 bytes) with `peer`.
     public func sharedSecret(with peer: P256PublicKey) throws -> Data {
-        guard let context = key.withPointer({ EVP_PKEY_CTX_new($0, nil) }) else { throw CryptoError("EVP_PKEY_CTX_new") }
+        guard let context = key.withPointer({ EVP_PKEY_CTX_new($0, nil) }) else {
+            throw CryptoError("EVP_PKEY_CTX_new")
+        }
         defer { EVP_PKEY_CTX_free(context) }
         var secret = [UInt8](repeating: 0, count: 32)
         var length = secret.count
@@ -175,7 +187,9 @@ public final class P256PrivateKey: Sendable {
     public func signature(for message: Data) throws -> Data {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard key.withPointer({ EVP_DigestSignInit(context, nil, EVP_sha256(), nil, $0) }) == 1 else { throw CryptoError("EVP_DigestSignInit") }
+        guard key.withPointer({ EVP_DigestSignInit(context, nil, EVP_sha256(), nil, $0) }) == 1 else {
+            throw CryptoError("EVP_DigestSignInit")
+        }
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let result = message.withUnsafeBytes { msg in

@@ -28,12 +28,16 @@ public enum PINSeal {
 
     public static func seal(_ pin: String, to recipient: P256PublicKey, binding: Data) throws -> Sealed {
         let bytes = Data(pin.utf8)
-        guard !bytes.isEmpty, bytes.count <= paddedLength, !bytes.contains(0) else { throw CryptoError("a PIN to seal has 1 to 64 bytes and no NUL") }
+        guard !bytes.isEmpty, bytes.count <= paddedLength, !bytes.contains(0) else {
+            throw CryptoError("a PIN to seal has 1 to 64 bytes and no NUL")
+        }
         let ephemeral = try P256PrivateKey()
         let point = ephemeral.publicKey.point
-        let (key, nonce) = keyAndNonce(secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)
+        let (key, nonce) = keyAndNonce(
+            secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)
         let padded = bytes + Data(repeating: 0, count: paddedLength - bytes.count)
-        return Sealed(ephemeralPoint: point, ciphertext: try AESGCM.seal(padded, key: key, nonce: nonce, associatedData: binding))
+        return Sealed(
+            ephemeralPoint: point, ciphertext: try AESGCM.seal(padded, key: key, nonce: nonce, associatedData: binding))
     }
 
     /// The PIN, or an error when the seal was not made for `key` and `binding` or was changed on the way.
@@ -47,14 +51,17 @@ public enum PINSeal {
             secret: try key.sharedSecret(with: ephemeral), ephemeralPoint: sealed.ephemeralPoint, recipient: recipient)
         let padded = try AESGCM.open(sealed.ciphertext, key: aesKey, nonce: nonce, associatedData: binding)
         let pin = padded.prefix { $0 != 0 }
-        guard !pin.isEmpty, padded.dropFirst(pin.count).allSatisfy({ $0 == 0 }), let text = String(validating: pin, as: UTF8.self) else {
+        guard !pin.isEmpty, padded.dropFirst(pin.count).allSatisfy({ $0 == 0 }),
+            let text = String(validating: pin, as: UTF8.self)
+        else {
             throw CryptoError("a sealed PIN holds no PIN")
         }
         return text
     }
 
     private static func keyAndNonce(secret: Data, ephemeralPoint: Data, recipient: P256PublicKey) -> (Data, Data) {
-        let material = HKDF.derive(secret: secret, salt: ephemeralPoint + recipient.derRepresentation, info: info, length: 44)
+        let material = HKDF.derive(
+            secret: secret, salt: ephemeralPoint + recipient.derRepresentation, info: info, length: 44)
         return (material.prefix(32), material.suffix(12))
     }
 }
@@ -87,7 +94,9 @@ enum AESGCM {
         return try run(encrypting: false, sealed, key: key, nonce: nonce, associatedData: associatedData)
     }
 
-    private static func run(encrypting: Bool, _ input: Data, key: Data, nonce: Data, associatedData: Data) throws -> Data {
+    private static func run(
+        encrypting: Bool, _ input: Data, key: Data, nonce: Data, associatedData: Data
+    ) throws -> Data {
         guard key.count == 32, nonce.count == 12 else { throw CryptoError("AES-GCM key or nonce length") }
         guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }

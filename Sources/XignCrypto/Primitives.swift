@@ -95,7 +95,8 @@ public enum SecureRandom {
     /// 16 random bytes as 32 lowercase hex digits: ids that are safe in file names and on a command line.
     public static func identifier() throws -> String {
         let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: try bytes(16).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
+        return String(
+            decoding: try bytes(16).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
     }
 }
 
@@ -103,7 +104,8 @@ public enum SecureRandom {
 public func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
     guard a.count == b.count else { return false }
     if a.isEmpty { return true }
-    return a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, x.count) == 0 } }
+    return a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, x.count) == 0 }
+    }
 }
 
 /// base64url without padding (RFC 4648 §5), as JWS and our payloads use it.
@@ -113,7 +115,11 @@ public enum Base64URL {
         var bytes = [UInt8](data.base64EncodedData())
         while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
         for i in bytes.indices {
-            if bytes[i] == UInt8(ascii: "+") { bytes[i] = UInt8(ascii: "-") } else if bytes[i] == UInt8(ascii: "/") { bytes[i] = UInt8(ascii: "_") }
+            if bytes[i] == UInt8(ascii: "+") {
+                bytes[i] = UInt8(ascii: "-")
+            } else if bytes[i] == UInt8(ascii: "/") {
+                bytes[i] = UInt8(ascii: "_")
+            }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -121,7 +127,9 @@ public enum Base64URL {
     /// Returns nil for anything outside the base64url alphabet, including padding and whitespace.
     public static func decode(_ text: String) -> Data? {
         guard text.utf8.allSatisfy({ isAlphabet($0) }), text.utf8.count % 4 != 1 else { return nil }
-        var bytes = text.utf8.map { $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0 }
+        var bytes = text.utf8.map {
+            $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0
+        }
         bytes += [UInt8](repeating: UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4)
         return Data(base64Encoded: Data(bytes))
     }

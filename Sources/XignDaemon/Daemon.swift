@@ -52,7 +52,9 @@ public final class Daemon: @unchecked Sendable {
 
     private func admit(_ uid: UInt32) -> Bool {
         lock.withLock {
-            guard open.values.reduce(0, +) < maximumConnections, open[uid, default: 0] < maximumPerUid else { return false }
+            guard open.values.reduce(0, +) < maximumConnections, open[uid, default: 0] < maximumPerUid else {
+                return false
+            }
             open[uid, default: 0] += 1
             return true
         }

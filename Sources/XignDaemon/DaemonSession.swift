@@ -19,18 +19,23 @@ struct DaemonSession {
 
     func run() {
         let request: DaemonRequest
-        do { request = try connection.receive(DaemonRequest.self, deadline: .deadline(in: Self.requestMilliseconds)) } catch {
+        do {
+            request = try connection.receive(DaemonRequest.self, deadline: .deadline(in: Self.requestMilliseconds))
+        } catch {
             daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid): no request: \(error)")
             return
         }
-        guard let user = request.user else { return reply(.failure(.refused(message: "a connection starts with a request"))) }
+        guard let user = request.user else {
+            return reply(.failure(.refused(message: "a connection starts with a request")))
+        }
         guard let target = LocalUser(named: user) else {
             return reply(.failure(.refused(message: "there is no local user \(user.prefix(64))")))
         }
         // The unix_chkpwd rule: a caller that is not root acts only for the user of its own uid.
         guard peer.uid == 0 || peer.uid == target.uid else {
             daemon.log(LOG_WARNING, "uid=\(peer.uid) pid=\(peer.pid) asked for user=\(target.name): refused")
-            return reply(.failure(.refused(message: "you may use only your own XignIn enrolment, not that of \(target.name)")))
+            return reply(
+                .failure(.refused(message: "you may use only your own XignIn enrolment, not that of \(target.name)")))
         }
         switch request {
         case .login(let login): runLogin(login, for: target)
@@ -38,7 +43,8 @@ struct DaemonSession {
             reply(
                 Self.answer {
                     .pendingConfirmations(
-                        try approver(for: target).pendingConfirmations(waitMilliseconds: max(0, min(wait, Self.longestWaitMilliseconds))))
+                        try approver(for: target).pendingConfirmations(
+                            waitMilliseconds: max(0, min(wait, Self.longestWaitMilliseconds))))
                 })
         case .approve(_, let confirmation, let code, let pin):
             guard charge(target) else { return }
@@ -81,9 +87,14 @@ struct DaemonSession {
             }) ?? true
         if enrolled { guard charge(target, pamStyle: true) else { return } }
         let caller = LoginCaller(
-            user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty, process: peer.pid)
-        let log: (Int32, String) -> Void = { priority, message in daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)") }
-        let outcome = Login(caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log).run()
+            user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty,
+            process: peer.pid)
+        let log: (Int32, String) -> Void = { priority, message in
+            daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)")
+        }
+        let outcome = Login(
+            caller: caller, options: options, conversation: RelayConversation(connection: connection), log: log
+        ).run()
         if outcome.isSuccess { try? daemon.attempts.reset(String(target.uid)) }
         reply(.loginEnded(outcome: outcome))
     }
@@ -93,7 +104,11 @@ struct DaemonSession {
         let verdict: AttemptLimit.Verdict
         do { verdict = try daemon.attempts.charge(String(target.uid)) } catch {
             daemon.log(LOG_ERR, "cannot record the attempt: \(error)")
-            reply(.failure(.sdk(code: .stateUnavailable, message: "xignd cannot record the attempt; ask your administrator to look at its log")))
+            reply(
+                .failure(
+                    .sdk(
+                        code: .stateUnavailable,
+                        message: "xignd cannot record the attempt; ask your administrator to look at its log")))
             return false
         }
         guard case .refused(let seconds) = verdict else { return true }
@@ -129,8 +144,11 @@ struct RelayConversation: Conversation {
 
     func ask(_ text: String, echo: Bool) throws -> String {
         do {
-            try connection.send(DaemonReply.prompt(text: text, echo: echo), deadline: .deadline(in: DaemonSession.replyMilliseconds))
-            guard case .answer(let answer) = try connection.receive(DaemonRequest.self, deadline: .deadline(in: DaemonSession.answerMilliseconds))
+            try connection.send(
+                DaemonReply.prompt(text: text, echo: echo), deadline: .deadline(in: DaemonSession.replyMilliseconds))
+            guard
+                case .answer(let answer) = try connection.receive(
+                    DaemonRequest.self, deadline: .deadline(in: DaemonSession.answerMilliseconds))
             else {
                 throw ConversationFailed()
             }
@@ -139,8 +157,11 @@ struct RelayConversation: Conversation {
     }
 
     func show(_ text: String, isError: Bool) throws {
-        do { try connection.send(DaemonReply.message(text: text, isError: isError), deadline: .deadline(in: DaemonSession.replyMilliseconds)) } catch
-        {
+        do {
+            try connection.send(
+                DaemonReply.message(text: text, isError: isError),
+                deadline: .deadline(in: DaemonSession.replyMilliseconds))
+        } catch {
             throw ConversationFailed()
         }
     }

@@ -21,14 +21,18 @@ public enum DaemonSocket {
         try checkParent(of: path)
         var status = stat()
         if lstat(path, &status) == 0 {
-            guard status.st_mode & S_IFMT == S_IFSOCK else { throw DaemonSetupError("\(path) exists and is not a socket") }
+            guard status.st_mode & S_IFMT == S_IFSOCK else {
+                throw DaemonSetupError("\(path) exists and is not a socket")
+            }
             unlink(path)
         }
         guard var address = socketAddress(path) else { throw DaemonSetupError("\(path) is too long for a socket path") }
         let descriptor = Foundation.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let previous = umask(0o111)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         umask(previous)
         guard descriptor >= 0, bound == 0, Foundation.listen(descriptor, 64) == 0 else {
@@ -43,7 +47,8 @@ public enum DaemonSocket {
         let parent = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         var status = stat()
         guard lstat(parent.isEmpty ? "/" : parent, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
-            throw DaemonSetupError("\(parent) is not a directory; give --socket a path in a directory such as /run/xignd")
+            throw DaemonSetupError(
+                "\(parent) is not a directory; give --socket a path in a directory such as /run/xignd")
         }
         guard status.st_uid == 0 || status.st_uid == geteuid(), status.st_mode & 0o022 == 0 else {
             throw DaemonSetupError(

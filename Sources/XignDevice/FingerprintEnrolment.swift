@@ -31,7 +31,9 @@ public enum FingerprintEnrolment {
         try walk("\(directory)/\(user)", relative: "", depth: 0) { relative, status, content in
             files += 1
             guard files <= maximumFiles else {
-                throw EnrolmentError(description: "more than \(maximumFiles) files under \(directory)/\(user); that is not fprintd's storage")
+                throw EnrolmentError(
+                    description:
+                        "more than \(maximumFiles) files under \(directory)/\(user); that is not fprintd's storage")
             }
             record.append(Data("\(relative)\0\(status.st_mtim.tv_sec).\(status.st_mtim.tv_nsec)\0".utf8))
             record.append(SHA256.hash(content))
@@ -40,15 +42,21 @@ public enum FingerprintEnrolment {
     }
 
     /// Calls `visit` for each regular file below `path` in name order; never follows a symbolic link.
-    private static func walk(_ path: String, relative: String, depth: Int, _ visit: (String, stat, Data) throws -> Void) throws {
-        guard depth <= 4 else { throw EnrolmentError(description: "\(path) is nested deeper than fprintd stores prints") }
+    private static func walk(
+        _ path: String, relative: String, depth: Int, _ visit: (String, stat, Data) throws -> Void
+    ) throws {
+        guard depth <= 4 else {
+            throw EnrolmentError(description: "\(path) is nested deeper than fprintd stores prints")
+        }
         guard let directory = opendir(path) else {
             if errno == ENOENT { return }
             throw EnrolmentError(description: deniedOr("cannot read \(path)", errno))
         }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if name != "." && name != ".." { names.append(name) }
             if names.count > maximumFiles { break }
         }
@@ -56,15 +64,20 @@ public enum FingerprintEnrolment {
         for name in names.sorted() {
             let child = "\(path)/\(name)"
             var status = stat()
-            guard lstat(child, &status) == 0 else { throw EnrolmentError(description: deniedOr("cannot read \(child)", errno)) }
+            guard lstat(child, &status) == 0 else {
+                throw EnrolmentError(description: deniedOr("cannot read \(child)", errno))
+            }
             switch status.st_mode & S_IFMT {
             case S_IFDIR:
                 try walk(child, relative: "\(relative)/\(name)", depth: depth + 1, visit)
             case S_IFREG:
-                guard status.st_size <= maximumFileSize else { throw EnrolmentError(description: "\(child) is larger than a print") }
+                guard status.st_size <= maximumFileSize else {
+                    throw EnrolmentError(description: "\(child) is larger than a print")
+                }
                 try visit("\(relative)/\(name)", status, try contents(of: child, size: Int(status.st_size)))
             default:
-                throw EnrolmentError(description: "\(child) is neither a file nor a directory; fprintd writes only those")
+                throw EnrolmentError(
+                    description: "\(child) is neither a file nor a directory; fprintd writes only those")
             }
         }
     }
@@ -75,7 +88,9 @@ public enum FingerprintEnrolment {
         defer { close(descriptor) }
         var data = Data(count: size + 1)
         let count = data.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, size + 1) }
-        guard count >= 0, count <= size else { throw EnrolmentError(description: "\(path) changed while it was read; try again") }
+        guard count >= 0, count <= size else {
+            throw EnrolmentError(description: "\(path) changed while it was read; try again")
+        }
         return data.prefix(count)
     }
 

@@ -19,7 +19,8 @@ public struct FingerprintReader: Sendable, Equatable {
     public let invalidatesOnNewFingers: Bool
 
     public init(
-        busAddress: String = defaultBusAddress, timeoutMilliseconds: Int = 15_000, printsDirectory: String = FingerprintEnrolment.defaultDirectory,
+        busAddress: String = defaultBusAddress, timeoutMilliseconds: Int = 15_000,
+        printsDirectory: String = FingerprintEnrolment.defaultDirectory,
         invalidatesOnNewFingers: Bool = true
     ) {
         self.busAddress = busAddress
@@ -31,7 +32,9 @@ public struct FingerprintReader: Sendable, Equatable {
     /// The digest of `user`'s enrolled fingers that a factor is bound to; nil where binding is switched off.
     public func enrolmentDigest(user: String) throws -> String? {
         guard invalidatesOnNewFingers else { return nil }
-        do { return try FingerprintEnrolment.digest(user: user, directory: printsDirectory) } catch let error as FingerprintEnrolment.EnrolmentError {
+        do { return try FingerprintEnrolment.digest(user: user, directory: printsDirectory) } catch let error
+            as FingerprintEnrolment.EnrolmentError
+        {
             throw ReaderError(kind: .unavailable, description: error.description)
         }
     }
@@ -70,10 +73,14 @@ public struct FingerprintReader: Sendable, Equatable {
                 switch result {
                 case "verify-match": return true
                 case "verify-no-match": return false
-                case "verify-retry-scan", "verify-swipe-too-short", "verify-finger-not-centered", "verify-remove-and-retry":
+                case "verify-retry-scan", "verify-swipe-too-short", "verify-finger-not-centered",
+                    "verify-remove-and-retry":
                     prompt("The reader could not read the finger; touch it again.")
                 default:
-                    if done { throw ReaderError(kind: .failed, description: "fprintd ended the verification with \(result.prefix(64))") }
+                    if done {
+                        throw ReaderError(
+                            kind: .failed, description: "fprintd ended the verification with \(result.prefix(64))")
+                    }
                 }
             }
         }
@@ -99,7 +106,8 @@ private final class Bus {
     init(address: String, deadline: ContinuousClock.Instant) throws {
         guard let dbus = xign_dbus_open()?.pointee else {
             throw FingerprintReader.ReaderError(
-                kind: .unavailable, description: "libdbus is not installed, so fprintd cannot be asked (Debian: apt install libdbus-1-3)")
+                kind: .unavailable,
+                description: "libdbus is not installed, so fprintd cannot be asked (Debian: apt install libdbus-1-3)")
         }
         self.dbus = dbus
         var error = DBusError()
@@ -121,13 +129,15 @@ private final class Bus {
         do {
             guard
                 let owner = try call(
-                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", [Self.service]
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                    "GetNameOwner", [Self.service]
                 ).objectPath(), owner.hasPrefix(":")
             else { throw FingerprintReader.ReaderError.failed("the bus named no owner of \(Self.service)") }
             fprintd = owner
         } catch let error as FingerprintReader.ReaderError where error.description.contains("NameHasNoOwner") {
             close()
-            throw FingerprintReader.ReaderError(kind: .unavailable, description: "fprintd is not running (no owner of \(Self.service))")
+            throw FingerprintReader.ReaderError(
+                kind: .unavailable, description: "fprintd is not running (no owner of \(Self.service))")
         } catch {
             close()
             throw error
@@ -145,7 +155,10 @@ private final class Bus {
     }
 
     func defaultDevice() throws -> String {
-        guard let path = try call(path: "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []).objectPath()
+        guard
+            let path = try call(
+                path: "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []
+            ).objectPath()
         else {
             throw FingerprintReader.ReaderError.failed("fprintd named no device")
         }
@@ -163,7 +176,8 @@ private final class Bus {
     }
 
     func call(
-        destination: String? = nil, path: String, _ interface: String, _ method: String, _ arguments: [String], timeout: Int32? = nil
+        destination: String? = nil, path: String, _ interface: String, _ method: String, _ arguments: [String],
+        timeout: Int32? = nil
     ) throws -> Reply {
         guard let message = dbus.dbus_message_new_method_call(destination ?? fprintd, path, interface, method) else {
             throw FingerprintReader.ReaderError.failed("out of memory")
@@ -180,7 +194,10 @@ private final class Bus {
         }
         var error = DBusError()
         dbus.dbus_error_init(&error)
-        guard let reply = dbus.dbus_connection_send_with_reply_and_block(connection, message, timeout ?? max(1, remainingMilliseconds), &error) else {
+        guard
+            let reply = dbus.dbus_connection_send_with_reply_and_block(
+                connection, message, timeout ?? max(1, remainingMilliseconds), &error)
+        else {
             let timedOut = error.name.map { String(cString: $0) == DBUS_ERROR_NO_REPLY } ?? false
             throw Self.readerError(dbus, &error, timedOut ? .timedOut : .failed, "fprintd \(method)")
         }
@@ -191,8 +208,12 @@ private final class Bus {
         var error = DBusError()
         dbus.dbus_error_init(&error)
         dbus.dbus_bus_add_match(
-            connection, "type='signal',sender='\(fprintd)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'", &error)
-        if dbus.dbus_error_is_set(&error) != 0 { throw Self.readerError(dbus, &error, .failed, "cannot follow the verification") }
+            connection,
+            "type='signal',sender='\(fprintd)',interface='\(Self.deviceInterface)',member='VerifyStatus',path='\(device)'",
+            &error)
+        if dbus.dbus_error_is_set(&error) != 0 {
+            throw Self.readerError(dbus, &error, .failed, "cannot follow the verification")
+        }
     }
 
     /// Waits, until the deadline, for the device's next VerifyStatus signal.
@@ -218,13 +239,15 @@ private final class Bus {
                 throw FingerprintReader.ReaderError(kind: .timedOut, description: "no finger on the reader in time")
             }
             guard dbus.dbus_connection_read_write(connection, left) != 0 else {
-                throw FingerprintReader.ReaderError(kind: .unavailable, description: "the system bus went away during the verification")
+                throw FingerprintReader.ReaderError(
+                    kind: .unavailable, description: "the system bus went away during the verification")
             }
         }
     }
 
     static func readerError(
-        _ dbus: xign_dbus_functions, _ error: inout DBusError, _ kind: FingerprintReader.ReaderError.Kind, _ what: String
+        _ dbus: xign_dbus_functions, _ error: inout DBusError, _ kind: FingerprintReader.ReaderError.Kind,
+        _ what: String
     ) -> FingerprintReader.ReaderError {
         defer { dbus.dbus_error_free(&error) }
         let name = error.name.map { String(cString: $0) } ?? "unknown"
@@ -265,7 +288,9 @@ private final class Reply {
     /// An array of strings, at most 32 of them.
     func strings() throws -> [String] {
         var iterator = DBusMessageIter()
-        guard dbus.dbus_message_iter_init(message, &iterator) != 0, dbus.dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a")) else {
+        guard dbus.dbus_message_iter_init(message, &iterator) != 0,
+            dbus.dbus_message_iter_get_arg_type(&iterator) == Int32(UInt8(ascii: "a"))
+        else {
             throw FingerprintReader.ReaderError.failed("fprintd answered without a list")
         }
         var element = DBusMessageIter()

@@ -27,14 +27,19 @@ public struct SoftwareDeviceKeyStore: DeviceKeyStore {
         return (SoftwareDeviceKey(privateKey: key), reference)
     }
 
-    public func commit(pending: String, as reference: String) throws { try files.commit(pending: pending, as: reference) }
+    public func commit(pending: String, as reference: String) throws {
+        try files.commit(pending: pending, as: reference)
+    }
 
     public func load(_ reference: String) throws -> any DeviceKey {
         let pem = try files.read(reference)
         do {
-            return SoftwareDeviceKey(privateKey: try P256PrivateKey(pemRepresentation: String(decoding: pem, as: UTF8.self)))
+            return SoftwareDeviceKey(
+                privateKey: try P256PrivateKey(pemRepresentation: String(decoding: pem, as: UTF8.self)))
         } catch {
-            throw DeviceKeyError("the device key \(try files.path(reference)) is damaged (\(error)); remove this enrolment and personalize again")
+            throw DeviceKeyError(
+                "the device key \(try files.path(reference)) is damaged (\(error)); remove this enrolment and personalize again"
+            )
         }
     }
 

@@ -57,7 +57,9 @@ public struct TPMAttestationKey: Sendable {
     public var publicArea: Data { TPMDeviceKey.publicArea(of: blob) }
 
     /// TPM2_ActivateCredential: the secret the manager sealed to the EK of `slot` for this key.
-    public func activateCredential(_ credentialBlob: Data, encryptedSecret: Data, slot: EndorsementKeySlot) throws -> Data {
+    public func activateCredential(
+        _ credentialBlob: Data, encryptedSecret: Data, slot: EndorsementKeySlot
+    ) throws -> Data {
         var out = [UInt8](repeating: 0, count: 64)
         var size = 0
         try TPMDeviceKeyStore.withTPM(tcti) { tpm in
@@ -65,7 +67,8 @@ public struct TPMAttestationKey: Sendable {
             let rc = [UInt8](credentialBlob).withUnsafeBufferPointer { credential in
                 [UInt8](encryptedSecret).withUnsafeBufferPointer { secret in
                     xign_tpm_activate_credential(
-                        tpm, slot.kind, &ak, credential.baseAddress, credential.count, secret.baseAddress, secret.count, &out, &size)
+                        tpm, slot.kind, &ak, credential.baseAddress, credential.count, secret.baseAddress, secret.count,
+                        &out, &size)
                 }
             }
             guard rc == 0 else { throw TPMFailure.from(rc) }
@@ -82,7 +85,8 @@ public struct TPMAttestationKey: Sendable {
             var ak = blob
             var certified = key.blob
             let rc = [UInt8](qualifyingData).withUnsafeBufferPointer {
-                xign_tpm_certify(tpm, &ak, &certified, $0.baseAddress, $0.count, &attest, attest.count, &size, &signature)
+                xign_tpm_certify(
+                    tpm, &ak, &certified, $0.baseAddress, $0.count, &attest, attest.count, &size, &signature)
             }
             guard rc == 0 else { throw TPMFailure.from(rc) }
         }

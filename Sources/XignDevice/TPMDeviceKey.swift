@@ -28,10 +28,13 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unavailable(let why): return "no TPM is available (\(why)); check tcti in /etc/xign/xign.conf, or set device_key = software"
+        case .unavailable(let why):
+            return "no TPM is available (\(why)); check tcti in /etc/xign/xign.conf, or set device_key = software"
         case .busy(let why): return "the TPM is busy (\(why)); try again in a moment"
-        case .cleared: return "the TPM was cleared, so this machine's device key is gone; enroll again with xign-setup personalize"
-        case .keyDoesNotLoad(let why): return "the device key does not load into this TPM (\(why)); enroll again with xign-setup personalize"
+        case .cleared:
+            return "the TPM was cleared, so this machine's device key is gone; enroll again with xign-setup personalize"
+        case .keyDoesNotLoad(let why):
+            return "the device key does not load into this TPM (\(why)); enroll again with xign-setup personalize"
         case .lockout:
             return
                 "the TPM is in dictionary-attack lockout; wait for it to recover or have an administrator reset it (tpm2_dictionarylockout --clear-lockout)"
@@ -63,7 +66,8 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
                 // TPM_RC_INTEGRITY, TPM_RC_KEY, TPM_RC_SIZE, TPM_RC_VALUE on a load: the blob was not made by this TPM's current seed.
                 let number = 0x080 | (base & 0x03F)
                 if [0x09F, 0x09C, 0x095, 0x084].contains(number) { return .keyDoesNotLoad(text) }
-                if number == 0x0A2 || number == 0x08E { return .ownerAuthorization }  // TPM_RC_BAD_AUTH, TPM_RC_AUTH_FAIL
+                // TPM_RC_BAD_AUTH, TPM_RC_AUTH_FAIL
+                if number == 0x0A2 || number == 0x08E { return .ownerAuthorization }
                 return .other(text)
             }
             switch base {
@@ -163,7 +167,9 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
             guard bytes.count >= 2 else { throw TPMFailure.keyDoesNotLoad("the key file is truncated") }
             let size = Int(bytes[bytes.startIndex]) << 8 | Int(bytes[bytes.startIndex + 1])
             bytes = bytes.dropFirst(2)
-            guard size <= capacity, bytes.count >= size else { throw TPMFailure.keyDoesNotLoad("the key file is truncated or oversized") }
+            guard size <= capacity, bytes.count >= size else {
+                throw TPMFailure.keyDoesNotLoad("the key file is truncated or oversized")
+            }
             target.copyBytes(from: bytes.prefix(size))
             bytes = bytes.dropFirst(size)
             return size
@@ -186,13 +192,17 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
         return (TPMDeviceKey(tcti: tcti, blob: blob, point: Data(point)), reference)
     }
 
-    public func commit(pending: String, as reference: String) throws { try files.commit(pending: pending, as: reference) }
+    public func commit(pending: String, as reference: String) throws {
+        try files.commit(pending: pending, as: reference)
+    }
 
     public func load(_ reference: String) throws -> any DeviceKey {
         let blob = try Self.decode(try files.read(reference))
         var point = [UInt8](repeating: 0, count: 65)
         var copy = blob
-        guard xign_tpm_blob_point(&copy, &point) == 0 else { throw TPMFailure.keyDoesNotLoad("the public part does not parse") }
+        guard xign_tpm_blob_point(&copy, &point) == 0 else {
+            throw TPMFailure.keyDoesNotLoad("the public part does not parse")
+        }
         return TPMDeviceKey(tcti: tcti, blob: blob, point: Data(point))
     }
 

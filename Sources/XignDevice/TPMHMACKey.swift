@@ -57,7 +57,9 @@ public final class TPMHMACKey: Sendable {
         try loaded.withLock { current in
             let key = try current ?? Self.load(tcti: tcti, blob: blob)
             var mac = [UInt8](repeating: 0, count: 32)
-            let rc = [UInt8](message).withUnsafeBufferPointer { xign_tpm_hmac(key.tpm, key.handle, $0.baseAddress, $0.count, &mac) }
+            let rc = [UInt8](message).withUnsafeBufferPointer {
+                xign_tpm_hmac(key.tpm, key.handle, $0.baseAddress, $0.count, &mac)
+            }
             guard rc == 0 else {
                 xign_tpm_close(key.tpm)
                 current = nil

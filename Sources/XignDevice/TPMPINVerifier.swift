@@ -15,7 +15,8 @@ public struct TPMLockoutState: Sendable, Equatable {
     public var lockoutAuthorizationSet = false
 
     public init(
-        failures: Int, maxTries: Int, recoverySeconds: Int, lockoutRecoverySeconds: Int, isLockedOut: Bool, lockoutAuthorizationSet: Bool = false
+        failures: Int, maxTries: Int, recoverySeconds: Int, lockoutRecoverySeconds: Int, isLockedOut: Bool,
+        lockoutAuthorizationSet: Bool = false
     ) {
         self.failures = failures
         self.maxTries = maxTries
@@ -91,7 +92,9 @@ public struct TPMPINVerifierStore: Sendable {
             }
             if let why = try unprotectedBecause(state, tpm: tpm, policy: policy) { throw TPMFailure.unprotected(why) }
             let deadline = try Self.clock(tpm) + UInt64(max(0, graceMilliseconds))
-            let rc = [UInt8](authorization).withUnsafeBufferPointer { xign_tpm_create_verifier(tpm, $0.baseAddress, $0.count, deadline, &blob) }
+            let rc = [UInt8](authorization).withUnsafeBufferPointer {
+                xign_tpm_create_verifier(tpm, $0.baseAddress, $0.count, deadline, &blob)
+            }
             guard rc == 0 else { throw TPMFailure.from(rc) }
             return deadline
         }
@@ -104,7 +107,9 @@ public struct TPMPINVerifierStore: Sendable {
     public func check(_ reference: String, authorization: Data, deadline: UInt64) throws -> Bool {
         var blob = try TPMDeviceKeyStore.decode(try files.read(reference))
         return try TPMDeviceKeyStore.withTPM(tcti) { tpm in
-            let rc = [UInt8](authorization).withUnsafeBufferPointer { xign_tpm_check_verifier(tpm, &blob, $0.baseAddress, $0.count, deadline) }
+            let rc = [UInt8](authorization).withUnsafeBufferPointer {
+                xign_tpm_check_verifier(tpm, &blob, $0.baseAddress, $0.count, deadline)
+            }
             if rc == XIGN_TPM_RC_WRONG_AUTH { return false }
             guard rc == 0 else { throw TPMFailure.from(rc) }
             return true
@@ -116,7 +121,8 @@ public struct TPMPINVerifierStore: Sendable {
         try TPMDeviceKeyStore.withTPM(tcti) { tpm in
             let state = try Self.lockoutState(tpm)
             return TPMStanding(
-                lockout: state, clock: try Self.clock(tpm), unprotectedBecause: try unprotectedBecause(state, tpm: tpm, policy: policy))
+                lockout: state, clock: try Self.clock(tpm),
+                unprotectedBecause: try unprotectedBecause(state, tpm: tpm, policy: policy))
         }
     }
 
@@ -124,7 +130,9 @@ public struct TPMPINVerifierStore: Sendable {
     /// storage seed, and an empty lockout authorization someone else may have set) is not taken for the same.
     private var markers: KeyFiles { KeyFiles(directory: directory, suffix: ".lockout") }
 
-    private func unprotectedBecause(_ state: TPMLockoutState, tpm: OpaquePointer, policy: TPMLockoutPolicy) throws -> String? {
+    private func unprotectedBecause(
+        _ state: TPMLockoutState, tpm: OpaquePointer, policy: TPMLockoutPolicy
+    ) throws -> String? {
         guard state.recoverySeconds > 0 else {
             return "the TPM's dictionary-attack protection is off (recovery time 0), so it does not bound wrong PINs"
         }

@@ -53,7 +53,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// (2.34), which Swift's Glibc module does not import.
     static func closeDescriptors(from first: Int32, in actions: inout posix_spawn_file_actions_t) {
         typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+        else {
             fatalError("glibc 2.34 or later is needed: posix_spawn_file_actions_addclosefrom_np is missing")
         }
         _ = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, first)
@@ -63,7 +64,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// runs with some blocked, and a child would inherit that), with `actions` for its descriptors; `ownGroup` puts
     /// the child in a process group of its own.
     static func spawn(
-        _ executable: String, _ arguments: [String], environment: [String: String], actions: inout posix_spawn_file_actions_t,
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        actions: inout posix_spawn_file_actions_t,
         ownGroup: Bool = true
     ) throws -> pid_t {
         var attributes = posix_spawnattr_t()
@@ -191,7 +193,9 @@ public final class TemporaryDirectory: @unchecked Sendable {
 /// Locates the built executables next to the test bundle.
 public enum Products {
     public static let directory: String = {
-        var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        var url = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
         for _ in 0..<6 {
             url.deleteLastPathComponent()
             if FileManager.default.isExecutableFile(atPath: url.path + "/xign-manager") { return url.path }

@@ -41,7 +41,8 @@ public final class ManagerProcess: @unchecked Sendable {
 
     /// `testConfig` with the `pam` service configured by `lines` (roles, authenticators, attributes…).
     public static func testConfig(pamService lines: String...) -> String {
-        testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n") + "\n"
+        testConfig + "\n[services]\nnames = pam\n[service.pam]\nname = Linux login\n" + lines.joined(separator: "\n")
+            + "\n"
     }
 
     public init(
@@ -67,9 +68,12 @@ public final class ManagerProcess: @unchecked Sendable {
 
     /// A manager whose public URL is `http://localhost:PORT`, so that a browser may make passkeys for it: WebAuthn takes a
     /// host name as the RP id, never an IP address. It listens on 127.0.0.1 at a port chosen before it starts.
-    public static func servingBrowsers(config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite) throws -> ManagerProcess {
+    public static func servingBrowsers(
+        config: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite
+    ) throws -> ManagerProcess {
         let port = try freePort()
-        return try ManagerProcess(config: config + "\n[server]\npublic_url = http://localhost:\(port)\n", database: database, port: port)
+        return try ManagerProcess(
+            config: config + "\n[server]\npublic_url = http://localhost:\(port)\n", database: database, port: port)
     }
 
     /// The public URL of a manager from `servingBrowsers`.
@@ -85,7 +89,9 @@ public final class ManagerProcess: @unchecked Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard bound else { throw TestFailure("bind: \(errno)") }
         return Int(UInt16(bigEndian: address.sin_port))
@@ -100,7 +106,8 @@ public final class ManagerProcess: @unchecked Sendable {
         dataDirectory = directory.file("manager")
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         for file in ["signing-key.pem", "pin-sealing-key.pem", "pin-pepper"] {
-            try FileManager.default.copyItem(atPath: other.dataDirectory + "/" + file, toPath: dataDirectory + "/" + file)
+            try FileManager.default.copyItem(
+                atPath: other.dataDirectory + "/" + file, toPath: dataDirectory + "/" + file)
         }
         configPath = try directory.write("manager.conf", try String(contentsOfFile: other.configPath, encoding: .utf8))
         try start()
@@ -112,8 +119,11 @@ public final class ManagerProcess: @unchecked Sendable {
         if let postgreSQLDatabase {
             output = try PostgreSQLServer.shared().query(statement, database: postgreSQLDatabase)
         } else {
-            let result = try ChildProcess("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", dataDirectory + "/manager.sqlite", statement], in: directory)
-                .wait()
+            let result = try ChildProcess(
+                "/usr/bin/sqlite3", ["-cmd", ".timeout 5000", dataDirectory + "/manager.sqlite", statement],
+                in: directory
+            )
+            .wait()
             guard result.status == 0 else { throw TestFailure("sqlite3 \(statement.prefix(60)): \(result.stderr)") }
             output = result.stdout
         }
@@ -138,7 +148,9 @@ public final class ManagerProcess: @unchecked Sendable {
             return Int(try PostgreSQLServer.shared().query("SELECT pg_database_size('\(postgreSQLDatabase)')")) ?? -1
         }
         return ["", "-wal"].reduce(0) { total, suffix in
-            total + ((try? FileManager.default.attributesOfItem(atPath: dataDirectory + "/manager.sqlite" + suffix)[.size] as? Int) ?? 0)
+            total
+                + ((try? FileManager.default.attributesOfItem(atPath: dataDirectory + "/manager.sqlite" + suffix)[.size]
+                    as? Int) ?? 0)
         }
     }
 
@@ -159,7 +171,8 @@ public final class ManagerProcess: @unchecked Sendable {
         let command =
             launcher + [
                 try Products.path("xign-manager"),
-                "serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file", portFile,
+                "serve", "--config", configPath, "--data-dir", dataDirectory, "--listen", listen, "--port-file",
+                portFile,
             ]
         let child = try ChildProcess(command[0], Array(command.dropFirst()), in: directory)
         process = child
@@ -231,7 +244,9 @@ public final class ManagerProcess: @unchecked Sendable {
     public func giveLogin(_ email: String, _ name: String) throws {
         for arguments in [["accounts", "set-login", email, name], ["accounts", "set-host-groups", email, "--all"]] {
             let result = try admin(arguments)
-            guard result.status == 0 else { throw TestFailure("\(arguments.prefix(2).joined(separator: " ")): \(result.stderr)") }
+            guard result.status == 0 else {
+                throw TestFailure("\(arguments.prefix(2).joined(separator: " ")): \(result.stderr)")
+            }
         }
     }
 
@@ -243,7 +258,8 @@ public final class ManagerProcess: @unchecked Sendable {
 
     /// The activation data of the newest activation mail to `email` (device notices carry none).
     public func activationLink(for email: String) throws -> String {
-        try PersonalizationPayload(parsingMail: String(contentsOfFile: try mailPath(for: email), encoding: .utf8)).deepLink
+        try PersonalizationPayload(parsingMail: String(contentsOfFile: try mailPath(for: email), encoding: .utf8))
+            .deepLink
     }
 
     /// The App-Link in the body of the newest activation mail to `email`: what a phone opens.
@@ -259,7 +275,9 @@ public final class ManagerProcess: @unchecked Sendable {
     public func mailPath(for email: String) throws -> String {
         for mail in try mails().reversed() {
             let text = try String(contentsOfFile: mail, encoding: .utf8)
-            if text.contains("To: \(email)\r\n"), text.contains("\r\n\(PersonalizationPayload.mailHeader): ") { return mail }
+            if text.contains("To: \(email)\r\n"), text.contains("\r\n\(PersonalizationPayload.mailHeader): ") {
+                return mail
+            }
         }
         throw TestFailure("no activation mail to \(email) in \(outbox)")
     }
@@ -269,7 +287,9 @@ public final class ManagerProcess: @unchecked Sendable {
         try mails().compactMap { mail in
             let text = try String(contentsOfFile: mail, encoding: .utf8)
             guard text.contains("To: \(email)\r\n") else { return nil }
-            return text.components(separatedBy: "\r\n").first { $0.hasPrefix("Subject: ") }.map { String($0.dropFirst(9)) }
+            return text.components(separatedBy: "\r\n").first { $0.hasPrefix("Subject: ") }.map {
+                String($0.dropFirst(9))
+            }
         }
     }
 
@@ -277,7 +297,9 @@ public final class ManagerProcess: @unchecked Sendable {
     public func reissue(_ email: String) throws -> String {
         let list = try admin(["activations", "--json", "--email", email])
         let activations = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
-        guard let id = activations.first?["id"] as? String else { throw TestFailure("no activation of \(email): \(list.stderr)") }
+        guard let id = activations.first?["id"] as? String else {
+            throw TestFailure("no activation of \(email): \(list.stderr)")
+        }
         let result = try admin(["reissue", id])
         guard result.status == 0 else { throw TestFailure("reissue: \(result.stderr)") }
         return try activationLink(for: email)

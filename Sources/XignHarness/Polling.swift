@@ -2,7 +2,9 @@ import Foundation
 
 /// Asks `condition` every `interval` microseconds until it holds or `seconds` pass, then once more; whether it held.
 /// An error from `condition` ends the wait.
-public func waitUntil(seconds: Double = 10, every interval: useconds_t = 20_000, _ condition: () throws -> Bool) rethrows -> Bool {
+public func waitUntil(
+    seconds: Double = 10, every interval: useconds_t = 20_000, _ condition: () throws -> Bool
+) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try condition() { return true }

@@ -51,7 +51,8 @@ public final class PostgreSQLServer: @unchecked Sendable {
         try run(
             "initdb",
             [
-                "-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8",
+                "-D", data, "-U", "xign", "--pwfile=\(initdbPassword)", "--auth-local=trust",
+                "--auth-host=scram-sha-256", "-E", "UTF8",
                 "--no-instructions",
             ], asRoot)
         let options =
@@ -60,7 +61,8 @@ public final class PostgreSQLServer: @unchecked Sendable {
             + " -c ssl=on -c ssl_cert_file=\(serverCertificate) -c ssl_key_file=\(serverKey)"
         try run("pg_ctl", ["-D", data, "-l", cluster + "/log", "-o", options, "-w", "-t", "60", "start"], asRoot)
         // SIGQUIT is PostgreSQL's immediate shutdown, sent once this process has exited; then the cluster goes.
-        let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n").first.flatMap { pid_t($0) }
+        let postmaster = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8).split(separator: "\n")
+            .first.flatMap { pid_t($0) }
         guard let postmaster else { throw TestFailure("PostgreSQL started without a postmaster.pid") }
         RunEnd.stop(postmaster, signal: "QUIT")
         RunEnd.remove(directory.path)
@@ -87,7 +89,11 @@ public final class PostgreSQLServer: @unchecked Sendable {
     @discardableResult
     public func query(_ statement: String, database: String = "postgres") throws -> String {
         let result = try ChildProcess(
-            "/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "xign", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", statement],
+            "/usr/bin/psql",
+            [
+                "-h", "127.0.0.1", "-p", "\(port)", "-U", "xign", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c",
+                statement,
+            ],
             environment: ["PGPASSWORD": password, "PATH": "/usr/bin:/bin"], in: directory
         ).wait(timeout: 60)
         guard result.status == 0 else { throw TestFailure("psql \(statement.prefix(60)): \(result.stderr)") }
@@ -97,19 +103,25 @@ public final class PostgreSQLServer: @unchecked Sendable {
     private func run(_ tool: String, _ arguments: [String], _ asRoot: Bool) throws {
         let command =
             asRoot
-            ? ("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binaries + "/" + tool] + arguments)
+            ? (
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", binaries + "/" + tool] + arguments
+            )
             : (binaries + "/" + tool, arguments)
         let result = try ChildProcess(command.0, command.1, in: directory).wait(timeout: 120)
         guard result.status == 0 else {
             let log = (try? String(contentsOfFile: directory.file("cluster/log"), encoding: .utf8)) ?? ""
-            throw TestFailure("\(tool) failed (\(result.status)): \(result.stdout) \(result.stderr) \(log.suffix(2000))")
+            throw TestFailure(
+                "\(tool) failed (\(result.status)): \(result.stdout) \(result.stderr) \(log.suffix(2000))")
         }
     }
 
     private static func findBinaries() throws -> String {
         let root = "/usr/lib/postgresql"
-        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
-        guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init)
+            .sorted()
+        guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb")
+        else {
             throw TestFailure("PostgreSQL is not installed; run `make deps` (Debian's postgresql package)")
         }
         return "\(root)/\(newest)/bin"

@@ -15,15 +15,21 @@ public final class PseudoTerminal: @unchecked Sendable {
     /// Set once everything the program wrote has been read (the pty reports end of file or EIO).
     private var drained = false
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, columns: UInt16 = 80, rows: UInt16 = 24) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, columns: UInt16 = 80,
+        rows: UInt16 = 24
+    ) throws {
         var master: Int32 = 0, slave: Int32 = 0
         var size = winsize(ws_row: rows, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
-        guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw TestFailure("openpty: \(String(cString: strerror(errno)))") }
+        guard openpty(&master, &slave, nil, nil, &size) == 0 else {
+            throw TestFailure("openpty: \(String(cString: strerror(errno)))")
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_adddup2(&actions, slave, fd) }
-        ChildProcess.closeDescriptors(from: 3, in: &actions)  // the pty's two ends, and whatever else this process holds
+        // The pty's two ends, and whatever else this process holds.
+        ChildProcess.closeDescriptors(from: 3, in: &actions)
         // setsid(1) gives it a session whose controlling terminal is the pty, so it can open /dev/tty; as no group's
         // leader it needs no fork for that, and its pid stays the program's.
         let spawned: pid_t
@@ -65,7 +71,9 @@ public final class PseudoTerminal: @unchecked Sendable {
         while Date() < deadline {
             let now = output
             if now.contains(text) { return now }
-            if ended, !output.contains(text) { throw TestFailure("the program ended without printing '\(text)':\n\(output.suffix(2000))") }
+            if ended, !output.contains(text) {
+                throw TestFailure("the program ended without printing '\(text)':\n\(output.suffix(2000))")
+            }
             usleep(20_000)
         }
         throw TestFailure("no '\(text)' within \(timeout) s:\n\(output.suffix(2000))")
@@ -95,7 +103,9 @@ public final class PseudoTerminal: @unchecked Sendable {
         lock.withLock {
             if exitStatus == nil {
                 var status: Int32 = 0
-                if waitpid(pid, &status, WNOHANG) == pid { exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F) }
+                if waitpid(pid, &status, WNOHANG) == pid {
+                    exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                }
             }
             return exitStatus
         }

@@ -16,7 +16,9 @@ public final class SSHServer: @unchecked Sendable {
     public static let user: Result<String, any Error> = Result {
         let name = "xigntest"
         if getpwnam(name) == nil {
-            let result = try ChildProcess("/usr/sbin/useradd", ["--create-home", "--shell", "/bin/sh", name], in: TemporaryDirectory()).wait()
+            let result = try ChildProcess(
+                "/usr/sbin/useradd", ["--create-home", "--shell", "/bin/sh", name], in: TemporaryDirectory()
+            ).wait()
             guard result.status == 0 || getpwnam(name) != nil else { throw TestFailure("useradd: \(result.stderr)") }
         }
         return name
@@ -25,8 +27,10 @@ public final class SSHServer: @unchecked Sendable {
     /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt).
     public init(pamServices: String, method: String = "keyboard-interactive") throws {
         self.method = method
-        let keygen = try ChildProcess("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory)
-            .wait()
+        let keygen = try ChildProcess(
+            "/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory
+        )
+        .wait()
         guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
         port = try LoopbackSocket.unusedPort()
         let config = try directory.write(
@@ -48,12 +52,14 @@ public final class SSHServer: @unchecked Sendable {
             LogLevel VERBOSE
 
             """)
-        try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            atPath: "/run/sshd", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = pamServices
-        process = try ChildProcess("/usr/sbin/sshd", ["-D", "-e", "-f", config], environment: environment, in: directory)
+        process = try ChildProcess(
+            "/usr/sbin/sshd", ["-D", "-e", "-f", config], environment: environment, in: directory)
         let deadline = Date().addingTimeInterval(10)
         while !LoopbackSocket.isListening(port) {
             guard Date() < deadline, process.poll() == nil else { throw TestFailure("sshd did not start: \(log)") }
@@ -68,8 +74,10 @@ public final class SSHServer: @unchecked Sendable {
         try PseudoTerminal(
             "/usr/bin/ssh",
             [
-                "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1", command,
+                "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+                "LogLevel=ERROR",
+                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1",
+                command,
             ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
     }
 

@@ -21,7 +21,9 @@ public final class SoftwarePasskey: @unchecked Sendable {
     }
 
     public static func clientData(type: String, challenge: Data, origin: String) -> Data {
-        Data(#"{"type":"\#(type)","challenge":"\#(Base64URL.encode(challenge))","origin":"\#(origin)","crossOrigin":false}"#.utf8)
+        Data(
+            #"{"type":"\#(type)","challenge":"\#(Base64URL.encode(challenge))","origin":"\#(origin)","crossOrigin":false}"#
+                .utf8)
     }
 
     private func authenticatorData(rpId: String, attested: Bool) throws -> Data {
@@ -42,22 +44,28 @@ public final class SoftwarePasskey: @unchecked Sendable {
     }
 
     /// `navigator.credentials.create` with attestation none: the attestation object and the clientDataJSON.
-    public func register(challenge: Data, origin: String, rpId: String) throws -> (attestationObject: Data, clientDataJSON: Data) {
+    public func register(
+        challenge: Data, origin: String, rpId: String
+    ) throws -> (attestationObject: Data, clientDataJSON: Data) {
         let data = try authenticatorData(rpId: rpId, attested: true)
         // {"fmt": "none", "attStmt": {}, "authData": data}
         var object = Data([0xa3, 0x63]) + Data("fmt".utf8) + Data([0x64]) + Data("none".utf8)
         object += Data([0x67]) + Data("attStmt".utf8) + Data([0xa0])
-        object += Data([0x68]) + Data("authData".utf8) + Data([0x59, UInt8(data.count >> 8), UInt8(data.count & 0xff)]) + data
+        object +=
+            Data([0x68]) + Data("authData".utf8) + Data([0x59, UInt8(data.count >> 8), UInt8(data.count & 0xff)]) + data
         return (object, Self.clientData(type: "webauthn.create", challenge: challenge, origin: origin))
     }
 
     /// `navigator.credentials.get` over `challenge`; the counter grows by one first, as authenticators do.
-    public func assert(challenge: Data, origin: String, rpId: String, clientData: Data? = nil) throws -> PasskeyAssertion {
+    public func assert(
+        challenge: Data, origin: String, rpId: String, clientData: Data? = nil
+    ) throws -> PasskeyAssertion {
         signCount += 1
         let data = try authenticatorData(rpId: rpId, attested: false)
         let client = clientData ?? Self.clientData(type: "webauthn.get", challenge: challenge, origin: origin)
         let raw = try key.signature(for: data + SHA256.hash(client))
-        return PasskeyAssertion(authenticatorData: data, clientDataJSON: client, signature: ECDSASignature.der(fromRaw: raw)!)
+        return PasskeyAssertion(
+            authenticatorData: data, clientDataJSON: client, signature: ECDSASignature.der(fromRaw: raw)!)
     }
 
     /// The `X-Xign-Signature` of a request to `path` with `body`, over the device challenge `challenge`.

@@ -30,13 +30,16 @@ public final class SoftwareTPM: @unchecked Sendable {
         process = try ChildProcess(
             "/usr/bin/swtpm",
             [
-                "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl", "type=unixio,path=\(directory.file("s.ctrl"))",
+                "socket", "--tpm2", "--server", "type=unixio,path=\(directory.file("s"))", "--ctrl",
+                "type=unixio,path=\(directory.file("s.ctrl"))",
                 "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory.path)",
             ], in: directory)
         if lastsTheRun, let process { RunEnd.stop(process.pid) }
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: directory.file("s")) {
-            if let result = process?.poll() { throw TestFailure("swtpm exited with \(result.status): \(result.stderr)") }
+            if let result = process?.poll() {
+                throw TestFailure("swtpm exited with \(result.status): \(result.stderr)")
+            }
             guard Date() < deadline else { throw TestFailure("swtpm did not start") }
             usleep(2_000)
         }
@@ -45,7 +48,11 @@ public final class SoftwareTPM: @unchecked Sendable {
         guard !started else { return }
         started = true
         try tool(
-            "tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout"])
+            "tpm2_dictionarylockout",
+            [
+                "--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1",
+                "--clear-lockout",
+            ])
     }
 
     private var started = false
@@ -71,20 +78,24 @@ public final class SoftwareTPM: @unchecked Sendable {
     public func tool(_ name: String, _ arguments: [String]) throws -> String {
         var environment = ProcessInfo.processInfo.environment.merging(Self.environment) { _, new in new }
         environment["TPM2TOOLS_TCTI"] = tcti
-        let result = try ChildProcess("/usr/bin/\(name)", arguments, environment: environment, in: directory).wait(timeout: 30)
+        let result = try ChildProcess("/usr/bin/\(name)", arguments, environment: environment, in: directory).wait(
+            timeout: 30)
         guard result.status == 0 else { throw TestFailure("\(name) failed (\(result.status)): \(result.stderr)") }
         return result.stdout
     }
 
     /// Dictionary-attack parameters under which a failure stays counted for the length of a test.
     public func countFailuresStrictly(maxTries: Int = 32) throws {
-        try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=3600", "--lockout-recovery-time=3600"])
+        try tool(
+            "tpm2_dictionarylockout",
+            ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=3600", "--lockout-recovery-time=3600"])
     }
 
     /// The TPM's Clock in milliseconds, as tpm2_readclock reads it.
     public func clock() throws -> UInt64 {
         let output = try tool("tpm2_readclock", [])
-        guard let range = output.range(of: "clock_info:\n  clock: "), let line = output[range.upperBound...].split(separator: "\n").first,
+        guard let range = output.range(of: "clock_info:\n  clock: "),
+            let line = output[range.upperBound...].split(separator: "\n").first,
             let value = UInt64(line)
         else { throw TestFailure("tpm2_readclock printed no clock: \(output)") }
         return value
@@ -100,7 +111,8 @@ public final class SoftwareTPM: @unchecked Sendable {
         let output = try tool("tpm2_getcap", ["properties-variable"])
         guard let range = output.range(of: "TPM2_PT_LOCKOUT_COUNTER:"),
             let line = output[range.upperBound...].split(separator: "\n").first,
-            let value = Int(line.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "0x", with: ""), radix: 16)
+            let value = Int(
+                line.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "0x", with: ""), radix: 16)
         else { throw TestFailure("tpm2_getcap printed no lockout counter: \(output)") }
         return value
     }

@@ -14,7 +14,8 @@ public final class TPMMakerCA: @unchecked Sendable {
             issuercert = \(directory.file("issuercert.pem"))
             certserial = \(directory.file("certserial"))
             """)
-        _ = try directory.write("localca.options", "--platform-manufacturer Xign\n--platform-version 2.1\n--platform-model Test\n")
+        _ = try directory.write(
+            "localca.options", "--platform-manufacturer Xign\n--platform-version 2.1\n--platform-model Test\n")
         _ = try directory.write(
             "setup.conf",
             """
@@ -28,7 +29,8 @@ public final class TPMMakerCA: @unchecked Sendable {
         try manufacture(into: scratch.path)
         try FileManager.default.createDirectory(atPath: trustedDirectory, withIntermediateDirectories: true)
         for certificate in certificates {
-            try FileManager.default.copyItem(atPath: certificate, toPath: trustedDirectory + "/" + (certificate as NSString).lastPathComponent)
+            try FileManager.default.copyItem(
+                atPath: certificate, toPath: trustedDirectory + "/" + (certificate as NSString).lastPathComponent)
         }
     }
 
@@ -39,22 +41,31 @@ public final class TPMMakerCA: @unchecked Sendable {
     }
 
     /// The root and the intermediate that issues EK certificates, as PEM files.
-    public var certificates: [String] { [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")] }
+    public var certificates: [String] {
+        [directory.file("swtpm-localca-rootca-cert.pem"), directory.file("issuercert.pem")]
+    }
 
     /// Writes the TPM state into `stateDirectory` with EK certificates (swtpm_setup 0.7 stores RSA 2048 and ECC P-384).
     func manufacture(into stateDirectory: String) throws {
         let result = try ChildProcess(
             "/usr/bin/swtpm_setup",
-            ["--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", directory.file("setup.conf"), "--overwrite"],
+            [
+                "--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", directory.file("setup.conf"),
+                "--overwrite",
+            ],
             in: directory
         ).wait(timeout: 60)
-        guard result.status == 0 else { throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)") }
+        guard result.status == 0 else {
+            throw TestFailure("swtpm_setup failed (\(result.status)): \(result.stderr) \(result.stdout)")
+        }
     }
 
     /// The TCG EK credential profile's extensions, as an openssl extension section named `ek`: not a CA, the key usage
     /// of `keyUsage`'s EK, the EK purpose, and a TPM manufacturer (swtpm's IBM by default). "0." keeps openssl from
     /// reading the OIDs' first arc as a prefix.
-    public static func endorsementProfile(keyUsage: String = "keyEncipherment", manufacturer: String = "id:00001014") -> String {
+    public static func endorsementProfile(
+        keyUsage: String = "keyEncipherment", manufacturer: String = "id:00001014"
+    ) -> String {
         """
         [ek]
         basicConstraints = critical,CA:FALSE
@@ -76,8 +87,10 @@ public final class TPMMakerCA: @unchecked Sendable {
         let result = try ChildProcess(
             "/usr/bin/openssl",
             [
-                "x509", "-new", "-subj", "/CN=issued", "-force_pubkey", publicKey, "-CA", directory.file("issuercert.pem"), "-CAkey",
-                directory.file("signkey.pem"), "-days", "3650", "-extfile", config, "-extensions", "ek", "-outform", "der", "-out", output,
+                "x509", "-new", "-subj", "/CN=issued", "-force_pubkey", publicKey, "-CA",
+                directory.file("issuercert.pem"), "-CAkey",
+                directory.file("signkey.pem"), "-days", "3650", "-extfile", config, "-extensions", "ek", "-outform",
+                "der", "-out", output,
             ], in: scratch
         ).wait(timeout: 30)
         guard result.status == 0 else { throw TestFailure("openssl x509: \(result.stderr)") }

@@ -20,20 +20,27 @@ public struct TestCertificates: Sendable {
         }
         func authority(_ name: String) throws -> String {
             try openssl([
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30", "-subj", "/CN=xign test \(name)",
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+                "-subj", "/CN=xign test \(name)",
                 "-keyout", directory.file("\(name).key"), "-out", directory.file("\(name).pem"),
             ])
             return directory.file("\(name).pem")
         }
-        func server(_ name: String, signedBy ca: String, altName: String, faketime: String? = nil) throws -> (String, String) {
-            let (key, request, certificate) = (directory.file("\(name).key"), directory.file("\(name).csr"), directory.file("\(name).pem"))
+        func server(
+            _ name: String, signedBy ca: String, altName: String, faketime: String? = nil
+        ) throws -> (String, String) {
+            let (key, request, certificate) = (
+                directory.file("\(name).key"), directory.file("\(name).csr"), directory.file("\(name).pem")
+            )
             try openssl([
-                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=\(name)", "-keyout", key, "-out", request,
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=\(name)",
+                "-keyout", key, "-out", request,
             ])
             let extensions = try directory.write("\(name).ext", "subjectAltName = \(altName)\n")
             try openssl(
                 [
-                    "x509", "-req", "-in", request, "-CA", directory.file("\(ca).pem"), "-CAkey", directory.file("\(ca).key"), "-CAcreateserial",
+                    "x509", "-req", "-in", request, "-CA", directory.file("\(ca).pem"), "-CAkey",
+                    directory.file("\(ca).key"), "-CAcreateserial",
                     "-days", "2", "-extfile", extensions, "-out", certificate,
                 ], faketime: faketime)
             chmod(key, 0o600)

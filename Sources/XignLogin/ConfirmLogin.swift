@@ -16,7 +16,8 @@ struct ConfirmLogin {
         let caller = login.caller
         let started = MonotonicClock.now()
         let pending = try sdk.startLoginConfirmation(
-            loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty, command: nil)
+            loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty,
+            command: nil)
         let deadline = min(pending.expiresAt, started.advanced(by: Int64(login.options.totalTimeoutSeconds) * 1000))
         login.debug("confirmation \(pending.confirmationId) for \(caller.user) on host \(pending.hostName)")
         let instructions =
@@ -29,10 +30,12 @@ struct ConfirmLogin {
                     "  and type the code \(pending.code)",
                 ]
             }
-        let text = (qrCode(pending.payload, besideLines: instructions.count + 2) ?? "") + instructions.joined(separator: "\n")
+        let text =
+            (qrCode(pending.payload, besideLines: instructions.count + 2) ?? "") + instructions.joined(separator: "\n")
         let decision: LoginConfirmationDecision
         do {
-            decision = try waitForDecision(pending, text: text, inPrompt: login.dialogue.showsTextOnlyWithPrompts, until: deadline)
+            decision = try waitForDecision(
+                pending, text: text, inPrompt: login.dialogue.showsTextOnlyWithPrompts, until: deadline)
         } catch {
             // The client went away or the manager failed mid-wait: nobody should approve this login any more.
             sdk.withdraw(pending)
@@ -43,7 +46,9 @@ struct ConfirmLogin {
             login.debug("confirmation \(pending.confirmationId) approved by device \(device)")
             return .confirmed
         case .denied(.wrongCodes):
-            login.tell("XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again.", isError: true)
+            login.tell(
+                "XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again.",
+                isError: true)
             return .refused(.denied)
         case .denied(.denied):
             login.tell("XignIn: the login was denied on your device.", isError: true)
@@ -78,6 +83,7 @@ struct ConfirmLogin {
     private func qrCode(_ payload: String, besideLines lines: Int) -> String? {
         guard login.options.qr == .auto || login.options.qr == .always else { return nil }
         return try? QRRenderer.render(
-            payload, style: .utf8, columns: Self.terminalColumns, rows: login.options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
+            payload, style: .utf8, columns: Self.terminalColumns,
+            rows: login.options.qr == .always ? nil : Self.terminalRows, besideLines: lines)
     }
 }

@@ -27,7 +27,8 @@ public final class DaemonConnection: @unchecked Sendable {
             case .unreachable(let why): "xignd cannot be reached: \(why)"
             case .timedOut: "xignd did not answer in time"
             case .closed: "xignd closed the connection"
-            case .tooLarge(let size): "a message of \(size) bytes is over the limit of \(DaemonConnection.maximumMessageSize)"
+            case .tooLarge(let size):
+                "a message of \(size) bytes is over the limit of \(DaemonConnection.maximumMessageSize)"
             case .malformed(let why): "a malformed message: \(why)"
             }
         }
@@ -41,18 +42,23 @@ public final class DaemonConnection: @unchecked Sendable {
 
     /// Connects to xignd's socket at `path`, waiting at most `timeoutMilliseconds` (a full backlog blocks).
     public static func connect(path: String, timeoutMilliseconds: Int) throws -> DaemonConnection {
-        guard var address = socketAddress(path) else { throw Failure.unreachable("the socket path \(path.prefix(64)) is too long") }
+        guard var address = socketAddress(path) else {
+            throw Failure.unreachable("the socket path \(path.prefix(64)) is too long")
+        }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure.unreachable(String(cString: strerror(errno))) }
         let connection = DaemonConnection(descriptor: descriptor)
         var timeout = timeval(tv_sec: timeoutMilliseconds / 1000, tv_usec: (timeoutMilliseconds % 1000) * 1000)
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard result == 0 else {
             let error = errno
-            throw error == EAGAIN || error == EINPROGRESS ? Failure.timedOut : Failure.unreachable("\(path): \(String(cString: strerror(error)))")
+            throw error == EAGAIN || error == EINPROGRESS
+                ? Failure.timedOut : Failure.unreachable("\(path): \(String(cString: strerror(error)))")
         }
         return connection
     }
@@ -68,11 +74,13 @@ public final class DaemonConnection: @unchecked Sendable {
         while sent < frame.count {
             try wait(for: Int16(POLLOUT), until: deadline)
             let count = frame.withUnsafeBytes {
-                Glibc.send(descriptor, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                Glibc.send(
+                    descriptor, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
             if count < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
-                throw errno == EPIPE || errno == ECONNRESET ? Failure.closed : Failure.unreachable(String(cString: strerror(errno)))
+                throw errno == EPIPE || errno == ECONNRESET
+                    ? Failure.closed : Failure.unreachable(String(cString: strerror(errno)))
             }
             sent += count
         }
@@ -94,7 +102,9 @@ public final class DaemonConnection: @unchecked Sendable {
         var received = 0
         while received < count {
             try wait(for: Int16(POLLIN), until: deadline)
-            let result = bytes.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + received, count - received, Int32(MSG_DONTWAIT)) }
+            let result = bytes.withUnsafeMutableBytes {
+                recv(descriptor, $0.baseAddress! + received, count - received, Int32(MSG_DONTWAIT))
+            }
             if result == 0 { throw Failure.closed }
             if result < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
@@ -145,7 +155,9 @@ extension DaemonConnection {
         // struct ucred is pid_t, uid_t, gid_t: three 32-bit fields (Glibc hides the type without _GNU_SOURCE).
         var fields = [UInt32](repeating: 0, count: 3)
         var length = socklen_t(MemoryLayout<UInt32>.size * 3)
-        let result = fields.withUnsafeMutableBytes { getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length) }
+        let result = fields.withUnsafeMutableBytes {
+            getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length)
+        }
         guard result == 0, length == MemoryLayout<UInt32>.size * 3 else { return nil }
         return PeerCredentials(pid: pid_t(bitPattern: fields[0]), uid: fields[1], gid: fields[2])
     }

@@ -16,12 +16,16 @@ struct DaemonLogin {
     func run() -> LoginOutcome {
         let options = login.options
         guard options.mode != .confirm else {
-            login.log(LOG_ERR, "mode=confirm needs root (it signs with this host's key); a host without root uses mode=local through xignd")
+            login.log(
+                LOG_ERR,
+                "mode=confirm needs root (it signs with this host's key); a host without root uses mode=local through xignd"
+            )
             return .misconfigured(.confirmWithoutRoot)
         }
         let caller = login.caller
         let request = DaemonLoginRequest(
-            user: caller.user, service: caller.service, ruser: caller.ruser, rhost: caller.rhost, tty: caller.tty, arguments: options.arguments,
+            user: caller.user, service: caller.service, ruser: caller.ruser, rhost: caller.rhost, tty: caller.tty,
+            arguments: options.arguments,
             silent: options.silent)
         do {
             let connection = try DaemonConnection.connect(path: options.daemonSocket, timeoutMilliseconds: 5_000)
@@ -61,7 +65,9 @@ struct DaemonLogin {
 
     private func unavailable() -> LoginOutcome {
         if login.options.failMode == .safe { return .ignored(.daemonUnavailable) }
-        login.tell("XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.", isError: true)
+        login.tell(
+            "XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.",
+            isError: true)
         return .unavailable(.daemon)
     }
 }

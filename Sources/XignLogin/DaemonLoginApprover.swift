@@ -14,7 +14,9 @@ public struct DaemonLoginApprover: LoginApprover {
     }
 
     public func pendingConfirmations(waitMilliseconds: Int) throws -> [PendingConfirmation] {
-        switch try exchange(.pendingConfirmations(user: user, waitMilliseconds: waitMilliseconds), waiting: waitMilliseconds) {
+        switch try exchange(
+            .pendingConfirmations(user: user, waitMilliseconds: waitMilliseconds), waiting: waitMilliseconds)
+        {
         case .pendingConfirmations(let list): return list
         case let reply: throw unexpected(reply)
         }
@@ -22,7 +24,8 @@ public struct DaemonLoginApprover: LoginApprover {
 
     public func approve(_ confirmation: PendingConfirmation, code: String, pin: String) throws -> LoginApprovalResult {
         switch try exchange(.approve(user: user, confirmation: confirmation, code: code, pin: pin)) {
-        case .approved(let loginName, let relyingPartyName): return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
+        case .approved(let loginName, let relyingPartyName):
+            return .approved(loginName: loginName, relyingPartyName: relyingPartyName)
         case .lockout(let lock): return .lockout(lock)
         case let reply: throw unexpected(reply)
         }
@@ -41,7 +44,9 @@ public struct DaemonLoginApprover: LoginApprover {
             try connection.send(request, deadline: .deadline(in: 5_000))
             return try connection.receive(DaemonReply.self, deadline: .deadline(in: waiting + Self.answerMilliseconds))
         } catch let failure as DaemonConnection.Failure {
-            throw XignSdkError(.stateUnavailable, "\(failure); without root, xign-setup needs xignd (systemctl enable --now xignd.socket)")
+            throw XignSdkError(
+                .stateUnavailable,
+                "\(failure); without root, xign-setup needs xignd (systemctl enable --now xignd.socket)")
         }
     }
 

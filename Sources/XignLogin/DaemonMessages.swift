@@ -17,7 +17,10 @@ public struct DaemonLoginRequest: Codable, Sendable, Equatable {
     /// The caller's PAM_SILENT.
     public var silent: Bool
 
-    public init(user: String, service: String?, ruser: String?, rhost: String?, tty: String?, arguments: [String], silent: Bool = false) {
+    public init(
+        user: String, service: String?, ruser: String?, rhost: String?, tty: String?, arguments: [String],
+        silent: Bool = false
+    ) {
         self.user = user
         self.service = service
         self.ruser = ruser

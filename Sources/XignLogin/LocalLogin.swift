@@ -30,10 +30,13 @@ public struct LocalLogin {
     }
 
     /// For a front end other than the module's own dispatch (`xign-bench`): the enrolment is given, not looked up.
-    public init(sdk: XignSdk, enrolment: IdentityManagerEntity, service: String, role: String, conversation: any Conversation) {
+    public init(
+        sdk: XignSdk, enrolment: IdentityManagerEntity, service: String, role: String, conversation: any Conversation
+    ) {
         let caller = LoginCaller(user: enrolment.localUser, service: nil, ruser: nil, rhost: nil)
         self.init(
-            login: Login(caller: caller, options: LoginOptions(), conversation: conversation, log: { _, _ in }), sdk: sdk, enrolment: enrolment,
+            login: Login(caller: caller, options: LoginOptions(), conversation: conversation, log: { _, _ in }),
+            sdk: sdk, enrolment: enrolment,
             service: service, role: role)
     }
 
@@ -50,7 +53,8 @@ public struct LocalLogin {
             // reason to go offline, nor is any answer.
             guard
                 let outcome = try OfflineLogin(
-                    login: login, sdk: sdk, enrolment: enrolment, service: login.caller.service ?? service, role: roleName
+                    login: login, sdk: sdk, enrolment: enrolment, service: login.caller.service ?? service,
+                    role: roleName
                 ).run(unreachable: error)
             else { throw error }
             return outcome
@@ -58,7 +62,9 @@ public struct LocalLogin {
         afterRoundTrip(.start)
         guard let role = request.roles.first(where: { $0.name == roleName }) else {
             login.log(
-                LOG_ERR, "the manager's service \(service) has no role \(roleName) (it offers \(request.roles.map(\.name).joined(separator: ", ")))")
+                LOG_ERR,
+                "the manager's service \(service) has no role \(roleName) (it offers \(request.roles.map(\.name).joined(separator: ", ")))"
+            )
             return .misconfigured(.role)
         }
         request.setSelection(role)
@@ -69,12 +75,18 @@ public struct LocalLogin {
                 return .refused(.attributeInvalid)
             }
         }
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             login.tell("XignIn: the requested information is incomplete.", isError: true)
             return .refused(.attributeMissing)
         }
-        guard let factors = information.requestedAuthenticators.first(where: { Set($0).isSubset(of: enrolment.factors) }) else {
-            let wanted = information.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") }.joined(separator: " or ")
+        guard
+            let factors = information.requestedAuthenticators.first(where: { Set($0).isSubset(of: enrolment.factors) })
+        else {
+            let wanted = information.requestedAuthenticators.map { $0.map(\.rawValue).joined(separator: "+") }.joined(
+                separator: " or ")
             login.tell("XignIn: role \(roleName) needs \(wanted), which this machine has not enrolled.", isError: true)
             return .refused(.factorMissing)
         }
@@ -86,7 +98,8 @@ public struct LocalLogin {
                 guard !pin.isEmpty else { return .refused(.noPIN) }
                 try information.sign(factor: PinFactor(pin))
             case .biometric:
-                try information.sign(factor: BiometricFactor { login.dialogue.instruct("XignIn: \($0)", isError: false) })
+                try information.sign(
+                    factor: BiometricFactor { login.dialogue.instruct("XignIn: \($0)", isError: false) })
             default:
                 try information.sign(factor: DeviceFactor())
             }
@@ -98,13 +111,18 @@ public struct LocalLogin {
             if lock.isPermanent {
                 login.tellLocked(lock)
             } else {
-                login.tell("Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
+                login.tell(
+                    "Wrong PIN. XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.",
+                    isError: true)
             }
             return .wrongPIN(lock)
         case .serviceLogin(let serviceLogin):
-            let token = try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(serviceLogin), expecting: data)
+            let token = try authenticator.fetchToken(
+                try authenticator.fetchAuthorizationCode(serviceLogin), expecting: data)
             afterRoundTrip(.token)
-            login.debug("token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)")
+            login.debug(
+                "token for \(token.subject), role \(token.role), host \(token.host), valid until \(token.expiresAt.localDescription)"
+            )
             if abs(token.managerClockOffsetMilliseconds) > Self.clockWarningMilliseconds {
                 // Logins do not depend on it (lifetimes are measured here), but TLS and logs do.
                 login.log(

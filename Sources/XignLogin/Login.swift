@@ -20,7 +20,8 @@ public struct LoginCaller: Sendable {
     public var process: Int32?
 
     public init(
-        user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false, process: Int32? = nil
+        user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false,
+        process: Int32? = nil
     ) {
         self.user = user
         self.service = service
@@ -42,7 +43,8 @@ public struct Login {
     let log: (_ priority: Int32, _ message: String) -> Void
 
     public init(
-        caller: LoginCaller, options: LoginOptions, conversation: any Conversation, log: @escaping (_ priority: Int32, _ message: String) -> Void
+        caller: LoginCaller, options: LoginOptions, conversation: any Conversation,
+        log: @escaping (_ priority: Int32, _ message: String) -> Void
     ) {
         self.caller = caller
         self.options = options
@@ -80,7 +82,8 @@ public struct Login {
         }
         if let seconds = options.timeoutSeconds {
             configuration.http.timeoutMilliseconds = seconds * 1000
-            configuration.http.connectTimeoutMilliseconds = min(configuration.http.connectTimeoutMilliseconds, seconds * 1000)
+            configuration.http.connectTimeoutMilliseconds = min(
+                configuration.http.connectTimeoutMilliseconds, seconds * 1000)
         }
         let sdk: XignSdk
         let enrolment: IdentityManagerEntity?
@@ -91,7 +94,9 @@ public struct Login {
             log(LOG_ERR, "cannot use the xign state: \(error)")
             return .misconfigured(.state)
         }
-        let remote = options.remote == .pinOnly ? nil : LoginOrigin(caller: caller, records: configuration.sessionRecords).remoteReason
+        let remote =
+            options.remote == .pinOnly
+            ? nil : LoginOrigin(caller: caller, records: configuration.sessionRecords).remoteReason
         let confirming = options.mode == .confirm || (options.mode == .auto && (enrolment == nil || remote != nil))
         do {
             if !confirming {
@@ -103,20 +108,28 @@ public struct Login {
                 return try withSetuidAllowance(configuration) {
                     let role = options.role ?? configuration.role(forPAMService: caller.service)
                     debug("enrolment \(enrolment.idmIdentifier) at \(enrolment.managerURL), role \(role)")
-                    return try LocalLogin(login: self, sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role).run()
+                    return try LocalLogin(
+                        login: self, sdk: sdk, enrolment: enrolment, service: configuration.pamService, role: role
+                    ).run()
                 }
             }
             guard !dialogue.showsNoText else {
                 log(
                     LOG_ERR,
-                    "mode=confirm at \(caller.service ?? "a service") shows no text from PAM, so nobody could read the code; use mode=local there")
-                tell("XignIn: this login screen cannot show an approval code; log in with your PIN where you are enrolled.", isError: true)
+                    "mode=confirm at \(caller.service ?? "a service") shows no text from PAM, so nobody could read the code; use mode=local there"
+                )
+                tell(
+                    "XignIn: this login screen cannot show an approval code; log in with your PIN where you are enrolled.",
+                    isError: true)
                 return .misconfigured(.confirmWithoutText)
             }
-            if let account = LocalUser(named: caller.user), account.isSystemAccount, !configuration.confirmsSystemAccounts {
+            if let account = LocalUser(named: caller.user), account.isSystemAccount,
+                !configuration.confirmsSystemAccounts
+            {
                 log(
                     LOG_WARNING,
-                    "refused to confirm a login to the system account \(caller.user) (uid \(account.uid)); confirm_system_accounts allows it")
+                    "refused to confirm a login to the system account \(caller.user) (uid \(account.uid)); confirm_system_accounts allows it"
+                )
                 tell("XignIn: logins to \(caller.user) are not confirmed on this host.", isError: true)
                 return .refused(.systemAccount)
             }
@@ -176,7 +189,9 @@ public struct Login {
                     + "Log in with your PIN, then run xign-setup add-factor biometric.", isError: true)
             return .refused(.biometricInvalidated)
         case .deviceNotEnrolled:
-            tell("XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.", isError: true)
+            tell(
+                "XignIn: this machine's enrolment was removed at the manager; run xign-setup personalize again.",
+                isError: true)
             return .refused(.notEnrolled)
         case .unknownLoginName:
             debug("the manager knows no account with the login name \(caller.user)")
@@ -211,7 +226,9 @@ public struct Login {
                 "XignIn is locked permanently after too many wrong PINs. Ask your administrator to unlock it, or register again with xign-setup register.",
                 isError: true)
         } else {
-            tell("XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true)
+            tell(
+                "XignIn is locked until \(lock.lockedUntil.localDescription); try again after that time.", isError: true
+            )
         }
     }
 

@@ -71,7 +71,9 @@ public struct LoginOptions: Equatable {
     public init(arguments: [String]) throws {
         self.arguments = arguments
         for argument in arguments {
-            guard argument.utf8.count <= 512 else { throw Invalid(description: "module argument longer than 512 bytes") }
+            guard argument.utf8.count <= 512 else {
+                throw Invalid(description: "module argument longer than 512 bytes")
+            }
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0])
             let value = parts.count == 2 ? String(parts[1]) : nil
@@ -92,7 +94,9 @@ public struct LoginOptions: Equatable {
             case ("prompt", let text?) where !text.isEmpty && text.utf8.count <= 128:
                 prompt = text
             case ("failmode", let mode?):
-                guard let parsed = FailMode(rawValue: mode) else { throw Invalid(description: "failmode=\(mode.prefix(20)) must be secure or safe") }
+                guard let parsed = FailMode(rawValue: mode) else {
+                    throw Invalid(description: "failmode=\(mode.prefix(20)) must be secure or safe")
+                }
                 failMode = parsed
             case ("ignore_unknown_user", nil):
                 ignoreUnknownUser = true
@@ -117,7 +121,8 @@ public struct LoginOptions: Equatable {
                 }
                 totalTimeoutSeconds = number
             default:
-                throw Invalid(description: "unknown or malformed module argument '\(argument.prefix(64))' (see pam_xign(8))")
+                throw Invalid(
+                    description: "unknown or malformed module argument '\(argument.prefix(64))' (see pam_xign(8))")
             }
         }
     }

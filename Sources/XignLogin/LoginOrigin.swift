@@ -20,7 +20,9 @@ struct LoginOrigin {
     let records: ClientConfiguration.SessionRecords
 
     /// PAM services of programs that run at the console before a session exists.
-    static let consoleServices: Set<String> = ["login", "gdm-password", "gdm-fingerprint", "gdm-smartcard", "lightdm", "sddm"]
+    static let consoleServices: Set<String> = [
+        "login", "gdm-password", "gdm-fingerprint", "gdm-smartcard", "lightdm", "sddm",
+    ]
 
     /// Why the login counts as remote, for the log; nil for a login at this machine.
     var remoteReason: String? {
@@ -65,7 +67,9 @@ struct LoginOrigin {
     /// service manager (`user@UID.service`: terminals and apps of a desktop), the user's display session.
     var callerSession: String? {
         let process = caller.process.map(String.init) ?? "self"
-        guard let data = try? AtomicFile.read("\(records.processDirectory)/\(process)/cgroup", limit: 64 * 1024) else { return nil }
+        guard let data = try? AtomicFile.read("\(records.processDirectory)/\(process)/cgroup", limit: 64 * 1024) else {
+            return nil
+        }
         var userManager: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             for component in line.split(separator: "/") {
@@ -79,7 +83,8 @@ struct LoginOrigin {
                 }
             }
         }
-        guard let uid = userManager, let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)"), let display = user["DISPLAY"],
+        guard let uid = userManager, let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)"),
+            let display = user["DISPLAY"],
             Self.isIdentifier(display)
         else { return nil }
         return String(display)
@@ -91,10 +96,12 @@ struct LoginOrigin {
             return "logind has no record of its session \(session)"
         }
         if record["REMOTE"] == "1" {
-            return "it runs in remote session \(session) from \(record["REMOTE_HOST"].map { String($0.prefix(64)) } ?? "another host")"
+            return
+                "it runs in remote session \(session) from \(record["REMOTE_HOST"].map { String($0.prefix(64)) } ?? "another host")"
         }
         guard record["SEAT"].map({ !$0.isEmpty }) == true, record["ACTIVE"] == "1" else {
-            return "its session \(session) is not the active session of a seat (a background job, or another user's turn at the machine)"
+            return
+                "its session \(session) is not the active session of a seat (a background job, or another user's turn at the machine)"
         }
         guard let uid = record["UID"], uid.allSatisfy(\.isNumber),
             let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)")

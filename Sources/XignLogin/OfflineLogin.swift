@@ -37,7 +37,9 @@ struct OfflineLogin {
         default:
             // The details, dates included, go to the log; whoever sits here learns none before the PIN.
             login.log(LOG_WARNING, "manager unreachable (\(error.message)); offline login \(availability)")
-            login.tell("XignIn: the identity manager cannot be reached, and offline login \(availability.beforeAuthentication).", isError: true)
+            login.tell(
+                "XignIn: the identity manager cannot be reached, and offline login \(availability.beforeAuthentication).",
+                isError: true)
             return login.options.failMode == .safe ? .ignored(.managerUnreachable) : .unavailable(.manager)
         }
         // A lock the manager signed still holds offline: the TPM is not asked while it lasts.
@@ -46,7 +48,9 @@ struct OfflineLogin {
             return .locked(lock)
         }
         login.log(LOG_NOTICE, "manager unreachable (\(error.message)); offline login with the TPM")
-        login.tell("XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login).", isError: false)
+        login.tell(
+            "XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login).",
+            isError: false)
         let alias = DisplayText.sanitized(enrolment.alias, keepingLineFeeds: false)
         let pin = try login.ask(login.options.prompt.replacing("%a", with: alias), echo: false)
         guard !pin.isEmpty else { return .refused(.noPIN) }

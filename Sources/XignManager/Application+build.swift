@@ -18,11 +18,14 @@ public func buildApplication(
     router.add(middleware: MetricsMiddleware())
     router.add(
         middleware: BrowserBoundaryMiddleware(
-            origin: { manager.relyingParty.origin }, strictTransport: manager.configuration.effectivePublicURL.description.hasPrefix("https:")))
+            origin: { manager.relyingParty.origin },
+            strictTransport: manager.configuration.effectivePublicURL.description.hasPrefix("https:")))
     router.add(middleware: ErrorLoggingMiddleware(logger: manager.logger))
     router.add(middleware: MethodNotAllowedMiddleware())
     let limits = manager.configuration.limits
-    router.add(middleware: ForwardedClientLimitMiddleware(limit: limits.connectionsPerAddress, trustedProxies: limits.trustedProxies))
+    router.add(
+        middleware: ForwardedClientLimitMiddleware(
+            limit: limits.connectionsPerAddress, trustedProxies: limits.trustedProxies))
     router.get(RouterPath(APIPath.health)) { _, _ in try Response.json(.ok, manager.health()) }
     RegistrationController(manager: manager).addRoutes(to: router)
     PersonalizationController(manager: manager).addRoutes(to: router)
@@ -41,11 +44,15 @@ public func buildApplication(
     let connections = ConnectionsPerAddress()
     let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [
         ConnectionLimitHandler(
-            connections, perAddress: limits.connectionsPerAddress, perProxy: limits.connectionsPerProxy, trustedProxies: limits.trustedProxies),
+            connections, perAddress: limits.connectionsPerAddress, perProxy: limits.connectionsPerProxy,
+            trustedProxies: limits.trustedProxies),
         RequestDeadlineHandler(
-            readTimeout: .milliseconds(limits.readTimeoutMilliseconds), idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
+            readTimeout: .milliseconds(limits.readTimeoutMilliseconds),
+            idleTimeout: .milliseconds(limits.idleTimeoutMilliseconds)),
     ])
-    var services: [any Service] = [MailRelayService(manager: manager), ExpiryService(manager: manager), WakeUpService(manager: manager)]
+    var services: [any Service] = [
+        MailRelayService(manager: manager), ExpiryService(manager: manager), WakeUpService(manager: manager),
+    ]
     if let metrics = configuration.metricsListen {
         services.append(MetricsServer.make(manager: manager, host: metrics.host, port: metrics.port, http1: http1))
     }

@@ -33,11 +33,13 @@ public struct AuditEvent: Codable, Sendable, Equatable {
 extension AuditEvent {
     /// An event happening now; what it does not concern stays nil.
     init(
-        _ event: Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, service: String? = nil, detail: String? = nil,
+        _ event: Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, service: String? = nil,
+        detail: String? = nil,
         actor: String
     ) {
         self.init(
-            at: IdentityManager.now(), event: event, email: email, activationId: activationId, host: host, service: service, detail: detail,
+            at: IdentityManager.now(), event: event, email: email, activationId: activationId, host: host,
+            service: service, detail: detail,
             actor: actor)
     }
 }

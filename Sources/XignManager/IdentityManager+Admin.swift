@@ -48,7 +48,8 @@ extension IdentityManager {
     }
 
     func adminEvent(
-        _ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil, detail: String? = nil
+        _ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil,
+        detail: String? = nil
     ) -> AuditEvent {
         AuditEvent(kind, email: email, activationId: activationId, host: host, detail: detail, actor: administrator)
     }
@@ -78,17 +79,21 @@ extension IdentityManager {
         let validUntil = Self.now() + configuration.activationDataLifetimeMilliseconds
         let (email, mailId) = try await database.transaction { store -> (String, String) in
             guard let activation = try await store.activation(id: activationId),
-                try await store.replaceSecret(activationId: activationId, hash: Self.hashed(secret), validUntil: validUntil)
+                try await store.replaceSecret(
+                    activationId: activationId, hash: Self.hashed(secret), validUntil: validUntil)
             else {
                 throw ManagerError(
-                    .notFound, .activationNotFound, "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
+                    .notFound, .activationNotFound,
+                    "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
             }
             let payload = PersonalizationPayload(
                 managerURL: self.managerURL, activationId: activation.id, activationSecret: secret,
                 managerKeyFingerprint: self.publicKey.shortFingerprint)
             let mailId = try await self.queue(
-                Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true), in: store)
-            try await store.recordAudit(self.adminEvent(.activationRequested, email: activation.email, activationId: activation.id))
+                Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true),
+                in: store)
+            try await store.recordAudit(
+                self.adminEvent(.activationRequested, email: activation.email, activationId: activation.id))
             return (activation.email, mailId)
         }
         await deliverMail(id: mailId)
@@ -100,10 +105,13 @@ extension IdentityManager {
     public func unlock(activationId: String) async throws {
         try await database.transaction { store in
             guard try await store.clearLockout(activationId: activationId) else {
-                throw ManagerError(.notFound, .activationNotFound, "no activation \(activationId); `xign-manager admin activations` lists them")
+                throw ManagerError(
+                    .notFound, .activationNotFound,
+                    "no activation \(activationId); `xign-manager admin activations` lists them")
             }
             try await store.recordAudit(
-                self.adminEvent(.unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
+                self.adminEvent(
+                    .unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
         }
         logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
     }
@@ -112,7 +120,8 @@ extension IdentityManager {
     static func checkLoginName(_ name: String) throws {
         guard LoginNameValidator.validate(name) == .valid else {
             throw ManagerError.badRequest(
-                "'\(name.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32")
+                "'\(name.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32"
+            )
         }
         guard !LoginNameValidator.isSystemAccountName(name) else {
             throw ManagerError.badRequest("'\(name)' is a system account's name; no account may log in to hosts as it")
@@ -127,9 +136,11 @@ extension IdentityManager {
                 throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
             }
             guard try await store.setLoginName(loginName, email: email.lowercased()) else {
-                throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
-            try await store.recordAudit(self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
+            try await store.recordAudit(
+                self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
         }
         logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
     }
@@ -137,8 +148,12 @@ extension IdentityManager {
     /// An account the administrator creates, for a manager with `registration.open = false` or as an organization
     /// invite (`organization` set: a temporary account that a merge folds into an existing one). The manager
     /// chooses the activation PIN and returns it, for the administrator to hand over by another channel than the mail.
-    public func createAccount(email: String, loginName: String? = nil, organization: String? = nil) async throws -> String {
-        guard EmailValidator.validate(email) == .valid else { throw ManagerError.badRequest("'\(email.prefix(254))' is not a valid email address") }
+    public func createAccount(
+        email: String, loginName: String? = nil, organization: String? = nil
+    ) async throws -> String {
+        guard EmailValidator.validate(email) == .valid else {
+            throw ManagerError.badRequest("'\(email.prefix(254))' is not a valid email address")
+        }
         if let organization, TextAttributeValidator.validate(organization) != .valid {
             throw ManagerError.badRequest("the organization name is empty or too long")
         }
@@ -149,7 +164,8 @@ extension IdentityManager {
             pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
         } while policy.validate(pin) != .valid
         let account = NewAccount(
-            email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil, serviceMappingId: nil,
+            email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil,
+            serviceMappingId: nil,
             organization: organization)
         _ = try await createAccount(account, pin: pin, alias: organization.map { "\($0) invite" }, by: administrator)
         logger.info(

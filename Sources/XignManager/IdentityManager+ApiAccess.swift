@@ -14,11 +14,13 @@ extension IdentityManager {
 
     /// Answers an authentication at an api access service with its grant.
     func grantApiAccess(
-        _ process: ApiAccessProcess, for authentication: ManagerStore.PendingAuthentication, authenticationId: String, role: String
+        _ process: ApiAccessProcess, for authentication: ManagerStore.PendingAuthentication, authenticationId: String,
+        role: String
     ) async throws -> ApiAccessGrantMessage {
         let now = Self.now()
         var grant = ApiAccessGrantMessage(
-            process: process, grant: try SecureRandom.token(), issuedAt: now, expiresAt: now + Self.apiAccessGrantMilliseconds)
+            process: process, grant: try SecureRandom.token(), issuedAt: now,
+            expiresAt: now + Self.apiAccessGrantMilliseconds)
         if process == .changePin || process == .requestNewActivation {
             grant.pinSpec = configuration.pinPolicy
             grant.pinSealingKey = pinSealingKey
@@ -29,7 +31,8 @@ extension IdentityManager {
         }
         let (code, expiresAt) = (grant.grant, grant.expiresAt)
         try await database.transaction { store in
-            try await store.recordServiceLogin(authenticationId, role: role, code: code, codeExpiresAt: expiresAt, attributes: "{}")
+            try await store.recordServiceLogin(
+                authenticationId, role: role, code: code, codeExpiresAt: expiresAt, attributes: "{}")
             try await store.recordUse(ofDevice: authentication.deviceId, at: now)
         }
         return grant
@@ -40,13 +43,17 @@ extension IdentityManager {
         let request = try Self.decode(ApiAccessRequest.self, from: body, "the api access request")
         let proof = try DeviceProof(header: signature)
         // The grant and the device's proof over it (a passkey's counter moves here), and the process's field.
-        let (grant, process) = try await database.transaction(durability: .unsynced) { store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
-            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()), case .apiAccess(let process) = grant.purpose
+        let (grant, process) = try await database.transaction(durability: .unsynced) {
+            store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
+            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()),
+                case .apiAccess(let process) = grant.purpose
             else {
-                throw ManagerError(.conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
+                throw ManagerError(
+                    .conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            try await self.checkDeviceProof(proof, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
+            try await self.checkDeviceProof(
+                proof, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
             return (grant, process)
         }
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
@@ -64,18 +71,23 @@ extension IdentityManager {
             var mailId: String?
             switch process {
             case .changePin:
-                result.activationsWithNewPin = try await self.changePIN(verifier!, of: activation, by: device, in: store)
+                result.activationsWithNewPin = try await self.changePIN(
+                    verifier!, of: activation, by: device, in: store)
                 // The new PIN's generation, so the device makes its offline verifier for it.
-                result.offline = try await store.activation(id: activation.id).map { self.offlinePolicy(for: device, of: $0) }
+                result.offline = try await store.activation(id: activation.id).map {
+                    self.offlinePolicy(for: device, of: $0)
+                }
             case .requestNewActivation:
-                (result.newActivation, mailId) = try await self.addActivation(fresh!, request.newActivation!, to: activation, by: device, in: store)
+                (result.newActivation, mailId) = try await self.addActivation(
+                    fresh!, request.newActivation!, to: activation, by: device, in: store)
             case .delete:
                 result.revokedDevices = try await self.deleteAccount(of: activation, by: device, in: store)
             case .addFactor:
                 result.factors = try await self.addFactor(
                     request.factor!, boundTo: request.biometricEnrolment, to: device, of: activation, in: store)
             case .revokeDevice:
-                (result.revokedDevices, mailId) = try await self.revokeDevice(request.revokedDeviceId!, of: activation, by: device, in: store)
+                (result.revokedDevices, mailId) = try await self.revokeDevice(
+                    request.revokedDeviceId!, of: activation, by: device, in: store)
             }
             return (result, mailId)
         }
@@ -87,14 +99,17 @@ extension IdentityManager {
     /// Checks that the request holds exactly its process's field; returns the new PIN of changePin or
     /// requestNewActivation, opened and checked against the policy.
     private func checkApiAccessFields(_ request: ApiAccessRequest, for process: ApiAccessProcess) throws -> String? {
-        guard (request.sealedNewPin != nil) == (process == .changePin), (request.newActivation != nil) == (process == .requestNewActivation),
-            (request.factor != nil) == (process == .addFactor), (request.revokedDeviceId != nil) == (process == .revokeDevice),
+        guard (request.sealedNewPin != nil) == (process == .changePin),
+            (request.newActivation != nil) == (process == .requestNewActivation),
+            (request.factor != nil) == (process == .addFactor),
+            (request.revokedDeviceId != nil) == (process == .revokeDevice),
             request.biometricEnrolment == nil || request.factor == .biometric
         else {
             throw ManagerError.badRequest("a \(process.rawValue) grant takes exactly the field of that process")
         }
         if let factor = request.factor, factor != .biometric {
-            throw ManagerError.badRequest("only the biometric factor can be added; device and PIN come with every enrolment")
+            throw ManagerError.badRequest(
+                "only the biometric factor can be added; device and PIN come with every enrolment")
         }
         if let sealed = request.sealedNewPin {
             let pin = try openPIN(sealed, for: .grant(request.grant))
@@ -113,7 +128,8 @@ extension IdentityManager {
         let verdict = configuration.pinPolicy.validate(pin)
         guard verdict == .valid else {
             throw ManagerError(
-                .unprocessableContent, .pinPolicy, "\(what) does not meet the PIN policy (\(verdict.rawValue))", pinError: verdict.rawValue)
+                .unprocessableContent, .pinPolicy, "\(what) does not meet the PIN policy (\(verdict.rawValue))",
+                pinError: verdict.rawValue)
         }
     }
 
@@ -122,7 +138,8 @@ extension IdentityManager {
         try checkPINPolicy(pin, what: "the new activation PIN")
         if let alias = trigger.alias, configuration.aliasPolicy.validate(alias) != .valid {
             throw ManagerError(
-                .unprocessableContent, .registrationRejected, "the alias does not meet the alias policy", attributes: ["alias": .invalid])
+                .unprocessableContent, .registrationRejected, "the alias does not meet the alias policy",
+                attributes: ["alias": .invalid])
         }
     }
 
@@ -138,15 +155,18 @@ extension IdentityManager {
 
     /// One new verifier for every activation of the account: all use the new PIN, or none.
     private func changePIN(
-        _ verifier: PINVerifier, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
+        _ verifier: PINVerifier, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord,
+        in store: ManagerStore
     ) async throws -> Int {
         guard let count = try await store.setPIN(verifier, ofAccount: activation.accountId, now: Self.now()) else {
             // Rolled back with the grant unspent, so the same request can simply be sent again.
-            throw ManagerError(.serviceUnavailable, .busy, "a PIN check of this account is running; send the change again in a moment")
+            throw ManagerError(
+                .serviceUnavailable, .busy, "a PIN check of this account is running; send the change again in a moment")
         }
         try await store.recordAudit(
             AuditEvent(
-                .pinChanged, email: activation.email, activationId: activation.id, detail: "for \(count) activation(s) of the account",
+                .pinChanged, email: activation.email, activationId: activation.id,
+                detail: "for \(count) activation(s) of the account",
                 actor: "device \(device.id)"))
         return count
     }
@@ -161,13 +181,22 @@ extension IdentityManager {
         let alias = trigger.alias ?? "Activation \(count + 1)"
         try await store.insertActivation(
             fresh.record(
-                accountId: activation.accountId, alias: alias, deviceId: nil, validFor: configuration.activationDataLifetimeMilliseconds))
+                accountId: activation.accountId, alias: alias, deviceId: nil,
+                validFor: configuration.activationDataLifetimeMilliseconds))
         try await store.recordAudit(
-            AuditEvent(.activationRequested, email: activation.email, activationId: fresh.id, detail: "alias \(alias)", actor: "device \(device.id)"))
+            AuditEvent(
+                .activationRequested, email: activation.email, activationId: fresh.id, detail: "alias \(alias)",
+                actor: "device \(device.id)"))
         let mailId =
             trigger.shouldSendEmail
-            ? try await queue(Outbox.activationMail(to: activation.email, alias: alias, payload: payload, backup: true), in: store) : nil
-        return (NewActivationDataMessage(activationId: fresh.id, alias: alias, activationData: payload.deepLink, mailQueued: mailId != nil), mailId)
+            ? try await queue(
+                Outbox.activationMail(to: activation.email, alias: alias, payload: payload, backup: true), in: store)
+            : nil
+        return (
+            NewActivationDataMessage(
+                activationId: fresh.id, alias: alias, activationData: payload.deepLink, mailQueued: mailId != nil),
+            mailId
+        )
     }
 
     /// The account goes with all it holds; what stays is its audit, under a pseudonym for its address, and one more entry
@@ -186,12 +215,15 @@ extension IdentityManager {
 
     /// Another device of the same account goes, with its activation: a lost phone or a stolen laptop stops working at once.
     private func revokeDevice(
-        _ id: String, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
+        _ id: String, of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord,
+        in store: ManagerStore
     ) async throws -> (Int, String?) {
         guard let lost = try await store.device(id), try await store.accountId(ofDevice: id) == activation.accountId,
             let held = try await store.activation(id: lost.activationId)
         else {
-            throw ManagerError(.notFound, .deviceNotFound, "the account has no device \(id.prefix(64)); list them with xign-setup list --devices")
+            throw ManagerError(
+                .notFound, .deviceNotFound,
+                "the account has no device \(id.prefix(64)); list them with xign-setup list --devices")
         }
         try await store.revokeDevice(lost.id)
         try await store.markRevoked(activationId: lost.activationId)
@@ -202,7 +234,9 @@ extension IdentityManager {
                 detail: "\(lost.keyKind.rawValue) device \(lost.id)\(credential) removed by another device",
                 actor: "device \(device.id)"))
         let notice = try await queue(
-            Outbox.deviceNotice(to: held.email, alias: held.alias, device: "device \(lost.id) (\(lost.keyKind.rawValue))", added: false), in: store)
+            Outbox.deviceNotice(
+                to: held.email, alias: held.alias, device: "device \(lost.id) (\(lost.keyKind.rawValue))", added: false),
+            in: store)
         return (1, notice)
     }
 
@@ -216,7 +250,8 @@ extension IdentityManager {
         let bound = enrolment == nil ? "" : ", bound to the fingers enrolled now"
         try await store.recordAudit(
             AuditEvent(
-                .factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue + bound, actor: "device \(device.id)"))
+                .factorAdded, email: activation.email, activationId: activation.id, detail: factor.rawValue + bound,
+                actor: "device \(device.id)"))
         return ManagerStore.orderedFactors(factors)
     }
 
@@ -225,12 +260,14 @@ extension IdentityManager {
         let request = try Self.decode(AccountDevicesRequest.self, from: body, "the device list request")
         let devices = try await database.transaction { store in
             let device = try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.accountDevices, body: body, signature: signature, in: store)
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.accountDevices, body: body,
+                signature: signature, in: store)
             guard let accountId = try await store.accountId(activationId: device.activationId) else {
                 throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
             }
             return try await store.devices(ofAccount: accountId)
         }
-        return try sign(AccountDevicesMessage(nonce: request.nonce, devices: devices), type: SignedAnswerType.accountDevices)
+        return try sign(
+            AccountDevicesMessage(nonce: request.nonce, devices: devices), type: SignedAnswerType.accountDevices)
     }
 }

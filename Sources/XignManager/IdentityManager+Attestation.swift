@@ -20,7 +20,9 @@ extension IdentityManager {
         var unattestedBecause: String? { if case .unattested(let because) = self { because } else { nil } }
 
         init(ekIssuer: String?, unattestedBecause: String?) {
-            self = ekIssuer.map { .attested(issuer: $0) } ?? .unattested(because: unattestedBecause ?? "it was registered before keys were attested")
+            self =
+                ekIssuer.map { .attested(issuer: $0) }
+                ?? .unattested(because: unattestedBecause ?? "it was registered before keys were attested")
         }
     }
 
@@ -34,14 +36,17 @@ extension IdentityManager {
             return nil
         case .claimed:
             if kind == .software { return "accepts only hardware-bound (TPM) \(what) keys; this one is a software key" }
-            if kind == .passkey && synced { return "accepts only device-bound keys; this passkey is copied to other devices (synced)" }
+            if kind == .passkey && synced {
+                return "accepts only device-bound keys; this passkey is copied to other devices (synced)"
+            }
             return nil
         case .attested:
             switch (kind, finding) {
             case (.software, _): return "accepts only attested TPM \(what) keys; this one is a software key"
             case (.passkey, _): return "accepts only attested TPM \(what) keys; a passkey's maker is not checked here"
             case (.tpm, .attested?): return nil
-            case (.tpm, .unattested(let because)?): return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
+            case (.tpm, .unattested(let because)?):
+                return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
             case (.tpm, nil): return "accepts only attested TPM \(what) keys; this one is not attested"
             }
         }
@@ -64,7 +69,8 @@ extension IdentityManager {
     /// (recreating the EK); counted with `decrypts_per_address`, like the check doctor asks for.
     public func startAttestation(body: Data, from client: String) async throws -> AttestationChallengeMessage {
         let request = try Self.decode(AttestationStartRequest.self, from: body, "the attestation request")
-        guard let certificateBytes = Base64URL.decode(request.endorsementCertificate), let keyBytes = Base64URL.decode(request.attestationKey)
+        guard let certificateBytes = Base64URL.decode(request.endorsementCertificate),
+            let keyBytes = Base64URL.decode(request.attestationKey)
         else {
             throw ManagerError.badRequest("an attestation request carries an EK certificate and a key, in base64url")
         }
@@ -99,10 +105,14 @@ extension IdentityManager {
             let now = Self.now()
             if let sessionId = request.sessionId {
                 guard let session = try await store.personalizationSession(sessionId), session.expiresAt > now else {
-                    throw ManagerError(.conflict, .sessionInvalid, "the personalization session is unknown, used or expired; start again")
+                    throw ManagerError(
+                        .conflict, .sessionInvalid,
+                        "the personalization session is unknown, used or expired; start again")
                 }
             } else if try await !store.isHostJoinTokenValid(hash: Self.hashed(request.joinSecret ?? ""), now: now) {
-                throw ManagerError(.conflict, .sessionInvalid, "the join token is unknown, used or expired; ask the administrator for a new one")
+                throw ManagerError(
+                    .conflict, .sessionInvalid,
+                    "the join token is unknown, used or expired; ask the administrator for a new one")
             }
             try await store.insertAttestationChallenge(challenge)
         }
@@ -112,7 +122,9 @@ extension IdentityManager {
     }
 
     /// Whether an EK certificate chains to a trusted CA, for `xign-setup doctor`.
-    public func checkEndorsement(_ request: EndorsementCheckRequest, from client: String) async throws -> EndorsementCheckMessage {
+    public func checkEndorsement(
+        _ request: EndorsementCheckRequest, from client: String
+    ) async throws -> EndorsementCheckMessage {
         try await charge(.decryptsPerAddress, key: client)
         guard let bytes = Base64URL.decode(request.endorsementCertificate) else {
             throw ManagerError.badRequest("endorsementCertificate is not base64url DER")
@@ -150,7 +162,8 @@ extension IdentityManager {
             return .unattested(because: stated ?? "the client sent no attestation")
         }
         guard attestation.attestationId.utf8.count <= WireLimit.identifier,
-            let challenge = try await store.consumeAttestationChallenge(attestation.attestationId, purpose: purpose, now: Self.now())
+            let challenge = try await store.consumeAttestationChallenge(
+                attestation.attestationId, purpose: purpose, now: Self.now())
         else {
             return .unattested(because: "its attestation is unknown, expired or was used already")
         }
@@ -164,20 +177,30 @@ extension IdentityManager {
 
     /// The AK of `challenge` certified a key with TPM-bound attributes whose point is `key`, over the challenge's secret.
     private static func checkCertification(
-        _ attestation: KeyAttestationMessage, of key: P256PublicKey, answering challenge: ManagerStore.AttestationChallenge
+        _ attestation: KeyAttestationMessage, of key: P256PublicKey,
+        answering challenge: ManagerStore.AttestationChallenge
     ) throws {
-        guard let keyBytes = Base64URL.decode(attestation.certifiedKey), let attest = Base64URL.decode(attestation.attest),
-            let signature = Base64URL.decode(attestation.signature), let akBytes = Base64URL.decode(challenge.attestationKey)
+        guard let keyBytes = Base64URL.decode(attestation.certifiedKey),
+            let attest = Base64URL.decode(attestation.attest),
+            let signature = Base64URL.decode(attestation.signature),
+            let akBytes = Base64URL.decode(challenge.attestationKey)
         else { throw AttestationError("its fields are not base64url") }
         let certified = try TPMPublicArea(tpm2bPublic: keyBytes)
-        let certification = try KeyCertification(attest: attest, signature: signature, by: try TPMPublicArea(tpm2bPublic: akBytes))
-        guard let expected = Base64URL.decode(challenge.secretHash), constantTimeEquals(SHA256.hash(certification.extraData), expected) else {
+        let certification = try KeyCertification(
+            attest: attest, signature: signature, by: try TPMPublicArea(tpm2bPublic: akBytes))
+        guard let expected = Base64URL.decode(challenge.secretHash),
+            constantTimeEquals(SHA256.hash(certification.extraData), expected)
+        else {
             throw AttestationError("it is not over this attestation's secret")
         }
-        guard constantTimeEquals(certification.certifiedName, certified.name) else { throw AttestationError("it certifies another key") }
+        guard constantTimeEquals(certification.certifiedName, certified.name) else {
+            throw AttestationError("it certifies another key")
+        }
         guard certified.attributes.isSuperset(of: .boundToItsTPM) else {
             throw AttestationError("the certified key was not made in its TPM or can leave it")
         }
-        guard certified.publicKey == key else { throw AttestationError("the certified key is not the key being registered") }
+        guard certified.publicKey == key else {
+            throw AttestationError("the certified key is not the key being registered")
+        }
     }
 }

@@ -9,7 +9,8 @@ extension IdentityManager {
     static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
         guard let device = try await store.device(id, holdingItsActivation: true) else {
             throw ManagerError(
-                .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
+                .notFound, .deviceNotFound,
+                "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
         }
         return device
     }
@@ -22,11 +23,15 @@ extension IdentityManager {
     ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
         let device = try await enrolledDevice(id, in: store)
         let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
-        if let refusal = refusal(of: requirement, kind: device.keyKind, synced: device.passkey?.isSynced == true, finding: finding, what: "device") {
+        if let refusal = refusal(
+            of: requirement, kind: device.keyKind, synced: device.passkey?.isSynced == true, finding: finding,
+            what: "device")
+        {
             throw securityInsufficient(
                 refusal, who: "this login",
                 then: requirement == .attested
-                    ? "personalize again on a machine whose TPM the manager trusts" : "personalize again with device_key = tpm")
+                    ? "personalize again on a machine whose TPM the manager trusts"
+                    : "personalize again with device_key = tpm")
         }
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
@@ -40,13 +45,16 @@ extension IdentityManager {
     func service(for purpose: AuthenticationPurpose) throws -> ManagerConfiguration.Service {
         func builtIn(_ id: String, _ name: String, lifetime: Int64 = 60_000) -> ManagerConfiguration.Service {
             ManagerConfiguration.Service(
-                id: id, relyingPartyName: name, roles: [RoleMessage(name: id, requestedAuthenticators: [[.device, .pin]])], attributes: [],
+                id: id, relyingPartyName: name,
+                roles: [RoleMessage(name: id, requestedAuthenticators: [[.device, .pin]])], attributes: [],
                 tokenLifetimeMilliseconds: lifetime)
         }
         switch purpose {
         case .login(let id):
             guard let service = configuration.services.first(where: { $0.id == id }) else {
-                throw ManagerError(.notFound, .notFound, "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
+                throw ManagerError(
+                    .notFound, .notFound,
+                    "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
             }
             return service
         case .confirmation: return builtIn("confirm", "Login confirmation")
@@ -73,12 +81,15 @@ extension IdentityManager {
         try enforce(
             try await database.transaction(durability: .unsynced) { store in
                 try await self.verifyDeviceSignature(
-                    deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body, signature: signature,
+                    deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body,
+                    signature: signature,
                     in: store)
                 return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
         // Before the lock is judged below, so wrong offline PINs count toward it now.
-        if let report = request.offlineReport { try await recordOfflineReport(report, deviceId: request.deviceId, host: request.host) }
+        if let report = request.offlineReport {
+            try await recordOfflineReport(report, deviceId: request.deviceId, host: request.host)
+        }
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await confirmationId.asyncMap {
             try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
@@ -88,37 +99,48 @@ extension IdentityManager {
         // Unsynced: a start lost in a power cut only makes the client start again.
         let start = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-                let (device, activation) = try await Self.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
+                let (device, activation) = try await Self.authenticatingDevice(
+                    request.deviceId, requirement: requirement, in: store)
                 if case .merge(let mergeSession) = request.purpose {
                     // Only the device the decrypt answer named may confirm the merge, while the session lasts.
                     guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
                         throw ManagerError(
-                            .conflict, .sessionInvalid, "the merge session is unknown, expired or not for this device; scan the invite again")
+                            .conflict, .sessionInvalid,
+                            "the merge session is unknown, expired or not for this device; scan the invite again")
                     }
                 }
                 let values = try await store.accountAttributes(activationId: activation.id)
                 let message = AuthenticationStartMessage(
-                    nonce: request.nonce, authenticationId: try SecureRandom.identifier(), challenge: try SecureRandom.token(),
+                    nonce: request.nonce, authenticationId: try SecureRandom.identifier(),
+                    challenge: try SecureRandom.token(),
                     expiresAt: Self.now() + lifetime, purpose: request.purpose,
                     relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
                     roles: service.roles.map { role in
                         // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
                         let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: device.factors) }
-                        return RoleMessage(name: role.name, requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
+                        return RoleMessage(
+                            name: role.name,
+                            requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
                     },
                     attributes: service.attributes.map { attribute in
                         let present = values[attribute.name] != nil
                         return AuthenticationAttributeMessage(
                             name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
-                            aliases: present ? [PersonalInformationAliasMessage(alias: "registered \(attribute.name)", isPrimary: true)] : []
+                            aliases: present
+                                ? [
+                                    PersonalInformationAliasMessage(
+                                        alias: "registered \(attribute.name)", isPrimary: true)
+                                ] : []
                         )
                     },
                     offline: self.offlinePolicy(for: device, of: activation), pinSealingKey: self.pinSealingKey
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(
-                        id: message.authenticationId, deviceId: device.id, activationId: activation.id, purpose: request.purpose,
-                        host: request.host, localUser: request.localUser, challenge: message.challenge, expiresAt: message.expiresAt
+                        id: message.authenticationId, deviceId: device.id, activationId: activation.id,
+                        purpose: request.purpose,
+                        host: request.host, localUser: request.localUser, challenge: message.challenge,
+                        expiresAt: message.expiresAt
                     ))
                 return message
             }
@@ -136,12 +158,15 @@ extension IdentityManager {
         let (authentication, device, known) = try await database.transaction(durability: .syncedLater) {
             store -> (ManagerStore.PendingAuthentication, ManagerStore.DeviceRecord, [String: String]) in
             guard let pending = try await store.pendingAuthentication(request.authenticationId, now: Self.now()) else {
-                throw ManagerError(.conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
+                throw ManagerError(
+                    .conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
             let device = try await Self.enrolledDevice(pending.deviceId, in: store)
             try await self.checkDeviceProof(
-                proof, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge, in: store)
-            guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge) else {
+                proof, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge,
+                in: store)
+            guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge)
+            else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
             return (pending, device, try await store.accountAttributes(activationId: pending.activationId))
@@ -152,7 +177,8 @@ extension IdentityManager {
         }
         let given = Set(request.factors)
         guard role.requestedAuthenticators.contains(where: { Set($0) == given }) else {
-            throw ManagerError.badRequest("the factors \(request.factors.map(\.rawValue)) match no combination role \(role.name) accepts")
+            throw ManagerError.badRequest(
+                "the factors \(request.factors.map(\.rawValue)) match no combination role \(role.name) accepts")
         }
         guard given.isSubset(of: device.factors) else {
             throw ManagerError.badRequest(
@@ -161,32 +187,39 @@ extension IdentityManager {
         }
         // Before the PIN is checked: a finger that no longer counts costs no PIN attempt.
         if given.contains(.biometric) {
-            try await checkFingerEnrolment(request.biometricEnrolment, of: device, for: authentication, service: service.id)
+            try await checkFingerEnrolment(
+                request.biometricEnrolment, of: device, for: authentication, service: service.id)
         }
         let missing = try checkAttributes(request, service: service, known: known)
         // A login's record commits with the PIN's verdict; other purposes decide things a PIN check must not wait on.
         let login: ServiceLoginRecord?
         if case .login = authentication.purpose {
-            login = try ServiceLoginRecord(request, of: authentication, at: service, role: role.name, attributes: missing)
+            login = try ServiceLoginRecord(
+                request, of: authentication, at: service, role: role.name, attributes: missing)
         } else {
             login = nil
         }
 
         let outcome: AuthenticationOutcome
         if given.contains(.pin),
-            let lock = try await checkPIN(of: request, for: authentication, at: service, role: role.name, whenRight: login?.write)
+            let lock = try await checkPIN(
+                of: request, for: authentication, at: service, role: role.name, whenRight: login?.write)
         {
             outcome = .lockout(lock.0, nextChallenge: lock.nextChallenge)
         } else {
             outcome = try await grant(
-                authentication, login: login, request: request, service: service, role: role.name, known: known, missing: missing)
+                authentication, login: login, request: request, service: service, role: role.name, known: known,
+                missing: missing)
         }
-        return try sign(AuthenticationResultMessage(nonce: request.nonce, outcome: outcome), type: SignedAnswerType.authenticationResult)
+        return try sign(
+            AuthenticationResultMessage(nonce: request.nonce, outcome: outcome),
+            type: SignedAnswerType.authenticationResult)
     }
 
     /// What the finish of an authentication whose factors hold grants, by its purpose.
     private func grant(
-        _ authentication: ManagerStore.PendingAuthentication, login: ServiceLoginRecord?, request: AuthenticationFinishRequest,
+        _ authentication: ManagerStore.PendingAuthentication, login: ServiceLoginRecord?,
+        request: AuthenticationFinishRequest,
         service: ManagerConfiguration.Service, role: String, known: [String: String], missing: [String: String]
     ) async throws -> AuthenticationOutcome {
         let given = Set(request.factors)
@@ -195,40 +228,51 @@ extension IdentityManager {
             guard let login else { throw ManagerError.internalFailure("a login without its record") }
             if !given.contains(.pin) { try await database.transaction { store in try await login.write(in: store) } }
             ManagerMetrics.login(.success)
-            logger.info("authenticated", metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
+            logger.info(
+                "authenticated",
+                metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
             // The token the code would buy, without the round trip for it: this answer is signed for the same device.
             let token = try request.tokenNonce.map { tokenNonce in
                 try sign(
                     Self.loginToken(
-                        nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId, service: service,
-                        role: role, host: authentication.host, localUser: authentication.localUser, known: known, given: missing,
+                        nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId,
+                        service: service,
+                        role: role, host: authentication.host, localUser: authentication.localUser, known: known,
+                        given: missing,
                         now: login.issuedAt),
                     type: SignedAnswerType.loginToken)
             }
             return .serviceLogin(login.message, loginToken: token)
         case .confirmation(let id):
             let approval = try await approve(
-                id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email, at: service, role: role)
+                id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email,
+                at: service, role: role)
             ManagerMetrics.login(.success)
             return .userLogin(approval)
         case .merge(let sessionId):
             return .mergeComplete(mergedEmail: try await merge(session: sessionId, into: authentication.activationId))
         case .apiAccess(let process):
-            return .apiAccess(try await grantApiAccess(process, for: authentication, authenticationId: request.authenticationId, role: role))
+            return .apiAccess(
+                try await grantApiAccess(
+                    process, for: authentication, authenticationId: request.authenticationId, role: role))
         }
     }
 
     /// The finish's PIN, charged to the lockout like every check. A wrong one gives the lock, and for a lock that
     /// runs out the challenge the next attempt signs (the previous signatures are spent).
     private func checkPIN(
-        of request: AuthenticationFinishRequest, for authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+        of request: AuthenticationFinishRequest, for authentication: ManagerStore.PendingAuthentication,
+        at service: ManagerConfiguration.Service,
         role: String, whenRight: WhenRight?
     ) async throws -> (LockoutMessage, nextChallenge: String?)? {
         guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
-        let pin = try openPIN(sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
-        let purpose = PINCheckPurpose(service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
+        let pin = try openPIN(
+            sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
+        let purpose = PINCheckPurpose(
+            service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
         let verdict = try await checkPIN(
-            pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose, whenRight: whenRight)
+            pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose,
+            whenRight: whenRight)
         guard let lock = verdict.lockout else { return nil }
         ManagerMetrics.login(.wrongPIN)
         guard !lock.isPermanent else { return (lock, nil) }
@@ -236,19 +280,22 @@ extension IdentityManager {
         let expiresAt = max(lock.lockedUntil, Self.now()) + configuration.sessionLifetimeMilliseconds
         // Unsynced, as every new challenge: losing it only makes the user start again.
         try await database.transaction(durability: .unsynced) { store in
-            try await store.renewAuthenticationChallenge(request.authenticationId, challenge: next, expiresAt: expiresAt)
+            try await store.renewAuthenticationChallenge(
+                request.authenticationId, challenge: next, expiresAt: expiresAt)
         }
         return (lock, next)
     }
 
     /// The PIN a device gave, charged to its activation's lockout; refused when the device no longer holds it.
     func checkPIN(
-        _ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose, whenRight: WhenRight? = nil
+        _ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose,
+        whenRight: WhenRight? = nil
     ) async throws -> PINVerdict {
         try await countingLockedLogins {
             try await checkPIN(pin, activationId: activationId, for: purpose, whenRight: whenRight) { activation in
                 guard let activation, activation.deviceId == deviceId else {
-                    throw ManagerError(.notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+                    throw ManagerError(
+                        .notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
                 }
                 return activation
             }
@@ -267,10 +314,13 @@ extension IdentityManager {
         let attributes: String
 
         init(
-            _ request: AuthenticationFinishRequest, of authentication: ManagerStore.PendingAuthentication, at service: ManagerConfiguration.Service,
+            _ request: AuthenticationFinishRequest, of authentication: ManagerStore.PendingAuthentication,
+            at service: ManagerConfiguration.Service,
             role: String, attributes missing: [String: String]
         ) throws {
-            (authenticationId, self.authentication, self.service, self.role) = (request.authenticationId, authentication, service, role)
+            (authenticationId, self.authentication, self.service, self.role) = (
+                request.authenticationId, authentication, service, role
+            )
             // A login whose token comes with the answer gets no code: nothing is left to redeem.
             code = request.tokenNonce == nil ? try SecureRandom.token() : nil
             issuedAt = IdentityManager.now()
@@ -286,7 +336,8 @@ extension IdentityManager {
         }
 
         @Sendable func write(in store: ManagerStore) async throws {
-            try await store.recordServiceLogin(authenticationId, role: role, code: code, codeExpiresAt: expiresAt, attributes: attributes)
+            try await store.recordServiceLogin(
+                authenticationId, role: role, code: code, codeExpiresAt: expiresAt, attributes: attributes)
             try await store.recordUse(ofDevice: authentication.deviceId, at: issuedAt)
             try await store.recordAudit(
                 AuditEvent(
@@ -307,16 +358,22 @@ extension IdentityManager {
 
     /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
     func approve(
-        _ confirmationId: String, by deviceId: String, of activationId: String, email: String, at service: ManagerConfiguration.Service,
+        _ confirmationId: String, by deviceId: String, of activationId: String, email: String,
+        at service: ManagerConfiguration.Service,
         role: String
     ) async throws -> UserLoginMessage {
         let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
             guard let confirmation = try await store.confirmation(confirmationId),
-                try await store.decideConfirmation(confirmationId, state: .approved, approvedBy: deviceId, now: Self.now())
+                try await store.decideConfirmation(
+                    confirmationId, state: .approved, approvedBy: deviceId, now: Self.now())
             else {
-                throw ManagerError(.conflict, .sessionInvalid, "the login was decided or ran out meanwhile; start it again on the server")
+                throw ManagerError(
+                    .conflict, .sessionInvalid,
+                    "the login was decided or ran out meanwhile; start it again on the server")
             }
-            let credential = try await store.device(deviceId)?.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" } ?? ""
+            let credential =
+                try await store.device(deviceId)?.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" }
+                ?? ""
             try await store.recordAudit(
                 AuditEvent(
                     at: Self.now(), event: .login, email: email, activationId: activationId,
@@ -329,7 +386,10 @@ extension IdentityManager {
         }
         await wake(Self.wakeKeys(confirmation: confirmationId, account: confirmation.accountId))
         logger.info(
-            "confirmation approved", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)"])
+            "confirmation approved",
+            metadata: [
+                "confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)",
+            ])
         return UserLoginMessage(relyingPartyName: confirmation.hostName, role: role, loginName: confirmation.loginName)
     }
 
@@ -360,7 +420,9 @@ extension IdentityManager {
                 errors[attribute.name] = .dataMissing
             }
         }
-        for name in request.attributeValues.keys where !service.attributes.contains(where: { $0.name == name }) { errors[name] = .notAvailable }
+        for name in request.attributeValues.keys where !service.attributes.contains(where: { $0.name == name }) {
+            errors[name] = .notAvailable
+        }
         guard errors.isEmpty else {
             throw ManagerError(
                 .unprocessableContent, .attributesRejected,
@@ -375,15 +437,20 @@ extension IdentityManager {
         let now = Self.now()
         let token = try await database.transaction { store -> LoginTokenMessage in
             guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {
-                throw ManagerError(.conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
+                throw ManagerError(
+                    .conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
             }
             guard case .login = grant.purpose else {
-                throw ManagerError(.conflict, .challengeInvalid, "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
+                throw ManagerError(
+                    .conflict, .challengeInvalid,
+                    "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
             }
             let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            let given = (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
+            let given =
+                (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
             return Self.loginToken(
-                nonce: request.nonce, deviceId: device.id, activationId: device.activationId, service: try self.service(for: grant.purpose),
+                nonce: request.nonce, deviceId: device.id, activationId: device.activationId,
+                service: try self.service(for: grant.purpose),
                 role: grant.role, host: grant.host, localUser: grant.localUser,
                 known: try await store.accountAttributes(activationId: device.activationId), given: given, now: now)
         }
@@ -393,13 +460,16 @@ extension IdentityManager {
     /// A login's token: the account's attributes, with the values the login gave for missing ones, as far as the
     /// service asks for them.
     static func loginToken(
-        nonce: String, deviceId: String, activationId: String, service: ManagerConfiguration.Service, role: String, host: String,
+        nonce: String, deviceId: String, activationId: String, service: ManagerConfiguration.Service, role: String,
+        host: String,
         localUser: String, known: [String: String], given: [String: String], now: Int64
     ) -> LoginTokenMessage {
         let values = known.merging(given) { _, new in new }
         return LoginTokenMessage(
-            nonce: nonce, subject: values["email"] ?? "", deviceId: deviceId, activationId: activationId, service: service.id, role: role,
-            host: host, localUser: localUser, attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
+            nonce: nonce, subject: values["email"] ?? "", deviceId: deviceId, activationId: activationId,
+            service: service.id, role: role,
+            host: host, localUser: localUser,
+            attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
             issuedAt: now, expiresAt: now + service.tokenLifetimeMilliseconds)
     }
 }

@@ -12,7 +12,8 @@ extension IdentityManager {
     static let emptyListKeptMilliseconds: Int64 = 60_000
 
     public func hostChallenge(for request: HostChallengeRequest) async throws -> ChallengeMessage {
-        let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
+        let challenge = ChallengeMessage(
+            challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction(durability: .unsynced) { store in
             guard try await store.host(id: request.hostId) != nil else { throw Self.unknownHost }
             try await store.insertHostChallenge(challenge, hostId: request.hostId)
@@ -21,7 +22,8 @@ extension IdentityManager {
     }
 
     static let unknownHost = ManagerError(
-        .notFound, .notFound, "this host is not known to the manager (or was removed); join again with xign-setup host join")
+        .notFound, .notFound,
+        "this host is not known to the manager (or was removed); join again with xign-setup host join")
 
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
@@ -32,29 +34,38 @@ extension IdentityManager {
         let now = Self.now()
         let source = Self.confirmationSource(hostId: request.hostId, remoteHost: request.remoteHost)
         let confirmation = ManagerStore.ConfirmationRecord(
-            id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, hostName: "", accountId: "", loginName: request.loginName,
-            service: request.service, remoteHost: request.remoteHost, source: source, tty: request.tty, command: request.command,
-            nonce: request.nonce, waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(), codeFailures: 0, state: .pending,
+            id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, hostName: "", accountId: "",
+            loginName: request.loginName,
+            service: request.service, remoteHost: request.remoteHost, source: source, tty: request.tty,
+            command: request.command,
+            nonce: request.nonce, waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(),
+            codeFailures: 0, state: .pending,
             approvedBy: nil, createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
         )
         let (accountId, displaced) = try await database.transaction { store -> (String, String?) in
             guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
-            try Self.checkSignature(raw, by: host.publicKey, of: .host, path: APIPath.confirmations, body: body, challenge: request.challenge)
+            try Self.checkSignature(
+                raw, by: host.publicKey, of: .host, path: APIPath.confirmations, body: body,
+                challenge: request.challenge)
             guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
-                throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
+                throw ManagerError(
+                    .conflict, .challengeInvalid,
+                    "the challenge is unknown, expired or was already used; request a new one")
             }
             guard let accountId = try await store.accountId(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
             guard try await store.mayLogIn(accountId: accountId, hostName: host.name) else {
                 throw ManagerError(
-                    .forbidden, .hostNotAllowed, "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
+                    .forbidden, .hostNotAllowed,
+                    "\(request.loginName) may not log in to \(host.name); an administrator grants it with host groups")
             }
             let blockedUntil = try await store.confirmationsBlockedUntil(accountId: accountId, source: source)
             if blockedUntil > now {
                 throw ManagerError(
                     .tooManyRequests, .tooManyRequests,
-                    "a login to \(request.loginName) from here was denied a moment ago; try again in \((blockedUntil - now + 999) / 1000) s")
+                    "a login to \(request.loginName) from here was denied a moment ago; try again in \((blockedUntil - now + 999) / 1000) s"
+                )
             }
             let displaced = try await self.makeRoom(for: confirmation, of: accountId, in: store)
             var record = confirmation
@@ -62,7 +73,8 @@ extension IdentityManager {
             try await store.insertConfirmation(record)
             return (accountId, displaced)
         }
-        await wake(displaced.map { Self.wakeKeys(confirmation: $0, account: accountId) } ?? [Self.wakeKey(account: accountId)])
+        await wake(
+            displaced.map { Self.wakeKeys(confirmation: $0, account: accountId) } ?? [Self.wakeKey(account: accountId)])
         logger.info(
             "confirmation started",
             metadata: [
@@ -72,7 +84,8 @@ extension IdentityManager {
         let start = ConfirmationStartMessage(
             nonce: request.nonce, confirmationId: confirmation.id, code: confirmation.code,
             payload: ConfirmationPayload.link(to: confirmation.id, at: managerURL),
-            appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now, expiresAt: confirmation.expiresAt
+            appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now,
+            expiresAt: confirmation.expiresAt
         )
         return try sign(start, type: SignedAnswerType.confirmationStart)
     }
@@ -85,7 +98,9 @@ extension IdentityManager {
     /// Keeps the account's queue within `max_pending` per source and `max_pending_per_account` in all: at a cap, the
     /// oldest pending confirmation nobody opened (of the source, or of the account) ends to make room, so whoever
     /// floods the queue cannot keep out the user's own next login. Returns the one that ended, if any.
-    private func makeRoom(for new: ManagerStore.ConfirmationRecord, of accountId: String, in store: ManagerStore) async throws -> String? {
+    private func makeRoom(
+        for new: ManagerStore.ConfirmationRecord, of accountId: String, in store: ManagerStore
+    ) async throws -> String? {
         let settings = configuration.confirmation
         let pending = try await store.pendingConfirmations(accountId: accountId, now: new.createdAt)
         let fromSource = pending.filter { $0.source == new.source }
@@ -103,20 +118,24 @@ extension IdentityManager {
         else {
             throw ManagerError(
                 .tooManyRequests, .tooManyRequests,
-                "\(candidates.count) logins to \(new.loginName) are waiting for approval and being decided; approve or deny those first")
+                "\(candidates.count) logins to \(new.loginName) are waiting for approval and being decided; approve or deny those first"
+            )
         }
         return oldest.id
     }
 
     /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.
-    public func withdrawConfirmation(_ request: ConfirmationWithdrawalRequest) async throws -> ConfirmationStateMessage {
+    public func withdrawConfirmation(_ request: ConfirmationWithdrawalRequest) async throws -> ConfirmationStateMessage
+    {
         let presented = Data(Self.hashed(request.waitToken).utf8)
         let (state, accountId) = try await database.transaction { store -> (ConfirmationState, String) in
-            guard let record = try await store.confirmation(request.confirmationId), constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
+            guard let record = try await store.confirmation(request.confirmationId),
+                constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
             else {
                 throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
             }
-            let withdrawn = try await store.decideConfirmation(record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
+            let withdrawn = try await store.decideConfirmation(
+                record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
             return (withdrawn ? .withdrawn : record.state(at: Self.now()), record.accountId)
         }
         await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
@@ -126,21 +145,28 @@ extension IdentityManager {
     /// Answers the host with the decision once there is one, or with `pending` when the wait runs out.
     public func waitForConfirmation(_ request: ConfirmationWaitRequest) async throws -> String {
         let presented = Data(Self.hashed(request.waitToken).utf8)
-        let isYours = { (record: ManagerStore.ConfirmationRecord) in constantTimeEquals(Data(record.waitTokenHash.utf8), presented) }
+        let isYours = { (record: ManagerStore.ConfirmationRecord) in
+            constantTimeEquals(Data(record.waitTokenHash.utf8), presented)
+        }
         let decidedOrNotYours = { (record: ManagerStore.ConfirmationRecord?) in
             record.map { !isYours($0) || $0.state(at: Self.now()) != .pending } ?? true
         }
         let expiry = { (record: ManagerStore.ConfirmationRecord?) in record?.expiresAt ?? 0 }
         let found = try await longPoll(
-            request.waitMilliseconds, wakingOn: Self.wakeKey(confirmation: request.confirmationId), keptUntil: expiry, until: decidedOrNotYours
+            request.waitMilliseconds, wakingOn: Self.wakeKey(confirmation: request.confirmationId), keptUntil: expiry,
+            until: decidedOrNotYours
         ) {
             try await self.database.read { store in try await store.confirmation(request.confirmationId) }
         }
-        guard let record = found, isYours(record) else { throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token") }
+        guard let record = found, isYours(record) else {
+            throw ManagerError(.notFound, .notFound, "no such confirmation for this wait token")
+        }
         let state = record.state(at: Self.now())
         let result = ConfirmationResultMessage(
-            nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName, service: record.service,
-            state: state, approvedBy: state == .approved ? record.approvedBy : nil, endedBecause: ending(of: record, in: state)
+            nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName,
+            service: record.service,
+            state: state, approvedBy: state == .approved ? record.approvedBy : nil,
+            endedBecause: ending(of: record, in: state)
         )
         return try sign(result, type: SignedAnswerType.confirmationResult)
     }
@@ -150,7 +176,8 @@ extension IdentityManager {
         let request = try Self.decode(PendingConfirmationsRequest.self, from: body, "the request")
         let accountId = try await database.transaction { store -> String in
             try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending, body: body, signature: signature,
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending,
+                body: body, signature: signature,
                 in: store
             )
             guard let accountId = try await store.accountId(ofDevice: request.deviceId) else {
@@ -158,7 +185,9 @@ extension IdentityManager {
             }
             return accountId
         }
-        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) { !$0.isEmpty }
+        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
+            !$0.isEmpty
+        }
         let list = ConfirmationListMessage(
             nonce: request.nonce,
             confirmations: pending.map(\.pendingMessage))
@@ -172,8 +201,12 @@ extension IdentityManager {
         let keptUntil = { (pending: [ManagerStore.ConfirmationRecord]) in
             pending.map(\.expiresAt).min() ?? Self.now() + Self.emptyListKeptMilliseconds
         }
-        return try await longPoll(waitMilliseconds, wakingOn: Self.wakeKey(account: accountId), keptUntil: keptUntil, until: done) {
-            try await self.database.read { store in try await store.pendingConfirmations(accountId: accountId, now: Self.now()) }
+        return try await longPoll(
+            waitMilliseconds, wakingOn: Self.wakeKey(account: accountId), keptUntil: keptUntil, until: done
+        ) {
+            try await self.database.read { store in
+                try await store.pendingConfirmations(accountId: accountId, now: Self.now())
+            }
         }.filter { $0.state(at: Self.now()) == .pending }
     }
 
@@ -181,7 +214,8 @@ extension IdentityManager {
     /// reading is kept (Signals) until `keptUntil` or a wake-up on `key`, so a wait that comes again, here or for
     /// another waiter of the same key, costs the database nothing until the row changes.
     func longPoll<Reading: Sendable>(
-        _ waitMilliseconds: Int, wakingOn key: String, keptUntil: @escaping (Reading) -> Int64, until done: (Reading) -> Bool,
+        _ waitMilliseconds: Int, wakingOn key: String, keptUntil: @escaping (Reading) -> Int64,
+        until done: (Reading) -> Bool,
         _ read: () async throws -> Reading
     ) async throws -> Reading {
         let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
@@ -189,7 +223,9 @@ extension IdentityManager {
             let reading = try await signals.reading(of: key, now: Self.now(), until: keptUntil, read)
             let now = Self.now()
             if done(reading.value) || now >= deadline { return reading.value }
-            await signals.pause(key, upTo: .milliseconds(max(1, min(deadline, keptUntil(reading.value)) - now)), whileKept: reading.token)
+            await signals.pause(
+                key, upTo: .milliseconds(max(1, min(deadline, keptUntil(reading.value)) - now)),
+                whileKept: reading.token)
         }
     }
 
@@ -200,7 +236,8 @@ extension IdentityManager {
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         let accountId = try await database.transaction { store -> String in
             try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body, signature: signature,
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body,
+                signature: signature,
                 in: store
             )
             let now = Self.now()
@@ -208,19 +245,26 @@ extension IdentityManager {
                 confirmation.accountId == (try await store.accountId(ofDevice: request.deviceId)),
                 try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: now)
             else {
-                throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+                throw ManagerError(
+                    .conflict, .sessionInvalid,
+                    "the confirmation is unknown, decided already, expired, or not for your account")
             }
-            try await store.blockConfirmations(accountId: confirmation.accountId, source: confirmation.source, until: now + cooldown)
+            try await store.blockConfirmations(
+                accountId: confirmation.accountId, source: confirmation.source, until: now + cooldown)
             return confirmation.accountId
         }
         await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
-        logger.notice("confirmation denied", metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
+        logger.notice(
+            "confirmation denied",
+            metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: .denied)
     }
 
     /// Checks the code typed on the approving device against the one the host showed, before anything else of
     /// an approval. Wrong codes are counted in their own transaction; too many deny the confirmation.
-    func checkConfirmationCode(_ code: String?, confirmationId: String, deviceId: String) async throws -> ManagerStore.ConfirmationRecord {
+    func checkConfirmationCode(
+        _ code: String?, confirmationId: String, deviceId: String
+    ) async throws -> ManagerStore.ConfirmationRecord {
         let settings = configuration.confirmation
         let presented = Data((code ?? "").utf8)
         enum Verdict: Sendable {
@@ -229,21 +273,30 @@ extension IdentityManager {
             case foreign
         }
         let verdict = try await database.transaction { store -> Verdict in
-            guard let confirmation = try await store.confirmation(confirmationId), confirmation.state(at: Self.now()) == .pending else {
-                throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+            guard let confirmation = try await store.confirmation(confirmationId),
+                confirmation.state(at: Self.now()) == .pending
+            else {
+                throw ManagerError(
+                    .conflict, .sessionInvalid,
+                    "the confirmation is unknown, decided already, expired, or not for your account")
             }
             guard confirmation.accountId == (try await store.accountId(ofDevice: deviceId)) else {
                 try await store.recordAudit(
-                    Self.refusedApproval(confirmation, by: deviceId, email: nil, because: "a device of another account tried to approve it"))
+                    Self.refusedApproval(
+                        confirmation, by: deviceId, email: nil,
+                        because: "a device of another account tried to approve it"))
                 return .foreign
             }
             try await store.markOpened(confirmation.id, now: Self.now())
             if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
             let failures = try await store.recordWrongConfirmationCode(confirmation.id)
             if failures >= settings.maxCodeFailures {
-                _ = try await store.decideConfirmation(confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
+                _ = try await store.decideConfirmation(
+                    confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
             }
-            let email = try await store.device(deviceId).asyncMap { try await store.activation(id: $0.activationId)?.email } ?? nil
+            let email =
+                try await store.device(deviceId).asyncMap { try await store.activation(id: $0.activationId)?.email }
+                ?? nil
             try await store.recordAudit(
                 Self.refusedApproval(
                     confirmation, by: deviceId, email: email,
@@ -254,12 +307,16 @@ extension IdentityManager {
         }
         switch verdict {
         case .foreign:
-            throw ManagerError(.conflict, .sessionInvalid, "the confirmation is unknown, decided already, expired, or not for your account")
+            throw ManagerError(
+                .conflict, .sessionInvalid,
+                "the confirmation is unknown, decided already, expired, or not for your account")
         case .right(let confirmation):
             return confirmation
         case .wrong(let left, let accountId):
             if left == 0 { await wake(Self.wakeKeys(confirmation: confirmationId, account: accountId)) }
-            logger.notice("wrong confirmation code", metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
+            logger.notice(
+                "wrong confirmation code",
+                metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
             throw ManagerError(
                 .unprocessableContent, .wrongCode,
                 left > 0

@@ -59,13 +59,16 @@ extension IdentityManager {
     @discardableResult
     public func purgeExpired() async throws -> [String: Int] {
         let now = Self.now()
-        let cutoff = now - configuration.keepExpiredMilliseconds, windowCutoff = now - configuration.limits.windowMilliseconds
+        let cutoff = now - configuration.keepExpiredMilliseconds,
+            windowCutoff = now - configuration.limits.windowMilliseconds
         let auditCutoff = now - configuration.auditKeepMilliseconds
         var deleted: [String: Int] = [:]
         for purge in ManagerStore.Purge.allCases {
             while true {
                 let count = try await database.transaction(durability: .unsynced) { store in
-                    try await store.purge(purge, before: cutoff, windowsBefore: windowCutoff, auditBefore: auditCutoff, limit: Self.purgeBatch)
+                    try await store.purge(
+                        purge, before: cutoff, windowsBefore: windowCutoff, auditBefore: auditCutoff,
+                        limit: Self.purgeBatch)
                 }
                 if count > 0 { deleted[purge.rawValue, default: 0] += count }
                 if count < Self.purgeBatch { break }
@@ -92,7 +95,8 @@ struct ExpiryService: Service {
                 do {
                     let deleted = try await manager.purgeExpired()
                     if !deleted.isEmpty {
-                        manager.logger.debug("expired rows deleted", metadata: deleted.mapValues { .stringConvertible($0) })
+                        manager.logger.debug(
+                            "expired rows deleted", metadata: deleted.mapValues { .stringConvertible($0) })
                     }
                 } catch is CancellationError {
                     return

@@ -76,10 +76,12 @@ extension IdentityManager {
                         let sent = try await self.deliverDueMail()
                         if sent > 0 {
                             self.logger.info(
-                                "mail delivered", metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"])
+                                "mail delivered",
+                                metadata: ["count": "\(sent)", "relay": "\(self.configuration.smtpRelay ?? "maildir")"])
                         }
                     } catch {
-                        self.logger.warning("mail stays queued, next try in \(self.mailClaimMilliseconds / 1000) s: \(error)")
+                        self.logger.warning(
+                            "mail stays queued, next try in \(self.mailClaimMilliseconds / 1000) s: \(error)")
                     }
                 }
             }
@@ -91,7 +93,8 @@ extension IdentityManager {
     /// For `xign-manager admin`, which runs no relay loop: delivers what is due now, or says why it waits.
     public func sendQueuedMailNow() async {
         do { _ = try await deliverDueMail() } catch {
-            FileHandle.standardError.write(Data("The mail stays queued (\(error)); the running manager sends it once the relay answers.\n".utf8))
+            FileHandle.standardError.write(
+                Data("The mail stays queued (\(error)); the running manager sends it once the relay answers.\n".utf8))
         }
     }
 

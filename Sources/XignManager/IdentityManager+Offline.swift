@@ -8,14 +8,20 @@ import XignProtocol
 /// when the device is next online, and writes the logins to the audit.
 extension IdentityManager {
     /// The account's own policy, else the manager's; no offline login for keys that are not in a TPM.
-    func offlinePolicy(keyKind: KeyKind, reportedThrough: Int64, of activation: ManagerStore.ActivationRecord) -> OfflinePolicyMessage {
+    func offlinePolicy(
+        keyKind: KeyKind, reportedThrough: Int64, of activation: ManagerStore.ActivationRecord
+    ) -> OfflinePolicyMessage {
         OfflinePolicyMessage(
-            graceMilliseconds: keyKind == .tpm ? (activation.offlineGraceMilliseconds ?? configuration.offline.graceMilliseconds) : 0,
-            maxFailures: activation.offlineMaxFailures ?? configuration.offline.maxFailures, pinGeneration: activation.pinGeneration,
+            graceMilliseconds: keyKind == .tpm
+                ? (activation.offlineGraceMilliseconds ?? configuration.offline.graceMilliseconds) : 0,
+            maxFailures: activation.offlineMaxFailures ?? configuration.offline.maxFailures,
+            pinGeneration: activation.pinGeneration,
             reportedThrough: reportedThrough)
     }
 
-    func offlinePolicy(for device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord) -> OfflinePolicyMessage {
+    func offlinePolicy(
+        for device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord
+    ) -> OfflinePolicyMessage {
         offlinePolicy(keyKind: device.keyKind, reportedThrough: device.offlineReportedThrough, of: activation)
     }
 
@@ -28,7 +34,9 @@ extension IdentityManager {
         let charged = try await database.transaction { store -> Int in
             let device = try await Self.enrolledDevice(deviceId, in: store)
             let fresh = report.events.filter { $0.sequence > device.offlineReportedThrough }
-            guard !fresh.isEmpty, try await store.advanceOfflineReport(ofDevice: device.id, from: device.offlineReportedThrough, to: last.sequence),
+            guard !fresh.isEmpty,
+                try await store.advanceOfflineReport(
+                    ofDevice: device.id, from: device.offlineReportedThrough, to: last.sequence),
                 let activation = try await store.activation(id: device.activationId)
             else { return 0 }
             var failures = activation.failedAttempts
@@ -41,14 +49,17 @@ extension IdentityManager {
                 case .login:
                     try await store.recordAudit(
                         AuditEvent(
-                            at: at, event: .offlineLogin, email: activation.email, activationId: activation.id, host: host, service: event.service,
-                            detail: "offline, PIN checked by the device's TPM at \(when)", actor: "device \(device.id)"))
+                            at: at, event: .offlineLogin, email: activation.email, activationId: activation.id,
+                            host: host, service: event.service,
+                            detail: "offline, PIN checked by the device's TPM at \(when)", actor: "device \(device.id)")
+                    )
                 case .wrongPIN:
                     failures += 1
                     let lock = lockout.lock(afterFailures: failures, now: now)
                     try await store.chargeOfflineFailure(lock, activationId: activation.id)
                     try await Self.auditWrongPIN(
-                        lock, of: activation, for: PINCheckPurpose(service: event.service, host: host, actor: "device \(device.id)"), at: at,
+                        lock, of: activation,
+                        for: PINCheckPurpose(service: event.service, host: host, actor: "device \(device.id)"), at: at,
                         cause: "wrong offline PIN at \(when)", in: store)
                 }
             }
@@ -56,7 +67,8 @@ extension IdentityManager {
                 try await store.recordAudit(
                     AuditEvent(
                         .offlineLogin, email: activation.email, activationId: activation.id, host: host,
-                        detail: "\(report.droppedLogins) more offline login(s) the device could not list", actor: "device \(device.id)"))
+                        detail: "\(report.droppedLogins) more offline login(s) the device could not list",
+                        actor: "device \(device.id)"))
             }
             return fresh.count { $0.kind == .wrongPIN }
         }
@@ -74,8 +86,12 @@ extension IdentityManager {
             throw ManagerError.badRequest("the wrong offline PINs allowed must be from 1 to 20")
         }
         try await database.transaction { store in
-            guard try await store.setOfflinePolicy(graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased()) else {
-                throw ManagerError(.notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            guard
+                try await store.setOfflinePolicy(
+                    graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased())
+            else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
             let detail =
                 graceMilliseconds == nil && maxFailures == nil

@@ -57,7 +57,8 @@ extension IdentityManager {
 
     /// Waits for the activation's claim, charging a claim that ran out unsettled, and takes it.
     private func claimPINCheck(
-        activationId: String, admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
+        activationId: String,
+        admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
     ) async throws -> ManagerStore.ActivationRecord {
         let deadline = Self.now() + Self.pinCheckWaitMilliseconds
         var pause: Int64 = 2
@@ -69,7 +70,9 @@ extension IdentityManager {
             let claim = try await database.transaction(durability: durability) { [durability] store -> Claim in
                 var activation = try admit(try await store.activation(id: activationId))
                 guard activation.state != .revoked else {
-                    throw ManagerError(.gone, .activationRevoked, "this activation was removed; register again or ask for a new activation")
+                    throw ManagerError(
+                        .gone, .activationRevoked,
+                        "this activation was removed; register again or ask for a new activation")
                 }
                 let now = Self.now()
                 if activation.pinCheckUntil > now { return .heldElsewhere }
@@ -80,11 +83,14 @@ extension IdentityManager {
                     (activation.failedAttempts, activation.lockedUntil, activation.permanentlyLocked) = (
                         lock.failedAttempts, lock.lockedUntil, lock.isPermanent
                     )
-                    self.logger.warning("a PIN check ran out without a result; counted as a failure", metadata: ["activation": "\(activation.id)"])
+                    self.logger.warning(
+                        "a PIN check ran out without a result; counted as a failure",
+                        metadata: ["activation": "\(activation.id)"])
                 }
                 // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
                 if let lock = activation.pendingLock { return .locked(lock) }
-                try await store.claimPINCheck(activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds, by: self.instanceId)
+                try await store.claimPINCheck(
+                    activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds, by: self.instanceId)
                 return .claimed(activation)
             }
             switch claim {
@@ -96,7 +102,9 @@ extension IdentityManager {
                 durability = .synced
             case .heldElsewhere:
                 guard Self.now() < deadline else {
-                    throw ManagerError(.serviceUnavailable, .busy, "another PIN check of this activation is still running; try again in a moment")
+                    throw ManagerError(
+                        .serviceUnavailable, .busy,
+                        "another PIN check of this activation is still running; try again in a moment")
                 }
                 try await Task.sleep(for: .milliseconds(pause))
                 pause = min(pause * 2, 50)
@@ -115,14 +123,18 @@ extension IdentityManager {
             let abandoned = try await store.activationsWithPINCheckClaims(by: owner)
             for activation in abandoned {
                 _ = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
-                self.logger.warning("a PIN check was cut off by a restart; counted as a failure", metadata: ["activation": "\(activation.id)"])
+                self.logger.warning(
+                    "a PIN check was cut off by a restart; counted as a failure",
+                    metadata: ["activation": "\(activation.id)"])
             }
             return abandoned.count
         }
     }
 
     /// Charges one failed (or cut-off) PIN check to an activation that had `failures` so far; returns the lock it causes.
-    private func chargeFailure(_ activationId: String, after failures: Int, in store: ManagerStore) async throws -> LockoutMessage {
+    private func chargeFailure(
+        _ activationId: String, after failures: Int, in store: ManagerStore
+    ) async throws -> LockoutMessage {
         let lock = configuration.lockout.lock(afterFailures: failures + 1, now: Self.now())
         try await store.recordPINFailure(lock, activationId: activationId)
         return lock
@@ -131,19 +143,22 @@ extension IdentityManager {
     /// The audit of a wrong PIN, and of the lock it caused. `at` is when it was typed (an offline PIN: on the device's
     /// clock); `cause` says what kind of PIN it was.
     static func auditWrongPIN(
-        _ lock: LockoutMessage, of activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose, at: Int64? = nil,
+        _ lock: LockoutMessage, of activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose,
+        at: Int64? = nil,
         cause: String = "wrong PIN", in store: ManagerStore
     ) async throws {
         let now = Self.now()
         var event = AuditEvent(
-            at: at ?? now, event: .loginFailure, email: activation.email, activationId: activation.id, host: purpose.host,
+            at: at ?? now, event: .loginFailure, email: activation.email, activationId: activation.id,
+            host: purpose.host,
             service: purpose.service, detail: "\(cause), \(lock.failedAttempts) in a row", actor: purpose.actor)
         try await store.recordAudit(event)
         if lock.isPermanent || lock.lockedUntil > now {
             event.at = now
             event.event = .lockout
             event.detail =
-                lock.isPermanent ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
+                lock.isPermanent
+                ? "locked until an administrator unlocks it" : "locked for \((lock.lockedUntil - now + 999) / 1000) s"
             try await store.recordAudit(event)
         }
     }
@@ -152,7 +167,8 @@ extension IdentityManager {
     private func settlePINCheck(
         _ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose, whenRight: WhenRight?
     ) async throws -> PINVerdict {
-        guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier) else {
+        guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier)
+        else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
         }
         let presented: Data
@@ -160,8 +176,11 @@ extension IdentityManager {
         let upgrade: PINVerifier?
         do {
             (presented, upgrade) = try await NIOThreadPool.singleton.runIfActive {
-                let presented = try self.secrets.pinVerifier(pin: pin, salt: salt, iterations: activation.pinIterations, pepper: activation.pinPepper)
-                let isCurrent = activation.pinIterations == self.configuration.pinHashIterations && activation.pinPepper == self.secrets.pepperKind
+                let presented = try self.secrets.pinVerifier(
+                    pin: pin, salt: salt, iterations: activation.pinIterations, pepper: activation.pinPepper)
+                let isCurrent =
+                    activation.pinIterations == self.configuration.pinHashIterations
+                    && activation.pinPepper == self.secrets.pepperKind
                 guard !isCurrent, constantTimeEquals(presented, stored) else { return (presented, nil) }
                 return (presented, try self.makePINVerifier(pin: pin))
             }
@@ -188,12 +207,16 @@ extension IdentityManager {
                     try await Self.auditWrongPIN(lock, of: activation, for: purpose, in: store)
                     self.logger.notice(
                         "wrong PIN",
-                        metadata: ["activation": "\(activation.id)", "failures": "\(lock.failedAttempts)", "permanent": "\(lock.isPermanent)"])
+                        metadata: [
+                            "activation": "\(activation.id)", "failures": "\(lock.failedAttempts)",
+                            "permanent": "\(lock.isPermanent)",
+                        ])
                     return PINVerdict(activation: activation, lockout: lock)
                 }
                 try await store.clearLockout(activationId: activation.id)
                 if let upgrade {
-                    try await store.replacePINVerifier(activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
+                    try await store.replacePINVerifier(
+                        activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
                 }
                 try await whenRight?(store)
                 return PINVerdict(activation: activation, lockout: nil)
@@ -209,7 +232,9 @@ extension IdentityManager {
             throw error
         }
         guard let verdict = settled else {
-            throw ManagerError(.conflict, .sessionInvalid, "the PIN was changed while this one was checked; start again with the current PIN")
+            throw ManagerError(
+                .conflict, .sessionInvalid,
+                "the PIN was changed while this one was checked; start again with the current PIN")
         }
         if let lock = verdict.lockout, lock.isPermanent || lock.lockedUntil > Self.now() { ManagerMetrics.lockout() }
         return verdict

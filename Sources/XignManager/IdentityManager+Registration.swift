@@ -23,7 +23,8 @@ extension IdentityManager {
         guard configuration.registrationIsOpen else { throw ManagerError.registrationClosed }
         if let client { try await charge(.registrationsPerAddress, key: client) }
         guard let category = configuration.categories.first(where: { $0.id == request.categoryId }) else {
-            throw ManagerError.badRequest("unknown category '\(request.categoryId.prefix(40))'; fetch the registration parameters again")
+            throw ManagerError.badRequest(
+                "unknown category '\(request.categoryId.prefix(40))'; fetch the registration parameters again")
         }
         var errors: [String: AttributeErrorCode] = [:]
         let allowed = Set(category.attributes.map(\.name))
@@ -49,7 +50,11 @@ extension IdentityManager {
         if errors["email"] == nil, client != nil { try await charge(.registrationsPerEmail, key: email) }
         if errors["email"] == nil {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
-            if blocked { errors["email"] = .notAvailable } else if try await isEmailTaken(email) { errors["email"] = .notAvailable }
+            if blocked {
+                errors["email"] = .notAvailable
+            } else if try await isEmailTaken(email) {
+                errors["email"] = .notAvailable
+            }
         }
         // A registrant may only ask for a login name: it is kept with the attributes until an administrator gives it
         // (`accounts set-login`), and system accounts' names are not even asked for.
@@ -63,7 +68,8 @@ extension IdentityManager {
         }
         guard errors.isEmpty else {
             throw ManagerError(
-                .unprocessableContent, .registrationRejected, "the registration was rejected; correct the attributes marked in 'attributes'",
+                .unprocessableContent, .registrationRejected,
+                "the registration was rejected; correct the attributes marked in 'attributes'",
                 attributes: errors, pinError: pinVerdict == .valid ? nil : pinVerdict.rawValue
             )
         }
@@ -78,7 +84,8 @@ extension IdentityManager {
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
         )
-        let alias = try await createAccount(account, pin: pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
+        let alias = try await createAccount(
+            account, pin: pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }
@@ -107,7 +114,9 @@ extension IdentityManager {
         let record = ManagerStore.NewAccount(
             id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
             attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
-            arbitraryAttributes: try account.arbitraryAttributes.map { String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self) },
+            arbitraryAttributes: try account.arbitraryAttributes.map {
+                String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self)
+            },
             serviceMappingId: account.serviceMappingId, organization: account.organization, createdAt: Self.now()
         )
         let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
@@ -117,7 +126,8 @@ extension IdentityManager {
                 try await store.insertAccount(record)
                 try await store.insertActivation(
                     activation.record(
-                        accountId: record.id, alias: chosenAlias, deviceId: nil, validFor: self.configuration.activationDataLifetimeMilliseconds))
+                        accountId: record.id, alias: chosenAlias, deviceId: nil,
+                        validFor: self.configuration.activationDataLifetimeMilliseconds))
                 try await store.recordAudit(
                     AuditEvent(
                         .accountCreated, email: record.email, activationId: activation.id,
@@ -131,7 +141,8 @@ extension IdentityManager {
             // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
             if try await isEmailTaken(account.email) {
                 throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the email address is already registered", attributes: ["email": .notAvailable])
+                    .unprocessableContent, .registrationRejected, "the email address is already registered",
+                    attributes: ["email": .notAvailable])
             }
             if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
                 throw ManagerError(
@@ -150,11 +161,14 @@ extension IdentityManager {
         var pin: PINVerifier
 
         /// `validFor`: how long the data may wait for its first personalization (none when `deviceId` is given).
-        func record(accountId: String, alias: String, deviceId: String?, validFor lifetime: Int64) -> ManagerStore.NewActivation {
+        func record(
+            accountId: String, alias: String, deviceId: String?, validFor lifetime: Int64
+        ) -> ManagerStore.NewActivation {
             let now = IdentityManager.now()
             return ManagerStore.NewActivation(
                 id: id, accountId: accountId, alias: alias, secretHash: IdentityManager.hashed(secret),
-                pinSalt: Base64URL.encode(pin.salt), pinVerifier: Base64URL.encode(pin.value), pinIterations: pin.iterations, pinPepper: pin.pepper,
+                pinSalt: Base64URL.encode(pin.salt), pinVerifier: Base64URL.encode(pin.value),
+                pinIterations: pin.iterations, pinPepper: pin.pepper,
                 deviceId: deviceId, secretValidUntil: deviceId == nil ? now + lifetime : 0, createdAt: now
             )
         }

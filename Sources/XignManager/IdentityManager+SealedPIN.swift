@@ -33,6 +33,7 @@ extension IdentityManager {
         else { return }
         throw ManagerError(
             .badRequest, .securityInsufficient,
-            "this manager takes a PIN only sealed to its key, never in the clear; update xign on the machine that sent it")
+            "this manager takes a PIN only sealed to its key, never in the clear; update xign on the machine that sent it"
+        )
     }
 }

@@ -11,7 +11,9 @@ extension IdentityManager {
 
     /// The one check of a signed request (docs/design.md, invariant 3): the signature covers the method, the path,
     /// the body and a single-use challenge. Spending the challenge is the caller's, in the transaction that acts.
-    static func checkSignature(_ signature: Data, by key: P256PublicKey, of signer: Signer, path: String, body: Data, challenge: String) throws {
+    static func checkSignature(
+        _ signature: Data, by key: P256PublicKey, of signer: Signer, path: String, body: Data, challenge: String
+    ) throws {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         guard key.isValidSignature(signature, for: message) else {
             throw ManagerError(.unauthorized, .signatureInvalid, "the \(signer.rawValue) signature does not verify")
@@ -48,17 +50,20 @@ extension IdentityManager {
     /// passkey with an assertion whose WebAuthn challenge is SHA-256 of the same canonical message. A passkey's counter
     /// moves in the caller's transaction, so one assertion is accepted once even when sent twice at the same moment.
     func checkDeviceProof(
-        _ proof: DeviceProof, of device: ManagerStore.DeviceRecord, path: String, body: Data, challenge: String, in store: ManagerStore
+        _ proof: DeviceProof, of device: ManagerStore.DeviceRecord, path: String, body: Data, challenge: String,
+        in store: ManagerStore
     ) async throws {
         switch (proof, device.passkey) {
         case (.signature(let raw), nil):
-            try Self.checkSignature(raw, by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
+            try Self.checkSignature(
+                raw, by: device.publicKey, of: .device, path: path, body: body, challenge: challenge)
         case (.assertion(let assertion), let passkey?):
             let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
             let result: AssertionResult
             do {
                 result = try relyingParty.verifyAssertion(
-                    assertion, publicKey: device.publicKey, challenge: SHA256.hash(message), storedSignCount: passkey.signCount)
+                    assertion, publicKey: device.publicKey, challenge: SHA256.hash(message),
+                    storedSignCount: passkey.signCount)
             } catch {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion is refused: \(error)")
             }
@@ -73,24 +78,32 @@ extension IdentityManager {
             if configuration.requireHardwareKey >= .claimed && (result.isBackedUp || result.isBackupEligible) {
                 throw ManagerError(
                     .forbidden, .securityInsufficient,
-                    "this passkey is synced, or may be (backup eligible), and this manager accepts only device-bound keys")
+                    "this passkey is synced, or may be (backup eligible), and this manager accepts only device-bound keys"
+                )
             }
-            guard try await store.advanceSignCount(ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
+            guard
+                try await store.advanceSignCount(
+                    ofDevice: device.id, from: passkey.signCount, to: result.signCount, backedUp: result.isBackedUp)
             else {
                 throw ManagerError(.unauthorized, .signatureInvalid, "the passkey's assertion was used already")
             }
         case (.signature, _?):
-            throw ManagerError(.unauthorized, .signatureInvalid, "a passkey device signs with a WebAuthn assertion (\(PasskeyAssertion.prefix)…)")
+            throw ManagerError(
+                .unauthorized, .signatureInvalid,
+                "a passkey device signs with a WebAuthn assertion (\(PasskeyAssertion.prefix)…)")
         case (.assertion, nil):
-            throw ManagerError(.unauthorized, .signatureInvalid, "this device signs with its key, not with a passkey's assertion")
+            throw ManagerError(
+                .unauthorized, .signatureInvalid, "this device signs with its key, not with a passkey's assertion")
         }
     }
 
     public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
-        let challenge = ChallengeMessage(challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
+        let challenge = ChallengeMessage(
+            challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
         try await database.transaction(durability: .unsynced) { store in
             guard try await store.device(request.deviceId) != nil else {
-                throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
+                throw ManagerError(
+                    .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
             }
             try await store.insertDeviceChallenge(challenge, deviceId: request.deviceId)
         }
@@ -104,11 +117,14 @@ extension IdentityManager {
     ) async throws -> ManagerStore.DeviceRecord {
         let proof = try DeviceProof(header: signature)
         guard let device = try await store.device(deviceId) else {
-            throw ManagerError(.notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
+            throw ManagerError(
+                .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
         try await checkDeviceProof(proof, of: device, path: path, body: body, challenge: challenge, in: store)
         guard try await store.consumeDeviceChallenge(challenge, deviceId: deviceId, now: Self.now()) else {
-            throw ManagerError(.conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one")
+            throw ManagerError(
+                .conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one"
+            )
         }
         return device
     }
@@ -118,7 +134,8 @@ extension IdentityManager {
         let request = try Self.decode(RevokeRequest.self, from: body, "the revocation request")
         let notice = try await database.transaction { store -> String? in
             let device = try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body, signature: signature, in: store
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body,
+                signature: signature, in: store
             )
             let activationId = device.activationId
             let activation = try await store.activation(id: activationId)
@@ -127,17 +144,21 @@ extension IdentityManager {
             try await store.recordAudit(
                 AuditEvent(
                     .revocation, email: activation?.email, activationId: activationId,
-                    detail: "the device revoked itself" + (device.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" } ?? ""),
+                    detail: "the device revoked itself"
+                        + (device.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" } ?? ""),
                     actor: "device \(request.deviceId)"
                 ))
             guard let activation else { return nil }
             return try await self.queue(
                 Outbox.deviceNotice(
-                    to: activation.email, alias: activation.alias, device: "device \(device.id) (\(device.keyKind.rawValue) key)", added: false),
+                    to: activation.email, alias: activation.alias,
+                    device: "device \(device.id) (\(device.keyKind.rawValue) key)", added: false),
                 in: store)
         }
         if let notice { await deliverMail(id: notice) }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
-        return try sign(RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation)
+        return try sign(
+            RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation
+        )
     }
 }

@@ -42,7 +42,9 @@ final class ConfirmationSweep: Sendable {
     /// Signals each confirmation changed since the previous sweep (less the overlap) that was not signalled yet.
     func run(_ manager: IdentityManager) async throws {
         let now = IdentityManager.now()
-        let since = seen.withLockedValue { ($0.through == 0 ? now : $0.through) - IdentityManager.sweepOverlapMilliseconds }
+        let since = seen.withLockedValue {
+            ($0.through == 0 ? now : $0.through) - IdentityManager.sweepOverlapMilliseconds
+        }
         let changes = try await manager.database.read { store in try await store.confirmationsChanged(since: since) }
         let fresh = seen.withLockedValue { state -> [ManagerStore.ConfirmationChange] in
             let fresh = changes.filter { state.changes[$0.id] != $0.changedAt }

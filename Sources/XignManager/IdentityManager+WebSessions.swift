@@ -15,9 +15,11 @@ extension IdentityManager {
         let expiresAt = Self.now() + Self.webSessionMilliseconds
         try await database.transaction { store in
             try await self.verifyDeviceSignature(
-                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.webSessions, body: body, signature: signature, in: store)
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.webSessions, body: body,
+                signature: signature, in: store)
             _ = try await Self.enrolledDevice(request.deviceId, in: store)
-            try await store.insertWebSession(tokenHash: Self.hashed(token), deviceId: request.deviceId, expiresAt: expiresAt)
+            try await store.insertWebSession(
+                tokenHash: Self.hashed(token), deviceId: request.deviceId, expiresAt: expiresAt)
         }
         return (token, expiresAt)
     }
@@ -28,15 +30,20 @@ extension IdentityManager {
     }
 
     /// The logins that wait for the session's account; held until they differ from `seen` or the wait runs out.
-    public func pendingConfirmations(_ request: WebPendingRequest, session token: String?) async throws -> WebPendingMessage {
+    public func pendingConfirmations(
+        _ request: WebPendingRequest, session token: String?
+    ) async throws -> WebPendingMessage {
         let accountId = try await database.read { store in
-            guard let accountId = try await store.accountId(ofDevice: try await self.webSessionDevice(token, in: store)) else {
+            guard let accountId = try await store.accountId(ofDevice: try await self.webSessionDevice(token, in: store))
+            else {
                 throw ManagerError.internalFailure("device without account")
             }
             return accountId
         }
         let seen = Set(request.seen)
-        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) { Set($0.map(\.id)) != seen }
+        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
+            Set($0.map(\.id)) != seen
+        }
         return WebPendingMessage(confirmations: pending.map(\.pendingMessage))
     }
 
@@ -44,7 +51,9 @@ extension IdentityManager {
     public func devices(session token: String?) async throws -> WebDevicesMessage {
         try await database.read { store in
             let deviceId = try await self.webSessionDevice(token, in: store)
-            guard let accountId = try await store.accountId(ofDevice: deviceId) else { throw ManagerError.internalFailure("device without account") }
+            guard let accountId = try await store.accountId(ofDevice: deviceId) else {
+                throw ManagerError.internalFailure("device without account")
+            }
             return WebDevicesMessage(deviceId: deviceId, devices: try await store.devices(ofAccount: accountId))
         }
     }
@@ -54,7 +63,8 @@ extension IdentityManager {
             let deviceId = try await store.webSessionDevice(tokenHash: Self.hashed(token), now: Self.now())
         else {
             throw ManagerError(
-                .unauthorized, .sessionInvalid, "the page's session ran out or its device was removed; sign in with your passkey again")
+                .unauthorized, .sessionInvalid,
+                "the page's session ran out or its device was removed; sign in with your passkey again")
         }
         return deviceId
     }

@@ -26,7 +26,8 @@ public final class IdentityManager: Sendable {
     let mailQueued: AsyncStream<Void>.Continuation
     let mailQueue: AsyncStream<Void>
 
-    public init(configuration: ManagerConfiguration, database: Database, secrets: ManagerSecrets, logger: Logger) throws {
+    public init(configuration: ManagerConfiguration, database: Database, secrets: ManagerSecrets, logger: Logger) throws
+    {
         self.configuration = configuration
         instanceId = try Self.instanceId(in: AtomicFile.parent(of: configuration.databasePath))
         self.database = database
@@ -42,7 +43,8 @@ public final class IdentityManager: Sendable {
         let database = try await Database.open(configuration, logger: logger)
         do {
             let secrets = try await openSecrets(configuration, database: database)
-            let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: logger)
+            let manager = try IdentityManager(
+                configuration: configuration, database: database, secrets: secrets, logger: logger)
             try await manager.loadBoundURL()
             return manager
         } catch {
@@ -53,7 +55,9 @@ public final class IdentityManager: Sendable {
 
     /// The key files, checked against what the database recorded when it was set up: instances that share a
     /// database must share the signing key and the pepper, or their signatures and PIN checks disagree.
-    private static func openSecrets(_ configuration: ManagerConfiguration, database: Database) async throws -> ManagerSecrets {
+    private static func openSecrets(
+        _ configuration: ManagerConfiguration, database: Database
+    ) async throws -> ManagerSecrets {
         let recorded = try await database.transaction { store in
             ManagerSecrets.Recorded(
                 signingKey: try await store.setting("signing_key_fingerprint"),
@@ -81,7 +85,9 @@ public final class IdentityManager: Sendable {
                     : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here"
             )
         }
-        guard recorded.signingKey == nil || recorded.pinSealingKey == nil || identity.checks.contains(where: { recorded.checks[$0.key] == nil })
+        guard
+            recorded.signingKey == nil || recorded.pinSealingKey == nil
+                || identity.checks.contains(where: { recorded.checks[$0.key] == nil })
         else { return secrets }
         try await database.transaction { store in
             if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
@@ -95,7 +101,8 @@ public final class IdentityManager: Sendable {
             case identity.pinSealingKey: break
             default:
                 throw ManagerError.internalFailure(
-                    "another instance set this database up with another PIN-sealing key a moment ago; copy its pin-sealing-key.pem here")
+                    "another instance set this database up with another PIN-sealing key a moment ago; copy its pin-sealing-key.pem here"
+                )
             }
             for (kind, check) in identity.checks {
                 let setting = Self.pepperCheckSetting(kind)
@@ -104,14 +111,17 @@ public final class IdentityManager: Sendable {
                 case check: break
                 default:
                     throw ManagerError.internalFailure(
-                        "another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here")
+                        "another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here"
+                    )
                 }
             }
         }
         return secrets
     }
 
-    private static func pepperCheckSetting(_ kind: PINPepperKind) -> String { kind == .file ? "pin_pepper_check" : "pin_pepper_tpm_check" }
+    private static func pepperCheckSetting(_ kind: PINPepperKind) -> String {
+        kind == .file ? "pin_pepper_check" : "pin_pepper_tpm_check"
+    }
 
     private static func pepperChecks(_ store: ManagerStore) async throws -> [PINPepperKind: String] {
         var checks: [PINPepperKind: String] = [:]
@@ -138,7 +148,9 @@ public final class IdentityManager: Sendable {
     static let maximumBodySize = 16 * 1024
 
     /// The URL the activation data names: the configured public URL, else the address actually bound.
-    public var managerURL: ManagerURL { configuration.publicURL ?? boundURL.withLockedValue { $0 } ?? configuration.effectivePublicURL }
+    public var managerURL: ManagerURL {
+        configuration.publicURL ?? boundURL.withLockedValue { $0 } ?? configuration.effectivePublicURL
+    }
 
     /// Called once the server listens, so that port 0 ("any free port") still yields a usable URL.
     /// The URL is kept in the database, so `xign-manager admin` names the same one in the mail it sends.
@@ -179,13 +191,17 @@ public final class IdentityManager: Sendable {
     /// The raw r || s of a device-signed request's signature header.
     static func signature(from header: String?) throws -> Data {
         guard let header, let raw = Base64URL.decode(header) else {
-            throw ManagerError(.unauthorized, .signatureInvalid, "the request carries no valid \(SignedRequest.signatureHeader) header")
+            throw ManagerError(
+                .unauthorized, .signatureInvalid, "the request carries no valid \(SignedRequest.signatureHeader) header"
+            )
         }
         return raw
     }
 
     func sign(_ value: some Encodable, type: String, includeKey: Bool = false) throws -> String {
-        let header = JWS.Header(typ: type, kid: publicKey.fingerprint, spki: includeKey ? Base64URL.encode(publicKey.derRepresentation) : nil)
+        let header = JWS.Header(
+            typ: type, kid: publicKey.fingerprint,
+            spki: includeKey ? Base64URL.encode(publicKey.derRepresentation) : nil)
         return try JWS.sign(payload: try JSONEncoder.canonical.encode(value), header: header, with: secrets.signingKey)
     }
 }

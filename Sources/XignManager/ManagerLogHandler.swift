@@ -22,11 +22,14 @@ public struct ManagerLogHandler: LogHandler {
     }
 
     public func log(
-        level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String, function: String,
+        level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String,
+        function: String,
         line: UInt
     ) {
         let merged = metadata.merging(extra ?? [:]) { $1 }
-        let fields = merged.sorted { $0.key < $1.key }.map { "\(LogText.field($0.key, maximumLength: 64))=\(LogText.field("\($0.value)"))" }
+        let fields = merged.sorted { $0.key < $1.key }.map {
+            "\(LogText.field($0.key, maximumLength: 64))=\(LogText.field("\($0.value)"))"
+        }
         let text = ([LogText.field(message.description, maximumLength: 2048)] + fields).joined(separator: " ")
         let prefix = Self.toTerminal ? "" : "<\(Self.priority(level))>"
         FileHandle.standardError.write(Data("\(prefix)\(level) \(label): \(text)\n".utf8))

@@ -26,7 +26,9 @@ enum ManagerMetrics {
 /// GET /metrics on its own address, so the API's port never exposes it.
 enum MetricsServer {
     /// Bootstraps swift-metrics (once per process) and builds the exporter, with the API's connection limits and deadlines.
-    static func make(manager: IdentityManager, host: String, port: Int, http1: HTTP1Channel.Configuration) -> some Service {
+    static func make(
+        manager: IdentityManager, host: String, port: Int, http1: HTTP1Channel.Configuration
+    ) -> some Service {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let pending = Gauge(label: "xign_confirmations_pending")
@@ -45,9 +47,12 @@ enum MetricsServer {
                 body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
         return Application(
-            router: router, server: .http1(configuration: http1), configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            router: router, server: .http1(configuration: http1),
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
-                manager.logger.notice("metrics at http://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)/metrics")
+                manager.logger.notice(
+                    "metrics at http://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)/metrics"
+                )
             },
             logger: manager.logger
         )

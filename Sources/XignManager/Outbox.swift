@@ -61,10 +61,15 @@ public struct Outbox: Sendable {
 
             """
         return Mail(
-            to: email, subject: added ? "A device was enrolled for your XignIn account" : "A device was removed from your XignIn account", body: body)
+            to: email,
+            subject: added
+                ? "A device was enrolled for your XignIn account" : "A device was removed from your XignIn account",
+            body: body)
     }
 
-    static func activationMail(to email: String, alias: String, payload: PersonalizationPayload, backup: Bool = false) -> Mail {
+    static func activationMail(
+        to email: String, alias: String, payload: PersonalizationPayload, backup: Bool = false
+    ) -> Mail {
         let body = """
             Hello,
 

@@ -38,7 +38,8 @@ struct SMTPRelay: Sendable {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 else {
-            throw Failure(description: "cannot connect to SMTP relay \(host):\(port): \(String(cString: strerror(errno)))")
+            throw Failure(
+                description: "cannot connect to SMTP relay \(host):\(port): \(String(cString: strerror(errno)))")
         }
         var conversation = Conversation(fd: fd)
         try conversation.expect(220)
@@ -47,7 +48,8 @@ struct SMTPRelay: Sendable {
         try conversation.command("RCPT TO:<\(recipient)>", expect: 250)
         try conversation.command("DATA", expect: 354)
         // Dot-stuffing (RFC 5321 §4.5.2), CRLF line ends, then the lone dot.
-        let lines = message.replacingOccurrences(of: "\r\n", with: "\n").split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = message.replacingOccurrences(of: "\r\n", with: "\n").split(
+            separator: "\n", omittingEmptySubsequences: false)
         let body = lines.map { $0.hasPrefix(".") ? "." + $0 : String($0) }.joined(separator: "\r\n")
         try conversation.command(body + "\r\n.", expect: 250)
         try? conversation.command("QUIT", expect: 221)
@@ -71,9 +73,13 @@ struct SMTPRelay: Sendable {
         mutating func expect(_ code: Int) throws {
             while true {
                 let line = try readLine()
-                guard line.count >= 3, let got = Int(line.prefix(3)) else { throw Failure(description: "SMTP relay sent '\(line.prefix(80))'") }
+                guard line.count >= 3, let got = Int(line.prefix(3)) else {
+                    throw Failure(description: "SMTP relay sent '\(line.prefix(80))'")
+                }
                 if line.count > 3 && line[line.index(line.startIndex, offsetBy: 3)] == "-" { continue }
-                guard got == code else { throw Failure(description: "SMTP relay answered '\(line.prefix(120))', expected \(code)") }
+                guard got == code else {
+                    throw Failure(description: "SMTP relay answered '\(line.prefix(120))', expected \(code)")
+                }
                 return
             }
         }

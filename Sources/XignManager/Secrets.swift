@@ -41,18 +41,22 @@ public struct ManagerSecrets: Sendable {
             "every manager instance on one database needs the same files: copy signing-key.pem, pin-sealing-key.pem and pin-pepper (mode 0600) from the first instance"
         func mustExist(_ path: String) throws {
             guard FileManager.default.fileExists(atPath: path) else {
-                throw ManagerError.internalFailure("\(path) is missing, but the database was set up with it already; \(copyAdvice)")
+                throw ManagerError.internalFailure(
+                    "\(path) is missing, but the database was set up with it already; \(copyAdvice)")
             }
         }
         if recorded.signingKey != nil { try mustExist(configuration.signingKeyPath) }
         let signingKey = try loadOrCreateKey(configuration.signingKeyPath, orphaning: "every enrolled device")
         if recorded.pinSealingKey != nil { try mustExist(configuration.pinSealingKeyPath) }
-        let pinSealingKey = try loadOrCreateKey(configuration.pinSealingKeyPath, orphaning: "every PIN a client sealed to the old one")
+        let pinSealingKey = try loadOrCreateKey(
+            configuration.pinSealingKeyPath, orphaning: "every PIN a client sealed to the old one")
 
         var filePepper: Data?
         let filePepperNeeded = configuration.pinPepperKind == .file || recorded.verifiers.contains(.file)
         if filePepperNeeded {
-            if recorded.checks[.file] != nil || configuration.pinPepperKind != .file { try mustExist(configuration.pepperPath) }
+            if recorded.checks[.file] != nil || configuration.pinPepperKind != .file {
+                try mustExist(configuration.pepperPath)
+            }
             filePepper = try loadOrCreatePepper(configuration.pepperPath)
         }
 
@@ -71,9 +75,11 @@ public struct ManagerSecrets: Sendable {
             tpmPepper = try loadOrCreateTPMPepper(tpmPath, tcti: configuration.tcti)
         }
         let recordKey = HKDF.derive(
-            secret: Data(try signingKey.pemRepresentation().utf8), salt: Data(), info: Data("xign records v1".utf8), length: 32)
+            secret: Data(try signingKey.pemRepresentation().utf8), salt: Data(), info: Data("xign records v1".utf8),
+            length: 32)
         return ManagerSecrets(
-            signingKey: signingKey, pinSealingKey: pinSealingKey, pepperKind: configuration.pinPepperKind, filePepper: filePepper,
+            signingKey: signingKey, pinSealingKey: pinSealingKey, pepperKind: configuration.pinPepperKind,
+            filePepper: filePepper,
             tpmPepper: tpmPepper, recordKey: recordKey)
     }
 
@@ -83,8 +89,12 @@ public struct ManagerSecrets: Sendable {
     var identity: (signingKey: String, pinSealingKey: String, checks: [PINPepperKind: String]) {
         get throws {
             var checks: [PINPepperKind: String] = [:]
-            if let filePepper { checks[.file] = Base64URL.encode(HMACSHA256.authenticationCode(for: Self.checkMessage, key: filePepper)) }
-            if let tpmPepper { checks[.tpm] = Base64URL.encode(try tpmPepper.authenticationCode(for: Self.checkMessage)) }
+            if let filePepper {
+                checks[.file] = Base64URL.encode(HMACSHA256.authenticationCode(for: Self.checkMessage, key: filePepper))
+            }
+            if let tpmPepper {
+                checks[.tpm] = Base64URL.encode(try tpmPepper.authenticationCode(for: Self.checkMessage))
+            }
             return (signingKey.publicKey.fingerprint, pinSealingKey.publicKey.fingerprint, checks)
         }
     }
@@ -96,7 +106,8 @@ public struct ManagerSecrets: Sendable {
             try checkPrivate(path)
             do { return try P256PrivateKey(pemRepresentation: String(decoding: pem, as: UTF8.self)) } catch {
                 throw ManagerError.internalFailure(
-                    "key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan \(orphaning)")
+                    "key \(path) cannot be read (\(error)); restore it from backup. A new key would orphan \(orphaning)"
+                )
             }
         }
         let key = try P256PrivateKey()
@@ -110,7 +121,8 @@ public struct ManagerSecrets: Sendable {
             try checkPrivate(path)
             guard pepper.count == 32 else {
                 throw ManagerError.internalFailure(
-                    "PIN pepper \(path) is not 32 bytes; restore it from backup. A new pepper would invalidate every PIN")
+                    "PIN pepper \(path) is not 32 bytes; restore it from backup. A new pepper would invalidate every PIN"
+                )
             }
             return pepper
         }
@@ -145,7 +157,8 @@ public struct ManagerSecrets: Sendable {
         guard stat(path, &st) == 0 else { return }
         if st.st_mode & 0o077 != 0 {
             throw ManagerError.internalFailure(
-                "\(path) is readable by group or others (mode \(String(st.st_mode & 0o777, radix: 8))); run: chmod 600 \(path)")
+                "\(path) is readable by group or others (mode \(String(st.st_mode & 0o777, radix: 8))); run: chmod 600 \(path)"
+            )
         }
     }
 
@@ -155,12 +168,14 @@ public struct ManagerSecrets: Sendable {
         switch pepper {
         case .file:
             guard let filePepper else {
-                throw ManagerError.internalFailure("a PIN verifier uses the file pepper, which is not loaded; set keys.pin_pepper to its path")
+                throw ManagerError.internalFailure(
+                    "a PIN verifier uses the file pepper, which is not loaded; set keys.pin_pepper to its path")
             }
             return HMACSHA256.authenticationCode(for: stretched, key: filePepper)
         case .tpm:
             guard let tpmPepper else {
-                throw ManagerError.internalFailure("a PIN verifier uses the TPM pepper, which is not loaded; set keys.pin_pepper = tpm")
+                throw ManagerError.internalFailure(
+                    "a PIN verifier uses the TPM pepper, which is not loaded; set keys.pin_pepper = tpm")
             }
             return try tpmPepper.authenticationCode(for: stretched)
         }

@@ -22,7 +22,9 @@ public enum HardwareKeyRequirement: Int, Sendable, Comparable, CustomStringConve
     }
 
     /// `no` (or false), `tpm` (or true, as before there was a choice), `attested`.
-    static func parse(_ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> HardwareKeyRequirement {
+    static func parse(
+        _ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError
+    ) throws -> HardwareKeyRequirement {
         switch text.lowercased() {
         case "no", "false", "off", "0": return .none
         case "tpm", "yes", "true", "on", "1": return .claimed

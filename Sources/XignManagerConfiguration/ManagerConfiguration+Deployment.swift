@@ -55,8 +55,10 @@ extension ManagerConfiguration {
     static let deploymentKeys: Set<String> = [
         "server.tls_certificate", "server.tls_key",
         "storage.url", "storage.password_file", "storage.ca_file", "storage.pool_size", "storage.keep_expired",
-        "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.connections_per_proxy", "limits.window",
-        "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address", "limits.starts_per_device",
+        "limits.read_timeout", "limits.idle_timeout", "limits.connections_per_address", "limits.connections_per_proxy",
+        "limits.window",
+        "limits.registrations_per_address", "limits.registrations_per_email", "limits.decrypts_per_address",
+        "limits.starts_per_device",
         "limits.views_per_address",
         "limits.trusted_proxies",
         "registration.open", "registration.activation_lifetime", "metrics.listen",
@@ -74,7 +76,8 @@ extension ManagerConfiguration {
             postgreSQL = nil
         case "postgresql":
             guard let url = file.string("storage.url") else {
-                throw fail("storage.driver", "postgresql needs storage.url, for example postgres://xign@db.example.org/xign")
+                throw fail(
+                    "storage.driver", "postgresql needs storage.url, for example postgres://xign@db.example.org/xign")
             }
             do { postgreSQL = try PostgreSQL(url: url) } catch let error as ConfigFile.ParseError {
                 throw fail("storage.url", error.description)
@@ -86,24 +89,38 @@ extension ManagerConfiguration {
             throw fail("storage.driver", "is '\(other.prefix(40))'; use sqlite or postgresql")
         }
         if let listen = file.string("metrics.listen") {
-            guard let address = Self.listenAddress(listen) else { throw fail("metrics.listen", "must be HOST:PORT, for example 127.0.0.1:9464") }
+            guard let address = Self.listenAddress(listen) else {
+                throw fail("metrics.listen", "must be HOST:PORT, for example 127.0.0.1:9464")
+            }
             metricsListen = address
         }
-        keepExpiredMilliseconds = try file.milliseconds("storage.keep_expired", in: 0...(30 * 86_400_000)) ?? keepExpiredMilliseconds
-        limits.readTimeoutMilliseconds = try file.milliseconds("limits.read_timeout", in: 500...300_000) ?? limits.readTimeoutMilliseconds
-        limits.idleTimeoutMilliseconds = try file.milliseconds("limits.idle_timeout", in: 500...3_600_000) ?? limits.idleTimeoutMilliseconds
-        limits.connectionsPerAddress = try file.integer("limits.connections_per_address", in: 1...100_000) ?? limits.connectionsPerAddress
-        limits.connectionsPerProxy = try file.integer("limits.connections_per_proxy", in: 1...1_000_000) ?? limits.connectionsPerProxy
-        limits.windowMilliseconds = try file.milliseconds("limits.window", in: 1_000...86_400_000) ?? limits.windowMilliseconds
-        limits.registrationsPerAddress = try file.integer("limits.registrations_per_address", in: 1...1_000_000) ?? limits.registrationsPerAddress
-        limits.registrationsPerEmail = try file.integer("limits.registrations_per_email", in: 1...1_000) ?? limits.registrationsPerEmail
-        limits.decryptsPerAddress = try file.integer("limits.decrypts_per_address", in: 1...1_000_000) ?? limits.decryptsPerAddress
-        limits.viewsPerAddress = try file.integer("limits.views_per_address", in: 1...1_000_000) ?? limits.viewsPerAddress
-        limits.startsPerDevice = try file.integer("limits.starts_per_device", in: 1...1_000_000) ?? limits.startsPerDevice
+        keepExpiredMilliseconds =
+            try file.milliseconds("storage.keep_expired", in: 0...(30 * 86_400_000)) ?? keepExpiredMilliseconds
+        limits.readTimeoutMilliseconds =
+            try file.milliseconds("limits.read_timeout", in: 500...300_000) ?? limits.readTimeoutMilliseconds
+        limits.idleTimeoutMilliseconds =
+            try file.milliseconds("limits.idle_timeout", in: 500...3_600_000) ?? limits.idleTimeoutMilliseconds
+        limits.connectionsPerAddress =
+            try file.integer("limits.connections_per_address", in: 1...100_000) ?? limits.connectionsPerAddress
+        limits.connectionsPerProxy =
+            try file.integer("limits.connections_per_proxy", in: 1...1_000_000) ?? limits.connectionsPerProxy
+        limits.windowMilliseconds =
+            try file.milliseconds("limits.window", in: 1_000...86_400_000) ?? limits.windowMilliseconds
+        limits.registrationsPerAddress =
+            try file.integer("limits.registrations_per_address", in: 1...1_000_000) ?? limits.registrationsPerAddress
+        limits.registrationsPerEmail =
+            try file.integer("limits.registrations_per_email", in: 1...1_000) ?? limits.registrationsPerEmail
+        limits.decryptsPerAddress =
+            try file.integer("limits.decrypts_per_address", in: 1...1_000_000) ?? limits.decryptsPerAddress
+        limits.viewsPerAddress =
+            try file.integer("limits.views_per_address", in: 1...1_000_000) ?? limits.viewsPerAddress
+        limits.startsPerDevice =
+            try file.integer("limits.starts_per_device", in: 1...1_000_000) ?? limits.startsPerDevice
         limits.trustedProxies = file.list("limits.trusted_proxies") ?? []
         registrationIsOpen = try file.bool("registration.open") ?? registrationIsOpen
         activationDataLifetimeMilliseconds =
-            try file.milliseconds("registration.activation_lifetime", in: 60_000...(90 * 86_400_000)) ?? activationDataLifetimeMilliseconds
+            try file.milliseconds("registration.activation_lifetime", in: 60_000...(90 * 86_400_000))
+            ?? activationDataLifetimeMilliseconds
     }
 }
 
@@ -116,10 +133,16 @@ extension ManagerConfiguration.PostgreSQL {
         else {
             throw fail("must look like postgres://USER@HOST:PORT/DATABASE")
         }
-        guard url.password == nil else { throw fail("holds a password; put it in storage.password_file (mode 0600) instead") }
-        guard let user = url.user, !user.isEmpty else { throw fail("names no user; write postgres://USER@\(host)/DATABASE") }
+        guard url.password == nil else {
+            throw fail("holds a password; put it in storage.password_file (mode 0600) instead")
+        }
+        guard let user = url.user, !user.isEmpty else {
+            throw fail("names no user; write postgres://USER@\(host)/DATABASE")
+        }
         let database = String(url.path.drop(while: { $0 == "/" }))
-        guard !database.isEmpty, !database.contains("/") else { throw fail("names no database; write postgres://\(user)@\(host)/DATABASE") }
+        guard !database.isEmpty, !database.contains("/") else {
+            throw fail("names no database; write postgres://\(user)@\(host)/DATABASE")
+        }
         self.host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         self.user = user
         self.database = database
@@ -129,8 +152,11 @@ extension ManagerConfiguration.PostgreSQL {
         case "verify-full": requiresTLS = true
         case "disable": requiresTLS = false
         case let other?:
-            throw fail("has sslmode=\(other.prefix(20)); use verify-full (TLS, certificate and host name checked) or disable")
+            throw fail(
+                "has sslmode=\(other.prefix(20)); use verify-full (TLS, certificate and host name checked) or disable")
         }
-        guard (url.queryItems ?? []).allSatisfy({ $0.name == "sslmode" }) else { throw fail("may carry only sslmode=… as a parameter") }
+        guard (url.queryItems ?? []).allSatisfy({ $0.name == "sslmode" }) else {
+            throw fail("may carry only sslmode=… as a parameter")
+        }
     }
 }

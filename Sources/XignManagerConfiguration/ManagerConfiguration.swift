@@ -22,7 +22,8 @@ public struct ManagerConfiguration: Sendable {
         public var requireHardwareKey: HardwareKeyRequirement
 
         public init(
-            id: String, relyingPartyName: String, roles: [RoleMessage], attributes: [AttributeMessage], tokenLifetimeMilliseconds: Int64,
+            id: String, relyingPartyName: String, roles: [RoleMessage], attributes: [AttributeMessage],
+            tokenLifetimeMilliseconds: Int64,
             requireHardwareKey: HardwareKeyRequirement = .none
         ) {
             (self.id, self.relyingPartyName, self.roles, self.attributes) = (id, relyingPartyName, roles, attributes)
@@ -42,9 +43,13 @@ public struct ManagerConfiguration: Sendable {
 
         /// The lock after the `failures`-th consecutive failure at time `now`.
         public func lock(afterFailures failures: Int, now: Int64) -> LockoutMessage {
-            if failures >= maxAttempts { return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures, issuedAt: now) }
+            if failures >= maxAttempts {
+                return LockoutMessage(isPermanent: true, lockedUntil: now, failedAttempts: failures, issuedAt: now)
+            }
             let delayed = failures - freeAttempts
-            guard delayed > 0 else { return LockoutMessage(isPermanent: false, lockedUntil: now, failedAttempts: failures, issuedAt: now) }
+            guard delayed > 0 else {
+                return LockoutMessage(isPermanent: false, lockedUntil: now, failedAttempts: failures, issuedAt: now)
+            }
             let doublings = min(delayed - 1, 40)
             let (scaled, overflow) = baseDelayMilliseconds.multipliedReportingOverflow(by: Int64(1) << doublings)
             let delay = overflow ? maxDelayMilliseconds : min(scaled, maxDelayMilliseconds)
@@ -164,15 +169,21 @@ public struct ManagerConfiguration: Sendable {
 
     /// HOST:PORT (an IPv6 host in brackets), with a host a URL can name; nil otherwise.
     public static func listenAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
         let host = String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        guard (try? ManagerURL("http://\(host.contains(":") ? "[\(host)]" : host):\(max(port, 1))")) != nil else { return nil }
+        guard (try? ManagerURL("http://\(host.contains(":") ? "[\(host)]" : host):\(max(port, 1))")) != nil else {
+            return nil
+        }
         return (host, port)
     }
 
     /// `mail.smtp_relay`'s HOST:PORT, the host as written; the config check and the relay share it.
     public static func relayAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port)
+        else { return nil }
         return (String(text[..<colon]), port)
     }
 
@@ -192,7 +203,8 @@ public struct ManagerConfiguration: Sendable {
             "registration.linked_services", "registration.blocked_domains",
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key", "attestation.ca_directory", "audit.keep",
-            "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account", "confirmation.denial_cooldown",
+            "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account",
+            "confirmation.denial_cooldown",
             "confirmation.max_code_failures", "offline.grace", "offline.max_failures",
         ])
         let fail = file.fail
@@ -203,9 +215,13 @@ public struct ManagerConfiguration: Sendable {
         try file.rejectUnknownKeys(known)
     }
 
-    private mutating func readServerKeysAndMail(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
+    private mutating func readServerKeysAndMail(
+        _ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError
+    ) throws {
         if let listen = file.string("server.listen") {
-            guard let address = Self.listenAddress(listen) else { throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440") }
+            guard let address = Self.listenAddress(listen) else {
+                throw fail("server.listen", "must be HOST:PORT, for example 127.0.0.1:8440")
+            }
             (listenHost, listenPort) = address
         }
         if let url = file.string("server.public_url") {
@@ -239,21 +255,30 @@ public struct ManagerConfiguration: Sendable {
     ) throws {
         pinPolicy.minLength = try file.integer("pin.min_length", in: 4...64) ?? pinPolicy.minLength
         pinPolicy.maxLength = try file.integer("pin.max_length", in: 4...64) ?? pinPolicy.maxLength
-        guard pinPolicy.minLength <= pinPolicy.maxLength else { throw fail("pin.min_length", "must not exceed pin.max_length") }
+        guard pinPolicy.minLength <= pinPolicy.maxLength else {
+            throw fail("pin.min_length", "must not exceed pin.max_length")
+        }
         pinPolicy.digitsOnly = try file.bool("pin.digits_only") ?? pinPolicy.digitsOnly
-        pinPolicy.maxSequenceLength = try file.integer("pin.max_sequence_length", in: 2...64) ?? pinPolicy.maxSequenceLength
-        pinPolicy.maxSimilarDigits = try file.integer("pin.max_similar_digits", in: 1...64) ?? pinPolicy.maxSimilarDigits
+        pinPolicy.maxSequenceLength =
+            try file.integer("pin.max_sequence_length", in: 2...64) ?? pinPolicy.maxSequenceLength
+        pinPolicy.maxSimilarDigits =
+            try file.integer("pin.max_similar_digits", in: 1...64) ?? pinPolicy.maxSimilarDigits
         pinPolicy.blacklist = file.list("pin.blacklist") ?? pinPolicy.blacklist
         pinHashIterations = try file.integer("pin.hash_iterations", in: 1_000...5_000_000) ?? pinHashIterations
         aliasPolicy.minLength = try file.integer("registration.alias_min_length", in: 1...128) ?? aliasPolicy.minLength
         aliasPolicy.maxLength = try file.integer("registration.alias_max_length", in: 1...128) ?? aliasPolicy.maxLength
         linkedServices =
-            try Self.identifiers(file.list("registration.linked_services"), key: "registration.linked_services", fail: fail) ?? linkedServices
+            try Self.identifiers(
+                file.list("registration.linked_services"), key: "registration.linked_services", fail: fail)
+            ?? linkedServices
         blockedDomains = (file.list("registration.blocked_domains") ?? blockedDomains).map { $0.lowercased() }
-        if let ids = try Self.identifiers(file.list("registration.categories"), key: "registration.categories", fail: fail) {
+        if let ids = try Self.identifiers(
+            file.list("registration.categories"), key: "registration.categories", fail: fail)
+        {
             guard !ids.isEmpty else { throw fail("registration.categories", "must name at least one category") }
             categories = try ids.map { id in
-                let typesKey = "registration.category.\(id).types", attributesKey = "registration.category.\(id).attributes"
+                let typesKey = "registration.category.\(id).types",
+                    attributesKey = "registration.category.\(id).attributes"
                 known.formUnion([typesKey, attributesKey])
                 let types = file.list(typesKey) ?? [id]
                 for type in types where !["anonymous", "email", "phone", "idCard"].contains(type) {
@@ -263,7 +288,10 @@ public struct ManagerConfiguration: Sendable {
                 let attributes = try (file.list(attributesKey) ?? ["email!"]).map { item in
                     let name = item.hasSuffix("!") ? String(item.dropLast()) : item
                     guard Self.knownAttributes.contains(name) else {
-                        throw fail(attributesKey, "names '\(name)'; known attributes: \(Self.knownAttributes.sorted().joined(separator: ", "))")
+                        throw fail(
+                            attributesKey,
+                            "names '\(name)'; known attributes: \(Self.knownAttributes.sorted().joined(separator: ", "))"
+                        )
                     }
                     return AttributeMessage(name: name, isRequired: item.hasSuffix("!"))
                 }
@@ -272,24 +300,37 @@ public struct ManagerConfiguration: Sendable {
         }
     }
 
-    private mutating func readLockoutAndConfirmation(_ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError) throws {
+    private mutating func readLockoutAndConfirmation(
+        _ file: ConfigFile, fail: (String, String) -> ConfigFile.ParseError
+    ) throws {
         lockout.freeAttempts = try file.integer("lockout.free_attempts", in: 0...20) ?? lockout.freeAttempts
-        lockout.baseDelayMilliseconds = try file.milliseconds("lockout.base_delay", in: 100...86_400_000) ?? lockout.baseDelayMilliseconds
-        lockout.maxDelayMilliseconds = try file.milliseconds("lockout.max_delay", in: 100...(30 * 86_400_000)) ?? lockout.maxDelayMilliseconds
+        lockout.baseDelayMilliseconds =
+            try file.milliseconds("lockout.base_delay", in: 100...86_400_000) ?? lockout.baseDelayMilliseconds
+        lockout.maxDelayMilliseconds =
+            try file.milliseconds("lockout.max_delay", in: 100...(30 * 86_400_000)) ?? lockout.maxDelayMilliseconds
         lockout.maxAttempts = try file.integer("lockout.max_attempts", in: 1...100) ?? lockout.maxAttempts
-        guard lockout.freeAttempts < lockout.maxAttempts else { throw fail("lockout.free_attempts", "must be below lockout.max_attempts") }
-        auditKeepMilliseconds = try file.milliseconds("audit.keep", in: 3_600_000...(3650 * 86_400_000)) ?? auditKeepMilliseconds
-        sessionLifetimeMilliseconds = try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
-        confirmation.lifetimeMilliseconds = try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
+        guard lockout.freeAttempts < lockout.maxAttempts else {
+            throw fail("lockout.free_attempts", "must be below lockout.max_attempts")
+        }
+        auditKeepMilliseconds =
+            try file.milliseconds("audit.keep", in: 3_600_000...(3650 * 86_400_000)) ?? auditKeepMilliseconds
+        sessionLifetimeMilliseconds =
+            try file.milliseconds("session.lifetime", in: 10_000...3_600_000) ?? sessionLifetimeMilliseconds
+        confirmation.lifetimeMilliseconds =
+            try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
         confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending
         confirmation.maxPendingPerAccount =
-            try file.integer("confirmation.max_pending_per_account", in: 1...100) ?? max(confirmation.maxPendingPerAccount, confirmation.maxPending)
+            try file.integer("confirmation.max_pending_per_account", in: 1...100)
+            ?? max(confirmation.maxPendingPerAccount, confirmation.maxPending)
         guard confirmation.maxPendingPerAccount >= confirmation.maxPending else {
-            throw fail("confirmation.max_pending_per_account", "is below confirmation.max_pending; make it at least as large")
+            throw fail(
+                "confirmation.max_pending_per_account", "is below confirmation.max_pending; make it at least as large")
         }
         confirmation.denialCooldownMilliseconds =
-            try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000) ?? confirmation.denialCooldownMilliseconds
-        confirmation.maxCodeFailures = try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
+            try file.milliseconds("confirmation.denial_cooldown", in: 0...3_600_000)
+            ?? confirmation.denialCooldownMilliseconds
+        confirmation.maxCodeFailures =
+            try file.integer("confirmation.max_code_failures", in: 1...10) ?? confirmation.maxCodeFailures
         requireHardwareKey =
             try file.string("policy.require_hardware_key").map {
                 try HardwareKeyRequirement.parse($0, key: "policy.require_hardware_key", fail: fail)
@@ -298,25 +339,35 @@ public struct ManagerConfiguration: Sendable {
             guard directory.hasPrefix("/") else { throw fail("attestation.ca_directory", "must be an absolute path") }
             attestationCADirectory = directory
         }
-        offline.graceMilliseconds = try file.milliseconds("offline.grace", in: Offline.graceRange) ?? offline.graceMilliseconds
-        offline.maxFailures = try file.integer("offline.max_failures", in: Offline.maxFailuresRange) ?? offline.maxFailures
+        offline.graceMilliseconds =
+            try file.milliseconds("offline.grace", in: Offline.graceRange) ?? offline.graceMilliseconds
+        offline.maxFailures =
+            try file.integer("offline.max_failures", in: Offline.maxFailuresRange) ?? offline.maxFailures
     }
 
-    private mutating func readServices(_ file: ConfigFile, known: inout Set<String>, fail: (String, String) -> ConfigFile.ParseError) throws {
+    private mutating func readServices(
+        _ file: ConfigFile, known: inout Set<String>, fail: (String, String) -> ConfigFile.ParseError
+    ) throws {
         known.insert("services.names")
         if let ids = try Self.identifiers(file.list("services.names"), key: "services.names", fail: fail) {
             guard !ids.isEmpty else { throw fail("services.names", "must name at least one service") }
             services = try ids.map { id in
                 let prefix = "service.\(id)."
-                known.formUnion(["name", "roles", "attributes", "token_lifetime", "require_hardware_key"].map { prefix + $0 })
-                guard let roleNames = try Self.identifiers(file.list(prefix + "roles"), key: prefix + "roles", fail: fail), !roleNames.isEmpty else {
+                known.formUnion(
+                    ["name", "roles", "attributes", "token_lifetime", "require_hardware_key"].map { prefix + $0 })
+                guard
+                    let roleNames = try Self.identifiers(
+                        file.list(prefix + "roles"), key: prefix + "roles", fail: fail), !roleNames.isEmpty
+                else {
                     throw fail("services.names", "names '\(id)', which needs \(prefix)roles")
                 }
                 let roles = try roleNames.map { role in
                     let key = prefix + "role.\(role).authenticators"
                     known.insert(key)
                     return RoleMessage(
-                        name: role, requestedAuthenticators: try Self.authenticators(file.string(key) ?? "device+pin", key: key, fail: fail))
+                        name: role,
+                        requestedAuthenticators: try Self.authenticators(
+                            file.string(key) ?? "device+pin", key: key, fail: fail))
                 }
                 let attributes = try (file.list(prefix + "attributes") ?? []).map { item in
                     let name = item.hasSuffix("!") ? String(item.dropLast()) : item
@@ -328,11 +379,14 @@ public struct ManagerConfiguration: Sendable {
                 let name = file.string(prefix + "name") ?? id
                 guard TextAttributeValidator.validate(name) == .valid else {
                     throw fail(
-                        prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters: users see it at every login")
+                        prefix + "name",
+                        "must be 1 to \(TextAttributeValidator.maximumLength) printable characters: users see it at every login"
+                    )
                 }
                 return Service(
                     id: id, relyingPartyName: name, roles: roles, attributes: attributes,
-                    tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000) ?? 60_000,
+                    tokenLifetimeMilliseconds: try file.milliseconds(prefix + "token_lifetime", in: 5_000...3_600_000)
+                        ?? 60_000,
                     requireHardwareKey: try file.string(prefix + "require_hardware_key").map {
                         try HardwareKeyRequirement.parse($0, key: prefix + "require_hardware_key", fail: fail)
                     } ?? .none
@@ -342,19 +396,29 @@ public struct ManagerConfiguration: Sendable {
     }
 
     /// Names clients send back in requests: each must be an identifier (`IdentifierValidator`), as the API allows no other.
-    static func identifiers(_ names: [String]?, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> [String]? {
+    static func identifiers(
+        _ names: [String]?, key: String, fail: (String, String) -> ConfigFile.ParseError
+    ) throws -> [String]? {
         if let invalid = names?.first(where: { !IdentifierValidator.isValid($0) }) {
-            throw fail(key, "names '\(DisplayText.sanitized(String(invalid.prefix(64))))'; use 1 to 64 printable ASCII characters without spaces")
+            throw fail(
+                key,
+                "names '\(DisplayText.sanitized(String(invalid.prefix(64))))'; use 1 to 64 printable ASCII characters without spaces"
+            )
         }
         return names
     }
 
     /// "device+pin | device+biometric": alternatives of factors that must all be given.
-    static func authenticators(_ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError) throws -> [[AuthenticatorType]] {
+    static func authenticators(
+        _ text: String, key: String, fail: (String, String) -> ConfigFile.ParseError
+    ) throws -> [[AuthenticatorType]] {
         try text.split(separator: "|").map { alternative in
             let factors = try alternative.split(separator: "+").map { name in
                 guard let factor = AuthenticatorType(rawValue: name.trimmed) else {
-                    throw fail(key, "names '\(name.trimmed)'; factors are \(AuthenticatorType.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw fail(
+                        key,
+                        "names '\(name.trimmed)'; factors are \(AuthenticatorType.allCases.map(\.rawValue).joined(separator: ", "))"
+                    )
                 }
                 return factor
             }

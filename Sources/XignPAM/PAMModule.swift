@@ -17,7 +17,9 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
     let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, LogText.line(message)) }
     var arguments: [String] = []
     if let argv = context.argv {
-        for index in 0..<Int(max(0, min(context.argc, 64))) { if let argument = string(argv[index]) { arguments.append(argument) } }
+        for index in 0..<Int(max(0, min(context.argc, 64))) {
+            if let argument = string(argv[index]) { arguments.append(argument) }
+        }
     }
     var options: LoginOptions
     do { options = try LoginOptions(arguments: arguments) } catch {
@@ -25,7 +27,10 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
         return PAM_SERVICE_ERR
     }
     // A name that is not UTF-8 would be read with replacement characters and could match another user's enrolment.
-    guard let userName = String(validating: UnsafeBufferPointer(start: user, count: strnlen(user, 1024)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard
+        let userName = String(
+            validating: UnsafeBufferPointer(start: user, count: strnlen(user, 1024)).map { UInt8(bitPattern: $0) },
+            as: UTF8.self)
     else {
         log(LOG_WARNING, "result=refused: the PAM user name is not valid UTF-8")
         return PAM_AUTH_ERR
@@ -67,7 +72,10 @@ struct PAMConversation: Conversation {
 
     func ask(_ text: String, echo: Bool) throws -> String {
         var answer: UnsafeMutablePointer<CChar>?
-        guard xign_pam_converse(pamh, echo ? XIGN_PAM_PROMPT_ECHO_ON : XIGN_PAM_PROMPT_ECHO_OFF, text, &answer) == PAM_SUCCESS else {
+        guard
+            xign_pam_converse(pamh, echo ? XIGN_PAM_PROMPT_ECHO_ON : XIGN_PAM_PROMPT_ECHO_OFF, text, &answer)
+                == PAM_SUCCESS
+        else {
             throw ConversationFailed()
         }
         defer { xign_pam_free_answer(answer) }
@@ -76,7 +84,8 @@ struct PAMConversation: Conversation {
     }
 
     func show(_ text: String, isError: Bool) throws {
-        guard xign_pam_converse(pamh, isError ? XIGN_PAM_ERROR_MSG : XIGN_PAM_TEXT_INFO, text, nil) == PAM_SUCCESS else {
+        guard xign_pam_converse(pamh, isError ? XIGN_PAM_ERROR_MSG : XIGN_PAM_TEXT_INFO, text, nil) == PAM_SUCCESS
+        else {
             throw ConversationFailed()
         }
     }

@@ -134,7 +134,8 @@ public struct DeviceSummaryMessage: Codable, Equatable, Sendable {
     public var attestedBy: String?
 
     public init(
-        deviceId: String, activationAlias: String, name: String, platform: String, keyKind: KeyKind, factors: [AuthenticatorType],
+        deviceId: String, activationAlias: String, name: String, platform: String, keyKind: KeyKind,
+        factors: [AuthenticatorType],
         enrolledAt: Int64, lastUsedAt: Int64?, attestedBy: String? = nil
     ) {
         self.attestedBy = attestedBy

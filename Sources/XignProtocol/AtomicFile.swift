@@ -78,15 +78,20 @@ public enum AtomicFile {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         if fd < 0 {
             if errno == ENOENT { return nil }
-            if errno == ELOOP { throw UntrustedFile(description: "\(path) is a symbolic link; put the file itself there") }
+            if errno == ELOOP {
+                throw UntrustedFile(description: "\(path) is a symbolic link; put the file itself there")
+            }
             throw failure("cannot read", path)
         }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw failure("cannot read", path) }
-        guard status.st_mode & S_IFMT == S_IFREG else { throw UntrustedFile(description: "\(path) is not a regular file") }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw UntrustedFile(description: "\(path) is not a regular file")
+        }
         guard status.st_uid == 0 || status.st_uid == geteuid() else {
-            throw UntrustedFile(description: "\(path) is owned by uid \(status.st_uid), not root; run: chown root: \(path)")
+            throw UntrustedFile(
+                description: "\(path) is owned by uid \(status.st_uid), not root; run: chown root: \(path)")
         }
         guard status.st_mode & 0o022 == 0 else {
             throw UntrustedFile(description: "\(path) can be written by its group or others; run: chmod go-w \(path)")
@@ -114,8 +119,12 @@ public enum AtomicFile {
     public static func makeDirectory(_ path: String, mode: mode_t = 0o700, enforceMode: Bool = false) throws {
         var st = stat()
         if stat(path, &st) == 0 {
-            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw Failure(description: "\(path) exists and is not a directory", code: ENOTDIR) }
-            if enforceMode && (st.st_mode & 0o777) != mode { guard chmod(path, mode) == 0 else { throw failure("cannot chmod", path) } }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw Failure(description: "\(path) exists and is not a directory", code: ENOTDIR)
+            }
+            if enforceMode && (st.st_mode & 0o777) != mode {
+                guard chmod(path, mode) == 0 else { throw failure("cannot chmod", path) }
+            }
             return
         }
         let up = parent(of: path)

@@ -34,7 +34,9 @@ public struct AttestationChallengeMessage: Codable, Equatable, Sendable {
     public var encryptedSecret: String
 
     public init(attestationId: String, credentialBlob: String, encryptedSecret: String) {
-        (self.attestationId, self.credentialBlob, self.encryptedSecret) = (attestationId, credentialBlob, encryptedSecret)
+        (self.attestationId, self.credentialBlob, self.encryptedSecret) = (
+            attestationId, credentialBlob, encryptedSecret
+        )
     }
 }
 
@@ -50,7 +52,9 @@ public struct KeyAttestationMessage: Codable, Equatable, Sendable {
     public var signature: String
 
     public init(attestationId: String, certifiedKey: String, attest: String, signature: String) {
-        (self.attestationId, self.certifiedKey, self.attest, self.signature) = (attestationId, certifiedKey, attest, signature)
+        (self.attestationId, self.certifiedKey, self.attest, self.signature) = (
+            attestationId, certifiedKey, attest, signature
+        )
     }
 }
 
@@ -77,21 +81,29 @@ public struct EndorsementCheckMessage: Codable, Equatable, Sendable {
     public var accepted: Bool
     public var refusal: String?
 
-    public init(issuer: String, accepted: Bool, refusal: String?) { (self.issuer, self.accepted, self.refusal) = (issuer, accepted, refusal) }
+    public init(issuer: String, accepted: Bool, refusal: String?) {
+        (self.issuer, self.accepted, self.refusal) = (issuer, accepted, refusal)
+    }
 }
 
 extension AttestationStartRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
-        try Limit.require((sessionId == nil) != (joinSecret == nil), "sessionId", "or joinSecret, exactly one of them, names what is attested")
+        try Limit.require(
+            (sessionId == nil) != (joinSecret == nil), "sessionId",
+            "or joinSecret, exactly one of them, names what is attested")
         try Limit.text("sessionId", sessionId, maximum: WireLimit.identifier, allowsEmpty: true)
         try Limit.text("joinSecret", joinSecret, maximum: WireLimit.identifier, allowsEmpty: true)
-        try Limit.text("endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate, allowsEmpty: true)
+        try Limit.text(
+            "endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate,
+            allowsEmpty: true)
         try Limit.text("attestationKey", attestationKey, maximum: WireLimit.attestationKey, allowsEmpty: true)
     }
 }
 
 extension EndorsementCheckRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
-        try Limit.text("endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate, allowsEmpty: true)
+        try Limit.text(
+            "endorsementCertificate", endorsementCertificate, maximum: WireLimit.endorsementCertificate,
+            allowsEmpty: true)
     }
 }

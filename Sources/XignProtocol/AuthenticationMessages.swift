@@ -90,7 +90,8 @@ public struct AuthenticationStartRequest: Codable, Equatable, Sendable {
     public var offlineReport: OfflineReportMessage?
 
     public init(
-        deviceId: String, challenge: String, purpose: AuthenticationPurpose, confirmationCode: String? = nil, host: String, localUser: String,
+        deviceId: String, challenge: String, purpose: AuthenticationPurpose, confirmationCode: String? = nil,
+        host: String, localUser: String,
         nonce: String, offlineReport: OfflineReportMessage? = nil
     ) {
         self.deviceId = deviceId
@@ -121,8 +122,10 @@ public struct AuthenticationStartMessage: Codable, Equatable, Sendable {
     public var pinSealingKey: String?
 
     public init(
-        nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, purpose: AuthenticationPurpose, relyingPartyName: String,
-        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage], offline: OfflinePolicyMessage? = nil, pinSealingKey: String? = nil
+        nonce: String, authenticationId: String, challenge: String, expiresAt: Int64, purpose: AuthenticationPurpose,
+        relyingPartyName: String,
+        roles: [RoleMessage], attributes: [AuthenticationAttributeMessage], offline: OfflinePolicyMessage? = nil,
+        pinSealingKey: String? = nil
     ) {
         self.nonce = nonce
         self.authenticationId = authenticationId
@@ -158,7 +161,8 @@ public struct AuthenticationFinishRequest: Codable, Equatable, Sendable {
 
     public init(
         authenticationId: String, role: String, factors: [AuthenticatorType], sealedPin: SealedPINMessage?,
-        attributeValues: [String: String], attributeSelections: [String: String], nonce: String, tokenNonce: String? = nil,
+        attributeValues: [String: String], attributeSelections: [String: String], nonce: String,
+        tokenNonce: String? = nil,
         biometricEnrolment: String? = nil
     ) {
         self.biometricEnrolment = biometricEnrolment
@@ -223,7 +227,10 @@ public struct ServiceLoginMessage: Codable, Equatable, Sendable {
     public var relyingPartyName: String
     public var role: String
 
-    public init(authorizationCode: String?, issuedAt: Int64, expiresAt: Int64, service: String, relyingPartyName: String, role: String) {
+    public init(
+        authorizationCode: String?, issuedAt: Int64, expiresAt: Int64, service: String, relyingPartyName: String,
+        role: String
+    ) {
         self.authorizationCode = authorizationCode
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
@@ -268,7 +275,8 @@ public struct AuthenticationResultMessage: Codable, Equatable, Sendable {
         case "apiAccess":
             outcome = .apiAccess(try container.decode(ApiAccessGrantMessage.self, forKey: .apiAccess))
         default:
-            throw DecodingError.dataCorruptedError(forKey: .outcome, in: container, debugDescription: "no outcome is named \(name.prefix(32))")
+            throw DecodingError.dataCorruptedError(
+                forKey: .outcome, in: container, debugDescription: "no outcome is named \(name.prefix(32))")
         }
     }
 
@@ -316,7 +324,8 @@ public struct LoginTokenMessage: Codable, Equatable, Sendable {
     public var expiresAt: Int64
 
     public init(
-        nonce: String, subject: String, deviceId: String, activationId: String, service: String, role: String, host: String,
+        nonce: String, subject: String, deviceId: String, activationId: String, service: String, role: String,
+        host: String,
         localUser: String, attributes: [String: String], issuedAt: Int64, expiresAt: Int64
     ) {
         self.nonce = nonce
@@ -348,13 +357,17 @@ extension AuthenticationStartRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier, allowsEmpty: true)
         try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
-        try Limit.require(IdentifierValidator.isValid(host, length: 1...WireLimit.hostName), "host", "is not a host name of 1 to 253 characters")
+        try Limit.require(
+            IdentifierValidator.isValid(host, length: 1...WireLimit.hostName), "host",
+            "is not a host name of 1 to 253 characters")
         try Limit.line("localUser", localUser, maximum: WireLimit.localUser, allowsEmpty: false)
         try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
         try Limit.text("confirmationCode", confirmationCode, maximum: WireLimit.confirmationCode, allowsEmpty: true)
         try purpose.checkLimits()
         if case .confirmation = purpose {
-            try Limit.require(confirmationCode != nil, "confirmationCode", "is missing: approving a login needs the code the host shows")
+            try Limit.require(
+                confirmationCode != nil, "confirmationCode",
+                "is missing: approving a login needs the code the host shows")
         } else {
             try Limit.require(confirmationCode == nil, "confirmationCode", "belongs to purpose confirmation only")
         }
@@ -369,9 +382,11 @@ extension AuthenticationFinishRequest: LimitedMessage {
         try Limit.text("role", role, maximum: WireLimit.identifier, allowsEmpty: true)
         try Limit.list("factors", factors, maximum: WireLimit.factors)
         try Limit.text("tokenNonce", tokenNonce, maximum: WireLimit.nonce)
-        try Limit.list("attributeValues", attributeValues, maximum: WireLimit.attributes) { (entry) throws(LimitViolation) in
+        try Limit.list("attributeValues", attributeValues, maximum: WireLimit.attributes) {
+            (entry) throws(LimitViolation) in
             try Limit.text("a name in attributeValues", entry.key, maximum: WireLimit.attributeName, allowsEmpty: true)
-            try Limit.text("attributeValues[\(entry.key)]", entry.value, maximum: WireLimit.attributeValue, allowsEmpty: true)
+            try Limit.text(
+                "attributeValues[\(entry.key)]", entry.value, maximum: WireLimit.attributeValue, allowsEmpty: true)
         }
         try Limit.list("attributeSelections", attributeSelections, maximum: WireLimit.attributes)
         try Limit.digest("biometricEnrolment", biometricEnrolment)
@@ -399,9 +414,11 @@ extension AuthenticationResultMessage: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         switch outcome {
         case .serviceLogin(let login, _):
-            try Limit.text("serviceLogin.authorizationCode", login.authorizationCode, maximum: WireLimit.nonce, allowsEmpty: true)
+            try Limit.text(
+                "serviceLogin.authorizationCode", login.authorizationCode, maximum: WireLimit.nonce, allowsEmpty: true)
         case .lockout(_, let next): try Limit.text("nextChallenge", next, maximum: WireLimit.nonce, allowsEmpty: true)
-        case .apiAccess(let grant): try Limit.text("apiAccess.grant", grant.grant, maximum: WireLimit.nonce, allowsEmpty: true)
+        case .apiAccess(let grant):
+            try Limit.text("apiAccess.grant", grant.grant, maximum: WireLimit.nonce, allowsEmpty: true)
         case .mergeComplete, .userLogin: break
         }
     }

@@ -32,11 +32,15 @@ public struct ConfigFile: Sendable {
         var section = ""
         for (offset, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let number = offset + 1
-            guard rawLine.utf8.count <= Self.maximumLineLength else { throw fail(number, "line is longer than \(Self.maximumLineLength) bytes") }
+            guard rawLine.utf8.count <= Self.maximumLineLength else {
+                throw fail(number, "line is longer than \(Self.maximumLineLength) bytes")
+            }
             let line = rawLine.trimmed
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
-                guard line.hasSuffix("]"), line.count > 2 else { throw fail(number, "a section header looks like [name]") }
+                guard line.hasSuffix("]"), line.count > 2 else {
+                    throw fail(number, "a section header looks like [name]")
+                }
                 section = String(line.dropFirst().dropLast()).trimmed
                 guard Self.isName(section) else { throw fail(number, "'\(section)' is not a valid section name") }
                 continue
@@ -46,7 +50,9 @@ public struct ConfigFile: Sendable {
             let value = line[line.index(after: equals)...].trimmed
             guard Self.isName(key) else { throw fail(number, "'\(key.prefix(40))' is not a valid key") }
             let fullKey = section.isEmpty ? key : section + "." + key
-            if let previous = entries[fullKey] { throw fail(number, "\(fullKey) is already set on line \(previous.line)") }
+            if let previous = entries[fullKey] {
+                throw fail(number, "\(fullKey) is already set on line \(previous.line)")
+            }
             entries[fullKey] = Entry(value: Self.unquoted(value), line: number)
         }
     }
@@ -54,12 +60,15 @@ public struct ConfigFile: Sendable {
     private static func isName(_ text: String) -> Bool {
         !text.isEmpty && text.count <= 64
             && text.unicodeScalars.allSatisfy {
-                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "."
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+                    || $0 == "-" || $0 == "."
             }
     }
 
     private static func unquoted(_ value: String) -> String {
-        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { return String(value.dropFirst().dropLast()) }
+        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+            return String(value.dropFirst().dropLast())
+        }
         return value
     }
 
@@ -99,7 +108,9 @@ public struct ConfigFile: Sendable {
     public static func milliseconds(_ value: String) -> Int64? {
         let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
         for (suffix, factor) in units where value.hasSuffix(suffix) {
-            guard let number = Int64(value.dropLast(suffix.count)), number >= 0, number <= Int64.max / factor else { return nil }
+            guard let number = Int64(value.dropLast(suffix.count)), number >= 0, number <= Int64.max / factor else {
+                return nil
+            }
             return number * factor
         }
         guard let seconds = Int64(value), seconds >= 0, seconds <= Int64.max / 1000 else { return nil }
@@ -110,7 +121,9 @@ public struct ConfigFile: Sendable {
     public func milliseconds(_ key: String, in range: ClosedRange<Int64>) throws -> Int64? {
         guard let value = string(key) else { return nil }
         guard let result = Self.milliseconds(value), range.contains(result) else {
-            throw fail(key, "must be a duration such as 250ms, 30s or 5m, from \(range.lowerBound) ms to \(range.upperBound) ms")
+            throw fail(
+                key,
+                "must be a duration such as 250ms, 30s or 5m, from \(range.lowerBound) ms to \(range.upperBound) ms")
         }
         return result
     }

@@ -45,7 +45,8 @@ public struct ConfirmationRequest: Codable, Equatable, Sendable {
     public var nonce: String
 
     public init(
-        hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?, command: String?, nonce: String
+        hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?,
+        command: String?, nonce: String
     ) {
         self.hostId = hostId
         self.challenge = challenge
@@ -74,7 +75,8 @@ public struct ConfirmationStartMessage: Codable, Equatable, Sendable {
     public var expiresAt: Int64
 
     public init(
-        nonce: String, confirmationId: String, code: String, payload: String, appLink: String, waitToken: String, issuedAt: Int64, expiresAt: Int64
+        nonce: String, confirmationId: String, code: String, payload: String, appLink: String, waitToken: String,
+        issuedAt: Int64, expiresAt: Int64
     ) {
         self.nonce = nonce
         self.confirmationId = confirmationId
@@ -131,7 +133,8 @@ public struct ConfirmationResultMessage: Codable, Equatable, Sendable {
     public var endedBecause: ConfirmationEnding?
 
     public init(
-        nonce: String, confirmationId: String, hostId: String, loginName: String, service: String, state: ConfirmationState, approvedBy: String?,
+        nonce: String, confirmationId: String, hostId: String, loginName: String, service: String,
+        state: ConfirmationState, approvedBy: String?,
         endedBecause: ConfirmationEnding? = nil
     ) {
         self.nonce = nonce
@@ -182,7 +185,8 @@ public struct PendingConfirmationMessage: Codable, Equatable, Sendable {
     public var expiresAt: Int64
 
     public init(
-        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, command: String?,
+        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?,
+        command: String?,
         createdAt: Int64, expiresAt: Int64
     ) {
         self.confirmationId = confirmationId
@@ -231,7 +235,9 @@ public enum ConfirmationPayload {
     public static let accountPath = "/account"
 
     /// The QR code's text for confirmation `id` at `manager`.
-    public static func link(to id: String, at manager: ManagerURL) -> String { manager.upperCased + linkPath + "#" + id }
+    public static func link(to id: String, at manager: ManagerURL) -> String {
+        manager.upperCased + linkPath + "#" + id
+    }
 
     /// The confirmation id in a payload or App-Link (`…/c#<id>`, any case), or nil.
     public static func confirmationId(in text: String) -> String? {
@@ -255,7 +261,8 @@ public enum ConfirmationPayload {
     /// The account page at the manager of the App-Link `appLink` (`<manager>/c#<id>`), or nil for other text.
     public static func accountPage(of appLink: String) -> String? {
         let link = appLink.trimmingWhitespace
-        guard !link.uppercased().hasPrefix(prefix), confirmationId(in: link) != nil, let hash = link.lastIndex(of: "#") else { return nil }
+        guard !link.uppercased().hasPrefix(prefix), confirmationId(in: link) != nil, let hash = link.lastIndex(of: "#")
+        else { return nil }
         return String(link[..<hash].dropLast(linkPath.count)) + accountPath
     }
 }
@@ -289,7 +296,9 @@ extension ConfirmationRequest: LimitedMessage {
         try Limit.text("challenge", challenge, maximum: WireLimit.nonce, allowsEmpty: true)
         try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
         try Limit.require(LoginNameValidator.validate(loginName) == .valid, "loginName", "is not a login name")
-        try Limit.require(IdentifierValidator.isValid(service), "service", "must be 1 to 64 printable ASCII characters without spaces")
+        try Limit.require(
+            IdentifierValidator.isValid(service), "service", "must be 1 to 64 printable ASCII characters without spaces"
+        )
         for (field, value) in [("remoteHost", remoteHost), ("tty", tty), ("command", command)] {
             try Limit.require(
                 value.map { TextAttributeValidator.validate($0) == .valid } ?? true, field,
@@ -331,7 +340,8 @@ extension ConfirmationDenialRequest: LimitedMessage {
 extension ConfirmationStartMessage: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         try Limit.require(
-            code.utf8.count == WireLimit.confirmationDigits && code.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) },
+            code.utf8.count == WireLimit.confirmationDigits
+                && code.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) },
             "code", "is not \(WireLimit.confirmationDigits) digits")
         try Limit.text("waitToken", waitToken, maximum: WireLimit.identifier)
         try Limit.text("appLink", appLink, maximum: WireLimit.appLink, allowsEmpty: true)

@@ -11,7 +11,9 @@ public struct HealthMessage: Codable, Equatable, Sendable {
     /// `managerKey`. Absent from managers before it had a key of its own.
     public var pinSealingKey: String?
 
-    public init(status: String, version: String, managerKeyFingerprint: String, managerKey: String, pinSealingKey: String?) {
+    public init(
+        status: String, version: String, managerKeyFingerprint: String, managerKey: String, pinSealingKey: String?
+    ) {
         self.status = status
         self.version = version
         self.managerKeyFingerprint = managerKeyFingerprint

@@ -37,7 +37,8 @@ public struct HostJoinToken: Sendable, Equatable, CustomStringConvertible {
         let trimmed = text.split(whereSeparator: { $0.isWhitespace })
         guard trimmed.count == 1, trimmed[0].utf8.count <= 128 else { throw Malformed() }
         let parts = trimmed[0].split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == Self.prefix, (16...64).contains(parts[1].utf8.count), parts[2].utf8.count == 43,
+        guard parts.count == 3, parts[0] == Self.prefix, (16...64).contains(parts[1].utf8.count),
+            parts[2].utf8.count == 43,
             parts[1...].allSatisfy({ Base64URL.decode(String($0)) != nil })
         else { throw Malformed() }
         self.init(secret: String(parts[1]), managerKeyFingerprint: String(parts[2]))
@@ -57,7 +58,9 @@ public struct HostJoinRequest: Codable, Equatable, Sendable {
     /// With a TPM key: its attestation, or why there is none.
     public var attestation: AttestationEvidence?
 
-    public init(joinSecret: String, hostKey: String, keyKind: KeyKind, nonce: String, attestation: AttestationEvidence? = nil) {
+    public init(
+        joinSecret: String, hostKey: String, keyKind: KeyKind, nonce: String, attestation: AttestationEvidence? = nil
+    ) {
         self.attestation = attestation
         self.joinSecret = joinSecret
         self.hostKey = hostKey
@@ -77,7 +80,10 @@ public struct HostJoinResult: Codable, Equatable, Sendable {
     public var attestedBy: String?
     public var notAttestedBecause: String?
 
-    public init(nonce: String, hostId: String, name: String, hostKey: String, attestedBy: String? = nil, notAttestedBecause: String? = nil) {
+    public init(
+        nonce: String, hostId: String, name: String, hostKey: String, attestedBy: String? = nil,
+        notAttestedBecause: String? = nil
+    ) {
         self.attestedBy = attestedBy
         self.notAttestedBecause = notAttestedBecause
         self.nonce = nonce

@@ -22,9 +22,15 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
 
     public init(_ text: String) throws {
         func fail(_ why: String) -> ParseError { ParseError(description: "manager URL '\(text.prefix(80))' \(why)") }
-        guard text.utf8.count <= Self.maximumLength else { throw fail("is longer than \(Self.maximumLength) characters") }
-        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw fail("contains spaces or non-ASCII characters") }
-        guard let schemeEnd = text.firstRange(of: "://") else { throw fail("must start with https:// (or http:// for loopback)") }
+        guard text.utf8.count <= Self.maximumLength else {
+            throw fail("is longer than \(Self.maximumLength) characters")
+        }
+        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw fail("contains spaces or non-ASCII characters")
+        }
+        guard let schemeEnd = text.firstRange(of: "://") else {
+            throw fail("must start with https:// (or http:// for loopback)")
+        }
         guard let scheme = Scheme(rawValue: text[..<schemeEnd.lowerBound].lowercased()) else {
             throw fail("must use https:// (or http:// for loopback)")
         }
@@ -68,7 +74,9 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     private static func port(_ text: Substring, _ fail: (String) -> ParseError) throws -> Int {
-        guard !text.isEmpty, text.count <= 5, text.allSatisfy(\.isASCII), let value = Int(text), (1...65535).contains(value) else {
+        guard !text.isEmpty, text.count <= 5, text.allSatisfy(\.isASCII), let value = Int(text),
+            (1...65535).contains(value)
+        else {
             throw fail("has an invalid port")
         }
         return value
@@ -115,7 +123,8 @@ public struct ManagerURL: Hashable, Sendable, CustomStringConvertible, Codable {
     /// docs/design.md, invariant 1: https everywhere, plain http only to loopback.
     public func checkTransportPolicy() throws {
         if scheme == .http && !isLoopback {
-            throw ParseError(description: "manager URL \(self) uses plain http to a host that is not loopback; use https://")
+            throw ParseError(
+                description: "manager URL \(self) uses plain http to a host that is not loopback; use https://")
         }
     }
 

@@ -71,7 +71,8 @@ extension OfflineReportMessage: LimitedMessage {
             try Limit.require(
                 event.sequence > previous && event.at >= 0, "offlineReport.events",
                 "must have increasing sequence numbers and a time")
-            try Limit.line("offlineReport.events.service", event.service, maximum: WireLimit.identifier, allowsEmpty: false)
+            try Limit.line(
+                "offlineReport.events.service", event.service, maximum: WireLimit.identifier, allowsEmpty: false)
             previous = event.sequence
         }
         try Limit.list("offlineReport.events", events, maximum: Self.maximumEvents)

@@ -35,7 +35,8 @@ public struct PasskeyPersonalizeRequest: Codable, Equatable, Sendable {
     public var clientDataJSON: String
 
     public init(
-        sessionId: String, mode: PersonalizationMode, device: DeviceInformationMessage, nonce: String, attestationObject: String,
+        sessionId: String, mode: PersonalizationMode, device: DeviceInformationMessage, nonce: String,
+        attestationObject: String,
         clientDataJSON: String
     ) {
         self.sessionId = sessionId
@@ -69,7 +70,8 @@ public struct ConfirmationViewMessage: Codable, Equatable, Sendable {
     public var endedBecause: ConfirmationEnding?
 
     public init(
-        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?, createdAt: Int64,
+        confirmationId: String, host: String, service: String, loginName: String, remoteHost: String?, tty: String?,
+        createdAt: Int64,
         expiresAt: Int64, state: ConfirmationState, endedBecause: ConfirmationEnding? = nil
     ) {
         self.confirmationId = confirmationId
@@ -97,7 +99,8 @@ public struct ConfirmationApprovalRequest: Codable, Equatable, Sendable {
     public var nonce: String
 
     public init(
-        deviceId: String, challenge: String, confirmationId: String, confirmationCode: String, sealedPin: SealedPINMessage, nonce: String
+        deviceId: String, challenge: String, confirmationId: String, confirmationCode: String,
+        sealedPin: SealedPINMessage, nonce: String
     ) {
         self.deviceId = deviceId
         self.challenge = challenge
@@ -118,7 +121,9 @@ public struct ConfirmationApprovalMessage: Codable, Equatable, Sendable {
     public var host: String?
     public var lockout: LockoutMessage?
 
-    public init(nonce: String, confirmationId: String, outcome: Outcome, host: String? = nil, lockout: LockoutMessage? = nil) {
+    public init(
+        nonce: String, confirmationId: String, outcome: Outcome, host: String? = nil, lockout: LockoutMessage? = nil
+    ) {
         self.nonce = nonce
         self.confirmationId = confirmationId
         self.outcome = outcome

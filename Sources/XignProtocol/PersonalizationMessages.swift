@@ -23,7 +23,10 @@ public struct DecryptRequest: Codable, Equatable, Sendable {
     /// alreadyPersonalized and mergePersonalization from the other cases.
     public var knownDeviceIds: [String]
 
-    public init(activationId: String, activationSecret: String, sealedPin: SealedPINMessage, nonce: String, knownDeviceIds: [String]) {
+    public init(
+        activationId: String, activationSecret: String, sealedPin: SealedPINMessage, nonce: String,
+        knownDeviceIds: [String]
+    ) {
         self.activationId = activationId
         self.activationSecret = activationSecret
         self.sealedPin = sealedPin
@@ -147,7 +150,8 @@ public struct PersonalizeRequest: Codable, Equatable, Sendable {
 
     public init(
         sessionId: String, mode: PersonalizationMode, deviceKey: String, keyKind: KeyKind,
-        device: DeviceInformationMessage, nonce: String, newActivation: NewActivationMessage?, attestation: AttestationEvidence? = nil
+        device: DeviceInformationMessage, nonce: String, newActivation: NewActivationMessage?,
+        attestation: AttestationEvidence? = nil
     ) {
         self.attestation = attestation
         self.sessionId = sessionId
@@ -175,7 +179,8 @@ public struct PersonalizationResultMessage: Codable, Equatable, Sendable {
     public var notAttestedBecause: String?
 
     public init(
-        nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String, deviceKey: String,
+        nonce: String, deviceId: String, activationId: String, activationAlias: String, accountEmail: String,
+        deviceKey: String,
         offline: OfflinePolicyMessage? = nil, attestedBy: String? = nil, notAttestedBecause: String? = nil
     ) {
         self.attestedBy = attestedBy

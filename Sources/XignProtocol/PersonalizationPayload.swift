@@ -44,14 +44,17 @@ public struct PersonalizationPayload: Equatable, Sendable {
     /// custom-scheme form.
     public var deepLink: String {
         if let id = Self.hexBytes(activationId), Self.isShort(activationSecret), Self.isShort(managerKeyFingerprint) {
-            return Self.compactPrefix + "\(Base32.encode(id))\(activationSecret)\(managerKeyFingerprint)/\(managerURL.upperCased)"
+            return Self.compactPrefix
+                + "\(Base32.encode(id))\(activationSecret)\(managerKeyFingerprint)/\(managerURL.upperCased)"
         }
         return Self.schemePrefix + "v=\(Self.version)&m=\(PercentEncoding.encode(managerURL.description))"
             + "&a=\(activationId)&s=\(activationSecret)&k=\(managerKeyFingerprint)"
     }
 
     /// 16 bytes in base32, as the compact form carries secrets and fingerprints.
-    static func isShort(_ value: String) -> Bool { value.utf8.count == 26 && Base32.decode(value)?.count == 16 && value == value.uppercased() }
+    static func isShort(_ value: String) -> Bool {
+        value.utf8.count == 26 && Base32.decode(value)?.count == 16 && value == value.uppercased()
+    }
 
     static func hexBytes(_ hex: String) -> Data? {
         guard hex.utf8.count == 32 else { return nil }
@@ -68,7 +71,8 @@ public struct PersonalizationPayload: Equatable, Sendable {
 
     /// The https App-Link form, for mail clients that do not open custom schemes.
     public var appLink: String {
-        managerURL.description + Self.appLinkPath + "#v=\(Self.version)&a=\(activationId)&s=\(activationSecret)&k=\(managerKeyFingerprint)"
+        managerURL.description + Self.appLinkPath
+            + "#v=\(Self.version)&a=\(activationId)&s=\(activationSecret)&k=\(managerKeyFingerprint)"
     }
 
     /// Accepts either form, surrounded by white space.
@@ -80,17 +84,24 @@ public struct PersonalizationPayload: Equatable, Sendable {
                     "activation data is not valid: \(why). Copy the whole xign://personalize link from the activation mail, or scan the QR code again"
             )
         }
-        guard text.utf8.count <= Self.maximumLength else { throw fail("it is longer than \(Self.maximumLength) characters") }
-        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw fail("it contains spaces or non-ASCII characters") }
+        guard text.utf8.count <= Self.maximumLength else {
+            throw fail("it is longer than \(Self.maximumLength) characters")
+        }
+        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw fail("it contains spaces or non-ASCII characters")
+        }
         let fields: [String: String]
         let managerURL: ManagerURL
         if text.uppercased().hasPrefix(Self.compactPrefix) {
-            let parts = text.dropFirst(Self.compactPrefix.count).split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            let parts = text.dropFirst(Self.compactPrefix.count).split(
+                separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             let fields = Array(parts[0].uppercased())
             guard parts.count == 2, fields.count == 78 else {
                 throw fail("it does not hold an activation id, a secret and a fingerprint of 26 characters each")
             }
-            guard let id = Base32.decode(String(fields[0..<26])), id.count == 16 else { throw fail("the activation id is malformed") }
+            guard let id = Base32.decode(String(fields[0..<26])), id.count == 16 else {
+                throw fail("the activation id is malformed")
+            }
             let secret = String(fields[26..<52]), fingerprint = String(fields[52..<78])
             guard Self.isShort(secret) else { throw fail("the activation secret is malformed") }
             guard Self.isShort(fingerprint) else { throw fail("the manager key fingerprint is malformed") }
@@ -112,18 +123,25 @@ public struct PersonalizationPayload: Equatable, Sendable {
             fields = try Self.fields(text[text.index(after: hash)...], fail)
             guard fields["m"] == nil else { throw fail("an App-Link must not name another manager (m)") }
         } else {
-            throw fail("it starts neither with \(Self.compactPrefix) nor \(Self.schemePrefix), nor is an https …\(Self.appLinkPath)# link")
+            throw fail(
+                "it starts neither with \(Self.compactPrefix) nor \(Self.schemePrefix), nor is an https …\(Self.appLinkPath)# link"
+            )
         }
-        guard fields["v"] == Self.version else { throw fail("version \(fields["v"] ?? "(none)") is not supported, expected \(Self.version)") }
+        guard fields["v"] == Self.version else {
+            throw fail("version \(fields["v"] ?? "(none)") is not supported, expected \(Self.version)")
+        }
         func token(_ key: String, bytes: Int, _ name: String) throws -> String {
             guard let value = fields[key] else { throw fail("the \(name) (\(key)) is missing or malformed") }
             if Self.isShort(value) { return value }
-            guard let raw = Base64URL.decode(value), raw.count == bytes else { throw fail("the \(name) (\(key)) is missing or malformed") }
+            guard let raw = Base64URL.decode(value), raw.count == bytes else {
+                throw fail("the \(name) (\(key)) is missing or malformed")
+            }
             return value
         }
         guard let activationId = fields["a"], activationId.utf8.count == 32,
             activationId.utf8.allSatisfy({
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
             })
         else { throw fail("the activation id (a) is missing or malformed") }
         self.init(
@@ -148,7 +166,9 @@ public struct PersonalizationPayload: Equatable, Sendable {
 
     /// Finds the payload in an activation mail: the X-Xign-Personalization header, else the first link in the body.
     public init(parsingMail mail: String) throws {
-        guard mail.utf8.count <= 256 * 1024 else { throw ParseError(description: "the mail file is larger than 256 KiB; is it the activation mail?") }
+        guard mail.utf8.count <= 256 * 1024 else {
+            throw ParseError(description: "the mail file is larger than 256 KiB; is it the activation mail?")
+        }
         let lines = mail.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         for line in lines {
             if line.isEmpty { break }
@@ -164,7 +184,9 @@ public struct PersonalizationPayload: Equatable, Sendable {
             }
         }
         throw ParseError(
-            description: "the mail contains no activation data (no \(Self.mailHeader) header and no XIGN://P/ or xign://personalize link)")
+            description:
+                "the mail contains no activation data (no \(Self.mailHeader) header and no XIGN://P/ or xign://personalize link)"
+        )
     }
 
     public static let mailHeader = "X-Xign-Personalization"
@@ -177,7 +199,8 @@ public enum PercentEncoding {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)

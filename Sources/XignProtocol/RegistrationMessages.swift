@@ -10,7 +10,10 @@ public struct PinPolicyMessage: Codable, Equatable, Sendable {
     public var maxSimilarDigits: Int
     public var blacklist: [String]
 
-    public init(minLength: Int, maxLength: Int, digitsOnly: Bool, maxSequenceLength: Int, maxSimilarDigits: Int, blacklist: [String]) {
+    public init(
+        minLength: Int, maxLength: Int, digitsOnly: Bool, maxSequenceLength: Int, maxSimilarDigits: Int,
+        blacklist: [String]
+    ) {
         self.minLength = minLength
         self.maxLength = maxLength
         self.digitsOnly = digitsOnly
@@ -62,7 +65,9 @@ public struct RegistrationParametersMessage: Codable, Equatable, Sendable {
     /// Echoed when the request named a linked service the manager knows; nil otherwise.
     public var serviceMappingId: String?
 
-    public init(pinSpec: PinPolicyMessage, categories: [CategoryMessage], alias: AliasPolicyMessage, serviceMappingId: String?) {
+    public init(
+        pinSpec: PinPolicyMessage, categories: [CategoryMessage], alias: AliasPolicyMessage, serviceMappingId: String?
+    ) {
         self.pinSpec = pinSpec
         self.categories = categories
         self.alias = alias
@@ -110,7 +115,8 @@ public enum AttributeErrorCode: String, Codable, Sendable, CaseIterable {
 extension RegistrationParametersMessage: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         try Limit.require(
-            pinSpec.minLength >= 1 && pinSpec.minLength <= pinSpec.maxLength && pinSpec.maxLength <= WireLimit.pin, "pinSpec",
+            pinSpec.minLength >= 1 && pinSpec.minLength <= pinSpec.maxLength && pinSpec.maxLength <= WireLimit.pin,
+            "pinSpec",
             "has PIN lengths that do not fit (1 ≤ minLength ≤ maxLength ≤ \(WireLimit.pin))")
         try Limit.require(!categories.isEmpty, "categories", "is empty")
         try Limit.list("categories", categories, maximum: WireLimit.categories)
@@ -119,9 +125,12 @@ extension RegistrationParametersMessage: LimitedMessage {
 
 extension RegisterRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
-        try Limit.list("arbitraryUserAttributes", arbitraryUserAttributes ?? [:], maximum: WireLimit.arbitraryAttributes) {
+        try Limit.list(
+            "arbitraryUserAttributes", arbitraryUserAttributes ?? [:], maximum: WireLimit.arbitraryAttributes
+        ) {
             (entry) throws(LimitViolation) in
-            try Limit.line("a key of arbitraryUserAttributes", entry.key, maximum: WireLimit.attributeName, allowsEmpty: false)
+            try Limit.line(
+                "a key of arbitraryUserAttributes", entry.key, maximum: WireLimit.attributeName, allowsEmpty: false)
             try Limit.line("arbitraryUserAttributes[\(entry.key)]", entry.value, maximum: WireLimit.arbitraryValue)
         }
         try Limit.require(

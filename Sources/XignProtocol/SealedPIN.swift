@@ -21,7 +21,9 @@ public struct SealedPINMessage: Codable, Equatable, Sendable {
 
     /// The PIN, or nil when the seal is malformed, was made for another key or request, or was changed on the way.
     public func open(with key: P256PrivateKey, for binding: PINBinding) -> String? {
-        guard epk.utf8.count <= 100, ct.utf8.count <= 120, let point = Base64URL.decode(epk), let ciphertext = Base64URL.decode(ct) else {
+        guard epk.utf8.count <= 100, ct.utf8.count <= 120, let point = Base64URL.decode(epk),
+            let ciphertext = Base64URL.decode(ct)
+        else {
             return nil
         }
         return try? PINSeal.open(.init(ephemeralPoint: point, ciphertext: ciphertext), with: key, binding: binding.data)
@@ -37,13 +39,19 @@ public struct PINBinding: Sendable, Equatable {
     /// A registration: no challenge exists yet, and nothing secret to bind to.
     public static func registration(categoryId: String) -> PINBinding { PINBinding("registration", categoryId) }
     /// A personalization's PIN check: the activation and the client's nonce.
-    public static func decrypt(activationId: String, nonce: String) -> PINBinding { PINBinding("decrypt", activationId, nonce) }
+    public static func decrypt(activationId: String, nonce: String) -> PINBinding {
+        PINBinding("decrypt", activationId, nonce)
+    }
     /// An authentication's PIN factor: the authentication and the challenge its start answer gave.
-    public static func authentication(id: String, challenge: String) -> PINBinding { PINBinding("authentication", id, challenge) }
+    public static func authentication(id: String, challenge: String) -> PINBinding {
+        PINBinding("authentication", id, challenge)
+    }
     /// The new PIN of a process the manager granted (changePin, requestNewActivation).
     public static func grant(_ grant: String) -> PINBinding { PINBinding("grant", grant) }
     /// A confirmation approved in one request (the browser's): the confirmation and the device challenge it is signed over.
-    public static func approval(confirmationId: String, challenge: String) -> PINBinding { PINBinding("approval", confirmationId, challenge) }
+    public static func approval(confirmationId: String, challenge: String) -> PINBinding {
+        PINBinding("approval", confirmationId, challenge)
+    }
     /// The new activation's PIN of a rePersonalization: its session.
     public static func personalization(sessionId: String) -> PINBinding { PINBinding("personalization", sessionId) }
 }

@@ -19,7 +19,9 @@ extension PinPolicyMessage {
         if length < minLength { return .tooShort }
         if blacklist.contains(pin) { return .blacklisted }
         let digits = pin.unicodeScalars.map { Int($0.value) }
-        if longestRun(digits, step: 1) > maxSequenceLength || longestRun(digits, step: -1) > maxSequenceLength { return .sequence }
+        if longestRun(digits, step: 1) > maxSequenceLength || longestRun(digits, step: -1) > maxSequenceLength {
+            return .sequence
+        }
         if longestRun(digits, step: 0) > maxSimilarDigits { return .similarDigits }
         return .valid
     }
@@ -64,13 +66,17 @@ public enum EmailValidator {
     /// A deliberately plain check: one "@", a dotted domain, no spaces or control characters.
     public static func validate(_ email: String) -> EmailValidationResult {
         if email.isEmpty { return .empty }
-        guard email.utf8.count <= maximumLength, email.unicodeScalars.allSatisfy({ $0 != " " && DisplayText.isSafe($0) }) else {
+        guard email.utf8.count <= maximumLength,
+            email.unicodeScalars.allSatisfy({ $0 != " " && DisplayText.isSafe($0) })
+        else {
             return .invalid
         }
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, parts[0].utf8.count <= 64 else { return .invalid }
         let labels = parts[1].split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && !$0.hasPrefix("-") && !$0.hasSuffix("-") }) else { return .invalid }
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && !$0.hasPrefix("-") && !$0.hasSuffix("-") }) else {
+            return .invalid
+        }
         return .valid
     }
 }
@@ -99,11 +105,14 @@ public enum LoginNameValidator {
     public static func validate(_ name: String) -> EmailValidationResult {
         if name.isEmpty { return .empty }
         let bytes = Array(name.utf8)
-        guard bytes.count <= 32, let first = bytes.first, first == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else {
+        guard bytes.count <= 32, let first = bytes.first,
+            first == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first)
+        else {
             return .invalid
         }
         let allowed = bytes.allSatisfy { byte in
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
         }
         return allowed ? .valid : .invalid
@@ -116,8 +125,10 @@ public enum LoginNameValidator {
     }
 
     static let systemAccountNames: Set<String> = [
-        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data", "backup", "list", "irc",
-        "gnats", "nobody", "messagebus", "sshd", "postgres", "polkitd", "xign-manager", "admin", "operator", "halt", "shutdown",
+        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+        "backup", "list", "irc",
+        "gnats", "nobody", "messagebus", "sshd", "postgres", "polkitd", "xign-manager", "admin", "operator", "halt",
+        "shutdown",
     ]
 }
 

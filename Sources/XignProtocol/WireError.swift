@@ -59,7 +59,8 @@ public struct ErrorBody: Codable, Equatable, Sendable {
 
         public init(
             code: WireErrorCode, message: String, attributes: [String: AttributeErrorCode]? = nil,
-            pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
+            pinError: String? = nil, lockout: LockoutMessage? = nil,
+            authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
         ) {
             self.code = code
             self.message = message

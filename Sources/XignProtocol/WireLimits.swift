@@ -68,18 +68,24 @@ public protocol LimitedMessage {
 /// The checks `checkLimits` is written with; each names the field it reports.
 public enum Limit {
     /// At most `maximum` UTF-8 bytes, and not empty unless `allowsEmpty`.
-    public static func text(_ field: String, _ value: String, maximum: Int, allowsEmpty: Bool = false) throws(LimitViolation) {
+    public static func text(
+        _ field: String, _ value: String, maximum: Int, allowsEmpty: Bool = false
+    ) throws(LimitViolation) {
         if !allowsEmpty && value.isEmpty { throw LimitViolation(field: field, rule: "is empty") }
         if value.utf8.count > maximum { throw LimitViolation(field: field, rule: "is longer than \(maximum) bytes") }
     }
 
     /// As `text`, for a field that may be absent.
-    public static func text(_ field: String, _ value: String?, maximum: Int, allowsEmpty: Bool = false) throws(LimitViolation) {
+    public static func text(
+        _ field: String, _ value: String?, maximum: Int, allowsEmpty: Bool = false
+    ) throws(LimitViolation) {
         if let value { try text(field, value, maximum: maximum, allowsEmpty: allowsEmpty) }
     }
 
     /// One line a person reads: no control characters, at most `maximum` Unicode scalars (JSON Schema's count).
-    public static func line(_ field: String, _ value: String, maximum: Int, allowsEmpty: Bool = true) throws(LimitViolation) {
+    public static func line(
+        _ field: String, _ value: String, maximum: Int, allowsEmpty: Bool = true
+    ) throws(LimitViolation) {
         if !allowsEmpty && value.isEmpty { throw LimitViolation(field: field, rule: "is empty") }
         guard DisplayText.isSafeLine(value, maximumLength: maximum) else {
             throw LimitViolation(field: field, rule: "is longer than \(maximum) characters or holds control characters")
@@ -103,10 +109,14 @@ public enum Limit {
     }
 
     /// An id a client keeps in file names and logs: ASCII letters and digits, and `extra`.
-    public static func plainIdentifier(_ field: String, _ value: String, extra: Set<Unicode.Scalar> = []) throws(LimitViolation) {
+    public static func plainIdentifier(
+        _ field: String, _ value: String, extra: Set<Unicode.Scalar> = []
+    ) throws(LimitViolation) {
         try text(field, value, maximum: WireLimit.identifier)
         try require(
-            value.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || extra.contains($0)) }, field,
+            value.unicodeScalars.allSatisfy {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || extra.contains($0))
+            }, field,
             "holds characters other than ASCII letters and digits")
     }
 

@@ -23,7 +23,9 @@ public struct QRCode: Equatable, Sendable {
         let bytes = Array(payload.utf8)
         guard !bytes.isEmpty else { throw EncodingError(description: "nothing to encode: the payload is empty") }
         guard bytes.count <= Self.maximumPayloadBytes else {
-            throw EncodingError(description: "the payload is \(bytes.count) bytes; a QR code here holds at most \(Self.maximumPayloadBytes)")
+            throw EncodingError(
+                description:
+                    "the payload is \(bytes.count) bytes; a QR code here holds at most \(Self.maximumPayloadBytes)")
         }
         // Text without NUL goes through libqrencode's mode optimizer, so upper-case payloads use alphanumeric mode.
         let correction = level == .low ? QR_ECLEVEL_L : QR_ECLEVEL_M
@@ -32,7 +34,9 @@ public struct QRCode: Equatable, Sendable {
             ? QRcode_encodeData(Int32(bytes.count), bytes, 0, correction)
             : QRcode_encodeString(payload, 0, correction, QR_MODE_8, 1)
         guard let code = encoded else {
-            throw EncodingError(description: "libqrencode could not encode the payload (it may contain bytes QR mode 8-bit cannot hold)")
+            throw EncodingError(
+                description: "libqrencode could not encode the payload (it may contain bytes QR mode 8-bit cannot hold)"
+            )
         }
         defer { QRcode_free(code) }
         let width = Int(code.pointee.width)

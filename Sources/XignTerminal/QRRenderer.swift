@@ -42,10 +42,14 @@ public enum QRRenderer {
 
     /// The text to print, lines ending in "\n". Throws if it is wider than `columns`, or if it and `besideLines`
     /// lines of text are taller than `rows` (a code whose top scrolls away cannot be scanned).
-    public static func render(_ code: QRCode, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0) throws -> String {
+    public static func render(
+        _ code: QRCode, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0
+    ) throws -> String {
         let side = code.paddedSize
         guard side <= columns else { throw TooWide(needed: side, available: columns) }
-        if let rows, lines(for: code) + besideLines > rows { throw TooTall(needed: lines(for: code) + besideLines, available: rows) }
+        if let rows, lines(for: code) + besideLines > rows {
+            throw TooTall(needed: lines(for: code) + besideLines, available: rows)
+        }
         var out = ""
         for y in stride(from: 0, to: side, by: 2) {
             for x in 0..<side {
@@ -67,13 +71,18 @@ public enum QRRenderer {
     }
 
     /// Draws `payload` at level M, or at level L where only that fits; throws what stops the level L code.
-    public static func render(_ payload: String, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0) throws -> String {
+    public static func render(
+        _ payload: String, style: QRStyle, columns: Int, rows: Int? = nil, besideLines: Int = 0
+    ) throws -> String {
         do {
-            return try render(try QRCode(encoding: payload), style: style, columns: columns, rows: rows, besideLines: besideLines)
+            return try render(
+                try QRCode(encoding: payload), style: style, columns: columns, rows: rows, besideLines: besideLines)
         } catch is TooTall {
         } catch is TooWide {
         }
-        return try render(try QRCode(encoding: payload, level: .low), style: style, columns: columns, rows: rows, besideLines: besideLines)
+        return try render(
+            try QRCode(encoding: payload, level: .low), style: style, columns: columns, rows: rows,
+            besideLines: besideLines)
     }
 
     static func glyph(top: Bool, bottom: Bool) -> String {

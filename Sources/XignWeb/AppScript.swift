@@ -2,7 +2,8 @@
 /// browser enrolled (device id, credential id, account) in localStorage, which is this origin's alone. Written in
 /// parts, one per page, that share one scope.
 enum AppScript {
-    static let source = ["\"use strict\";\n(() => {", shared, personalization, approval, account, dispatch, "})();"].joined(separator: "\n")
+    static let source = ["\"use strict\";\n(() => {", shared, personalization, approval, account, dispatch, "})();"]
+        .joined(separator: "\n")
 
     /// Encodings, the sealed PIN, requests signed with the passkey, and what the pages show.
     static let shared = #"""

@@ -2,7 +2,8 @@
 /// value is escaped by `{{…}}`; texts from the manager are set by the script with `textContent`.
 enum Pages {
     static let templates: [String: String] = [
-        "head": head, "notices": notices, "foot": foot, "personalize": personalize, "approve": approve, "account": account,
+        "head": head, "notices": notices, "foot": foot, "personalize": personalize, "approve": approve,
+        "account": account,
     ]
 
     /// What the script says: the status and, for screen readers at once, the error.

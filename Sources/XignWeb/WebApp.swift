@@ -31,21 +31,29 @@ public struct WebApp<Context: RequestContext>: Sendable {
 
     public func addRoutes(to router: Router<Context>) {
         for (path, page) in [
-            (WebPath.personalize, "personalize"), (WebPath.approve, "approve"), (WebPath.approveInQRCode, "approve"), (WebPath.account, "account"),
+            (WebPath.personalize, "personalize"), (WebPath.approve, "approve"), (WebPath.approveInQRCode, "approve"),
+            (WebPath.account, "account"),
         ] {
             router.get(RouterPath(path)) { _, _ in try render(page) }
         }
-        router.get(RouterPath(WebPath.script)) { _, _ in Self.asset(AppScript.source, type: "text/javascript; charset=utf-8") }
-        router.get(RouterPath(WebPath.stylesheet)) { _, _ in Self.asset(Stylesheet.source, type: "text/css; charset=utf-8") }
+        router.get(RouterPath(WebPath.script)) { _, _ in
+            Self.asset(AppScript.source, type: "text/javascript; charset=utf-8")
+        }
+        router.get(RouterPath(WebPath.stylesheet)) { _, _ in
+            Self.asset(Stylesheet.source, type: "text/css; charset=utf-8")
+        }
     }
 
     private func render(_ page: String) throws -> Response {
         let current = site()
         let values: [String: Any] = [
-            "origin": current.origin, "rpId": current.relyingPartyId, "script": WebPath.script, "stylesheet": WebPath.stylesheet,
+            "origin": current.origin, "rpId": current.relyingPartyId, "script": WebPath.script,
+            "stylesheet": WebPath.stylesheet,
         ]
         guard let html = pages.render(values, withTemplate: page) else { throw HTTPError(.internalServerError) }
-        return Response(status: .ok, headers: Self.headers(type: "text/html; charset=utf-8"), body: .init(byteBuffer: .init(string: html)))
+        return Response(
+            status: .ok, headers: Self.headers(type: "text/html; charset=utf-8"),
+            body: .init(byteBuffer: .init(string: html)))
     }
 
     private static func asset(_ text: String, type: String) -> Response {

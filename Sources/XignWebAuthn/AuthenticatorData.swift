@@ -63,7 +63,9 @@ public struct AuthenticatorData: Sendable {
         }
         if flags.contains(.extensions) {
             var reader = CBORReader(Data(bytes[offset...]))
-            guard case .map = try reader.read() else { throw .malformed("the authenticator extensions are not a CBOR map") }
+            guard case .map = try reader.read() else {
+                throw .malformed("the authenticator extensions are not a CBOR map")
+            }
             offset += reader.offset
         }
         guard offset == bytes.count else { throw .malformed("the authenticator data has bytes after its last part") }
@@ -74,10 +76,16 @@ public struct AuthenticatorData: Sendable {
 enum COSEKey {
     static func publicKey(from value: CBORValue) throws(WebAuthnError) -> P256PublicKey {
         guard case .map = value else { throw .malformed("the credential public key is not a COSE key map") }
-        guard value[.unsigned(1)] == .unsigned(2) else { throw .refused("the credential key is not an EC2 key; ES256 was asked for") }
-        guard value[.unsigned(3)] == .negative(-7) else { throw .refused("the credential key is not for ES256; ES256 was asked for") }
+        guard value[.unsigned(1)] == .unsigned(2) else {
+            throw .refused("the credential key is not an EC2 key; ES256 was asked for")
+        }
+        guard value[.unsigned(3)] == .negative(-7) else {
+            throw .refused("the credential key is not for ES256; ES256 was asked for")
+        }
         guard value[.negative(-1)] == .unsigned(1) else { throw .refused("the credential key is not on P-256") }
-        guard case .bytes(let x)? = value[.negative(-2)], case .bytes(let y)? = value[.negative(-3)], x.count == 32, y.count == 32 else {
+        guard case .bytes(let x)? = value[.negative(-2)], case .bytes(let y)? = value[.negative(-3)], x.count == 32,
+            y.count == 32
+        else {
             throw .malformed("the credential key's coordinates are not 32 bytes each")
         }
         do { return try P256PublicKey(x963Representation: Data([0x04]) + x + y) } catch {

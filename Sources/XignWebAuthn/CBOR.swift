@@ -53,7 +53,9 @@ public struct CBORReader {
     public static func decode(_ data: Data) throws(WebAuthnError) -> CBORValue {
         var reader = CBORReader(data)
         let value = try reader.read()
-        guard reader.offset == reader.bytes.count else { throw WebAuthnError.malformed("CBOR has bytes after its item") }
+        guard reader.offset == reader.bytes.count else {
+            throw WebAuthnError.malformed("CBOR has bytes after its item")
+        }
         return value
     }
 
@@ -75,7 +77,9 @@ public struct CBORReader {
     }
 
     private mutating func take(_ count: UInt64) throws(WebAuthnError) -> ArraySlice<UInt8> {
-        guard count <= UInt64(bytes.count - offset) else { throw WebAuthnError.malformed("a CBOR string is longer than its input") }
+        guard count <= UInt64(bytes.count - offset) else {
+            throw WebAuthnError.malformed("a CBOR string is longer than its input")
+        }
         let end = offset + Int(count)
         defer { offset = end }
         return bytes[offset..<end]
@@ -89,7 +93,9 @@ public struct CBORReader {
         case 0: return .unsigned(try argument(additional))
         case 1:
             let value = try argument(additional)
-            guard value <= UInt64(Int64.max) else { throw WebAuthnError.malformed("a CBOR negative integer is out of range") }
+            guard value <= UInt64(Int64.max) else {
+                throw WebAuthnError.malformed("a CBOR negative integer is out of range")
+            }
             return .negative(-1 - Int64(value))
         case 2: return .bytes(Data(try take(try argument(additional))))
         case 3:
@@ -99,17 +105,23 @@ public struct CBORReader {
             return .text(text)
         case 4:
             let count = try argument(additional)
-            guard count <= UInt64(Self.maximumItems) else { throw WebAuthnError.malformed("a CBOR array has too many items") }
+            guard count <= UInt64(Self.maximumItems) else {
+                throw WebAuthnError.malformed("a CBOR array has too many items")
+            }
             var items: [CBORValue] = []
             for _ in 0..<count { items.append(try item(depth: depth + 1)) }
             return .array(items)
         case 5:
             let count = try argument(additional)
-            guard count <= UInt64(Self.maximumItems) else { throw WebAuthnError.malformed("a CBOR map has too many entries") }
+            guard count <= UInt64(Self.maximumItems) else {
+                throw WebAuthnError.malformed("a CBOR map has too many entries")
+            }
             var pairs: [CBORPair] = []
             for _ in 0..<count {
                 let key = try item(depth: depth + 1)
-                guard !pairs.contains(where: { $0.key == key }) else { throw WebAuthnError.malformed("a CBOR map repeats a key") }
+                guard !pairs.contains(where: { $0.key == key }) else {
+                    throw WebAuthnError.malformed("a CBOR map repeats a key")
+                }
                 pairs.append(CBORPair(key: key, value: try item(depth: depth + 1)))
             }
             return .map(pairs)
@@ -118,7 +130,9 @@ public struct CBORReader {
             case 20: return .bool(false)
             case 21: return .bool(true)
             case 22: return .null
-            default: throw WebAuthnError.malformed("CBOR floats and simple values other than true, false and null are not accepted")
+            default:
+                throw WebAuthnError.malformed(
+                    "CBOR floats and simple values other than true, false and null are not accepted")
             }
         default: throw WebAuthnError.malformed("CBOR tags are not accepted")
         }

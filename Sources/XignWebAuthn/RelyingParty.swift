@@ -18,19 +18,27 @@ public struct RelyingParty: Sendable, Equatable {
 
     /// A new credential (`navigator.credentials.create`) for `challenge`: attestation `none`, ES256, the user present
     /// and verified. The key is whatever the authenticator made for this origin; no attestation vouches for its maker.
-    public func verifyRegistration(attestationObject: Data, clientDataJSON: Data, challenge: Data) throws(WebAuthnError) -> PasskeyCredential {
+    public func verifyRegistration(
+        attestationObject: Data, clientDataJSON: Data, challenge: Data
+    ) throws(WebAuthnError) -> PasskeyCredential {
         try check(ClientData(clientDataJSON), type: "webauthn.create", challenge: challenge)
-        guard attestationObject.count <= AuthenticatorData.maximumLength + 512 else { throw .malformed("the attestation object is too long") }
+        guard attestationObject.count <= AuthenticatorData.maximumLength + 512 else {
+            throw .malformed("the attestation object is too long")
+        }
         let object = try CBORReader.decode(attestationObject)
-        guard case .text(let format)? = object[.text("fmt")], case .bytes(let rawData)? = object[.text("authData")] else {
+        guard case .text(let format)? = object[.text("fmt")], case .bytes(let rawData)? = object[.text("authData")]
+        else {
             throw .malformed("the attestation object lacks fmt or authData")
         }
         guard format == "none", object[.text("attStmt")] == .map([]) else {
-            throw .refused("attestation format '\(format.prefix(32))' is not accepted; the page asks for attestation none")
+            throw .refused(
+                "attestation format '\(format.prefix(32))' is not accepted; the page asks for attestation none")
         }
         let data = try AuthenticatorData(rawData)
         try check(data)
-        guard let credential = data.attestedCredential else { throw .malformed("the authenticator data of a new credential holds no credential") }
+        guard let credential = data.attestedCredential else {
+            throw .malformed("the authenticator data of a new credential holds no credential")
+        }
         return PasskeyCredential(
             id: credential.id, publicKey: credential.publicKey, aaguid: credential.aaguid, signCount: data.signCount,
             isBackupEligible: data.flags.contains(.backupEligible), isBackedUp: data.flags.contains(.backedUp))
@@ -50,26 +58,40 @@ public struct RelyingParty: Sendable, Equatable {
         else { throw .refused("the passkey's signature does not verify") }
         guard (data.signCount == 0 && storedSignCount == 0) || data.signCount > storedSignCount else {
             throw .refused(
-                "the passkey's signature counter did not grow (\(data.signCount) after \(storedSignCount)): a replay or a copied authenticator")
+                "the passkey's signature counter did not grow (\(data.signCount) after \(storedSignCount)): a replay or a copied authenticator"
+            )
         }
         return AssertionResult(
-            signCount: data.signCount, isBackupEligible: data.flags.contains(.backupEligible), isBackedUp: data.flags.contains(.backedUp))
+            signCount: data.signCount, isBackupEligible: data.flags.contains(.backupEligible),
+            isBackedUp: data.flags.contains(.backedUp))
     }
 
     private func check(_ client: ClientData, type: String, challenge: Data) throws(WebAuthnError) {
-        guard client.type == type else { throw .refused("the clientDataJSON is for '\(client.type.prefix(32))', not \(type)") }
+        guard client.type == type else {
+            throw .refused("the clientDataJSON is for '\(client.type.prefix(32))', not \(type)")
+        }
         guard let signed = Base64URL.decode(client.challenge), constantTimeEquals(signed, challenge) else {
             throw .refused("the passkey signed another challenge")
         }
-        guard client.origin == origin else { throw .refused("the passkey was used from another origin (\(client.origin.prefix(128)))") }
-        guard client.crossOrigin != true else { throw .refused("the passkey was used inside a frame of another origin") }
+        guard client.origin == origin else {
+            throw .refused("the passkey was used from another origin (\(client.origin.prefix(128)))")
+        }
+        guard client.crossOrigin != true else {
+            throw .refused("the passkey was used inside a frame of another origin")
+        }
     }
 
     private func check(_ data: AuthenticatorData) throws(WebAuthnError) {
-        guard constantTimeEquals(data.rpIdHash, idHash) else { throw .refused("the passkey belongs to another site (RP id)") }
-        guard data.flags.contains(.userPresent) else { throw .refused("the authenticator did not see the user (UP flag)") }
+        guard constantTimeEquals(data.rpIdHash, idHash) else {
+            throw .refused("the passkey belongs to another site (RP id)")
+        }
+        guard data.flags.contains(.userPresent) else {
+            throw .refused("the authenticator did not see the user (UP flag)")
+        }
         guard data.flags.contains(.userVerified) else {
-            throw .refused("the authenticator did not verify the user (UV flag); use a passkey with a screen lock, PIN or biometrics")
+            throw .refused(
+                "the authenticator did not verify the user (UV flag); use a passkey with a screen lock, PIN or biometrics"
+            )
         }
         guard data.flags.contains(.backupEligible) || !data.flags.contains(.backedUp) else {
             throw .malformed("the authenticator data says backed up but not backup eligible")
@@ -114,11 +136,17 @@ public struct PasskeyAssertion: Sendable {
     /// Nil when `header` is not in this form at all; an error when it is, but broken.
     public init?(header: String) throws(WebAuthnError) {
         guard header.hasPrefix(Self.prefix) else { return nil }
-        guard header.utf8.count <= Self.maximumHeaderLength else { throw .malformed("the passkey assertion is too long") }
+        guard header.utf8.count <= Self.maximumHeaderLength else {
+            throw .malformed("the passkey assertion is too long")
+        }
         let parts = header.dropFirst(Self.prefix.count).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = Base64URL.decode(String(parts[0])), let client = Base64URL.decode(String(parts[1])),
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[0])),
+            let client = Base64URL.decode(String(parts[1])),
             let signature = Base64URL.decode(String(parts[2])), signature.count <= 80
-        else { throw .malformed("the passkey assertion is not webauthn.<authenticatorData>.<clientDataJSON>.<signature> in base64url") }
+        else {
+            throw .malformed(
+                "the passkey assertion is not webauthn.<authenticatorData>.<clientDataJSON>.<signature> in base64url")
+        }
         self.init(authenticatorData: data, clientDataJSON: client, signature: signature)
     }
 

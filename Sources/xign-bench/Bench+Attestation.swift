@@ -13,7 +13,8 @@ extension Bench {
     /// to attest) beside one whose maker the manager trusts (EK certificate, credential, certification; one more
     /// round trip).
     static func attestationFigures(
-        ca: TPMMakerCA, work: String, pin: String, floor: Figure, register: (String) throws -> PersonalizationInitializationData
+        ca: TPMMakerCA, work: String, pin: String, floor: Figure,
+        register: (String) throws -> PersonalizationInitializationData
     ) throws {
         func personalizations(_ name: String, tpm: SoftwareTPM, prefix: String) throws -> Figure {
             var configuration = ClientConfiguration()
@@ -24,8 +25,9 @@ extension Bench {
             let activations = try (0..<15).map { try register("\(prefix)\($0)@example.org") }
             return try measure(name, runs: activations.count) { run in
                 guard
-                    case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                        data: activations[run], pin: pin)
+                    case .newPersonalization(let parameters) = try sdk.personalizer()
+                        .decryptPersonalizationInitializationDataSynchronous(
+                            data: activations[run], pin: pin)
                 else { throw XignSdkError(.invalidManagerResponse, "expected newPersonalization") }
                 _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
             }
@@ -33,7 +35,11 @@ extension Bench {
         let plain = try personalizations("whole personalization, TPM key", tpm: try SoftwareTPM(), prefix: "plain")
         let tpm = try SoftwareTPM(manufacturedBy: ca)
         let attested = try personalizations("the same, attested (ECC P-384 EK)", tpm: tpm, prefix: "attested")
-        table("Personalization with TPM key attestation (swtpm; a real TPM is slower)", [plain, attested], floor: floor)
-        print(String(format: "attested / plain: %.2f× (+%.1f ms median)", attested.median / plain.median, attested.median - plain.median))
+        table(
+            "Personalization with TPM key attestation (swtpm; a real TPM is slower)", [plain, attested], floor: floor)
+        print(
+            String(
+                format: "attested / plain: %.2f× (+%.1f ms median)", attested.median / plain.median,
+                attested.median - plain.median))
     }
 }

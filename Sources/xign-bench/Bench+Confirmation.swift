@@ -12,7 +12,8 @@ import Glibc
 /// approval (the module long-polls; the target is at most 300 ms median).
 extension Bench {
     static func confirmationFigures(
-        bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String, floor: Figure,
+        bin: String, module: String, work: String, managerURL: ManagerURL, sdk: XignSdk, email: String, pin: String,
+        floor: Figure,
         managerPID: Int32, register: (String) throws -> PersonalizationInitializationData
     ) throws {
         let manager = bin + "/xign-manager"
@@ -22,23 +23,28 @@ extension Bench {
         var configuration = ClientConfiguration()
         configuration.stateDirectory = work + "/host"
         let host = try XignSdk(configuration: configuration, localUser: "root")
-        _ = try host.joinHost(managerURL: managerURL, token: try HostJoinToken(parsing: String(added.split(separator: " ").last ?? "")))
+        _ = try host.joinHost(
+            managerURL: managerURL, token: try HostJoinToken(parsing: String(added.split(separator: " ").last ?? "")))
         guard let enrolment = try sdk.store.list().first(where: { $0.accountEmail == email }) else {
             throw XignSdkError(.stateUnavailable, "no enrolment of \(email) to approve with")
         }
         let approver = ManagerBench.Client(sdk: sdk, idmIdentifier: enrolment.idmIdentifier, user: "bench")
-        func approve(_ confirmationId: String, _ code: String) throws { try approver.approve(confirmationId, code: code, pin: pin) }
+        func approve(_ confirmationId: String, _ code: String) throws {
+            try approver.approve(confirmationId, code: code, pin: pin)
+        }
         var starts: [Double] = [], approvals: [Double] = []
         for _ in 0..<30 {
             var started = DispatchTime.now().uptimeNanoseconds
-            let pending = try host.startLoginConfirmation(loginName: "bench", service: "sshd", remoteHost: nil, tty: nil, command: nil)
+            let pending = try host.startLoginConfirmation(
+                loginName: "bench", service: "sshd", remoteHost: nil, tty: nil, command: nil)
             starts.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
             // At most three may wait per account: each is approved before the next starts.
             started = DispatchTime.now().uptimeNanoseconds
             try approve(pending.confirmationId, pending.code)
             approvals.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
         }
-        let wakeUps = try approvalToSuccess(module: module, work: work, hostState: configuration.stateDirectory, approve: approve)
+        let wakeUps = try approvalToSuccess(
+            module: module, work: work, hostState: configuration.stateDirectory, approve: approve)
         table(
             "Login confirmation (host and approving device against the manager on loopback)",
             [
@@ -53,31 +59,42 @@ extension Bench {
         let phone = try PhoneBench(managerURL: managerURL, data: try register("phone@example.org"), pin: pin)
         let cpuTerminal = try managerCPU(managerPID, host: host, approvals: 30, approve: approve)
         try run(manager, ["admin", "accounts", "set-login", email, "bench-laptop", "--data-dir", work + "/manager"])
-        try run(manager, ["admin", "accounts", "set-login", "phone@example.org", "bench", "--data-dir", work + "/manager"])
-        try run(manager, ["admin", "accounts", "set-host-groups", "phone@example.org", "--all", "--data-dir", work + "/manager"])
+        try run(
+            manager, ["admin", "accounts", "set-login", "phone@example.org", "bench", "--data-dir", work + "/manager"])
+        try run(
+            manager,
+            ["admin", "accounts", "set-host-groups", "phone@example.org", "--all", "--data-dir", work + "/manager"])
         let cpuBrowser = try managerCPU(managerPID, host: host, approvals: 30, approve: phone.approve)
         var browserApprovals: [Double] = []
         for _ in 0..<30 {
-            let pending = try host.startLoginConfirmation(loginName: "bench", service: "sshd", remoteHost: nil, tty: nil, command: nil)
+            let pending = try host.startLoginConfirmation(
+                loginName: "bench", service: "sshd", remoteHost: nil, tty: nil, command: nil)
             let started = DispatchTime.now().uptimeNanoseconds
             try phone.approve(pending.confirmationId, pending.code)
             browserApprovals.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
         }
-        let browserWakeUps = try approvalToSuccess(module: module, work: work, hostState: configuration.stateDirectory, approve: phone.approve)
+        let browserWakeUps = try approvalToSuccess(
+            module: module, work: work, hostState: configuration.stateDirectory, approve: phone.approve)
         let terminal = Figure(name: "xign-setup approve: approve (baseline)", milliseconds: approvals)
         table(
             "Approving in a browser (passkey, one request) beside xign-setup approve (two requests), same run",
-            [terminal, Figure(name: "browser: approve (challenge + one passkey request)", milliseconds: browserApprovals)], floor: terminal)
+            [
+                terminal,
+                Figure(name: "browser: approve (challenge + one passkey request)", milliseconds: browserApprovals),
+            ], floor: terminal)
         let terminalWakeUp = Figure(name: "xign-setup approve: approval → PAM_SUCCESS", milliseconds: wakeUps)
         table(
             "A waiting pam_xign after the approval, same run",
-            [terminalWakeUp, Figure(name: "browser: approval → PAM_SUCCESS", milliseconds: browserWakeUps)], floor: terminalWakeUp)
+            [terminalWakeUp, Figure(name: "browser: approval → PAM_SUCCESS", milliseconds: browserWakeUps)],
+            floor: terminalWakeUp)
         print(
             String(
-                format: "manager CPU per approval: xign-setup approve %.2f ms, browser %.2f ms (ratio %.2f)", cpuTerminal, cpuBrowser,
+                format: "manager CPU per approval: xign-setup approve %.2f ms, browser %.2f ms (ratio %.2f)",
+                cpuTerminal, cpuBrowser,
                 cpuBrowser / cpuTerminal))
         try sshMemoryFigures(
-            module: module, work: work, hostState: configuration.stateDirectory, manager: manager, managerData: work + "/manager", email: email,
+            module: module, work: work, hostState: configuration.stateDirectory, manager: manager,
+            managerData: work + "/manager", email: email,
             approve: approve)
     }
 
@@ -90,7 +107,8 @@ extension Bench {
         for batch in 0..<(approvals / 10) {
             let pending = try (0..<10).map { index in
                 try host.startLoginConfirmation(
-                    loginName: "bench", service: "sshd", remoteHost: "192.0.2.\(batch * 10 + index + 1)", tty: nil, command: nil)
+                    loginName: "bench", service: "sshd", remoteHost: "192.0.2.\(batch * 10 + index + 1)", tty: nil,
+                    command: nil)
             }
             let before = ManagerBench.cpuSeconds(pid)
             for confirmation in pending { try approve(confirmation.confirmationId, confirmation.code) }
@@ -102,7 +120,8 @@ extension Bench {
     /// Runs pam_authenticate in confirm mode for `user` in a harness process (`work`/pam_harness, built by the caller),
     /// approves once the code is shown, and measures from the approval's end to the harness's end.
     static func approvalToSuccess(
-        module: String, work: String, hostState: String, user: String = "bench", runs: Int = 20, approve: (String, String) throws -> Void
+        module: String, work: String, hostState: String, user: String = "bench", runs: Int = 20,
+        approve: (String, String) throws -> Void
     ) throws -> [Double] {
         try "state_dir = \(hostState)\n".write(toFile: work + "/host.conf", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: work + "/pam.d", withIntermediateDirectories: true)
@@ -120,7 +139,9 @@ extension Bench {
             var shown = confirmationShown(in: text)
             while shown == nil {
                 let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { throw XignSdkError(.invalidInput, "the confirming login ended early: \(text.suffix(300))") }
+                guard !chunk.isEmpty else {
+                    throw XignSdkError(.invalidInput, "the confirming login ended early: \(text.suffix(300))")
+                }
                 text += String(decoding: chunk, as: UTF8.self)
                 shown = confirmationShown(in: text)
             }
@@ -130,7 +151,9 @@ extension Bench {
             // Timed at the harness's last output: Foundation's waitUntilExit polls every 50 ms.
             samples.append(Double(DispatchTime.now().uptimeNanoseconds - approved) / 1_000_000)
             process.waitUntilExit()
-            guard rest.contains("result=0 ") else { throw XignSdkError(.invalidInput, "the approved login failed: \(rest.suffix(300))") }
+            guard rest.contains("result=0 ") else {
+                throw XignSdkError(.invalidInput, "the approved login failed: \(rest.suffix(300))")
+            }
         }
         return samples
     }

@@ -19,13 +19,15 @@ extension Bench {
 
         // What nobody must reach: the harness, a copy of the module and the service files. Not the state.
         let shared = work + "/shared"
-        try FileManager.default.createDirectory(atPath: shared + "/pam.d", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            atPath: shared + "/pam.d", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         chmod(work, 0o711)
         try FileManager.default.copyItem(atPath: module, toPath: shared + "/pam_xign.so")
         try FileManager.default.copyItem(atPath: work + "/pam_harness", toPath: shared + "/pam_harness")
         let socket = work + "/xignd.sock"
         let config = work + "/xignd.conf"
-        try "state_dir = \(configuration.stateDirectory)\ndevice_key = software\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "state_dir = \(configuration.stateDirectory)\ndevice_key = software\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
         // The bench's locker runs in no seat session (no logind here), so it opts out of the check that a login is at the
         // machine (remote=pin-only); the login bench measures that check.
         let line = "auth required \(shared)/pam_xign.so config=\(config) socket=\(socket) remote=pin-only\n"
@@ -42,7 +44,8 @@ extension Bench {
 
         let runs = 100
         let input = String(repeating: pin + "\n", count: runs)
-        let inProcess = try run(shared + "/pam_harness", [shared + "/pam.d", "locker", user, String(runs)], input: input)
+        let inProcess = try run(
+            shared + "/pam_harness", [shared + "/pam.d", "locker", user, String(runs)], input: input)
         let throughDaemon = try run(
             "/usr/bin/setpriv",
             [
@@ -53,7 +56,9 @@ extension Bench {
             throw XignSdkError(.invalidManagerResponse, "the locker logins failed:\n\(output.suffix(400))")
         }
         func times(_ output: String) -> [Double] {
-            output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }.dropFirst().map {
+            output.split(separator: "\n").compactMap {
+                $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil
+            }.dropFirst().map {
                 $0
             }
         }

@@ -39,14 +39,17 @@ struct Bench {
             var arguments = Array(CommandLine.arguments.dropFirst(2))
             var pam: ManagerBench.PAMModule?
             if let flag = arguments.firstIndex(of: "--pam") {
-                guard arguments.count >= flag + 3 else { throw XignSdkError(.invalidInput, "--pam needs the module and the harness source") }
+                guard arguments.count >= flag + 3 else {
+                    throw XignSdkError(.invalidInput, "--pam needs the module and the harness source")
+                }
                 pam = ManagerBench.PAMModule(module: arguments[flag + 1], harnessSource: arguments[flag + 2])
                 arguments.removeSubrange(flag...(flag + 2))
             }
             let seconds = arguments.first.flatMap(Double.init) ?? 10
             let only = Set(arguments.dropFirst())
             return try ManagerBench.run(
-                seconds: seconds, only: only.isEmpty ? ["logins", "sqlite", "postgresql", "privacyidea", "waiting"] : only, pam: pam)
+                seconds: seconds,
+                only: only.isEmpty ? ["logins", "sqlite", "postgresql", "privacyidea", "waiting"] : only, pam: pam)
         }
         let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path
@@ -57,10 +60,12 @@ struct Bench {
         manager.executableURL = URL(fileURLWithPath: bin + "/xign-manager")
         // Defaults, but rate limits the bench's own registrations from one address would reach.
         let makerCA = try attestationCA()
-        try (ManagerBench.config + (makerCA.map { "\n[attestation]\nca_directory = \($0.trustedDirectory)\n" } ?? "")).write(
-            toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
+        try (ManagerBench.config + (makerCA.map { "\n[attestation]\nca_directory = \($0.trustedDirectory)\n" } ?? ""))
+            .write(
+                toFile: work + "/manager.conf", atomically: true, encoding: .utf8)
         manager.arguments = [
-            "serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0", "--port-file", work + "/port",
+            "serve", "--config", work + "/manager.conf", "--data-dir", work + "/manager", "--listen", "127.0.0.1:0",
+            "--port-file", work + "/port",
         ]
         manager.standardOutput = FileHandle.nullDevice
         manager.standardError = FileHandle.nullDevice
@@ -68,7 +73,10 @@ struct Bench {
         defer { kill(manager.processIdentifier, SIGKILL) }
         var port = 0
         for _ in 0..<300 where port == 0 {
-            port = Int((try? String(contentsOfFile: work + "/port", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+            port =
+                Int(
+                    (try? String(contentsOfFile: work + "/port", encoding: .utf8))?.trimmingCharacters(
+                        in: .whitespacesAndNewlines) ?? "") ?? 0
             usleep(20_000)
         }
         guard port != 0 else { throw XignSdkError(.managerUnreachable, "xign-manager did not start") }
@@ -93,22 +101,30 @@ struct Bench {
             throw XignSdkError(.invalidInput, "no mail for \(email)")
         }
 
-        print("xign bench: manager on \(url), default PIN hashing (10000 PBKDF2 iterations), \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print(
+            "xign bench: manager on \(url), default PIN hashing (10000 PBKDF2 iterations), \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         _ = try measure("warm-up", runs: 20) { _ in _ = try http.send("GET", to: url, path: APIPath.health) }
-        let floor = try measure("GET /health (floor)", runs: 300) { _ in _ = try http.send("GET", to: url, path: APIPath.health) }
-        let parameters = try measure("registration parameters", runs: 200) { _ in _ = try sdk.registry.initializationSynchronous(url: url) }
+        let floor = try measure("GET /health (floor)", runs: 300) { _ in
+            _ = try http.send("GET", to: url, path: APIPath.health)
+        }
+        let parameters = try measure("registration parameters", runs: 200) { _ in
+            _ = try sdk.registry.initializationSynchronous(url: url)
+        }
         var activations: [PersonalizationInitializationData] = []
         let registration = try measure("register (validate, hash PIN, mail)", runs: 40) { run in
             activations.append(try register("bench\(run)@example.org"))
         }
         let decrypt = try measure("decrypt with the right PIN", runs: 40) { run in
-            _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(data: activations[run], pin: pin)
+            _ = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: activations[run], pin: pin)
         }
         let fresh = try (0..<30).map { try register("whole\($0)@example.org") }
         let personalization = try measure("whole personalization (decrypt + key + personalize)", runs: 30) { run in
             guard
-                case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: fresh[run], pin: pin)
+                case .newPersonalization(let parameters) = try sdk.personalizer()
+                    .decryptPersonalizationInitializationDataSynchronous(
+                        data: fresh[run], pin: pin)
             else {
                 throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
             }
@@ -116,15 +132,20 @@ struct Bench {
         }
 
         table(
-            "Registration and personalization (client ↔ manager on loopback)", [floor, parameters, registration, decrypt, personalization],
+            "Registration and personalization (client ↔ manager on loopback)",
+            [floor, parameters, registration, decrypt, personalization],
             floor: floor)
 
         // Authentication as pam_xign runs it, step by step in this process, to break a login down.
-        guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no enrolment to log in with") }
+        guard let enrolment = try sdk.store.list().first else {
+            throw XignSdkError(.stateUnavailable, "no enrolment to log in with")
+        }
         var starts: [Double] = [], finishes: [Double] = [], tokens: [Double] = []
         for _ in 0..<50 {
             var t = DispatchTime.now().uptimeNanoseconds
-            var login = LocalLogin(sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: pin))
+            var login = LocalLogin(
+                sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: pin)
+            )
             login.afterRoundTrip = { step in
                 let now = DispatchTime.now().uptimeNanoseconds
                 defer { t = now }
@@ -139,40 +160,57 @@ struct Bench {
         }
         let key = try P256PrivateKey()
         let message = Data(repeating: 7, count: 200)
-        let signing = try measure("client: ECDSA P-256 sign (software key)", runs: 200) { _ in _ = try key.signature(for: message) }
-        let jws = try JWS.sign(payload: message, header: JWS.Header(typ: "t", kid: key.publicKey.fingerprint), with: key)
+        let signing = try measure("client: ECDSA P-256 sign (software key)", runs: 200) { _ in
+            _ = try key.signature(for: message)
+        }
+        let jws = try JWS.sign(
+            payload: message, header: JWS.Header(typ: "t", kid: key.publicKey.fingerprint), with: key)
         let publicKey = key.publicKey
-        let verifying = try measure("client: JWS ES256 verify", runs: 200) { _ in _ = try JWS.verify(jws, expectedType: "t", key: publicKey) }
+        let verifying = try measure("client: JWS ES256 verify", runs: 200) { _ in
+            _ = try JWS.verify(jws, expectedType: "t", key: publicKey)
+        }
         let hashing = try measure("manager: PIN verifier (PBKDF2 10000 + HMAC)", runs: 50) { _ in
             _ = try PBKDF2.deriveKey(password: Data(pin.utf8), salt: Data(count: 16), iterations: 10_000)
         }
         var steps = [
             Figure(name: "round trips 1 and 2: challenge and start", milliseconds: starts),
-            Figure(name: "round trip 3: finish (device signature, PIN check, the token with the answer)", milliseconds: finishes),
-            Figure(name: "the token's checks (a round trip only to a manager that predates tokens in the finish)", milliseconds: tokens),
+            Figure(
+                name: "round trip 3: finish (device signature, PIN check, the token with the answer)",
+                milliseconds: finishes),
+            Figure(
+                name: "the token's checks (a round trip only to a manager that predates tokens in the finish)",
+                milliseconds: tokens),
             signing, verifying, hashing,
         ]
         if let tpmSigning = try tpmSignLatency(work: work) { steps.insert(tpmSigning, at: 4) }
         table("One login, step by step", steps, floor: floor)
 
-        try offlineFigures(work: work, pin: pin, floor: floor) { try enrol($0, "laptop@example.org", pin: pin, register: register) }
+        try offlineFigures(work: work, pin: pin, floor: floor) {
+            try enrol($0, "laptop@example.org", pin: pin, register: register)
+        }
         if let makerCA { try attestationFigures(ca: makerCA, work: work, pin: pin, floor: floor, register: register) }
 
         // Three more local users with an enrolment each, for parallel logins on different activations.
         for user in ["bench1", "bench2", "bench3"] {
-            try enrol(try XignSdk(configuration: configuration, localUser: user), "\(user)@example.org", pin: pin, register: register)
+            try enrol(
+                try XignSdk(configuration: configuration, localUser: user), "\(user)@example.org", pin: pin,
+                register: register)
         }
 
         // The module inside a host process, through real libpam, against pam_permit.so as the floor.
         if CommandLine.arguments.count >= 3 {
             try pamFigures(
-                module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work, state: work + "/state", managerPort: port,
+                module: CommandLine.arguments[1], harnessSource: CommandLine.arguments[2], work: work,
+                state: work + "/state", managerPort: port,
                 pin: pin)
             try confirmationFigures(
-                bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk, email: "whole0@example.org", pin: pin,
+                bin: bin, module: CommandLine.arguments[1], work: work, managerURL: url, sdk: sdk,
+                email: "whole0@example.org", pin: pin,
                 floor: floor,
                 managerPID: manager.processIdentifier, register: register)
-            try daemonFigures(bin: bin, module: CommandLine.arguments[1], work: work, configuration: configuration, pin: pin, register: register)
+            try daemonFigures(
+                bin: bin, module: CommandLine.arguments[1], work: work, configuration: configuration, pin: pin,
+                register: register)
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
         }
@@ -190,14 +228,19 @@ struct Bench {
         let store = TPMDeviceKeyStore(directory: directory + "/keys", tcti: "swtpm:path=\(directory)/s")
         let key = try store.createPendingKey().key
         let message = Data(repeating: 7, count: 200)
-        return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in _ = try key.signature(for: message) }
+        return try measure("client: ECDSA P-256 sign in the TPM (swtpm)", runs: 50) { _ in
+            _ = try key.signature(for: message)
+        }
     }
 
     /// Registers `email` and personalizes `sdk`'s machine for it.
-    static func enrol(_ sdk: XignSdk, _ email: String, pin: String, register: (String) throws -> PersonalizationInitializationData) throws {
+    static func enrol(
+        _ sdk: XignSdk, _ email: String, pin: String, register: (String) throws -> PersonalizationInitializationData
+    ) throws {
         guard
-            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: try register(email), pin: pin)
+            case .newPersonalization(let parameters) = try sdk.personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: try register(email), pin: pin)
         else {
             throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
         }
@@ -211,7 +254,8 @@ struct Bench {
         let swtpm = Process()
         swtpm.executableURL = URL(fileURLWithPath: "/usr/bin/swtpm")
         swtpm.arguments = [
-            "socket", "--tpm2", "--server", "type=unixio,path=\(directory)/s", "--ctrl", "type=unixio,path=\(directory)/s.ctrl",
+            "socket", "--tpm2", "--server", "type=unixio,path=\(directory)/s", "--ctrl",
+            "type=unixio,path=\(directory)/s.ctrl",
             "--flags", "not-need-init,startup-clear", "--tpmstate", "dir=\(directory)",
         ]
         swtpm.standardOutput = FileHandle.nullDevice
@@ -224,7 +268,9 @@ struct Bench {
     /// A whole login with a TPM key, online and then with the manager unreachable (the same enrolment, its address
     /// pointed at a closed port): the offline login's cost beside the online one, in one run.
     static func offlineFigures(work: String, pin: String, floor: Figure, personalize: (XignSdk) throws -> Void) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm") else { return print("(no swtpm: offline login not measured)") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm") else {
+            return print("(no swtpm: offline login not measured)")
+        }
         let swtpm = try startSoftwareTPM(in: work + "/offline-tpm")
         defer { kill(swtpm.processIdentifier, SIGKILL) }
         var configuration = ClientConfiguration()
@@ -235,20 +281,27 @@ struct Bench {
         configuration.tpmLockout = .take
         let sdk = try XignSdk(configuration: configuration, localUser: "laptop")
         try personalize(sdk)
-        guard let enrolment = try sdk.store.list().first else { throw XignSdkError(.stateUnavailable, "no TPM enrolment") }
+        guard let enrolment = try sdk.store.list().first else {
+            throw XignSdkError(.stateUnavailable, "no TPM enrolment")
+        }
         func login(_ expected: LoginOutcome) throws {
             let outcome = try LocalLogin(
-                sdk: sdk, enrolment: try sdk.store.list()[0], service: "pam", role: "login", conversation: BenchConversation(pin: pin)
+                sdk: sdk, enrolment: try sdk.store.list()[0], service: "pam", role: "login",
+                conversation: BenchConversation(pin: pin)
             )
             .run()
-            guard outcome == expected else { throw XignSdkError(.invalidManagerResponse, "expected \(expected), got \(outcome)") }
+            guard outcome == expected else {
+                throw XignSdkError(.invalidManagerResponse, "expected \(expected), got \(outcome)")
+            }
         }
         let online = try measure("whole login, TPM key, manager reachable", runs: 30) { _ in try login(.signedIn) }
         let path = configuration.stateDirectory + "/identity-managers.json"
         let stored = try String(contentsOfFile: path, encoding: .utf8)
         try stored.replacingOccurrences(of: enrolment.managerURL.description, with: "http://127.0.0.1:1").write(
             toFile: path, atomically: true, encoding: .utf8)
-        let offline = try measure("whole login, TPM key, offline (the TPM checks the PIN)", runs: 30) { _ in try login(.signedInOffline) }
+        let offline = try measure("whole login, TPM key, offline (the TPM checks the PIN)", runs: 30) { _ in
+            try login(.signedInOffline)
+        }
         table("Offline login beside the online one (swtpm; a real TPM is slower)", [online, offline], floor: floor)
         print(String(format: "offline / online: %.2f×", offline.median / online.median))
     }
@@ -260,13 +313,16 @@ struct Bench {
             print(
                 figure.name.padding(toLength: 54, withPad: " ", startingAt: 0)
                     + String(
-                        format: "%4d   %9.3f   %6.3f   %7.1f", figure.milliseconds.count, figure.median, figure.percentile(0.95),
+                        format: "%4d   %9.3f   %6.3f   %7.1f", figure.milliseconds.count, figure.median,
+                        figure.percentile(0.95),
                         figure.median / floor.median))
         }
     }
 
     /// Runs the libpam harness for pam_xign.so and pam_permit.so, 200 logins each, and counts round trips through a proxy.
-    static func pamFigures(module: String, harnessSource: String, work: String, state: String, managerPort: Int, pin: String) throws {
+    static func pamFigures(
+        module: String, harnessSource: String, work: String, state: String, managerPort: Int, pin: String
+    ) throws {
         let harness = work + "/pam_harness"
         try run("/usr/bin/cc", ["-O2", "-o", harness, harnessSource, "-lpam"])
         let proxy = try CountingProxy(to: managerPort)
@@ -281,29 +337,41 @@ struct Bench {
         try FileManager.default.createDirectory(atPath: work + "/pam.d", withIntermediateDirectories: true)
         // The service and terminal of a console login (login on tty1), so the figures include deciding that it is at
         // the machine.
-        try "auth required \(module) config=\(work)/xign.conf\n".write(toFile: work + "/pam.d/login", atomically: true, encoding: .utf8)
+        try "auth required \(module) config=\(work)/xign.conf\n".write(
+            toFile: work + "/pam.d/login", atomically: true, encoding: .utf8)
         try "auth required pam_permit.so\n".write(toFile: work + "/pam.d/permit", atomically: true, encoding: .utf8)
         let runs = 200
-        let xign = try run(harness, [work + "/pam.d", "login", "bench", String(runs), "tty=tty1"], input: String(repeating: pin + "\n", count: runs))
+        let xign = try run(
+            harness, [work + "/pam.d", "login", "bench", String(runs), "tty=tty1"],
+            input: String(repeating: pin + "\n", count: runs))
         let roundTrips = Double(proxy.requests) / Double(runs)
         let connectionsPerLogin = Double(proxy.connections) / Double(runs)
         let permit = try run(harness, [work + "/pam.d", "permit", "bench", String(runs)], input: "")
         func times(_ output: String) -> [Double] {
-            output.split(separator: "\n").compactMap { $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil }
+            output.split(separator: "\n").compactMap {
+                $0.hasPrefix("time_us=") ? Double($0.dropFirst(8)).map { $0 / 1000 } : nil
+            }
         }
         func field(_ output: String, _ name: String) -> Int {
-            output.split(whereSeparator: { $0 == "\n" || $0 == " " }).first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) }
+            output.split(whereSeparator: { $0 == "\n" || $0 == " " }).first { $0.hasPrefix(name + "=") }.flatMap {
+                Int($0.dropFirst(name.count + 1))
+            }
                 ?? -1
         }
-        guard xign.contains("result=0 ") else { throw XignSdkError(.invalidManagerResponse, "the benchmark logins failed:\n\(xign.suffix(400))") }
+        guard xign.contains("result=0 ") else {
+            throw XignSdkError(.invalidManagerResponse, "the benchmark logins failed:\n\(xign.suffix(400))")
+        }
         let xignTimes = times(xign), permitTimes = times(permit)
         let permitFigure = Figure(name: "pam_authenticate with pam_permit.so (floor)", milliseconds: permitTimes)
-        let steady = Figure(name: "pam_authenticate with pam_xign.so, runs 2…\(runs)", milliseconds: Array(xignTimes.dropFirst()))
+        let steady = Figure(
+            name: "pam_authenticate with pam_xign.so, runs 2…\(runs)", milliseconds: Array(xignTimes.dropFirst()))
         // What sudo, su and each sshd connection pay: the first pam_authenticate of a fresh process, and the dlopen in it.
         let fresh = 15
         var firstXign: [Double] = [], firstPermit: [Double] = []
         for _ in 0..<fresh {
-            firstXign += times(try run(harness, [work + "/pam.d", "login", "bench", "2", "tty=tty1"], input: pin + "\n" + pin + "\n")).prefix(1)
+            firstXign += times(
+                try run(harness, [work + "/pam.d", "login", "bench", "2", "tty=tty1"], input: pin + "\n" + pin + "\n")
+            ).prefix(1)
             firstPermit += times(try run(harness, [work + "/pam.d", "permit", "bench", "2"], input: "")).prefix(1)
         }
         let loader = work + "/dlopen_time"
@@ -313,18 +381,24 @@ struct Bench {
         let permitPath = libraries + "/security/pam_permit.so"
         // The last path is timed; the ones before it are loaded first, untimed.
         let opens = { (paths: [String]) in
-            try (0..<fresh).map { _ in (Double(try run(loader, paths).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000 }
+            try (0..<fresh).map { _ in
+                (Double(try run(loader, paths).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .nan) / 1000
+            }
         }
-        let curlLibraries = try run("/usr/bin/ldd", [libraries + "/libcurl.so.4"]).split(separator: "\n").filter { $0.contains("=>") }
-            .count
+        let curlLibraries = try run("/usr/bin/ldd", [libraries + "/libcurl.so.4"]).split(separator: "\n").filter {
+            $0.contains("=>")
+        }
+        .count
         let permitOpen = Figure(name: "dlopen pam_permit.so in a fresh process", milliseconds: try opens([permitPath]))
-        let permitFirst = Figure(name: "first pam_authenticate, pam_permit.so, fresh process", milliseconds: firstPermit)
+        let permitFirst = Figure(
+            name: "first pam_authenticate, pam_permit.so, fresh process", milliseconds: firstPermit)
         table(
             "PAM: \(runs) logins in one host process (pam_start_confdir + pam_authenticate + pam_end, PIN supplied)",
             [permitFigure, steady], floor: permitFigure)
         let first = Figure(name: "first pam_authenticate, pam_xign.so, fresh process", milliseconds: firstXign)
         table(
-            "PAM in a fresh process, as sudo, su and each sshd connection run it (\(fresh) processes each)", [permitFirst, first], floor: permitFirst)
+            "PAM in a fresh process, as sudo, su and each sshd connection run it (\(fresh) processes each)",
+            [permitFirst, first], floor: permitFirst)
         // Where the module's load goes, step by step: what the system's libraries cost, and what is the module's own.
         let load = Figure(name: "dlopen pam_xign.so in a fresh process", milliseconds: try opens([module]))
         table(
@@ -333,23 +407,30 @@ struct Bench {
                 permitOpen, load,
                 Figure(name: "  part: libssl with libcrypto", milliseconds: try opens(["libssl.so.3"])),
                 Figure(
-                    name: "  part: libcurl and the \(curlLibraries) it links, after libssl", milliseconds: try opens(["libssl.so.3", "libcurl.so.4"])),
+                    name: "  part: libcurl and the \(curlLibraries) it links, after libssl",
+                    milliseconds: try opens(["libssl.so.3", "libcurl.so.4"])),
                 Figure(
                     name: "  part: pam_xign.so itself, after its libraries",
-                    milliseconds: try opens(["libssl.so.3", "libcurl.so.4", "libqrencode.so.4", "libstdc++.so.6", "libpam.so.0", module])),
+                    milliseconds: try opens([
+                        "libssl.so.3", "libcurl.so.4", "libqrencode.so.4", "libstdc++.so.6", "libpam.so.0", module,
+                    ])),
             ], floor: permitOpen)
         print(
             String(
-                format: "the first login in a process, step by step: dlopen %.2f ms + one-time set-up %.2f ms + a warm login %.2f ms = %.2f ms",
+                format:
+                    "the first login in a process, step by step: dlopen %.2f ms + one-time set-up %.2f ms + a warm login %.2f ms = %.2f ms",
                 load.median, first.median - load.median - steady.median, steady.median, first.median))
         print(
             String(
-                format: "HTTP round trips per login: %.2f over %.2f connection(s) (counted at a proxy over %d logins)", roundTrips,
+                format: "HTTP round trips per login: %.2f over %.2f connection(s) (counted at a proxy over %d logins)",
+                roundTrips,
                 connectionsPerLogin, runs))
         print("threads in the host before/after: \(field(xign, "threads_before")) / \(field(xign, "threads_after"))")
         let xignRSS = field(xign, "rss_after_kb") - field(xign, "rss_before_kb")
         let permitRSS = field(permit, "rss_after_kb") - field(permit, "rss_before_kb")
-        print("RSS the module adds to the host: \(xignRSS - permitRSS) KiB (pam_xign \(xignRSS) KiB, pam_permit \(permitRSS) KiB over the same runs)")
+        print(
+            "RSS the module adds to the host: \(xignRSS - permitRSS) KiB (pam_xign \(xignRSS) KiB, pam_permit \(permitRSS) KiB over the same runs)"
+        )
 
         // Whole logins per second: one client after another, then 4 at once on one enrolment (their PIN checks
         // queue) and on four (they do not), each client a host process of its own.
@@ -370,7 +451,9 @@ struct Bench {
             for (process, output) in processes {
                 let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 process.waitUntilExit()
-                guard text.contains("result=0 ") else { throw XignSdkError(.invalidManagerResponse, "parallel logins failed:\n\(text.suffix(400))") }
+                guard text.contains("result=0 ") else {
+                    throw XignSdkError(.invalidManagerResponse, "parallel logins failed:\n\(text.suffix(400))")
+                }
             }
             return Double(users.count * each) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
         }
@@ -380,8 +463,13 @@ struct Bench {
         print("\nWhole PAM logins per second (\(each) per client, each client a harness process)")
         print(String(format: "1 client:                      %6.1f /s (1.00×)", serial))
         print(
-            String(format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)", oneEnrolment, oneEnrolment / serial))
-        print(String(format: "4 clients, four enrolments:    %6.1f /s (%.2f× of 1 client)", fourEnrolments, fourEnrolments / serial))
+            String(
+                format: "4 clients, one enrolment:      %6.1f /s (%.2f× of 1 client; its PIN checks queue)",
+                oneEnrolment, oneEnrolment / serial))
+        print(
+            String(
+                format: "4 clients, four enrolments:    %6.1f /s (%.2f× of 1 client)", fourEnrolments,
+                fourEnrolments / serial))
     }
 
     /// Where Debian puts this architecture's libraries and PAM modules (/usr/lib/x86_64-linux-gnu).
@@ -402,7 +490,9 @@ struct Bench {
         try stdin.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw XignSdkError(.invalidInput, "\(executable) failed with \(process.terminationStatus)") }
+        guard process.terminationStatus == 0 else {
+            throw XignSdkError(.invalidInput, "\(executable) failed with \(process.terminationStatus)")
+        }
         return String(decoding: data, as: UTF8.self)
     }
 }
@@ -448,7 +538,9 @@ final class CountingProxy: @unchecked Sendable {
         var address = Self.loopback(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard bound, listen(fd, 64) == 0 else { throw XignSdkError(.invalidInput, "the proxy cannot listen") }
         listener = fd
@@ -472,7 +564,9 @@ final class CountingProxy: @unchecked Sendable {
             let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: target)
             let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
             }
             guard connected else {
                 close(client)
@@ -482,7 +576,9 @@ final class CountingProxy: @unchecked Sendable {
             // As the manager's own sockets: a relay with Nagle on holds a response's second write for the client's
             // delayed ACK (40 ms) on a connection the login keeps open.
             var on: Int32 = 1
-            for socket in [client, upstream] { setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size)) }
+            for socket in [client, upstream] {
+                setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+            }
             let pair = Pair(client, upstream)
             Thread.detachNewThread {
                 // A request line ends in " HTTP/1.1"; the JSON bodies never hold one.

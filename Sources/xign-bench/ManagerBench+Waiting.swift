@@ -19,7 +19,8 @@ extension ManagerBench {
 
     /// The hosts all connect from 127.0.0.1, so the per-address connection limit is raised above their number.
     static let waitingConfig =
-        config.replacingOccurrences(of: "connections_per_address = 10000", with: "connections_per_address = 100000") + """
+        config.replacingOccurrences(of: "connections_per_address = 10000", with: "connections_per_address = 100000")
+            + """
 
             [confirmation]
             lifetime = 10m
@@ -49,8 +50,11 @@ extension ManagerBench {
         let instances = [first] + (second.map { [$0] } ?? [])
         do { try waitingFigures(on: instances, database: database, files: files, pam: pam) } catch {
             for manager in instances {
-                let warnings = manager.log.split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }.suffix(20)
-                print("manager on port \(manager.port), its last errors and warnings:\n" + warnings.joined(separator: "\n"))
+                let warnings = manager.log.split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }
+                    .suffix(20)
+                print(
+                    "manager on port \(manager.port), its last errors and warnings:\n"
+                        + warnings.joined(separator: "\n"))
             }
             // An error thrown out of main ends the process without flushing what is printed.
             fflush(nil)
@@ -58,7 +62,9 @@ extension ManagerBench {
         }
     }
 
-    private static func waitingFigures(on instances: [ManagerProcess], database: TestDatabase, files: Int, pam: PAMModule?) throws {
+    private static func waitingFigures(
+        on instances: [ManagerProcess], database: TestDatabase, files: Int, pam: PAMModule?
+    ) throws {
         let first = instances[0], second = instances.dropFirst().first
         let approver = try enrol(1, at: first)[0]
         if let second {
@@ -70,18 +76,25 @@ extension ManagerBench {
         }
         let admin = { (arguments: [String]) throws in
             let result = try first.admin(arguments)
-            guard result.status == 0 else { throw TestFailure("xign-manager admin \(arguments.joined(separator: " ")): \(result.stderr)") }
+            guard result.status == 0 else {
+                throw TestFailure("xign-manager admin \(arguments.joined(separator: " ")): \(result.stderr)")
+            }
         }
         try admin(["accounts", "set-login", "bench0@example.org", "waiting0"])
-        for account in 1..<waitingAccounts { try admin(["accounts", "add", "waiting\(account)@example.org", "--login-name", "waiting\(account)"]) }
+        for account in 1..<waitingAccounts {
+            try admin(["accounts", "add", "waiting\(account)@example.org", "--login-name", "waiting\(account)"])
+        }
         try admin(["accounts", "keep-open-host-access"])
-        let hostToken = try first.admin(["hosts", "add", "bench-waiting"]).stdout.split(separator: " ").last.map(String.init) ?? ""
+        let hostToken =
+            try first.admin(["hosts", "add", "bench-waiting"]).stdout.split(separator: " ").last.map(String.init) ?? ""
         var configuration = ClientConfiguration()
         configuration.stateDirectory = first.directory.file("host")
         configuration.deviceKey = .software
         let host = try XignSdk(configuration: configuration, localUser: "root")
         _ = try host.joinHost(managerURL: first.url, token: try HostJoinToken(parsing: hostToken))
-        let approve = { (pending: PendingLoginConfirmation) throws in try approver.approve(pending.confirmationId, code: pending.code) }
+        let approve = { (pending: PendingLoginConfirmation) throws in
+            try approver.approve(pending.confirmationId, code: pending.code)
+        }
 
         // One waiter alone: the baseline.
         var alone: [Double] = []
@@ -151,7 +164,9 @@ extension ManagerBench {
         // Approvals with them all waiting: account 0's confirmations, one after another.
         var crowded: [Double] = []
         for index in stride(from: 0, to: 20 * waitingAccounts, by: waitingAccounts) {
-            crowded.append(try approvalToAnswer(pending[index], waiters: waiters[index % instances.count], port: 0, approve: approve))
+            crowded.append(
+                try approvalToAnswer(
+                    pending[index], waiters: waiters[index % instances.count], port: 0, approve: approve))
         }
         let pamCrowded = try pamLogins()
         let failures = waiters.flatMap { $0.failures.withLock { $0 } }
@@ -161,23 +176,33 @@ extension ManagerBench {
         )
         print(
             String(
-                format: "  started %d confirmations in %.1f s (%.0f /s, 8 threads of one host; %d answered busy and sent again)", total,
+                format:
+                    "  started %d confirmations in %.1f s (%.0f /s, 8 threads of one host; %d answered busy and sent again)",
+                total,
                 startSeconds, Double(total) / startSeconds, busy.load(ordering: .relaxed)))
         print(
             String(
                 format:
                     "  over %.0f s while nothing was decided: %.1f database statements/s, %.0f wait answers/s, manager CPU %.1f %% of a core%@, RSS %.1f MiB",
-                waitingWindow, Double(statementsSpent) / waitingWindow, Double(answers) / waitingWindow, cpuSpent / waitingWindow * 100,
+                waitingWindow, Double(statementsSpent) / waitingWindow, Double(answers) / waitingWindow,
+                cpuSpent / waitingWindow * 100,
                 database == .postgreSQL ? " (with PostgreSQL's)" : "", rssMiB))
         let baseline = Bench.Figure(name: "approval → the waiting host's answer, one waiting", milliseconds: alone)
         Bench.table(
             "From the approval (its first request, PIN check included) to the waiting host's signed answer (\(name))",
-            [baseline, Bench.Figure(name: "approval → the waiting host's answer, 10,000 waiting", milliseconds: crowded)], floor: baseline)
+            [
+                baseline,
+                Bench.Figure(name: "approval → the waiting host's answer, 10,000 waiting", milliseconds: crowded),
+            ], floor: baseline)
         if pam != nil {
-            let pamBaseline = Bench.Figure(name: "approval → PAM_SUCCESS of pam_xign, one waiting", milliseconds: pamAlone)
+            let pamBaseline = Bench.Figure(
+                name: "approval → PAM_SUCCESS of pam_xign, one waiting", milliseconds: pamAlone)
             Bench.table(
                 "From the approval to PAM_SUCCESS of a real pam_xign in a host process (\(name))",
-                [pamBaseline, Bench.Figure(name: "approval → PAM_SUCCESS of pam_xign, 10,000 waiting", milliseconds: pamCrowded)],
+                [
+                    pamBaseline,
+                    Bench.Figure(name: "approval → PAM_SUCCESS of pam_xign, 10,000 waiting", milliseconds: pamCrowded),
+                ],
                 floor: pamBaseline)
         }
         print("  connections dropped or refused: \(failures.count)\(failures.first.map { " (first: \($0))" } ?? "")")
@@ -187,11 +212,14 @@ extension ManagerBench {
     /// Milliseconds from the user's approval (its first request) to the decision reaching the host that waits for `pending`: a waiter of
     /// its own when `waiters` is nil, else the one among `waiters`.
     private static func approvalToAnswer(
-        _ pending: PendingLoginConfirmation, waiters: WaitingHosts?, port: Int, approve: (PendingLoginConfirmation) throws -> Void
+        _ pending: PendingLoginConfirmation, waiters: WaitingHosts?, port: Int,
+        approve: (PendingLoginConfirmation) throws -> Void
     ) throws -> Double {
         let own =
             waiters == nil
-            ? try WaitingHosts(port: port, confirmations: [(pending.confirmationId, pending.waitToken)], waitMilliseconds: waitMilliseconds) : nil
+            ? try WaitingHosts(
+                port: port, confirmations: [(pending.confirmationId, pending.waitToken)],
+                waitMilliseconds: waitMilliseconds) : nil
         defer { own?.stop() }
         guard let watching = waiters ?? own else { preconditionFailure() }
         if own != nil { Thread.sleep(forTimeInterval: 0.2) }
@@ -206,5 +234,7 @@ extension ManagerBench {
     }
 
     /// The statements the manager has sent its database (its /metrics).
-    static func statements(_ manager: ManagerProcess) throws -> Double { try manager.metric("xign_database_statements_total") }
+    static func statements(_ manager: ManagerProcess) throws -> Double {
+        try manager.metric("xign_database_statements_total")
+    }
 }

@@ -44,7 +44,9 @@ enum ManagerBench {
 
     /// CPU seconds (user + system) a process and its waited-for children used so far, from /proc.
     static func cpuSeconds(_ pid: Int32) -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // After the name: state is field 3, utime 14, stime 15, and the reaped children's cutime 16, cstime 17 (a
         // PostgreSQL backend that ends during a run moves its time to the postmaster, and is not lost).
@@ -54,19 +56,23 @@ enum ManagerBench {
 
     /// `drive`, with the CPU time the server processes (`pids()`) and this process spent per completed operation.
     static func measured(
-        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], of database: TestDatabase? = nil, rss: () -> Int = { 0 },
+        _ system: String, clients: Int, seconds: Double, server pids: () -> [Int32], of database: TestDatabase? = nil,
+        rss: () -> Int = { 0 },
         _ operation: @escaping @Sendable (Int) throws -> Void
     ) throws -> Row {
         let postgreSQL = { database == .postgreSQL ? processes(named: "postgres").map(cpuSeconds).reduce(0, +) : 0 }
-        let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid()), databaseBefore = postgreSQL()
+        let serverBefore = pids().map(cpuSeconds).reduce(0, +), clientBefore = cpuSeconds(getpid()),
+            databaseBefore = postgreSQL()
         let load = try drive(clients: clients, seconds: seconds, operation)
-        let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid()), databaseAfter = postgreSQL()
+        let serverAfter = pids().map(cpuSeconds).reduce(0, +), clientAfter = cpuSeconds(getpid()),
+            databaseAfter = postgreSQL()
         // The CPU covers the warm-up second and the requests still running at the end, so it is divided by the
         // operations of the whole run, estimated from the rate.
         let operations = max(1, load.perSecond * (seconds + 1))
         let row = Row(
             system: system, clients: clients, load: load, rssKiB: rss(),
-            serverCPU: (serverAfter - serverBefore) / operations * 1000, clientCPU: (clientAfter - clientBefore) / operations * 1000,
+            serverCPU: (serverAfter - serverBefore) / operations * 1000,
+            clientCPU: (clientAfter - clientBefore) / operations * 1000,
             databaseCPU: database == .postgreSQL ? (databaseAfter - databaseBefore) / operations * 1000 : nil)
         report(row)
         return row
@@ -86,7 +92,9 @@ enum ManagerBench {
         print(
             "A login is what pam_xign does, in 3 HTTP requests: a challenge, the start, and the finish with the device signature and the PIN, answered with the login token."
         )
-        print("SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk.")
+        print(
+            "SQLite in WAL with synchronous=FULL; PostgreSQL 15 with its durable defaults (fsync, synchronous_commit), on this machine's disk."
+        )
         var rows: [Row] = []
         // The floor, in this run: the PIN hash no login can skip.
         let pinHash = Bench.measure("PIN hash", runs: 50) { _ in
@@ -94,7 +102,8 @@ enum ManagerBench {
         }.median
         print(String(format: "The floor, measured here: the PIN hash (PBKDF2-SHA256 10,000) takes %.2f ms.", pinHash))
         if only.contains("postgresql") { _ = try PostgreSQLServer.shared(durable: true) }
-        for database in TestDatabase.allCases where only.contains("logins") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
+        for database in TestDatabase.allCases
+        where only.contains("logins") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             let manager = try ManagerProcess(config: config, database: database)
             defer { manager.stop() }
             let clients = try enrol(clientCount, at: manager)
@@ -104,45 +113,62 @@ enum ManagerBench {
                 let statementsBefore = try manager.metric("xign_database_statements_total")
                 defer {
                     // Where one client's login goes: the manager's own time per request, the rest is client and network.
-                    if n == 1, let after = try? serverTime(manager), let statements = try? manager.metric("xign_database_statements_total") {
+                    if n == 1, let after = try? serverTime(manager),
+                        let statements = try? manager.metric("xign_database_statements_total")
+                    {
                         let parts = loginRoutes.map { route -> String in
                             let seconds = (after[route]?.seconds ?? 0) - (before[route]?.seconds ?? 0)
                             let count = (after[route]?.count ?? 0) - (before[route]?.count ?? 0)
                             return String(format: "%@ %.2f ms", route, count > 0 ? seconds / count * 1000 : .nan)
                         }
-                        let logins = after[APIPath.authenticationFinish].map { $0.count - (before[APIPath.authenticationFinish]?.count ?? 0) } ?? .nan
+                        let logins =
+                            after[APIPath.authenticationFinish].map {
+                                $0.count - (before[APIPath.authenticationFinish]?.count ?? 0)
+                            } ?? .nan
                         print("    inside the manager, mean per request: " + parts.joined(separator: ", "))
-                        print(String(format: "    database statements per login: %.1f", (statements - statementsBefore) / logins))
+                        print(
+                            String(
+                                format: "    database statements per login: %.1f",
+                                (statements - statementsBefore) / logins))
                     }
                 }
                 rows.append(
                     try measured(
-                        system, clients: n, seconds: seconds, server: server([manager], database: database), of: database, rss: { rss(manager.pid) }
+                        system, clients: n, seconds: seconds, server: server([manager], database: database),
+                        of: database, rss: { rss(manager.pid) }
                     ) {
                         try clients[$0].login()
                     })
             }
-            try printFloor(of: manager, database: database, rows: rows.filter { $0.system == system }, pinHash: pinHash, seconds: seconds)
+            try printFloor(
+                of: manager, database: database, rows: rows.filter { $0.system == system }, pinHash: pinHash,
+                seconds: seconds)
         }
         for cost in ["default", "pbkdf2"] where only.contains("privacyidea") {
             let peer = try PrivacyIDEA(cost: cost, workers: cores)
             defer { peer.stop() }
-            let system = cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000"
+            let system =
+                cost == "default" ? "privacyIDEA 3.14, argon2 (its default)" : "privacyIDEA 3.14, PBKDF2-SHA256 10,000"
             for n in concurrencies {
                 rows.append(
-                    try measured(system, clients: n, seconds: seconds, server: { peer.pids }, rss: { peer.rssKiB() }) { _ in try peer.check() })
+                    try measured(system, clients: n, seconds: seconds, server: { peer.pids }, rss: { peer.rssKiB() }) {
+                        _ in try peer.check()
+                    })
             }
         }
         print(
             "\nsystem".padding(toLength: 44, withPad: " ", startingAt: 0)
-                + "clients   logins/s   p50 ms    p99 ms    RSS MiB   server CPU ms/login   client CPU ms/login   failures")
+                + "clients   logins/s   p50 ms    p99 ms    RSS MiB   server CPU ms/login   client CPU ms/login   failures"
+        )
         for row in rows {
             print(
                 row.system.padding(toLength: 43, withPad: " ", startingAt: 0)
                     + String(
-                        format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %19.2f   %19.2f   %d", row.clients, row.load.perSecond,
+                        format: "%7d   %8.1f   %7.1f   %7.1f   %7.1f   %19.2f   %19.2f   %d", row.clients,
+                        row.load.perSecond,
                         row.load.percentile(0.5),
-                        row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.serverCPU, row.clientCPU, row.load.failures.count))
+                        row.load.percentile(0.99), Double(row.rssKiB) / 1024, row.serverCPU, row.clientCPU,
+                        row.load.failures.count))
         }
         print("\nRatio of logins per second, xign-manager on SQLite to privacyIDEA, at the same concurrency:")
         for n in concurrencies {
@@ -150,12 +176,14 @@ enum ManagerBench {
             let peers = rows.filter { $0.system.hasPrefix("privacyIDEA") && $0.clients == n }
             print(
                 "  \(n) client\(n == 1 ? "" : "s"): "
-                    + peers.map { String(format: "%.1f× %@", ours.load.perSecond / $0.load.perSecond, $0.system) }.joined(separator: ", "))
+                    + peers.map { String(format: "%.1f× %@", ours.load.perSecond / $0.load.perSecond, $0.system) }
+                    .joined(separator: ", "))
         }
         if let failed = rows.first(where: { !$0.load.failures.isEmpty }) {
             print("\nfirst failure (\(failed.system), \(failed.clients) clients): \(failed.load.failures[0])")
         }
-        for database in TestDatabase.allCases where only.contains("waiting") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
+        for database in TestDatabase.allCases
+        where only.contains("waiting") && only.contains(database == .sqlite ? "sqlite" : "postgresql") {
             try waitingFigures(database: database, pam: pam)
         }
     }
@@ -167,16 +195,24 @@ enum ManagerBench {
 
     /// CPU per login against the PIN hash, and against the hash plus what three requests that do nothing cost the
     /// server (a login is three requests): what is left is the login's own work, the database's and the crypto's.
-    static func printFloor(of manager: ManagerProcess, database: TestDatabase, rows: [Row], pinHash: Double, seconds: Double) throws {
+    static func printFloor(
+        of manager: ManagerProcess, database: TestDatabase, rows: [Row], pinHash: Double, seconds: Double
+    ) throws {
         let http = HTTPClient()
         let empty = try measured(
-            "GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4), server: server([manager], database: database), of: database
+            "GET \(APIPath.health)", clients: 1, seconds: min(seconds, 4),
+            server: server([manager], database: database), of: database
         ) {
             _ in
-            guard try http.send("GET", to: manager.url, path: APIPath.health).status == 200 else { throw TestFailure("health did not answer 200") }
+            guard try http.send("GET", to: manager.url, path: APIPath.health).status == 200 else {
+                throw TestFailure("health did not answer 200")
+            }
         }
         let target = database == .sqlite ? 1.7 : 2.5
-        print(String(format: "    a request that does nothing (GET %@, one kept connection): %.3f ms of server CPU", APIPath.health, empty.serverCPU))
+        print(
+            String(
+                format: "    a request that does nothing (GET %@, one kept connection): %.3f ms of server CPU",
+                APIPath.health, empty.serverCPU))
         for row in rows {
             print(
                 String(
@@ -190,7 +226,9 @@ enum ManagerBench {
     static func report(_ row: Row) {
         print(
             String(
-                format: "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms", row.system,
+                format:
+                    "  %@, %d client(s): %.1f /s, p50 %.1f ms, p99 %.1f ms, CPU per login: server %.2f ms, load generator %.2f ms",
+                row.system,
                 row.clients,
                 row.load.perSecond, row.load.percentile(0.5), row.load.percentile(0.99), row.serverCPU, row.clientCPU)
                 + (row.databaseCPU.map { String(format: " (of the server's, PostgreSQL %.2f ms)", $0) } ?? ""))
@@ -216,7 +254,8 @@ enum ManagerBench {
         let text = try metrics(manager)
         var times: [String: (seconds: Double, count: Double)] = [:]
         for sample in text.split(separator: "\n")
-        where sample.hasPrefix("http_server_request_duration_") && (sample.contains("status_code=\"200\"") || sample.contains("status_code=\"201\""))
+        where sample.hasPrefix("http_server_request_duration_")
+            && (sample.contains("status_code=\"200\"") || sample.contains("status_code=\"201\""))
         {
             guard let route = loginRoutes.first(where: { sample.contains("http_route=\"\($0)\"") }),
                 let value = sample.split(separator: " ").last.flatMap({ Double($0) })
@@ -242,17 +281,24 @@ enum ManagerBench {
         func login() throws {
             let enrolment = try sdk.store.entity(idmIdentifier)
             let login = LocalLogin(
-                sdk: sdk, enrolment: enrolment, service: "pam", role: "login", conversation: BenchConversation(pin: ManagerBench.pin))
+                sdk: sdk, enrolment: enrolment, service: "pam", role: "login",
+                conversation: BenchConversation(pin: ManagerBench.pin))
             let outcome = try login.run()
-            guard outcome == .signedIn else { throw XignSdkError(.invalidManagerResponse, "the login ended in \(outcome.logWord)") }
+            guard outcome == .signedIn else {
+                throw XignSdkError(.invalidManagerResponse, "the login ended in \(outcome.logWord)")
+            }
         }
 
         /// Approves a login confirmation from this device with the code and the PIN, as `xign-setup approve` does.
         func approve(_ confirmationId: String, code: String, pin: String = ManagerBench.pin) throws {
             let authenticator = sdk.authenticator
             let request = try authenticator.startAuthenticationSynchronous(
-                confirmation: ConfirmationInitializationData(idmIdentifier: idmIdentifier, confirmationId: confirmationId, code: code))
-            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+                confirmation: ConfirmationInitializationData(
+                    idmIdentifier: idmIdentifier, confirmationId: confirmationId, code: code))
+            guard
+                case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                    request: request)
+            else {
                 throw XignSdkError(.invalidManagerResponse, "the approval could not be prepared")
             }
             try information.sign(factor: DeviceFactor())
@@ -277,8 +323,9 @@ enum ManagerBench {
             let mail = try PersonalizationInitializationData(
                 parsingMail: try String(contentsOfFile: try manager.mailPath(for: email), encoding: .utf8))
             guard
-                case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: mail, pin: pin)
+                case .newPersonalization(let personalization) = try sdk.personalizer()
+                    .decryptPersonalizationInitializationDataSynchronous(
+                        data: mail, pin: pin)
             else {
                 throw XignSdkError(.invalidManagerResponse, "expected newPersonalization")
             }
@@ -289,7 +336,9 @@ enum ManagerBench {
 
     /// `clients` threads run `operation` back to back for a warm-up second and then `seconds`; what completes in
     /// those `seconds` counts.
-    static func drive(clients: Int, seconds: Double, _ operation: @escaping @Sendable (Int) throws -> Void) throws -> Load {
+    static func drive(
+        clients: Int, seconds: Double, _ operation: @escaping @Sendable (Int) throws -> Void
+    ) throws -> Load {
         let start = DispatchTime.now().uptimeNanoseconds
         let measureFrom = start + 1_000_000_000, end = measureFrom + UInt64(seconds * 1e9)
         let results = Mutex([Load]())
@@ -335,7 +384,8 @@ enum ManagerBench {
     static func processes(named name: String) -> [Int32] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
             guard let pid = Int32(entry),
-                (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+                (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
+                    == name
             else { return nil }
             return pid
         }
@@ -362,15 +412,21 @@ final class PrivacyIDEA: @unchecked Sendable {
         let python = Self.venv + "/bin/python"
         if !FileManager.default.isExecutableFile(atPath: Self.venv + "/bin/gunicorn") {
             print("installing privacyIDEA 3.14 and gunicorn from PyPI into \(Self.venv) …")
-            try Self.check(ChildProcess("/usr/bin/python3", ["-m", "venv", Self.venv], in: directory).wait(timeout: 300))
             try Self.check(
-                ChildProcess(Self.venv + "/bin/pip", ["install", "-q", "privacyidea==3.14", "gunicorn"], in: directory).wait(timeout: 1200))
+                ChildProcess("/usr/bin/python3", ["-m", "venv", Self.venv], in: directory).wait(timeout: 300))
+            try Self.check(
+                ChildProcess(Self.venv + "/bin/pip", ["install", "-q", "privacyidea==3.14", "gunicorn"], in: directory)
+                    .wait(timeout: 1200))
         }
         let setup = FileManager.default.currentDirectoryPath + "/bench/privacyidea_setup.py"
-        try Self.check(ChildProcess(python, [setup, directory.path, cost, ManagerBench.pin], in: directory).wait(timeout: 300))
-        let app = "privacyidea.app:create_app(config_name='production', config_file='\(directory.path)/pi.cfg', silent=True)"
+        try Self.check(
+            ChildProcess(python, [setup, directory.path, cost, ManagerBench.pin], in: directory).wait(timeout: 300))
+        let app =
+            "privacyidea.app:create_app(config_name='production', config_file='\(directory.path)/pi.cfg', silent=True)"
         server = try ChildProcess(
-            Self.venv + "/bin/gunicorn", ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", "--chdir", directory.path, app], in: directory)
+            Self.venv + "/bin/gunicorn",
+            ["-w", "\(workers)", "-b", "127.0.0.1:0", "--timeout", "120", "--chdir", directory.path, app], in: directory
+        )
         var port = 0
         let deadline = Date().addingTimeInterval(60)
         while port == 0 {
@@ -378,7 +434,9 @@ final class PrivacyIDEA: @unchecked Sendable {
             if let match = log.range(of: #"Listening at: http://127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 port = Int(log[match].split(separator: ":").last ?? "") ?? 0
             }
-            if let result = server.poll() { throw TestFailure("gunicorn exited with \(result.status): \(result.stderr.suffix(600))") }
+            if let result = server.poll() {
+                throw TestFailure("gunicorn exited with \(result.status): \(result.stderr.suffix(600))")
+            }
             guard Date() < deadline else { throw TestFailure("privacyIDEA did not start") }
             usleep(50_000)
         }
@@ -410,7 +468,8 @@ final class PrivacyIDEA: @unchecked Sendable {
 
     /// gunicorn's master and its workers.
     var pids: [Int32] {
-        let children = (try? String(contentsOfFile: "/proc/\(server.pid)/task/\(server.pid)/children", encoding: .utf8)) ?? ""
+        let children =
+            (try? String(contentsOfFile: "/proc/\(server.pid)/task/\(server.pid)/children", encoding: .utf8)) ?? ""
         return [server.pid] + children.split(separator: " ").compactMap { Int32($0) }
     }
 

@@ -19,19 +19,24 @@ struct PhoneBench {
         self.managerURL = managerURL
         self.pin = pin
         let http = HTTPClient()
-        let health = try JSONDecoder().decode(HealthMessage.self, from: try http.send("GET", to: managerURL, path: APIPath.health).body)
+        let health = try JSONDecoder().decode(
+            HealthMessage.self, from: try http.send("GET", to: managerURL, path: APIPath.health).body)
         let managerKey = try P256PublicKey(derRepresentation: Base64URL.decode(health.managerKey ?? "") ?? Data())
-        let statement = try JWS.verify(health.pinSealingKey ?? "", expectedType: SignedAnswerType.pinSealingKey, key: managerKey)
+        let statement = try JWS.verify(
+            health.pinSealingKey ?? "", expectedType: SignedAnswerType.pinSealingKey, key: managerKey)
         let sealing = try JSONDecoder().decode(PINSealingKeyMessage.self, from: statement)
         pinSealingKey = try P256PublicKey(derRepresentation: Base64URL.decode(sealing.key) ?? Data())
         let payload = data.payload
         let nonce = try SecureRandom.token(byteCount: 16)
         let decrypt = DecryptRequest(
             activationId: payload.activationId, activationSecret: payload.activationSecret,
-            sealedPin: try SealedPINMessage(sealing: pin, to: pinSealingKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)),
+            sealedPin: try SealedPINMessage(
+                sealing: pin, to: pinSealingKey, for: .decrypt(activationId: payload.activationId, nonce: nonce)),
             nonce: nonce, knownDeviceIds: [])
         let decrypted = try Self.payload(
-            http.send("POST", to: managerURL, path: APIPath.personalizationDecrypt, body: try JSONEncoder.canonical.encode(decrypt)),
+            http.send(
+                "POST", to: managerURL, path: APIPath.personalizationDecrypt,
+                body: try JSONEncoder.canonical.encode(decrypt)),
             as: DecryptResult.self)
         guard let session = decrypted.session, let challenge = Base64URL.decode(session.challenge) else {
             throw XignSdkError(.invalidManagerResponse, "the decrypt opened no session: \(decrypted.outcome)")
@@ -40,10 +45,13 @@ struct PhoneBench {
         let rpId = managerURL.host
         let (object, clientData) = try passkey.register(challenge: challenge, origin: managerURL.origin, rpId: rpId)
         let request = PasskeyPersonalizeRequest(
-            sessionId: session.id, mode: .new, device: DeviceInformationMessage(name: "Passkey in a browser", platform: "bench"), nonce: nonce,
+            sessionId: session.id, mode: .new,
+            device: DeviceInformationMessage(name: "Passkey in a browser", platform: "bench"), nonce: nonce,
             attestationObject: Base64URL.encode(object), clientDataJSON: Base64URL.encode(clientData))
         deviceId = try Self.payload(
-            http.send("POST", to: managerURL, path: APIPath.passkeyPersonalizations, body: try JSONEncoder.canonical.encode(request)),
+            http.send(
+                "POST", to: managerURL, path: APIPath.passkeyPersonalizations,
+                body: try JSONEncoder.canonical.encode(request)),
             as: PersonalizationResultMessage.self
         ).deviceId
     }
@@ -51,20 +59,27 @@ struct PhoneBench {
     /// One approval as the page sends it: a challenge, then the one request with the code and the sealed PIN.
     func approve(_ confirmationId: String, _ code: String) throws {
         let challenged = try http.send(
-            "POST", to: managerURL, path: APIPath.challenges, body: try JSONEncoder.canonical.encode(ChallengeRequest(deviceId: deviceId)))
+            "POST", to: managerURL, path: APIPath.challenges,
+            body: try JSONEncoder.canonical.encode(ChallengeRequest(deviceId: deviceId)))
         let challenge = try JSONDecoder().decode(ChallengeMessage.self, from: challenged.body).challenge
         let body = try JSONEncoder.canonical.encode(
             ConfirmationApprovalRequest(
                 deviceId: deviceId, challenge: challenge, confirmationId: confirmationId, confirmationCode: code,
                 sealedPin: try SealedPINMessage(
-                    sealing: pin, to: pinSealingKey, for: .approval(confirmationId: confirmationId, challenge: challenge)),
+                    sealing: pin, to: pinSealingKey,
+                    for: .approval(confirmationId: confirmationId, challenge: challenge)),
                 nonce: "b"))
         let header = try passkey.sign(
-            path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: managerURL.origin, rpId: managerURL.host)
+            path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: managerURL.origin,
+            rpId: managerURL.host)
         let answer = try Self.payload(
-            http.send("POST", to: managerURL, path: APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)]),
+            http.send(
+                "POST", to: managerURL, path: APIPath.confirmationApproval, body: body,
+                headers: [(SignedRequest.signatureHeader, header)]),
             as: ConfirmationApprovalMessage.self)
-        guard answer.outcome == .approved else { throw XignSdkError(.invalidManagerResponse, "the browser's approval ended in \(answer.outcome)") }
+        guard answer.outcome == .approved else {
+            throw XignSdkError(.invalidManagerResponse, "the browser's approval ended in \(answer.outcome)")
+        }
     }
 
     /// The payload of a signed answer (the bench trusts its own manager on loopback; the tests check signatures).

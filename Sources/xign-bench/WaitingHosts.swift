@@ -31,7 +31,9 @@ final class WaitingHosts: @unchecked Sendable {
         guard epoll >= 0 else { throw Self.failure("epoll_create1") }
         for confirmation in confirmations {
             let body = try JSONEncoder.canonical.encode(
-                ConfirmationWaitRequest(confirmationId: confirmation.id, waitToken: confirmation.waitToken, waitMilliseconds: waitMilliseconds))
+                ConfirmationWaitRequest(
+                    confirmationId: confirmation.id, waitToken: confirmation.waitToken,
+                    waitMilliseconds: waitMilliseconds))
             let head =
                 "POST \(APIPath.confirmationWait) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
             let fd = try Self.connect(port: port)
@@ -67,7 +69,10 @@ final class WaitingHosts: @unchecked Sendable {
                 let fd = events[index].data.fd
                 let read = recv(fd, &buffer, buffer.count, 0)
                 guard read > 0 else {
-                    drop(fd, "the manager closed a waiting connection (\(read == 0 ? "EOF" : String(cString: strerror(errno))))")
+                    drop(
+                        fd,
+                        "the manager closed a waiting connection (\(read == 0 ? "EOF" : String(cString: strerror(errno))))"
+                    )
                     continue
                 }
                 waiters[fd]?.inbox += buffer[0..<read]
@@ -80,9 +85,11 @@ final class WaitingHosts: @unchecked Sendable {
         guard let waiter = waiters[fd] else { return }
         let parts = body.split(separator: UInt8(ascii: "."))
         guard parts.count == 3, let payload = Base64URL.decode(String(decoding: parts[1], as: UTF8.self)),
-            let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let state = object["state"] as? String
+            let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any],
+            let state = object["state"] as? String
         else {
-            return drop(fd, "an answer that is not a signed state: \(String(decoding: body.prefix(200), as: UTF8.self))")
+            return drop(
+                fd, "an answer that is not a signed state: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         answers.add(1, ordering: .relaxed)
         guard state == "pending" else {
@@ -130,7 +137,9 @@ final class WaitingHosts: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(fd)
@@ -140,7 +149,9 @@ final class WaitingHosts: @unchecked Sendable {
     }
 
     private static func failure(_ call: String) -> NSError {
-        NSError(domain: "WaitingHosts", code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(call): \(String(cString: strerror(errno)))"])
+        NSError(
+            domain: "WaitingHosts", code: Int(errno),
+            userInfo: [NSLocalizedDescriptionKey: "\(call): \(String(cString: strerror(errno)))"])
     }
 }
 

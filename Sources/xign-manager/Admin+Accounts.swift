@@ -11,7 +11,9 @@ extension Admin {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
-            subcommands: [List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self],
+            subcommands: [
+                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
+            ],
             defaultSubcommand: List.self
         )
 
@@ -25,7 +27,8 @@ extension Admin {
             @Option(help: "The local login name hosts ask for.") var loginName: String?
 
             func run() async throws {
-                try await options.createAccount(email: email, loginName: loginName, mailed: "Activation data mailed to \(email).")
+                try await options.createAccount(
+                    email: email, loginName: loginName, mailed: "Activation data mailed to \(email).")
             }
         }
 
@@ -41,7 +44,9 @@ extension Admin {
                     let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
                     let hosts =
                         account.hostGroups.contains(IdentityManager.everyHost)
-                        ? "every host" : account.hostGroups.isEmpty ? "no host" : "hosts in " + account.hostGroups.joined(separator: ",")
+                        ? "every host"
+                        : account.hostGroups.isEmpty
+                            ? "no host" : "hosts in " + account.hostGroups.joined(separator: ",")
                     let login = account.loginName ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
                     print("\(account.email)\t\(login)\t\(hosts)\t\(kind)\t\(account.activations) activation(s)")
                 }
@@ -51,7 +56,8 @@ extension Admin {
         struct SetHostGroups: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set-host-groups",
-                abstract: "Let an account log in to hosts in these groups, or to every host with --all (none: to no host)."
+                abstract:
+                    "Let an account log in to hosts in these groups, or to every host with --all (none: to no host)."
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The account's email address.") var email: String
@@ -63,11 +69,15 @@ extension Admin {
             }
 
             func run() async throws {
-                try await options.withManager { try await $0.setHostGroups(all ? [IdentityManager.everyHost] : groups, email: email) }
+                try await options.withManager {
+                    try await $0.setHostGroups(all ? [IdentityManager.everyHost] : groups, email: email)
+                }
                 print(
                     all
                         ? "\(email) may log in to every host."
-                        : groups.isEmpty ? "\(email) may log in to no host." : "\(email) may log in to hosts in: \(groups.joined(separator: ", ")).")
+                        : groups.isEmpty
+                            ? "\(email) may log in to no host."
+                            : "\(email) may log in to hosts in: \(groups.joined(separator: ", ")).")
             }
         }
 
@@ -82,7 +92,9 @@ extension Admin {
 
             func run() async throws {
                 let kept = try await options.withManager { try await $0.keepOpenHostAccess() }
-                print(kept.isEmpty ? "No account had open host access to keep." : "These accounts keep access to every host:")
+                print(
+                    kept.isEmpty
+                        ? "No account had open host access to keep." : "These accounts keep access to every host:")
                 for email in kept { print("  \(email)") }
             }
         }
@@ -111,25 +123,32 @@ extension Admin {
             static let configuration = CommandConfiguration(
                 commandName: "set-offline",
                 abstract: "Give an account its own offline-login policy, or --default to use [offline] in the config.",
-                discussion: "The account's devices learn it at their next online login. --grace 0 turns offline login off for the account."
+                discussion:
+                    "The account's devices learn it at their next online login. --grace 0 turns offline login off for the account."
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The account's email address.") var email: String
-            @Option(help: "How long after the last online login a device may log in offline, such as 3d or 12h (0: never).") var grace: String?
-            @Option(help: "Wrong offline PINs that end offline login until the next online login (1 to 20).") var maxFailures: Int?
+            @Option(
+                help: "How long after the last online login a device may log in offline, such as 3d or 12h (0: never).")
+            var grace: String?
+            @Option(help: "Wrong offline PINs that end offline login until the next online login (1 to 20).")
+            var maxFailures: Int?
             @Flag(name: .customLong("default"), help: "Use the manager's policy again.") var useDefault = false
 
             func validate() throws {
                 guard useDefault == (grace == nil && maxFailures == nil) else {
                     throw ValidationError("give --grace and/or --max-failures, or --default")
                 }
-                if let grace, ConfigFile.milliseconds(grace) == nil { throw ValidationError("--grace must be a duration such as 3d, 12h or 0") }
+                if let grace, ConfigFile.milliseconds(grace) == nil {
+                    throw ValidationError("--grace must be a duration such as 3d, 12h or 0")
+                }
             }
 
             func run() async throws {
                 let milliseconds = grace.flatMap(ConfigFile.milliseconds)
                 try await options.withManager {
-                    try await $0.setOfflinePolicy(graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email)
+                    try await $0.setOfflinePolicy(
+                        graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email)
                 }
                 if useDefault {
                     print("\(email) uses the manager's offline policy.")

@@ -31,13 +31,16 @@ extension Admin {
                     "\(name) (\(a.platform ?? "-"), \(kind), \((a.factors ?? []).map(\.rawValue).joined(separator: "+")))"
                         + ", enrolled \(a.enrolledAt.map(isoDate) ?? "never"), last used \(a.lastUsedAt.map(isoDate) ?? "never")"
                 }
-                print("\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state.rawValue)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)")
+                print(
+                    "\(a.id)\t\(a.email)\t\(a.alias)\t\(a.state.rawValue)\t\(device ?? "no device")\t\(a.failedAttempts) failure(s), \(lock)"
+                )
             }
         }
     }
 
     struct Unlock: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Lift the lockout of an activation, permanent ones included.")
+        static let configuration = CommandConfiguration(
+            abstract: "Lift the lockout of an activation, permanent ones included.")
         @OptionGroup var options: ConfigOptions
         @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
 
@@ -57,7 +60,9 @@ extension Admin {
         @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
 
         func run() async throws {
-            let (email, validUntil) = try await options.withManager { try await $0.reissueActivationData(activationId: activation) }
+            let (email, validUntil) = try await options.withManager {
+                try await $0.reissueActivationData(activationId: activation)
+            }
             print("New activation data mailed to \(email), usable once until \(isoDate(validUntil)).")
         }
     }

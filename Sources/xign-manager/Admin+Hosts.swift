@@ -17,16 +17,22 @@ extension Admin {
             )
             @OptionGroup var options: ConfigOptions
             @Argument(help: "The host's name, as users will see it when they approve a login.") var name: String
-            @Option(name: .customLong("group"), help: "A host group (repeatable); accounts with host groups log in only to hosts that share one.")
+            @Option(
+                name: .customLong("group"),
+                help: "A host group (repeatable); accounts with host groups log in only to hosts that share one.")
             var groups: [String] = []
             @Option(help: "How long the token lasts, in minutes (1 to 10080).") var validMinutes = 60
 
             func validate() throws {
-                guard (1...10_080).contains(validMinutes) else { throw ValidationError("--valid-minutes must be from 1 to 10080") }
+                guard (1...10_080).contains(validMinutes) else {
+                    throw ValidationError("--valid-minutes must be from 1 to 10080")
+                }
             }
 
             func run() async throws {
-                let token = try await options.withManager { try await $0.addHost(name: name, groups: groups, validFor: .seconds(validMinutes * 60)) }
+                let token = try await options.withManager {
+                    try await $0.addHost(name: name, groups: groups, validFor: .seconds(validMinutes * 60))
+                }
                 print("Join token for \(name) (valid \(validMinutes) min, once): \(token)")
             }
         }

@@ -19,12 +19,14 @@ extension Admin {
         @Option(help: "The inviting organization.") var organization: String
 
         func run() async throws {
-            try await options.createAccount(email: email, organization: organization, mailed: "Invitation mailed to \(email).")
+            try await options.createAccount(
+                email: email, organization: organization, mailed: "Invitation mailed to \(email).")
         }
     }
 
     struct Outbox: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List mail queued and not yet delivered (to the SMTP relay or the maildir).")
+        static let configuration = CommandConfiguration(
+            abstract: "List mail queued and not yet delivered (to the SMTP relay or the maildir).")
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {

@@ -10,7 +10,10 @@ import XignProtocol
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Inspect and change accounts, activations, lockouts and the outbox.",
-        subcommands: [Accounts.self, Activations.self, Unlock.self, Reissue.self, Invite.self, Outbox.self, Hosts.self, Audit.self]
+        subcommands: [
+            Accounts.self, Activations.self, Unlock.self, Reissue.self, Invite.self, Outbox.self, Hosts.self,
+            Audit.self,
+        ]
     )
 }
 
@@ -21,4 +24,6 @@ func printJSON(_ value: some Encodable) throws {
 }
 
 /// A time from the manager's records (milliseconds since 1970), in ISO 8601.
-func isoDate(_ milliseconds: Int64) -> String { Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601) }
+func isoDate(_ milliseconds: Int64) -> String {
+    Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601)
+}

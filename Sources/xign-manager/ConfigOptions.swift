@@ -74,7 +74,9 @@ struct ConfigOptions: ParsableArguments {
 
 extension ConfigOptions {
     /// Creates an account, sends its mail now (no relay loop runs in this process) and prints the PIN, once.
-    func createAccount(email: String, loginName: String? = nil, organization: String? = nil, mailed: String) async throws {
+    func createAccount(
+        email: String, loginName: String? = nil, organization: String? = nil, mailed: String
+    ) async throws {
         let pin = try await withManager { manager in
             let pin = try await manager.createAccount(email: email, loginName: loginName, organization: organization)
             await manager.sendQueuedMailNow()

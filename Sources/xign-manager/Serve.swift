@@ -31,7 +31,8 @@ struct Serve: AsyncParsableCommand {
             try await manager.settleAbandonedPINChecks()
             let app = try buildApplication(manager: manager) { port in
                 if let portFile { try? AtomicFile.write(Data("\(port)\n".utf8), to: portFile, mode: 0o644) }
-                let line = "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
+                let line =
+                    "xign-manager listening on \(manager.managerURL) (key \(manager.health().managerKeyFingerprint))\n"
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
             try await app.runService()

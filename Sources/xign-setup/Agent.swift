@@ -18,7 +18,8 @@ struct Agent: ParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @Option(help: "The local user whose enrolments approve (default: you).") var user: String?
-    @Option(help: "xignd's socket, which approves for you when you are not root.") var xigndSocket = DaemonConnection.defaultSocketPath
+    @Option(help: "xignd's socket, which approves for you when you are not root.") var xigndSocket = DaemonConnection
+        .defaultSocketPath
     @Option(help: "The command that opens an approval; the login's XIGN://C/… text is added as its last argument.")
     var open = "x-terminal-emulator -e xign-setup approve"
     @Option(help: "The notification command (libnotify's notify-send).") var notifySend = "/usr/bin/notify-send"
@@ -31,7 +32,9 @@ struct Agent: ParsableCommand {
         var shown = Set<String>()
         while true {
             let waiting: [PendingConfirmation]
-            do { waiting = try approver.pendingConfirmations(waitMilliseconds: Self.waitMilliseconds) } catch let error as XignSdkError {
+            do { waiting = try approver.pendingConfirmations(waitMilliseconds: Self.waitMilliseconds) } catch let error
+                as XignSdkError
+            {
                 // xignd restarting, the manager away, no enrolment yet: say so and try again later.
                 Terminal.write("xign-agent: \(error.message)\n")
                 sleep(error.errorCode == .identityManagerNotFound ? 60 : 10)
@@ -55,9 +58,12 @@ struct Agent: ParsableCommand {
             notifySend, "--app-name=XignIn", "--urgency=critical", "--icon=dialog-password", "--expire-time=90000",
             "--action=default=Approve", "--wait", "Approve a login to \(host)?", body,
         ]
-        let opener = open.split(separator: " ").map(String.init) + [ConfirmationPayload.prefix + confirmation.confirmationId]
+        let opener =
+            open.split(separator: " ").map(String.init) + [ConfirmationPayload.prefix + confirmation.confirmationId]
         Thread.detachNewThread {
-            guard Self.output(of: notification)?.trimmingCharacters(in: .whitespacesAndNewlines) == "default" else { return }
+            guard Self.output(of: notification)?.trimmingCharacters(in: .whitespacesAndNewlines) == "default" else {
+                return
+            }
             _ = Self.output(of: opener)
         }
     }
@@ -81,6 +87,7 @@ struct Agent: ParsableCommand {
     /// Server text for a notification body, which servers may read as markup: no control characters, no markup.
     static func plain(_ text: String) -> String {
         String(DisplayText.sanitized(text, keepingLineFeeds: false).prefix(200))
-            .replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
     }
 }

@@ -27,7 +27,8 @@ struct Approve: ParsableCommand {
     @Flag(help: "Wait up to --wait-seconds for a login to arrive.") var wait = false
     @Option(help: "How long --wait waits.") var waitSeconds = 60
     @Flag(help: "Refuse the login instead of approving it.") var deny = false
-    @Option(help: "xignd's socket, which approves for you when you are not root.") var xigndSocket = DaemonConnection.defaultSocketPath
+    @Option(help: "xignd's socket, which approves for you when you are not root.") var xigndSocket = DaemonConnection
+        .defaultSocketPath
     @Argument(help: "The server's QR code text (XIGN://C/…) or link.") var payload: String?
 
     func validate() throws {
@@ -42,7 +43,8 @@ struct Approve: ParsableCommand {
         let approver = try common.approver(user: user, xigndSocket: xigndSocket)
         let wanted = try payload.map { text -> String in
             guard let id = ConfirmationPayload.confirmationId(in: text) else {
-                throw XignSdkError(.invalidInput, "that is not a login confirmation (it looks like XIGN://C/… or the server's link)")
+                throw XignSdkError(
+                    .invalidInput, "that is not a login confirmation (it looks like XIGN://C/… or the server's link)")
             }
             return id
         }
@@ -59,7 +61,10 @@ struct Approve: ParsableCommand {
         if deny {
             try approver.deny(confirmation)
             output.say("Denied.")
-            output.emit(["status": .string("denied"), "confirmationId": .string(confirmation.confirmationId), "host": .string(confirmation.host)])
+            output.emit([
+                "status": .string("denied"), "confirmationId": .string(confirmation.confirmationId),
+                "host": .string(confirmation.host),
+            ])
             return
         }
         let code = try readCode(host: confirmation.host)
@@ -67,7 +72,8 @@ struct Approve: ParsableCommand {
         case .approved(let loginName, let relyingPartyName):
             output.say("Approved: \(loginName) may log in to \(relyingPartyName).")
             output.emit([
-                "status": .string("approved"), "confirmationId": .string(confirmation.confirmationId), "host": .string(relyingPartyName),
+                "status": .string("approved"), "confirmationId": .string(confirmation.confirmationId),
+                "host": .string(relyingPartyName),
                 "loginName": .string(loginName),
             ])
         case .lockout(let lock):
@@ -92,9 +98,13 @@ struct Approve: ParsableCommand {
     private func choose(from waiting: [PendingConfirmation]) throws -> PendingConfirmation {
         guard waiting.count > 1 else { return waiting[0] }
         guard pins.descriptor == nil, Terminal.isInteractive else {
-            throw XignSdkError(.invalidInput, "\(waiting.count) logins wait for your approval; pass the link or QR text of the one you started")
+            throw XignSdkError(
+                .invalidInput,
+                "\(waiting.count) logins wait for your approval; pass the link or QR text of the one you started")
         }
-        for (index, confirmation) in waiting.enumerated() { Terminal.write("\(index + 1). \(Self.describe(confirmation))\n") }
+        for (index, confirmation) in waiting.enumerated() {
+            Terminal.write("\(index + 1). \(Self.describe(confirmation))\n")
+        }
         while true {
             let answer = (try? Terminal.ask("Which login did you start (1–\(waiting.count))? ")) ?? ""
             if let number = Int(answer), waiting.indices.contains(number - 1) { return waiting[number - 1] }
@@ -116,7 +126,8 @@ struct Approve: ParsableCommand {
                 text = try Terminal.readLine(from: descriptor, limit: 64)
             } else {
                 guard Terminal.isInteractive else {
-                    throw XignSdkError(.invalidInput, "no terminal to ask for the code; pass --pin-stdin with the code and the PIN")
+                    throw XignSdkError(
+                        .invalidInput, "no terminal to ask for the code; pass --pin-stdin with the code and the PIN")
                 }
                 text = try Terminal.ask("Code shown on \(host): ")
             }

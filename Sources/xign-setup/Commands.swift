@@ -7,27 +7,35 @@ import XignTerminal
 extension QRStyle: ExpressibleByArgument {}
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the identity managers this machine is personalized for.")
+    static let configuration = CommandConfiguration(
+        abstract: "List the identity managers this machine is personalized for.")
 
     @OptionGroup var common: CommonOptions
-    @Flag(help: "Also ask each manager for every device of the account: name, platform, key, factors, enrolment and last use.")
+    @Flag(
+        help:
+            "Also ask each manager for every device of the account: name, platform, key, factors, enrolment and last use."
+    )
     var devices = false
 
     func run() throws {
         try reportingErrors(json: common.json) {
             let sdk = try common.sdk(user: nil)
             let entries = try sdk.store.list()
-            let accountDevices = try devices ? entries.map { try sdk.accountDevices(idmIdentifier: $0.idmIdentifier) } : nil
+            let accountDevices =
+                try devices ? entries.map { try sdk.accountDevices(idmIdentifier: $0.idmIdentifier) } : nil
             if common.json {
                 Output(json: true).emit([
                     "identityManagers": .array(
                         entries.enumerated().map { index, entity in
                             var fields: [String: JSONValue] = [
-                                "idmIdentifier": .string(entity.idmIdentifier), "managerUrl": .string(entity.managerURL.description),
-                                "activationId": .string(entity.activationId), "email": .string(entity.accountEmail), "alias": .string(entity.alias),
+                                "idmIdentifier": .string(entity.idmIdentifier),
+                                "managerUrl": .string(entity.managerURL.description),
+                                "activationId": .string(entity.activationId), "email": .string(entity.accountEmail),
+                                "alias": .string(entity.alias),
                                 "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
                                 "personalizedAt": .string(Self.date(entity.personalizedAt)),
-                                "offline": .string((try? sdk.offlineLogins.availability(of: entity))?.description ?? "unknown"),
+                                "offline": .string(
+                                    (try? sdk.offlineLogins.availability(of: entity))?.description ?? "unknown"),
                             ]
                             if let accountDevices { fields["devices"] = .array(accountDevices[index].map(Self.json)) }
                             return .object(fields)
@@ -40,7 +48,9 @@ struct List: ParsableCommand {
                 printSanitized(
                     "\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key"
                 )
-                if let offline = try? sdk.offlineLogins.availability(of: entity) { printSanitized("  offline login \(offline)") }
+                if let offline = try? sdk.offlineLogins.availability(of: entity) {
+                    printSanitized("  offline login \(offline)")
+                }
                 for device in accountDevices?[index] ?? [] {
                     let mark = device.deviceId == entity.idmIdentifier ? "*" : " "
                     printSanitized(
@@ -52,26 +62,33 @@ struct List: ParsableCommand {
         }
     }
 
-    static func date(_ milliseconds: Int64) -> String { Date(timeIntervalSince1970: Double(milliseconds) / 1000).iso8601 }
+    static func date(_ milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000).iso8601
+    }
 
     static func json(_ device: DeviceSummary) -> JSONValue {
         .object([
-            "deviceId": .string(device.deviceId), "activationAlias": .string(device.activationAlias), "name": .string(device.name),
+            "deviceId": .string(device.deviceId), "activationAlias": .string(device.activationAlias),
+            "name": .string(device.name),
             "platform": .string(device.platform), "keyKind": .string(device.keyKind.rawValue),
-            "factors": .array(device.factors.map { .string($0.rawValue) }), "enrolledAt": .string(date(device.enrolledAt)),
+            "factors": .array(device.factors.map { .string($0.rawValue) }),
+            "enrolledAt": .string(date(device.enrolledAt)),
             "lastUsedAt": device.lastUsedAt.map { .string(date($0)) } ?? .null,
         ])
     }
 }
 
 struct QR: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Draw any payload as a QR code in the terminal, or save it as PNG.")
+    static let configuration = CommandConfiguration(
+        abstract: "Draw any payload as a QR code in the terminal, or save it as PNG.")
 
     @Argument(help: "The text to encode; '-' reads one line from standard input.") var payload: String
-    @Option(help: "utf8 (dark on light), utf8-inverted (light on dark) or ansi (explicit colours).") var style: QRStyle = .utf8
+    @Option(help: "utf8 (dark on light), utf8-inverted (light on dark) or ansi (explicit colours).") var style:
+        QRStyle = .utf8
     @Option(help: "Save a PNG here instead of drawing.") var png: String?
     @Option(help: "Terminal width to fit (default: the terminal's, else 80).") var columns: Int?
-    @Option(help: "Terminal height to fit (default: the terminal's; no limit when output is not a terminal).") var rows: Int?
+    @Option(help: "Terminal height to fit (default: the terminal's; no limit when output is not a terminal).") var rows:
+        Int?
 
     func run() throws {
         try reportingErrors(json: false) {
@@ -96,7 +113,8 @@ struct QR: ParsableCommand {
                 // The shell's prompt comes back below the code.
                 print(
                     try QRRenderer.render(
-                        text, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(), besideLines: 1),
+                        text, style: style, columns: columns ?? Terminal.columns() ?? 80, rows: rows ?? Terminal.rows(),
+                        besideLines: 1),
                     terminator: "")
             } catch {
                 throw XignSdkError(.invalidInput, "\(error)")
@@ -123,9 +141,14 @@ struct Remove: ParsableCommand {
             switch outcome {
             case .revoked: output.say("Revoked at the manager and removed from this machine.")
             case .alreadyGoneAtManager: output.say("The manager no longer knew this device; removed from this machine.")
-            case .localOnly: output.say("Removed from this machine only; the manager still lists the device until an administrator removes it.")
+            case .localOnly:
+                output.say(
+                    "Removed from this machine only; the manager still lists the device until an administrator removes it."
+                )
             }
-            output.emit(["status": .string("removed"), "idmIdentifier": .string(idmIdentifier), "manager": .string("\(outcome)")])
+            output.emit([
+                "status": .string("removed"), "idmIdentifier": .string(idmIdentifier), "manager": .string("\(outcome)"),
+            ])
         }
     }
 }
@@ -161,7 +184,8 @@ struct Doctor: ParsableCommand {
                     "items": .array(
                         diagnosis.items.map { item in
                             .object([
-                                "name": .string(item.name), "status": .string(item.status.rawValue), "detail": .string(item.detail),
+                                "name": .string(item.name), "status": .string(item.status.rawValue),
+                                "detail": .string(item.detail),
                                 "hint": item.hint.map(JSONValue.string) ?? .null,
                             ])
                         }),
@@ -169,7 +193,8 @@ struct Doctor: ParsableCommand {
             } else {
                 for item in diagnosis.items {
                     let label = item.status.rawValue.uppercased()
-                    printSanitized(label + String(repeating: " ", count: max(1, 8 - label.count)) + "\(item.name): \(item.detail)")
+                    printSanitized(
+                        label + String(repeating: " ", count: max(1, 8 - label.count)) + "\(item.name): \(item.detail)")
                     if let hint = item.hint { printSanitized("        → \(hint)") }
                 }
             }

@@ -48,7 +48,8 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
             status = .lockedOut
             if json, let lock = sdk.lockout {
                 Output(json: true).emit([
-                    "status": .string("lockedOut"), "isPermanent": .bool(lock.isPermanent), "lockedUntil": .string(lock.lockedUntil.iso8601),
+                    "status": .string("lockedOut"), "isPermanent": .bool(lock.isPermanent),
+                    "lockedUntil": .string(lock.lockedUntil.iso8601),
                 ])
             }
         case .securityInsufficient: status = .securityInsufficient

@@ -36,7 +36,8 @@ struct Host: ParsableCommand {
                 let enrolment = try common.sdkForNewKeys(user: nil).joinHost(managerURL: url, token: token)
                 Output(json: common.json).emit([
                     "status": .string("joined"), "hostId": .string(enrolment.hostId), "name": .string(enrolment.name),
-                    "managerUrl": .string(enrolment.managerURL.description), "keyKind": .string(enrolment.keyKind.rawValue),
+                    "managerUrl": .string(enrolment.managerURL.description),
+                    "keyKind": .string(enrolment.keyKind.rawValue),
                     "keyAttestation": enrolment.keyAttestation.map { .string($0) } ?? .null,
                 ])
                 Output(json: common.json).say(
@@ -66,7 +67,8 @@ struct Host: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the managers this machine has joined as a host.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the managers this machine has joined as a host.")
         @OptionGroup var common: CommonOptions
 
         func run() throws {
@@ -77,15 +79,20 @@ struct Host: ParsableCommand {
                         "hosts": .array(
                             hosts.map { host in
                                 .object([
-                                    "hostId": .string(host.hostId), "name": .string(host.name), "managerUrl": .string(host.managerURL.description),
+                                    "hostId": .string(host.hostId), "name": .string(host.name),
+                                    "managerUrl": .string(host.managerURL.description),
                                     "keyKind": .string(host.keyKind.rawValue),
                                 ])
                             })
                     ])
                     return
                 }
-                if hosts.isEmpty { print("This machine has joined no manager as a host. Start with `xign-setup host join`.") }
-                for host in hosts { printSanitized("\(host.name)  \(host.hostId)  \(host.managerURL)  \(host.keyKind) key") }
+                if hosts.isEmpty {
+                    print("This machine has joined no manager as a host. Start with `xign-setup host join`.")
+                }
+                for host in hosts {
+                    printSanitized("\(host.name)  \(host.hostId)  \(host.managerURL)  \(host.keyKind) key")
+                }
             }
         }
     }

@@ -14,7 +14,8 @@ import Glibc
 /// fit, says so and goes on (the link is printed too).
 func drawQR(_ payload: String, style: QRStyle, caption: String?, besideLines: Int) {
     do {
-        let text = try QRRenderer.render(payload, style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: besideLines)
+        let text = try QRRenderer.render(
+            payload, style: style, columns: Terminal.columns() ?? 80, rows: Terminal.rows(), besideLines: besideLines)
         if let caption { print(caption) }
         print(text, terminator: "")
     } catch {

@@ -28,20 +28,28 @@ struct Personalize: ParsableCommand {
     @OptionGroup var common: CommonOptions
     @OptionGroup var pins: PinSource
 
-    @Argument(help: "The xign://personalize link or https App-Link; '-' reads it from standard input.") var payload: String?
+    @Argument(help: "The xign://personalize link or https App-Link; '-' reads it from standard input.") var payload:
+        String?
     @Option(help: "Read the activation data from this mail file.") var mail: String?
-    @Option(help: "Use this manager's scheme, host and port instead of the activation data's (the path is kept).") var managerUrl: String?
+    @Option(help: "Use this manager's scheme, host and port instead of the activation data's (the path is kept).")
+    var managerUrl: String?
     @Option(help: "The local user this activation is for (default: you).") var user: String?
-    @Option(help: "When the activation is already in use: override it, add a new activation, or cancel.") var onExisting: ExistingChoice?
-    @Option(help: "For an organization invite on a machine that holds another account: replace, or cancel.") var onMerge: MergeChoice?
+    @Option(help: "When the activation is already in use: override it, add a new activation, or cancel.")
+    var onExisting: ExistingChoice?
+    @Option(help: "For an organization invite on a machine that holds another account: replace, or cancel.")
+    var onMerge: MergeChoice?
     @Option(help: "Alias of a new activation (with new-activation).") var alias: String?
     @Flag(help: "Mail a backup of a new activation's data (with new-activation).") var sendEmail = false
     @Flag(help: "Do not draw the activation QR code.") var noQr = false
     @Option(help: "QR style: utf8, utf8-inverted or ansi.") var style: QRStyle = .utf8
 
     func validate() throws {
-        if (payload == nil) == (mail == nil) { throw ValidationError("give the activation link or --mail FILE (one of them)") }
-        if payload == "-" && pins.pinStdin { throw ValidationError("standard input cannot carry both the link and the PIN; use --pin-fd") }
+        if (payload == nil) == (mail == nil) {
+            throw ValidationError("give the activation link or --mail FILE (one of them)")
+        }
+        if payload == "-" && pins.pinStdin {
+            throw ValidationError("standard input cannot carry both the link and the PIN; use --pin-fd")
+        }
     }
 
     func run() throws {
@@ -58,7 +66,10 @@ struct Personalize: ParsableCommand {
             return try PersonalizationInitializationData(parsingMail: String(decoding: data, as: UTF8.self))
         }
         if payload == "-" {
-            do { return try PersonalizationInitializationData(parsing: try Terminal.readLine(limit: PersonalizationPayload.maximumLength)) } catch let
+            do {
+                return try PersonalizationInitializationData(
+                    parsing: try Terminal.readLine(limit: PersonalizationPayload.maximumLength))
+            } catch let
                 error as Terminal.InputError
             {
                 throw XignSdkError(.activationDataInvalid, "cannot read the activation link: \(error)")
@@ -78,7 +89,8 @@ struct Personalize: ParsableCommand {
         if !noQr && !common.json {
             // Beside it: its caption, the PIN prompt and the line the PIN is typed on.
             drawQR(
-                data.payload.deepLink, style: style, caption: "Activation QR code (scan it with the XignIn app to activate a phone instead):",
+                data.payload.deepLink, style: style,
+                caption: "Activation QR code (scan it with the XignIn app to activate a phone instead):",
                 besideLines: 3)
         }
 
@@ -96,7 +108,9 @@ struct Personalize: ParsableCommand {
             output.say("This machine already holds \"\(parameters.activationAlias)\" of \(parameters.accountEmail).")
             let choice =
                 try onExisting
-                ?? ask("Create a new device key for it (override) or leave it (cancel)?", [.override, .cancel], interactive: interactive)
+                ?? ask(
+                    "Create a new device key for it (override) or leave it (cancel)?", [.override, .cancel],
+                    interactive: interactive)
             guard choice == .override else { return cancelled(output, outcome) }
             result = try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
         case .rePersonalization(let parameters, let trigger):
@@ -104,7 +118,9 @@ struct Personalize: ParsableCommand {
             output.say(
                 "\"\(parameters.activationAlias)\" of \(parameters.accountEmail) is already personalized on a device (\(parameters.personalizedDeviceId ?? "unknown"))."
             )
-            output.say("override: move it to this machine; the other device stops working. new-activation: add a second activation for this machine.")
+            output.say(
+                "override: move it to this machine; the other device stops working. new-activation: add a second activation for this machine."
+            )
             switch try onExisting ?? ask("What now?", ExistingChoice.allCases, interactive: interactive) {
             case .cancel:
                 return cancelled(output, outcome)
@@ -122,10 +138,14 @@ struct Personalize: ParsableCommand {
         case .mergePersonalization(let parameters, let merge):
             outcome = "mergePersonalization"
             output.say(
-                "This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail).")
-            output.say("merge: add \(merge.invitedEmail) to \(merge.existingAccountEmail), confirmed with this machine and that account's PIN.")
+                "This is \(merge.organization)'s invite for \(merge.invitedEmail), and this machine holds the account \(merge.existingAccountEmail)."
+            )
             output.say(
-                "replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere).")
+                "merge: add \(merge.invitedEmail) to \(merge.existingAccountEmail), confirmed with this machine and that account's PIN."
+            )
+            output.say(
+                "replace: make the invite an account of its own and use it here instead (\(merge.existingAccountEmail) stays usable elsewhere)."
+            )
             switch try onMerge ?? ask("What now?", MergeChoice.allCases, interactive: interactive) {
             case .cancel:
                 return cancelled(output, outcome)
@@ -143,15 +163,19 @@ struct Personalize: ParsableCommand {
                 + (result.keyAttestation.map { ", \($0)" } ?? "") + ")."
         )
         output.emit([
-            "status": .string("personalized"), "outcome": .string(outcome), "idmIdentifier": .string(entity.idmIdentifier),
-            "activationId": .string(entity.activationId), "alias": .string(entity.alias), "email": .string(entity.accountEmail),
-            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue), "managerUrl": .string(entity.managerURL.description),
+            "status": .string("personalized"), "outcome": .string(outcome),
+            "idmIdentifier": .string(entity.idmIdentifier),
+            "activationId": .string(entity.activationId), "alias": .string(entity.alias),
+            "email": .string(entity.accountEmail),
+            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
+            "managerUrl": .string(entity.managerURL.description),
             "keyAttestation": result.keyAttestation.map { .string($0) } ?? .null,
         ])
     }
 
     /// The merge process: an authentication with the existing enrolment's device and PIN.
-    private func confirmMerge(_ merge: AuthenticationInitializationDataWithSession, sdk: XignSdk, output: Output) throws {
+    private func confirmMerge(_ merge: AuthenticationInitializationDataWithSession, sdk: XignSdk, output: Output) throws
+    {
         let authenticator = sdk.authenticator
         let request = try authenticator.startAuthenticationSynchronous(data: merge)
         let signed = try authenticator.signWithDeviceAndPinSynchronous(
@@ -160,9 +184,11 @@ struct Personalize: ParsableCommand {
         switch try authenticator.finishMergeSynchronous(userInfo: signed) {
         case .apiAccessMergeComplete(let idmIdentifier):
             output.say(
-                "Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail.")
+                "Merged: \(merge.invitedEmail) now belongs to \(merge.existingAccountEmail). The invite's activation data is void; delete the mail."
+            )
             output.emit([
-                "status": .string("merged"), "outcome": .string("mergePersonalization"), "idmIdentifier": .string(idmIdentifier),
+                "status": .string("merged"), "outcome": .string("mergePersonalization"),
+                "idmIdentifier": .string(idmIdentifier),
                 "email": .string(merge.existingAccountEmail), "mergedEmail": .string(merge.invitedEmail),
             ])
         case .lockout(let lock, _):
@@ -175,9 +201,13 @@ struct Personalize: ParsableCommand {
         output.emit(["status": .string("cancelled"), "outcome": .string(outcome)])
     }
 
-    private func ask<Choice: RawRepresentable<String>>(_ question: String, _ choices: [Choice], interactive: Bool) throws -> Choice {
+    private func ask<Choice: RawRepresentable<String>>(
+        _ question: String, _ choices: [Choice], interactive: Bool
+    ) throws -> Choice {
         guard interactive else {
-            throw ValidationError("\(question) Decide with --on-existing or --on-merge (\(choices.map(\.rawValue).joined(separator: ", "))).")
+            throw ValidationError(
+                "\(question) Decide with --on-existing or --on-merge (\(choices.map(\.rawValue).joined(separator: ", ")))."
+            )
         }
         while true {
             let answer = try Terminal.ask("\(question) [\(choices.map(\.rawValue).joined(separator: "/"))]: ")

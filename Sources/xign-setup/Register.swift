@@ -7,7 +7,8 @@ import XignTerminal
 struct Register: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create an account at an identity manager; the activation data arrives by mail.",
-        discussion: "Asks for what the manager requires. Without a terminal, give the attributes as options and the PIN on --pin-stdin."
+        discussion:
+            "Asks for what the manager requires. Without a terminal, give the attributes as options and the PIN on --pin-stdin."
     )
 
     @OptionGroup var common: CommonOptions
@@ -17,9 +18,12 @@ struct Register: ParsableCommand {
     @Option(help: "Your email address.") var email: String?
     @Option(help: "A name for this first activation.") var alias: String?
     @Option(help: "Identification category id, when the manager offers several.") var category: String?
-    @Option(name: .customLong("attribute"), help: "Another attribute as NAME=VALUE (givenName, familyName, …).") var attributes: [String] = []
-    @Option(help: "Service-mapping id of a linked service that should receive --user-attribute values.") var serviceMappingId: String?
-    @Option(name: .customLong("user-attribute"), help: "An arbitrary attribute for the linked service, KEY=VALUE.") var userAttributes: [String] = []
+    @Option(name: .customLong("attribute"), help: "Another attribute as NAME=VALUE (givenName, familyName, …).")
+    var attributes: [String] = []
+    @Option(help: "Service-mapping id of a linked service that should receive --user-attribute values.")
+    var serviceMappingId: String?
+    @Option(name: .customLong("user-attribute"), help: "An arbitrary attribute for the linked service, KEY=VALUE.")
+    var userAttributes: [String] = []
 
     func run() throws {
         try reportingErrors(json: common.json) { try register(Output(json: common.json)) }
@@ -46,15 +50,20 @@ struct Register: ParsableCommand {
             let result = parameters.setAlias(alias)
             guard result == .valid else { throw ValidationError(parameters.validatorAlias.explain(result)) }
         }
-        if !userAttributes.isEmpty { parameters.setArbitraryUserAttributes(try namedValues(userAttributes, option: "--user-attribute")) }
+        if !userAttributes.isEmpty {
+            parameters.setArbitraryUserAttributes(try namedValues(userAttributes, option: "--user-attribute"))
+        }
 
         while true {
             switch try sdk.registry.registerSynchronous(data: parameters) {
             case .success(let managerUrl):
                 let address = category.info.email?.value ?? "your address"
                 output.say("Registered at \(managerUrl). The activation mail is on its way to \(address).")
-                output.say("Activate this machine with: xign-setup personalize --mail FILE (or paste the link from the mail)")
-                output.emit(["status": .string("registered"), "managerUrl": .string(managerUrl), "email": .string(address)])
+                output.say(
+                    "Activate this machine with: xign-setup personalize --mail FILE (or paste the link from the mail)")
+                output.emit([
+                    "status": .string("registered"), "managerUrl": .string(managerUrl), "email": .string(address),
+                ])
                 return
             case .failure(let rejected):
                 var problems: [String: JSONValue] = [:]
@@ -75,8 +84,12 @@ struct Register: ParsableCommand {
                     throw ExitCode.registrationRejected
                 }
                 // Ask again for what was refused, then retry.
-                if rejected.pinError != nil { try pins.choose(rejected.pinSpec, prompt: "Choose an activation PIN", interactive: true) }
-                for info in category.info.attributes where info.error != .none { try fill(info, given: nil, interactive: true, force: true) }
+                if rejected.pinError != nil {
+                    try pins.choose(rejected.pinSpec, prompt: "Choose an activation PIN", interactive: true)
+                }
+                for info in category.info.attributes where info.error != .none {
+                    try fill(info, given: nil, interactive: true, force: true)
+                }
             }
         }
     }
@@ -90,11 +103,14 @@ struct Register: ParsableCommand {
         }
     }
 
-    private func chooseCategory(_ parameters: RegistrationParameters, interactive: Bool) throws -> IdentificationCategory {
+    private func chooseCategory(
+        _ parameters: RegistrationParameters, interactive: Bool
+    ) throws -> IdentificationCategory {
         if let category {
             guard let chosen = parameters.categories.first(where: { $0.id == category }) else {
                 throw ValidationError(
-                    "the manager offers the categories \(parameters.categories.map(\.id).joined(separator: ", ")), not '\(category)'")
+                    "the manager offers the categories \(parameters.categories.map(\.id).joined(separator: ", ")), not '\(category)'"
+                )
             }
             parameters.setSelection(chosen)
             return chosen
@@ -102,7 +118,8 @@ struct Register: ParsableCommand {
         if let selected = parameters.selection { return selected }
         guard interactive else {
             throw ValidationError(
-                "the manager offers several categories (\(parameters.categories.map(\.id).joined(separator: ", "))); pick one with --category")
+                "the manager offers several categories (\(parameters.categories.map(\.id).joined(separator: ", "))); pick one with --category"
+            )
         }
         while true {
             let answer = try Terminal.ask("Category (\(parameters.categories.map(\.id).joined(separator: ", "))): ")
@@ -122,12 +139,14 @@ struct Register: ParsableCommand {
         guard interactive else {
             if info.isRequired {
                 throw ValidationError(
-                    "the manager requires \(info.name); pass it with \(info.name == "email" ? "--email" : "--attribute \(info.name)=VALUE")")
+                    "the manager requires \(info.name); pass it with \(info.name == "email" ? "--email" : "--attribute \(info.name)=VALUE")"
+                )
             }
             return
         }
         while true {
-            let answer = try Terminal.ask(info.isRequired ? "\(info.name): " : "\(info.name) (optional, Enter to skip): ")
+            let answer = try Terminal.ask(
+                info.isRequired ? "\(info.name): " : "\(info.name) (optional, Enter to skip): ")
             if answer.isEmpty && !info.isRequired { return }
             let result = info.setValue(value: answer)
             if result == .valid { return }

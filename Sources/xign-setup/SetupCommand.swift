@@ -21,7 +21,8 @@ struct SetupCommand: ParsableCommand {
             """,
         version: XignCoreVersion.string,
         subcommands: [
-            Register.self, Personalize.self, List.self, ChangePin.self, NewActivation.self, AddFactor.self, RevokeDevice.self, DeleteAccount.self,
+            Register.self, Personalize.self, List.self, ChangePin.self, NewActivation.self, AddFactor.self,
+            RevokeDevice.self, DeleteAccount.self,
             QR.self, Remove.self,
             Doctor.self,
             Host.self, Approve.self, Agent.self,
@@ -66,7 +67,9 @@ struct CommonOptions: ParsableArguments {
 
     /// The user who ran the command, also through sudo.
     static func invokingUser() -> String {
-        if getuid() == 0, let sudoUser = ProcessInfo.processInfo.environment["SUDO_USER"], !sudoUser.isEmpty { return sudoUser }
+        if getuid() == 0, let sudoUser = ProcessInfo.processInfo.environment["SUDO_USER"], !sudoUser.isEmpty {
+            return sudoUser
+        }
         guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return "uid\(getuid())" }
         return String(cString: name)
     }

@@ -30,13 +30,16 @@ struct Xignd: ParsableCommand {
     }
 
     func run() throws {
-        guard geteuid() == 0 else { throw ValidationError("xignd runs as root: it reads /var/lib/xign and the TPM for its callers") }
+        guard geteuid() == 0 else {
+            throw ValidationError("xignd runs as root: it reads /var/lib/xign and the TPM for its callers")
+        }
         signal(SIGPIPE, SIG_IGN)
         TPMLog.quiet()
         let daemon: Daemon
         let listener: Int32
         do {
-            daemon = try Daemon(configPath: config, maximumConnections: maxConnections, maximumPerUid: maxConnectionsPerUser)
+            daemon = try Daemon(
+                configPath: config, maximumConnections: maxConnections, maximumPerUid: maxConnectionsPerUser)
             listener = try socket.map(DaemonSocket.listen(at:)) ?? DaemonSocket.fromSystemd()
         } catch {
             FileHandle.standardError.write(Data("<3>xignd: \(error)\n".utf8))

@@ -14,14 +14,17 @@ import XignTestSupport
     static func swtpmCertificate() throws -> EndorsementCertificate {
         let tpm = try SoftwareTPM(manufacturedBy: try maker.get(), ecc: false)
         let directory = TemporaryDirectory()
-        let found = try #require(try TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti).endorsementCertificates().first)
+        let found = try #require(
+            try TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti).endorsementCertificates().first)
         return try EndorsementCertificate(der: found.der)
     }
 
     /// A key pair made with openssl; returns the public key's PEM file.
     static func publicKey(_ algorithm: [String], in scratch: TemporaryDirectory) throws -> String {
         let key = scratch.file("key-\(UUID().uuidString).pem"), publicKey = key + ".pub"
-        for arguments in [["genpkey"] + algorithm + ["-out", key], ["pkey", "-in", key, "-pubout", "-out", publicKey]] {
+        for arguments in [
+            ["genpkey"] + algorithm + ["-out", key], ["pkey", "-in", key, "-pubout", "-out", publicKey],
+        ] {
             let result = try ChildProcess("/usr/bin/openssl", arguments, in: scratch).wait(timeout: 60)
             guard result.status == 0 else { throw TestFailure("openssl \(arguments[0]): \(result.stderr)") }
         }
@@ -32,32 +35,47 @@ import XignTestSupport
     static let p256 = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]
 
     func refusal(_ der: Data, trusting directory: String? = nil) throws -> String? {
-        try CertificateAuthorities(directory: directory ?? Self.maker.get().trustedDirectory).refusal(of: try EndorsementCertificate(der: der))
+        try CertificateAuthorities(directory: directory ?? Self.maker.get().trustedDirectory).refusal(
+            of: try EndorsementCertificate(der: der))
     }
 
     @Test func aTLSCertificateOrACAFromTheTrustedMakerIsNoEKCertificate() throws {
         let maker = try Self.maker.get()
         let scratch = TemporaryDirectory()
         // The control: swtpm's EK certificate, and one made here with the profile, pass.
-        #expect(try CertificateAuthorities(directory: maker.trustedDirectory).refusal(of: try Self.swtpmCertificate()) == nil)
+        #expect(
+            try CertificateAuthorities(directory: maker.trustedDirectory).refusal(of: try Self.swtpmCertificate())
+                == nil)
         let rsaKey = try Self.publicKey(Self.rsa, in: scratch), ecKey = try Self.publicKey(Self.p256, in: scratch)
-        #expect(try refusal(try maker.issue(publicKey: rsaKey, extensions: TPMMakerCA.endorsementProfile(), in: scratch)) == nil)
+        #expect(
+            try refusal(try maker.issue(publicKey: rsaKey, extensions: TPMMakerCA.endorsementProfile(), in: scratch))
+                == nil)
 
         let forgeries: [(String, String, String)] = [
             (
                 "the reviewer's: a TLS server certificate", ecKey,
                 "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n"
             ),
-            ("a CA", rsaKey, "[ek]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,keyEncipherment\n"),
+            (
+                "a CA", rsaKey,
+                "[ek]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,keyEncipherment\n"
+            ),
             ("no key usage", rsaKey, "[ek]\nbasicConstraints = critical,CA:FALSE\nextendedKeyUsage = 2.23.133.8.1\n"),
             ("a signing key", rsaKey, TPMMakerCA.endorsementProfile(keyUsage: "digitalSignature,keyEncipherment")),
             ("an ECC key for key encipherment", ecKey, TPMMakerCA.endorsementProfile(keyUsage: "keyEncipherment")),
             (
                 "TLS beside the EK purpose", rsaKey,
-                TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= 2.23.133.8.1,clientAuth")
+                TPMMakerCA.endorsementProfile().replacingOccurrences(
+                    of: "= 2.23.133.8.1", with: "= 2.23.133.8.1,clientAuth")
             ),
-            ("another purpose", rsaKey, TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= codeSigning")),
-            ("no TPM manufacturer", rsaKey, TPMMakerCA.endorsementProfile().replacingOccurrences(of: "dirName:tpm", with: "DNS:tpm.example.org")),
+            (
+                "another purpose", rsaKey,
+                TPMMakerCA.endorsementProfile().replacingOccurrences(of: "= 2.23.133.8.1", with: "= codeSigning")
+            ),
+            (
+                "no TPM manufacturer", rsaKey,
+                TPMMakerCA.endorsementProfile().replacingOccurrences(of: "dirName:tpm", with: "DNS:tpm.example.org")
+            ),
         ]
         for (name, key, extensions) in forgeries {
             let why = try refusal(try maker.issue(publicKey: key, extensions: extensions, in: scratch))
@@ -71,18 +89,24 @@ import XignTestSupport
         #expect(swtpm.manufacturer == "id:00001014")
         let pinned = TemporaryDirectory()
         for certificate in maker.certificates {
-            try FileManager.default.copyItem(atPath: certificate, toPath: pinned.file((certificate as NSString).lastPathComponent))
+            try FileManager.default.copyItem(
+                atPath: certificate, toPath: pinned.file((certificate as NSString).lastPathComponent))
         }
         // Both CA files are pinned: whichever the chain ends at, its pin decides.
         func pin(_ text: String) throws {
-            for name in ["swtpm-localca-rootca-cert", "issuercert"] { _ = try pinned.write("\(name).manufacturers", text) }
+            for name in ["swtpm-localca-rootca-cert", "issuercert"] {
+                _ = try pinned.write("\(name).manufacturers", text)
+            }
         }
         try pin("# Infineon only\nid:49465800\n")
         let refused = try CertificateAuthorities(directory: pinned.path).refusal(of: swtpm)
         #expect(
-            refused?.contains("names TPM manufacturer id:00001014, which its CA is not pinned to (id:49465800)") == true, "\(refused ?? "accepted")")
+            refused?.contains("names TPM manufacturer id:00001014, which its CA is not pinned to (id:49465800)")
+                == true, "\(refused ?? "accepted")")
         try pin("id:49465800\nid:00001014 # IBM's swtpm\n")
-        #expect(try CertificateAuthorities(directory: pinned.path).refusal(of: swtpm) == nil, "control: pinned to its maker")
+        #expect(
+            try CertificateAuthorities(directory: pinned.path).refusal(of: swtpm) == nil, "control: pinned to its maker"
+        )
         try pin("Infineon\n")
         #expect(throws: AttestationError.self, "a pin that is no manufacturer id is an error, not a silent pass") {
             _ = try CertificateAuthorities(directory: pinned.path)
@@ -125,12 +149,17 @@ import XignTestSupport
             open(sys.argv[1], "wb").write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
             """
         let path = try scratch.write("roca.py", script)
-        let made = try ChildProcess("/usr/bin/python3", [path, scratch.file("roca.pub")], in: scratch).wait(timeout: 120)
+        let made = try ChildProcess("/usr/bin/python3", [path, scratch.file("roca.pub")], in: scratch).wait(
+            timeout: 120)
         try #require(made.status == 0, "\(made.stderr)")
-        let why = try refusal(try maker.issue(publicKey: scratch.file("roca.pub"), extensions: TPMMakerCA.endorsementProfile(), in: scratch))
+        let why = try refusal(
+            try maker.issue(
+                publicKey: scratch.file("roca.pub"), extensions: TPMMakerCA.endorsementProfile(), in: scratch))
         #expect(why?.contains("ROCA fingerprint") == true, "\(why ?? "accepted")")
         // Control: an RSA key from OpenSSL, in the same profile, passes.
         let honest = try Self.publicKey(Self.rsa, in: scratch)
-        #expect(try refusal(try maker.issue(publicKey: honest, extensions: TPMMakerCA.endorsementProfile(), in: scratch)) == nil)
+        #expect(
+            try refusal(try maker.issue(publicKey: honest, extensions: TPMMakerCA.endorsementProfile(), in: scratch))
+                == nil)
     }
 }

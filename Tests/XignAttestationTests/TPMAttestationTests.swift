@@ -24,7 +24,8 @@ import XignTestSupport
         }
 
         func certificate(_ slot: EndorsementKeySlot) throws -> EndorsementCertificate {
-            let found = try #require(try store.endorsementCertificates().first { $0.slot == slot }, "no \(slot) EK certificate")
+            let found = try #require(
+                try store.endorsementCertificates().first { $0.slot == slot }, "no \(slot) EK certificate")
             return try EndorsementCertificate(der: found.der)
         }
     }
@@ -40,13 +41,20 @@ import XignTestSupport
         let name = try TPMPublicArea(tpm2bPublic: ak.publicArea).name
         let secret = try SecureRandom.bytes(32)
         let challenge = try CredentialChallenge(secret: secret, for: certificate, objectName: name)
-        #expect(try ak.activateCredential(challenge.credentialBlob, encryptedSecret: challenge.encryptedSecret, slot: slot) == secret)
+        #expect(
+            try ak.activateCredential(challenge.credentialBlob, encryptedSecret: challenge.encryptedSecret, slot: slot)
+                == secret)
 
         // The control: the same TPM does not release a credential made for another key's name.
         let other = try fixture.store.createAttestationKey()
-        let forOther = try CredentialChallenge(secret: secret, for: certificate, objectName: try TPMPublicArea(tpm2bPublic: other.publicArea).name)
-        #expect(throws: TPMFailure.self) { try ak.activateCredential(forOther.credentialBlob, encryptedSecret: forOther.encryptedSecret, slot: slot) }
-        #expect(try other.activateCredential(forOther.credentialBlob, encryptedSecret: forOther.encryptedSecret, slot: slot) == secret)
+        let forOther = try CredentialChallenge(
+            secret: secret, for: certificate, objectName: try TPMPublicArea(tpm2bPublic: other.publicArea).name)
+        #expect(throws: TPMFailure.self) {
+            try ak.activateCredential(forOther.credentialBlob, encryptedSecret: forOther.encryptedSecret, slot: slot)
+        }
+        #expect(
+            try other.activateCredential(forOther.credentialBlob, encryptedSecret: forOther.encryptedSecret, slot: slot)
+                == secret)
     }
 
     @Test func theAttestationKeyCertifiesTheDeviceKeyAndNothingElse() throws {
@@ -68,9 +76,13 @@ import XignTestSupport
         // Refusals, each beside the control above: a changed byte, another signer, an AK that is not restricted.
         var changed = attest
         changed[changed.count - 40] ^= 1
-        #expect(throws: AttestationError.self) { try KeyCertification(attest: changed, signature: signature, by: akArea) }
+        #expect(throws: AttestationError.self) {
+            try KeyCertification(attest: changed, signature: signature, by: akArea)
+        }
         let otherAK = try TPMPublicArea(tpm2bPublic: try fixture.store.createAttestationKey().publicArea)
-        #expect(throws: AttestationError.self) { try KeyCertification(attest: attest, signature: signature, by: otherAK) }
+        #expect(throws: AttestationError.self) {
+            try KeyCertification(attest: attest, signature: signature, by: otherAK)
+        }
         let deviceKeyAsSigner = try TPMPublicArea(tpm2bPublic: key.publicArea)
         #expect(throws: AttestationError("the attestation key is not a restricted signing key that stays in its TPM")) {
             try KeyCertification(attest: attest, signature: signature, by: deviceKeyAsSigner)
@@ -110,19 +122,29 @@ import XignTestSupport
         try tool("tpm2_createek", ["-c", file("ek.ctx"), "-G", "rsa", "-u", file("ek.pub")])
         try tool(
             "tpm2_createak",
-            ["-C", file("ek.ctx"), "-c", file("ak.ctx"), "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u", file("ak.pub"), "-n", file("ak.name")])
+            [
+                "-C", file("ek.ctx"), "-c", file("ak.ctx"), "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u",
+                file("ak.pub"), "-n", file("ak.name"),
+            ])
         let toolsAK = try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("ak.pub"))))
-        #expect(toolsAK.name == (try Data(contentsOf: URL(fileURLWithPath: file("ak.name")))), "the name is computed as the TPM computes it")
+        #expect(
+            toolsAK.name == (try Data(contentsOf: URL(fileURLWithPath: file("ak.name")))),
+            "the name is computed as the TPM computes it")
 
         // Ours → tpm2_activatecredential (its file: magic, version 1, TPM2B_ID_OBJECT, TPM2B_ENCRYPTED_SECRET).
         let secret = try SecureRandom.bytes(32)
-        let ours = try CredentialChallenge(secret: secret, for: try fixture.certificate(.rsa2048), objectName: toolsAK.name)
-        try (Data([0xBA, 0xDC, 0xC0, 0xDE, 0, 0, 0, 1]) + ours.credentialBlob + ours.encryptedSecret).write(to: URL(fileURLWithPath: file("cred.in")))
+        let ours = try CredentialChallenge(
+            secret: secret, for: try fixture.certificate(.rsa2048), objectName: toolsAK.name)
+        try (Data([0xBA, 0xDC, 0xC0, 0xDE, 0, 0, 0, 1]) + ours.credentialBlob + ours.encryptedSecret).write(
+            to: URL(fileURLWithPath: file("cred.in")))
         try tool("tpm2_startauthsession", ["--policy-session", "-S", file("session.ctx")])
         try tpm.tool("tpm2_policysecret", ["-S", file("session.ctx"), "-c", "e"])
         try tpm.tool(
             "tpm2_activatecredential",
-            ["-c", file("ak.ctx"), "-C", file("ek.ctx"), "-i", file("cred.in"), "-o", file("released"), "-P", "session:\(file("session.ctx"))"])
+            [
+                "-c", file("ak.ctx"), "-C", file("ek.ctx"), "-i", file("cred.in"), "-o", file("released"), "-P",
+                "session:\(file("session.ctx"))",
+            ])
         try tool("tpm2_flushcontext", [file("session.ctx")])
         #expect(try Data(contentsOf: URL(fileURLWithPath: file("released"))) == secret)
 
@@ -130,7 +152,9 @@ import XignTestSupport
         let ak = try fixture.store.createAttestationKey()
         try secret.write(to: URL(fileURLWithPath: file("secret")))
         let name = try TPMPublicArea(tpm2bPublic: ak.publicArea).name.map { String(format: "%02x", $0) }.joined()
-        try tpm.tool("tpm2_makecredential", ["-T", "none", "-u", file("ek.pub"), "-s", file("secret"), "-n", name, "-o", file("cred.out")])
+        try tpm.tool(
+            "tpm2_makecredential",
+            ["-T", "none", "-u", file("ek.pub"), "-s", file("secret"), "-n", name, "-o", file("cred.out")])
         let made = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file("cred.out"))).dropFirst(8))
         let blobEnd = 2 + (Int(made[0]) << 8 | Int(made[1]))
         let credentialBlob = Data(made[..<blobEnd]), encryptedSecret = Data(made[blobEnd...])
@@ -138,15 +162,24 @@ import XignTestSupport
 
         // tpm2_certify → the manager's check.
         try tool("tpm2_createprimary", ["-C", "o", "-c", file("primary.ctx")])
-        try tool("tpm2_create", ["-C", file("primary.ctx"), "-G", "ecc", "-u", file("key.pub"), "-r", file("key.priv")])
-        try tool("tpm2_load", ["-C", file("primary.ctx"), "-u", file("key.pub"), "-r", file("key.priv"), "-c", file("key.ctx")])
+        try tool(
+            "tpm2_create", ["-C", file("primary.ctx"), "-G", "ecc", "-u", file("key.pub"), "-r", file("key.priv")])
+        try tool(
+            "tpm2_load",
+            ["-C", file("primary.ctx"), "-u", file("key.pub"), "-r", file("key.priv"), "-c", file("key.ctx")])
         try tool(
             "tpm2_certify",
-            ["-C", file("ak.ctx"), "-c", file("key.ctx"), "-g", "sha256", "-o", file("attest"), "-s", file("signature"), "-f", "plain"])
-        let signature = try #require(ECDSASignature.raw(fromDER: try Data(contentsOf: URL(fileURLWithPath: file("signature")))))
+            [
+                "-C", file("ak.ctx"), "-c", file("key.ctx"), "-g", "sha256", "-o", file("attest"), "-s",
+                file("signature"), "-f", "plain",
+            ])
+        let signature = try #require(
+            ECDSASignature.raw(fromDER: try Data(contentsOf: URL(fileURLWithPath: file("signature")))))
         let certification = try KeyCertification(
             attest: try Data(contentsOf: URL(fileURLWithPath: file("attest"))), signature: signature, by: toolsAK)
-        #expect(certification.certifiedName == (try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("key.pub"))))).name)
+        #expect(
+            certification.certifiedName
+                == (try TPMPublicArea(tpm2bPublic: try Data(contentsOf: URL(fileURLWithPath: file("key.pub"))))).name)
     }
 
     /// A P-256 EK (template L-2), which swtpm_setup does not make: its certificate made here and stored where a maker
@@ -160,9 +193,11 @@ import XignTestSupport
         try tpm.tool("tpm2_readpublic", ["-c", file("ek.ctx"), "-f", "pem", "-o", file("ek.pem")])
         try tpm.tool("tpm2_flushcontext", ["-t"])
         let der = try maker.issue(
-            publicKey: file("ek.pem"), extensions: TPMMakerCA.endorsementProfile(keyUsage: "keyAgreement"), in: tpm.directory)
+            publicKey: file("ek.pem"), extensions: TPMMakerCA.endorsementProfile(keyUsage: "keyAgreement"),
+            in: tpm.directory)
         try der.write(to: URL(fileURLWithPath: file("ek.der")))
-        try tpm.tool("tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|ownerwrite|no_da"])
+        try tpm.tool(
+            "tpm2_nvdefine", ["0x01c0000a", "-C", "o", "-s", "\(der.count)", "-a", "ownerread|ownerwrite|no_da"])
         try tpm.tool("tpm2_nvwrite", ["0x01c0000a", "-C", "o", "-i", file("ek.der")])
 
         let store = TPMDeviceKeyStore(directory: tpm.directory.path, tcti: tpm.tcti)
@@ -173,7 +208,10 @@ import XignTestSupport
         #expect(try CertificateAuthorities(directory: maker.trustedDirectory).refusal(of: certificate) == nil)
         let ak = try store.createAttestationKey()
         let secret = try SecureRandom.bytes(32)
-        let challenge = try CredentialChallenge(secret: secret, for: certificate, objectName: try TPMPublicArea(tpm2bPublic: ak.publicArea).name)
-        #expect(try ak.activateCredential(challenge.credentialBlob, encryptedSecret: challenge.encryptedSecret, slot: .p256) == secret)
+        let challenge = try CredentialChallenge(
+            secret: secret, for: certificate, objectName: try TPMPublicArea(tpm2bPublic: ak.publicArea).name)
+        #expect(
+            try ak.activateCredential(challenge.credentialBlob, encryptedSecret: challenge.encryptedSecret, slot: .p256)
+                == secret)
     }
 }

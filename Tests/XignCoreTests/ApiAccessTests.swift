@@ -16,7 +16,9 @@ import XignTestSupport
     }
 
     /// Confirms `process` with device and `pin`, as xign-setup does.
-    func confirm(_ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String) throws -> ApiAccessAuthenticationResult {
+    func confirm(
+        _ process: ApiAccessProcess, _ sdk: XignSdk, _ id: String, pin: String
+    ) throws -> ApiAccessAuthenticationResult {
         try sdk.authenticator.finishApiAccessSynchronous(
             userInfo: try sdk.authenticator.signWithDeviceAndPinSynchronous(
                 request: try sdk.authenticator.startApiAccessSynchronous(process, idmIdentifier: id), pin: { pin },
@@ -106,7 +108,9 @@ import XignTestSupport
         // Each thread its own SDK, all with the one grant: the manager must spend it once.
         nonisolated(unsafe) let shared = again
         DispatchQueue.concurrentPerform(iterations: 6) { _ in
-            if (try? fixture.sdk().personalizer().finishChangePin(request: shared)) != nil { successes.withLock { $0 += 1 } }
+            if (try? fixture.sdk().personalizer().finishChangePin(request: shared)) != nil {
+                successes.withLock { $0 += 1 }
+            }
         }
         #expect(successes.withLock { $0 } == 1)
         #expect(try isServiceLogin(sdk, id, pin: "86420"))
@@ -116,7 +120,10 @@ import XignTestSupport
     func newActivation(
         _ fixture: Fixture, _ sdk: XignSdk, _ id: String, pin: String, mail: Bool = false
     ) throws -> (XignSdk, String, NewActivationData) {
-        guard case .apiAccessRequestNewActivationData(let trigger) = try confirm(.requestNewActivation, sdk, id, pin: "24680") else {
+        guard
+            case .apiAccessRequestNewActivationData(let trigger) = try confirm(
+                .requestNewActivation, sdk, id, pin: "24680")
+        else {
             throw TestFailure("expected apiAccessRequestNewActivationData")
         }
         try expectSetPin(trigger.pinSpec.setPin(pin))
@@ -127,13 +134,17 @@ import XignTestSupport
         let second = try fixture.sdk(stateDirectory: state)
         let data = try PersonalizationInitializationData(parsing: made.payload.deepLink)
         guard
-            case .newPersonalization(let parameters) = try second.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: pin)
+            case .newPersonalization(let parameters) = try second.personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: pin)
         else {
             throw TestFailure("expected newPersonalization of the new activation")
         }
         #expect(parameters.activationAlias == "Second laptop")
-        return (second, try second.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters).idmIdentifier, made)
+        return (
+            second,
+            try second.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters).idmIdentifier, made
+        )
     }
 
     @Test func aNewActivationPersonalizesASecondMachineAndTheFirstKeepsWorking() throws {
@@ -143,12 +154,15 @@ import XignTestSupport
         let (second, secondId, made) = try newActivation(fixture, sdk, id, pin: "25814", mail: true)
         #expect(made.mailQueued)
         let mailed = try PersonalizationPayload(parsing: try fixture.manager.activationLink(for: "second@example.org"))
-        #expect(mailed.activationId == made.activationId && mailed.deepLink != firstLink, "the mail carries the new activation's own data")
+        #expect(
+            mailed.activationId == made.activationId && mailed.deepLink != firstLink,
+            "the mail carries the new activation's own data")
         #expect(try isServiceLogin(second, secondId, pin: "25814"))
         #expect(try isServiceLogin(sdk, id, pin: "24680"))
         let devices = try sdk.accountDevices(idmIdentifier: id)
         #expect(Set(devices.map(\.deviceId)) == [id, secondId])
-        #expect(devices.allSatisfy { $0.lastUsedAt != nil && $0.keyKind == .software && $0.factors == [.device, .pin] })
+        #expect(
+            devices.allSatisfy { $0.lastUsedAt != nil && $0.keyKind == .software && $0.factors == [.device, .pin] })
         #expect(devices.map(\.activationAlias).contains("Second laptop"))
     }
 
@@ -172,14 +186,21 @@ import XignTestSupport
             #expect(error.message.contains("not enrolled"))
         }
         #expect(throws: XignSdkError.self) { _ = try logins.login(sdk, id, pin: "24680") }
-        for table in ["accounts", "activations", "devices", "account_emails", "authentications", "personalization_sessions", "mail_queue"] {
-            #expect(try fixture.manager.query("SELECT COUNT(*) FROM \(table)") == ["0"], "\(table) holds a row of the deleted account")
+        for table in [
+            "accounts", "activations", "devices", "account_emails", "authentications", "personalization_sessions",
+            "mail_queue",
+        ] {
+            #expect(
+                try fixture.manager.query("SELECT COUNT(*) FROM \(table)") == ["0"],
+                "\(table) holds a row of the deleted account")
         }
         // Its audit stays (an attacker with device and PIN cannot erase the record of their attempts), under a
         // keyed hash of the address, the deletion last.
         let audit = try fixture.manager.query("SELECT event, email FROM audit_events ORDER BY at")
         let pseudonyms = Set(audit.map { $0.split(separator: "|").last.map(String.init) ?? "" })
-        #expect(audit.first?.hasPrefix("accountCreated|") == true && audit.last?.hasPrefix("accountDeleted|") == true, "\(audit)")
+        #expect(
+            audit.first?.hasPrefix("accountCreated|") == true && audit.last?.hasPrefix("accountDeleted|") == true,
+            "\(audit)")
         #expect(pseudonyms.count == 1 && pseudonyms.first?.hasPrefix("deleted-") == true, "\(audit)")
     }
 
@@ -187,7 +208,8 @@ import XignTestSupport
         let reader = try FingerprintDaemon()
         let fixture = try Fixture(
             managerConfig: ManagerProcess.testConfig(
-                pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
+                pamService: "roles = login, strong", "role.login.authenticators = device+pin",
+                "role.strong.authenticators = device+pin+biometric"))
         fixture.adjust = { $0.fingerprintReader = reader.reader() }
         let (sdk, id) = try enrolled(fixture, "factor@example.org")
         func addFactor() throws -> [AuthenticatorType] {
@@ -202,7 +224,9 @@ import XignTestSupport
         } catch let error as XignSdkError {
             #expect(error.errorCode == .biometricUnavailable && error.message.contains("fprintd-enroll alice"))
         }
-        #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin"], "nothing reached the manager")
+        #expect(
+            try fixture.activations().first?["factors"] as? [String] == ["device", "pin"], "nothing reached the manager"
+        )
 
         try reader.enrol(user: "alice", finger: "alice-right")
         reader.scanLater("mallory")
@@ -217,10 +241,15 @@ import XignTestSupport
             let request = try sdk.authenticator.startAuthenticationSynchronous(
                 data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
                     idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
-            guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }
+            guard let strong = request.roles.first(where: { $0.name == "strong" }) else {
+                throw TestFailure("no role strong")
+            }
             #expect(strong.requestedAuthenticators == [[.device, .pin, .biometric]])
             request.setSelection(strong)
-            guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            guard
+                case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(
+                    request: request)
+            else {
                 throw TestFailure("attributes not confirmed")
             }
             try information.sign(factor: DeviceFactor())
@@ -241,7 +270,9 @@ import XignTestSupport
         } catch let error as XignSdkError {
             #expect(error.errorCode == .biometricMismatch)
         }
-        #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "a wrong finger is refused here and costs no PIN attempt")
+        #expect(
+            try fixture.activations().first?["failedAttempts"] as? Int == 0,
+            "a wrong finger is refused here and costs no PIN attempt")
     }
 
     /// The finger factor is bound to the fingers enrolled when it was added (Nevis's invalidateOnNewOsBiometrics): a second
@@ -251,7 +282,8 @@ import XignTestSupport
         let reader = try FingerprintDaemon()
         let fixture = try Fixture(
             managerConfig: ManagerProcess.testConfig(
-                pamService: "roles = login, strong", "role.login.authenticators = device+pin", "role.strong.authenticators = device+pin+biometric"))
+                pamService: "roles = login, strong", "role.login.authenticators = device+pin",
+                "role.strong.authenticators = device+pin+biometric"))
         fixture.adjust = { $0.fingerprintReader = reader.reader() }
         let (sdk, id) = try enrolled(fixture, "bound@example.org")
         try reader.enrol(user: "alice", finger: "alice-right")
@@ -266,9 +298,14 @@ import XignTestSupport
             let request = try sdk.authenticator.startAuthenticationSynchronous(
                 data: try sdk.authenticator.fetchInAppAuthenticationInitializationData(
                     idmIdentifier: id, service: "pam", host: "h", localUser: "alice"))
-            guard let strong = request.roles.first(where: { $0.name == "strong" }) else { throw TestFailure("no role strong") }
+            guard let strong = request.roles.first(where: { $0.name == "strong" }) else {
+                throw TestFailure("no role strong")
+            }
             request.setSelection(strong)
-            guard case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            guard
+                case .success(let information) = try sdk.authenticator.prepareAuthenticationUserInformationSynchronous(
+                    request: request)
+            else {
                 throw TestFailure("attributes not confirmed")
             }
             try information.sign(factor: DeviceFactor())
@@ -284,10 +321,16 @@ import XignTestSupport
                 _ = try strongLogin(touching: false)
                 Issue.record("the finger still counted after \(what)")
             } catch let error as XignSdkError {
-                #expect(error.errorCode == .biometricInvalidated && error.message.contains("add-factor biometric"), "\(error)")
+                #expect(
+                    error.errorCode == .biometricInvalidated && error.message.contains("add-factor biometric"),
+                    "\(error)")
             }
-            #expect(try fixture.activations().first?["factors"] as? [String] == ["device", "pin"], "the manager removed the factor")
-            #expect(try sdk.entity(id).addedFactors == [] && sdk.entity(id).biometricEnrolment == nil, "this machine forgot it too")
+            #expect(
+                try fixture.activations().first?["factors"] as? [String] == ["device", "pin"],
+                "the manager removed the factor")
+            #expect(
+                try sdk.entity(id).addedFactors == [] && sdk.entity(id).biometricEnrolment == nil,
+                "this machine forgot it too")
             #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "no PIN attempt was spent")
             #expect(try isServiceLogin(sdk, id, pin: "24680"), "the PIN alone still logs in where the role allows it")
         }
@@ -301,19 +344,23 @@ import XignTestSupport
 
         try reader.enrol(user: "alice", finger: "mallory", as: "left-index-finger")
         try expectRemoved("a second finger was enrolled")
-        let audit = try fixture.manager.query("SELECT event, service, detail FROM audit_events WHERE event = 'biometricInvalidated'")
+        let audit = try fixture.manager.query(
+            "SELECT event, service, detail FROM audit_events WHERE event = 'biometricInvalidated'")
         #expect(audit.count == 1 && audit.first?.contains("enrolled fingers of alice changed") == true, "\(audit)")
 
         try reader.deleteFingers(of: "alice")
         try reader.enrol(user: "alice", finger: "alice-right")
         try addFactor()
         #expect(try sdk.entity(id).biometricEnrolment != recorded)
-        guard case .serviceLogin = try strongLogin().0 else { throw TestFailure("the factor added again did not log in") }
+        guard case .serviceLogin = try strongLogin().0 else {
+            throw TestFailure("the factor added again did not log in")
+        }
 
         try reader.deleteFingers(of: "alice")
         try reader.enrol(user: "alice", finger: "alice-right")
         try expectRemoved("the same finger was deleted and enrolled again")
-        #expect(try fixture.manager.query("SELECT event FROM audit_events WHERE event = 'biometricInvalidated'").count == 2)
+        #expect(
+            try fixture.manager.query("SELECT event FROM audit_events WHERE event = 'biometricInvalidated'").count == 2)
     }
 
     /// fprintd's prints and the recorded digest are root's: a user who is not root can read neither, nor write the
@@ -321,11 +368,14 @@ import XignTestSupport
     @Test func aUserWhoIsNotRootCanNeitherReadNorForgeTheFingerEnrolment() throws {
         let reader = try FingerprintDaemon()
         let fixture = try Fixture(
-            managerConfig: ManagerProcess.testConfig(pamService: "roles = strong", "role.strong.authenticators = device+pin+biometric"))
+            managerConfig: ManagerProcess.testConfig(
+                pamService: "roles = strong", "role.strong.authenticators = device+pin+biometric"))
         fixture.adjust = { $0.fingerprintReader = reader.reader() }
         let (sdk, id) = try enrolled(fixture, "secret@example.org")
         try reader.enrol(user: "alice", finger: "alice-right")
-        guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else { throw TestFailure("expected addFactor") }
+        guard case .apiAccessAddFactor(let add) = try confirm(.addFactor, sdk, id, pin: "24680") else {
+            throw TestFailure("expected addFactor")
+        }
         reader.scanLater("alice-right")
         _ = try sdk.personalizer().finishAddBiometricFactor(request: add) { _ in }
         let state = fixture.directory.file("state") + "/identity-managers.json"
@@ -333,17 +383,25 @@ import XignTestSupport
         for directory in [fixture.directory.path, reader.directory.path] { #expect(chmod(directory, 0o711) == 0) }
         for path in [state, reader.printsDirectory + "/alice"] {
             let read = try ChildProcess(
-                "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/ls", "-R", path], in: fixture.directory
+                "/usr/bin/setpriv",
+                ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/ls", "-R", path],
+                in: fixture.directory
             )
             .wait(timeout: 10)
-            #expect(read.status != 0 && read.stderr.contains("Permission denied"), "nobody read \(path): \(read.stdout)")
+            #expect(
+                read.status != 0 && read.stderr.contains("Permission denied"), "nobody read \(path): \(read.stdout)")
         }
         let forge = try ChildProcess(
-            "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/touch", state], in: fixture.directory
+            "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/touch", state],
+            in: fixture.directory
         ).wait(timeout: 10)
         #expect(forge.status != 0, "nobody could write the enrolments")
-        let controlRead = try ChildProcess("/usr/bin/ls", ["-R", reader.printsDirectory + "/alice"], in: fixture.directory).wait(timeout: 10)
-        #expect(controlRead.status == 0 && controlRead.stdout.split(separator: "\n").count > 2, "root reads it: \(controlRead.stdout)")
+        let controlRead = try ChildProcess(
+            "/usr/bin/ls", ["-R", reader.printsDirectory + "/alice"], in: fixture.directory
+        ).wait(timeout: 10)
+        #expect(
+            controlRead.status == 0 && controlRead.stdout.split(separator: "\n").count > 2,
+            "root reads it: \(controlRead.stdout)")
         // Root on this machine could edit the local record; the manager's copy still decides.
         let recorded = try #require(try sdk.entity(id).biometricEnrolment)
         #expect(try fixture.manager.query("SELECT biometric_enrolment FROM devices").first == recorded)
@@ -361,7 +419,8 @@ import XignTestSupport
         // The cost goes up: the next right PIN is hashed again the new way (seconds), which opens the window.
         let config = try String(contentsOfFile: fixture.manager.configPath, encoding: .utf8)
         try writeTestFile(
-            fixture.manager.configPath, Data(config.replacingOccurrences(of: "hash_iterations = 2000", with: "hash_iterations = 5000000").utf8))
+            fixture.manager.configPath,
+            Data(config.replacingOccurrences(of: "hash_iterations = 2000", with: "hash_iterations = 5000000").utf8))
         fixture.manager.stop()
         try fixture.manager.start()
         nonisolated(unsafe) let (slowSDK, pending) = (try fixture.sdk(timeout: 30_000), change)

@@ -36,7 +36,9 @@ import XignTestSupport
         ("a TPM without EK certificates", "this TPM holds no endorsement-key certificate from its maker"),
     ])
     func aTPMTheManagerCannotTrustIsRefusedWhereAttestationIsRequired(tpm: String, reason: String) throws {
-        let softwareTPM = tpm == "a TPM without EK certificates" ? try SoftwareTPM() : try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
+        let softwareTPM =
+            tpm == "a TPM without EK certificates"
+            ? try SoftwareTPM() : try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
         let fixture = try fixture(policy: Self.attestedOnly, tpm: softwareTPM)
         let before = fixture.snapshot()
         #expect {
@@ -56,7 +58,9 @@ import XignTestSupport
         let fixture = try fixture(policy: policy, tpm: try SoftwareTPM())
         let claimed = try fixture.personalize(try fixture.register("claimed@example.org"))
         #expect(claimed.keyAttestation?.hasPrefix("not attested: this TPM holds no") == true, "\(claimed)")
-        let refusal = #expect(throws: XignSdkError.self) { try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier) }
+        let refusal = #expect(throws: XignSdkError.self) {
+            try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier)
+        }
         #expect(refusal?.errorCode == .securityInsufficient)
         do {
             _ = try TPMTests().login(try fixture.sdk(), claimed.idmIdentifier)
@@ -68,7 +72,8 @@ import XignTestSupport
         // The control: a machine whose TPM attests logs in to the same service.
         fixture.tpm = try SoftwareTPM(manufacturedBy: try Self.maker.get())
         let attested = try fixture.personalize(try fixture.register("proven@example.org"), user: "bob")
-        #expect(try TPMTests().login(try fixture.sdk(user: "bob"), attested.idmIdentifier).subject == "proven@example.org")
+        #expect(
+            try TPMTests().login(try fixture.sdk(user: "bob"), attested.idmIdentifier).subject == "proven@example.org")
     }
 
     @Test func aHostJoinsAttestedAndAnotherMakersHostIsRefused() throws {
@@ -77,23 +82,28 @@ import XignTestSupport
             let added = try fixture.manager.admin(["hosts", "add", name])
             let sdk = try fixture.sdk(user: "root", stateDirectory: fixture.directory.file(stateDirectory))
             return try sdk.joinHost(
-                managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+                managerURL: fixture.manager.url,
+                token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
         }
         #expect(try join("web1", stateDirectory: "host-web1").keyAttestation == "attested by CN=swtpm-localca")
         let listed = try fixture.manager.admin(["hosts", "list"])
-        #expect(listed.stdout.contains("web1") && listed.stdout.contains("attested (EK issuer CN=swtpm-localca)"), "\(listed.stdout)")
+        #expect(
+            listed.stdout.contains("web1") && listed.stdout.contains("attested (EK issuer CN=swtpm-localca)"),
+            "\(listed.stdout)")
 
         fixture.tpm = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
         #expect {
             try join("web2", stateDirectory: "host-web2")
         } throws: { error in
-            (error as? XignSdkError)?.errorCode == .securityInsufficient && "\(error)".contains("does not chain to a trusted maker CA")
+            (error as? XignSdkError)?.errorCode == .securityInsufficient
+                && "\(error)".contains("does not chain to a trusted maker CA")
         }
         #expect(!(try fixture.manager.admin(["hosts", "list"]).stdout.contains("web2\t")))
     }
 
     @Test func doctorNamesTheEKIssuerAndWhetherTheManagerTrustsIt() throws {
-        let fixture = try fixture(policy: ManagerProcess.testConfig, tpm: try SoftwareTPM(manufacturedBy: try Self.maker.get()))
+        let fixture = try fixture(
+            policy: ManagerProcess.testConfig, tpm: try SoftwareTPM(manufacturedBy: try Self.maker.get()))
         _ = try fixture.personalize(try fixture.register("doctor@example.org"))
         let trusted = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path)
         let detail = { (diagnosis: Diagnosis, name: String) in diagnosis.items.first { $0.name == name } }
@@ -105,7 +115,9 @@ import XignTestSupport
         let foreign = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path)
         #expect(detail(foreign, "ek certificate")?.detail == "RSA 2048, issued by CN=swtpm-localca")
         let attestation = try #require(detail(foreign, "attestation \(fixture.manager.url)"))
-        #expect(attestation.status == .warning && attestation.detail.contains("does not chain to a trusted maker CA"), "\(attestation.detail)")
+        #expect(
+            attestation.status == .warning && attestation.detail.contains("does not chain to a trusted maker CA"),
+            "\(attestation.detail)")
         #expect(attestation.hint?.contains("attestation.ca_directory") == true)
     }
 }

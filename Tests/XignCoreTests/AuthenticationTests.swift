@@ -16,15 +16,20 @@ import XignTestSupport
 
     /// The whole login: start, confirm, sign with device and PIN, finish, token.
     func login(
-        _ sdk: XignSdk, _ id: String, pin: String, role: String = "login", user: String = "alice", host: String = "host-a"
+        _ sdk: XignSdk, _ id: String, pin: String, role: String = "login", user: String = "alice",
+        host: String = "host-a"
     ) throws -> (LoginAuthenticationResult, AuthenticationInitializationData) {
         let authenticator = sdk.authenticator
-        let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: id, service: "pam", host: host, localUser: user)
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: id, service: "pam", host: host, localUser: user)
         let request = try authenticator.startAuthenticationSynchronous(data: data)
         guard let chosen = request.roles.first(where: { $0.name == role }), request.setSelection(chosen) != nil else {
             throw TestFailure("no role \(role)")
         }
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             throw TestFailure("attributes not confirmed")
         }
         try information.sign(factor: DeviceFactor())
@@ -54,7 +59,8 @@ import XignTestSupport
         fixture.manager.stop()
         #expect(try sdk.authenticator.fetchToken(code, expecting: data) == token)
         #expect(throws: XignSdkError.self) {
-            _ = try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data)
+            _ = try sdk.authenticator.fetchToken(
+                AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data)
         }
     }
 
@@ -74,7 +80,9 @@ import XignTestSupport
         }
         let before = try snapshot()
         for _ in 0..<2 {
-            guard case .serviceLogin = try login(sdk, enrolment.idmIdentifier, pin: "24680").0 else { throw TestFailure("expected serviceLogin") }
+            guard case .serviceLogin = try login(sdk, enrolment.idmIdentifier, pin: "24680").0 else {
+                throw TestFailure("expected serviceLogin")
+            }
         }
         #expect(try snapshot() == before)
     }
@@ -97,7 +105,9 @@ import XignTestSupport
         }
         #expect(refusal?.errorCode == .lockedOut && refusal?.lockout != nil)
         // The signatures were spent: finishing unsigned is refused here, before any request.
-        #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information) }
+        #expect(throws: XignSdkError.self) {
+            _ = try sdk.authenticator.finishAuthenticationSynchronous(userInfo: information)
+        }
         Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
@@ -121,7 +131,8 @@ import XignTestSupport
         }
         #expect(last?.isPermanent == true)
         do {
-            _ = try login(try fixture.sdk(stateDirectory: fixture.directory.file("state")), enrolment.idmIdentifier, pin: "24680")
+            _ = try login(
+                try fixture.sdk(stateDirectory: fixture.directory.file("state")), enrolment.idmIdentifier, pin: "24680")
             Issue.record("a permanent lock let the right PIN in")
         } catch let error as XignSdkError where error.lockout != nil {
             #expect(error.lockout?.isPermanent == true)
@@ -132,23 +143,31 @@ import XignTestSupport
         let fixture = try Fixture()
         let (sdk, enrolment) = try enrolled(fixture)
         let realKey = try P256PrivateKey(
-            pemRepresentation: String(contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8))
+            pemRepresentation: String(
+                contentsOfFile: fixture.manager.dataDirectory + "/signing-key.pem", encoding: .utf8))
         // The login carries the enrolment it read at its start, so each case reads it after pointing it elsewhere.
         func data() throws -> AuthenticationInitializationData {
             try sdk.authenticator.fetchInAppAuthenticationInitializationData(
                 idmIdentifier: enrolment.idmIdentifier, service: "pam", host: "host-a", localUser: "alice")
         }
-        @Sendable func token(host: String = "host-a", user: String = "alice", nonce: String, signer: P256PrivateKey) throws -> [UInt8] {
+        @Sendable func token(
+            host: String = "host-a", user: String = "alice", nonce: String, signer: P256PrivateKey
+        ) throws -> [UInt8] {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let message = LoginTokenMessage(
-                nonce: nonce, subject: "auth@example.org", deviceId: enrolment.idmIdentifier, activationId: enrolment.entity.activationId,
-                service: "pam", role: "login", host: host, localUser: user, attributes: [:], issuedAt: now, expiresAt: now + 60_000)
+                nonce: nonce, subject: "auth@example.org", deviceId: enrolment.idmIdentifier,
+                activationId: enrolment.entity.activationId,
+                service: "pam", role: "login", host: host, localUser: user, attributes: [:], issuedAt: now,
+                expiresAt: now + 60_000)
             let header = JWS.Header(typ: SignedAnswerType.loginToken, kid: realKey.publicKey.fingerprint)
             return FaultyServer.http(
-                contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(message), header: header, with: signer).utf8))
+                contentType: "application/jose",
+                body: Array(try JWS.sign(payload: JSONEncoder().encode(message), header: header, with: signer).utf8))
         }
         @Sendable func nonce(_ request: String) -> String {
-            (try? JSONDecoder().decode(TokenRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)).nonce) ?? ""
+            (try? JSONDecoder().decode(
+                TokenRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)
+            ).nonce) ?? ""
         }
         let attacker = try P256PrivateKey()
         let cases: [(String, @Sendable (String) -> [UInt8]?)] = [
@@ -162,9 +181,12 @@ import XignTestSupport
         let original = try String(contentsOfFile: storePath, encoding: .utf8)
         for (name, respond) in cases {
             let server = try FaultyServer(respond: respond)
-            try writeTestFile(storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: server.url).utf8))
+            try writeTestFile(
+                storePath,
+                Data(original.replacingOccurrences(of: fixture.manager.url.description, with: server.url).utf8))
             do {
-                _ = try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data())
+                _ = try sdk.authenticator.fetchToken(
+                    AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data())
                 Issue.record("accepted a token: \(name)")
             } catch let error as XignSdkError {
                 #expect(error.errorCode == .managerSignatureInvalid, "\(name): \(error)")
@@ -172,9 +194,12 @@ import XignTestSupport
         }
         // The honest token from the same responder shape is accepted, so the refusals above are for the reasons named.
         let honest = try FaultyServer { try? token(nonce: nonce($0), signer: realKey) }
-        try writeTestFile(storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: honest.url).utf8))
+        try writeTestFile(
+            storePath, Data(original.replacingOccurrences(of: fixture.manager.url.description, with: honest.url).utf8))
         #expect(
-            try sdk.authenticator.fetchToken(AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data()).host == "host-a"
+            try sdk.authenticator.fetchToken(
+                AuthorizationCode(code: "c", idmIdentifier: enrolment.idmIdentifier), expecting: data()
+            ).host == "host-a"
         )
     }
 
@@ -190,20 +215,27 @@ import XignTestSupport
         let given = try #require(request.info.givenName)
         #expect(!email.isDataMissing && email.aliases.count == 1 && email.selection != nil)
         #expect(given.isDataMissing && given.isRequired)
-        guard case .failure(let again) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .failure(let again) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             Issue.record("missing data was not reported")
             return
         }
         #expect(again.info.givenName?.error == .dataMissing)
         #expect(given.setValue(value: "  ") == .empty)
         #expect(given.setValue(value: "Alice") == .valid)
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: again) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: again)
+        else {
             Issue.record("attributes still refused")
             return
         }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
-        guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+        guard case .serviceLogin(let login) = try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        else {
             Issue.record("expected serviceLogin")
             return
         }
@@ -221,9 +253,14 @@ import XignTestSupport
         #expect(request.roles.map(\.name) == ["login", "sudo"])
         #expect(request.roles.allSatisfy { $0.requestedAuthenticators == [[.device, .pin]] })
         #expect(request.selection == nil, "two roles: the caller chooses")
-        #expect(throws: XignSdkError.self) { _ = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) }
+        #expect(throws: XignSdkError.self) {
+            _ = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request)
+        }
         request.setSelection(request.roles[0])
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             Issue.record("expected success")
             return
         }
@@ -234,7 +271,9 @@ import XignTestSupport
             #expect(error.message.contains("no biometric factor enrolled"))
         }
         try information.sign(factor: DeviceFactor())
-        #expect(throws: XignSdkError.self) { _ = try authenticator.finishAuthenticationSynchronous(userInfo: information) }
+        #expect(throws: XignSdkError.self) {
+            _ = try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        }
     }
 
     @Test func unknownServicesRemovedDevicesAndSoftwareKeysWhereTPMIsRequiredAreRefused() throws {
@@ -255,12 +294,18 @@ import XignTestSupport
         #expect(start("ssh", sdk)?.message.contains("no service 'ssh'") == true)
         // The same enrolment at a manager that now requires hardware keys.
         fixture.manager.stop()
-        try writeTestFile(fixture.manager.configPath, Data((ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n").utf8))
+        try writeTestFile(
+            fixture.manager.configPath,
+            Data((ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n").utf8))
         try fixture.manager.start()
         let storePath = fixture.directory.file("state/identity-managers.json")
         let stored = try String(contentsOfFile: storePath, encoding: .utf8)
         try writeTestFile(
-            storePath, Data(stored.replacingOccurrences(of: enrolment.entity.managerURL.description, with: fixture.manager.url.description).utf8))
+            storePath,
+            Data(
+                stored.replacingOccurrences(
+                    of: enrolment.entity.managerURL.description, with: fixture.manager.url.description
+                ).utf8))
         #expect(start("pam", sdk)?.errorCode == .securityInsufficient)
     }
 }

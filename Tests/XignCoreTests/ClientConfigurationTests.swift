@@ -5,22 +5,29 @@ import XignProtocol
 
 /// xign.conf's fingerprint settings: the bus is a socket path, and the wait is bounded.
 @Suite struct ClientConfigurationTests {
-    func load(_ text: String) throws -> ClientConfiguration { try ClientConfiguration(file: try ConfigFile(text: text, source: "xign.conf")) }
+    func load(_ text: String) throws -> ClientConfiguration {
+        try ClientConfiguration(file: try ConfigFile(text: text, source: "xign.conf"))
+    }
 
     @Test func theFingerprintReaderDefaultsToTheSystemBus() throws {
         let configuration = try load("")
         #expect(configuration.fingerprintReader.busAddress == "unix:path=/run/dbus/system_bus_socket")
         #expect(configuration.fingerprintReader.timeoutMilliseconds == 15_000)
         let custom = try load("fprintd_bus = unix:path=/tmp/bus\nfingerprint_timeout = 30s\n")
-        #expect(custom.fingerprintReader == FingerprintReader(busAddress: "unix:path=/tmp/bus", timeoutMilliseconds: 30_000))
+        #expect(
+            custom.fingerprintReader == FingerprintReader(busAddress: "unix:path=/tmp/bus", timeoutMilliseconds: 30_000)
+        )
     }
 
     /// Every setting the shipped file documents, uncommented, is one the parser takes, with the default it claims.
     @Test func theShippedFilesDocumentedSettingsLoad() throws {
-        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../packaging/config/xign.conf").path
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../packaging/config/xign.conf"
+        ).path
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
-            line.hasPrefix("#") && line.contains(" = ") && !line.hasPrefix("# ") ? String(line.dropFirst()) : String(line)
+            line.hasPrefix("#") && line.contains(" = ") && !line.hasPrefix("# ")
+                ? String(line.dropFirst()) : String(line)
         }.joined(separator: "\n")
         #expect(try load(uncommented).fingerprintReader == FingerprintReader())
     }

@@ -27,7 +27,8 @@ import XignTestSupport
             let added = try fixture.manager.admin(["hosts", "add", name])
             let sdk = try fixture.sdk(user: "root", stateDirectory: fixture.directory.file("host-\(name)"))
             _ = try sdk.joinHost(
-                managerURL: fixture.manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+                managerURL: fixture.manager.url,
+                token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
             return sdk
         }
 
@@ -37,12 +38,16 @@ import XignTestSupport
             let request = try authenticator.startAuthenticationSynchronous(
                 confirmation: ConfirmationInitializationData(
                     idmIdentifier: idmIdentifier, confirmationId: pending.confirmationId, code: pending.code))
-            guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+            guard
+                case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                    request: request)
+            else {
                 throw TestFailure("prepare failed")
             }
             try information.sign(factor: DeviceFactor())
             try information.sign(factor: PinFactor("24680"))
-            guard case .userLogin(let login) = try authenticator.finishConfirmationSynchronous(userInfo: information) else {
+            guard case .userLogin(let login) = try authenticator.finishConfirmationSynchronous(userInfo: information)
+            else {
                 throw TestFailure("no userLogin")
             }
             #expect(login.loginName == pending.loginName && login.relyingPartyName == pending.hostName)
@@ -51,8 +56,10 @@ import XignTestSupport
         /// The signed wait answer the real manager gives for `pending`, as the bytes on the wire.
         func genuineAnswer(_ pending: PendingLoginConfirmation) throws -> [UInt8] {
             let body = try JSONEncoder.canonical.encode(
-                ConfirmationWaitRequest(confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: 0))
-            let response = try HTTPClient().send("POST", to: fixture.manager.url, path: APIPath.confirmationWait, body: body)
+                ConfirmationWaitRequest(
+                    confirmationId: pending.confirmationId, waitToken: pending.waitToken, waitMilliseconds: 0))
+            let response = try HTTPClient().send(
+                "POST", to: fixture.manager.url, path: APIPath.confirmationWait, body: body)
             return FaultyServer.http(contentType: "application/jose", body: Array(response.body))
         }
     }
@@ -62,9 +69,11 @@ import XignTestSupport
         var host = pending.host
         host.managerURL = try ManagerURL(url)
         return PendingLoginConfirmation(
-            confirmationId: pending.confirmationId, code: pending.code, payload: pending.payload, appLink: pending.appLink,
+            confirmationId: pending.confirmationId, code: pending.code, payload: pending.payload,
+            appLink: pending.appLink,
             hostName: pending.hostName,
-            loginName: pending.loginName, service: pending.service, expiresAt: pending.expiresAt, waitToken: pending.waitToken, nonce: pending.nonce,
+            loginName: pending.loginName, service: pending.service, expiresAt: pending.expiresAt,
+            waitToken: pending.waitToken, nonce: pending.nonce,
             host: host, managerKey: pending.managerKey
         )
     }
@@ -73,27 +82,33 @@ import XignTestSupport
         let setup = try Setup()
         let web = try setup.host("web1"), db = try setup.host("db1")
         // Genuine approved decisions, each for another request: another host's, another service's, an earlier one of this host.
-        let other = try db.startLoginConfirmation(loginName: "alice", service: "sshd", remoteHost: nil, tty: nil, command: nil)
+        let other = try db.startLoginConfirmation(
+            loginName: "alice", service: "sshd", remoteHost: nil, tty: nil, command: nil)
         try setup.approve(other)
         let otherHost = try setup.genuineAnswer(other)
-        let earlier = try web.startLoginConfirmation(loginName: "alice", service: "sudo", remoteHost: nil, tty: nil, command: nil)
+        let earlier = try web.startLoginConfirmation(
+            loginName: "alice", service: "sudo", remoteHost: nil, tty: nil, command: nil)
         try setup.approve(earlier)
         let replayed = try setup.genuineAnswer(earlier)
         let attacker = try P256PrivateKey()
 
-        let pending = try web.startLoginConfirmation(loginName: "alice", service: "sshd", remoteHost: "192.0.2.7", tty: "ssh", command: nil)
+        let pending = try web.startLoginConfirmation(
+            loginName: "alice", service: "sshd", remoteHost: "192.0.2.7", tty: "ssh", command: nil)
         let forged: [UInt8] = try {
             let result = ConfirmationResultMessage(
                 nonce: pending.nonce, confirmationId: pending.confirmationId, hostId: pending.host.hostId,
                 loginName: "alice", service: "sshd", state: .approved, approvedBy: "x")
             let header = JWS.Header(typ: SignedAnswerType.confirmationResult, kid: attacker.publicKey.fingerprint)
             return FaultyServer.http(
-                contentType: "application/jose", body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: attacker).utf8)
+                contentType: "application/jose",
+                body: Array(try JWS.sign(payload: JSONEncoder().encode(result), header: header, with: attacker).utf8)
             )
         }()
         for (name, answer) in [("forged", forged), ("replayed", replayed), ("other host", otherHost)] {
             let standIn = try FaultyServer { _ in answer }
-            let error = #expect(throws: XignSdkError.self, "\(name)") { try web.waitForDecision(try through(standIn.url, pending), upTo: 0) }
+            let error = #expect(throws: XignSdkError.self, "\(name)") {
+                try web.waitForDecision(try through(standIn.url, pending), upTo: 0)
+            }
             #expect(error?.errorCode == .managerSignatureInvalid, "\(name): \(error?.message ?? "")")
         }
         // Honest control: the same request, approved for real, is believed.
@@ -105,7 +120,8 @@ import XignTestSupport
     @Test func aLongPollAnswersSoonAfterTheApproval() throws {
         let setup = try Setup()
         let web = try setup.host("web1")
-        let pending = try web.startLoginConfirmation(loginName: "alice", service: "sshd", remoteHost: nil, tty: nil, command: nil)
+        let pending = try web.startLoginConfirmation(
+            loginName: "alice", service: "sshd", remoteHost: nil, tty: nil, command: nil)
         let approver = Thread.detachedResult { try setup.approve(pending) }
         let started = Date()
         #expect(try web.waitForDecision(pending, upTo: 8_000) == .approved(byDevice: setup.idmIdentifier))

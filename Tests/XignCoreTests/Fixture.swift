@@ -40,19 +40,29 @@ final class Fixture: @unchecked Sendable {
 
     /// Registers `email` with `pin` through the SDK and returns the activation data from the mail.
     @discardableResult
-    func register(_ email: String, pin: String = "24680", alias: String? = nil) throws -> PersonalizationInitializationData {
+    func register(
+        _ email: String, pin: String = "24680", alias: String? = nil
+    ) throws -> PersonalizationInitializationData {
         let parameters = try sdk().registry.initializationSynchronous(url: manager.url)
         try expectSetPin(parameters.pinSpec.setPin(pin))
-        guard let info = parameters.selection?.info.email, info.setValue(value: email) == .valid else { throw TestFailure("email not accepted") }
+        guard let info = parameters.selection?.info.email, info.setValue(value: email) == .valid else {
+            throw TestFailure("email not accepted")
+        }
         if let alias { _ = parameters.setAlias(alias) }
-        guard case .success = try sdk().registry.registerSynchronous(data: parameters) else { throw TestFailure("registration of \(email) failed") }
+        guard case .success = try sdk().registry.registerSynchronous(data: parameters) else {
+            throw TestFailure("registration of \(email) failed")
+        }
         return try PersonalizationInitializationData(parsing: manager.activationLink(for: email))
     }
 
     /// Personalizes a fresh activation and returns the result.
-    func personalize(_ data: PersonalizationInitializationData, pin: String = "24680", user: String = "alice") throws -> PersonalizationResult {
+    func personalize(
+        _ data: PersonalizationInitializationData, pin: String = "24680", user: String = "alice"
+    ) throws -> PersonalizationResult {
         let personalizer = try sdk(user: user).personalizer()
-        guard case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin)
+        guard
+            case .newPersonalization(let parameters) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: pin)
         else {
             throw TestFailure("expected newPersonalization")
         }
@@ -62,7 +72,9 @@ final class Fixture: @unchecked Sendable {
     /// `xign-manager admin activations --json`.
     func activations() throws -> [[String: Any]] {
         let result = try manager.admin(["activations", "--json"])
-        guard result.status == 0, let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] else {
+        guard result.status == 0,
+            let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]
+        else {
             throw TestFailure("admin activations failed: \(result.stderr)")
         }
         return list
@@ -76,7 +88,9 @@ final class Fixture: @unchecked Sendable {
         while let relative = enumerator?.nextObject() as? String {
             var isDirectory: ObjCBool = false
             let path = root + "/" + relative
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue, relative != ".lock" {
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                relative != ".lock"
+            {
                 files[relative] = FileManager.default.contents(atPath: path)
             }
         }

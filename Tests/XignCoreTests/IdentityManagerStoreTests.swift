@@ -11,7 +11,8 @@ import XignTestSupport
         let directory = TemporaryDirectory()
         let store = IdentityManagerStore(directory: directory.file("state"))
         let lock = { (attempts: Int) in
-            IdentityManagerStore.PendingLockoutRecord(isPermanent: false, lockedUntil: 4_000_000_000_000, failedAttempts: attempts)
+            IdentityManagerStore.PendingLockoutRecord(
+                isPermanent: false, lockedUntil: 4_000_000_000_000, failedAttempts: attempts)
         }
         try store.update { $0.pendingLockouts["activation"] = lock(1) }
         let decodes = { store.lastRead.decodes.load(ordering: .relaxed) }
@@ -30,6 +31,8 @@ import XignTestSupport
         try store.update { $0.pendingLockouts["activation"] = lock(3) }
         #expect(try store.pendingLockout(activationId: "activation")?.failedAttempts == 3)
         try FileManager.default.removeItem(atPath: store.path)
-        #expect(try store.pendingLockout(activationId: "activation") == nil, "a removed file is no enrolment, not the last one read")
+        #expect(
+            try store.pendingLockout(activationId: "activation") == nil,
+            "a removed file is no enrolment, not the last one read")
     }
 }

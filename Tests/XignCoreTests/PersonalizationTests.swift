@@ -30,19 +30,25 @@ import XignTestSupport
         #expect(result.entity.managerURL == fixture.manager.url)
         // The key file is named here, not after anything the manager said, and with the state is private to root.
         #expect(result.entity.keyReference.hasPrefix("key-") && result.entity.keyReference != result.idmIdentifier)
-        let keyFile = fixture.directory.file("state/keys/\(result.entity.keyReference).\(keyKind == "tpm" ? "tpm" : "pem")")
+        let keyFile = fixture.directory.file(
+            "state/keys/\(result.entity.keyReference).\(keyKind == "tpm" ? "tpm" : "pem")")
         #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
-        #expect(try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int == 0o700)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: fixture.directory.file("state"))[.posixPermissions] as? Int
+                == 0o700)
     }
 
-    @Test(arguments: keyKinds) func scanningFreshDataAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey(keyKind: String) throws {
+    @Test(arguments: keyKinds) func scanningFreshDataAgainGivesAlreadyPersonalizedAndOverrideReplacesTheKey(
+        keyKind: String
+    ) throws {
         let fixture = try fixture(keyKind)
         let first = try fixture.personalize(try fixture.register("again@example.org"))
         // The first personalization used the data up; the administrator's new data reaches the activation again.
         let data = try PersonalizationInitializationData(parsing: fixture.manager.reissue("again@example.org"))
         let personalizer = try fixture.sdk().personalizer()
         guard
-            case .alreadyPersonalized(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            case .alreadyPersonalized(let parameters) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
         else {
             Issue.record("expected alreadyPersonalized")
             return
@@ -66,8 +72,9 @@ import XignTestSupport
         let fresh = fixture.directory.file("fresh-state")  // a reinstalled machine
         let personalizer = try fixture.sdk(stateDirectory: fresh).personalizer()
         guard
-            case .rePersonalization(let parameters, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: "24680")
+            case .rePersonalization(let parameters, _) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: "24680")
         else {
             Issue.record("expected rePersonalization")
             return
@@ -78,7 +85,8 @@ import XignTestSupport
         // The old device is revoked at the manager: it can no longer get a challenge.
         let client = ManagerClient(url: fixture.manager.url, http: HTTPClient())
         #expect(throws: XignSdkError.self) {
-            let _: ChallengeMessage = try client.post(APIPath.challenges, ChallengeRequest(deviceId: first.idmIdentifier))
+            let _: ChallengeMessage = try client.post(
+                APIPath.challenges, ChallengeRequest(deviceId: first.idmIdentifier))
         }
         let activation = try #require(try fixture.activations().first { $0["email"] as? String == "reset@example.org" })
         #expect(activation["deviceId"] as? String == moved.idmIdentifier)
@@ -90,7 +98,9 @@ import XignTestSupport
         let fixture = try Fixture()
         let data = try fixture.register("once@example.org")
         let first = try fixture.personalize(data)
-        #expect(try fixture.manager.subjects(to: "once@example.org").last == "A device was enrolled for your XignIn account")
+        #expect(
+            try fixture.manager.subjects(to: "once@example.org").last == "A device was enrolled for your XignIn account"
+        )
         let elsewhere = try fixture.sdk(stateDirectory: fixture.directory.file("attacker")).personalizer()
         for pin in ["24680", "11223"] {
             do {
@@ -122,7 +132,9 @@ import XignTestSupport
         let data = try PersonalizationInitializationData(parsing: fixture.manager.reissue("second@example.org"))
         let mailsBefore = try fixture.manager.mails().count
         let personalizer = try fixture.sdk(stateDirectory: fixture.directory.file("other-state")).personalizer()
-        guard case .rePersonalization(_, let trigger) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+        guard
+            case .rePersonalization(_, let trigger) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
         else {
             Issue.record("expected rePersonalization")
             return
@@ -137,11 +149,14 @@ import XignTestSupport
         #expect(added.entity.alias == "Workstation")
         let activations = try fixture.activations().filter { $0["email"] as? String == "second@example.org" }
         #expect(activations.count == 2)
-        #expect(activations.first { $0["id"] as? String == first.entity.activationId }?["deviceId"] as? String == first.idmIdentifier)
+        #expect(
+            activations.first { $0["id"] as? String == first.entity.activationId }?["deviceId"] as? String
+                == first.idmIdentifier)
         // The backup mail carries the new activation's data, and the account is told of the new device.
         #expect(try fixture.manager.mails().count == mailsBefore + 2)
         let backup = try PersonalizationPayload(
-            parsingMail: String(contentsOfFile: try fixture.manager.mailPath(for: "second@example.org"), encoding: .utf8))
+            parsingMail: String(
+                contentsOfFile: try fixture.manager.mailPath(for: "second@example.org"), encoding: .utf8))
         #expect(backup.activationId == added.entity.activationId)
     }
 
@@ -151,11 +166,13 @@ import XignTestSupport
         let invite = try fixture.manager.admin(["invite", "--email", "alice@acme.example", "--organization", "Acme"])
         #expect(invite.status == 0, "\(invite.stderr)")
         let pin = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
-        let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "alice@acme.example"))
+        let data = try PersonalizationInitializationData(
+            parsing: fixture.manager.activationLink(for: "alice@acme.example"))
         let personalizer = try fixture.sdk().personalizer()
         guard
-            case .mergePersonalization(let parameters, let merge) = try personalizer.decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: pin)
+            case .mergePersonalization(let parameters, let merge) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: pin)
         else {
             Issue.record("expected mergePersonalization")
             return
@@ -180,7 +197,9 @@ import XignTestSupport
         var delays: [TimeInterval] = []
         for attempt in 1...4 {
             let before = Date()
-            guard case .lockout(let lock, let again) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570")
+            guard
+                case .lockout(let lock, let again) =
+                    try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570")
             else {
                 Issue.record("attempt \(attempt) was not a lockout")
                 return
@@ -205,8 +224,9 @@ import XignTestSupport
         // Permanent: the right PIN is refused, also on a machine with no memory of the lock (the manager enforces it).
         for stateDirectory in [nil, fixture.directory.file("elsewhere")] {
             do {
-                _ = try fixture.sdk(stateDirectory: stateDirectory).personalizer().decryptPersonalizationInitializationDataSynchronous(
-                    data: data, pin: "24680")
+                _ = try fixture.sdk(stateDirectory: stateDirectory).personalizer()
+                    .decryptPersonalizationInitializationDataSynchronous(
+                        data: data, pin: "24680")
                 Issue.record("a permanently locked activation accepted the right PIN")
             } catch let error as XignSdkError where error.lockout != nil {
                 #expect(error.lockout?.isPermanent == true)
@@ -219,16 +239,24 @@ import XignTestSupport
         let fixture = try Fixture()
         let data = try fixture.register("reset-counter@example.org")
         let personalizer = try fixture.sdk().personalizer()
-        guard case .lockout(let lock, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "13570") else {
+        guard
+            case .lockout(let lock, _) = try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "13570")
+        else {
             Issue.record("expected a lockout")
             return
         }
         Thread.sleep(until: lock.lockedUntil.addingTimeInterval(0.05))
-        guard case .newPersonalization = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680") else {
+        guard
+            case .newPersonalization = try personalizer.decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
+        else {
             Issue.record("expected newPersonalization")
             return
         }
-        #expect(try fixture.activations().first { $0["email"] as? String == "reset-counter@example.org" }?["failedAttempts"] as? Int == 0)
+        #expect(
+            try fixture.activations().first { $0["email"] as? String == "reset-counter@example.org" }?["failedAttempts"]
+                as? Int == 0)
     }
 
     @Test func removeRevokesAtTheManagerAndForgetsLocally() throws {
@@ -237,9 +265,12 @@ import XignTestSupport
         let result = try fixture.personalize(data)
         #expect(try fixture.sdk().remove(idmIdentifier: result.idmIdentifier, localOnly: false) == .revoked)
         #expect(try fixture.sdk().store.list().isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("state/keys/\(result.entity.keyReference).pem")))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: fixture.directory.file("state/keys/\(result.entity.keyReference).pem")))
         do {
-            _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            _ = try fixture.sdk().personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
             Issue.record("a revoked activation was accepted")
         } catch let error as XignSdkError {
             #expect(error.errorCode == .activationRevoked)
@@ -251,7 +282,8 @@ import XignTestSupport
         let data = try fixture.register("shared@example.org")
         _ = try fixture.personalize(data, user: "alice")
         do {
-            _ = try fixture.sdk(user: "bob").personalizer().decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            _ = try fixture.sdk(user: "bob").personalizer().decryptPersonalizationInitializationDataSynchronous(
+                data: data, pin: "24680")
             Issue.record("bob took alice's activation")
         } catch let error as XignSdkError {
             #expect(error.message.contains("bound to the local user alice"))
@@ -262,12 +294,15 @@ import XignTestSupport
         let fixture = try Fixture()
         let existing = try fixture.personalize(try fixture.register("carol@example.org"))
         let invite = try fixture.manager.admin(["invite", "--email", "carol@acme.example", "--organization", "Acme"])
-        let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
-        let data = try PersonalizationInitializationData(parsing: fixture.manager.activationLink(for: "carol@acme.example"))
+        let invitePIN = try #require(
+            invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let data = try PersonalizationInitializationData(
+            parsing: fixture.manager.activationLink(for: "carol@acme.example"))
         let sdk = try fixture.sdk()
         guard
-            case .mergePersonalization(_, let merge) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: invitePIN)
+            case .mergePersonalization(_, let merge) = try sdk.personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: invitePIN)
         else {
             Issue.record("expected mergePersonalization")
             return
@@ -275,7 +310,8 @@ import XignTestSupport
         // Another enrolled device may not confirm this merge.
         let other = try fixture.personalize(try fixture.register("dave@example.org"), user: "dave")
         let foreign = AuthenticationInitializationDataWithSession(
-            existingIdmIdentifier: other.idmIdentifier, existingAccountEmail: "dave@example.org", invitedEmail: merge.invitedEmail,
+            existingIdmIdentifier: other.idmIdentifier, existingAccountEmail: "dave@example.org",
+            invitedEmail: merge.invitedEmail,
             organization: merge.organization, sessionId: merge.sessionId
         )
         #expect(throws: XignSdkError.self) { _ = try sdk.authenticator.startAuthenticationSynchronous(data: foreign) }
@@ -283,24 +319,32 @@ import XignTestSupport
         let authenticator = sdk.authenticator
         let request = try authenticator.startAuthenticationSynchronous(data: merge)
         #expect(request.roles.map(\.name) == ["merge"])
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             Issue.record("expected success")
             return
         }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
-        guard case .apiAccessMergeComplete(let idmIdentifier) = try authenticator.finishMergeSynchronous(userInfo: information) else {
+        guard
+            case .apiAccessMergeComplete(let idmIdentifier) = try authenticator.finishMergeSynchronous(
+                userInfo: information)
+        else {
             Issue.record("expected apiAccessMergeComplete")
             return
         }
         #expect(idmIdentifier == existing.idmIdentifier)
         // The invite is gone: its account, its activation data, and its address is now taken.
         let accounts =
-            try JSONSerialization.jsonObject(with: Data(try fixture.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            try JSONSerialization.jsonObject(with: Data(try fixture.manager.admin(["accounts", "--json"]).stdout.utf8))
+            as? [[String: Any]] ?? []
         #expect(accounts.compactMap { $0["email"] as? String }.sorted() == ["carol@example.org", "dave@example.org"])
         do {
-            _ = try fixture.sdk(stateDirectory: fixture.directory.file("fresh")).personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: invitePIN)
+            _ = try fixture.sdk(stateDirectory: fixture.directory.file("fresh")).personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: invitePIN)
             Issue.record("the invite still decrypts")
         } catch let error as XignSdkError {
             #expect(error.errorCode == .activationNotFound)

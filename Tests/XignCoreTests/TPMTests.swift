@@ -19,15 +19,20 @@ import XignTestSupport
     /// A whole login with the enrolment's key; returns the token or throws the SDK error.
     func login(_ sdk: XignSdk, _ id: String) throws -> LoginToken {
         let authenticator = sdk.authenticator
-        let data = try authenticator.fetchInAppAuthenticationInitializationData(idmIdentifier: id, service: "pam", host: "h", localUser: "alice")
+        let data = try authenticator.fetchInAppAuthenticationInitializationData(
+            idmIdentifier: id, service: "pam", host: "h", localUser: "alice")
         let request = try authenticator.startAuthenticationSynchronous(data: data)
         request.setSelection(request.roles[0])
-        guard case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(request: request) else {
+        guard
+            case .success(let information) = try authenticator.prepareAuthenticationUserInformationSynchronous(
+                request: request)
+        else {
             throw TestFailure("prepare")
         }
         try information.sign(factor: DeviceFactor())
         try information.sign(factor: PinFactor("24680"))
-        guard case .serviceLogin(let result) = try authenticator.finishAuthenticationSynchronous(userInfo: information) else {
+        guard case .serviceLogin(let result) = try authenticator.finishAuthenticationSynchronous(userInfo: information)
+        else {
             throw TestFailure("not a login")
         }
         return try authenticator.fetchToken(try authenticator.fetchAuthorizationCode(result), expecting: data)
@@ -43,7 +48,9 @@ import XignTestSupport
         #expect(result.entity.keyKind == .tpm)
         #expect(try fixture.activations().first?["keyKind"] as? String == "tpm", "the manager stores the key kind")
         #expect(try login(try fixture.sdk(), result.idmIdentifier).subject == "tpm@example.org")
-        #expect(try FileManager.default.attributesOfItem(atPath: keyFile(fixture, result))[.posixPermissions] as? Int == 0o600)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: keyFile(fixture, result))[.posixPermissions] as? Int
+                == 0o600)
     }
 
     @Test func theSameKeySignsAfterARestart() throws {
@@ -64,7 +71,9 @@ import XignTestSupport
             Issue.record("a cleared TPM still signed")
         } catch let error as XignSdkError {
             #expect(error.errorCode == .deviceKeyFailure)
-            #expect(error.message.contains("the TPM was cleared") && error.message.contains("xign-setup personalize"), "\(error.message)")
+            #expect(
+                error.message.contains("the TPM was cleared") && error.message.contains("xign-setup personalize"),
+                "\(error.message)")
         }
         #expect(fixture.snapshot() == before, "the state is untouched")
         #expect(try fixture.activations().first?["failedAttempts"] as? Int == 0, "no PIN was sent")
@@ -117,7 +126,8 @@ import XignTestSupport
     }
 
     @Test func aHardwareKeyPassesWhereTheManagerRequiresOne() throws {
-        let (fixture, _) = try fixture(managerConfig: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n")
+        let (fixture, _) = try fixture(
+            managerConfig: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n")
         let result = try fixture.personalize(try fixture.register("hardware@example.org"))
         #expect(try login(try fixture.sdk(), result.idmIdentifier).subject == "hardware@example.org")
     }
@@ -141,7 +151,8 @@ import XignTestSupport
         let choice = try fixture.sdk().newKeyKind()
         #expect(choice.kind == .software)
         #expect(
-            choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true, "\(String(describing: choice.warning))")
+            choice.warning?.contains("this key is a software key, which a copy of the disk can use") == true,
+            "\(String(describing: choice.warning))")
         let result = try fixture.personalize(try fixture.register("auto@example.org"))
         #expect(try fixture.sdk().entity(result.idmIdentifier).keyKind == .software)
     }
@@ -160,10 +171,13 @@ import XignTestSupport
         #expect(healthy.status == .ok, "\(healthy.items.map { "\($0.name): \($0.detail)" })")
         #expect(
             healthy.items.map(\.name) == [
-                "tcti", "tpm", "srk", "tpm lockout", "ek certificate", "device_key", "key \(result.idmIdentifier.prefix(8)) (alice, tpm)",
+                "tcti", "tpm", "srk", "tpm lockout", "ek certificate", "device_key",
+                "key \(result.idmIdentifier.prefix(8)) (alice, tpm)",
                 "offline \(result.idmIdentifier.prefix(8)) (alice)", "manager \(fixture.manager.url)", "pam",
             ])
-        #expect(healthy.items.first { $0.name.hasPrefix("offline") }?.detail.hasPrefix("offline login possible until") == true)
+        #expect(
+            healthy.items.first { $0.name.hasPrefix("offline") }?.detail.hasPrefix("offline login possible until")
+                == true)
         #expect(healthy.items.first { $0.name == "device_key" }?.detail == "tpm: new keys are tpm keys")
         tpm.stop()
         fixture.manager.stop()
@@ -186,7 +200,9 @@ import XignTestSupport
         }
         let items = try fixture.sdk().diagnose(pamDirectory: fixture.directory.path).items
         let key = try #require(items.first { $0.name == "key \(result.idmIdentifier.prefix(8)) (alice, software)" })
-        #expect(key.status == .warning && key.hint?.contains("personalize again to make the key in the TPM") == true, "\(key)")
+        #expect(
+            key.status == .warning && key.hint?.contains("personalize again to make the key in the TPM") == true,
+            "\(key)")
         #expect(items.first { $0.name == "device_key" }?.detail == "auto: new keys are tpm keys")
     }
 }

@@ -32,7 +32,8 @@ import XignCrypto
                 group.addTask {
                     (0..<50).allSatisfy { round in
                         copy.isValidSignature(signatures[index % 8], for: messages[index % 8])
-                            && !copy.isValidSignature(signatures[(index + 1) % 8], for: messages[index % 8]) && round >= 0
+                            && !copy.isValidSignature(signatures[(index + 1) % 8], for: messages[index % 8])
+                            && round >= 0
                     }
                 }
             }
@@ -53,7 +54,9 @@ import XignCrypto
         #expect(try P256PublicKey(derRepresentation: der) == key.publicKey)
         #expect(try P256PublicKey(x963Representation: der.suffix(65)) == key.publicKey)
         #expect(throws: CryptoError.self) { try P256PublicKey(derRepresentation: Data(der.dropLast())) }
-        #expect(throws: CryptoError.self) { try P256PrivateKey(pemRepresentation: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }
+        #expect(throws: CryptoError.self) {
+            try P256PrivateKey(pemRepresentation: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+        }
     }
 
     /// One key, one encoding, one fingerprint: trailing bytes or a compressed point are refused, the canonical form is not.
@@ -67,7 +70,8 @@ import XignCrypto
         let point = key.point
         let compressed =
             Data([
-                0x30, 0x39, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE,
+                0x30, 0x39, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86,
+                0x48, 0xCE,
                 0x3D, 0x03, 0x01, 0x07, 0x03, 0x22, 0x00, 0x02 | (point.last! & 1),
             ]) + point.dropFirst().prefix(32)
         var loaded: OpaquePointer? = compressed.withUnsafeBytes { raw in
@@ -90,19 +94,25 @@ import XignCrypto
         #expect(longer.ciphertext.count == sealed.ciphertext.count)
         #expect(longer.ephemeralPoint != sealed.ephemeralPoint)
         #expect(throws: CryptoError.self) { try PINSeal.open(sealed, with: P256PrivateKey(), binding: binding) }
-        #expect(throws: CryptoError.self) { try PINSeal.open(sealed, with: manager, binding: Data("authentication\nid\nother".utf8)) }
+        #expect(throws: CryptoError.self) {
+            try PINSeal.open(sealed, with: manager, binding: Data("authentication\nid\nother".utf8))
+        }
         for index in [0, 40, sealed.ciphertext.count - 1] {
             var changed = sealed.ciphertext
             changed[index] ^= 1
             #expect(throws: CryptoError.self) {
-                try PINSeal.open(.init(ephemeralPoint: sealed.ephemeralPoint, ciphertext: changed), with: manager, binding: binding)
+                try PINSeal.open(
+                    .init(ephemeralPoint: sealed.ephemeralPoint, ciphertext: changed), with: manager, binding: binding)
             }
         }
         #expect(throws: CryptoError.self) { try PINSeal.seal("", to: manager.publicKey, binding: binding) }
-        #expect(throws: CryptoError.self) { try PINSeal.seal(String(repeating: "1", count: 65), to: manager.publicKey, binding: binding) }
+        #expect(throws: CryptoError.self) {
+            try PINSeal.seal(String(repeating: "1", count: 65), to: manager.publicKey, binding: binding)
+        }
         #expect(
             try PINSeal.open(
-                PINSeal.seal(String(repeating: "1", count: 64), to: manager.publicKey, binding: binding), with: manager, binding: binding
+                PINSeal.seal(String(repeating: "1", count: 64), to: manager.publicKey, binding: binding), with: manager,
+                binding: binding
             ).count == 64)
     }
 
@@ -113,7 +123,9 @@ import XignCrypto
         let info = Data((0xF0...0xF9).map { UInt8($0) })
         let expected = "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"
         #expect(
-            HKDF.derive(secret: secret, salt: salt, info: info, length: 42).map { String(Int($0) + 0x100, radix: 16).dropFirst() }.joined()
+            HKDF.derive(secret: secret, salt: salt, info: info, length: 42).map {
+                String(Int($0) + 0x100, radix: 16).dropFirst()
+            }.joined()
                 == expected)
     }
 
@@ -130,7 +142,9 @@ import XignCrypto
         let compact = try JWS.sign(payload: Data("{\"a\":1}".utf8), header: header, with: key)
         #expect(try JWS.verify(compact, expectedType: "t", key: key.publicKey) == Data("{\"a\":1}".utf8))
         #expect(throws: JWS.Failure.self) { try JWS.verify(compact, expectedType: "other", key: key.publicKey) }
-        #expect(throws: JWS.Failure.wrongKey) { try JWS.verify(compact, expectedType: "t", key: P256PrivateKey().publicKey) }
+        #expect(throws: JWS.Failure.wrongKey) {
+            try JWS.verify(compact, expectedType: "t", key: P256PrivateKey().publicKey)
+        }
         // A payload swapped under the same signature fails.
         let parts = compact.split(separator: ".")
         let forged = "\(parts[0]).\(Base64URL.encode(Data("{\"a\":2}".utf8))).\(parts[2])"
@@ -151,12 +165,14 @@ import XignCrypto
         // And OpenSSL's own PKCS5_PBKDF2_HMAC for passwords on both sides of the 64-byte HMAC block, empty salts
         // and iteration counts around the loop's edges.
         for (length, iterations) in [(0, 1), (5, 2), (63, 3), (64, 10), (65, 7), (200, 1000)] {
-            let password = Data((0..<length).map { UInt8(($0 * 7 + 3) % 256) }), salt = Data((0..<(length % 40)).map { UInt8($0) })
+            let password = Data((0..<length).map { UInt8(($0 * 7 + 3) % 256) }),
+                salt = Data((0..<(length % 40)).map { UInt8($0) })
             var expected = [UInt8](repeating: 0, count: 32)
             let ok = password.withUnsafeBytes { p in
                 salt.withUnsafeBytes { s in
                     PKCS5_PBKDF2_HMAC(
-                        p.bindMemory(to: CChar.self).baseAddress, Int32(p.count), s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
+                        p.bindMemory(to: CChar.self).baseAddress, Int32(p.count),
+                        s.bindMemory(to: UInt8.self).baseAddress, Int32(s.count),
                         Int32(iterations), EVP_sha256(), 32, &expected)
                 }
             }

@@ -55,7 +55,9 @@ import XignTestSupport
     @Test func aDamagedKeyFileIsRefusedWithoutTheTPM() throws {
         let directory = TemporaryDirectory()
         let store = TPMDeviceKeyStore(directory: directory.path, tcti: "swtpm:path=\(directory.file("none"))")
-        for (name, contents) in [("empty", ""), ("foreign", "-----BEGIN PRIVATE KEY-----"), ("truncated", "XIGNTPM1\u{0}\u{40}abc")] {
+        for (name, contents) in [
+            ("empty", ""), ("foreign", "-----BEGIN PRIVATE KEY-----"), ("truncated", "XIGNTPM1\u{0}\u{40}abc"),
+        ] {
             _ = try directory.write("\(name).tpm", contents)
             #expect(throws: (any Error).self) { _ = try store.load(name) }
         }
@@ -72,7 +74,9 @@ import XignTestSupport
         let loaded = try store.load("device1")
         let message = Data("m".utf8)
         #expect(try key.publicKey.isValidSignature(try loaded.signature(for: message), for: message))
-        #expect(try FileManager.default.attributesOfItem(atPath: directory.file("keys/device1.pem"))[.posixPermissions] as? Int == 0o600)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: directory.file("keys/device1.pem"))[.posixPermissions]
+                as? Int == 0o600)
         try store.delete("device1")
         #expect(throws: DeviceKeyError.self) { _ = try store.load("device1") }
         #expect(throws: DeviceKeyError.self) { _ = try store.load("../etc/passwd") }
@@ -97,7 +101,9 @@ import XignTestSupport
     /// lockout authorization the organization set ("secret"), so the test can reset the count.
     static func strictTPM() throws -> SoftwareTPM {
         let tpm = try SoftwareTPM()
-        try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=4", "--recovery-time=600", "--lockout-recovery-time=600"])
+        try tpm.tool(
+            "tpm2_dictionarylockout",
+            ["--setup-parameters", "--max-tries=4", "--recovery-time=600", "--lockout-recovery-time=600"])
         try tpm.tool("tpm2_changeauth", ["-c", "lockout", "secret"])
         return tpm
     }
@@ -109,11 +115,13 @@ import XignTestSupport
         let directory = TemporaryDirectory()
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
         let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        let (reference, deadline) = try store.create(
+            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
         #expect(
             try store.lockoutState()
                 == TPMLockoutState(
-                    failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false, lockoutAuthorizationSet: true))
+                    failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false,
+                    lockoutAuthorizationSet: true))
         #expect(try store.check(reference, authorization: right, deadline: deadline))
         #expect(try store.lockoutState().failures == 0)
         #expect(try !store.check(reference, authorization: wrong, deadline: deadline))
@@ -143,14 +151,19 @@ import XignTestSupport
             _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .leave)
         }
         #expect(try !store.lockoutState().lockoutAuthorizationSet, "leave changes nothing")
-        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .take)
+        let (reference, deadline) = try store.create(
+            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .take)
         #expect(try store.lockoutState().lockoutAuthorizationSet)
         #expect(try !store.check(reference, authorization: Data(repeating: 8, count: 32), deadline: deadline))
         #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout"]) }
-        #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0"]) }
+        #expect(throws: TestFailure.self) {
+            try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0"])
+        }
         #expect(try store.lockoutState().failures == 1, "the wrong value stays counted")
         #expect(try store.standing(policy: .take).unprotectedBecause == nil)
-        #expect(try store.standing(policy: .leave).unprotectedBecause == nil, "xign's own lockout is trusted under leave too")
+        #expect(
+            try store.standing(policy: .leave).unprotectedBecause == nil,
+            "xign's own lockout is trusted under leave too")
         // Cleared in the firmware: a new seed, an empty lockout authorization, and the old verifier is gone.
         try tpm.clear()
         #expect(throws: TPMFailure.cleared) { _ = try store.check(reference, authorization: right, deadline: deadline) }
@@ -169,12 +182,16 @@ import XignTestSupport
             #expect(try store.standing(policy: policy).unprotectedBecause?.contains("set by another program") == true)
         }
         // Control: the organization says it holds it.
-        #expect(throws: Never.self) { _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization) }
+        #expect(throws: Never.self) {
+            _ = try store.create(
+                authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        }
         // Protection switched off by whoever holds it: no verifier, whatever the policy.
         try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0", "-p", "secret"])
         #expect(try store.standing(policy: .organization).unprotectedBecause?.contains("recovery time 0") == true)
         #expect(throws: TPMFailure.self) {
-            _ = try store.create(authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+            _ = try store.create(
+                authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
         }
     }
 
@@ -184,13 +201,20 @@ import XignTestSupport
         let directory = TemporaryDirectory()
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
         let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let (reference, deadline) = try store.create(authorization: right, beside: "key", graceMilliseconds: 3_600_000, policy: .organization)
+        let (reference, deadline) = try store.create(
+            authorization: right, beside: "key", graceMilliseconds: 3_600_000, policy: .organization)
         #expect(try store.check(reference, authorization: right, deadline: deadline), "control: within the grace")
         // A deadline written further out (root editing the state file) is not the policy the verifier carries.
-        #expect(throws: TPMFailure.self) { _ = try store.check(reference, authorization: right, deadline: deadline + 86_400_000) }
+        #expect(throws: TPMFailure.self) {
+            _ = try store.check(reference, authorization: right, deadline: deadline + 86_400_000)
+        }
         try tpm.advanceClock(byMilliseconds: 3_600_000)
-        #expect(throws: TPMFailure.graceOver) { _ = try store.check(reference, authorization: right, deadline: deadline) }
-        #expect(throws: TPMFailure.graceOver) { _ = try store.check(reference, authorization: wrong, deadline: deadline) }
+        #expect(throws: TPMFailure.graceOver) {
+            _ = try store.check(reference, authorization: right, deadline: deadline)
+        }
+        #expect(throws: TPMFailure.graceOver) {
+            _ = try store.check(reference, authorization: wrong, deadline: deadline)
+        }
         #expect(try store.lockoutState().failures == 0, "past the deadline no value reaches the authorization check")
     }
 
@@ -198,9 +222,12 @@ import XignTestSupport
         let tpm = try Self.strictTPM(), other = try Self.strictTPM()
         let directory = TemporaryDirectory()
         let (reference, deadline) = try TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti).create(
-            authorization: Data(repeating: 1, count: 32), beside: "key", graceMilliseconds: Self.week, policy: .organization)
+            authorization: Data(repeating: 1, count: 32), beside: "key", graceMilliseconds: Self.week,
+            policy: .organization)
         let elsewhere = TPMPINVerifierStore(directory: directory.path, tcti: other.tcti)
-        #expect(throws: TPMFailure.cleared) { _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32), deadline: deadline) }
+        #expect(throws: TPMFailure.cleared) {
+            _ = try elsewhere.check(reference, authorization: Data(repeating: 1, count: 32), deadline: deadline)
+        }
         // Nothing was tried there: no PIN can be tested against another TPM.
         #expect(try elsewhere.lockoutState().failures == 0)
     }
@@ -210,8 +237,11 @@ import XignTestSupport
         let directory = TemporaryDirectory()
         // A noDA key in the verifier's place would accept any value without counting.
         let (_, key) = try TPMDeviceKeyStore(directory: directory.path, tcti: tpm.tcti).createPendingKey()
-        try FileManager.default.copyItem(atPath: directory.file("\(key).tpm"), toPath: directory.file("swapped.pinverifier"))
+        try FileManager.default.copyItem(
+            atPath: directory.file("\(key).tpm"), toPath: directory.file("swapped.pinverifier"))
         let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        #expect(throws: TPMFailure.self) { _ = try store.check("swapped", authorization: Data(repeating: 1, count: 32), deadline: .max) }
+        #expect(throws: TPMFailure.self) {
+            _ = try store.check("swapped", authorization: Data(repeating: 1, count: 32), deadline: .max)
+        }
     }
 }

@@ -25,14 +25,16 @@ import XignTestSupport
         _ = try sdk.registry.registerSynchronous(data: parameters)
         let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "alice@example.org"))
         guard
-            case .newPersonalization(let personalization) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: "24680")
+            case .newPersonalization(let personalization) = try sdk.personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: "24680")
         else { throw TestFailure("expected newPersonalization") }
         _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: personalization)
         // This test's own session records, so whether the runner's session is remote changes nothing.
         configPath = try directory.write(
             "xign.conf",
-            "state_dir = \(state)\n[pam]\nlogind_sessions = \(directory.file("no-logind"))\nutmp = \(directory.file("no-utmp"))\n")
+            "state_dir = \(state)\n[pam]\nlogind_sessions = \(directory.file("no-logind"))\nutmp = \(directory.file("no-utmp"))\n"
+        )
     }
 
     func login(
@@ -45,7 +47,8 @@ import XignTestSupport
         let options = try LoginOptions(arguments: ["config=\(configPath)", "timeout=5"] + arguments)
         // login on a virtual terminal: at the machine.
         let caller = LoginCaller(user: user, service: service, ruser: nil, rhost: nil, tty: "tty1")
-        let outcome = Login(caller: caller, options: options, conversation: conversation, log: { lines.append($1) }).run()
+        let outcome = Login(caller: caller, options: options, conversation: conversation, log: { lines.append($1) })
+            .run()
         return (outcome, conversation, lines.all)
     }
 
@@ -59,7 +62,9 @@ import XignTestSupport
         let (wrong, refused, wrongLog) = try login(answers: ["13579"])
         guard case .wrongPIN(let lock) = wrong else { throw TestFailure("expected wrongPIN, got \(wrong)") }
         #expect(lock.failedAttempts == 1 && !lock.isPermanent && lock.lockedUntil > Date())
-        #expect(refused.transcript.last?.hasPrefix("[ERROR_MSG] Wrong PIN. XignIn is locked until ") == true, "\(refused.transcript)")
+        #expect(
+            refused.transcript.last?.hasPrefix("[ERROR_MSG] Wrong PIN. XignIn is locked until ") == true,
+            "\(refused.transcript)")
         #expect(wrongLog.last?.hasPrefix("result=wrong-pin ") == true)
         refused.finish()
     }
@@ -95,8 +100,12 @@ import XignTestSupport
     }
 
     @Test func outcomesTravelToTheModuleAsThemselves() throws {
-        let lock = LockoutAttemptInformation(isPermanent: false, lockedUntil: Date(timeIntervalSince1970: 1_800_000_000), failedAttempts: 3)
-        for outcome: LoginOutcome in [.signedIn, .wrongPIN(lock), .locked(lock), .ignored(.remoteLogin), .refused(.denied), .misconfigured(.state)] {
+        let lock = LockoutAttemptInformation(
+            isPermanent: false, lockedUntil: Date(timeIntervalSince1970: 1_800_000_000), failedAttempts: 3)
+        for outcome: LoginOutcome in [
+            .signedIn, .wrongPIN(lock), .locked(lock), .ignored(.remoteLogin), .refused(.denied),
+            .misconfigured(.state),
+        ] {
             let reply = DaemonReply.loginEnded(outcome: outcome)
             #expect(try JSONDecoder().decode(DaemonReply.self, from: JSONEncoder().encode(reply)) == reply)
         }
@@ -106,7 +115,8 @@ import XignTestSupport
     /// `stateUnavailable`, its attempt limit `lockedOut`, the SDK's errors themselves.
     @Test func daemonFailuresTravelAsThemselvesAndBecomeTheirSDKError() throws {
         let failures: [(DaemonFailure, XignSdkErrorCode)] = [
-            (.refused(message: "an answer without a prompt"), .stateUnavailable), (.busy(message: "try again"), .stateUnavailable),
+            (.refused(message: "an answer without a prompt"), .stateUnavailable),
+            (.busy(message: "try again"), .stateUnavailable),
             (.attemptLimitReached(message: "Too many PIN attempts"), .lockedOut),
             (.sdk(code: .wrongConfirmationCode, message: "wrong code"), .wrongConfirmationCode),
         ]
@@ -115,8 +125,11 @@ import XignTestSupport
             #expect(try JSONDecoder().decode(DaemonReply.self, from: JSONEncoder().encode(reply)) == reply)
             #expect(failure.error.errorCode == code && failure.error.message == failure.message)
         }
-        #expect(DaemonReply(XignSdkError(.hostNotAllowed, "no")) == .failure(.sdk(code: .hostNotAllowed, message: "no")))
-        #expect(DaemonReply(CocoaError(.fileNoSuchFile)) == .failure(.sdk(code: .stateUnavailable, message: "\(CocoaError(.fileNoSuchFile))")))
+        #expect(
+            DaemonReply(XignSdkError(.hostNotAllowed, "no")) == .failure(.sdk(code: .hostNotAllowed, message: "no")))
+        #expect(
+            DaemonReply(CocoaError(.fileNoSuchFile))
+                == .failure(.sdk(code: .stateUnavailable, message: "\(CocoaError(.fileNoSuchFile))")))
     }
 }
 

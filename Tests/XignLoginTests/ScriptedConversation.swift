@@ -27,7 +27,9 @@ final class ScriptedConversation: Conversation, @unchecked Sendable {
     /// The answers nobody asked for; each is also a recorded failure.
     @discardableResult
     func finish(sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
-        for answer in answers { Issue.record("the scripted answer '\(answer)' was never asked for", sourceLocation: sourceLocation) }
+        for answer in answers {
+            Issue.record("the scripted answer '\(answer)' was never asked for", sourceLocation: sourceLocation)
+        }
         return answers
     }
 }

@@ -10,7 +10,9 @@ struct API {
     /// Where requests go instead of the manager's own address, such as a proxy in front of it.
     var through: ManagerURL? = nil
     /// Read once; never mutated after loading.
-    nonisolated(unsafe) static let spec = Result { try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml")) }
+    nonisolated(unsafe) static let spec = Result {
+        try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml"))
+    }
 
     struct Answer {
         let status: Int
@@ -26,9 +28,13 @@ struct API {
     }
 
     @discardableResult
-    func call(_ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []) throws -> Answer {
-        let response = try HTTPClient().send(method, to: through ?? manager.url, path: path + query, body: body, headers: headers)
-        try API.spec.get().validate(path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
+    func call(
+        _ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []
+    ) throws -> Answer {
+        let response = try HTTPClient().send(
+            method, to: through ?? manager.url, path: path + query, body: body, headers: headers)
+        try API.spec.get().validate(
+            path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
         return Answer(status: response.status, body: response.body)
     }
 
@@ -40,7 +46,9 @@ struct API {
 
     var managerKey: P256PublicKey {
         get throws {
-            try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)).publicKey
+            try P256PrivateKey(
+                pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/signing-key.pem", encoding: .utf8)
+            ).publicKey
         }
     }
 
@@ -54,7 +62,10 @@ struct API {
     /// The key PINs are sealed to, read from the manager's data directory.
     var pinSealingKey: P256PublicKey {
         get throws {
-            try P256PrivateKey(pemRepresentation: String(contentsOfFile: manager.dataDirectory + "/pin-sealing-key.pem", encoding: .utf8)).publicKey
+            try P256PrivateKey(
+                pemRepresentation: String(
+                    contentsOfFile: manager.dataDirectory + "/pin-sealing-key.pem", encoding: .utf8)
+            ).publicKey
         }
     }
 
@@ -65,7 +76,9 @@ struct API {
 
     /// The JSON of `pin` sealed for a registration in `category`, for bodies written by hand.
     func sealedRegistrationPIN(_ pin: String, category: String = "email") throws -> String {
-        String(decoding: try JSONEncoder.canonical.encode(sealed(pin, for: .registration(categoryId: category))), as: UTF8.self)
+        String(
+            decoding: try JSONEncoder.canonical.encode(sealed(pin, for: .registration(categoryId: category))),
+            as: UTF8.self)
     }
 
     /// POST /v1/registrations for `email` in the email category, whatever the answer.
@@ -73,7 +86,8 @@ struct API {
         try post(
             APIPath.registrations,
             RegisterRequest(
-                categoryId: "email", sealedPin: try sealed(pin, for: .registration(categoryId: "email")), attributes: ["email": email], alias: nil,
+                categoryId: "email", sealedPin: try sealed(pin, for: .registration(categoryId: "email")),
+                attributes: ["email": email], alias: nil,
                 serviceMappingId: nil, arbitraryUserAttributes: nil))
     }
 
@@ -83,38 +97,52 @@ struct API {
         return try PersonalizationPayload(parsing: manager.activationLink(for: email))
     }
 
-    func decrypt(_ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)") throws -> Answer {
+    func decrypt(
+        _ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)"
+    ) throws -> Answer {
         try post(
             APIPath.personalizationDecrypt,
             DecryptRequest(
                 activationId: payload.activationId, activationSecret: payload.activationSecret,
-                sealedPin: try sealed(pin, for: .decrypt(activationId: payload.activationId, nonce: nonce)), nonce: nonce, knownDeviceIds: [])
+                sealedPin: try sealed(pin, for: .decrypt(activationId: payload.activationId, nonce: nonce)),
+                nonce: nonce, knownDeviceIds: [])
         )
     }
 
     /// The body and signature of a personalization request signed with `key` over `challenge`.
     func signedPersonalization(
-        session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software, signWith signer: P256PrivateKey? = nil
+        session: [String: Any], key: P256PrivateKey, keyKind: KeyKind = .software,
+        signWith signer: P256PrivateKey? = nil
     ) throws -> (Data, String) {
         let request = PersonalizeRequest(
-            sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(key.publicKey.derRepresentation), keyKind: keyKind,
+            sessionId: session["id"] as? String ?? "", mode: .new,
+            deviceKey: Base64URL.encode(key.publicKey.derRepresentation), keyKind: keyKind,
             device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil
         )
         let body = try JSONEncoder.canonical.encode(request)
         let message = SignedRequest.canonicalMessage(
-            method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+            method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? ""
+        )
         return (body, Base64URL.encode(try (signer ?? key).signature(for: message)))
     }
 
     /// Registers `email` and personalizes a new software key for it; returns the device id and its key.
-    func enrolDevice(_ email: String, pin: String = "24680", keyKind: KeyKind = .software) throws -> (id: String, key: P256PrivateKey) {
+    func enrolDevice(
+        _ email: String, pin: String = "24680", keyKind: KeyKind = .software
+    ) throws -> (id: String, key: P256PrivateKey) {
         let payload = try register(email, pin: pin)
         let result = try decrypt(payload, pin: pin).signedPayload(key: try managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
-        guard let session = result["session"] as? [String: Any] else { throw TestFailure("decrypt gave no session: \(result)") }
+        guard let session = result["session"] as? [String: Any] else {
+            throw TestFailure("decrypt gave no session: \(result)")
+        }
         let (body, signature) = try signedPersonalization(session: session, key: device, keyKind: keyKind)
-        let personalized = try call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
-        guard let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String else {
+        let personalized = try call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        guard
+            let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)[
+                "deviceId"] as? String
+        else {
             throw TestFailure("personalization failed: \(personalized.json)")
         }
         return (id, device)
@@ -123,18 +151,23 @@ struct API {
     /// POST /v1/authentications for `device` with `purpose`, signed over a fresh challenge as the client does;
     /// `signer` signs instead of the device's key (nil: unsigned), to see a forgery refused.
     func postStart(
-        _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"), code: String? = nil,
+        _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"),
+        code: String? = nil,
         signer: P256PrivateKey?? = .none, offlineReport: OfflineReportMessage? = nil
     ) throws -> Answer {
-        let challenge = try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
+        let challenge =
+            try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
-            deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h", localUser: "u", nonce: "s",
+            deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h",
+            localUser: "u", nonce: "s",
             offlineReport: offlineReport)
         let body = try JSONEncoder.canonical.encode(request)
         guard let key = signer ?? device.key else { return try call("POST", APIPath.authentications, body: body) }
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.authentications, body: body, challenge: challenge)
+        let message = SignedRequest.canonicalMessage(
+            method: "POST", path: APIPath.authentications, body: body, challenge: challenge)
         return try call(
-            "POST", APIPath.authentications, body: body, headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
+            "POST", APIPath.authentications, body: body,
+            headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
         )
     }
 
@@ -150,13 +183,15 @@ struct API {
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
             authenticationId: id, role: role, factors: [.device, .pin],
-            sealedPin: try sealed(pin, for: .authentication(id: id, challenge: challenge)), attributeValues: [:], attributeSelections: [:],
+            sealedPin: try sealed(pin, for: .authentication(id: id, challenge: challenge)), attributeValues: [:],
+            attributeSelections: [:],
             nonce: "f",
             tokenNonce: tokenNonce
         )
         let body = try JSONEncoder.canonical.encode(request)
         let message = SignedRequest.canonicalMessage(
-            method: "POST", path: APIPath.authenticationFinish, body: body, challenge: started["challenge"] as? String ?? "")
+            method: "POST", path: APIPath.authenticationFinish, body: body,
+            challenge: started["challenge"] as? String ?? "")
         return try call(
             "POST", APIPath.authenticationFinish, body: body,
             headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])

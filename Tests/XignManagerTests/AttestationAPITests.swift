@@ -22,7 +22,8 @@ import XignTestSupport
             let trusted = try AttestationAPITests.maker.get().trustedDirectory
             api = API(
                 manager: try ManagerProcess(
-                    config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n",
+                    config: ManagerProcess.testConfig
+                        + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n",
                     database: database))
             tpm = try SoftwareTPM(manufacturedBy: try AttestationAPITests.maker.get(), ecc: false)
             keys = TPMDeviceKeyStore(directory: api.manager.directory.file("keys"), tcti: tpm.tcti)
@@ -31,7 +32,8 @@ import XignTestSupport
 
         /// A fresh personalization session for a new registration.
         func session(_ email: String) throws -> [String: Any] {
-            let result = try api.decrypt(try api.register(email), pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+            let result = try api.decrypt(try api.register(email), pin: "24680").signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.decrypt)
             return try #require(result["session"] as? [String: Any])
         }
 
@@ -40,7 +42,8 @@ import XignTestSupport
         /// The evidence the client would send for `key` in `session`, from the manager's real credential.
         func evidence(for key: TPMDeviceKey, session: [String: Any]) throws -> AttestationEvidence {
             let attestor = KeyAttestor(tpm: keys, client: ManagerClient(url: api.manager.url, http: HTTPClient()))
-            return try #require(try attestor.evidence(for: key, purpose: .personalization(sessionId: session["id"] as? String ?? "")))
+            return try #require(
+                try attestor.evidence(for: key, purpose: .personalization(sessionId: session["id"] as? String ?? "")))
         }
 
         /// POST /v1/personalizations of `key`, signed by it, claiming `kind`, with `evidence`.
@@ -48,12 +51,15 @@ import XignTestSupport
             _ key: any DeviceKey, kind: KeyKind = .tpm, session: [String: Any], evidence: AttestationEvidence?
         ) throws -> API.Answer {
             let request = PersonalizeRequest(
-                sessionId: session["id"] as? String ?? "", mode: .new, deviceKey: Base64URL.encode(try key.publicKey.derRepresentation),
+                sessionId: session["id"] as? String ?? "", mode: .new,
+                deviceKey: Base64URL.encode(try key.publicKey.derRepresentation),
                 keyKind: kind,
-                device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn", newActivation: nil, attestation: evidence)
+                device: DeviceInformationMessage(name: "test-host", platform: "Linux test"), nonce: "pn",
+                newActivation: nil, attestation: evidence)
             let body = try JSONEncoder.canonical.encode(request)
             let message = SignedRequest.canonicalMessage(
-                method: "POST", path: APIPath.personalizations, body: body, challenge: session["challenge"] as? String ?? "")
+                method: "POST", path: APIPath.personalizations, body: body,
+                challenge: session["challenge"] as? String ?? "")
             return try api.call(
                 "POST", APIPath.personalizations, body: body,
                 headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))])
@@ -62,7 +68,9 @@ import XignTestSupport
 
     func expectRefused(_ answer: API.Answer, saying reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
         let message = answer.error["message"] as? String ?? ""
-        #expect(answer.status == 403 && answer.errorCode == "securityInsufficient", "\(answer.json)", sourceLocation: sourceLocation)
+        #expect(
+            answer.status == 403 && answer.errorCode == "securityInsufficient", "\(answer.json)",
+            sourceLocation: sourceLocation)
         #expect(message.contains(reason), "\(message)", sourceLocation: sourceLocation)
     }
 
@@ -79,23 +87,28 @@ import XignTestSupport
         // The same certification again, in another session: its credential was spent.
         let replay = try setting.session("replay@example.org")
         expectRefused(
-            try setting.personalize(key, session: replay, evidence: evidence), saying: "its attestation is unknown, expired or was used already")
+            try setting.personalize(key, session: replay, evidence: evidence),
+            saying: "its attestation is unknown, expired or was used already")
 
         // One key certified, another registered.
         let other = try setting.session("other@example.org")
         let certified = try setting.tpmKey(), registered = try setting.tpmKey()
         expectRefused(
-            try setting.personalize(registered, session: other, evidence: try setting.evidence(for: certified, session: other)),
+            try setting.personalize(
+                registered, session: other, evidence: try setting.evidence(for: certified, session: other)),
             saying: "the certified key is not the key being registered")
 
         // A software key that says it is in a TPM, with no attestation or with one of a TPM key.
         let software = try setting.session("software@example.org")
         let softwareKey = try SoftwareDeviceKeyStore(directory: setting.keys.directory).createPendingKey().key
         expectRefused(
-            try setting.personalize(softwareKey, session: software, evidence: nil), saying: "this one is not attested: the client sent no attestation"
+            try setting.personalize(softwareKey, session: software, evidence: nil),
+            saying: "this one is not attested: the client sent no attestation"
         )
         expectRefused(
-            try setting.personalize(softwareKey, session: software, evidence: try setting.evidence(for: try setting.tpmKey(), session: software)),
+            try setting.personalize(
+                softwareKey, session: software,
+                evidence: try setting.evidence(for: try setting.tpmKey(), session: software)),
             saying: "the certified key is not the key being registered")
 
         // A certification with one byte changed.
@@ -105,22 +118,32 @@ import XignTestSupport
         var attest = try #require(Base64URL.decode(forged.attestation?.attest ?? ""))
         attest[attest.count - 1] ^= 1
         forged.attestation?.attest = Base64URL.encode(attest)
-        expectRefused(try setting.personalize(changedKey, session: changed, evidence: forged), saying: "the certification failed")
+        expectRefused(
+            try setting.personalize(changedKey, session: changed, evidence: forged), saying: "the certification failed")
 
         // The control once more, after the refusals: a fresh honest attestation in that session still passes.
         #expect(
-            try setting.personalize(changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)).status == 200)
+            try setting.personalize(
+                changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)
+            ).status == 200)
     }
 
     @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() throws {
         let setting = try Setting()
         let der = try #require(try setting.keys.endorsementCertificates().first).der
-        let trusted = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
-        #expect(trusted.status == 200 && trusted.json["accepted"] as? Bool == true && trusted.json["issuer"] as? String == "CN=swtpm-localca")
+        let trusted = try setting.api.post(
+            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
+        #expect(
+            trusted.status == 200 && trusted.json["accepted"] as? Bool == true
+                && trusted.json["issuer"] as? String == "CN=swtpm-localca")
         let foreignTPM = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
-        let foreign = try #require(try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates().first)
-            .der
-        let refused = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
+        let foreign = try #require(
+            try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates()
+                .first
+        )
+        .der
+        let refused = try setting.api.post(
+            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
         #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
         #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
         // A start with that certificate is refused before the client's TPM does any work; the control is the trusted one.
@@ -130,14 +153,18 @@ import XignTestSupport
             try setting.api.post(
                 APIPath.attestations,
                 AttestationStartRequest(
-                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
+                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
+                    attestationKey: ak))
         }
         let foreignStart = try start(foreign)
         #expect(foreignStart.status == 403 && foreignStart.errorCode == "securityInsufficient", "\(foreignStart.json)")
         #expect(try start(der).status == 201)
         let garbage = try setting.api.post(
-            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
-        #expect(garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate"))
+            APIPath.endorsementChecks,
+            EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
+        #expect(
+            garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate")
+        )
     }
 
     /// G5, the reviewer's forgery: a TLS server certificate from the trusted maker CA, whose key the forger holds in a
@@ -165,11 +192,15 @@ import XignTestSupport
             try setting.api.post(
                 APIPath.attestations,
                 AttestationStartRequest(
-                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate), attestationKey: ak))
+                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
+                    attestationKey: ak))
         }
         expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
-        let check = try setting.api.post(APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
-        #expect(check.json["accepted"] as? Bool == false && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
+        let check = try setting.api.post(
+            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
+        #expect(
+            check.json["accepted"] as? Bool == false
+                && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
         let honest = try #require(try setting.keys.endorsementCertificates().first).der
         #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
     }
@@ -190,9 +221,13 @@ import XignTestSupport
         #expect(answers.map(\.status) == Array(repeating: 201, count: 8), "\(answers.map(\.json))")
         let ids = Set(answers.compactMap { $0.json["attestationId"] as? String })
         #expect(ids.count == 8)
-        #expect(try setting.api.manager.query("SELECT count(*) FROM attestation_challenges") == ["1"], "one credential per session")
+        #expect(
+            try setting.api.manager.query("SELECT count(*) FROM attestation_challenges") == ["1"],
+            "one credential per session")
 
         let key = try setting.tpmKey()
-        #expect(try setting.personalize(key, session: session, evidence: try setting.evidence(for: key, session: session)).status == 200)
+        #expect(
+            try setting.personalize(key, session: session, evidence: try setting.evidence(for: key, session: session))
+                .status == 200)
     }
 }

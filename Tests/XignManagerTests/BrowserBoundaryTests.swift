@@ -8,10 +8,13 @@ import XignTestSupport
 /// preflight, a page of another origin, two session cookies; and what every answer says back. Each refusal beside
 /// the request the manager's own page sends.
 @Suite struct BrowserBoundaryTests {
-    static func raw(_ manager: ManagerProcess, _ method: String, _ path: String, headers: [String] = [], body: String = "") throws -> String {
+    static func raw(
+        _ manager: ManagerProcess, _ method: String, _ path: String, headers: [String] = [], body: String = ""
+    ) throws -> String {
         let request =
             "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(manager.port)\r\n" + headers.map { $0 + "\r\n" }.joined()
-            + (body.isEmpty && method == "GET" ? "" : "Content-Length: \(body.utf8.count)\r\n") + "Connection: close\r\n\r\n" + body
+            + (body.isEmpty && method == "GET" ? "" : "Content-Length: \(body.utf8.count)\r\n")
+            + "Connection: close\r\n\r\n" + body
         return try #require(LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.1"))
     }
 
@@ -28,24 +31,31 @@ import XignTestSupport
         let body = #"{"deviceId":"no-such-device"}"#
         // What a form or another site's fetch sends without a preflight.
         for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
-            let answer = try Self.raw(manager, "POST", APIPath.challenges, headers: ["Content-Type: \(type)"], body: body)
+            let answer = try Self.raw(
+                manager, "POST", APIPath.challenges, headers: ["Content-Type: \(type)"], body: body)
             #expect(Self.status(answer) == 415, "\(type): \(answer)")
             #expect(Self.header("X-Content-Type-Options", in: answer) == "nosniff")
         }
-        #expect(Self.status(try Self.raw(manager, "POST", APIPath.challenges, body: body)) == 415, "a body without a type")
+        #expect(
+            Self.status(try Self.raw(manager, "POST", APIPath.challenges, body: body)) == 415, "a body without a type")
         // Control: JSON reaches the route, which knows no such device.
-        let json = try Self.raw(manager, "POST", APIPath.challenges, headers: ["Content-Type: application/json; charset=utf-8"], body: body)
+        let json = try Self.raw(
+            manager, "POST", APIPath.challenges, headers: ["Content-Type: application/json; charset=utf-8"], body: body)
         #expect(Self.status(json) == 404, "\(json)")
         #expect(Self.header("X-Content-Type-Options", in: json) == "nosniff")
 
         // A page of another origin, and the manager's own.
         let foreign = try Self.raw(
-            manager, "POST", APIPath.challenges, headers: ["Content-Type: application/json", "Origin: https://evil.example"], body: body)
+            manager, "POST", APIPath.challenges,
+            headers: ["Content-Type: application/json", "Origin: https://evil.example"], body: body)
         #expect(Self.status(foreign) == 403, "\(foreign)")
         #expect(foreign.contains("may not call this manager"))
-        #expect(Self.status(try Self.raw(manager, "GET", APIPath.health, headers: ["Origin: null"])) == 403, "a sandboxed frame or a file")
+        #expect(
+            Self.status(try Self.raw(manager, "GET", APIPath.health, headers: ["Origin: null"])) == 403,
+            "a sandboxed frame or a file")
         let own = try Self.raw(
-            manager, "POST", APIPath.challenges, headers: ["Content-Type: application/json", "Origin: http://127.0.0.1:\(manager.port)"], body: body)
+            manager, "POST", APIPath.challenges,
+            headers: ["Content-Type: application/json", "Origin: http://127.0.0.1:\(manager.port)"], body: body)
         #expect(Self.status(own) == 404, "\(own)")
 
         // Every answer: a page, the API, the router's own 404.
@@ -58,31 +68,42 @@ import XignTestSupport
 
     /// Behind a balancer that ends TLS, the manager's public URL is https: its answers ask browsers to stay on https.
     @Test func anHTTPSPublicURLSendsHSTS() throws {
-        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[server]\npublic_url = https://idm.example.org\n")
+        let manager = try ManagerProcess(
+            config: ManagerProcess.testConfig + "\n[server]\npublic_url = https://idm.example.org\n")
         for path in [APIPath.health, "/c", "/account"] {
-            #expect(Self.header("Strict-Transport-Security", in: try Self.raw(manager, "GET", path)) == "max-age=31536000", "\(path)")
+            #expect(
+                Self.header("Strict-Transport-Security", in: try Self.raw(manager, "GET", path)) == "max-age=31536000",
+                "\(path)")
         }
     }
 
     @Test func theSessionCookieIsHostOnlyAndTwoAreRefused() throws {
         let api = API(manager: try ManagerProcess())
         let device = try api.enrolDevice("alice@example.org")
-        let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String)
-        let body = try JSONEncoder.canonical.encode(WebSessionRequest(deviceId: device.id, challenge: challenge, nonce: "w"))
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.webSessions, body: body, challenge: challenge)
+        let challenge = try #require(
+            try api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String)
+        let body = try JSONEncoder.canonical.encode(
+            WebSessionRequest(deviceId: device.id, challenge: challenge, nonce: "w"))
+        let message = SignedRequest.canonicalMessage(
+            method: "POST", path: APIPath.webSessions, body: body, challenge: challenge)
         let opened = try Self.raw(
             api.manager, "POST", APIPath.webSessions,
             headers: [
-                "Content-Type: application/json", "\(SignedRequest.signatureHeader): \(Base64URL.encode(try device.key.signature(for: message)))",
+                "Content-Type: application/json",
+                "\(SignedRequest.signatureHeader): \(Base64URL.encode(try device.key.signature(for: message)))",
             ],
             body: String(decoding: body, as: UTF8.self))
         #expect(Self.status(opened) == 201, "\(opened)")
         let cookie = try #require(Self.header("Set-Cookie", in: opened))
         #expect(cookie.hasPrefix("__Host-xign-session="))
-        #expect(cookie.contains("; Path=/;") && cookie.contains("Secure") && cookie.contains("HttpOnly") && !cookie.contains("Domain"), "\(cookie)")
+        #expect(
+            cookie.contains("; Path=/;") && cookie.contains("Secure") && cookie.contains("HttpOnly")
+                && !cookie.contains("Domain"), "\(cookie)")
         let token = String(cookie.dropFirst("__Host-xign-session=".count).prefix { $0 != ";" })
         let json = ["Content-Type: application/json"]
-        let mine = try Self.raw(api.manager, "POST", APIPath.webDevices, headers: json + ["Cookie: __Host-xign-session=\(token)"], body: "{}")
+        let mine = try Self.raw(
+            api.manager, "POST", APIPath.webDevices, headers: json + ["Cookie: __Host-xign-session=\(token)"],
+            body: "{}")
         #expect(Self.status(mine) == 200, "control: the session alone: \(mine)")
         for planted in [
             "Cookie: __Host-xign-session=planted; __Host-xign-session=\(token)",

@@ -21,7 +21,8 @@ import XignTestSupport
     /// Registrations and wrong PINs from 6 clients for `seconds`; `victim` is killed halfway. Clients of the
     /// instance that dies stop at their first failed call; those of a surviving instance must never fail.
     func load(
-        _ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess, after seconds: Double, record: Record
+        _ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess,
+        after seconds: Double, record: Record
     ) throws {
         let stop = Date().addingTimeInterval(seconds * 2)
         let killedOnce = DispatchSemaphore(value: 0)
@@ -48,7 +49,9 @@ import XignTestSupport
                         let device = devices[client - 2]
                         record.sent.withLockedValue { $0[device.id, default: 0] += 1 }
                         let answer = try api.authenticate(device, pin: "13579")
-                        let outcome = try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String
+                        let outcome =
+                            try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
+                                "outcome"] as? String
                         if outcome == "lockout" { record.charges.withLockedValue { $0[device.id, default: 0] += 1 } }
                     }
                 } catch {
@@ -63,7 +66,10 @@ import XignTestSupport
     }
 
     /// `mailboxes`: the instances whose maildirs may hold the mail (it goes to the one that delivered it).
-    func check(_ manager: ManagerProcess, _ record: Record, devices: [(id: String, key: P256PrivateKey)], mailboxes: [ManagerProcess]) throws {
+    func check(
+        _ manager: ManagerProcess, _ record: Record, devices: [(id: String, key: P256PrivateKey)],
+        mailboxes: [ManagerProcess]
+    ) throws {
         let unexpected = record.unexpectedFailures.withLockedValue { $0 }
         #expect(unexpected.isEmpty, "\(unexpected.prefix(3))")
         let accounts = Set(try manager.query("SELECT email FROM accounts"))
@@ -71,9 +77,13 @@ import XignTestSupport
         #expect(!registered.isEmpty)
         #expect(registered.filter { !accounts.contains($0) }.isEmpty, "every 201 has its account")
         #expect(
-            try manager.query("SELECT COUNT(*) FROM accounts c WHERE NOT EXISTS (SELECT 1 FROM activations a WHERE a.account_id = c.id)") == ["0"])
+            try manager.query(
+                "SELECT COUNT(*) FROM accounts c WHERE NOT EXISTS (SELECT 1 FROM activations a WHERE a.account_id = c.id)"
+            ) == ["0"])
         #expect(
-            try manager.query("SELECT COUNT(*) FROM authentications WHERE code_expires_at IS NOT NULL AND (role IS NULL OR attributes IS NULL)") == [
+            try manager.query(
+                "SELECT COUNT(*) FROM authentications WHERE code_expires_at IS NOT NULL AND (role IS NULL OR attributes IS NULL)"
+            ) == [
                 "0"
             ])
         for device in devices {
@@ -82,8 +92,11 @@ import XignTestSupport
                     try manager.query(
                         "SELECT a.failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(device.id)'"
                     ).first ?? "") ?? -1
-            let answered = record.charges.withLockedValue { $0[device.id] ?? 0 }, sent = record.sent.withLockedValue { $0[device.id] ?? 0 }
-            #expect(counted >= answered && counted <= sent, "\(answered) charges answered, \(sent) sent, \(counted) counted")
+            let answered = record.charges.withLockedValue { $0[device.id] ?? 0 },
+                sent = record.sent.withLockedValue { $0[device.id] ?? 0 }
+            #expect(
+                counted >= answered && counted <= sent, "\(answered) charges answered, \(sent) sent, \(counted) counted"
+            )
         }
         if manager.database == .sqlite {
             #expect(try manager.query("PRAGMA integrity_check") == ["ok"])
@@ -95,7 +108,8 @@ import XignTestSupport
         }
     }
 
-    static let config = ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
+    static let config = ManagerProcess.testConfig.replacingOccurrences(
+        of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
 
     @Test func sqliteKeepsEveryAnsweredChargeAndRegistrationThroughAKill() throws {
         let manager = try ManagerProcess(config: Self.config)
@@ -125,23 +139,29 @@ import XignTestSupport
         }
     }
 
-    @Test(arguments: TestDatabase.allCases) func aRestartedInstanceChargesTheClaimsItLeft(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aRestartedInstanceChargesTheClaimsItLeft(database: TestDatabase) throws
+    {
         let manager = try ManagerProcess(config: Self.config, database: database)
         let api = API(manager: manager)
         let devices = try (0..<2).map { try api.enrolDevice("claimed\($0)@example.org") }
         manager.stop()
         // As a kill in the middle of two PIN checks leaves them: one claimed by this instance, one by another.
-        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8).trimmingCharacters(
-            in: .whitespacesAndNewlines)
+        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8)
+            .trimmingCharacters(
+                in: .whitespacesAndNewlines)
         let until = Int64(Date().timeIntervalSince1970 * 1000) + 30_000
         for (device, owner) in zip(devices, [instance, "another-instance"]) {
-            _ = try manager.query("UPDATE activations SET pin_check_until = \(until), pin_check_by = '\(owner)' WHERE device_id = '\(device.id)'")
+            _ = try manager.query(
+                "UPDATE activations SET pin_check_until = \(until), pin_check_by = '\(owner)' WHERE device_id = '\(device.id)'"
+            )
         }
         try manager.start()
         /// The activation's failures and whether a claim still holds it.
         func state(_ device: (id: String, key: P256PrivateKey)) throws -> (failures: String, claimed: Bool) {
             let fields =
-                try manager.query("SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'").first?.split(
+                try manager.query(
+                    "SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'"
+                ).first?.split(
                     separator: "|") ?? []
             return (fields.first.map(String.init) ?? "?", fields.last != "0")
         }
@@ -155,8 +175,11 @@ import XignTestSupport
     /// written unsynced and reach the disk with that commit, and nothing is answered before it. A claim that must first
     /// charge a check a crash cut off waits for the disk itself, as every charge does (the control: one more). On
     /// PostgreSQL, where unsynced commits cost more than they save, all three are synced, and the charge adds none.
-    @Test(arguments: TestDatabase.allCases) func aLoginWaitsForTheDiskOnceUnlessItChargesACutOffCheck(database: TestDatabase) throws {
-        let manager = try ManagerProcess(config: Self.config + "\n[metrics]\nlisten = 127.0.0.1:0\n", database: database)
+    @Test(arguments: TestDatabase.allCases) func aLoginWaitsForTheDiskOnceUnlessItChargesACutOffCheck(
+        database: TestDatabase
+    ) throws {
+        let manager = try ManagerProcess(
+            config: Self.config + "\n[metrics]\nlisten = 127.0.0.1:0\n", database: database)
         let api = API(manager: manager)
         let device = try api.enrolDevice("synced@example.org")
         let syncedCommits = { try manager.metric("xign_database_synced_commits_total") }
@@ -179,7 +202,9 @@ import XignTestSupport
     /// A login's record commits with its PIN's verdict. When that record cannot be written (here a trigger refuses it,
     /// as a full disk would), the login fails and writes nothing of it, and the right PIN is not charged: the claim
     /// is released, not left for the next check to count as a guess. The control: without the trigger it logs in.
-    @Test(arguments: TestDatabase.allCases) func aLoginWhoseRecordCannotBeWrittenChargesNothing(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aLoginWhoseRecordCannotBeWrittenChargesNothing(
+        database: TestDatabase
+    ) throws {
         let manager = try ManagerProcess(config: Self.config, database: database)
         let api = API(manager: manager)
         let device = try api.enrolDevice("full-disk@example.org")
@@ -193,7 +218,10 @@ import XignTestSupport
         _ = try manager.query(refuse)
         let refused = try api.authenticate(device, pin: "24680")
         #expect(refused.status == 500)
-        let state = { try manager.query("SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'") }
+        let state = {
+            try manager.query(
+                "SELECT failed_attempts, pin_check_until FROM activations WHERE device_id = '\(device.id)'")
+        }
         #expect(try state() == ["0|0"], "not charged, and the claim released")
         #expect(try manager.query("SELECT count(*) FROM authentications WHERE code IS NOT NULL") == ["0"])
 

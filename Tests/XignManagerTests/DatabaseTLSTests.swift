@@ -11,7 +11,9 @@ import XignTestSupport
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n" + trusted.config + "\n")
         _ = try API(manager: manager).register("tls@example.org")
         #expect(
-            try cluster.query("SELECT COUNT(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.datname = '\(trusted.name)'")
+            try cluster.query(
+                "SELECT COUNT(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.datname = '\(trusted.name)'"
+            )
                 != "0",
             "the manager's connections are encrypted")
 
@@ -27,8 +29,11 @@ import XignTestSupport
         let wrong = try directory.write("password", "not-it\n")
         let database = try cluster.makeDatabase()
         let config = database.config.replacingOccurrences(of: cluster.passwordFile, with: wrong)
-        #expect { try ManagerProcess(config: ManagerProcess.testConfig + "\n" + config + "\n", directory: directory) } throws: {
-            "\($0)".contains("refused the login: check the user in storage.url and the password in storage.password_file")
+        #expect {
+            try ManagerProcess(config: ManagerProcess.testConfig + "\n" + config + "\n", directory: directory)
+        } throws: {
+            "\($0)".contains(
+                "refused the login: check the user in storage.url and the password in storage.password_file")
         }
     }
 }

@@ -30,7 +30,9 @@ import XignTestSupport
         #expect(try await database.transaction { try await synchronous($0) } == full)
         // A failed unsynced transaction too.
         struct Refused: Error {}
-        await #expect(throws: Refused.self) { try await database.transaction(durability: .unsynced) { _ in throw Refused() } }
+        await #expect(throws: Refused.self) {
+            try await database.transaction(durability: .unsynced) { _ in throw Refused() }
+        }
         #expect(try await database.transaction { try await synchronous($0) } == full)
         await database.close()
         withExtendedLifetime(directory) {}
@@ -41,12 +43,15 @@ import XignTestSupport
     /// The writer holds until the test lets it go, so the order is what is checked, not how a loaded machine's clock ran.
     @Test func readsDoNotWaitForTheWriter() async throws {
         let (directory, _, database) = try await Self.temporaryDatabase()
-        let holding = NIOLockedValueBox(false), released = NIOLockedValueBox(false), controlDone = NIOLockedValueBox(false)
+        let holding = NIOLockedValueBox(false), released = NIOLockedValueBox(false),
+            controlDone = NIOLockedValueBox(false)
         let writing = Task {
             try await database.transaction { store in
                 try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES ('w', 0, 1)").run()
                 holding.withLockedValue { $0 = true }
-                for _ in 0..<3_000 where !released.withLockedValue { $0 } { try await Task.sleep(for: .milliseconds(10)) }
+                for _ in 0..<3_000 where !released.withLockedValue { $0 } {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
                 holding.withLockedValue { $0 = false }
             }
         }
@@ -85,17 +90,24 @@ import XignTestSupport
                 INSERT INTO rate_limits (key, window_start, count) SELECT 'k' || i, 0, 1 FROM n
                 """
             ).run()
-            try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES ('current', 9000000000000, 1)").run()
+            try await store.sql.raw(
+                "INSERT INTO rate_limits (key, window_start, count) VALUES ('current', 9000000000000, 1)"
+            ).run()
         }
         let batch = try await database.transaction { store in
-            try await store.purge(.rateLimits, before: 1, windowsBefore: 1, auditBefore: 1, limit: IdentityManager.purgeBatch)
+            try await store.purge(
+                .rateLimits, before: 1, windowsBefore: 1, auditBefore: 1, limit: IdentityManager.purgeBatch)
         }
         #expect(batch == IdentityManager.purgeBatch)
-        let secrets = try ManagerSecrets.open(configuration, recorded: .init(signingKey: nil, checks: [:], verifiers: []))
-        let manager = try IdentityManager(configuration: configuration, database: database, secrets: secrets, logger: Logger(label: "test"))
+        let secrets = try ManagerSecrets.open(
+            configuration, recorded: .init(signingKey: nil, checks: [:], verifiers: []))
+        let manager = try IdentityManager(
+            configuration: configuration, database: database, secrets: secrets, logger: Logger(label: "test"))
         #expect(try await manager.purgeExpired()["rate_limits"] == rows - IdentityManager.purgeBatch)
         let left = try await database.read {
-            try await $0.sql.raw("SELECT key FROM rate_limits").all().map { try $0.decode(column: "key", as: String.self) }
+            try await $0.sql.raw("SELECT key FROM rate_limits").all().map {
+                try $0.decode(column: "key", as: String.self)
+            }
         }
         #expect(left == ["current"], "the window that has not ended stays")
         await database.close()

@@ -10,7 +10,9 @@ import XignTestSupport
     /// Logins per round. 10,000 in one run passed on both backends (5 minutes at today's speed, issue 15).
     static let logins = 180
 
-    @Test(arguments: TestDatabase.allCases) func expiredAuthenticationsAreDeletedAndTheDatabaseStaysItsSize(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func expiredAuthenticationsAreDeletedAndTheDatabaseStaysItsSize(
+        database: TestDatabase
+    ) throws {
         // Authentications live 10 s (the shortest session lifetime) and are deleted as soon as they ran out.
         let config = ManagerProcess.testConfig + "\n[session]\nlifetime = 10s\n[storage]\nkeep_expired = 0s\n"
         let manager = try ManagerProcess(config: config, database: database)
@@ -23,7 +25,8 @@ import XignTestSupport
                     // Start, finish and redeem the code, exactly what pam_xign does.
                     let answer = try api.authenticate(device, pin: "24680")
                     let login =
-                        try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any]
+                        try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
+                            "serviceLogin"] as? [String: Any]
                     guard let code = login?["authorizationCode"] as? String,
                         try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200
                     else {
@@ -31,11 +34,15 @@ import XignTestSupport
                     }
                 }
             }
-            #expect(try manager.query("SELECT COUNT(*) FROM authentications") != ["0"], "fresh logins are kept while they may be redeemed")
+            #expect(
+                try manager.query("SELECT COUNT(*) FROM authentications") != ["0"],
+                "fresh logins are kept while they may be redeemed")
             // Every row runs out within 10 s and is deleted within a purge interval after.
             #expect(try waitUntil(seconds: 20) { try manager.query("SELECT COUNT(*) FROM authentications") == ["0"] })
             sizes.append(try manager.databaseSize())
         }
-        #expect(sizes[1] <= sizes[0] * 5 / 4, "the database grew from \(sizes[0]) to \(sizes[1]) bytes over the second round")
+        #expect(
+            sizes[1] <= sizes[0] * 5 / 4,
+            "the database grew from \(sizes[0]) to \(sizes[1]) bytes over the second round")
     }
 }

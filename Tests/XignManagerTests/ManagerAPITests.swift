@@ -13,7 +13,9 @@ import XignTestSupport
         let parameters = try api.call("GET", APIPath.registrationParameters)
         #expect((parameters.json["pinSpec"] as? [String: Any])?["minLength"] as? Int == 5)
         // An unknown service mapping id is not echoed: attributes for it would be dropped.
-        #expect(try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=nope").json["serviceMappingId"] == nil)
+        #expect(
+            try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=nope").json[
+                "serviceMappingId"] == nil)
         // What the spec refuses the manager refuses too (schemathesis found this one): printable ASCII only.
         let nonASCII = try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=%C2%84")
         #expect(nonASCII.status == 400)
@@ -24,14 +26,18 @@ import XignTestSupport
     /// manager; the same request sealed as the client seals it goes through.
     @Test func aPINInTheClearOrSealedForAnotherRequestIsRefused() throws {
         let api = API(manager: try ManagerProcess())
-        let clear = try api.post(APIPath.registrations, json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"clear@example.org"}}"#)
+        let clear = try api.post(
+            APIPath.registrations,
+            json: #"{"categoryId":"email","pin":"24680","attributes":{"email":"clear@example.org"}}"#)
         #expect(clear.status == 400 && clear.errorCode == "securityInsufficient", "\(clear.json)")
         #expect((clear.error["message"] as? String)?.contains("update xign") == true)
-        let otherManager = try SealedPINMessage(sealing: "24680", to: P256PrivateKey().publicKey, for: .registration(categoryId: "email"))
+        let otherManager = try SealedPINMessage(
+            sealing: "24680", to: P256PrivateKey().publicKey, for: .registration(categoryId: "email"))
         let elsewhere = try api.post(
             APIPath.registrations,
             RegisterRequest(
-                categoryId: "email", sealedPin: otherManager, attributes: ["email": "elsewhere@example.org"], alias: nil, serviceMappingId: nil,
+                categoryId: "email", sealedPin: otherManager, attributes: ["email": "elsewhere@example.org"],
+                alias: nil, serviceMappingId: nil,
                 arbitraryUserAttributes: nil))
         #expect(elsewhere.status == 400 && (elsewhere.error["message"] as? String)?.contains("does not open") == true)
         #expect(try api.postRegistration("sealed@example.org").status == 201, "the control")
@@ -41,7 +47,8 @@ import XignTestSupport
             APIPath.personalizationDecrypt,
             DecryptRequest(
                 activationId: payload.activationId, activationSecret: payload.activationSecret,
-                sealedPin: try api.sealed("24680", for: .decrypt(activationId: payload.activationId, nonce: "first")), nonce: "second",
+                sealedPin: try api.sealed("24680", for: .decrypt(activationId: payload.activationId, nonce: "first")),
+                nonce: "second",
                 knownDeviceIds: []))
         #expect(moved.status == 400, "a seal is bound to its nonce: \(moved.json)")
         var body =
@@ -49,13 +56,18 @@ import XignTestSupport
                 with: JSONEncoder.canonical.encode(
                     DecryptRequest(
                         activationId: payload.activationId, activationSecret: payload.activationSecret,
-                        sealedPin: try api.sealed("24680", for: .decrypt(activationId: payload.activationId, nonce: "n")), nonce: "n",
+                        sealedPin: try api.sealed(
+                            "24680", for: .decrypt(activationId: payload.activationId, nonce: "n")), nonce: "n",
                         knownDeviceIds: []))) as! [String: Any]
         body["pin"] = "24680"
         #expect(
-            try api.call("POST", APIPath.personalizationDecrypt, body: JSONSerialization.data(withJSONObject: body)).errorCode
+            try api.call("POST", APIPath.personalizationDecrypt, body: JSONSerialization.data(withJSONObject: body))
+                .errorCode
                 == "securityInsufficient")
-        #expect(try api.manager.query("SELECT failed_attempts FROM activations WHERE id = '\(payload.activationId)'") == ["0"], "no attempt spent")
+        #expect(
+            try api.manager.query("SELECT failed_attempts FROM activations WHERE id = '\(payload.activationId)'") == [
+                "0"
+            ], "no attempt spent")
         #expect(try api.decrypt(payload, pin: "24680").status == 200, "the control")
 
         // Signed right, sealed for another challenge: the seal does not open, and nothing counts as a wrong PIN.
@@ -64,23 +76,32 @@ import XignTestSupport
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
             authenticationId: id, role: "login", factors: [.device, .pin],
-            sealedPin: try api.sealed("24680", for: .authentication(id: id, challenge: "another challenge")), attributeValues: [:],
+            sealedPin: try api.sealed("24680", for: .authentication(id: id, challenge: "another challenge")),
+            attributeValues: [:],
             attributeSelections: [:], nonce: "f")
         let finishBody = try JSONEncoder.canonical.encode(request)
         let signature = try device.key.signature(
-            for: SignedRequest.canonicalMessage(method: "POST", path: APIPath.authenticationFinish, body: finishBody, challenge: challenge))
+            for: SignedRequest.canonicalMessage(
+                method: "POST", path: APIPath.authenticationFinish, body: finishBody, challenge: challenge))
         let sealedForOther = try api.call(
-            "POST", APIPath.authenticationFinish, body: finishBody, headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
-        #expect(sealedForOther.status == 400 && (sealedForOther.error["message"] as? String)?.contains("does not open") == true)
+            "POST", APIPath.authenticationFinish, body: finishBody,
+            headers: [(SignedRequest.signatureHeader, Base64URL.encode(signature))])
+        #expect(
+            sealedForOther.status == 400
+                && (sealedForOther.error["message"] as? String)?.contains("does not open") == true)
         #expect(try api.authenticate(device, pin: "24680").status == 200, "the control")
     }
 
-    @Test(arguments: TestDatabase.allCases) func registrationReportsEveryAttributeThatIsWrong(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func registrationReportsEveryAttributeThatIsWrong(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         _ = try api.register("taken@example.org")
         let taken = try api.post(
             APIPath.registrations,
-            json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"TAKEN@example.org"}}"#)
+            json:
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"TAKEN@example.org"}}"#
+        )
         #expect(taken.status == 422)
         #expect(taken.errorCode == "registrationRejected")
         #expect(taken.error["attributes"] as? [String: String] == ["email": "notAvailable"])
@@ -95,11 +116,13 @@ import XignTestSupport
             ])
         #expect(bad.error["pinError"] as? String == "blacklisted")
         let missing = try api.post(
-            APIPath.registrations, json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#)
+            APIPath.registrations,
+            json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#)
         #expect(missing.error["attributes"] as? [String: String] == ["email": "required"])
         #expect(
             try api.post(
-                APIPath.registrations, json: #"{"categoryId":"phone","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#
+                APIPath.registrations,
+                json: #"{"categoryId":"phone","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{}}"#
             ).status == 400)
         // Free text takes any script but no control character; ids are printable ASCII.
         let text = try api.post(
@@ -120,18 +143,24 @@ import XignTestSupport
             ),
         ] {
             let refused = try api.post(APIPath.registrations, json: body)
-            #expect(refused.status == 400 && (refused.error["message"] as? String)?.contains(field) == true, "\(body): \(refused.error)")
+            #expect(
+                refused.status == 400 && (refused.error["message"] as? String)?.contains(field) == true,
+                "\(body): \(refused.error)")
         }
         #expect(try api.post(APIPath.registrations, json: "{not json").errorCode == "badRequest")
-        let huge = try api.post(APIPath.registrations, json: "{\"pad\":\"" + String(repeating: "x", count: 20_000) + "\"}")
+        let huge = try api.post(
+            APIPath.registrations, json: "{\"pad\":\"" + String(repeating: "x", count: 20_000) + "\"}")
         #expect(huge.status == 413)
         #expect(huge.errorCode == "payloadTooLarge")
     }
 
-    @Test(arguments: TestDatabase.allCases) func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aLoginNameIsCheckedAndUniqueAtRegistrationAndByTheAdministrator(
+        database: TestDatabase
+    ) throws {
         let api = API(
             manager: try ManagerProcess(
-                config: ManagerProcess.testConfig + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n",
+                config: ManagerProcess.testConfig
+                    + "\n[registration]\ncategories = email\ncategory.email.attributes = email!, loginName\n",
                 database: database))
         #expect(
             try api.post(
@@ -148,10 +177,17 @@ import XignTestSupport
             )
             #expect(system.error["attributes"] as? [String: String] == ["loginName": "invalid"], "\(name)")
         }
-        let listed = try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]]
-        #expect(listed?.first?["loginName"] == nil && listed?.first?["requestedLoginName"] as? String == "alice", "\(listed ?? [])")
-        #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "root"]).stderr.contains("system account"))
-        #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "alice"]).status == 0, "honest control: an ordinary name is given")
+        let listed =
+            try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8))
+            as? [[String: Any]]
+        #expect(
+            listed?.first?["loginName"] == nil && listed?.first?["requestedLoginName"] as? String == "alice",
+            "\(listed ?? [])")
+        #expect(
+            try api.manager.admin(["accounts", "set-login", "a@example.org", "root"]).stderr.contains("system account"))
+        #expect(
+            try api.manager.admin(["accounts", "set-login", "a@example.org", "alice"]).status == 0,
+            "honest control: an ordinary name is given")
         let taken = try api.post(
             APIPath.registrations,
             json:
@@ -166,16 +202,24 @@ import XignTestSupport
         #expect(bad.error["attributes"] as? [String: String] == ["loginName": "invalid"])
         func accounts() throws -> [String: String] {
             let list =
-                try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return Dictionary(uniqueKeysWithValues: list.map { ($0["email"] as? String ?? "", $0["loginName"] as? String ?? "-") })
+                try JSONSerialization.jsonObject(with: Data(try api.manager.admin(["accounts", "--json"]).stdout.utf8))
+                as? [[String: Any]] ?? []
+            return Dictionary(
+                uniqueKeysWithValues: list.map { ($0["email"] as? String ?? "", $0["loginName"] as? String ?? "-") })
         }
         #expect(try accounts() == ["a@example.org": "alice"])
         _ = try api.register("b@example.org")
         #expect(try api.manager.admin(["accounts", "set-login", "b@example.org", "bob"]).status == 0)
         let duplicate = try api.manager.admin(["accounts", "set-login", "b@example.org", "alice"])
-        #expect(duplicate.status != 0 && duplicate.stderr.contains("another account has the login name alice"), "\(duplicate.stderr)")
-        #expect(try api.manager.admin(["accounts", "set-login", "b@example.org", "Bob!"]).stderr.contains("is not a login name"))
-        #expect(try api.manager.admin(["accounts", "set-login", "nobody@example.org", "carol"]).stderr.contains("no account"))
+        #expect(
+            duplicate.status != 0 && duplicate.stderr.contains("another account has the login name alice"),
+            "\(duplicate.stderr)")
+        #expect(
+            try api.manager.admin(["accounts", "set-login", "b@example.org", "Bob!"]).stderr.contains(
+                "is not a login name"))
+        #expect(
+            try api.manager.admin(["accounts", "set-login", "nobody@example.org", "carol"]).stderr.contains(
+                "no account"))
         #expect(try accounts() == ["a@example.org": "alice", "b@example.org": "bob"])
         #expect(try api.manager.admin(["accounts", "set-login", "a@example.org", "--clear"]).status == 0)
         #expect(try accounts() == ["a@example.org": "-", "b@example.org": "bob"])
@@ -183,19 +227,26 @@ import XignTestSupport
 
     @Test(arguments: TestDatabase.allCases) func blockedDomainsAreNotAvailable(database: TestDatabase) throws {
         let api = API(
-            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n", database: database))
+            manager: try ManagerProcess(
+                config: ManagerProcess.testConfig + "\n[registration]\nblocked_domains = spam.example\n",
+                database: database))
         let blocked = try api.post(
             APIPath.registrations,
-            json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@SPAM.example"}}"#)
+            json:
+                #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@SPAM.example"}}"#
+        )
         #expect(blocked.error["attributes"] as? [String: String] == ["email": "notAvailable"])
         #expect(
             try api.post(
                 APIPath.registrations,
-                json: #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@fine.example"}}"#
+                json:
+                    #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"x@fine.example"}}"#
             ).status == 201)
     }
 
-    @Test(arguments: TestDatabase.allCases) func personalizationRequiresTheDeviceSignatureAndIsSingleUse(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func personalizationRequiresTheDeviceSignatureAndIsSingleUse(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("signed@example.org")
         let key = try api.managerKey
@@ -209,17 +260,25 @@ import XignTestSupport
 
         #expect(try api.call("POST", APIPath.personalizations, body: body).errorCode == "signatureInvalid")
         let (_, forged) = try api.signedPersonalization(session: session, key: device, signWith: P256PrivateKey())
-        #expect(try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, forged)]).status == 401)
+        #expect(
+            try api.call(
+                "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, forged)]
+            ).status == 401)
         var tampered = body
         tampered[tampered.count - 2] = UInt8(ascii: "X")
-        #expect(try api.call("POST", APIPath.personalizations, body: tampered, headers: [(SignedRequest.signatureHeader, signature)]).status != 200)
+        #expect(
+            try api.call(
+                "POST", APIPath.personalizations, body: tampered, headers: [(SignedRequest.signatureHeader, signature)]
+            ).status != 200)
 
-        let accepted = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let accepted = try api.call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(accepted.status == 200)
         #expect(
             try accepted.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceKey"] as? String
                 == Base64URL.encode(device.publicKey.derRepresentation))
-        let replay = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let replay = try api.call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(replay.status == 409)
         #expect(replay.errorCode == "sessionInvalid")
     }
@@ -227,9 +286,11 @@ import XignTestSupport
     @Test(arguments: TestDatabase.allCases) func aLockedActivationIsNotEvenAskedThePIN(database: TestDatabase) throws {
         let api = API(
             manager: try ManagerProcess(
-                config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h"), database: database))
+                config: ManagerProcess.testConfig.replacingOccurrences(
+                    of: "base_delay = 300ms", with: "base_delay = 1h"), database: database))
         let payload = try api.register("lock@example.org")
-        let wrong = try api.decrypt(payload, pin: "13570").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let wrong = try api.decrypt(payload, pin: "13570").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.decrypt)
         let lock = try #require(wrong["lockout"] as? [String: Any])
         #expect(lock["failedAttempts"] as? Int == 1)
         // During the lock even the right PIN is refused unchecked, and the refusal does not count as a guess.
@@ -240,14 +301,19 @@ import XignTestSupport
         #expect(try api.call("POST", APIPath.personalizationDecrypt, body: Data("[]".utf8)).status == 400)
     }
 
-    @Test(arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(
+        database: TestDatabase
+    ) throws {
         let api = API(
-            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
+            manager: try ManagerProcess(
+                config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
         let payload = try api.register("hw@example.org")
-        let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let result = try api.decrypt(payload, pin: "24680").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.decrypt)
         let session = try #require(result["session"] as? [String: Any])
         let (body, signature) = try api.signedPersonalization(session: session, key: P256PrivateKey())
-        let refused = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let refused = try api.call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         #expect(refused.status == 403)
         #expect(refused.errorCode == "securityInsufficient")
         // The client raises XignSdkError securityInsufficient for it, with what to do.
@@ -255,35 +321,56 @@ import XignTestSupport
         let data = PersonalizationInitializationData(payload: try api.register("hw2@example.org"))
         let personalizer = sdk.personalizer()
         guard
-            case .newPersonalization(let parameters) = try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
+            case .newPersonalization(let parameters) =
+                try personalizer.decryptPersonalizationInitializationDataSynchronous(data: data, pin: "24680")
         else {
             Issue.record("expected newPersonalization")
             return
         }
-        let refusal = #expect(throws: XignSdkError.self) { try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters) }
+        let refusal = #expect(throws: XignSdkError.self) {
+            try personalizer.personalizeIdentityManagerSynchronous(parameters: parameters)
+        }
         #expect(refusal?.errorCode == .securityInsufficient)
     }
 
-    @Test(arguments: TestDatabase.allCases) func challengesAndRevocationAreDeviceSignedAndSingleUse(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func challengesAndRevocationAreDeviceSignedAndSingleUse(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("revoke@example.org")
-        let result = try api.decrypt(payload, pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+        let result = try api.decrypt(payload, pin: "24680").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
-        let (body, signature) = try api.signedPersonalization(session: try #require(result["session"] as? [String: Any]), key: device)
-        let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let (body, signature) = try api.signedPersonalization(
+            session: try #require(result["session"] as? [String: Any]), key: device)
+        let personalized = try api.call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         let deviceId = try #require(
-            try personalized.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
+            try personalized.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"]
+                as? String)
 
-        #expect(try api.post(APIPath.challenges, ChallengeRequest(deviceId: "0123456789abcdef0123456789abcdef")).status == 404)
-        let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-        let revoke = try JSONEncoder.canonical.encode(RevokeRequest(deviceId: deviceId, challenge: challenge, nonce: "rn"))
-        let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.deviceRevocations, body: revoke, challenge: challenge)
+        #expect(
+            try api.post(APIPath.challenges, ChallengeRequest(deviceId: "0123456789abcdef0123456789abcdef")).status
+                == 404)
+        let challenge = try #require(
+            try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let revoke = try JSONEncoder.canonical.encode(
+            RevokeRequest(deviceId: deviceId, challenge: challenge, nonce: "rn"))
+        let message = SignedRequest.canonicalMessage(
+            method: "POST", path: APIPath.deviceRevocations, body: revoke, challenge: challenge)
         let wrongKey = Base64URL.encode(try P256PrivateKey().signature(for: message))
-        #expect(try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, wrongKey)]).status == 401)
+        #expect(
+            try api.call(
+                "POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, wrongKey)]
+            ).status == 401)
         let good = Base64URL.encode(try device.signature(for: message))
-        let revoked = try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)])
+        let revoked = try api.call(
+            "POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)])
         #expect(revoked.status == 200)
-        #expect(try api.call("POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)]).status == 404)
+        #expect(
+            try api.call(
+                "POST", APIPath.deviceRevocations, body: revoke, headers: [(SignedRequest.signatureHeader, good)]
+            ).status == 404)
         #expect(try api.decrypt(payload, pin: "24680").errorCode == "activationRevoked")
     }
 
@@ -304,11 +391,14 @@ import XignTestSupport
         for (path, operations) in paths {
             let declared = Set(operations.keys.map { $0.uppercased() })
             #expect(declared.count == 1, "\(path)")
-            for method in ["GET", "POST", "PUT", "DELETE", "PATCH", "TRACE", "OPTIONS"] where !declared.contains(method) {
+            for method in ["GET", "POST", "PUT", "DELETE", "PATCH", "TRACE", "OPTIONS"] where !declared.contains(method)
+            {
                 let request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
                 let answer = String(decoding: FaultyServer.forward(request, toPort: manager.port) ?? [], as: UTF8.self)
                 #expect(answer.hasPrefix("HTTP/1.1 405"), "\(method) \(path): \(answer.prefix(80))")
-                #expect(answer.lowercased().contains("\r\nallow: \(declared.first!.lowercased())\r\n"), "\(method) \(path): \(answer.prefix(300))")
+                #expect(
+                    answer.lowercased().contains("\r\nallow: \(declared.first!.lowercased())\r\n"),
+                    "\(method) \(path): \(answer.prefix(300))")
             }
         }
     }
@@ -318,15 +408,20 @@ import XignTestSupport
         let certificates = try TestCertificates(in: directory)
         chmod(certificates.valid.key, 0o640)
         let config =
-            ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
-        #expect { try ManagerProcess(config: config) } throws: { "\($0)".contains("is readable by other users; chmod 0600 it") }
+            ManagerProcess.testConfig
+            + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
+        #expect { try ManagerProcess(config: config) } throws: {
+            "\($0)".contains("is readable by other users; chmod 0600 it")
+        }
     }
 
     @Test func secretsAndDataArePrivateFiles() throws {
         let manager = try ManagerProcess()
         _ = try API(manager: manager).register("files@example.org")
         for file in ["signing-key.pem", "pin-sealing-key.pem", "pin-pepper", "manager.sqlite"] {
-            let mode = try FileManager.default.attributesOfItem(atPath: manager.dataDirectory + "/" + file)[.posixPermissions] as? Int
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: manager.dataDirectory + "/" + file)[.posixPermissions]
+                as? Int
             #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
         }
         for mail in try manager.mails() {
@@ -334,15 +429,20 @@ import XignTestSupport
         }
     }
 
-    @Test(arguments: TestDatabase.allCases) func authenticationStartFinishAndTokenMatchTheSpecAndAreSingleUse(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func authenticationStartFinishAndTokenMatchTheSpecAndAreSingleUse(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("login@example.org")
         let key = try api.managerKey
         let result = try api.decrypt(payload, pin: "24680").signedPayload(key: key, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
-        let (body, signature) = try api.signedPersonalization(session: try #require(result["session"] as? [String: Any]), key: device)
-        let personalized = try api.call("POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
-        let deviceId = try #require(try personalized.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceId"] as? String)
+        let (body, signature) = try api.signedPersonalization(
+            session: try #require(result["session"] as? [String: Any]), key: device)
+        let personalized = try api.call(
+            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+        let deviceId = try #require(
+            try personalized.signedPayload(key: key, type: SignedAnswerType.personalization)["deviceId"] as? String)
 
         func start() throws -> [String: Any] { try api.startAuthentication((deviceId, device)) }
         func finish(_ started: [String: Any], pin: String, signer: P256PrivateKey? = nil) throws -> API.Answer {
@@ -363,7 +463,9 @@ import XignTestSupport
 
         let second = try start()
         let accepted = try finish(second, pin: "24680")
-        let login = try #require(try accepted.signedPayload(key: key, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
+        let login = try #require(
+            try accepted.signedPayload(key: key, type: SignedAnswerType.authenticationResult)["serviceLogin"]
+                as? [String: Any])
         #expect(try finish(second, pin: "24680").status == 409, "a finished authentication cannot be finished again")
         let code = try #require(login["authorizationCode"] as? String)
         let token = try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).signedPayload(
@@ -371,12 +473,16 @@ import XignTestSupport
         #expect(token["host"] as? String == "h")
         #expect(token["localUser"] as? String == "u")
         #expect(token["nonce"] as? String == "t")
-        #expect(try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
+        #expect(
+            try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode
+                == "challengeInvalid")
     }
 
     /// A finish that gives a token nonce gets the login token with its answer, signed for that nonce, and no code: the
     /// round trip to /v1/token is saved and nothing is left that a second token could be bought with.
-    @Test(arguments: TestDatabase.allCases) func aLoginTokenComesWithTheFinishWhenAskedFor(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aLoginTokenComesWithTheFinishWhenAskedFor(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let key = try api.managerKey
         let device = try api.enrolDevice("inline@example.org")
@@ -388,7 +494,9 @@ import XignTestSupport
         let token = try API.Answer(status: 200, body: Data(try #require(answer["loginToken"] as? String).utf8))
             .signedPayload(key: key, type: SignedAnswerType.loginToken)
         #expect(token["nonce"] as? String == "token-nonce")
-        #expect(token["host"] as? String == "h" && token["localUser"] as? String == "u" && token["deviceId"] as? String == device.id)
+        #expect(
+            token["host"] as? String == "h" && token["localUser"] as? String == "u"
+                && token["deviceId"] as? String == device.id)
         #expect(token["subject"] as? String == "inline@example.org")
         // The control: the same login without a token nonce gets a code, which buys the token once.
         let other = try api.finishAuthentication(try api.startAuthentication(device), pin: "24680", signer: device.key)
@@ -399,11 +507,14 @@ import XignTestSupport
         // A token nonce that is too long is refused before anything is spent.
         #expect(
             try api.finishAuthentication(
-                try api.startAuthentication(device), pin: "24680", signer: device.key, tokenNonce: String(repeating: "n", count: 129)
+                try api.startAuthentication(device), pin: "24680", signer: device.key,
+                tokenNonce: String(repeating: "n", count: 129)
             ).status == 400)
     }
 
-    @Test(arguments: TestDatabase.allCases) func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func anUnexpectedFailureIsLoggedAndAnsweredWithoutItsDetails(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         // A database that lost a table under the running manager: the store's query fails with the database's own error.
         _ = try api.manager.query("DROP TABLE account_emails")
@@ -417,10 +528,14 @@ import XignTestSupport
         let error = try JSONDecoder().decode(ErrorBody.self, from: response.body).error
         #expect(error.code == .internalError)
         #expect(!error.message.contains("account_emails"), "the details stay in the log")
-        #expect(api.manager.log.contains("request failed") && api.manager.log.contains("account_emails"), "\(api.manager.log.suffix(500))")
+        #expect(
+            api.manager.log.contains("request failed") && api.manager.log.contains("account_emails"),
+            "\(api.manager.log.suffix(500))")
     }
 
-    @Test(arguments: TestDatabase.allCases) func aHostJoinMustBeSignedByTheKeyItRegistersAndTheTokenSurvivesAForgery(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aHostJoinMustBeSignedByTheKeyItRegistersAndTheTokenSurvivesAForgery(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let added = try api.manager.admin(["hosts", "add", "web1"])
         let token = try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? ""))
@@ -428,9 +543,11 @@ import XignTestSupport
         let hostKey = try P256PrivateKey(), other = try P256PrivateKey()
         let body = try JSONEncoder.canonical.encode(
             HostJoinRequest(
-                joinSecret: token.secret, hostKey: Base64URL.encode(hostKey.publicKey.derRepresentation), keyKind: .software, nonce: "n1"))
+                joinSecret: token.secret, hostKey: Base64URL.encode(hostKey.publicKey.derRepresentation),
+                keyKind: .software, nonce: "n1"))
         func signature(_ key: P256PrivateKey) throws -> (String, String) {
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.hosts, body: body, challenge: token.secret)
+            let message = SignedRequest.canonicalMessage(
+                method: "POST", path: APIPath.hosts, body: body, challenge: token.secret)
             return (SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))
         }
         let forged = try api.call("POST", APIPath.hosts, body: body, headers: [try signature(other)])
@@ -454,40 +571,60 @@ import XignTestSupport
         #expect(try api.postStart(other).status == 200, "honest control: another device is not held up")
     }
 
-    @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let device = try api.enrolDevice("alice@example.org")
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
         func start(_ loginName: String) throws -> API.Answer { try host.start(loginName) }
         #expect(try start("bob").errorCode == "unknownLogin")
-        let started = try start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let started = try start("alice").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = started["confirmationId"] as? String ?? "", waitToken = started["waitToken"] as? String ?? ""
         #expect(started["payload"] as? String == ConfirmationPayload.link(to: id, at: api.manager.url))
         func state() throws -> [String: Any] {
-            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: waitToken, waitMilliseconds: 0))
-                .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
+            try api.post(
+                APIPath.confirmationWait,
+                ConfirmationWaitRequest(confirmationId: id, waitToken: waitToken, waitMilliseconds: 0)
+            )
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         }
         // Someone who saw the device id and the confirmation id cannot spend the code attempts: an unsigned start, or
         // one signed by another key, is refused before the code is looked at.
         for signer in [nil, try P256PrivateKey()] as [P256PrivateKey?] {
             for _ in 0..<3 {
-                let forged = try api.postStart(device, purpose: .confirmation(id: id), code: "000000", signer: .some(signer))
+                let forged = try api.postStart(
+                    device, purpose: .confirmation(id: id), code: "000000", signer: .some(signer))
                 #expect(forged.status == 401 && forged.errorCode == "signatureInvalid")
             }
         }
-        #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["0"])
+        #expect(
+            try api.manager.query("SELECT code_failures FROM confirmations").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            } == ["0"])
         // Honest control: the device's own start with a wrong code is counted.
         #expect(try api.postStart(device, purpose: .confirmation(id: id), code: "000000").errorCode == "wrongCode")
-        #expect(try api.manager.query("SELECT code_failures FROM confirmations").map { $0.trimmingCharacters(in: .whitespaces) } == ["1"])
-        let pending = try state()
-        #expect(pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice" && pending["loginName"] as? String == "alice")
         #expect(
-            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: "wrong", waitMilliseconds: 0)).status
+            try api.manager.query("SELECT code_failures FROM confirmations").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            } == ["1"])
+        let pending = try state()
+        #expect(
+            pending["state"] as? String == "pending" && pending["nonce"] as? String == "n-alice"
+                && pending["loginName"] as? String == "alice")
+        #expect(
+            try api.post(
+                APIPath.confirmationWait,
+                ConfirmationWaitRequest(confirmationId: id, waitToken: "wrong", waitMilliseconds: 0)
+            ).status
                 == 404,
             "only the host that started it can wait for it")
         #expect(
-            try api.post(APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)).json["state"]
+            try api.post(
+                APIPath.confirmationWithdrawal, ConfirmationWithdrawalRequest(confirmationId: id, waitToken: waitToken)
+            ).json["state"]
                 as? String == "withdrawn")
         #expect(try state()["state"] as? String == "withdrawn")
     }
@@ -496,17 +633,20 @@ import XignTestSupport
     /// the oldest unopened one ends, one a device opened stays, and a cap of opened ones refuses.
     @Test func pendingConfirmationsAreCappedPerSourceAndAccountAndMakeRoomByAge() throws {
         let api = API(
-            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[confirmation]\nmax_pending = 2\nmax_pending_per_account = 3\n"))
+            manager: try ManagerProcess(
+                config: ManagerProcess.testConfig + "\n[confirmation]\nmax_pending = 2\nmax_pending_per_account = 3\n"))
         let device = try api.enrolDevice("alice@example.org")
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
         func state(_ id: String) throws -> String {
-            try api.manager.query("SELECT state FROM confirmations WHERE id = '\(id)'").first?.trimmingCharacters(in: .whitespaces) ?? "?"
+            try api.manager.query("SELECT state FROM confirmations WHERE id = '\(id)'").first?.trimmingCharacters(
+                in: .whitespaces) ?? "?"
         }
         func started(_ remote: String) throws -> String {
             let answer = try host.start("alice", remoteHost: remote)
             guard answer.status == 200 else { throw TestFailure("start from \(remote): \(answer.json)") }
-            return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)["confirmationId"] as? String ?? ""
+            return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)[
+                "confirmationId"] as? String ?? ""
         }
         // Two addresses of one /64 are one source: the third request displaces the first.
         let first = try started("2001:db8:1:2::10"), second = try started("2001:db8:1:2:ffff::1")
@@ -520,12 +660,18 @@ import XignTestSupport
         let other = try started("2001:db8:9::1")
         #expect(try [state(second), state(fourth), state(other)] == ["pending", "pending", "pending"])
         let fifth = try started("192.0.2.44")
-        #expect(try [state(second), state(fourth), state(other), state(fifth)] == ["pending", "expired", "pending", "pending"])
+        #expect(
+            try [state(second), state(fourth), state(other), state(fifth)] == [
+                "pending", "expired", "pending", "pending",
+            ])
         // When every pending one was opened, nothing makes room: refused, and it says so.
         #expect(try api.postStart(device, purpose: .confirmation(id: other), code: "000000").errorCode == "wrongCode")
         #expect(try api.postStart(device, purpose: .confirmation(id: fifth), code: "000000").errorCode == "wrongCode")
         let refused = try host.start("alice", remoteHost: "192.0.2.44")
-        #expect(refused.status == 429 && (refused.error["message"] as? String)?.contains("approve or deny those first") == true, "\(refused.json)")
+        #expect(
+            refused.status == 429
+                && (refused.error["message"] as? String)?.contains("approve or deny those first") == true,
+            "\(refused.json)")
     }
 }
 
@@ -537,26 +683,38 @@ struct JoinedHost {
 
     init(_ api: API, name: String = "web1") throws {
         self.api = api
-        let token = try HostJoinToken(parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
+        let token = try HostJoinToken(
+            parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
         let join = try JSONEncoder.canonical.encode(
-            HostJoinRequest(joinSecret: token.secret, hostKey: Base64URL.encode(key.publicKey.derRepresentation), keyKind: .software, nonce: "j"))
+            HostJoinRequest(
+                joinSecret: token.secret, hostKey: Base64URL.encode(key.publicKey.derRepresentation),
+                keyKind: .software, nonce: "j"))
         hostId =
-            try api.call("POST", APIPath.hosts, body: join, headers: try Self.signed(key, APIPath.hosts, join, challenge: token.secret))
+            try api.call(
+                "POST", APIPath.hosts, body: join,
+                headers: try Self.signed(key, APIPath.hosts, join, challenge: token.secret)
+            )
             .signedPayload(key: try api.managerKey, type: SignedAnswerType.hostJoin)["hostId"] as? String ?? ""
     }
 
-    static func signed(_ key: P256PrivateKey, _ path: String, _ body: Data, challenge: String) throws -> [(String, String)] {
+    static func signed(
+        _ key: P256PrivateKey, _ path: String, _ body: Data, challenge: String
+    ) throws -> [(String, String)] {
         let message = SignedRequest.canonicalMessage(method: "POST", path: path, body: body, challenge: challenge)
         return [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
     }
 
     func start(_ loginName: String, remoteHost: String = "192.0.2.7") throws -> API.Answer {
-        let challenge = try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"] as? String ?? ""
+        let challenge =
+            try api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"] as? String
+            ?? ""
         let body = try JSONEncoder.canonical.encode(
             ConfirmationRequest(
-                hostId: hostId, challenge: challenge, loginName: loginName, service: "sshd", remoteHost: remoteHost, tty: "ssh", command: nil,
+                hostId: hostId, challenge: challenge, loginName: loginName, service: "sshd", remoteHost: remoteHost,
+                tty: "ssh", command: nil,
                 nonce: "n-\(loginName)"))
         return try api.call(
-            "POST", APIPath.confirmations, body: body, headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
+            "POST", APIPath.confirmations, body: body,
+            headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
     }
 }

@@ -6,7 +6,8 @@ import XignProtocol
 
 @Suite struct ManagerConfigurationTests {
     @Test func theShippedSampleIsValidAndMatchesTheDefaults() throws {
-        let sample = try ManagerConfiguration.load(path: OpenAPIValidator.repositoryFile("packaging/config/manager.conf"))
+        let sample = try ManagerConfiguration.load(
+            path: OpenAPIValidator.repositoryFile("packaging/config/manager.conf"))
         let defaults = ManagerConfiguration()
         #expect(sample.pinPolicy == defaults.pinPolicy)
         #expect(sample.lockout.maxAttempts == defaults.lockout.maxAttempts)
@@ -16,7 +17,9 @@ import XignProtocol
         #expect(sample.limits == defaults.limits)
         #expect(sample.keepExpiredMilliseconds == defaults.keepExpiredMilliseconds)
         #expect(sample.registrationIsOpen && sample.tls == nil && sample.postgreSQL == nil)
-        #expect(sample.pinHashIterations == defaults.pinHashIterations && sample.pinPepperKind == .file && sample.tcti == defaults.tcti)
+        #expect(
+            sample.pinHashIterations == defaults.pinHashIterations && sample.pinPepperKind == .file
+                && sample.tcti == defaults.tcti)
         #expect(sample.auditKeepMilliseconds == defaults.auditKeepMilliseconds && sample.metricsListen == nil)
     }
 
@@ -44,7 +47,10 @@ import XignProtocol
         ("[audit]\nkeep = 10m\n", "audit.keep must be a duration"),
         ("[pin]\nhash_iterations = 500\n", "pin.hash_iterations must be a whole number from 1000"),
         ("[storage]\ndriver = postgresql\n", "storage.driver postgresql needs storage.url"),
-        ("[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n", "storage.url holds a password; put it in storage.password_file"),
+        (
+            "[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n",
+            "storage.url holds a password; put it in storage.password_file"
+        ),
         ("[storage]\ndriver = postgresql\nurl = postgres://xign@db/xign?sslmode=require\n", "use verify-full"),
         ("[storage]\ndriver = postgresql\nurl = postgres://db/xign\n", "storage.url names no user"),
         ("[server]\ntls_certificate = /etc/ssl/m.pem\n", "server.tls_certificate needs server.tls_key too"),
@@ -53,7 +59,10 @@ import XignProtocol
         ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
         ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
         // Names clients send back must be identifiers the API allows.
-        ("[registration]\ncategories = e mail\n", "registration.categories names 'e mail'; use 1 to 64 printable ASCII"),
+        (
+            "[registration]\ncategories = e mail\n",
+            "registration.categories names 'e mail'; use 1 to 64 printable ASCII"
+        ),
         ("[registration]\nlinked_services = portäl\n", "registration.linked_services names 'portäl'"),
         ("[services]\nnames = pam\n[service.pam]\nroles = log in\n", "service.pam.roles names 'log in'"),
         ("[mail]\nsmtp_relay = relay\n", "mail.smtp_relay must be HOST:PORT"),
@@ -90,11 +99,14 @@ import XignProtocol
         #expect(settings.port == 6432 && settings.requiresTLS)
         // On loopback TLS is off unless asked for.
         let local = try ManagerConfiguration(
-            file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@127.0.0.1/idm\n", source: "m.conf"))
+            file: ConfigFile(
+                text: "[storage]\ndriver = postgresql\nurl = postgres://xign@127.0.0.1/idm\n", source: "m.conf"))
         #expect(local.postgreSQL?.requiresTLS == false)
         #expect(
             try ManagerConfiguration(
-                file: ConfigFile(text: "[storage]\ndriver = postgresql\nurl = postgres://xign@localhost/idm?sslmode=verify-full\n", source: "m.conf")
+                file: ConfigFile(
+                    text: "[storage]\ndriver = postgresql\nurl = postgres://xign@localhost/idm?sslmode=verify-full\n",
+                    source: "m.conf")
             ).postgreSQL?.requiresTLS == true)
     }
 

@@ -21,7 +21,9 @@ import XignTestSupport
         guard result.status == 0 else { throw TestFailure("the metrics do not parse: \(result.stderr)") }
         var samples: [String: Double] = [:]
         for line in result.stdout.split(separator: "\n") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
             samples[String(line[..<space])] = value
         }
         return samples
@@ -40,7 +42,9 @@ import XignTestSupport
         var locked = false
         for _ in 0..<4 where !locked {
             let answer = try api.authenticate(device, pin: "13579")
-            let lock = try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)["lockout"] as? [String: Any]
+            let lock =
+                try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)[
+                    "lockout"] as? [String: Any]
             locked = (lock?["lockedUntil"] as? Double ?? 0) > Date().timeIntervalSince1970 * 1000
         }
         #expect(locked)

@@ -19,7 +19,8 @@ import XignTestSupport
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         // The manager gets the file limit the packaged unit had when this was found (1024), and a short read timeout.
         let manager = try ManagerProcess(
-            config: Self.config(adding: "\nread_timeout = 2s\n"), launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
+            config: Self.config(adding: "\nread_timeout = 2s\n"),
+            launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
         let api = API(manager: manager)
         let device = try api.enrolDevice("patient@example.org")
 
@@ -36,7 +37,9 @@ import XignTestSupport
         // A child started meanwhile (as another test may start a PostgreSQL cluster) inherits none of them: only its
         // standard descriptors, and the one ls opens to read the directory.
         let listing = try ChildProcess("/bin/ls", ["/proc/self/fd"], in: manager.directory).wait(timeout: 30)
-        #expect(listing.stdout.split(separator: "\n").compactMap { Int($0) }.sorted() == [0, 1, 2, 3], "\(listing.stdout.prefix(200))")
+        #expect(
+            listing.stdout.split(separator: "\n").compactMap { Int($0) }.sorted() == [0, 1, 2, 3],
+            "\(listing.stdout.prefix(200))")
 
         let started = Date()
         let login = try api.authenticate(device, pin: "24680")
@@ -58,10 +61,15 @@ import XignTestSupport
     /// for a login; each client it names is held to `connections_per_address` requests at once by that name (an IPv6
     /// client by its /64); and a direct client is still capped by its connections.
     @Test func behindABalancerALoginGetsThroughAndEachForwardedClientHasItsOwnCap() throws {
-        let manager = try ManagerProcess(config: Self.config(adding: "\ntrusted_proxies = 127.0.0.2\nread_timeout = 20s\n"))
+        let manager = try ManagerProcess(
+            config: Self.config(adding: "\ntrusted_proxies = 127.0.0.2\nread_timeout = 20s\n"))
         let port = try LoopbackSocket.unusedPort()
         let balancer = try ChildProcess(
-            "/usr/bin/socat", ["TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,backlog=512", "TCP:127.0.0.1:\(manager.port),bind=127.0.0.2"],
+            "/usr/bin/socat",
+            [
+                "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,backlog=512",
+                "TCP:127.0.0.1:\(manager.port),bind=127.0.0.2",
+            ],
             in: manager.directory)
         defer { balancer.stop() }
         #expect(waitUntil { LoopbackSocket.isListening(port) })
@@ -73,7 +81,9 @@ import XignTestSupport
         for _ in 0..<64 { if let fd = LoopbackSocket.connect(port) { held.append(fd) } }
         #expect(held.count == 64)
         usleep(300_000)
-        #expect(try api.authenticate(device, pin: "24680").status == 200, "a login through the balancer beside 64 idle connections")
+        #expect(
+            try api.authenticate(device, pin: "24680").status == 200,
+            "a login through the balancer beside 64 idle connections")
 
         // Requests in flight per forwarded client: a head whose body never comes holds one until the read timeout.
         func hold(as client: String) -> Int32? {
@@ -91,8 +101,12 @@ import XignTestSupport
             for _ in 0..<64 { if let fd = hold(as: client) { held.append(fd) } }
         }
         // Once the balancer has passed them all on (it forks per connection), the 65th of each is refused.
-        #expect(waitUntil(seconds: 20) { health(as: "203.0.113.5") == "HTTP/1.1 429" }, "the client that holds 64 requests gets no 65th")
-        #expect(waitUntil(seconds: 20) { health(as: "2001:db8:5:5:ffff::2") == "HTTP/1.1 429" }, "nor does another address of its /64")
+        #expect(
+            waitUntil(seconds: 20) { health(as: "203.0.113.5") == "HTTP/1.1 429" },
+            "the client that holds 64 requests gets no 65th")
+        #expect(
+            waitUntil(seconds: 20) { health(as: "2001:db8:5:5:ffff::2") == "HTTP/1.1 429" },
+            "nor does another address of its /64")
         #expect(health(as: "203.0.113.6") == "HTTP/1.1 200", "another client gets through")
         #expect(health(as: "2001:db8:5:6::1") == "HTTP/1.1 200", "and so does another /64")
 
@@ -101,41 +115,53 @@ import XignTestSupport
         // exactly 6, and then refuse a 71st.
         var direct: [Int32] = []
         defer { direct.forEach { close($0) } }
-        for _ in 0..<200 where direct.count < 70 { if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) } }
+        for _ in 0..<200 where direct.count < 70 {
+            if let fd = LoopbackSocket.connect(manager.port, from: "127.0.0.3") { direct.append(fd) }
+        }
         #expect(direct.count == 70)
         func closedByTheManager() -> Int { direct.filter { !LoopbackSocket.isHeldOpen($0) }.count }
         #expect(waitUntil(seconds: 10) { closedByTheManager() >= 6 })
         #expect(closedByTheManager() == 6, "64 of one address's 70 connections stay open")
         let request = "GET /health HTTP/1.1\r\nHost: idm\r\nConnection: close\r\n\r\n"
-        #expect(LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.3", timeoutSeconds: 3) == nil, "the 71st is closed")
-        #expect(LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.4")?.hasPrefix("HTTP/1.1 200") == true)
+        #expect(
+            LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.3", timeoutSeconds: 3) == nil,
+            "the 71st is closed")
+        #expect(
+            LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.4")?.hasPrefix("HTTP/1.1 200") == true)
     }
 
     @Test func aBurstOfRegistrationsFromOneAddressGets429WhileAnotherAddressRegisters() throws {
-        let manager = try ManagerProcess(config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
+        let manager = try ManagerProcess(
+            config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
         let api = API(manager: manager)
         for index in 0..<3 { _ = try api.register("burst\(index)@example.org") }
         let refused = try api.postRegistration("burst3@example.org")
         #expect(refused.status == 429)
         #expect(refused.errorCode == "tooManyRequests")
         let raw = try #require(
-            LoopbackSocket.exchange(try Self.registration("burst4@example.org", manager: manager), port: manager.port, from: "127.0.0.1"))
+            LoopbackSocket.exchange(
+                try Self.registration("burst4@example.org", manager: manager), port: manager.port, from: "127.0.0.1"))
         let retryAfter = raw.split(separator: "\r\n").first { $0.lowercased().hasPrefix("retry-after:") }
         let seconds = Int(retryAfter?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
         #expect((1...600).contains(seconds), "\(raw.prefix(300))")
         #expect(throws: (any Error).self) { try manager.mailPath(for: "burst3@example.org") }
 
         let other = try #require(
-            LoopbackSocket.exchange(try Self.registration("elsewhere@example.org", manager: manager), port: manager.port, from: "127.0.0.2"))
+            LoopbackSocket.exchange(
+                try Self.registration("elsewhere@example.org", manager: manager), port: manager.port, from: "127.0.0.2")
+        )
         #expect(other.hasPrefix("HTTP/1.1 201"), "\(other.prefix(200))")
         _ = try manager.mailPath(for: "elsewhere@example.org")
     }
 
     @Test func oneTargetAddressCannotBeMailedFromManySources() throws {
-        let manager = try ManagerProcess(config: Self.config([("registrations_per_email = 1000", "registrations_per_email = 2")]))
+        let manager = try ManagerProcess(
+            config: Self.config([("registrations_per_email = 1000", "registrations_per_email = 2")]))
         let answers = try (2...4).map { source in
             try #require(
-                LoopbackSocket.exchange(try Self.registration("victim@example.org", manager: manager), port: manager.port, from: "127.0.0.\(source)"))
+                LoopbackSocket.exchange(
+                    try Self.registration("victim@example.org", manager: manager), port: manager.port,
+                    from: "127.0.0.\(source)"))
         }
         #expect(answers[0].hasPrefix("HTTP/1.1 201"))
         #expect(answers[1].hasPrefix("HTTP/1.1 422"), "taken, and counted")
@@ -144,7 +170,8 @@ import XignTestSupport
     }
 
     @Test func unauthenticatedPINChecksAreLimitedPerAddress() throws {
-        let manager = try ManagerProcess(config: Self.config([("decrypts_per_address = 1000", "decrypts_per_address = 2")]))
+        let manager = try ManagerProcess(
+            config: Self.config([("decrypts_per_address = 1000", "decrypts_per_address = 2")]))
         let api = API(manager: manager)
         let payload = try api.register("decrypt@example.org")
         #expect(try api.decrypt(payload, pin: "13579").status == 200)
@@ -152,7 +179,9 @@ import XignTestSupport
         let counted = try manager.query("SELECT failed_attempts FROM activations")
         let refused = try api.decrypt(payload, pin: "24680")
         #expect(refused.status == 429)
-        #expect(try manager.query("SELECT failed_attempts FROM activations") == counted, "the refused guess never reached the PIN check")
+        #expect(
+            try manager.query("SELECT failed_attempts FROM activations") == counted,
+            "the refused guess never reached the PIN check")
     }
 
     @Test func withRegistrationClosedAccountsComeFromTheAdministrator() throws {

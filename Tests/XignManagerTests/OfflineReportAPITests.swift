@@ -10,7 +10,9 @@ import XignTestSupport
     static func offline(_ started: [String: Any]) -> [String: Any] { started["offline"] as? [String: Any] ?? [:] }
 
     static func login(_ sequence: Int64) -> OfflineEventMessage {
-        OfflineEventMessage(sequence: sequence, at: Int64(Date().timeIntervalSince1970 * 1000) - 60_000, kind: .login, service: "i3lock")
+        OfflineEventMessage(
+            sequence: sequence, at: Int64(Date().timeIntervalSince1970 * 1000) - 60_000, kind: .login, service: "i3lock"
+        )
     }
 
     @Test func onlyATPMKeyIsOfferedOfflineLoginAndAnAccountMayHaveItsOwnPolicy() throws {
@@ -19,8 +21,13 @@ import XignTestSupport
         let software = try api.enrolDevice("software@example.org")
         #expect(Self.offline(try api.startAuthentication(tpm))["graceMilliseconds"] as? Int == 7 * 86_400_000)
         #expect(Self.offline(try api.startAuthentication(tpm))["maxFailures"] as? Int == 5)
-        #expect(Self.offline(try api.startAuthentication(software))["graceMilliseconds"] as? Int == 0, "a software key: no offline login")
-        #expect(try api.manager.admin(["accounts", "set-offline", "tpm@example.org", "--grace", "12h", "--max-failures", "3"]).status == 0)
+        #expect(
+            Self.offline(try api.startAuthentication(software))["graceMilliseconds"] as? Int == 0,
+            "a software key: no offline login")
+        #expect(
+            try api.manager.admin([
+                "accounts", "set-offline", "tpm@example.org", "--grace", "12h", "--max-failures", "3",
+            ]).status == 0)
         let own = Self.offline(try api.startAuthentication(tpm))
         #expect(own["graceMilliseconds"] as? Int == 12 * 3_600_000 && own["maxFailures"] as? Int == 3, "\(own)")
         #expect(try api.manager.admin(["accounts", "set-offline", "tpm@example.org", "--default"]).status == 0)
@@ -42,7 +49,8 @@ import XignTestSupport
         #expect(audit.components(separatedBy: "offlineLogin").count - 1 == 2, "\(audit)")
         #expect(audit.contains("i3lock"))
         // Only what is new is added.
-        _ = try api.postStart(device, offlineReport: OfflineReportMessage(events: [Self.login(2), Self.login(3)], droppedLogins: 0))
+        _ = try api.postStart(
+            device, offlineReport: OfflineReportMessage(events: [Self.login(2), Self.login(3)], droppedLogins: 0))
         #expect(try api.manager.admin(["audit"]).stdout.components(separatedBy: "offlineLogin").count - 1 == 3)
     }
 
@@ -63,6 +71,8 @@ import XignTestSupport
         #expect(!(try api.manager.admin(["audit"]).stdout.contains("offlineLogin")))
         // Control: the same events in order are taken.
         #expect(
-            try api.postStart(device, offlineReport: OfflineReportMessage(events: [Self.login(1), Self.login(2)], droppedLogins: 0)).status == 200)
+            try api.postStart(
+                device, offlineReport: OfflineReportMessage(events: [Self.login(1), Self.login(2)], droppedLogins: 0)
+            ).status == 200)
     }
 }

@@ -49,7 +49,9 @@ struct OpenAPIValidator {
             let compact = String(decoding: body, as: UTF8.self)
             check(.string(compact), against: schema, at: "$", &problems)
             let parts = compact.split(separator: ".")
-            if let signed = media["x-xign-signed-payload"], parts.count == 3, let payload = Base64URL.decode(String(parts[1])) {
+            if let signed = media["x-xign-signed-payload"], parts.count == 3,
+                let payload = Base64URL.decode(String(parts[1]))
+            {
                 check(try JSONDecoder().decode(JSON.self, from: payload), against: signed, at: "$payload", &problems)
             } else {
                 problems.append("$: not a JWS with a decodable payload")
@@ -57,13 +59,17 @@ struct OpenAPIValidator {
         } else {
             check(try JSONDecoder().decode(JSON.self, from: body), against: schema, at: "$", &problems)
         }
-        if !problems.isEmpty { throw ValidationFailure("\(method) \(path) \(status):\n  " + problems.joined(separator: "\n  ")) }
+        if !problems.isEmpty {
+            throw ValidationFailure("\(method) \(path) \(status):\n  " + problems.joined(separator: "\n  "))
+        }
     }
 
     private func resolve(_ ref: String) throws -> [String: Any] {
         var node: Any = document
         for part in ref.dropFirst(2).split(separator: "/") {
-            guard let next = (node as? [String: Any])?[String(part)] else { throw ValidationFailure("unresolved \(ref)") }
+            guard let next = (node as? [String: Any])?[String(part)] else {
+                throw ValidationFailure("unresolved \(ref)")
+            }
             node = next
         }
         guard let resolved = node as? [String: Any] else { throw ValidationFailure("\(ref) is not a mapping") }
@@ -76,12 +82,16 @@ struct OpenAPIValidator {
             guard let resolved = try? resolve(ref) else { return problems.append("\(path): unresolved \(ref)") }
             schema = resolved
         }
-        if let allowed = schema["enum"] as? [Any], case .string(let text) = value, !allowed.contains(where: { "\($0)" == text }) {
+        if let allowed = schema["enum"] as? [Any], case .string(let text) = value,
+            !allowed.contains(where: { "\($0)" == text })
+        {
             problems.append("\(path): '\(text)' is not one of \(allowed)")
         }
         switch (schema["type"] as? String, value) {
         case ("object", .object(let object)):
-            for key in schema["required"] as? [String] ?? [] where object[key] == nil { problems.append("\(path): missing '\(key)'") }
+            for key in schema["required"] as? [String] ?? [] where object[key] == nil {
+                problems.append("\(path): missing '\(key)'")
+            }
             let properties = schema["properties"] as? [String: Any] ?? [:]
             for (key, member) in object {
                 if let propertySchema = properties[key] {
@@ -95,15 +105,26 @@ struct OpenAPIValidator {
                 }
             }
         case ("array", .array(let array)):
-            if let min = schema["minItems"] as? Int, array.count < min { problems.append("\(path): fewer than \(min) items") }
-            if let max = schema["maxItems"] as? Int, array.count > max { problems.append("\(path): more than \(max) items") }
+            if let min = schema["minItems"] as? Int, array.count < min {
+                problems.append("\(path): fewer than \(min) items")
+            }
+            if let max = schema["maxItems"] as? Int, array.count > max {
+                problems.append("\(path): more than \(max) items")
+            }
             if let items = schema["items"] {
-                for (index, item) in array.enumerated() { check(item, against: items, at: "\(path)[\(index)]", &problems) }
+                for (index, item) in array.enumerated() {
+                    check(item, against: items, at: "\(path)[\(index)]", &problems)
+                }
             }
         case ("string", .string(let string)):
-            if let min = schema["minLength"] as? Int, string.count < min { problems.append("\(path): shorter than \(min)") }
-            if let max = schema["maxLength"] as? Int, string.count > max { problems.append("\(path): longer than \(max)") }
-            if let pattern = schema["pattern"] as? String, string.range(of: pattern, options: .regularExpression) == nil {
+            if let min = schema["minLength"] as? Int, string.count < min {
+                problems.append("\(path): shorter than \(min)")
+            }
+            if let max = schema["maxLength"] as? Int, string.count > max {
+                problems.append("\(path): longer than \(max)")
+            }
+            if let pattern = schema["pattern"] as? String, string.range(of: pattern, options: .regularExpression) == nil
+            {
                 problems.append("\(path): '\(string.prefix(60))' does not match \(pattern)")
             }
         case ("integer", .number(let number)):

@@ -11,14 +11,20 @@ import XignTestSupport
 /// the same paths with Chromium).
 @Suite struct PasskeyAPITests {
     /// The manager's own origin and RP id, as a browser at its public URL (here the bound address) writes them.
-    static func site(_ api: API) -> (origin: String, rpId: String) { ("http://127.0.0.1:\(api.manager.port)", "127.0.0.1") }
+    static func site(_ api: API) -> (origin: String, rpId: String) {
+        ("http://127.0.0.1:\(api.manager.port)", "127.0.0.1")
+    }
 
     /// Registers `email` and personalizes `passkey` for it; the answer of the passkey personalization.
-    static func enrol(_ api: API, _ email: String, _ passkey: SoftwarePasskey, origin: String? = nil) throws -> API.Answer {
-        let decrypted = try api.decrypt(try api.register(email), pin: "24680").signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)
+    static func enrol(
+        _ api: API, _ email: String, _ passkey: SoftwarePasskey, origin: String? = nil
+    ) throws -> API.Answer {
+        let decrypted = try api.decrypt(try api.register(email), pin: "24680").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.decrypt)
         let session = try #require(decrypted["session"] as? [String: Any])
         let challenge = try #require(Base64URL.decode(session["challenge"] as? String ?? ""))
-        let (object, clientData) = try passkey.register(challenge: challenge, origin: origin ?? site(api).origin, rpId: site(api).rpId)
+        let (object, clientData) = try passkey.register(
+            challenge: challenge, origin: origin ?? site(api).origin, rpId: site(api).rpId)
         return try api.post(
             APIPath.passkeyPersonalizations,
             PasskeyPersonalizeRequest(
@@ -28,25 +34,35 @@ import XignTestSupport
     }
 
     static func deviceId(_ api: API, _ answer: API.Answer) throws -> String {
-        try #require(try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"] as? String)
+        try #require(
+            try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"]
+                as? String)
     }
 
-    @Test(arguments: TestDatabase.allCases) func aPasskeyBecomesADeviceThatSignsTheDeviceAPI(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aPasskeyBecomesADeviceThatSignsTheDeviceAPI(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let passkey = try SoftwarePasskey()
         let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
-        let row = try api.manager.query("SELECT key_kind, credential_id, sign_count, backup_eligible, backed_up FROM devices")
+        let row = try api.manager.query(
+            "SELECT key_kind, credential_id, sign_count, backup_eligible, backed_up FROM devices")
         #expect(row == ["passkey|\(Base64URL.encode(passkey.credentialId))|0|0|0"])
         #expect(
             try api.manager.query("SELECT detail FROM audit_events WHERE event = 'enrolment'").first?.contains(
                 "passkey, device Passkey in a browser, credential") == true)
         // The device API takes its assertion where a machine's signature goes: the account's device list.
-        let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-        let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+        let challenge = try #require(
+            try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let body = try JSONEncoder.canonical.encode(
+            AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
         let (origin, rpId) = Self.site(api)
-        let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
-        let list = try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
-            .signedPayload(key: try api.managerKey, type: SignedAnswerType.accountDevices)
+        let header = try passkey.sign(
+            path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+        let list = try api.call(
+            "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)]
+        )
+        .signedPayload(key: try api.managerKey, type: SignedAnswerType.accountDevices)
         let devices = try #require(list["devices"] as? [[String: Any]])
         #expect(devices.map { $0["keyKind"] as? String } == ["passkey"])
         #expect(try api.manager.query("SELECT sign_count FROM devices") == ["1"])
@@ -54,12 +70,15 @@ import XignTestSupport
         let again = try Self.enrol(api, "bob@example.org", passkey)
         #expect(again.status == 409 && again.errorCode == "conflict")
         // A passkey made at another origin never enrols.
-        let elsewhere = try Self.enrol(api, "carol@example.org", try SoftwarePasskey(), origin: "https://idm.example.net")
+        let elsewhere = try Self.enrol(
+            api, "carol@example.org", try SoftwarePasskey(), origin: "https://idm.example.net")
         #expect(elsewhere.status == 401 && elsewhere.errorCode == "signatureInvalid")
     }
 
     @Test func aSyncedPasskeyIsRefusedWhereHardwareKeysAreRequired() throws {
-        let api = API(manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n"))
+        let api = API(
+            manager: try ManagerProcess(config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n")
+        )
         let synced = try Self.enrol(api, "alice@example.org", try SoftwarePasskey(synced: true))
         #expect(synced.status == 403 && synced.errorCode == "securityInsufficient")
         // The control: a device-bound passkey (no backup flags) is a hardware key.
@@ -71,11 +90,15 @@ import XignTestSupport
     @Test func theBackupEligibleFlagIsFixedAndEitherFlagMeansSynced() throws {
         let api = API(manager: try ManagerProcess())
         func devices(_ passkey: SoftwarePasskey, _ deviceId: String) throws -> API.Answer {
-            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let challenge = try #require(
+                try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(
+                AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
             let (origin, rpId) = Self.site(api)
-            let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
-            return try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
+            let header = try passkey.sign(
+                path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            return try api.call(
+                "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
         }
         let bound = try SoftwarePasskey()
         let boundId = try Self.deviceId(api, try Self.enrol(api, "bound@example.org", bound))
@@ -96,14 +119,17 @@ import XignTestSupport
         // The policy tightens after both enrolled: the eligible passkey counts as synced though it was never backed up.
         api.manager.stop()
         let config = try String(contentsOfFile: api.manager.configPath, encoding: .utf8)
-        try writeTestFile(api.manager.configPath, Data((config + "\n[policy]\nrequire_hardware_key = tpm\n").utf8), mode: 0o600)
+        try writeTestFile(
+            api.manager.configPath, Data((config + "\n[policy]\nrequire_hardware_key = tpm\n").utf8), mode: 0o600)
         try api.manager.start()
         let refused = try devices(eligible, eligibleId)
         #expect(refused.status == 403 && refused.errorCode == "securityInsufficient", "\(refused.json)")
         #expect(try devices(bound, boundId).status == 200, "control: the device-bound passkey")
     }
 
-    @Test(arguments: TestDatabase.allCases) func aPasskeyApprovesALoginInOneRequestAndNoForgeryDoes(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aPasskeyApprovesALoginInOneRequestAndNoForgeryDoes(
+        database: TestDatabase
+    ) throws {
         let api = API(manager: try ManagerProcess(database: database))
         let (origin, rpId) = Self.site(api)
         let passkey = try SoftwarePasskey()
@@ -112,37 +138,58 @@ import XignTestSupport
         _ = try Self.deviceId(api, try Self.enrol(api, "mallory@example.org", stranger))
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
-        let started = try host.start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let started = try host.start("alice").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = try #require(started["confirmationId"] as? String), code = try #require(started["code"] as? String)
 
         let view = try api.post(APIPath.confirmationView, ConfirmationViewRequest(confirmationId: id)).json
-        #expect(view["host"] as? String == "web1" && view["loginName"] as? String == "alice" && view["state"] as? String == "pending")
+        #expect(
+            view["host"] as? String == "web1" && view["loginName"] as? String == "alice"
+                && view["state"] as? String == "pending")
         #expect(view["code"] == nil, "the page shows no code: the user types the one the server shows")
-        #expect(try api.post(APIPath.confirmationView, ConfirmationViewRequest(confirmationId: "AAAAAAAAAAAAAAAAAAAAAAAAAA")).status == 404)
+        #expect(
+            try api.post(
+                APIPath.confirmationView, ConfirmationViewRequest(confirmationId: "AAAAAAAAAAAAAAAAAAAAAAAAAA")
+            ).status == 404)
 
         /// One approval request; `sign` makes its signature header from the body and the challenge.
-        func approval(pin: String = "24680", code: String? = nil, sign: (Data, String) throws -> String) throws -> API.Answer {
-            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        func approval(
+            pin: String = "24680", code: String? = nil, sign: (Data, String) throws -> String
+        ) throws -> API.Answer {
+            let challenge = try #require(
+                try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
             let body = try JSONEncoder.canonical.encode(
                 ConfirmationApprovalRequest(
-                    deviceId: deviceId, challenge: challenge, confirmationId: id, confirmationCode: code ?? started["code"] as? String ?? "",
-                    sealedPin: try api.sealed(pin, for: .approval(confirmationId: id, challenge: challenge)), nonce: "a"))
+                    deviceId: deviceId, challenge: challenge, confirmationId: id,
+                    confirmationCode: code ?? started["code"] as? String ?? "",
+                    sealedPin: try api.sealed(pin, for: .approval(confirmationId: id, challenge: challenge)), nonce: "a"
+                ))
             return try api.call(
-                "POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, try sign(body, challenge))])
+                "POST", APIPath.confirmationApproval, body: body,
+                headers: [(SignedRequest.signatureHeader, try sign(body, challenge))])
         }
-        func signed(by key: SoftwarePasskey, origin: String = origin, rpId: String = rpId) -> (Data, String) throws -> String {
-            { body, challenge in try key.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId) }
+        func signed(
+            by key: SoftwarePasskey, origin: String = origin, rpId: String = rpId
+        ) -> (Data, String) throws -> String {
+            { body, challenge in
+                try key.sign(
+                    path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            }
         }
         // One accepted request first, so the stored counter stands at 11.
         passkey.signCount = 10
-        let listChallenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-        let listBody = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: listChallenge, nonce: "l"))
+        let listChallenge = try #require(
+            try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+        let listBody = try JSONEncoder.canonical.encode(
+            AccountDevicesRequest(deviceId: deviceId, challenge: listChallenge, nonce: "l"))
         let listed = try api.call(
             "POST", APIPath.accountDevices, body: listBody,
             headers: [
                 (
                     SignedRequest.signatureHeader,
-                    try passkey.sign(path: APIPath.accountDevices, body: listBody, challenge: listChallenge, origin: origin, rpId: rpId)
+                    try passkey.sign(
+                        path: APIPath.accountDevices, body: listBody, challenge: listChallenge, origin: origin,
+                        rpId: rpId)
                 )
             ])
         #expect(listed.status == 200)
@@ -157,28 +204,38 @@ import XignTestSupport
                 { body, challenge in
                     passkey.signCount = 2
                     defer { passkey.signCount = 20 }
-                    return try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+                    return try passkey.sign(
+                        path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId
+                    )
                 }
             ),
-            ("a machine's signature in place of an assertion", "WebAuthn assertion", { _, _ in Base64URL.encode(Data(count: 64)) }),
+            (
+                "a machine's signature in place of an assertion", "WebAuthn assertion",
+                { _, _ in Base64URL.encode(Data(count: 64)) }
+            ),
         ]
         for (what, reason, forge) in forgeries {
             let refused = try approval(sign: forge)
             #expect(refused.status == 401 && refused.errorCode == "signatureInvalid", "\(what): \(refused.json)")
             #expect((refused.error["message"] as? String)?.contains(reason) == true, "\(what): \(refused.json)")
         }
-        #expect(try api.manager.query("SELECT code_failures, state FROM confirmations") == ["0|pending"], "no forgery reaches the code")
+        #expect(
+            try api.manager.query("SELECT code_failures, state FROM confirmations") == ["0|pending"],
+            "no forgery reaches the code")
         // A wrong PIN charges the lockout, like every login.
         let wrong = try approval(pin: "13579", sign: signed(by: passkey))
         let lock = try wrong.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationApproval)
         #expect(lock["outcome"] as? String == "lockout")
         #expect(
-            try api.manager.query("SELECT failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(deviceId)'")
+            try api.manager.query(
+                "SELECT failed_attempts FROM activations a JOIN devices d ON d.activation_id = a.id WHERE d.id = '\(deviceId)'"
+            )
                 == ["1"])
         Thread.sleep(forTimeInterval: 0.4)  // the test config's first lock: 300 ms
         // The control: the device's own passkey at the manager's origin, the right code and PIN.
         let approved = try approval { body, challenge in
-            let header = try passkey.sign(path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            let header = try passkey.sign(
+                path: APIPath.confirmationApproval, body: body, challenge: challenge, origin: origin, rpId: rpId)
             replayed = (body, header)
             return header
         }
@@ -186,30 +243,40 @@ import XignTestSupport
         #expect(answer["outcome"] as? String == "approved" && answer["host"] as? String == "web1", "\(approved.json)")
         let waited = try api.post(
             APIPath.confirmationWait,
-            ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
+            ConfirmationWaitRequest(
+                confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
         ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         #expect(waited["state"] as? String == "approved" && waited["approvedBy"] as? String == deviceId)
         // The same assertion again: its counter no longer grows.
         let (body, header) = try #require(replayed)
-        let replay = try api.call("POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)])
-        #expect(replay.status == 401 && (replay.error["message"] as? String)?.contains("did not grow") == true, "\(replay.json)")
+        let replay = try api.call(
+            "POST", APIPath.confirmationApproval, body: body, headers: [(SignedRequest.signatureHeader, header)])
+        #expect(
+            replay.status == 401 && (replay.error["message"] as? String)?.contains("did not grow") == true,
+            "\(replay.json)")
         _ = code
     }
 
     /// One assertion sent twice at the same moment: the counter moves once, so exactly one request is served.
-    @Test(arguments: TestDatabase.allCases) func oneAssertionSentTwiceAtOnceIsServedOnce(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func oneAssertionSentTwiceAtOnceIsServedOnce(database: TestDatabase) throws
+    {
         let api = API(manager: try ManagerProcess(database: database))
         let (origin, rpId) = Self.site(api)
         let passkey = try SoftwarePasskey()
         let deviceId = try Self.deviceId(api, try Self.enrol(api, "alice@example.org", passkey))
         for _ in 0..<5 {
-            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
-            let header = try passkey.sign(path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+            let challenge = try #require(
+                try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(
+                AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let header = try passkey.sign(
+                path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
             let statuses = NIOLockedValueBox<[Int]>([])
             DispatchQueue.concurrentPerform(iterations: 2) { _ in
                 let status =
-                    (try? api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)]).status) ?? 0
+                    (try? api.call(
+                        "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)]
+                    ).status) ?? 0
                 statuses.withLockedValue { $0.append(status) }
             }
             #expect(statuses.withLockedValue { $0.sorted() } == [200, 401], "one served, one refused")

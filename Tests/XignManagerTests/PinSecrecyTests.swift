@@ -7,7 +7,9 @@ import XignTestSupport
 
 /// docs/design.md, invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
 @Suite struct PinSecrecyTests {
-    @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(
+        database: TestDatabase
+    ) throws {
         let manager = try ManagerProcess(database: database)
         let api = API(manager: manager)
         // Same PIN, two registrations: every field other than the manager's address and key differs,
@@ -19,7 +21,8 @@ import XignTestSupport
         #expect(first.activationSecret != second.activationSecret)
         // The compact form holds the id, the secret and the fingerprint (26 characters each), then the URL: nothing else.
         #expect(
-            first.deepLink == PersonalizationPayload.compactPrefix + (try #require(Data(hexadecimal: first.activationId))).base32
+            first.deepLink == PersonalizationPayload.compactPrefix
+                + (try #require(Data(hexadecimal: first.activationId))).base32
                 + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
         // The manager stores only a hash of the activation secret.
         let stored = try manager.query("SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'")
@@ -34,7 +37,9 @@ import XignTestSupport
         let statement = try #require(health["pinSealingKey"] as? String)
         let payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.managerKey)
         let key = try JSONDecoder().decode(PINSealingKeyMessage.self, from: payload).key
-        #expect(key == Base64URL.encode(try api.pinSealingKey.derRepresentation), "the statement names the key in pin-sealing-key.pem")
+        #expect(
+            key == Base64URL.encode(try api.pinSealingKey.derRepresentation),
+            "the statement names the key in pin-sealing-key.pem")
         #expect(key != health["managerKey"] as? String, "not the signing key")
         #expect(throws: (any Error).self, "signed by the signing key, not by the sealing key") {
             _ = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.pinSealingKey)
@@ -43,10 +48,14 @@ import XignTestSupport
             APIPath.registrations,
             RegisterRequest(
                 categoryId: "email",
-                sealedPin: try SealedPINMessage(sealing: "24680", to: try api.managerKey, for: .registration(categoryId: "email")),
-                attributes: ["email": "old@example.org"], alias: nil, serviceMappingId: nil, arbitraryUserAttributes: nil))
+                sealedPin: try SealedPINMessage(
+                    sealing: "24680", to: try api.managerKey, for: .registration(categoryId: "email")),
+                attributes: ["email": "old@example.org"], alias: nil, serviceMappingId: nil,
+                arbitraryUserAttributes: nil))
         #expect(toSigningKey.status == 400, "\(toSigningKey.json)")
-        #expect((toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"), "\(toSigningKey.json)")
+        #expect(
+            (toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"),
+            "\(toSigningKey.json)")
         #expect(try api.postRegistration("new@example.org").status == 201, "control: sealed to the PIN-sealing key")
         // A whole login through the SDK seals to the key the start answer names.
         let device = try api.enrolDevice("login@example.org")
@@ -59,7 +68,8 @@ import XignTestSupport
         let manager = try ManagerProcess(database: database)
         let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
         let row = try manager.query(
-            "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'")
+            "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'"
+        )
         let fields = try #require(row.first?.split(separator: "|").map(String.init))
         let salt = try #require(Base64URL.decode(fields[0]))
         let stored = try #require(Base64URL.decode(fields[1]))
@@ -73,7 +83,9 @@ import XignTestSupport
         #expect(HMACSHA256.authenticationCode(for: stretched, key: Data(count: 32)) != stored)
     }
 
-    @Test(arguments: TestDatabase.allCases) func guessesWithThePayloadAloneGoThroughTheLockout(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func guessesWithThePayloadAloneGoThroughTheLockout(
+        database: TestDatabase
+    ) throws {
         // An attacker with the QR code but not the SDK: raw requests, no local lockout memory.
         let api = API(manager: try ManagerProcess(database: database))
         let payload = try api.register("guess@example.org", pin: "24680")
@@ -86,7 +98,8 @@ import XignTestSupport
                 Thread.sleep(until: Date(timeIntervalSince1970: until / 1000 + 0.05))
                 answer = try api.decrypt(payload, pin: guess)
             }
-            lastLock = try #require(try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
+            lastLock = try #require(
+                try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
         }
         #expect(lastLock["isPermanent"] as? Bool == true)
         #expect(lastLock["failedAttempts"] as? Int == 4)
@@ -100,17 +113,21 @@ import XignTestSupport
         #expect(try api.decrypt(payload, pin: "24680").status == 200)
     }
 
-    @Test(arguments: TestDatabase.allCases) func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
+    @Test(arguments: TestDatabase.allCases)
+    func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
         database: TestDatabase
     ) throws {
         let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
-        let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
+        let manager = try ManagerProcess(
+            config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
         let api = API(manager: manager)
         #expect(
-            try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json["serviceMappingId"] as? String == linked)
+            try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json[
+                "serviceMappingId"] as? String == linked)
         func register(_ email: String, mapping: String?) throws {
             let request = RegisterRequest(
-                categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")), attributes: ["email": email],
+                categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")),
+                attributes: ["email": email],
                 alias: nil,
                 serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
             #expect(try api.post(APIPath.registrations, request).status == 201)
@@ -118,25 +135,35 @@ import XignTestSupport
         try register("unlinked@example.org", mapping: nil)
         try register("unknown@example.org", mapping: "not-linked")
         try register("linked@example.org", mapping: linked)
-        let kept = try manager.query("SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
-        #expect(kept == ["linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-", "unlinked@example.org=-"])
+        let kept = try manager.query(
+            "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
+        #expect(
+            kept == [
+                "linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-",
+                "unlinked@example.org=-",
+            ])
 
         // The first personalization hands them to the linked service and deletes them.
         let sdk = try api.sdk()
         let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "linked@example.org"))
         guard
-            case .newPersonalization(let parameters) = try sdk.personalizer().decryptPersonalizationInitializationDataSynchronous(
-                data: data, pin: "24680")
+            case .newPersonalization(let parameters) = try sdk.personalizer()
+                .decryptPersonalizationInitializationDataSynchronous(
+                    data: data, pin: "24680")
         else {
             Issue.record("expected newPersonalization")
             return
         }
         _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
-        #expect(try manager.query("SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == ["-"])
-        let delivered = try FileManager.default.contentsOfDirectory(atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
+        #expect(
+            try manager.query(
+                "SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == ["-"])
+        let delivered = try FileManager.default.contentsOfDirectory(
+            atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
         #expect(delivered.count == 1)
         #expect(
-            try String(contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8)
+            try String(
+                contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8)
                 == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
     }
 }
@@ -144,7 +171,9 @@ import XignTestSupport
 @Suite struct OpenAPIValidatorTests {
     let spec = try! OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml"))
 
-    func problems(_ path: String, _ status: Int, _ body: String, type: String = "application/json", method: String = "GET") -> String? {
+    func problems(
+        _ path: String, _ status: Int, _ body: String, type: String = "application/json", method: String = "GET"
+    ) -> String? {
         do {
             try spec.validate(path: path, method: method, status: status, contentType: type, body: Data(body.utf8))
             return nil
@@ -182,7 +211,9 @@ import XignTestSupport
                 "does not match") == true)
         #expect(problems(APIPath.health, 500, good)?.contains("does not list") == true)
         #expect(problems(APIPath.health, 200, good, type: "text/plain")?.contains("not documented") == true)
-        #expect(problems(APIPath.challenges, 201, #"{"challenge":"x","expiresAt":true}"#, method: "POST")?.contains("expected integer") == true)
+        #expect(
+            problems(APIPath.challenges, 201, #"{"challenge":"x","expiresAt":true}"#, method: "POST")?.contains(
+                "expected integer") == true)
         #expect(problems(APIPath.personalizationDecrypt, 200, "a.b.c", type: "application/jose", method: "POST") != nil)
     }
 }
@@ -192,7 +223,9 @@ extension Data {
         var bytes: [UInt8] = []
         var index = text.startIndex
         while index < text.endIndex {
-            guard let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex), let byte = UInt8(text[index..<next], radix: 16) else {
+            guard let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex),
+                let byte = UInt8(text[index..<next], radix: 16)
+            else {
                 return nil
             }
             bytes.append(byte)

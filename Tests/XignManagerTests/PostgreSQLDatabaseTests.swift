@@ -18,27 +18,36 @@ import XignTestSupport
         let (name, _) = try cluster.makeDatabase()
         var configuration = ManagerConfiguration()
         configuration.postgreSQL = ManagerConfiguration.PostgreSQL(
-            host: "127.0.0.1", port: cluster.port, user: "xign", database: name, passwordFile: cluster.passwordFile, requiresTLS: false,
+            host: "127.0.0.1", port: cluster.port, user: "xign", database: name, passwordFile: cluster.passwordFile,
+            requiresTLS: false,
             caFile: nil, poolSize: 1)
         return (cluster, name, try await Database.open(configuration, logger: Logger(label: "test")))
     }
 
     /// How many statements this connection has prepared whose text contains `marker`.
     static func prepared(_ marker: String, in store: ManagerStore) async throws -> Int {
-        try await store.sql.raw("SELECT count(*) AS n FROM pg_prepared_statements WHERE strpos(statement, \(bind: marker)) > 0")
-            .first()?.decode(column: "n", as: Int.self) ?? -1
+        try await store.sql.raw(
+            "SELECT count(*) AS n FROM pg_prepared_statements WHERE strpos(statement, \(bind: marker)) > 0"
+        )
+        .first()?.decode(column: "n", as: Int.self) ?? -1
     }
 
     @Test func aStatementIsPreparedOncePerConnectionAndForItsTypes() async throws {
         let (_, _, database) = try await Self.database()
         for value in [1, 2, 3] {
-            let row = try await database.transaction { try await $0.sql.raw("SELECT \(bind: value) + 1 AS once_marker").first() }
+            let row = try await database.transaction {
+                try await $0.sql.raw("SELECT \(bind: value) + 1 AS once_marker").first()
+            }
             #expect(try row?.decode(column: "once_marker", as: Int.self) == value + 1)
         }
-        #expect(try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 1, "three uses, one preparation")
+        #expect(
+            try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 1,
+            "three uses, one preparation")
         // The control: the same text with a parameter of another type is a statement of its own, since a prepared
         // statement keeps the types of its first use.
-        let row = try await database.transaction { try await $0.sql.raw("SELECT \(bind: "a") || 'b' AS once_marker").first() }
+        let row = try await database.transaction {
+            try await $0.sql.raw("SELECT \(bind: "a") || 'b' AS once_marker").first()
+        }
         #expect(try row?.decode(column: "once_marker", as: String.self) == "ab")
         #expect(try await database.transaction { try await Self.prepared("once_marker", in: $0) } == 2)
         await database.close()
@@ -52,7 +61,9 @@ import XignTestSupport
                 _ = try await store.sql.raw("SELECT 1 AS one").first()
                 return store.sql.eventLoop.inEventLoop
             })
-        #expect(!MultiThreadedEventLoopGroup.singleton.any().inEventLoop, "the control: the test's own task is not on a loop")
+        #expect(
+            !MultiThreadedEventLoopGroup.singleton.any().inEventLoop,
+            "the control: the test's own task is not on a loop")
         await database.close()
     }
 
@@ -63,12 +74,16 @@ import XignTestSupport
             try await store.sql.raw("CREATE TABLE t (id BIGINT, text TEXT, maybe TEXT, real DOUBLE PRECISION)").run()
             // NULL first: the statement prepared for it must not decide the type of a later value.
             for (id, text, maybe, real) in [(Int.min, "", none, 0.5), (Int.max, "ü'x", Optional("set"), -2.0)] {
-                try await store.sql.raw("INSERT INTO t VALUES (\(bind: id), \(bind: text), \(bind: maybe), \(bind: real))").run()
+                try await store.sql.raw(
+                    "INSERT INTO t VALUES (\(bind: id), \(bind: text), \(bind: maybe), \(bind: real))"
+                ).run()
             }
             return try await store.sql.raw("SELECT * FROM t ORDER BY id").all()
         }
         #expect(try rows.map { try $0.decode(column: "id", as: Int.self) } == [Int.min, Int.max])
-        #expect(try rows.map { try $0.decode(column: "text", as: String.self) } == ["", "ü'x"], "an empty string is text, not NULL")
+        #expect(
+            try rows.map { try $0.decode(column: "text", as: String.self) } == ["", "ü'x"],
+            "an empty string is text, not NULL")
         #expect(try rows.map { try $0.decode(column: "maybe", as: String?.self) } == [nil, "set"])
         #expect(try rows.map { try $0.decode(column: "real", as: Double.self) } == [0.5, -2.0])
         await database.close()
@@ -82,12 +97,18 @@ import XignTestSupport
             try await store.sql.raw("CREATE TABLE m (a BIGINT)").run()
             try await store.sql.raw("INSERT INTO m VALUES (\(bind: 7))").run()
         }
-        let named = { try await database.transaction { try await $0.sql.raw("SELECT a FROM m WHERE a = \(bind: 7)").first() } }
-        let star = { try await database.transaction { try await $0.sql.raw("SELECT * FROM m WHERE a = \(bind: 7)").first() } }
+        let named = {
+            try await database.transaction { try await $0.sql.raw("SELECT a FROM m WHERE a = \(bind: 7)").first() }
+        }
+        let star = {
+            try await database.transaction { try await $0.sql.raw("SELECT * FROM m WHERE a = \(bind: 7)").first() }
+        }
         _ = try await (named(), star())
         try cluster.query("ALTER TABLE m ADD COLUMN b BIGINT", database: name)
         #expect(try await named()?.decode(column: "a", as: Int.self) == 7)
-        await #expect(throws: (any Error).self, "PostgreSQL: cached plan must not change result type") { try await star() }
+        await #expect(throws: (any Error).self, "PostgreSQL: cached plan must not change result type") {
+            try await star()
+        }
         await database.close()
     }
 
@@ -110,7 +131,8 @@ import XignTestSupport
         _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
         // The pool's connection is gone, so the next lease must make one.
         _ = try cluster.query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = 'xign-manager'")
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = 'xign-manager'"
+        )
         try await Task.sleep(for: .milliseconds(300))
         // The transaction asks from an event loop, so only the pool's own work needs the blocked threads.
         let loop = EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.any())
@@ -124,9 +146,13 @@ import XignTestSupport
         for blocker in blockers { await blocker.value }
         #expect(try await transaction.value?.decode(column: "two", as: Int.self) == 2)
         // The control: a lease the pool cannot give (its one connection held) still runs out after 5 s.
-        let holding = Task { try await database.transaction { try await $0.sql.raw("SELECT pg_sleep(7) IS NULL AS slept").first() } }
+        let holding = Task {
+            try await database.transaction { try await $0.sql.raw("SELECT pg_sleep(7) IS NULL AS slept").first() }
+        }
         try await Task.sleep(for: .milliseconds(300))
-        await #expect(throws: ManagerError.self) { try await database.transaction { try await $0.sql.raw("SELECT 3 AS three").first() } }
+        await #expect(throws: ManagerError.self) {
+            try await database.transaction { try await $0.sql.raw("SELECT 3 AS three").first() }
+        }
         _ = try await holding.value
         await database.close()
     }

@@ -20,12 +20,18 @@ import XignTestSupport
         let (_, sql) = try Self.connection(in: directory)
         try await sql.raw("CREATE TABLE t (id INTEGER, text TEXT, maybe TEXT, flag INTEGER, real REAL)").run()
         let none: String? = nil
-        try await sql.raw("INSERT INTO t VALUES (\(bind: Int.min), \(bind: ""), \(bind: none), \(bind: true), \(bind: 0.5))").run()
-        try await sql.raw("INSERT INTO t VALUES (\(bind: Int.max), \(bind: "ü\u{0}x"), \(bind: Optional("set")), \(bind: false), \(bind: -2.0))")
-            .run()
+        try await sql.raw(
+            "INSERT INTO t VALUES (\(bind: Int.min), \(bind: ""), \(bind: none), \(bind: true), \(bind: 0.5))"
+        ).run()
+        try await sql.raw(
+            "INSERT INTO t VALUES (\(bind: Int.max), \(bind: "ü\u{0}x"), \(bind: Optional("set")), \(bind: false), \(bind: -2.0))"
+        )
+        .run()
         let rows = try await sql.raw("SELECT * FROM t ORDER BY id").all()
         #expect(try rows.map { try $0.decode(column: "id", as: Int.self) } == [Int.min, Int.max])
-        #expect(try rows.map { try $0.decode(column: "text", as: String.self) } == ["", "ü\u{0}x"], "an empty string is text, not NULL")
+        #expect(
+            try rows.map { try $0.decode(column: "text", as: String.self) } == ["", "ü\u{0}x"],
+            "an empty string is text, not NULL")
         #expect(try rows.map { try $0.decode(column: "maybe", as: String?.self) } == [nil, "set"])
         #expect(try rows.map { try $0.decode(column: "flag", as: Bool.self) } == [true, false])
         #expect(try rows.map { try $0.decode(column: "real", as: Double.self) } == [0.5, -2.0])
@@ -50,7 +56,9 @@ import XignTestSupport
         let (_, sql) = try Self.connection(in: directory)
         await #expect(throws: SQLiteError.self) { try await sql.raw("CREATE TABLE a (x); CREATE TABLE b (x)").run() }
         try await sql.raw("CREATE TABLE a (x);  ").run()
-        #expect(try await sql.raw("SELECT count(*) AS n FROM sqlite_schema").first()?.decode(column: "n", as: Int.self) == 1)
+        #expect(
+            try await sql.raw("SELECT count(*) AS n FROM sqlite_schema").first()?.decode(column: "n", as: Int.self) == 1
+        )
     }
 
     /// Kept statements see a schema change, and more distinct statements than the cache keeps still run.
@@ -63,7 +71,8 @@ import XignTestSupport
         try await sql.raw("ALTER TABLE t ADD COLUMN b TEXT DEFAULT 'x'").run()
         #expect(try await sql.raw("SELECT * FROM t").first()?.allColumns == ["a", "b"])
         for n in 0...(SQLiteConnection.statementCacheLimit + 10) {
-            let value = try await sql.raw(SQLQueryString(String("SELECT \(n) AS n"))).first()?.decode(column: "n", as: Int.self)
+            let value = try await sql.raw(SQLQueryString(String("SELECT \(n) AS n"))).first()?.decode(
+                column: "n", as: Int.self)
             #expect(value == n)
         }
         #expect(try await sql.raw("SELECT * FROM t").first()?.decode(column: "b", as: String.self) == "x")
@@ -94,7 +103,9 @@ import XignTestSupport
         let written = Atomic<Bool>(false)
         let insert = { @Sendable (key: String) in
             try await database.transaction { store in
-                try await store.sql.raw("INSERT INTO rate_limits (key, window_start, count) VALUES (\(bind: key), 0, 1)").run()
+                try await store.sql.raw(
+                    "INSERT INTO rate_limits (key, window_start, count) VALUES (\(bind: key), 0, 1)"
+                ).run()
             }
             written.store(true, ordering: .sequentiallyConsistent)
         }
@@ -104,9 +115,13 @@ import XignTestSupport
         // BEGIN IMMEDIATE found the file locked and runs again on the thread pool, where it waits: each try counts.
         for _ in 0..<6000 where database.statements.total < sent + 2 { try await Task.sleep(for: .milliseconds(10)) }
         try #require(database.statements.total >= sent + 2, "the write tried to take the lock")
-        for _ in 0..<3 { _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() } }
+        for _ in 0..<3 {
+            _ = try await database.read { try await $0.sql.raw("SELECT count(*) AS n FROM rate_limits").first() }
+        }
         let writtenWhileHeld = written.load(ordering: .sequentiallyConsistent)
-        #expect(!writtenWhileHeld, "the write waits while the other process holds the lock, and reads are answered meanwhile")
+        #expect(
+            !writtenWhileHeld,
+            "the write waits while the other process holds the lock, and reads are answered meanwhile")
         #expect(lock.holder.poll() == nil, "the other process still holds the lock after the reads")
         try lock.release()
         try await writing.value

@@ -14,7 +14,8 @@ import XignTestSupport
         let database = directory.file("manager.sqlite")
         func sqlite(_ statements: [String]) throws -> String {
             let script = try directory.write("script.sql", statements.map { $0 + ";\n" }.joined())
-            let result = try ChildProcess("/usr/bin/sqlite3", ["-bail", database, ".read \(script)"], in: directory).wait()
+            let result = try ChildProcess("/usr/bin/sqlite3", ["-bail", database, ".read \(script)"], in: directory)
+                .wait()
             guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
             return result.stdout
         }
@@ -37,10 +38,13 @@ import XignTestSupport
         }
         #expect(
             purposes == [
-                .login(service: "pam"), .merge(sessionId: "S1"), .confirmation(id: "C1"), .apiAccess(process: .changePin),
+                .login(service: "pam"), .merge(sessionId: "S1"), .confirmation(id: "C1"),
+                .apiAccess(process: .changePin),
                 .apiAccess(process: .addFactor),
             ])
         let columns = try sqlite(["SELECT name FROM pragma_table_info('authentications')"])
-        #expect(!columns.contains("service") && !columns.contains("merge_session_id") && columns.contains("purpose"), "\(columns)")
+        #expect(
+            !columns.contains("service") && !columns.contains("merge_session_id") && columns.contains("purpose"),
+            "\(columns)")
     }
 }

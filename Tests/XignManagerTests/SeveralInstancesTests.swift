@@ -23,12 +23,15 @@ import XignTestSupport
         let started = try a.startAuthentication(device)
         let finished = try b.finishAuthentication(started, pin: "24680", signer: device.key)
         let login = try #require(
-            try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] as? [String: Any])
+            try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"]
+                as? [String: Any])
         let replay = try a.finishAuthentication(started, pin: "24680", signer: device.key)
         #expect(replay.status == 409, "the challenge B consumed is gone for A too")
         let code = try #require(login["authorizationCode"] as? String)
         #expect(try a.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200)
-        #expect(try b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid")
+        #expect(
+            try b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid"
+        )
     }
 
     @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() throws {
@@ -40,7 +43,8 @@ import XignTestSupport
         let checked = try onThreads(20) { attempt in
             let api = apis[attempt % 2]
             let answer = try api.authenticate(device, pin: "1357\(attempt % 10)")
-            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"] as? String == "lockout"
+            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"]
+                as? String == "lockout"
         }.filter { $0 }.count
         #expect(checked == 20, "every guess was checked and answered")
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["20"], "and every one was counted")
@@ -49,7 +53,8 @@ import XignTestSupport
         let passed = try onThreads(8) { attempt in
             let api = apis[attempt % 2]
             let answer = try api.authenticate(device, pin: "24680")
-            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"] != nil
+            return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
+                "serviceLogin"] != nil
         }.filter { $0 }.count
         #expect(passed == 8)
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["0"])
@@ -65,13 +70,17 @@ import XignTestSupport
             try (0..<10).map { _ in try api.startAuthentication(device).compactMapValues { $0 as? String } }
         }
         let outcomes = try onThreads(20) { attempt in
-            try apis[attempt % 2].finishAuthentication(started[attempt % 2][attempt / 2], pin: "13579", signer: device.key).status
+            try apis[attempt % 2].finishAuthentication(
+                started[attempt % 2][attempt / 2], pin: "13579", signer: device.key
+            ).status
         }.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
         // A checked guess is answered 200 (outcome lockout); one that met the lock is refused with 423 before its PIN is read.
         let checked = outcomes[200] ?? 0
         #expect(checked + (outcomes[423] ?? 0) == 20, "\(outcomes)")
         #expect(checked >= 1)
-        #expect(try first.query("SELECT failed_attempts FROM activations") == ["\(checked)"], "the counter says how many ran")
+        #expect(
+            try first.query("SELECT failed_attempts FROM activations") == ["\(checked)"],
+            "the counter says how many ran")
     }
 
     /// A transaction that loses to concurrent ones on every attempt (a trigger raises PostgreSQL's serialization
@@ -121,13 +130,16 @@ import XignTestSupport
         let config = try directory.write("postgresql.conf", ManagerProcess.testConfig + "\n" + storage.config + "\n")
         let openers = try (0..<4).map { _ in
             try ChildProcess(
-                try Products.path("xign-manager"), ["admin", "activations", "--config", config, "--data-dir", keys.dataDirectory], in: directory)
+                try Products.path("xign-manager"),
+                ["admin", "activations", "--config", config, "--data-dir", keys.dataDirectory], in: directory)
         }
         for opener in openers {
             let result = try opener.wait()
             #expect(result.status == 0, "\(result.stderr)")
         }
-        #expect(try PostgreSQLServer.shared().query("SELECT version FROM schema_version", database: storage.name) == "\(Schema.version)")
+        #expect(
+            try PostgreSQLServer.shared().query("SELECT version FROM schema_version", database: storage.name)
+                == "\(Schema.version)")
     }
 
     @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() throws {
@@ -136,7 +148,8 @@ import XignTestSupport
         let config = try directory.write("manager.conf", try String(contentsOfFile: first.configPath, encoding: .utf8))
         // Its own fresh data directory: it would make a new signing key and pepper, which the database does not know.
         let result = try ChildProcess(
-            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", directory.file("data"), "--listen", "127.0.0.1:0"],
+            try Products.path("xign-manager"),
+            ["serve", "--config", config, "--data-dir", directory.file("data"), "--listen", "127.0.0.1:0"],
             in: directory
         ).wait(timeout: 30)
         #expect(result.status != 0)
@@ -147,9 +160,11 @@ import XignTestSupport
         for file in ["signing-key.pem", "pin-pepper"] {
             try FileManager.default.copyItem(atPath: first.dataDirectory + "/" + file, toPath: data + "/" + file)
         }
-        try writeTestFile(data + "/pin-sealing-key.pem", Data(try P256PrivateKey().pemRepresentation().utf8), mode: 0o600)
+        try writeTestFile(
+            data + "/pin-sealing-key.pem", Data(try P256PrivateKey().pemRepresentation().utf8), mode: 0o600)
         let other = try ChildProcess(
-            try Products.path("xign-manager"), ["serve", "--config", config, "--data-dir", data, "--listen", "127.0.0.1:0"], in: directory
+            try Products.path("xign-manager"),
+            ["serve", "--config", config, "--data-dir", data, "--listen", "127.0.0.1:0"], in: directory
         ).wait(timeout: 30)
         #expect(other.status != 0)
         #expect(other.stderr.contains("is not the PIN-sealing key this database was set up with"), "\(other.stderr)")

@@ -7,13 +7,15 @@ import XignTestSupport
 /// `keys.pin_pepper = tpm`: the pepper is an HMAC key inside the manager machine's TPM (swtpm here).
 @Suite struct TPMPepperTests {
     static func config(_ tpm: SoftwareTPM, iterations: Int = 2000) -> String {
-        ManagerProcess.testConfig.replacingOccurrences(of: "hash_iterations = 2000", with: "hash_iterations = \(iterations)")
+        ManagerProcess.testConfig.replacingOccurrences(
+            of: "hash_iterations = 2000", with: "hash_iterations = \(iterations)")
             + "\n[keys]\npin_pepper = tpm\ntcti = \(tpm.tcti)\n"
     }
 
     func verifierRow(_ manager: ManagerProcess, _ activationId: String) throws -> [String] {
         let row = try manager.query(
-            "SELECT pin_pepper || '|' || CAST(pin_iterations AS TEXT) || '|' || pin_verifier FROM activations WHERE id = '\(activationId)'")
+            "SELECT pin_pepper || '|' || CAST(pin_iterations AS TEXT) || '|' || pin_verifier FROM activations WHERE id = '\(activationId)'"
+        )
         return try #require(row.first).split(separator: "|").map(String.init)
     }
 
@@ -25,7 +27,8 @@ import XignTestSupport
             Thread.sleep(until: Date(timeIntervalSince1970: until / 1000 + 0.05))
             answer = try api.decrypt(payload, pin: pin)
         }
-        return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)["outcome"] as? String ?? "status \(answer.status)"
+        return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)["outcome"] as? String
+            ?? "status \(answer.status)"
     }
 
     @Test func aTPMPepperedManagerChecksPINsAndACopyOfItsFilesOnAnotherMachineChecksNone() throws {
@@ -34,7 +37,8 @@ import XignTestSupport
         let api = API(manager: manager)
         let payload = try api.register("tpm@example.org")
         #expect(try verifierRow(manager, payload.activationId).prefix(2) == ["tpm", "2000"])
-        #expect(!FileManager.default.fileExists(atPath: manager.dataDirectory + "/pin-pepper"), "no pepper file is made")
+        #expect(
+            !FileManager.default.fileExists(atPath: manager.dataDirectory + "/pin-pepper"), "no pepper file is made")
         #expect(try check(api, payload, "13579") == "lockout")
         #expect(try check(api, payload, "24680") == "newPersonalization")
 
@@ -48,13 +52,15 @@ import XignTestSupport
         let refused = try ChildProcess(
             try Products.path("xign-manager"),
             [
-                "serve", "--config", copy.file("manager.conf"), "--data-dir", copy.file("manager"), "--listen", "127.0.0.1:0",
+                "serve", "--config", copy.file("manager.conf"), "--data-dir", copy.file("manager"), "--listen",
+                "127.0.0.1:0",
             ], in: copy
         ).wait()
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("does not load"), "\(refused.stderr)")
         let stored = try #require(Base64URL.decode(try verifierRow(manager, payload.activationId)[2]))
-        let saltText = try manager.query("SELECT pin_salt FROM activations WHERE id = '\(payload.activationId)'").first ?? ""
+        let saltText =
+            try manager.query("SELECT pin_salt FROM activations WHERE id = '\(payload.activationId)'").first ?? ""
         let salt = try #require(Base64URL.decode(saltText))
         let stretched = try PBKDF2.deriveKey(password: Data("24680".utf8), salt: salt, iterations: 2000)
         for name in try FileManager.default.contentsOfDirectory(atPath: copy.file("manager")) {

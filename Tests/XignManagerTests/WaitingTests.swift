@@ -33,12 +33,16 @@ import XignTestSupport
         func start(from address: String = "192.0.2.7") throws -> (id: String, code: String, waitToken: String) {
             let started = try host.start("alice", remoteHost: address).signedPayload(
                 key: try api.managerKey, type: SignedAnswerType.confirmationStart)
-            return (started["confirmationId"] as? String ?? "", started["code"] as? String ?? "", started["waitToken"] as? String ?? "")
+            return (
+                started["confirmationId"] as? String ?? "", started["code"] as? String ?? "",
+                started["waitToken"] as? String ?? ""
+            )
         }
 
         /// The host's wait through `api`: the state it was answered and how long it took.
         func wait(
-            _ confirmation: (id: String, code: String, waitToken: String), upTo milliseconds: Int, through api: API? = nil
+            _ confirmation: (id: String, code: String, waitToken: String), upTo milliseconds: Int,
+            through api: API? = nil
         ) throws -> (
             state: String, seconds: Double
         ) {
@@ -46,24 +50,33 @@ import XignTestSupport
             let started = Date()
             let answer = try api.post(
                 APIPath.confirmationWait,
-                ConfirmationWaitRequest(confirmationId: confirmation.id, waitToken: confirmation.waitToken, waitMilliseconds: milliseconds))
-            let state = try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"] as? String ?? "?"
+                ConfirmationWaitRequest(
+                    confirmationId: confirmation.id, waitToken: confirmation.waitToken, waitMilliseconds: milliseconds))
+            let state =
+                try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"]
+                as? String ?? "?"
             return (state, Date().timeIntervalSince(started))
         }
 
         /// alice approves on her device, through `api`.
         func approve(_ confirmation: (id: String, code: String, waitToken: String), through api: API) throws {
-            let started = try api.postStart(device, purpose: .confirmation(id: confirmation.id), code: confirmation.code)
-                .signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
+            let started = try api.postStart(
+                device, purpose: .confirmation(id: confirmation.id), code: confirmation.code
+            )
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
             let finished = try api.finishAuthentication(started, pin: "24680", signer: device.key, role: "confirm")
             guard finished.status == 200 else { throw TestFailure("the approval failed: \(finished.json)") }
         }
     }
 
     /// The statements the manager has sent its database, from its /metrics.
-    static func statements(_ manager: ManagerProcess) throws -> Double { try manager.metric("xign_database_statements_total") }
+    static func statements(_ manager: ManagerProcess) throws -> Double {
+        try manager.metric("xign_database_statements_total")
+    }
 
-    @Test(arguments: TestDatabase.allCases) func waitingHostsCostTheDatabaseNothingUntilTheDecision(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func waitingHostsCostTheDatabaseNothingUntilTheDecision(
+        database: TestDatabase
+    ) throws {
         let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
         let confirmations = try (1...10).map { try setup.start(from: "192.0.2.\($0)") }
         // Each host waits four times in a row, 1 s each, as pam_xign's waits follow each other.
@@ -107,13 +120,17 @@ import XignTestSupport
             let approved = Date()
             let (state, answered) = try waiter.value(timeout: 25)
             let afterApproval = answered.timeIntervalSince(approved)
-            #expect(state == "approved" && afterApproval < 1.5, "NOTIFY, not the sweep nor the wait's end: \(state) \(afterApproval) s")
+            #expect(
+                state == "approved" && afterApproval < 1.5,
+                "NOTIFY, not the sweep nor the wait's end: \(state) \(afterApproval) s")
         }
     }
 
     /// A decision whose notification never came (an instance that stopped between its commit and its NOTIFY, a
     /// listening connection that broke): the row is changed in the database alone, and the sweep finds it.
-    @Test(arguments: TestDatabase.allCases) func aDecisionWithoutItsNotificationIsFoundBySweep(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func aDecisionWithoutItsNotificationIsFoundBySweep(
+        database: TestDatabase
+    ) throws {
         let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
         let confirmation = try setup.start()
         let waiter = Thread.detachedResult { try setup.wait(confirmation, upTo: 24_000) }
@@ -122,6 +139,8 @@ import XignTestSupport
         _ = try setup.api.manager.query(
             "UPDATE confirmations SET state = 'denied', changed_at = \(now) WHERE id = '\(confirmation.id)'")
         let woken = try waiter.value(timeout: 30)
-        #expect(woken.state == "denied" && woken.seconds < 12, "within a sweep or two, not at the wait's end (24 s): \(woken)")
+        #expect(
+            woken.state == "denied" && woken.seconds < 12,
+            "within a sweep or two, not at the wait's end (24 s): \(woken)")
     }
 }

@@ -11,7 +11,8 @@ import XignTestSupport
     static func link(_ api: API, confirmation id: String) -> String { "\(api.manager.browserURL)/c#\(id)" }
 
     /// The activation link of the mail in the outbox, at the manager's public URL.
-    static func activate(_ api: API, _ browser: Browser, _ email: String, pin: String = "24680") throws -> Browser.Page {
+    static func activate(_ api: API, _ browser: Browser, _ email: String, pin: String = "24680") throws -> Browser.Page
+    {
         _ = try api.register(email, pin: pin)
         return try browser.personalize(try api.manager.activationAppLink(for: email), pin: pin)
     }
@@ -21,24 +22,34 @@ import XignTestSupport
         let browser = Browser(in: api.manager.directory)
         let activated = try Self.activate(api, browser, "alice@example.org")
         #expect(activated.error.isEmpty, "\(activated)")
-        #expect(activated["account"] == "alice@example.org (Activation 1)" && activated["outcome"].hasPrefix("A new activation"), "\(activated)")
+        #expect(
+            activated["account"] == "alice@example.org (Activation 1)"
+                && activated["outcome"].hasPrefix("A new activation"), "\(activated)")
         #expect(activated["done-text"].hasPrefix("alice@example.org (Activation 1)"), "\(activated)")
         let device = try api.manager.query("SELECT key_kind, name FROM devices")
         #expect(device == ["passkey|Passkey in a browser"], "\(device)")
         let listed = try api.manager.admin(["activations"]).stdout
-        #expect(listed.contains("Passkey in a browser (Linux") && listed.contains("device-bound passkey"), "the administrator's list: \(listed)")
+        #expect(
+            listed.contains("Passkey in a browser (Linux") && listed.contains("device-bound passkey"),
+            "the administrator's list: \(listed)")
 
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
-        let started = try host.start("alice").signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let started = try host.start("alice").signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = try #require(started["confirmationId"] as? String), code = try #require(started["code"] as? String)
-        #expect(started["appLink"] as? String == Self.link(api, confirmation: id), "the host shows the link this page answers")
+        #expect(
+            started["appLink"] as? String == Self.link(api, confirmation: id),
+            "the host shows the link this page answers")
         let page = try browser.approve(Self.link(api, confirmation: id), code: code, pin: "24680")
         #expect(page.error.isEmpty && page.status == "Approved. The login to web1 goes on.", "\(page)")
-        #expect(page["host"] == "web1" && page["service"] == "sshd" && page["login"] == "alice" && page["remote"] == "192.0.2.7, ssh", "\(page)")
+        #expect(
+            page["host"] == "web1" && page["service"] == "sshd" && page["login"] == "alice"
+                && page["remote"] == "192.0.2.7, ssh", "\(page)")
         let waited = try api.post(
             APIPath.confirmationWait,
-            ConfirmationWaitRequest(confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
+            ConfirmationWaitRequest(
+                confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
         ).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)
         #expect(waited["state"] as? String == "approved")
         #expect(activated.screenshots.count == 3 && page.screenshots.count == 2)
@@ -50,11 +61,15 @@ import XignTestSupport
     ) throws -> (
         id: String, code: String, state: () throws -> String
     ) {
-        let started = try host.start(loginName, remoteHost: remote).signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationStart)
+        let started = try host.start(loginName, remoteHost: remote).signedPayload(
+            key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = try #require(started["confirmationId"] as? String), token = started["waitToken"] as? String ?? ""
         let state = {
-            try api.post(APIPath.confirmationWait, ConfirmationWaitRequest(confirmationId: id, waitToken: token, waitMilliseconds: 0))
-                .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"] as? String ?? ""
+            try api.post(
+                APIPath.confirmationWait,
+                ConfirmationWaitRequest(confirmationId: id, waitToken: token, waitMilliseconds: 0)
+            )
+            .signedPayload(key: try api.managerKey, type: SignedAnswerType.confirmationResult)["state"] as? String ?? ""
         }
         return (id, try #require(started["code"] as? String), state)
     }
@@ -89,12 +104,16 @@ import XignTestSupport
         #expect(try request.state() == "denied" && failedAttempts() == ["0"], "a wrong code tests no PIN")
         #expect(
             try phone.view(Self.link(api, confirmation: request.id)).error
-                == "This login was refused: a wrong code was typed too often. Start the login on the server again.", "not 'denied'")
+                == "This login was refused: a wrong code was typed too often. Start the login on the server again.",
+            "not 'denied'")
 
         request = try Self.request(api, host, remote: "192.0.2.9")
         let denied = try phone.deny(Self.link(api, confirmation: request.id))
-        #expect(try denied.status == "Denied. The server refuses this login." && request.state() == "denied", "\(denied)")
-        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login was denied on an enrolled device.")
+        #expect(
+            try denied.status == "Denied. The server refuses this login." && request.state() == "denied", "\(denied)")
+        #expect(
+            try phone.view(Self.link(api, confirmation: request.id)).error
+                == "This login was denied on an enrolled device.")
 
         // Bob's phone holds a passkey of this manager, but the request is Alice's.
         let other = Browser(in: api.manager.directory, name: "bob")
@@ -102,15 +121,23 @@ import XignTestSupport
         request = try Self.request(api, host, remote: "192.0.2.10")
         let strangers = try other.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
         #expect(try strangers.error.contains("not for your account") && request.state() == "pending", "\(strangers)")
-        #expect(try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.hasPrefix("Approved"))
+        #expect(
+            try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status
+                .hasPrefix("Approved"))
 
         // Every refused attempt is in the audit, with the device, the reason and the host's own service.
         let audit = try api.manager.admin(["audit"]).stdout
         let lines = audit.split(separator: "\n")
-        #expect(lines.contains { $0.contains("loginFailure") && $0.contains("sshd") && $0.contains("wrong PIN") }, "\(audit)")
+        #expect(
+            lines.contains { $0.contains("loginFailure") && $0.contains("sshd") && $0.contains("wrong PIN") },
+            "\(audit)")
         #expect(lines.filter { $0.contains("approvalRefused") && $0.contains("wrong code") }.count == 3, "\(audit)")
-        #expect(lines.contains { $0.contains("approvalRefused") && $0.contains("another account") && $0.contains("sshd") }, "\(audit)")
-        #expect(lines.contains { $0.contains("login") && $0.contains("approved on a device") && $0.contains("sshd") }, "\(audit)")
+        #expect(
+            lines.contains { $0.contains("approvalRefused") && $0.contains("another account") && $0.contains("sshd") },
+            "\(audit)")
+        #expect(
+            lines.contains { $0.contains("login") && $0.contains("approved on a device") && $0.contains("sshd") },
+            "\(audit)")
         #expect(!audit.contains(" confirm "), "the manager's built-in service is not the host's: \(audit)")
     }
 
@@ -122,24 +149,35 @@ import XignTestSupport
         #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
         let host = try JoinedHost(api)
-        let first = try Self.request(api, host, remote: "192.0.2.21"), second = try Self.request(api, host, remote: "192.0.2.22")
+        let first = try Self.request(api, host, remote: "192.0.2.21"),
+            second = try Self.request(api, host, remote: "192.0.2.22")
         let page = try phone.approveThenOpen(
-            Self.link(api, confirmation: first.id), code: first.code, pin: "24680", next: Self.link(api, confirmation: second.id))
+            Self.link(api, confirmation: first.id), code: first.code, pin: "24680",
+            next: Self.link(api, confirmation: second.id))
         #expect(page["remote"].hasPrefix("192.0.2.22"), "\(page)")
-        #expect(page.status.isEmpty && page.error.isEmpty, "the second login's form, not the first's 'Approved': \(page)")
+        #expect(
+            page.status.isEmpty && page.error.isEmpty, "the second login's form, not the first's 'Approved': \(page)")
         #expect(try first.state() == "approved" && second.state() == "pending")
     }
 
     @Test func aRequestThatRanOutSaysSo() throws {
-        let api = API(manager: try ManagerProcess.servingBrowsers(config: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n"))
+        let api = API(
+            manager: try ManagerProcess.servingBrowsers(
+                config: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n"))
         let phone = Browser(in: api.manager.directory)
         #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
         let request = try Self.request(api, try JoinedHost(api))
-        #expect(try phone.view(Self.link(api, confirmation: request.id)).error.isEmpty, "the control: while it waits, the page offers to decide")
+        #expect(
+            try phone.view(Self.link(api, confirmation: request.id)).error.isEmpty,
+            "the control: while it waits, the page offers to decide")
         Thread.sleep(forTimeInterval: 5.2)
-        #expect(try phone.view(Self.link(api, confirmation: request.id)).error == "This login request ran out. Start the login on the server again.")
-        #expect(try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.isEmpty)
+        #expect(
+            try phone.view(Self.link(api, confirmation: request.id)).error
+                == "This login request ran out. Start the login on the server again.")
+        #expect(
+            try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.isEmpty
+        )
         #expect(try request.state() == "expired")
     }
 
@@ -155,26 +193,46 @@ import XignTestSupport
         let otherPort = try ManagerProcess.freePort()
         let site = try ChildProcess(
             "/usr/bin/python3",
-            ["-m", "http.server", String(otherPort), "--bind", "127.0.0.1", "--directory", api.manager.directory.file("browser-phone")],
+            [
+                "-m", "http.server", String(otherPort), "--bind", "127.0.0.1", "--directory",
+                api.manager.directory.file("browser-phone"),
+            ],
             in: api.manager.directory)
         defer { site.stop() }
-        #expect(waitUntil { (try? HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(otherPort)"), path: "/"))?.status == 200 })
+        #expect(
+            waitUntil {
+                (try? HTTPClient().send("GET", to: try ManagerURL("http://127.0.0.1:\(otherPort)"), path: "/"))?.status
+                    == 200
+            })
 
         func listDevices(assertedAt url: String) throws -> (Browser.Page, API.Answer?) {
-            let challenge = try #require(try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
-            let body = try JSONEncoder.canonical.encode(AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
-            let message = SignedRequest.canonicalMessage(method: "POST", path: APIPath.accountDevices, body: body, challenge: challenge)
-            let page = try phone.assertion(at: url, challenge: Base64URL.encode(SHA256.hash(message)), rpId: "localhost", credentialId: credential)
+            let challenge = try #require(
+                try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+            let body = try JSONEncoder.canonical.encode(
+                AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+            let message = SignedRequest.canonicalMessage(
+                method: "POST", path: APIPath.accountDevices, body: body, challenge: challenge)
+            let page = try phone.assertion(
+                at: url, challenge: Base64URL.encode(SHA256.hash(message)), rpId: "localhost", credentialId: credential)
             guard !page["header"].isEmpty else { return (page, nil) }
-            return (page, try api.call("POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, page["header"])]))
+            return (
+                page,
+                try api.call(
+                    "POST", APIPath.accountDevices, body: body,
+                    headers: [(SignedRequest.signatureHeader, page["header"])])
+            )
         }
         let (relayed, refused) = try listDevices(assertedAt: "http://localhost:\(otherPort)/")
-        #expect(relayed["origin"] == "http://localhost:\(otherPort)", "the browser gave the other origin an assertion: \(relayed)")
+        #expect(
+            relayed["origin"] == "http://localhost:\(otherPort)",
+            "the browser gave the other origin an assertion: \(relayed)")
         #expect(
             refused?.status == 401 && (refused?.error["message"] as? String)?.contains("another origin") == true,
             "\(String(describing: refused?.json))")
         let (blocked, _) = try listDevices(assertedAt: "http://127.0.0.1:\(otherPort)/")
-        #expect(blocked["error"].hasPrefix("SecurityError"), "a page on another host name gets no assertion for this RP id: \(blocked)")
+        #expect(
+            blocked["error"].hasPrefix("SecurityError"),
+            "a page on another host name gets no assertion for this RP id: \(blocked)")
         let (own, accepted) = try listDevices(assertedAt: "\(api.manager.browserURL)/c")
         #expect(accepted?.status == 200, "the control: \(own) \(String(describing: accepted?.json))")
     }
@@ -184,24 +242,30 @@ import XignTestSupport
         let api = API(manager: try ManagerProcess.servingBrowsers())
         for path in ["/link/personalize", "/c", "/web/app.js", "/web/app.css"] {
             let result = try ChildProcess(
-                "/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(api.manager.url)\(path)"], in: api.manager.directory
+                "/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(api.manager.url)\(path)"],
+                in: api.manager.directory
             )
             .wait()
             #expect(result.stdout.hasPrefix("HTTP/1.1 200"), "\(path)")
             var headers: [String: String] = [:]
             for line in result.stdout.split(separator: "\r\n") {
                 guard let colon = line.firstIndex(of: ":") else { continue }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                    in: .whitespaces)
             }
             #expect(headers["content-security-policy"]?.contains("script-src 'self'") == true, "\(path)")
             #expect(headers["content-security-policy"]?.contains("frame-ancestors 'none'") == true, "\(path)")
             #expect(headers["content-security-policy"]?.contains("unsafe-inline") == false, "\(path)")
-            #expect(headers["referrer-policy"] == "no-referrer" && headers["x-content-type-options"] == "nosniff", "\(path)")
+            #expect(
+                headers["referrer-policy"] == "no-referrer" && headers["x-content-type-options"] == "nosniff", "\(path)"
+            )
             #expect(headers["cache-control"] == "no-store", "\(path)")
         }
-        let page = try ChildProcess("/usr/bin/curl", ["-s", "\(api.manager.url)/c"], in: api.manager.directory).wait().stdout
+        let page = try ChildProcess("/usr/bin/curl", ["-s", "\(api.manager.url)/c"], in: api.manager.directory).wait()
+            .stdout
         #expect(!page.contains("<script>") && !page.contains("style="), "no inline script or style")
-        #expect(page.contains("<label for=\"code\">") && page.contains("<label for=\"pin\">"), "every input has its label")
+        #expect(
+            page.contains("<label for=\"code\">") && page.contains("<label for=\"pin\">"), "every input has its label")
     }
 
     /// The account page, left open, shows a login that waits as soon as a host asks: it long-polls with its session.

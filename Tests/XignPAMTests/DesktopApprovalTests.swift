@@ -29,25 +29,31 @@ import XignTestSupport
     }
 
     /// `xign-setup` as the user, as a terminal in the desktop session runs it.
-    func setupAsUser(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> ChildProcess {
+    func setupAsUser(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]
+    ) throws -> ChildProcess {
         let command = PAMFixture.runAs(user) + [setup] + arguments
         return try ChildProcess(
             command[0], Array(command.dropFirst()), stdin: stdin,
-            environment: ["PATH": "/usr/bin:/bin", "HOME": session].merging(environment) { $1 }, in: fixture.laptop.directory)
+            environment: ["PATH": "/usr/bin:/bin", "HOME": session].merging(environment) { $1 },
+            in: fixture.laptop.directory)
     }
 
     @Test func aPendingLoginShowsOneNotificationAndTheUserApprovesThroughXignd() throws {
         let desktop = try DesktopSession(user: user, directory: session)
         let opened = session + "/opened"
         let opener = try fixture.laptop.directory.write("open.sh", "#!/bin/sh\necho \"$@\" >> \(opened)\n", mode: 0o755)
-        let agent = try setupAsUser(["agent", "--xignd-socket", daemon.socketPath, "--open", opener], environment: desktop.environment)
+        let agent = try setupAsUser(
+            ["agent", "--xignd-socket", daemon.socketPath, "--open", opener], environment: desktop.environment)
         defer { agent.stop() }
 
         let login = try fixture.laptop.startLogin(user, answers: [])
         let code = try fixture.code(of: login)
         let shown = try desktop.waitForNotifications(count: 1)
         #expect(
-            shown.count == 1 && shown[0].hasPrefix("XignIn|Approve a login to web1.example.org?|\(user) wants to log in to web1.example.org (login)"),
+            shown.count == 1
+                && shown[0].hasPrefix(
+                    "XignIn|Approve a login to web1.example.org?|\(user) wants to log in to web1.example.org (login)"),
             "\(shown) \((try? String(contentsOfFile: agent.stderrPath, encoding: .utf8)) ?? "")")
         #expect(!shown[0].contains(code), "the code stays on the server: typing it proves the user started this login")
         usleep(3_000_000)
@@ -58,10 +64,13 @@ import XignTestSupport
         #expect(
             waitUntil(seconds: 15) { ((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "").hasSuffix("\n") },
             "the notification's action opened nothing")
-        let payload = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let payload = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         #expect(ConfirmationPayload.confirmationId(in: payload) != nil, "\(payload)")
 
-        let approval = try setupAsUser(["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin", payload], stdin: "\(code)\n24680\n").wait()
+        let approval = try setupAsUser(
+            ["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin", payload], stdin: "\(code)\n24680\n"
+        ).wait()
         #expect(approval.status == 0, "\(approval.stderr) \(daemon.log)")
         #expect(approval.stdout.contains("Approved: \(user) may log in to web1.example.org."), "\(approval.stdout)")
         #expect(try fixture.laptop.finish(login).code == PAMCode.success)
@@ -69,9 +78,13 @@ import XignTestSupport
 
     @Test func withoutXigndApproveSaysWhatToStart() throws {
         daemon.kill()
-        let approval = try setupAsUser(["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin"], stdin: "123456\n24680\n").wait()
+        let approval = try setupAsUser(
+            ["approve", "--xignd-socket", daemon.socketPath, "--pin-stdin"], stdin: "123456\n24680\n"
+        ).wait()
         #expect(approval.status == 1)
-        #expect(approval.stderr.contains("without root, xign-setup needs xignd (systemctl enable --now xignd.socket)"), "\(approval.stderr)")
+        #expect(
+            approval.stderr.contains("without root, xign-setup needs xignd (systemctl enable --now xignd.socket)"),
+            "\(approval.stderr)")
     }
 }
 
@@ -92,15 +105,18 @@ final class DesktopSession: @unchecked Sendable {
         self.directory = directory
         display = try VirtualDisplay()
         let record = directory + "/record.sh"
-        try writeTestFile(record, Data("#!/bin/sh\nprintf '%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> \(log)\n".utf8), mode: 0o755)
         try writeTestFile(
-            directory + "/dunstrc", Data("[global]\nfont = Monospace 8\n[xign]\nappname = XignIn\nscript = \(record)\n".utf8), mode: 0o644)
+            record, Data("#!/bin/sh\nprintf '%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> \(log)\n".utf8), mode: 0o755)
+        try writeTestFile(
+            directory + "/dunstrc",
+            Data("[global]\nfont = Monospace 8\n[xign]\nappname = XignIn\nscript = \(record)\n".utf8), mode: 0o644)
         processes.append(try start(["/usr/bin/dbus-daemon", "--session", "--nofork", "--address=unix:path=\(bus)"]))
         try wait("the session bus") { FileManager.default.fileExists(atPath: self.bus) }
         processes.append(try start(["/usr/bin/dunst", "-config", directory + "/dunstrc"]))
         try wait("dunst on the bus") {
             (try? self.run([
-                "/usr/bin/dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "/usr/bin/dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
                 "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications",
             ]).stdout.contains("boolean true")) == true
         }
@@ -109,7 +125,8 @@ final class DesktopSession: @unchecked Sendable {
     func start(_ command: [String]) throws -> ChildProcess {
         let full = PAMFixture.runAs(user) + command
         return try ChildProcess(
-            full[0], Array(full.dropFirst()), environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(environment) { $1 }, in: scratch)
+            full[0], Array(full.dropFirst()),
+            environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(environment) { $1 }, in: scratch)
     }
 
     @discardableResult

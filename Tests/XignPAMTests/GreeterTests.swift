@@ -8,7 +8,9 @@ import XignTestSupport
 @Suite(.serialized) struct LightDMTests {
     /// LightDM's services in the fixture's directory: `lightdm` with the module (`arguments`, then `then`), its greeter's own.
     static func services(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws {
-        try fixture.service("lightdm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "lightdm", arguments: arguments,
+            then: then + "account required pam_permit.so\nsession required pam_permit.so")
         try greeterServices(in: fixture.directory)
     }
 
@@ -16,7 +18,9 @@ import XignTestSupport
     static func greeterServices(in directory: TemporaryDirectory) throws {
         for name in ["lightdm-greeter", "lightdm-autologin"] {
             _ = try directory.write(
-                "pam.d/\(name)", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
+                "pam.d/\(name)",
+                "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n",
+                mode: 0o644)
         }
     }
 
@@ -24,7 +28,9 @@ import XignTestSupport
         let fixture = try PAMFixture(users: ["nobody"])
         try Self.services(fixture)
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
-        defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("lightdm.log"), atomically: true, encoding: .utf8) }
+        defer {
+            try? greeter.log.write(toFile: try DesktopArtifacts.path("lightdm.log"), atomically: true, encoding: .utf8)
+        }
         usleep(1_000_000)  // the greeter draws after it asks
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-greeter.png"))
 
@@ -34,13 +40,17 @@ import XignTestSupport
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-pin-prompt.png"))
         try greeter.type("13570")
         #expect(
-            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 },
+            "\(greeter.log.suffix(1500))"
         )
         #expect(try fixture.failedAttempts("nobody@example.org") == 1, "the wrong PIN reached the manager")
         // lightdm-gtk-greeter starts over for the same user at once, while the manager's lock after a wrong PIN (300 ms
         // here) still holds: the module says so and ends that conversation (PAM_MAXTRIES) before asking for a PIN.
         #expect(
-            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service") == 1 },
+            try waitUntil(seconds: 20) {
+                greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service")
+                    == 1
+            },
             "\(greeter.log.suffix(1500))")
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-pin.png"))
@@ -50,8 +60,11 @@ import XignTestSupport
         #expect(try greeter.startAgain(as: "nobody"), "\(greeter.log.suffix(1500))")
         usleep(500_000)
         try greeter.type("24680")
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
-        #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login: \(greeter.log.suffix(3000))")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 },
+            "\(greeter.log.suffix(1500))")
+        #expect(
+            try fixture.completedLogins("nobody") == 1, "the manager recorded the login: \(greeter.log.suffix(3000))")
         #expect(try fixture.failedAttempts("nobody@example.org") == 0, "the right PIN cleared the count")
         // Only a picture for people to look at: the session starts and ends at once here (nobody has no desktop), and
         // LightDM may already have taken the greeter's X server down, so a missing picture is no failure.
@@ -65,7 +78,9 @@ import XignTestSupport
         let fixture = try PAMFixture(users: ["nobody"])
         let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: stalled.url)
-        try Self.services(fixture, arguments: "timeout=3 failmode=\(failmode)", then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
+        try Self.services(
+            fixture, arguments: "timeout=3 failmode=\(failmode)",
+            then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         usleep(1_000_000)
         try greeter.type("nobody")
@@ -108,7 +123,8 @@ import XignTestSupport
             }, "\(shown)")
         try reader.scan("mallory")
         #expect(
-            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 },
+            "\(greeter.log.suffix(1500))"
         )
         usleep(1_000_000)
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-finger.png"))
@@ -116,7 +132,9 @@ import XignTestSupport
         #expect(try greeter.askAgain(as: "nobody"), "\(greeter.log.suffix(1500))")
         try greeter.type("24680")
         try reader.scan("nobody-right")
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 },
+            "\(greeter.log.suffix(1500))")
     }
 
     /// A shared machine where the person holds no key: lightdm-gtk-greeter draws PAM's text in a proportional font, so
@@ -131,9 +149,11 @@ import XignTestSupport
         let activation = try #require(try manager.query("SELECT id FROM activations").first)
         #expect(try manager.admin(["reissue", activation]).status == 0)
         let phone = Browser(in: fixture.laptop.directory)
-        #expect(try phone.personalize(try manager.activationAppLink(for: "alice@example.org"), pin: "24680").error.isEmpty)
+        #expect(
+            try phone.personalize(try manager.activationAppLink(for: "alice@example.org"), pin: "24680").error.isEmpty)
         try fixture.service(
-            "lightdm", arguments: "mode=confirm qr=text timeout=30", then: "account required pam_permit.so\nsession required pam_permit.so")
+            "lightdm", arguments: "mode=confirm qr=text timeout=30",
+            then: "account required pam_permit.so\nsession required pam_permit.so")
         try Self.greeterServices(in: fixture.laptop.directory)
 
         let greeter = try LightDM(pamServiceDirectory: fixture.laptop.confdir)
@@ -153,17 +173,23 @@ import XignTestSupport
 
         let approved = try phone.approveWaiting(at: page, code: code, pin: "24680")
         #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")
-        #expect(approved.list("waiting").first?.hasPrefix("\(user) on web1.example.org (lightdm)") == true, "\(approved)")
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: user, ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(
+            approved.list("waiting").first?.hasPrefix("\(user) on web1.example.org (lightdm)") == true, "\(approved)")
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: user, ending: "Success") == 1 },
+            "\(greeter.log.suffix(1500))")
     }
 
     /// The text on a picture, read by tesseract from a grey copy three times the size (the greeter's small text).
     static func text(in picture: String, directory: TemporaryDirectory) throws -> String {
         let large = directory.file("ocr.png")
-        let converted = try ChildProcess("/usr/bin/convert", [picture, "-colorspace", "Gray", "-resize", "300%", large], in: directory).wait(
+        let converted = try ChildProcess(
+            "/usr/bin/convert", [picture, "-colorspace", "Gray", "-resize", "300%", large], in: directory
+        ).wait(
             timeout: 60)
         guard converted.status == 0 else { throw TestFailure("convert: \(converted.stderr)") }
-        let result = try ChildProcess("/usr/bin/tesseract", [large, "-", "--psm", "11"], in: directory).wait(timeout: 60)
+        let result = try ChildProcess("/usr/bin/tesseract", [large, "-", "--psm", "11"], in: directory).wait(
+            timeout: 60)
         guard result.status == 0 else { throw TestFailure("tesseract: \(result.stderr)") }
         return result.stdout
     }
@@ -180,7 +206,8 @@ import XignTestSupport
             try waitUntil(seconds: 20) { greeter.conversations(of: "nobody") > 0 && greeter.isAsking })
         try greeter.type("13570")
         #expect(
-            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 }, "\(greeter.log.suffix(1500))"
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 },
+            "\(greeter.log.suffix(1500))"
         )
         #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
         usleep(1_000_000)
@@ -188,8 +215,12 @@ import XignTestSupport
 
         #expect(try greeter.askAgain(as: "nobody"), "\(greeter.log.suffix(1500))")
         try greeter.type("24680")
-        #expect(try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 }, "\(greeter.log.suffix(1500))")
-        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
+        #expect(
+            try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Success") == 1 },
+            "\(greeter.log.suffix(1500))")
+        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map {
+            $0["kind"] as? String ?? ""
+        }
         #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
     }
 }

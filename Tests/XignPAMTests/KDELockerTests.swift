@@ -20,7 +20,8 @@ struct KDELocker {
             try fixture.atSeat(as: "nobody") + [
                 "/usr/bin/dbus-run-session", "--", "/usr/lib/x86_64-linux-gnu/libexec/kscreenlocker_greet", "--testing",
             ]
-        process = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
+        process = try ChildProcess(
+            command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
         try display.waitForWindow(class: "kscreenlocker_greet", timeout: 60)
         usleep(3_000_000)  // the Breeze screen draws after the window maps
     }
@@ -50,7 +51,8 @@ struct KDELocker {
         try locker.display.picture(to: try DesktopArtifacts.path("kde-locked.png"))
         try locker.typePIN("13570")
         #expect(
-            try waitUntil(seconds: 20) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager: \(daemon.log)")
+            try waitUntil(seconds: 20) { try fixture.failedAttempts("nobody@example.org") == 1 },
+            "the wrong PIN reached the manager: \(daemon.log)")
         usleep(2_000_000)
         try locker.display.picture(to: try DesktopArtifacts.path("kde-wrong-pin.png"))
         #expect(locker.isLocked, "a wrong PIN keeps the screen locked")
@@ -65,7 +67,8 @@ struct KDELocker {
         let (fixture, daemon, tpm) = try PAMFixture.offlineLocker(service: "kde")
         let locker = try KDELocker(fixture)
         try locker.typePIN("13570")
-        #expect(try waitUntil(seconds: 20) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
+        #expect(
+            try waitUntil(seconds: 20) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
         usleep(2_000_000)
         try locker.display.picture(to: try DesktopArtifacts.path("kde-offline-wrong-pin.png"))
         #expect(locker.isLocked)
@@ -82,7 +85,9 @@ struct KDELocker {
         try locker.typePIN("24680")
         #expect(waitUntil(seconds: 15) { !stalled.requests.isEmpty }, "the module asked the stalled manager")
         func ended(_ word: String) -> Int { daemon.log.components(separatedBy: "result=\(word) service=kde").count - 1 }
-        #expect(waitUntil(seconds: 10) { ended(failmode == "safe" ? "unreachable-ignored" : "unreachable") == 1 }, "\(daemon.log)")
+        #expect(
+            waitUntil(seconds: 10) { ended(failmode == "safe" ? "unreachable-ignored" : "unreachable") == 1 },
+            "\(daemon.log)")
         usleep(2_000_000)
         try locker.display.picture(to: try DesktopArtifacts.path("kde-manager-stalled-\(failmode).png"))
         #expect(locker.isLocked)

@@ -17,7 +17,8 @@ final class ConfirmationFixture: @unchecked Sendable {
     let user: String
 
     init(
-        managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30", tpm: SoftwareTPM? = nil,
+        managerConfig: String = ManagerProcess.testConfig, moduleArguments: String = "mode=confirm timeout=30",
+        tpm: SoftwareTPM? = nil,
         user: String = "alice", servingBrowsers: Bool = false
     ) throws {
         self.user = user
@@ -31,7 +32,8 @@ final class ConfirmationFixture: @unchecked Sendable {
 
     func service(_ name: String, arguments: String, then: String = "") throws {
         _ = try laptop.directory.write(
-            "pam.d/\(name)", "auth required \(try PAMFixture.module) config=\(serverConfig) \(arguments)\n\(then)\n", mode: 0o644)
+            "pam.d/\(name)", "auth required \(try PAMFixture.module) config=\(serverConfig) \(arguments)\n\(then)\n",
+            mode: 0o644)
     }
 
     /// The code the module showed, once it has shown it.
@@ -75,9 +77,11 @@ final class ConfirmationFixture: @unchecked Sendable {
         // The QR code in the conversation decodes to the payload the manager made.
         let shown = result.output.components(separatedBy: "[TEXT_INFO] ").last ?? ""
         let qrText = shown.components(separatedBy: "XignIn: approve").first ?? ""
-        let decoded = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
+        let decoded = try QRReader.decode(
+            bitmap: try QRReader.bitmap(fromTerminalText: qrText), in: fixture.laptop.directory)
         #expect(
-            decoded.hasPrefix("HTTP://127.0.0.1:") && decoded.contains("/C#") && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
+            decoded.hasPrefix("HTTP://127.0.0.1:") && decoded.contains("/C#")
+                && ConfirmationPayload.confirmationId(in: decoded) != nil, "\(decoded)")
         let rows = qrText.split(separator: "\n", omittingEmptySubsequences: false).count
         #expect(rows + 3 <= 24, "the QR code and its text fit an 80×24 terminal (\(rows) rows)")
     }
@@ -87,7 +91,9 @@ final class ConfirmationFixture: @unchecked Sendable {
         // Enter before any approval: the module says so and asks again (here the client then hangs up).
         let early = try fixture.laptop.login(service: "sshd", answers: [""])
         #expect(early.code == PAMCode.conversationError)
-        #expect(early.output.contains("Press Enter once approved: \n[PROMPT_ECHO_ON] XignIn: not approved yet"), "\(early.output)")
+        #expect(
+            early.output.contains("Press Enter once approved: \n[PROMPT_ECHO_ON] XignIn: not approved yet"),
+            "\(early.output)")
         // Approved, then Enter: in.
         let login = try fixture.laptop.startLogin(service: "sshd", answers: ["", ""])
         #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
@@ -102,13 +108,16 @@ final class ConfirmationFixture: @unchecked Sendable {
         let login = try fixture.laptop.startLogin(answers: [])
         _ = try fixture.code(of: login)
         let denial = try ChildProcess(
-            try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+            try Products.path("xign-setup"),
+            ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
             in: fixture.laptop.directory
         ).wait()
         #expect(denial.status == 0, "\(denial.stderr)")
         let result = try fixture.laptop.finish(login)
         #expect(result.code == PAMCode.authError)
-        #expect(result.conversation.hasSuffix("[ERROR_MSG] XignIn: the login was denied on your device."), "\(result.conversation)")
+        #expect(
+            result.conversation.hasSuffix("[ERROR_MSG] XignIn: the login was denied on your device."),
+            "\(result.conversation)")
         let again = try fixture.laptop.login(answers: [])
         #expect(again.code == PAMCode.authError)
         #expect(again.conversation.contains("was denied a moment ago"), "\(again.conversation)")
@@ -137,7 +146,8 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(result.code == PAMCode.authError)
         #expect(
             result.conversation.hasSuffix(
-                "[ERROR_MSG] XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again."),
+                "[ERROR_MSG] XignIn: the login was refused: the code was typed wrong too often on the approving device. Log in again."
+            ),
             "\(result.conversation)")
         #expect(!result.conversation.contains("denied"))
     }
@@ -154,11 +164,14 @@ final class ConfirmationFixture: @unchecked Sendable {
     }
 
     @Test func anUnapprovedLoginExpiresWithOneClearLine() throws {
-        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
+        let fixture = try ConfirmationFixture(
+            managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
         let started = Date()
         let result = try fixture.laptop.login(answers: [])
         #expect(result.code == PAMCode.authError)
-        #expect(result.conversation.hasSuffix("[ERROR_MSG] XignIn: the approval did not arrive in time; log in again."), "\(result.conversation)")
+        #expect(
+            result.conversation.hasSuffix("[ERROR_MSG] XignIn: the approval did not arrive in time; log in again."),
+            "\(result.conversation)")
         #expect(Date().timeIntervalSince(started) < 15)
     }
 
@@ -166,7 +179,9 @@ final class ConfirmationFixture: @unchecked Sendable {
         let fixture = try ConfirmationFixture()
         #expect(try fixture.laptop.login("bob", answers: []).code == PAMCode.userUnknown)
         try fixture.service("login", arguments: "mode=confirm ignore_unknown_user", then: "auth required pam_permit.so")
-        #expect(try fixture.laptop.login("bob", answers: []).code == PAMCode.success, "ignored: the rest of the stack decides")
+        #expect(
+            try fixture.laptop.login("bob", answers: []).code == PAMCode.success,
+            "ignored: the rest of the stack decides")
         fixture.laptop.manager.stop()
         try fixture.service("login", arguments: "mode=confirm timeout=2")
         #expect(try fixture.laptop.login(answers: []).code == PAMCode.authInfoUnavailable)
@@ -178,11 +193,15 @@ final class ConfirmationFixture: @unchecked Sendable {
     @Test func aStrangersPendingLoginsNeitherBlockNorFreezeTheUsersOwn() throws {
         let fixture = try ConfirmationFixture()
         let (stranger, alice) = (["rhost=203.0.113.9"], ["rhost=198.51.100.7"])
-        func login(from items: [String]) throws -> ChildProcess { try fixture.laptop.startLogin(answers: [], items: items) }
+        func login(from items: [String]) throws -> ChildProcess {
+            try fixture.laptop.startLogin(answers: [], items: items)
+        }
         func confirmationId(of login: ChildProcess) throws -> String {
             _ = try fixture.code(of: login)
             let text = try String(contentsOfFile: login.stdoutPath, encoding: .utf8)
-            guard let range = text.range(of: #"/c#[A-Z2-7]+"#, options: .regularExpression) else { throw TestFailure("no link: \(text)") }
+            guard let range = text.range(of: #"/c#[A-Z2-7]+"#, options: .regularExpression) else {
+                throw TestFailure("no link: \(text)")
+            }
             return String(text[range].dropFirst(3))
         }
         // One after the other, so the first is the oldest.
@@ -195,7 +214,9 @@ final class ConfirmationFixture: @unchecked Sendable {
         let fourth = try login(from: stranger)
         _ = try confirmationId(of: fourth)
         let displaced = try fixture.laptop.finish(held[0], timeout: 20)
-        #expect(displaced.code == PAMCode.authError && displaced.conversation.contains("log in again"), "\(displaced.output)")
+        #expect(
+            displaced.code == PAMCode.authError && displaced.conversation.contains("log in again"),
+            "\(displaced.output)")
 
         // Alice, from her own address, with the stranger's three still pending: confirmed.
         let own = try login(from: alice)
@@ -206,7 +227,8 @@ final class ConfirmationFixture: @unchecked Sendable {
         // She denies one of the stranger's: the stranger's address cools down, hers does not.
         let denial = try ChildProcess(
             try Products.path("xign-setup"),
-            ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "XIGN://C/" + heldIds[1]], in: fixture.laptop.directory
+            ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "XIGN://C/" + heldIds[1]],
+            in: fixture.laptop.directory
         ).wait()
         #expect(denial.status == 0, "\(denial.stderr)")
         let again = try login(from: alice)
@@ -214,7 +236,9 @@ final class ConfirmationFixture: @unchecked Sendable {
         #expect(try fixture.approve(code: try fixture.code(of: again), extra: ["XIGN://C/" + ownId]).status == 0)
         #expect(try fixture.laptop.finish(again).code == PAMCode.success, "her own next login is confirmed")
         let cooled = try fixture.laptop.finish(try login(from: stranger), timeout: 20)
-        #expect(cooled.code == PAMCode.authError && cooled.conversation.contains("denied a moment ago"), "\(cooled.conversation)")
+        #expect(
+            cooled.code == PAMCode.authError && cooled.conversation.contains("denied a moment ago"),
+            "\(cooled.conversation)")
         for login in held.dropFirst() + [fourth] {
             kill(login.pid, SIGTERM)
             _ = try? login.wait(timeout: 10)
@@ -225,21 +249,31 @@ final class ConfirmationFixture: @unchecked Sendable {
         let fixture = try ConfirmationFixture()
         let admin = fixture.laptop.manager
         // Host access is explicit: without groups (or --all, which the fixture gave) an account logs in nowhere.
-        #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org"]).stdout.contains("may log in to no host"))
-        #expect(try fixture.laptop.login(answers: []).conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.")
+        #expect(
+            try admin.admin(["accounts", "set-host-groups", "alice@example.org"]).stdout.contains(
+                "may log in to no host"))
+        #expect(
+            try fixture.laptop.login(answers: []).conversation
+                == "[ERROR_MSG] XignIn: your account may not log in to this server.")
         #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "databases"]).status == 0)
         let refused = try fixture.laptop.login(answers: [])
         #expect(refused.code == PAMCode.authError)
-        #expect(refused.conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.", "\(refused.conversation)")
+        #expect(
+            refused.conversation == "[ERROR_MSG] XignIn: your account may not log in to this server.",
+            "\(refused.conversation)")
         // The host joined without groups; give it one (a new token for its name, after removing it) and join again.
         #expect(try admin.admin(["hosts", "remove", "web1.example.org"]).status == 0)
         try fixture.laptop.joinAsHost(groups: ["databases", "web"], stateDirectory: fixture.server.file("state"))
-        let listed = try JSONSerialization.jsonObject(with: Data(try admin.admin(["hosts", "list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        let listed =
+            try JSONSerialization.jsonObject(with: Data(try admin.admin(["hosts", "list", "--json"]).stdout.utf8))
+            as? [[String: Any]] ?? []
         #expect(listed.first?["groups"] as? [String] == ["databases", "web"])
         let login = try fixture.laptop.startLogin(answers: [])
         #expect(try fixture.approve(code: try fixture.code(of: login)).status == 0)
         #expect(try fixture.laptop.finish(login).code == PAMCode.success)
-        #expect(try admin.admin(["accounts", "set-host-groups", "alice@example.org", "Bad Group"]).stderr.contains("is not a group name"))
+        #expect(
+            try admin.admin(["accounts", "set-host-groups", "alice@example.org", "Bad Group"]).stderr.contains(
+                "is not a group name"))
     }
 
     @Test func anEnrolmentWithATPMKeyApprovesToo() throws {

@@ -25,7 +25,9 @@ final class PAMFixture: @unchecked Sendable {
     static var module: String {
         get throws {
             let path = repository + "/.build-pam/pam_xign.so"
-            guard FileManager.default.fileExists(atPath: path) else { throw TestFailure("\(path) is not built; run `make pam` (make test does)") }
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw TestFailure("\(path) is not built; run `make pam` (make test does)")
+            }
             return path
         }
     }
@@ -35,7 +37,9 @@ final class PAMFixture: @unchecked Sendable {
         let directory = TemporaryDirectory()
         let output = "/tmp/xign-pam-harness-\(getpid())"
         RunEnd.remove(output)
-        let result = try ChildProcess("/usr/bin/cc", ["-O2", "-o", output, repository + "/pam/tests/pam_harness.c", "-lpam"], in: directory).wait()
+        let result = try ChildProcess(
+            "/usr/bin/cc", ["-O2", "-o", output, repository + "/pam/tests/pam_harness.c", "-lpam"], in: directory
+        ).wait()
         guard result.status == 0 else { throw TestFailure("cannot build the PAM harness: \(result.stderr)") }
         return output
     }
@@ -49,8 +53,10 @@ final class PAMFixture: @unchecked Sendable {
 
     /// `caFile`: the CA the machine trusts for an https manager (`ca_file` in xign.conf).
     init(
-        managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite, users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
-        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, fingerSeconds: Int = 5, servingBrowsers: Bool = false,
+        managerConfig: String = ManagerProcess.testConfig, database: TestDatabase = .sqlite,
+        users: [String] = ["alice"], tpm: SoftwareTPM? = nil,
+        caFile: String? = nil, fingerprints: FingerprintDaemon? = nil, fingerSeconds: Int = 5,
+        servingBrowsers: Bool = false,
         tpmLockout: TPMLockoutPolicy = .take
     ) throws {
         manager =
@@ -103,7 +109,8 @@ final class PAMFixture: @unchecked Sendable {
     /// machine before the test touches the reader.
     static func greeterWithFinger() throws -> (PAMFixture, FingerprintDaemon) {
         let reader = try FingerprintDaemon()
-        let config = ManagerProcess.testConfig(pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
+        let config = ManagerProcess.testConfig(
+            pamService: "roles = login", "role.login.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config, users: ["nobody"], fingerprints: reader, fingerSeconds: 30)
         try reader.enrol(user: "nobody", finger: "nobody-right")
         try fixture.addFingerFactor(user: "nobody", finger: "nobody-right", reader: reader)
@@ -133,12 +140,16 @@ final class PAMFixture: @unchecked Sendable {
         var host = ClientConfiguration()
         host.stateDirectory = stateDirectory ?? state
         _ = try XignSdk(configuration: host, localUser: "root")
-            .joinHost(managerURL: manager.url, token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
+            .joinHost(
+                managerURL: manager.url,
+                token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
     }
 
     /// Registers `email` and personalizes this machine for `localUser`, with `pin`; through `url` (a front end that
     /// trusts `caFile`) instead of the manager's own address when given.
-    func enrol(localUser user: String, email: String, pin: String = "24680", via url: ManagerURL? = nil, caFile: String? = nil) throws {
+    func enrol(
+        localUser user: String, email: String, pin: String = "24680", via url: ManagerURL? = nil, caFile: String? = nil
+    ) throws {
         var configuration = configuration
         configuration.http.caFile = caFile ?? configuration.http.caFile
         let sdk = try XignSdk(configuration: configuration, localUser: user)
@@ -155,7 +166,8 @@ final class PAMFixture: @unchecked Sendable {
         else {
             throw TestFailure("expected newPersonalization")
         }
-        _ = try sdk.personalizer(managerURLOverride: url).personalizeIdentityManagerSynchronous(parameters: personalization)
+        _ = try sdk.personalizer(managerURLOverride: url).personalizeIdentityManagerSynchronous(
+            parameters: personalization)
     }
 
     /// The module the service files load; a copy in the fixture's directory once hosts without root use it.
@@ -164,7 +176,8 @@ final class PAMFixture: @unchecked Sendable {
     /// Writes pam.d/NAME with the module's auth line, and `then` after it.
     func service(_ name: String, arguments: String, then: String = "") throws {
         let module = try servicesModule ?? Self.module
-        _ = try directory.write("pam.d/\(name)", "auth required \(module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
+        _ = try directory.write(
+            "pam.d/\(name)", "auth required \(module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
     }
 
     /// A fixture for a screen locker: nobody is enrolled, runs `service` and reaches the key through its own xignd.
@@ -219,7 +232,9 @@ final class PAMFixture: @unchecked Sendable {
     /// becomes traversable and the module is copied into it (the checkout may sit in root's home). The state
     /// stays root's alone, as on a real machine.
     func allowHostsWithoutRoot() throws {
-        guard chmod(directory.path, 0o711) == 0 else { throw TestFailure("cannot open \(directory.path) to other users") }
+        guard chmod(directory.path, 0o711) == 0 else {
+            throw TestFailure("cannot open \(directory.path) to other users")
+        }
         servicesModule = try copyForOtherUsers(try Self.module)
     }
 
@@ -246,11 +261,14 @@ final class PAMFixture: @unchecked Sendable {
     /// `items` sets PAM items first, such as "rhost=203.0.113.9" or "tty=/dev/pts/7".
     func login(
         _ user: String = "alice", service: String = "login", answers: [String] = ["24680"], wrapper: [String] = [],
-        harness: String? = nil, environment: [String: String]? = nil, items: [String] = [], unusedAnswersAllowed: Bool = false,
+        harness: String? = nil, environment: [String: String]? = nil, items: [String] = [],
+        unusedAnswersAllowed: Bool = false,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> Login {
         try finish(
-            try startLogin(user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment, items: items),
+            try startLogin(
+                user, service: service, answers: answers, wrapper: wrapper, harness: harness, environment: environment,
+                items: items),
             unusedAnswersAllowed: unusedAnswersAllowed, sourceLocation: sourceLocation)
     }
 
@@ -264,12 +282,14 @@ final class PAMFixture: @unchecked Sendable {
         let items = service == "login" && !items.contains { $0.hasPrefix("tty=") } ? items + ["tty=tty1"] : items
         let command = wrapper + [host, confdir, service, user] + (items.isEmpty ? [] : ["1"] + items)
         return try ChildProcess(
-            command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment, in: directory)
+            command[0], Array(command.dropFirst()), stdin: answers.map { $0 + "\n" }.joined(), environment: environment,
+            in: directory)
     }
 
     /// Waits for a started login and reads what it printed.
     func finish(
-        _ child: ChildProcess, timeout: Double = 60, unusedAnswersAllowed: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+        _ child: ChildProcess, timeout: Double = 60, unusedAnswersAllowed: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> Login {
         let result = try child.wait(timeout: timeout)
         guard result.status == 0 else { throw TestFailure("harness failed (\(result.status)): \(result.stderr)") }
@@ -283,7 +303,8 @@ final class PAMFixture: @unchecked Sendable {
             return -1
         }
         let conversation = lines.filter { $0.hasPrefix("[") }.map {
-            $0.replacingOccurrences(of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+:-]+"#, with: "<TIME>", options: .regularExpression)
+            $0.replacingOccurrences(
+                of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+:-]+"#, with: "<TIME>", options: .regularExpression)
         }.joined(separator: "\n")
         if number("unused_answers") > 0 && !unusedAnswersAllowed {
             Issue.record(
@@ -291,7 +312,8 @@ final class PAMFixture: @unchecked Sendable {
                 sourceLocation: sourceLocation)
         }
         return Login(
-            code: number("result"), conversation: conversation, threadsBefore: number("threads_before"), threadsAfter: number("threads_after"),
+            code: number("result"), conversation: conversation, threadsBefore: number("threads_before"),
+            threadsAfter: number("threads_after"),
             output: result.stdout)
     }
 
@@ -308,13 +330,17 @@ final class PAMFixture: @unchecked Sendable {
         environment["PAM_WRAPPER_DEBUGLEVEL"] = debugLevel.map(String.init)
         let inSession = try session ?? asUser.map { try atSeat($0) } ?? []
         let command = inSession + (asUser.map(Self.runAs) ?? []) + ["/usr/bin/pamtester"] + arguments
-        return try ChildProcess(command[0], Array(command.dropFirst()), stdin: stdin, environment: environment, in: directory).wait()
+        return try ChildProcess(
+            command[0], Array(command.dropFirst()), stdin: stdin, environment: environment, in: directory
+        ).wait()
     }
 
     /// The prefix that runs a command in `user`'s session, the active one of seat0 (recorded once per user).
     func atSeat(_ user: String) throws -> [String] {
         let id = "seat\(user.filter { $0.isLetter || $0.isNumber })"
-        if !FileManager.default.fileExists(atPath: logind.sessionsDirectory + "/" + id) { try logind.addSession(id, user: user) }
+        if !FileManager.default.fileExists(atPath: logind.sessionsDirectory + "/" + id) {
+            try logind.addSession(id, user: user)
+        }
         return try logind.inSession(id)
     }
 
@@ -323,18 +349,23 @@ final class PAMFixture: @unchecked Sendable {
 
     /// The prefix that runs a command as `user` with that user's group and no others.
     static func runAs(_ user: String) -> [String] {
-        ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"]
+        [
+            "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups",
+            "--",
+        ]
     }
 
     /// The golden conversation named `name`.
     static func golden(_ name: String) throws -> String {
-        try String(contentsOfFile: repository + "/Tests/XignPAMTests/Golden/\(name).txt", encoding: .utf8).trimmingCharacters(in: .newlines)
+        try String(contentsOfFile: repository + "/Tests/XignPAMTests/Golden/\(name).txt", encoding: .utf8)
+            .trimmingCharacters(in: .newlines)
     }
 
     /// Logins the manager finished for `localUser`: a code was issued and redeemed for a token.
     func completedLogins(_ localUser: String) throws -> Int {
         let rows = try manager.query(
-            "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL")
+            "SELECT count(*) FROM authentications WHERE local_user = '\(localUser)' AND code_expires_at IS NOT NULL AND code IS NULL"
+        )
         return rows.first.flatMap { Int($0) } ?? -1
     }
 
@@ -364,7 +395,9 @@ extension XignSdk {
                     request: try authenticator.startApiAccessSynchronous(.changePin, idmIdentifier: id), pin: { old },
                     incomplete: XignSdkError(.parametersIncomplete, "attributes not confirmed")))
         else { throw TestFailure("expected apiAccessChangePin") }
-        guard change.pinSpec.setPin(new) == .valid else { throw TestFailure("the new PIN \(new) does not meet the policy") }
+        guard change.pinSpec.setPin(new) == .valid else {
+            throw TestFailure("the new PIN \(new) does not meet the policy")
+        }
         return try personalizer().finishChangePin(request: change)
     }
 }

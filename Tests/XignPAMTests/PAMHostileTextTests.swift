@@ -6,12 +6,14 @@ import XignTestSupport
 /// not carry escape sequences: a hostile alias or message could clear the screen, retitle the window, or hide
 /// the real question behind a fake one (duo_unix #385 let C1 controls through).
 @Suite struct PAMHostileTextTests {
-    static let hostile = "\u{1B}[2J\u{1B}[H\u{1B}]0;pwned\u{07}\u{9B}31m\u{9D}8;;http://evil\u{9C}evil\u{1B}[0m\u{85}\u{202E}\u{90}q\u{9C}\u{7F}"
+    static let hostile =
+        "\u{1B}[2J\u{1B}[H\u{1B}]0;pwned\u{07}\u{9B}31m\u{9D}8;;http://evil\u{9C}evil\u{1B}[0m\u{85}\u{202E}\u{90}q\u{9C}\u{7F}"
 
     /// Every C0 control but the line feed, DEL, every C1 control and the bidirectional overrides.
     static func controls(in text: String) -> [String] {
         text.unicodeScalars.filter { scalar in
-            (scalar.value < 0x20 && scalar != "\n") || (0x7F...0x9F).contains(scalar.value) || (0x202A...0x202E).contains(scalar.value)
+            (scalar.value < 0x20 && scalar != "\n") || (0x7F...0x9F).contains(scalar.value)
+                || (0x202A...0x202E).contains(scalar.value)
         }.map { String(format: "U+%04X", $0.value) }
     }
 
@@ -28,14 +30,19 @@ import XignTestSupport
         let login = try fixture.login()
         #expect(login.code == PAMCode.success, "\(login.output)")
         #expect(Self.controls(in: login.output).isEmpty, "\(Self.controls(in: login.output))")
-        #expect(login.conversation == "[PROMPT_ECHO_OFF] XignIn PIN for alice's laptopevil: ", "the visible text stays, the sequences go")
+        #expect(
+            login.conversation == "[PROMPT_ECHO_OFF] XignIn PIN for alice's laptopevil: ",
+            "the visible text stays, the sequences go")
     }
 
     @Test func aManagersMessageFullOfEscapeSequencesIsShownAsPlainText() throws {
         let fixture = try PAMFixture()
-        let message = String(data: try JSONEncoder().encode("slow down" + Self.hostile + "\n\u{1B}[1AXignIn PIN for alice: "), encoding: .utf8)!
+        let message = String(
+            data: try JSONEncoder().encode("slow down" + Self.hostile + "\n\u{1B}[1AXignIn PIN for alice: "),
+            encoding: .utf8)!
         let standIn = try FaultyServer { _ in
-            FaultyServer.http(status: 429, body: Array(#"{"error":{"code":"tooManyRequests","message":\#(message)}}"#.utf8))
+            FaultyServer.http(
+                status: 429, body: Array(#"{"error":{"code":"tooManyRequests","message":\#(message)}}"#.utf8))
         }
         try fixture.redirectEnrolments(to: standIn.url)
         for service in ["login", "sshd"] {
@@ -46,7 +53,9 @@ import XignTestSupport
             #expect(login.code == PAMCode.authError, "\(login.output)")
             #expect(Self.controls(in: login.output).isEmpty, "\(service): \(Self.controls(in: login.output))")
             #expect(login.conversation.contains("slow downevil"), "\(login.conversation)")
-            #expect(!login.output.contains("\nXignIn PIN for alice"), "a message is one line: it cannot draw a prompt of its own")
+            #expect(
+                !login.output.contains("\nXignIn PIN for alice"),
+                "a message is one line: it cannot draw a prompt of its own")
         }
     }
 }

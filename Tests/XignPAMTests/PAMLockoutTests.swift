@@ -8,7 +8,8 @@ import XignTestSupport
 @Suite struct PAMLockoutTests {
     /// The first failure locks for a minute, so a lock cannot run out while a test looks at it.
     static let minuteLocks = ManagerProcess.testConfig
-        .replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 60s").replacingOccurrences(of: "max_delay = 5s", with: "max_delay = 1h")
+        .replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 60s").replacingOccurrences(
+            of: "max_delay = 5s", with: "max_delay = 1h")
 
     /// Runs `count` logins at once, each in its own harness process, and returns them in start order.
     func parallelLogins(
@@ -17,7 +18,11 @@ import XignTestSupport
         let results = LoginResults(count: count)
         DispatchQueue.concurrentPerform(iterations: count) { index in
             // Whether a login is asked for its PIN or refused by a lock another one just set is the race itself.
-            results.set(index, Result { try fixture.login(users[index % users.count], answers: answers(index), unusedAnswersAllowed: true) })
+            results.set(
+                index,
+                Result {
+                    try fixture.login(users[index % users.count], answers: answers(index), unusedAnswersAllowed: true)
+                })
         }
         return results.values
     }
@@ -27,14 +32,17 @@ import XignTestSupport
     @Test func eightParallelLoginsWithTheRightPINAllSucceed() throws {
         let fixture = try PAMFixture()
         let logins = parallelLogins(fixture, count: 8) { _ in ["24680"] }
-        #expect(try codes(logins) == Array(repeating: PAMCode.success, count: 8), "\(logins.map { (try? $0.get().output) ?? "\($0)" })")
+        #expect(
+            try codes(logins) == Array(repeating: PAMCode.success, count: 8),
+            "\(logins.map { (try? $0.get().output) ?? "\($0)" })")
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 0)
     }
 
     @Test func parallelWrongPINsAreEachCountedWhenNoLockStopsThem() throws {
         // Free attempts: no failure locks, so every guess reaches the PIN check, and each must be charged.
         let fixture = try PAMFixture(
-            managerConfig: ManagerProcess.testConfig.replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20"))
+            managerConfig: ManagerProcess.testConfig.replacingOccurrences(
+                of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20"))
         let codes = try codes(parallelLogins(fixture, count: 20) { _ in ["13570"] })
         #expect(codes == Array(repeating: PAMCode.authError, count: 20))
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 20)
@@ -54,13 +62,17 @@ import XignTestSupport
         let codes = try codes(logins)
         #expect(codes[2] == PAMCode.authError)
         // A right PIN either went before the wrong one or met the lock it set; nothing else.
-        #expect(codes.enumerated().allSatisfy { $0.offset == 2 || [PAMCode.success, PAMCode.maxTries].contains($0.element) }, "\(codes)")
+        #expect(
+            codes.enumerated().allSatisfy {
+                $0.offset == 2 || [PAMCode.success, PAMCode.maxTries].contains($0.element)
+            }, "\(codes)")
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 1)
         for login in logins where (try? login.get().code) == PAMCode.maxTries {
             // Refused at start (no prompt) or after its PIN was asked; either way it is told of the lock, not of a wrong PIN.
             let conversation = try login.get().conversation
             #expect(conversation.hasSuffix(try PAMFixture.golden("locked")), "\(conversation)")
-            #expect(!conversation.contains("Wrong PIN"), "a right PIN refused by the lock is not told its PIN was wrong")
+            #expect(
+                !conversation.contains("Wrong PIN"), "a right PIN refused by the lock is not told its PIN was wrong")
         }
     }
 
@@ -69,7 +81,8 @@ import XignTestSupport
         let id = try fixture.activation(email)["id"] as? String ?? ""
         let sql = "UPDATE activations SET pin_check_until = \(until) WHERE id = '\(id)';"
         let result = try ChildProcess(
-            "/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql], in: fixture.directory
+            "/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql],
+            in: fixture.directory
         ).wait()
         guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
     }
@@ -83,7 +96,9 @@ import XignTestSupport
         #expect(bob.code == PAMCode.success, "another activation's check does not hold this one up: \(bob.output)")
         #expect(!alice.isFinished, "alice waits while the claim is held")
         try setClaim(fixture, email: "alice@example.org", until: 0)
-        #expect(try alice.value(timeout: 30).code == PAMCode.success, "once the other check is over, alice's right PIN logs in")
+        #expect(
+            try alice.value(timeout: 30).code == PAMCode.success,
+            "once the other check is over, alice's right PIN logs in")
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 0)
     }
 
@@ -110,7 +125,9 @@ import XignTestSupport
         // A host an hour behind would otherwise remember the lock for an hour longer than the manager keeps it.
         let remembered = try pendingLockouts(fixture).values.first?["lockedUntil"] as? Double ?? 0
         let expected = (Date().timeIntervalSince1970 - 3600 + 60) * 1000
-        #expect(abs(remembered - expected) < 10_000, "the remembered lock ends 60 s after the wrong PIN on the host's clock")
+        #expect(
+            abs(remembered - expected) < 10_000, "the remembered lock ends 60 s after the wrong PIN on the host's clock"
+        )
     }
 
     @Test func aTokenThatExpiredOnItsWayIsRefusedAndOneInTimeIsNot() throws {
@@ -119,14 +136,18 @@ import XignTestSupport
             "role.sudo.authenticators = device+pin", "token_lifetime = 5s")
         let fixture = try PAMFixture(managerConfig: config)
         // Holds the manager's answer that carries the token (the finish's) back past the token's lifetime.
-        let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) { $0.hasPrefix("POST \(APIPath.authenticationFinish) ") }
+        let slow = try FaultyServer.delaying(5.5, to: fixture.manager.port) {
+            $0.hasPrefix("POST \(APIPath.authenticationFinish) ")
+        }
         try fixture.redirectEnrolments(to: slow.url)
         try fixture.service("login", arguments: "timeout=10")
         // Four minutes behind: the token's lifetime is the manager's, counted here on the monotonic clock.
         let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"])
         #expect(late.code == PAMCode.authError, "\(late.output)")
         try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
-        #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"]).code == PAMCode.success, "the same login in time is accepted")
+        #expect(
+            try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"]).code == PAMCode.success,
+            "the same login in time is accepted")
     }
 
     // MARK: Planted locks
@@ -134,7 +155,9 @@ import XignTestSupport
     func statePath(_ fixture: PAMFixture) -> String { fixture.state + "/identity-managers.json" }
 
     func pendingLockouts(_ fixture: PAMFixture) throws -> [String: [String: Any]] {
-        let contents = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statePath(fixture)))) as? [String: Any]
+        let contents =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statePath(fixture))))
+            as? [String: Any]
         return contents?["pendingLockouts"] as? [String: [String: Any]] ?? [:]
     }
 

@@ -29,7 +29,10 @@ import XignTestSupport
         #expect(login.code == PAMCode.success, "\(login.output)")
         #expect(login.conversation == (try PAMFixture.golden("success")))
         #expect(try fixture.login(answers: ["13570"]).conversation == (try PAMFixture.golden("wrong-pin")))
-        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        Thread.sleep(
+            until: Date(
+                timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0)
+                    / 1000 + 0.05))
         try forgetLocalLockouts(fixture)
         try tpm.clear()
         // The key is loaded to sign the start, so a cleared TPM is told before any PIN is asked.
@@ -64,7 +67,9 @@ import XignTestSupport
         for _ in 1...4 {
             // Wait out each lock; the machine remembers it too, so forget it locally to let the next guess through.
             Thread.sleep(
-                until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+                until: Date(
+                    timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0)
+                        / 1000 + 0.05))
             try forgetLocalLockouts(fixture)
             _ = try fixture.login(answers: ["13570"])
         }
@@ -76,7 +81,9 @@ import XignTestSupport
     /// Clears the lockouts the machine remembers, leaving the enrolment.
     func forgetLocalLockouts(_ fixture: PAMFixture) throws {
         let path = fixture.state + "/identity-managers.json"
-        var contents = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+        var contents =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any]
+            ?? [:]
         contents["pendingLockouts"] = [String: Any]()
         try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents))
     }
@@ -88,7 +95,8 @@ import XignTestSupport
         #expect(try fixture.login("bob", answers: []).code == PAMCode.userUnknown)
         try fixture.service("login", arguments: "ignore_unknown_user", then: "auth required pam_permit.so")
         #expect(try fixture.login("bob", answers: []).code == PAMCode.success)
-        #expect(try fixture.login("alice", answers: ["13570"]).code == PAMCode.authError, "known users are still checked")
+        #expect(
+            try fixture.login("alice", answers: ["13570"]).code == PAMCode.authError, "known users are still checked")
     }
 
     @Test func anUnreachableManagerIsAuthInfoUnavailableWithinTheTimeout() throws {
@@ -101,13 +109,16 @@ import XignTestSupport
         let silent = try FaultyServer { _ in nil }
         let path = fixture.state + "/identity-managers.json"
         let stored = try String(contentsOfFile: path, encoding: .utf8)
-        try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: silent.url).utf8))
+        try writeTestFile(
+            path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: silent.url).utf8))
         try fixture.service("login", arguments: "timeout=1")
         let started = Date()
         #expect(try fixture.login(answers: []).code == PAMCode.authInfoUnavailable)
         #expect(Date().timeIntervalSince(started) < 10, "the login must not hang past its timeout")
         try fixture.service("login", arguments: "timeout=1 failmode=safe", then: "auth required pam_permit.so")
-        #expect(try fixture.login(answers: []).code == PAMCode.success, "failmode=safe leaves the decision to the rest of the stack")
+        #expect(
+            try fixture.login(answers: []).code == PAMCode.success,
+            "failmode=safe leaves the decision to the rest of the stack")
     }
 
     /// What the config and the key say decides who logs in, so only files nobody but root could have written count
@@ -147,7 +158,8 @@ import XignTestSupport
         let refused = try fixture.login(answers: [])
         #expect(refused.code == PAMCode.authError)
         #expect(
-            refused.conversation.contains("is not a regular file that only root writes; run: chown root: \(keys)/\(key); chmod 0600"),
+            refused.conversation.contains(
+                "is not a regular file that only root writes; run: chown root: \(keys)/\(key); chmod 0600"),
             "\(refused.output)")
         #expect(try fixture.failedAttempts("alice@example.org") == 0, "refused before any PIN reached the manager")
         chmod(keys + "/" + key, 0o600)
@@ -173,7 +185,8 @@ import XignTestSupport
             #expect(try fixture.login(answers: []).code == PAMCode.serviceError, "\(arguments)")
         }
         let broken = try fixture.directory.write("broken.conf", "state_dir = /x\ntimeout = soon\n")
-        _ = try fixture.directory.write("pam.d/login", "auth required \(try PAMFixture.module) config=\(broken)\n", mode: 0o644)
+        _ = try fixture.directory.write(
+            "pam.d/login", "auth required \(try PAMFixture.module) config=\(broken)\n", mode: 0o644)
         #expect(try fixture.login(answers: []).code == PAMCode.serviceError)
     }
 
@@ -202,7 +215,8 @@ import XignTestSupport
     @Test func sudoWithAFingerprintAfterTheFactorWasAdded() throws {
         let reader = try FingerprintDaemon()
         let config = ManagerProcess.testConfig(
-            pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+            "role.sudo.authenticators = device+pin+biometric")
         let fixture = try PAMFixture(managerConfig: config, fingerprints: reader)
         try reader.enrol(user: "alice", finger: "alice-right")
         try fixture.addFingerFactor(user: "alice", finger: "alice-right", reader: reader)
@@ -222,7 +236,9 @@ import XignTestSupport
         let changed = try fixture.login(service: "sudo", wrapper: try fixture.atSeat("root"))
         #expect(changed.code == PAMCode.authError)
         #expect(changed.conversation == (try PAMFixture.golden("sudo-fingers-changed")))
-        #expect(try fixture.manager.query("SELECT service FROM audit_events WHERE event = 'biometricInvalidated'").count == 1)
+        #expect(
+            try fixture.manager.query("SELECT service FROM audit_events WHERE event = 'biometricInvalidated'").count
+                == 1)
     }
 
     @Test func aManagerAnswerWithABadSignatureIsRefused() throws {
@@ -230,21 +246,27 @@ import XignTestSupport
         let attacker = try P256PrivateKey()
         let forger = try FaultyServer { request in
             let nonce =
-                (try? JSONDecoder().decode(AuthenticationStartRequest.self, from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8))
-                    .nonce) ?? ""
+                (try? JSONDecoder().decode(
+                    AuthenticationStartRequest.self,
+                    from: Data(request[request.range(of: "\r\n\r\n")!.upperBound...].utf8)
+                )
+                .nonce) ?? ""
             let start = AuthenticationStartMessage(
-                nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c", expiresAt: Int64.max / 2,
+                nonce: nonce, authenticationId: "0123456789abcdef0123456789abcdef", challenge: "c",
+                expiresAt: Int64.max / 2,
                 purpose: .login(service: "pam"), relyingPartyName: "x",
                 roles: [RoleMessage(name: "login", requestedAuthenticators: [[.device, .pin]])], attributes: []
             )
             let header = JWS.Header(typ: SignedAnswerType.authenticationStart, kid: attacker.publicKey.fingerprint)
             return FaultyServer.http(
                 contentType: "application/jose",
-                body: Array(((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))
+                body: Array(
+                    ((try? JWS.sign(payload: JSONEncoder().encode(start), header: header, with: attacker)) ?? "").utf8))
         }
         let path = fixture.state + "/identity-managers.json"
         let stored = try String(contentsOfFile: path, encoding: .utf8)
-        try writeTestFile(path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: forger.url).utf8))
+        try writeTestFile(
+            path, Data(stored.replacingOccurrences(of: fixture.manager.url.description, with: forger.url).utf8))
         let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.authError)
         #expect(login.conversation.isEmpty, "no PIN is asked for a forged answer")
@@ -254,7 +276,9 @@ import XignTestSupport
         let fixture = try PAMFixture()
         // A private mount namespace where /opt/swift (the toolchain and its runtime) is an empty tmpfs.
         let script = "mount -t tmpfs none /opt/swift && test ! -e /opt/swift/usr && exec \"$0\" \"$@\""
-        let login = try fixture.login(wrapper: ["/usr/bin/unshare", "--mount", "--map-root-user", "--", "/bin/sh", "-c", script])
+        let login = try fixture.login(wrapper: [
+            "/usr/bin/unshare", "--mount", "--map-root-user", "--", "/bin/sh", "-c", script,
+        ])
         #expect(login.code == PAMCode.success, "\(login.output)")
     }
 
@@ -262,7 +286,8 @@ import XignTestSupport
         let fixture = try PAMFixture()
         let good = try fixture.pamtester(["-v", "-I", "tty=tty1", "login", "alice", "authenticate"], stdin: "24680\n")
         #expect(good.status == 0, "\(good.stdout) \(good.stderr)")
-        #expect(good.stderr.contains("successfully authenticated") || good.stdout.contains("successfully authenticated"))
+        #expect(
+            good.stderr.contains("successfully authenticated") || good.stdout.contains("successfully authenticated"))
         let bad = try fixture.pamtester(["-v", "-I", "tty=tty1", "login", "alice", "authenticate"], stdin: "13570\n")
         #expect(bad.status != 0)
         #expect((bad.stdout + bad.stderr).contains("Wrong PIN"))
@@ -273,12 +298,19 @@ import XignTestSupport
         // sudo with pam_rhost names this machine itself, which is a login at the machine (another host would be remote).
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "localhost"
         let arguments = ["-v", "-I", "ruser=bob", "-I", "rhost=\(host)", "sudo", "alice", "authenticate"]
-        let wrong = try fixture.pamtester(arguments, stdin: "13570\n", debugLevel: 3, session: try fixture.atSeat("root"))
+        let wrong = try fixture.pamtester(
+            arguments, stdin: "13570\n", debugLevel: 3, session: try fixture.atSeat("root"))
         let lines = wrong.stderr.split(separator: "\n").filter { $0.contains("SYSLOG(") }
-        #expect(lines.contains { $0.hasSuffix("SYSLOG(4): result=wrong-pin service=sudo user=alice ruser=bob rhost=\(host)") }, "\(lines)")
+        #expect(
+            lines.contains {
+                $0.hasSuffix("SYSLOG(4): result=wrong-pin service=sudo user=alice ruser=bob rhost=\(host)")
+            }, "\(lines)")
         #expect(!(wrong.stdout + wrong.stderr).contains("13570"), "the PIN must not be logged")
-        let right = try fixture.pamtester(arguments, stdin: "24680\n", debugLevel: 3, session: try fixture.atSeat("root"))
-        #expect(right.stderr.contains("SYSLOG(4): result=locked service=sudo user=alice ruser=bob rhost=\(host)"), "\(right.stderr)")
+        let right = try fixture.pamtester(
+            arguments, stdin: "24680\n", debugLevel: 3, session: try fixture.atSeat("root"))
+        #expect(
+            right.stderr.contains("SYSLOG(4): result=locked service=sudo user=alice ruser=bob rhost=\(host)"),
+            "\(right.stderr)")
     }
 }
 
@@ -293,9 +325,10 @@ import XignTestSupport
     }
 
     @Test func onlyThePAMEntryPointsAreExported() throws {
-        let symbols = try tool("/usr/bin/nm", ["-D", "--defined-only", try PAMFixture.module]).split(separator: "\n").compactMap {
-            $0.split(separator: " ").last.map(String.init)
-        }
+        let symbols = try tool("/usr/bin/nm", ["-D", "--defined-only", try PAMFixture.module]).split(separator: "\n")
+            .compactMap {
+                $0.split(separator: " ").last.map(String.init)
+            }
         #expect(symbols.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
     }
 
@@ -303,7 +336,9 @@ import XignTestSupport
         let dynamic = try tool("/usr/bin/readelf", ["-d", try PAMFixture.module])
         let needed = dynamic.split(separator: "\n").filter { $0.contains("(NEEDED)") }
         #expect(!needed.isEmpty)
-        #expect(!needed.contains { $0.contains("libswift") || $0.contains("Foundation") || $0.contains("dispatch") }, "\(needed)")
+        #expect(
+            !needed.contains { $0.contains("libswift") || $0.contains("Foundation") || $0.contains("dispatch") },
+            "\(needed)")
         #expect(!dynamic.contains("RPATH") && !dynamic.contains("RUNPATH"))
         #expect(dynamic.contains("NODELETE") && dynamic.contains("BIND_NOW"))
         #expect(try tool("/usr/bin/readelf", ["-lW", try PAMFixture.module]).contains("GNU_RELRO"))

@@ -10,7 +10,8 @@ import XignTestSupport
 
     static func doctor(_ fixture: PAMFixture) throws -> String {
         let result = try ChildProcess(
-            try Products.path("xign-setup"), ["doctor", "--pam-dir", fixture.confdir, "--config", fixture.configPath], in: fixture.directory
+            try Products.path("xign-setup"), ["doctor", "--pam-dir", fixture.confdir, "--config", fixture.configPath],
+            in: fixture.directory
         ).wait()
         return result.stdout + result.stderr
     }
@@ -26,7 +27,9 @@ import XignTestSupport
         #expect(try fixture.login(answers: ["13570"]).code == PAMCode.authError)
         #expect(try tpm.lockoutCounter() == 1)
         #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout"]) }
-        #expect(throws: TestFailure.self) { try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0"]) }
+        #expect(throws: TestFailure.self) {
+            try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--recovery-time=0"])
+        }
         #expect(try tpm.lockoutCounter() == 1, "the wrong PIN stays counted")
         #expect(try fixture.login().code == PAMCode.success, "and the TPM still checks PINs")
     }
@@ -71,7 +74,8 @@ import XignTestSupport
         // Root edits the state file: a later deadline and a fresh last login. The TPM holds the policy it was made
         // with, so the PIN is never checked.
         let path = fixture.state + "/identity-managers.json"
-        var contents = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        var contents = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
         var records = try #require(contents["offline"] as? [String: [String: Any]])
         for (id, var record) in records {
             var verifier = try #require(record["verifier"] as? [String: Any])
@@ -98,14 +102,19 @@ import XignTestSupport
     /// one whose requirements this machine has not seen online; the control, the login role, is.
     @Test func aRoleThatNeedsAFingerIsNeverLoggedInOffline() throws {
         let config = ManagerProcess.testConfig(
-            pamService: "roles = login, sudo", "role.login.authenticators = device+pin", "role.sudo.authenticators = device+pin+biometric")
+            pamService: "roles = login, sudo", "role.login.authenticators = device+pin",
+            "role.sudo.authenticators = device+pin+biometric")
         let (fixture, tpm) = try PAMOfflineLoginTests.fixture(managerConfig: config)
         let online = try fixture.login(service: "sudo", answers: [], wrapper: try fixture.atSeat("root"))
-        #expect(online.code != PAMCode.success && online.conversation.contains("needs device+pin+biometric"), "\(online.conversation)")
+        #expect(
+            online.code != PAMCode.success && online.conversation.contains("needs device+pin+biometric"),
+            "\(online.conversation)")
         fixture.manager.stop()
         let offline = try fixture.login(service: "sudo", answers: [], wrapper: try fixture.atSeat("root"))
         #expect(offline.code == PAMCode.authInfoUnavailable, "\(offline.conversation)")
-        #expect(offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", "no PIN asked: \(offline.conversation)")
+        #expect(
+            offline.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.",
+            "no PIN asked: \(offline.conversation)")
         #expect(try tpm.lockoutCounter() == 0)
         #expect(try fixture.login().code == PAMCode.success, "control: the login role offline")
     }
@@ -125,7 +134,9 @@ import XignTestSupport
         try RealSudo.withService(for: user, pamLines: pam, defaults: ["passwd_tries=1"]) {
             // The user at the machine, in a terminal of the seat's session.
             let seat = try fixture.atSeat(user)
-            func sudo(_ shell: String = "") throws -> PseudoTerminal { try RealSudo.run(as: user, in: seat, before: shell) }
+            func sudo(_ shell: String = "") throws -> PseudoTerminal {
+                try RealSudo.run(as: user, in: seat, before: shell)
+            }
             // Control: with the network, sudo logs in online.
             let online = try sudo()
             _ = try online.expect("PIN for")
@@ -138,7 +149,9 @@ import XignTestSupport
             for limit in [8, 9] {
                 let starved = try sudo("ulimit -n \(limit);")
                 #expect(try starved.wait() != 0, "\(starved.output)")
-                #expect(starved.output.contains("1 incorrect password attempt"), "PAM's auth ran and refused: \(starved.output)")
+                #expect(
+                    starved.output.contains("1 incorrect password attempt"),
+                    "PAM's auth ran and refused: \(starved.output)")
                 #expect(!starved.output.contains("offline"), "\(starved.output)")
             }
 
@@ -149,7 +162,9 @@ import XignTestSupport
             // Stopped while the module waits for the manager's first answer.
             let asked = Date().addingTimeInterval(20)
             while slow.requests.isEmpty && Date() < asked { usleep(10_000) }
-            let pids = try ChildProcess("/usr/bin/pgrep", ["-u", "0", "-f", "^/usr/bin/sudo -k /usr/bin/id"], in: fixture.directory).wait().stdout
+            let pids = try ChildProcess(
+                "/usr/bin/pgrep", ["-u", "0", "-f", "^/usr/bin/sudo -k /usr/bin/id"], in: fixture.directory
+            ).wait().stdout
             for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGSTOP) }
             Thread.sleep(forTimeInterval: 6)
             for pid in pids.split(separator: "\n").compactMap({ pid_t($0) }) { kill(pid, SIGCONT) }

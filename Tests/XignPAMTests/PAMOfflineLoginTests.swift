@@ -14,7 +14,9 @@ import XignTestSupport
         try tpm.countFailuresStrictly()
         let fixture = try PAMFixture(managerConfig: managerConfig, tpm: tpm)
         let online = try fixture.login()
-        guard online.code == PAMCode.success else { throw TestFailure("the online login failed: \(online.conversation)") }
+        guard online.code == PAMCode.success else {
+            throw TestFailure("the online login failed: \(online.conversation)")
+        }
         return (fixture, tpm)
     }
 
@@ -33,25 +35,33 @@ import XignTestSupport
         fixture.manager.stop()
         let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.authInfoUnavailable, sourceLocation: sourceLocation)
-        #expect(login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.", sourceLocation: sourceLocation)
+        #expect(
+            login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.",
+            sourceLocation: sourceLocation)
     }
 
-    static let offlineNotice = "[TEXT_INFO] XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login)."
+    static let offlineNotice =
+        "[TEXT_INFO] XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login)."
 
     @Test func theTPMChecksThePINOfflineAndCountsEveryWrongOne() throws {
         let (fixture, tpm) = try Self.fixture()
         fixture.manager.stop()
         let offline = try fixture.login()
         #expect(offline.code == PAMCode.success, "\(offline.conversation)")
-        #expect(offline.conversation.hasPrefix(Self.offlineNotice + "\n[PROMPT_ECHO_OFF] XignIn PIN for alice's laptop: "), "\(offline.conversation)")
-        #expect(offline.conversation.contains("[TEXT_INFO] XignIn: logged in offline. Offline login is possible until <TIME> (6 day(s))"))
+        #expect(
+            offline.conversation.hasPrefix(Self.offlineNotice + "\n[PROMPT_ECHO_OFF] XignIn PIN for alice's laptop: "),
+            "\(offline.conversation)")
+        #expect(
+            offline.conversation.contains(
+                "[TEXT_INFO] XignIn: logged in offline. Offline login is possible until <TIME> (6 day(s))"))
         #expect(try Self.localFailures(fixture) == 0)
         #expect(try tpm.lockoutCounter() == 0, "a right PIN costs the TPM nothing")
 
         let wrong = try fixture.login(answers: ["13570"])
         #expect(wrong.code == PAMCode.authError)
         #expect(
-            wrong.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. 4 more wrong PIN(s) end offline login until you log in online."),
+            wrong.conversation.hasSuffix(
+                "[ERROR_MSG] Wrong PIN. 4 more wrong PIN(s) end offline login until you log in online."),
             "\(wrong.conversation)")
         #expect(try Self.localFailures(fixture) == 1, "counted here")
         #expect(try tpm.lockoutCounter() == 1, "and by the TPM")
@@ -60,12 +70,17 @@ import XignTestSupport
         // Back online: the report charges the wrong PIN to the activation's lockout and audits both logins.
         try fixture.manager.start()
         let back = try fixture.login(answers: [])
-        #expect(back.code == PAMCode.maxTries, "the offline failure locked the activation for its first delay: \(back.conversation)")
+        #expect(
+            back.code == PAMCode.maxTries,
+            "the offline failure locked the activation for its first delay: \(back.conversation)")
         #expect(try fixture.failedAttempts("alice@example.org") == 1)
         let audit = try fixture.manager.admin(["audit"]).stdout
         #expect(audit.contains("offlineLogin"), "\(audit)")
         #expect(audit.contains("wrong offline PIN"), "\(audit)")
-        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        Thread.sleep(
+            until: Date(
+                timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0)
+                    / 1000 + 0.05))
         try PAMModuleTests().forgetLocalLockouts(fixture)
         let online = try fixture.login()
         #expect(online.code == PAMCode.success, "\(online.conversation)")
@@ -82,7 +97,9 @@ import XignTestSupport
     @Test func doctorAndListShowWhetherOfflineLoginIsPossible() throws {
         let (fixture, tpm) = try Self.fixture()
         func setup(_ arguments: [String]) throws -> String {
-            let result = try ChildProcess(try Products.path("xign-setup"), arguments + ["--config", fixture.configPath], in: fixture.directory).wait()
+            let result = try ChildProcess(
+                try Products.path("xign-setup"), arguments + ["--config", fixture.configPath], in: fixture.directory
+            ).wait()
             return result.stdout + result.stderr
         }
         let doctor = try setup(["doctor", "--pam-dir", fixture.confdir])
@@ -99,13 +116,17 @@ import XignTestSupport
 
     @Test func offlineLoginEndsAfterTheAllowedWrongPINsUntilAnOnlineLogin() throws {
         let (fixture, tpm) = try Self.fixture()
-        #expect(try fixture.manager.admin(["accounts", "set-offline", "alice@example.org", "--max-failures", "2"]).status == 0)
+        #expect(
+            try fixture.manager.admin(["accounts", "set-offline", "alice@example.org", "--max-failures", "2"]).status
+                == 0)
         #expect(try fixture.login().code == PAMCode.success, "the policy arrives with the next online login")
         fixture.manager.stop()
         #expect(try fixture.login(answers: ["13570"]).code == PAMCode.authError)
         let last = try fixture.login(answers: ["13571"])
         #expect(last.code == PAMCode.maxTries)
-        #expect(last.conversation.hasSuffix("[ERROR_MSG] Wrong PIN. Offline login has ended; connect to the network and log in once."))
+        #expect(
+            last.conversation.hasSuffix(
+                "[ERROR_MSG] Wrong PIN. Offline login has ended; connect to the network and log in once."))
         let refused = try fixture.login(answers: [])
         #expect(refused.code == PAMCode.authInfoUnavailable)
         #expect(
@@ -115,9 +136,15 @@ import XignTestSupport
         #expect(try tpm.lockoutCounter() == 2, "the refused attempt never reached the TPM")
         // Control: an online login ends it.
         try fixture.manager.start()
-        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        Thread.sleep(
+            until: Date(
+                timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0)
+                    / 1000 + 0.05))
         _ = try fixture.login(answers: [])  // reports, and is refused by the lock the two wrong PINs left
-        Thread.sleep(until: Date(timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0) / 1000 + 0.05))
+        Thread.sleep(
+            until: Date(
+                timeIntervalSince1970: (try fixture.activation("alice@example.org")["lockedUntil"] as? Double ?? 0)
+                    / 1000 + 0.05))
         try PAMModuleTests().forgetLocalLockouts(fixture)
         #expect(try fixture.login().code == PAMCode.success)
         fixture.manager.stop()
@@ -135,7 +162,9 @@ import XignTestSupport
         #expect(codes.filter { $0 == PAMCode.authInfoUnavailable }.count == 3, "\(codes)")
         #expect(try tpm.lockoutCounter() == 5)
         #expect(try Self.localFailures(fixture) == 5)
-        #expect(try fixture.login(answers: []).code == PAMCode.authInfoUnavailable, "offline login has ended, even for the right PIN")
+        #expect(
+            try fixture.login(answers: []).code == PAMCode.authInfoUnavailable,
+            "offline login has ended, even for the right PIN")
     }
 
     /// A state directory that cannot take the attempt's count (a full disk): the TPM is not asked, so nothing can be
@@ -151,7 +180,8 @@ import XignTestSupport
               && { dd if=/dev/zero of="\(full)/filler" bs=4k 2>/dev/null; true; } && mount --bind "\(full)" "\(fixture.state)" && exec "$0" "$@"
             """
         let login = try fixture.login(
-            answers: ["13570"], wrapper: ["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script])
+            answers: ["13570"],
+            wrapper: ["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script])
         #expect(login.code == PAMCode.serviceError, "\(login.conversation)")
         #expect(login.conversation.contains("cannot save the xign state"), "\(login.conversation)")
         #expect(try tpm.lockoutCounter() == 0, "the TPM never saw the PIN")
@@ -165,7 +195,9 @@ import XignTestSupport
         fixture.manager.stop()
         let late = try fixture.login(answers: [], wrapper: ["/usr/bin/faketime", "-f", "+8d"])
         #expect(late.code == PAMCode.authInfoUnavailable)
-        #expect(late.conversation == PAMOfflineAttackTests.notPossible, "no PIN asked, and no date said before one: \(late.conversation)")
+        #expect(
+            late.conversation == PAMOfflineAttackTests.notPossible,
+            "no PIN asked, and no date said before one: \(late.conversation)")
         // Control: within the grace.
         #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
         // A clock set back before the last online login does not stretch the grace.
@@ -212,7 +244,9 @@ import XignTestSupport
         try fixture.setTPMLockout(.organization)
         let asked = try fixture.login()
         #expect(asked.code != PAMCode.success)
-        #expect(asked.conversation.contains("the TPM was cleared, so this machine's device key is gone"), "\(asked.conversation)")
+        #expect(
+            asked.conversation.contains("the TPM was cleared, so this machine's device key is gone"),
+            "\(asked.conversation)")
         #expect(try thief.lockoutCounter() == 0)
         #expect(try Self.localFailures(fixture) == 0, "an attempt the TPM did not judge is not counted")
     }
@@ -223,7 +257,8 @@ import XignTestSupport
         let (fixture, certificates, files) = try PAMTLSTests.fixture(tpm: tpm)
         #expect(try fixture.login().code == PAMCode.success)
         let answers = [
-            "garbled signature": "HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled",
+            "garbled signature":
+                "HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled",
             "an answer that is not HTTP": "SSH-2.0-OpenSSH_9.2\r\n",
         ]
         var standIn: FaultyServer?
@@ -257,7 +292,9 @@ import XignTestSupport
         fixture.manager.stop()
         #expect(try fixture.login().code == PAMCode.success, "control: offline = auto, the default")
         try fixture.writeConfig(top: "offline = never\n")
-        #expect(try fixture.login(answers: []).conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.")
+        #expect(
+            try fixture.login(answers: []).conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached."
+        )
     }
 }
 
@@ -271,7 +308,9 @@ struct CopiedMachine {
     }
 
     func revokeAtManager() throws {
-        guard try sdk.remove(idmIdentifier: id, localOnly: false) == .revoked else { throw TestFailure("the device was not revoked") }
+        guard try sdk.remove(idmIdentifier: id, localOnly: false) == .revoked else {
+            throw TestFailure("the device was not revoked")
+        }
     }
 }
 
@@ -289,12 +328,14 @@ extension PAMFixture {
     func setTPMLockout(_ policy: TPMLockoutPolicy) throws {
         let text = try String(contentsOfFile: configPath, encoding: .utf8)
         let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("tpm_lockout = ") })
-        try writeTestFile(configPath, Data(text.replacingOccurrences(of: line, with: "tpm_lockout = \(policy.rawValue)").utf8))
+        try writeTestFile(
+            configPath, Data(text.replacingOccurrences(of: line, with: "tpm_lockout = \(policy.rawValue)").utf8))
     }
 
     /// Points xign.conf at another TPM, as a disk moved into another machine finds it.
     func useTPM(_ other: SoftwareTPM) throws {
         let text = try String(contentsOfFile: configPath, encoding: .utf8)
-        try writeTestFile(configPath, Data(text.replacingOccurrences(of: try #require(tpm).tcti, with: other.tcti).utf8))
+        try writeTestFile(
+            configPath, Data(text.replacingOccurrences(of: try #require(tpm).tcti, with: other.tcti).utf8))
     }
 }

@@ -60,7 +60,9 @@ import XignTestSupport
         // Control: the active session of the seat, and the desktop's terminals in the user's service manager.
         try fixture.logind.addSession("c5", user: "root")
         #expect(try fixture.login(service: "sudo", wrapper: try fixture.logind.inSession("c5")).code == PAMCode.success)
-        #expect(try fixture.login(service: "sudo", wrapper: try fixture.logind.inUserManager("root")).code == PAMCode.success)
+        #expect(
+            try fixture.login(service: "sudo", wrapper: try fixture.logind.inUserManager("root")).code
+                == PAMCode.success)
         // The same user logs in over SSH: a console tmux attached from there, or systemd-run --user --pty, runs in
         // the seat session or the service manager, and either can be driven from the network.
         try fixture.logind.addSession("c6", user: "root", seat: nil, remoteHost: "198.51.100.4")
@@ -76,7 +78,8 @@ import XignTestSupport
         let user = try SSHServer.user.get()
         let fixture = try PAMFixture(users: [user])
         chmod(fixture.directory.path, 0o711)
-        let pam = "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\n"
+        let pam =
+            "auth required \(try PAMFixture.module) config=\(fixture.configPath) timeout=5\naccount required pam_permit.so\n"
         try RealSudo.withService(for: user, pamLines: pam, defaults: ["passwd_tries=1"]) {
             // Control: a terminal of the seat's session.
             let seat = try RealSudo.run(as: user, in: try fixture.atSeat(user))
@@ -94,7 +97,9 @@ import XignTestSupport
                 let refused = try RealSudo.run(as: user, in: prefix)
                 #expect(try refused.wait() != 0, "\(what): \(refused.output)")
                 // sudo passes PAM_SILENT (its pam_silent default), so the refusal shows as no PIN asked.
-                #expect(!refused.output.contains("PIN for") && refused.output.contains("1 incorrect password attempt"), "\(what): \(refused.output)")
+                #expect(
+                    !refused.output.contains("PIN for") && refused.output.contains("1 incorrect password attempt"),
+                    "\(what): \(refused.output)")
             }
         }
         #expect(try fixture.failedAttempts("\(user)@example.org") == 0)
@@ -107,13 +112,17 @@ import XignTestSupport
         #expect(try fixture.login(items: ["tty=/dev/tty2"]).code == PAMCode.success, "control: getty's login on tty2")
         for tty in ["/dev/pts/4", "ttyS0", "tty0", "tty64"] {
             let login = try fixture.login(answers: [], items: ["tty=\(tty)"])
-            #expect(login.code == PAMCode.authError && login.conversation.contains(Self.overTheNetwork), "\(tty): \(login.output)")
+            #expect(
+                login.code == PAMCode.authError && login.conversation.contains(Self.overTheNetwork),
+                "\(tty): \(login.output)")
         }
         let records = TemporaryDirectory()
         try fixture.writeConfig(utmp: try Self.utmp(line: "pts/7", host: "198.51.100.4", in: records))
         let insideSSH = try fixture.login(service: "sudo", answers: [], items: ["tty=/dev/pts/7"])
         #expect(insideSSH.code == PAMCode.authError)
-        #expect(insideSSH.output.contains("198.51.100.4") || insideSSH.conversation.contains(Self.overTheNetwork), "\(insideSSH.output)")
+        #expect(
+            insideSSH.output.contains("198.51.100.4") || insideSSH.conversation.contains(Self.overTheNetwork),
+            "\(insideSSH.output)")
     }
 
     @Test func theAdministratorsChoicesForRemoteLogins() throws {
@@ -123,13 +132,16 @@ import XignTestSupport
         let ignored = try fixture.login(answers: [], items: ["rhost=203.0.113.9"])
         #expect(ignored.code == PAMCode.success && ignored.conversation.isEmpty, "\(ignored.output)")
         try fixture.service("login", arguments: "timeout=3", then: "auth required pam_permit.so")
-        #expect(try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.authError, "honest control: the default refuses")
+        #expect(
+            try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.authError,
+            "honest control: the default refuses")
         try fixture.service("login", arguments: "timeout=3 remote=pin-only")
         let pinOnly = try fixture.login(items: ["rhost=203.0.113.9"])
         #expect(pinOnly.code == PAMCode.success, "an explicit opt-in logs in with the PIN: \(pinOnly.output)")
         try fixture.service("login", arguments: "timeout=3 remote=sometimes")
         #expect(
-            try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.serviceError, "a value it does not know is a config error")
+            try fixture.login(answers: [], items: ["rhost=203.0.113.9"]).code == PAMCode.serviceError,
+            "a value it does not know is a config error")
     }
 
     @Test func modeAutoSendsARemoteLoginToConfirmationEvenWhereTheUserIsEnrolled() throws {
@@ -143,7 +155,9 @@ import XignTestSupport
         remote.stop()
         // Honest control: at the machine, mode=auto uses the enrolment.
         let local = try fixture.login()
-        #expect(local.code == PAMCode.success && local.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"), "\(local.output)")
+        #expect(
+            local.code == PAMCode.success && local.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"),
+            "\(local.output)")
     }
 
     func waitForOutput(of child: ChildProcess, containing text: String) throws -> String {
@@ -202,11 +216,15 @@ import XignTestSupport
         let fixture = try ConfirmationFixture(moduleArguments: "mode=confirm timeout=5 timeout_total=10")
         let root = try fixture.laptop.login("root", answers: [])
         #expect(root.code == PAMCode.authError, "\(root.output)")
-        #expect(root.conversation == "[ERROR_MSG] XignIn: logins to root are not confirmed on this host.", "\(root.conversation)")
+        #expect(
+            root.conversation == "[ERROR_MSG] XignIn: logins to root are not confirmed on this host.",
+            "\(root.conversation)")
         // Honest control: with the host's consent the manager is asked, which knows no account named root.
         try writeTestFile(
             fixture.serverConfig,
-            Data((try String(contentsOfFile: fixture.serverConfig, encoding: .utf8) + "[pam]\nconfirm_system_accounts = yes\n").utf8))
+            Data(
+                (try String(contentsOfFile: fixture.serverConfig, encoding: .utf8)
+                    + "[pam]\nconfirm_system_accounts = yes\n").utf8))
         #expect(try fixture.laptop.login("root", answers: []).code == PAMCode.userUnknown)
     }
 }

@@ -10,7 +10,9 @@ import XignTestSupport
         let files = TemporaryDirectory()
         let certificates = try TestCertificates(in: files)
         try install(certificates.valid, in: files)
-        let config = ManagerProcess.testConfig + "\n[server]\ntls_certificate = \(files.file("live.pem"))\ntls_key = \(files.file("live.key"))\n"
+        let config =
+            ManagerProcess.testConfig
+            + "\n[server]\ntls_certificate = \(files.file("live.pem"))\ntls_key = \(files.file("live.key"))\n"
         return (try PAMFixture(managerConfig: config, tpm: tpm, caFile: certificates.caFile), certificates, files)
     }
 
@@ -21,11 +23,16 @@ import XignTestSupport
     }
 
     /// Puts `pair` in place and waits until the manager reloaded it.
-    static func reload(_ fixture: PAMFixture, _ pair: (certificate: String, key: String), in files: TemporaryDirectory) throws {
+    static func reload(
+        _ fixture: PAMFixture, _ pair: (certificate: String, key: String), in files: TemporaryDirectory
+    ) throws {
         let before = fixture.manager.log.components(separatedBy: "TLS certificate reloaded").count
         try install(pair, in: files)
         fixture.manager.send(SIGHUP)
-        guard waitUntil(seconds: 10, { fixture.manager.log.components(separatedBy: "TLS certificate reloaded").count > before }) else {
+        guard
+            waitUntil(
+                seconds: 10, { fixture.manager.log.components(separatedBy: "TLS certificate reloaded").count > before })
+        else {
             throw TestFailure("no reload: \(fixture.manager.log.suffix(400))")
         }
     }
@@ -59,7 +66,9 @@ import XignTestSupport
         let (fixture, certificates, files) = try Self.fixture()
         #expect(try fixture.login().code == PAMCode.success)
         try Self.reload(fixture, certificates.fromOtherCA, in: files)
-        #expect(try fixture.login(answers: []).code == PAMCode.authInfoUnavailable, "the machine does not trust the other CA")
+        #expect(
+            try fixture.login(answers: []).code == PAMCode.authInfoUnavailable,
+            "the machine does not trust the other CA")
         try Self.reload(fixture, certificates.valid, in: files)
         #expect(try fixture.login().code == PAMCode.success, "the same process serves the valid pair again")
         // A broken pair on reload keeps the old one in use.

@@ -12,7 +12,8 @@ import XignTestSupport
         let fixture = try PAMFixture(users: [])
         let interceptor = try TLSFrontEnd(to: fixture.manager.port)
         let url = try ManagerURL(interceptor.url)
-        try fixture.enrol(localUser: "alice", email: "alice@example.org", pin: first, via: url, caFile: interceptor.caFile)
+        try fixture.enrol(
+            localUser: "alice", email: "alice@example.org", pin: first, via: url, caFile: interceptor.caFile)
         try fixture.writeConfig(top: "ca_file = \(interceptor.caFile)\n")
         let login = try fixture.login(answers: [first])
         #expect(login.code == PAMCode.success, "\(login.conversation)")
@@ -27,11 +28,15 @@ import XignTestSupport
 
         let transcript = interceptor.transcript
         // The control: the interceptor did see every request body in the clear, sealed PINs included.
-        for path in [APIPath.registrations, APIPath.personalizationDecrypt, APIPath.authenticationFinish, APIPath.apiAccess] {
+        for path in [
+            APIPath.registrations, APIPath.personalizationDecrypt, APIPath.authenticationFinish, APIPath.apiAccess,
+        ] {
             #expect(transcript.contains("POST \(path) HTTP/1.1"), "\(path) went through the interceptor")
         }
         #expect(transcript.contains("\"sealedPin\"") && transcript.contains("\"sealedNewPin\""))
         #expect(transcript.contains("alice@example.org"), "what is not sealed is readable")
-        for pin in [first, second] { #expect(!transcript.contains(pin), "PIN \(pin) is nowhere in what the interceptor saw") }
+        for pin in [first, second] {
+            #expect(!transcript.contains(pin), "PIN \(pin) is nowhere in what the interceptor saw")
+        }
     }
 }

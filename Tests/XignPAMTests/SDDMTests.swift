@@ -12,7 +12,8 @@ import XignTestSupport
     /// SDDM for the fixture's user, with the `sddm` service holding the module (`arguments`) and `then` after it; returned
     /// once the theme has drawn, which it does after the greeter connects.
     static func greeter(_ fixture: PAMFixture, arguments: String = "", then: String = "") throws -> SDDM {
-        try fixture.service("sddm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "sddm", arguments: arguments, then: then + "account required pam_permit.so\nsession required pam_permit.so")
         let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.confdir)
         usleep(2_000_000)
         return greeter
@@ -21,7 +22,9 @@ import XignTestSupport
     @Test func theGreeterRefusesAWrongPINAndLogsInWithTheRightOne() throws {
         let fixture = try PAMFixture(users: ["nobody"])
         let greeter = try Self.greeter(fixture)
-        defer { try? greeter.log.write(toFile: try DesktopArtifacts.path("sddm.log"), atomically: true, encoding: .utf8) }
+        defer {
+            try? greeter.log.write(toFile: try DesktopArtifacts.path("sddm.log"), atomically: true, encoding: .utf8)
+        }
         try greeter.picture(to: try DesktopArtifacts.path("sddm-greeter.png"))
 
         try greeter.type("13570")
@@ -48,10 +51,13 @@ import XignTestSupport
         let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: stalled.url)
         let greeter = try Self.greeter(
-            fixture, arguments: "timeout=3 failmode=\(failmode)", then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
+            fixture, arguments: "timeout=3 failmode=\(failmode)",
+            then: failmode == "safe" ? "auth required pam_permit.so\n" : "")
         try greeter.type("24680")
         let typed = Date()
-        #expect(try waitUntil(seconds: 20) { failmode == "safe" ? greeter.sessionStarted : greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(
+            try waitUntil(seconds: 20) { failmode == "safe" ? greeter.sessionStarted : greeter.failedLogins == 1 },
+            "\(greeter.log.suffix(1500))")
         let waited = Date().timeIntervalSince(typed)
         #expect(waited < 10, "the greeter waited \(waited) s for a 3 s timeout")
         #expect(!stalled.requests.isEmpty, "the module asked the stalled manager")
@@ -65,7 +71,9 @@ import XignTestSupport
     /// control.
     @Test func confirmModeIsRefusedAtOnceWithTheReasonLogged() throws {
         let fixture = try ConfirmationFixture()
-        try fixture.service("sddm", arguments: "mode=confirm timeout=30", then: "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "sddm", arguments: "mode=confirm timeout=30",
+            then: "account required pam_permit.so\nsession required pam_permit.so")
         let greeter = try SDDM(user: "nobody", pamServiceDirectory: fixture.laptop.confdir)
         usleep(2_000_000)
         let typed = Date()
@@ -74,7 +82,9 @@ import XignTestSupport
         #expect(Date().timeIntervalSince(typed) < 10)
         #expect(!greeter.sessionStarted)
         #expect(greeter.log.contains("cannot show an approval code"), "\(greeter.log.suffix(1500))")
-        #expect(try fixture.laptop.manager.query("SELECT count(*) FROM confirmations") == ["0"], "no confirmation was started")
+        #expect(
+            try fixture.laptop.manager.query("SELECT count(*) FROM confirmations") == ["0"],
+            "no confirmation was started")
     }
 
     /// A role that asks for a finger: SDDM cannot show the cue, but the finger on the reader after the PIN logs in, and
@@ -100,7 +110,9 @@ import XignTestSupport
         #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
         try greeter.type("24680")
         #expect(try waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
-        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
+        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map {
+            $0["kind"] as? String ?? ""
+        }
         #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
     }
 }

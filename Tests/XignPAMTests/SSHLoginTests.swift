@@ -5,12 +5,14 @@ import XignProtocol
 import XignTestSupport
 
 @Suite struct SSHLoginTests {
-    func setUp(moduleArguments: String = "mode=confirm timeout=30", servingBrowsers: Bool = false) throws -> (ConfirmationFixture, SSHServer, String)
-    {
+    func setUp(
+        moduleArguments: String = "mode=confirm timeout=30", servingBrowsers: Bool = false
+    ) throws -> (ConfirmationFixture, SSHServer, String) {
         let user = try SSHServer.user.get()
         let fixture = try ConfirmationFixture(moduleArguments: moduleArguments, servingBrowsers: servingBrowsers)
         try fixture.laptop.manager.giveLogin("alice@example.org", user)
-        try fixture.service("sshd", arguments: moduleArguments, then: "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "sshd", arguments: moduleArguments, then: "account required pam_permit.so\nsession required pam_permit.so")
         return (fixture, try SSHServer(pamServices: fixture.laptop.confdir), user)
     }
 
@@ -19,11 +21,16 @@ import XignTestSupport
     func scanned(_ ssh: PseudoTerminal, in directory: TemporaryDirectory) throws -> (qrCode: String, code: String) {
         let shown = try ssh.expect("Press Enter once approved:")
         let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
-        var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(of: "\r", with: "")
-            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(
+            of: "\r", with: ""
+        )
+        .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         guard lines.count > 2 else { throw TestFailure("no QR code in: \(shown)") }
         lines[0] = String(repeating: " ", count: lines[1].count)
-        return (try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: lines.joined(separator: "\n")), in: directory), code)
+        return (
+            try QRReader.decode(
+                bitmap: try QRReader.bitmap(fromTerminalText: lines.joined(separator: "\n")), in: directory), code
+        )
     }
 
     @Test func aUserApprovesOnTheEnrolledMachineAndIsLoggedInOverSSH() throws {
@@ -48,14 +55,18 @@ import XignTestSupport
         #expect(try manager.admin(["reissue", activation]).status == 0)
         let phone = Browser(in: fixture.laptop.directory)
         let activated = try phone.personalize(try manager.activationAppLink(for: "alice@example.org"), pin: "24680")
-        #expect(activated.error.isEmpty && activated["outcome"].hasPrefix("This activation is personalized on another device"), "\(activated)")
+        #expect(
+            activated.error.isEmpty
+                && activated["outcome"].hasPrefix("This activation is personalized on another device"), "\(activated)")
 
         let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
         let (scanned, code) = try scanned(ssh, in: fixture.laptop.directory)
         #expect(scanned.hasPrefix("HTTP://LOCALHOST:\(manager.port)/C#"), "a phone's camera opens it: \(scanned)")
         let approved = try phone.approve(scanned, code: code, pin: "24680")
         #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")
-        #expect(approved["service"] == "sshd" && approved["login"] == user && approved["remote"].hasPrefix("127.0.0.1"), "\(approved)")
+        #expect(
+            approved["service"] == "sshd" && approved["login"] == user && approved["remote"].hasPrefix("127.0.0.1"),
+            "\(approved)")
         ssh.send("\r")
         try ssh.expect("logged-in-as-\(user)")
         #expect(try ssh.wait() == 0)
@@ -66,7 +77,8 @@ import XignTestSupport
         let ssh = try server.ssh(user, "echo should-not-run")
         try ssh.expect("Press Enter once approved:")
         let denial = try ChildProcess(
-            try Products.path("xign-setup"), ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
+            try Products.path("xign-setup"),
+            ["approve", "--state-dir", fixture.laptop.state, "--user", "alice", "--deny", "--wait"],
             in: fixture.laptop.directory
         ).wait()
         #expect(denial.status == 0, "\(denial.stderr)")
@@ -82,7 +94,8 @@ import XignTestSupport
     @Test(arguments: ["keyboard-interactive", "password"]) func thePINAloneGivesNoShellOverSSH(method: String) throws {
         let user = try SSHServer.user.get()
         let fixture = try PAMFixture(users: [user])
-        try fixture.service("sshd", arguments: "timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "sshd", arguments: "timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
         let server = try SSHServer(pamServices: fixture.confdir, method: method)
         for pin in ["24680", "13570"] {
             let ssh = try server.ssh(user, "echo shell-for-$(id -un)")
@@ -108,7 +121,9 @@ import XignTestSupport
         let fixture = try PAMFixture(users: [user])
         try fixture.manager.giveLogin("\(user)@example.org", user)
         try fixture.joinAsHost()
-        try fixture.service("sshd", arguments: "mode=auto timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        try fixture.service(
+            "sshd", arguments: "mode=auto timeout=5",
+            then: "account required pam_permit.so\nsession required pam_permit.so")
         let server = try SSHServer(pamServices: fixture.confdir)
         let ssh = try server.ssh(user, "echo shell-for-$(id -un)")
         try ssh.expect("Press Enter once approved:")
@@ -117,13 +132,18 @@ import XignTestSupport
 
     @Test func anExpiredAnUnknownAndAnUnreachableLoginEachEndAsDocumented() throws {
         let user = try SSHServer.user.get()
-        let fixture = try ConfirmationFixture(managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
-        try fixture.service("sshd", arguments: "mode=confirm timeout=5", then: "account required pam_permit.so\nsession required pam_permit.so")
+        let fixture = try ConfirmationFixture(
+            managerConfig: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n")
+        try fixture.service(
+            "sshd", arguments: "mode=confirm timeout=5",
+            then: "account required pam_permit.so\nsession required pam_permit.so")
         let server = try SSHServer(pamServices: fixture.laptop.confdir)
         // No account has this login name yet: no prompt, no approval asked for.
         let unknown = try server.ssh(user, "echo in-without-approval")
         #expect(try unknown.wait() != 0)
-        #expect(!unknown.output.contains("Press Enter") && !unknown.output.contains("in-without-approval"), "\(unknown.output)")
+        #expect(
+            !unknown.output.contains("Press Enter") && !unknown.output.contains("in-without-approval"),
+            "\(unknown.output)")
         try fixture.laptop.manager.giveLogin("alice@example.org", user)
         // Nobody approves: Enter after the confirmation ran out gives one clear line.
         let late = try server.ssh(user, "true")

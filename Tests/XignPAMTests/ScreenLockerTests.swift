@@ -26,7 +26,8 @@ import XignTestSupport
             ]
             // In the user's session at the seat, as a desktop starts its locker.
             let command = try fixture.atSeat("nobody") + PAMFixture.runAs("nobody") + ["/usr/bin/i3lock", "--nofork"]
-            let locker = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
+            let locker = try ChildProcess(
+                command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
             try display.waitForWindow(class: "i3lock")
             return locker
         }
@@ -43,7 +44,9 @@ import XignTestSupport
     @Test func theUserUnlocksWithThePINAndAWrongPINKeepsTheScreenLocked() throws {
         let locker = try lock()
         try type("13570")
-        #expect(try waitUntil(seconds: 15) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager")
+        #expect(
+            try waitUntil(seconds: 15) { try fixture.failedAttempts("nobody@example.org") == 1 },
+            "the wrong PIN reached the manager")
         usleep(1_000_000)
         #expect(locker.poll() == nil, "a wrong PIN keeps the screen locked")
         usleep(500_000)  // the manager's lock after one wrong PIN (300 ms in the test config)
@@ -80,14 +83,17 @@ import XignTestSupport
 
         let screen = try locker.lock()
         try locker.type("13570")
-        #expect(try waitUntil(seconds: 15) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
+        #expect(
+            try waitUntil(seconds: 15) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
         usleep(1_000_000)
         #expect(screen.poll() == nil, "a wrong offline PIN keeps the screen locked")
         usleep(1_500_000)
         try locker.type("24680")
         let result = try screen.wait(timeout: 30)
         #expect(result.status == 0, "i3lock unlocked offline: \(result.stderr) \(daemon.log)")
-        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map { $0["kind"] as? String ?? "" }
+        let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map {
+            $0["kind"] as? String ?? ""
+        }
         #expect(events == ["wrongPIN", "login"], "both wait for the report: \(events)")
     }
 }

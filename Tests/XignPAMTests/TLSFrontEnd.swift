@@ -19,16 +19,19 @@ final class TLSFrontEnd: @unchecked Sendable {
             guard result.status == 0 else { throw TestFailure("openssl \(arguments.first ?? ""): \(result.stderr)") }
         }
         try openssl([
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("ca.key"),
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            directory.file("ca.key"),
             "-out", caFile, "-days", "2", "-subj", "/CN=xign test CA",
         ])
         try openssl([
-            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory.file("server.key"),
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            directory.file("server.key"),
             "-out", directory.file("server.csr"), "-subj", "/CN=localhost",
         ])
         _ = try directory.write("san.ext", "subjectAltName = DNS:localhost, IP:127.0.0.1\n")
         try openssl([
-            "x509", "-req", "-in", directory.file("server.csr"), "-CA", caFile, "-CAkey", directory.file("ca.key"), "-CAcreateserial",
+            "x509", "-req", "-in", directory.file("server.csr"), "-CA", caFile, "-CAkey", directory.file("ca.key"),
+            "-CAcreateserial",
             "-out", directory.file("server.pem"), "-days", "2", "-extfile", directory.file("san.ext"),
         ])
         let port = try LoopbackSocket.unusedPort()

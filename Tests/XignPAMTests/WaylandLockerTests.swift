@@ -11,11 +11,18 @@ struct Swaylock {
     init(_ fixture: PAMFixture) throws {
         let seat = try fixture.atSeat(as: "nobody")
         sway = try HeadlessSway(user: "nobody", prefix: seat)
-        let pamWrapper = ["LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir]
+        let pamWrapper = [
+            "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": fixture.confdir,
+        ]
         process = try sway.start(
-            ["/usr/bin/swaylock", "--debug", "--color", "203040", "--indicator-idle-visible", "--show-failed-attempts"], prefix: seat,
+            [
+                "/usr/bin/swaylock", "--debug", "--color", "203040", "--indicator-idle-visible",
+                "--show-failed-attempts",
+            ], prefix: seat,
             environment: pamWrapper)
-        guard try waitUntil(seconds: 20, { log.contains("Prepared to authorize") }) else { throw TestFailure("swaylock did not start: \(log)") }
+        guard try waitUntil(seconds: 20, { log.contains("Prepared to authorize") }) else {
+            throw TestFailure("swaylock did not start: \(log)")
+        }
     }
 
     var log: String { (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "" }
@@ -48,7 +55,9 @@ struct Swaylock {
         let locker = try Swaylock(fixture)
         try locker.picture("swaylock-locked.png")
         #expect(try locker.submit("13570"))
-        #expect(try waitUntil(seconds: 10) { try fixture.failedAttempts("nobody@example.org") == 1 }, "the wrong PIN reached the manager")
+        #expect(
+            try waitUntil(seconds: 10) { try fixture.failedAttempts("nobody@example.org") == 1 },
+            "the wrong PIN reached the manager")
         #expect(try waitUntil(seconds: 10) { locker.log.contains("pam_authenticate failed") })
         try locker.picture("swaylock-wrong-pin.png")
         #expect(locker.isLocked, "a wrong PIN keeps the screen locked")
@@ -66,7 +75,8 @@ struct Swaylock {
         let (fixture, daemon, tpm) = try PAMFixture.offlineLocker(service: "swaylock")
         let locker = try Swaylock(fixture)
         #expect(try locker.submit("13570"))
-        #expect(try waitUntil(seconds: 20) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
+        #expect(
+            try waitUntil(seconds: 20) { try tpm.lockoutCounter() == 1 }, "the TPM judged the wrong PIN: \(daemon.log)")
         #expect(try waitUntil(seconds: 10) { locker.log.contains("pam_authenticate failed") })
         #expect(locker.isLocked)
         usleep(1_500_000)
@@ -89,7 +99,9 @@ struct Swaylock {
         try locker.picture("swaylock-manager-stalled.png")
         usleep(1_500_000)
         #expect(try locker.submit("24680"), "swaylock takes the PIN again")
-        #expect(try waitUntil(seconds: 10) { locker.log.components(separatedBy: "pam_authenticate failed").count == 3 }, "\(daemon.log)")
+        #expect(
+            try waitUntil(seconds: 10) { locker.log.components(separatedBy: "pam_authenticate failed").count == 3 },
+            "\(daemon.log)")
         #expect(locker.isLocked, "secure: the screen stays locked")
     }
 }

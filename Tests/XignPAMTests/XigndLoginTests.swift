@@ -16,7 +16,8 @@ import XignTestSupport
         try fixture.allowHostsWithoutRoot()
         daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
         try fixture.service("locker", arguments: "socket=\(daemon.socketPath)")
-        try fixture.service("locker-safe", arguments: "socket=\(daemon.socketPath) failmode=safe", then: "auth required pam_deny.so")
+        try fixture.service(
+            "locker-safe", arguments: "socket=\(daemon.socketPath) failmode=safe", then: "auth required pam_deny.so")
     }
 
     func pamtester(_ user: String, as caller: String = "nobody", pin: String) throws -> ChildProcess.Result {
@@ -24,11 +25,13 @@ import XignTestSupport
     }
 
     func lockerLogin(
-        _ user: String = "nobody", service: String = "locker", answers: [String] = ["24680"], unusedAnswersAllowed: Bool = false,
+        _ user: String = "nobody", service: String = "locker", answers: [String] = ["24680"],
+        unusedAnswersAllowed: Bool = false,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> PAMFixture.Login {
         try fixture.login(
-            user, service: service, answers: answers, wrapper: try fixture.atSeat(as: "nobody"), unusedAnswersAllowed: unusedAnswersAllowed,
+            user, service: service, answers: answers, wrapper: try fixture.atSeat(as: "nobody"),
+            unusedAnswersAllowed: unusedAnswersAllowed,
             sourceLocation: sourceLocation)
     }
 
@@ -48,7 +51,9 @@ import XignTestSupport
     @Test func aUserCannotTestAnotherUsersPIN() throws {
         let other = try lockerLogin("daemon", answers: [])
         #expect(other.code == PAMCode.authError, "\(other.output)")
-        #expect(other.conversation == "[ERROR_MSG] XignIn: you may use only your own XignIn enrolment, not that of daemon", "\(other.conversation)")
+        #expect(
+            other.conversation == "[ERROR_MSG] XignIn: you may use only your own XignIn enrolment, not that of daemon",
+            "\(other.conversation)")
         #expect(!other.conversation.contains("PIN for"), "no PIN is asked for another user's enrolment")
         #expect(daemon.log.contains("uid=65534"), "xignd logs the refusal with the caller's uid")
         #expect(try fixture.failedAttempts("daemon@example.org") == 0)
@@ -66,7 +71,8 @@ import XignTestSupport
         let wrong = try lockerLogin(answers: ["13570"])
         #expect(wrong.code == PAMCode.authError)
         #expect(
-            wrong.conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: \n[ERROR_MSG] Wrong PIN. XignIn is locked until"),
+            wrong.conversation.hasPrefix(
+                "[PROMPT_ECHO_OFF] XignIn PIN for nobody's laptop: \n[ERROR_MSG] Wrong PIN. XignIn is locked until"),
             "\(wrong.conversation)")
     }
 
@@ -82,7 +88,8 @@ import XignTestSupport
         #expect(login.code == PAMCode.authInfoUnavailable, "\(login.output)")
         #expect(
             login.conversation
-                == "[ERROR_MSG] XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket.")
+                == "[ERROR_MSG] XignIn cannot check your PIN: the xignd service does not answer. Ask your administrator to start xignd.socket."
+        )
         let safe = try lockerLogin(service: "locker-safe", answers: [])
         #expect(
             safe.code == PAMCode.authError && safe.conversation.isEmpty,
@@ -95,14 +102,19 @@ import XignTestSupport
         try fixture.redirectEnrolments(to: slow.url)
         let started = Date()
         // xignd asks for the PIN only after the manager's answer, which never comes.
-        let login = try fixture.startLogin("nobody", service: "locker", answers: [], wrapper: try fixture.atSeat(as: "nobody"))
+        let login = try fixture.startLogin(
+            "nobody", service: "locker", answers: [], wrapper: try fixture.atSeat(as: "nobody"))
         #expect(waitUntil(seconds: 20) { !slow.requests.isEmpty })
         daemon.kill()
         let result = try fixture.finish(login)
         #expect(result.code == PAMCode.authInfoUnavailable, "\(result.output)")
         #expect(Date().timeIntervalSince(started) < 10, "the locker learns at once that xignd is gone")
-        let record = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: attemptsFile))) as? [String: [String: Double]]
-        #expect(record?["65534"]?["attempts"] == 4, "the attempt was recorded before the manager was asked: \(String(describing: record))")
+        let record =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: attemptsFile)))
+            as? [String: [String: Double]]
+        #expect(
+            record?["65534"]?["attempts"] == 4,
+            "the attempt was recorded before the manager was asked: \(String(describing: record))")
         try daemon.start()
         try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
         #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
@@ -113,11 +125,14 @@ import XignTestSupport
     @Test func xigndsAttemptLimitHoldsAcrossARestart() throws {
         // Each takes from xignd's allowance; the manager's lock after the first wrong PIN refuses some before the PIN,
         // as its delay and this loop's pace decide.
-        for _ in 0..<5 { #expect(try lockerLogin(answers: ["13570"], unusedAnswersAllowed: true).code != PAMCode.success) }
+        for _ in 0..<5 {
+            #expect(try lockerLogin(answers: ["13570"], unusedAnswersAllowed: true).code != PAMCode.success)
+        }
         let refused = try lockerLogin(answers: [])
         #expect(refused.code == PAMCode.maxTries, "\(refused.output)")
         #expect(
-            refused.conversation.hasPrefix("[ERROR_MSG] XignIn: Too many PIN attempts for nobody on this machine; try again in"),
+            refused.conversation.hasPrefix(
+                "[ERROR_MSG] XignIn: Too many PIN attempts for nobody on this machine; try again in"),
             "\(refused.conversation)")
         daemon.kill(SIGTERM)
         try daemon.start()
@@ -139,7 +154,8 @@ import XignTestSupport
     /// its start is its priority (the rest of the entry's text keeps nothing else).
     static func journalEntries(_ stream: String) -> [(priority: Int?, text: String)] {
         stream.split(whereSeparator: { $0 == "\n" || $0 == "\0" }).map { line in
-            guard line.hasPrefix("<"), let close = line.firstIndex(of: ">"), let priority = Int(line[line.index(after: line.startIndex)..<close]),
+            guard line.hasPrefix("<"), let close = line.firstIndex(of: ">"),
+                let priority = Int(line[line.index(after: line.startIndex)..<close]),
                 (0...7).contains(priority)
             else { return (nil, String(line)) }
             return (priority, String(line[line.index(after: close)...]))
@@ -151,9 +167,15 @@ import XignTestSupport
     @Test func aCallersFieldsCannotForgeJournalEntries() throws {
         let forged = "sshd\0<0>sshd[4242]: Accepted password for root from 203.0.113.9\n<2>kernel: panic"
         let request = DaemonRequest.login(
-            DaemonLoginRequest(user: "bin", service: forged, ruser: "\u{1b}[2Jroot\n<0>x", rhost: "host\u{202e}moc.evil", tty: nil, arguments: []))
+            DaemonLoginRequest(
+                user: "bin", service: forged, ruser: "\u{1b}[2Jroot\n<0>x", rhost: "host\u{202e}moc.evil", tty: nil,
+                arguments: []))
         let body = try JSONEncoder().encode(request)
-        let frame = [UInt8(body.count >> 24), UInt8(body.count >> 16 & 0xFF), UInt8(body.count >> 8 & 0xFF), UInt8(body.count & 0xFF)] + body
+        let frame =
+            [
+                UInt8(body.count >> 24), UInt8(body.count >> 16 & 0xFF), UInt8(body.count >> 8 & 0xFF),
+                UInt8(body.count & 0xFF),
+            ] + body
         let script = """
             import socket, sys
             client = socket.socket(socket.AF_UNIX); client.settimeout(20); client.connect(sys.argv[1])
@@ -162,42 +184,59 @@ import XignTestSupport
             """
         // Only bin's entries: xignd may still be logging the test's own readiness probe (uid 0).
         let bin = "uid=\(try #require(getpwnam("bin")).pointee.pw_uid) "
-        func entries() -> [(priority: Int?, text: String)] { Self.journalEntries(daemon.log).filter { $0.text.hasPrefix(bin) } }
+        func entries() -> [(priority: Int?, text: String)] {
+            Self.journalEntries(daemon.log).filter { $0.text.hasPrefix(bin) }
+        }
         let before = entries().count
         let command =
-            PAMFixture.runAs("bin") + ["/usr/bin/python3", "-c", script, daemon.socketPath, frame.map { String(format: "%02x", $0) }.joined()]
+            PAMFixture.runAs("bin") + [
+                "/usr/bin/python3", "-c", script, daemon.socketPath, frame.map { String(format: "%02x", $0) }.joined(),
+            ]
         let client = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory).wait(timeout: 30)
         #expect(client.status == 0, "\(client.stderr)")
         let new = Array(entries().dropFirst(before))
         #expect(new.count == 1, "one entry: \(new)")
         #expect(new.first?.priority == Int(LOG_WARNING) && new.first?.text.contains("user=bin") == true, "\(new)")
-        #expect(new.first?.text.contains("sshd[4242]: Accepted password for root") == true, "the forgery is kept, inside xignd's own entry")
+        #expect(
+            new.first?.text.contains("sshd[4242]: Accepted password for root") == true,
+            "the forgery is kept, inside xignd's own entry")
         let all = Self.journalEntries(daemon.log)
-        #expect(!all.contains { $0.text.hasPrefix("sshd[4242]") || $0.text.hasPrefix("kernel:") }, "no entry of its own: \(all)")
+        #expect(
+            !all.contains { $0.text.hasPrefix("sshd[4242]") || $0.text.hasPrefix("kernel:") },
+            "no entry of its own: \(all)")
         #expect(!daemon.log.unicodeScalars.contains { $0.value == 0 || $0.value == 0x1B || $0.value == 0x202E })
         #expect(!all.contains { ($0.priority ?? 7) < Int(LOG_ERR) }, "nothing at emerg, alert or crit")
 
         // The control: the same kind of request with plain fields is one entry too, at the same priority.
         let plain = try JSONEncoder().encode(
-            DaemonRequest.login(DaemonLoginRequest(user: "bin", service: "sshd", ruser: "root", rhost: "host", tty: nil, arguments: [])))
+            DaemonRequest.login(
+                DaemonLoginRequest(user: "bin", service: "sshd", ruser: "root", rhost: "host", tty: nil, arguments: []))
+        )
         let plainFrame = [0, 0, UInt8(plain.count >> 8), UInt8(plain.count & 0xFF)] + plain
         let count = entries().count
         let again =
-            PAMFixture.runAs("bin") + ["/usr/bin/python3", "-c", script, daemon.socketPath, plainFrame.map { String(format: "%02x", $0) }.joined()]
-        #expect(try ChildProcess(again[0], Array(again.dropFirst()), in: fixture.directory).wait(timeout: 30).status == 0)
+            PAMFixture.runAs("bin") + [
+                "/usr/bin/python3", "-c", script, daemon.socketPath,
+                plainFrame.map { String(format: "%02x", $0) }.joined(),
+            ]
+        #expect(
+            try ChildProcess(again[0], Array(again.dropFirst()), in: fixture.directory).wait(timeout: 30).status == 0)
         #expect(entries().count == count + 1 && entries().last?.priority == Int(LOG_WARNING))
     }
 
     @Test func theSocketIsMadeWithItsModeAndNeverInADirectoryOthersCanWrite() throws {
         var status = stat()
-        #expect(lstat(daemon.socketPath, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK && status.st_mode & 0o777 == 0o666)
+        #expect(
+            lstat(daemon.socketPath, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK
+                && status.st_mode & 0o777 == 0o666)
         let shared = fixture.directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
         chmod(shared, 0o1777)
         let target = try fixture.directory.write("target", "root's file\n", mode: 0o600)
         symlink(target, shared + "/xignd.sock")
         let refused = try ChildProcess(
-            try Products.path("xignd"), ["--config", fixture.configPath, "--socket", shared + "/xignd.sock"], in: fixture.directory
+            try Products.path("xignd"), ["--config", fixture.configPath, "--socket", shared + "/xignd.sock"],
+            in: fixture.directory
         )
         .wait(timeout: 20)
         #expect(refused.status != 0 && refused.stderr.contains("can be written by other users"), "\(refused.stderr)")
@@ -206,13 +245,16 @@ import XignTestSupport
         // by name; removed, xignd listens).
         chmod(shared, 0o755)
         unlink(shared + "/xignd.sock")
-        let own = try DaemonProcess(configPath: fixture.configPath, socketPath: shared + "/xignd.sock", directory: fixture.directory)
+        let own = try DaemonProcess(
+            configPath: fixture.configPath, socketPath: shared + "/xignd.sock", directory: fixture.directory)
         #expect(lstat(own.socketPath, &status) == 0 && status.st_mode & 0o777 == 0o666)
     }
 
     @Test func idleConnectionsAreClosedAndOneCallerCannotTakeThemAll() throws {
         // Root opens 12 connections and says nothing: at most 8 (one uid's share) are taken, the rest are turned away.
-        let idle = try (0..<12).map { _ in try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000) }
+        let idle = try (0..<12).map { _ in
+            try DaemonConnection.connect(path: daemon.socketPath, timeoutMilliseconds: 2_000)
+        }
         usleep(2_000_000)
         let turnedAway = idle.filter { connection in
             var entry = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
@@ -227,7 +269,9 @@ import XignTestSupport
         let taken = try #require(idle.first { connection in !turnedAway.contains { $0 === connection } })
         var byte: UInt8 = 0
         var entry = pollfd(fd: taken.descriptor, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&entry, 1, 15_000) == 1 && recv(taken.descriptor, &byte, 1, 0) == 0, "xignd closed the idle connection")
+        #expect(
+            poll(&entry, 1, 15_000) == 1 && recv(taken.descriptor, &byte, 1, 0) == 0, "xignd closed the idle connection"
+        )
     }
 
     @Test func malformedAndOversizedRequestsAreRefusedAndTheDaemonGoesOn() throws {
@@ -236,7 +280,9 @@ import XignTestSupport
             _ = garbage.withUnsafeBytes { send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             var byte: UInt8 = 0
             var entry = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
-            #expect(poll(&entry, 1, 15_000) == 1 && recv(connection.descriptor, &byte, 1, 0) == 0, "xignd closes the connection")
+            #expect(
+                poll(&entry, 1, 15_000) == 1 && recv(connection.descriptor, &byte, 1, 0) == 0,
+                "xignd closes the connection")
         }
         #expect(try lockerLogin().code == PAMCode.success, "\(daemon.log)")
     }
@@ -253,7 +299,9 @@ import XignTestSupport
         try writeTestFile(directory + "/reply", Data(reply), mode: 0o644)
         try writeTestFile(directory + "/answer", Data("cat '\(directory)/reply'\ncat >/dev/null\n".utf8), mode: 0o644)
         let command =
-            PAMFixture.runAs(owner) + ["/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:sh \(directory)/answer"]
+            PAMFixture.runAs(owner) + [
+                "/usr/bin/socat", "UNIX-LISTEN:\(directory)/xignd.sock,mode=666,fork", "SYSTEM:sh \(directory)/answer",
+            ]
         let process = try ChildProcess(command[0], Array(command.dropFirst()), in: fixture.directory)
         guard waitUntil(seconds: 10, { FileManager.default.fileExists(atPath: directory + "/xignd.sock") }) else {
             throw TestFailure("socat did not listen")
@@ -282,14 +330,17 @@ import XignTestSupport
         let garbled = try standIn("garbled", owner: "root", reply: [0, 0, 0, 9] + Array("{{{{{{{{{".utf8))
         defer { garbled.stop() }
         #expect(try lockerLogin(service: "garbled", answers: []).code == PAMCode.authInfoUnavailable)
-        let strange = try standIn("strange", owner: "root", reply: Self.frame(#"{"loginEnded":{"outcome":{"flying":{}}}}"#))
+        let strange = try standIn(
+            "strange", owner: "root", reply: Self.frame(#"{"loginEnded":{"outcome":{"flying":{}}}}"#))
         defer { strange.stop() }
         #expect(try lockerLogin(service: "strange", answers: []).code == PAMCode.authInfoUnavailable)
     }
 
     @Test func twoUsersLogInAtOnce() throws {
         let logins = ["nobody", "daemon"].map { user in
-            Thread.detachedResult { try fixture.login(user, service: "locker", answers: ["24680"], wrapper: try fixture.atSeat(as: user)) }
+            Thread.detachedResult {
+                try fixture.login(user, service: "locker", answers: ["24680"], wrapper: try fixture.atSeat(as: user))
+            }
         }
         for login in logins { #expect(try login.value(timeout: 60).code == PAMCode.success) }
     }

@@ -32,11 +32,16 @@ import XignProtocol
     @Test func theCompactFormRoundTripsInEitherCaseAndItsAppLinkToo() throws {
         #expect(
             compact.deepLink
-                == "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54\(compact.activationSecret)\(compact.managerKeyFingerprint)/HTTPS://IDM.EXAMPLE.ORG:8443")
+                == "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54\(compact.activationSecret)\(compact.managerKeyFingerprint)/HTTPS://IDM.EXAMPLE.ORG:8443"
+        )
         #expect(try PersonalizationPayload(parsing: compact.deepLink) == compact)
-        #expect(try PersonalizationPayload(parsing: compact.deepLink.lowercased()) == compact, "base32, scheme and host are case-insensitive")
+        #expect(
+            try PersonalizationPayload(parsing: compact.deepLink.lowercased()) == compact,
+            "base32, scheme and host are case-insensitive")
         #expect(try PersonalizationPayload(parsing: compact.appLink) == compact)
-        #expect(try PersonalizationPayload(parsingMail: "From: m\r\n\r\nScan or open:\r\n  \(compact.deepLink)\r\n") == compact)
+        #expect(
+            try PersonalizationPayload(parsingMail: "From: m\r\n\r\nScan or open:\r\n  \(compact.deepLink)\r\n")
+                == compact)
         let fields = "AERUKZ4JVPG66AJDIVTYTK6N54" + compact.activationSecret + compact.managerKeyFingerprint
         for broken in [
             "XIGN://P/AERUKZ4JVPG66AJDIVTYTK6N54SHORT\(compact.managerKeyFingerprint)/HTTPS://A.B",
@@ -44,7 +49,9 @@ import XignProtocol
             "XIGN://P/\(fields)/FTP://A.B",
             "XIGN://P/\(fields)",
         ] {
-            #expect(throws: PersonalizationPayload.ParseError.self, "\(broken)") { try PersonalizationPayload(parsing: broken) }
+            #expect(throws: PersonalizationPayload.ParseError.self, "\(broken)") {
+                try PersonalizationPayload(parsing: broken)
+            }
         }
     }
 
@@ -68,7 +75,10 @@ import XignProtocol
             "xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=short&k=\(String(repeating: "b", count: 43))",
             "activation secret"
         ),
-        ("xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))", "fingerprint"),
+        (
+            "xign://personalize?v=1&m=https%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))",
+            "fingerprint"
+        ),
         ("xign://personalize?v=1&v=1&m=x", "appears twice"),
         (
             "xign://personalize?v=1&m=ftp%3A%2F%2Fa.b&a=0123456789abcdef0123456789abcdef&s=\(String(repeating: "A", count: 43))&k=\(String(repeating: "b", count: 43))",
@@ -94,7 +104,9 @@ import XignProtocol
         #expect(try PersonalizationPayload(parsingMail: withHeader) == payload)
         let bodyOnly = "From: m\r\n\r\nHello\r\n    \(payload.deepLink)\r\n"
         #expect(try PersonalizationPayload(parsingMail: bodyOnly) == payload)
-        #expect(throws: PersonalizationPayload.ParseError.self) { try PersonalizationPayload(parsingMail: "From: m\r\n\r\nnothing here\r\n") }
+        #expect(throws: PersonalizationPayload.ParseError.self) {
+            try PersonalizationPayload(parsingMail: "From: m\r\n\r\nnothing here\r\n")
+        }
     }
 }
 
@@ -106,7 +118,8 @@ import XignProtocol
     }
 
     @Test(arguments: [
-        "idm.example.org", "ftp://x", "https://", "https://a@b", "https://a:0", "https://a:99999", "https://a/?q", "https://a/#f",
+        "idm.example.org", "ftp://x", "https://", "https://a@b", "https://a:0", "https://a:99999", "https://a/?q",
+        "https://a/#f",
         "https://a b", "https://a/../b", "https://[::1", "https://a_b",
     ])
     func refusesMalformed(_ text: String) {
@@ -115,12 +128,16 @@ import XignProtocol
 
     // The three examples of the Nevis rule: scheme, host and port from the override, the path from the base.
     @Test func nevisOverrideRule() throws {
-        #expect(try ManagerURL("https://server/path").overriding(with: ManagerURL("https://other.server")).description == "https://other.server/path")
         #expect(
-            try ManagerURL("https://server:443/path").overriding(with: ManagerURL("https://other.server/path")).description
+            try ManagerURL("https://server/path").overriding(with: ManagerURL("https://other.server")).description
                 == "https://other.server/path")
         #expect(
-            try ManagerURL("https://server/path").overriding(with: ManagerURL("http://other.server:80/otherpath")).description
+            try ManagerURL("https://server:443/path").overriding(with: ManagerURL("https://other.server/path"))
+                .description
+                == "https://other.server/path")
+        #expect(
+            try ManagerURL("https://server/path").overriding(with: ManagerURL("http://other.server:80/otherpath"))
+                .description
                 == "http://other.server:80/path")
     }
 
@@ -141,12 +158,18 @@ import XignProtocol
     @Test func theQRCodesLinkOpensThePageAndNamesTheConfirmation() throws {
         let manager = try ManagerURL("https://idm.example.com:8443/xign")
         let link = ConfirmationPayload.link(to: Self.id, at: manager)
-        #expect(link == "HTTPS://IDM.EXAMPLE.COM:8443/xign/C#" + Self.id, "scheme and host in upper case; a path keeps its case")
-        for text in [link, "https://idm.example.com/c#" + Self.id.lowercased(), "XIGN://C/" + Self.id, "  http://localhost:8440/C#\(Self.id)\n"] {
+        #expect(
+            link == "HTTPS://IDM.EXAMPLE.COM:8443/xign/C#" + Self.id,
+            "scheme and host in upper case; a path keeps its case")
+        for text in [
+            link, "https://idm.example.com/c#" + Self.id.lowercased(), "XIGN://C/" + Self.id,
+            "  http://localhost:8440/C#\(Self.id)\n",
+        ] {
             #expect(ConfirmationPayload.confirmationId(in: text) == Self.id, "\(text)")
         }
         for text in [
-            "https://idm.example.com/x#" + Self.id, "ftp://idm.example.com/c#" + Self.id, "https://idm.example.com/c#" + Self.id.dropLast(),
+            "https://idm.example.com/x#" + Self.id, "ftp://idm.example.com/c#" + Self.id,
+            "https://idm.example.com/c#" + Self.id.dropLast(),
             "XIGN://C/1BCDEFGHIJKLMNOPQRSTUVWXYZ",
         ] {
             #expect(ConfirmationPayload.confirmationId(in: text) == nil, "\(text)")
@@ -155,9 +178,15 @@ import XignProtocol
 
     /// `qr=text` names the account page of the manager that made the link, path prefix included.
     @Test func theAccountPageIsTheManagersOwn() {
-        #expect(ConfirmationPayload.accountPage(of: "https://idm.example.com:8443/xign/c#" + Self.id) == "https://idm.example.com:8443/xign/account")
-        #expect(ConfirmationPayload.accountPage(of: " http://127.0.0.1:8440/C#\(Self.id)\n") == "http://127.0.0.1:8440/account")
-        for text in ["XIGN://C/" + Self.id, "https://idm.example.com/x#" + Self.id, "https://idm.example.com/c#short", ""] {
+        #expect(
+            ConfirmationPayload.accountPage(of: "https://idm.example.com:8443/xign/c#" + Self.id)
+                == "https://idm.example.com:8443/xign/account")
+        #expect(
+            ConfirmationPayload.accountPage(of: " http://127.0.0.1:8440/C#\(Self.id)\n")
+                == "http://127.0.0.1:8440/account")
+        for text in [
+            "XIGN://C/" + Self.id, "https://idm.example.com/x#" + Self.id, "https://idm.example.com/c#short", "",
+        ] {
             #expect(ConfirmationPayload.accountPage(of: text) == nil, "\(text)")
         }
     }

@@ -3,7 +3,8 @@ import Testing
 import XignProtocol
 
 @Suite struct PinPolicyTests {
-    let policy = PinPolicyMessage(minLength: 5, maxLength: 8, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["24682"])
+    let policy = PinPolicyMessage(
+        minLength: 5, maxLength: 8, digitsOnly: true, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: ["24682"])
 
     @Test(arguments: [
         ("", PinValidationResult.empty), ("1357", .tooShort), ("135792468", .tooLong), ("13a79", .onlyNumbers),
@@ -40,7 +41,8 @@ import XignProtocol
 
     /// A PIN must be typable on any login screen: a non-ASCII character is refused even where letters are allowed.
     @Test func aPINIsPrintableASCII() {
-        let letters = PinPolicyMessage(minLength: 4, maxLength: 16, digitsOnly: false, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: [])
+        let letters = PinPolicyMessage(
+            minLength: 4, maxLength: 16, digitsOnly: false, maxSequenceLength: 3, maxSimilarDigits: 2, blacklist: [])
         #expect(letters.validate("Blue sky 7!") == .valid)
         #expect(letters.validate("Grüße 7") == .unsupportedCharacter)
         #expect(letters.validate("tab\there") == .unsupportedCharacter)
@@ -59,7 +61,9 @@ import XignProtocol
 
 @Suite struct ConfigFileTests {
     @Test func readsSectionsAndTypedValues() throws {
-        let file = try ConfigFile(text: "# c\ntop = 1\n[lockout]\nbase_delay = 250ms\nmax = \"5m\"\nflag = yes\nlist = a, b,,c\n", source: "t.conf")
+        let file = try ConfigFile(
+            text: "# c\ntop = 1\n[lockout]\nbase_delay = 250ms\nmax = \"5m\"\nflag = yes\nlist = a, b,,c\n",
+            source: "t.conf")
         #expect(try file.integer("top", in: 0...9) == 1)
         #expect(try file.milliseconds("lockout.base_delay", in: 0...1000) == 250)
         #expect(try file.milliseconds("lockout.max", in: 0...1_000_000) == 300_000)
@@ -82,14 +86,19 @@ import XignProtocol
         #expect(throws: ConfigFile.ParseError.self) { try file.integer("n", in: 0...10) }
         #expect(throws: ConfigFile.ParseError.self) { try file.milliseconds("d", in: 0...10) }
         #expect(throws: ConfigFile.ParseError.self) { try file.bool("b") }
-        #expect(throws: ConfigFile.ParseError(description: "t.conf:4: unknown setting 'typo'")) { try file.rejectUnknownKeys(["n", "d", "b"]) }
+        #expect(throws: ConfigFile.ParseError(description: "t.conf:4: unknown setting 'typo'")) {
+            try file.rejectUnknownKeys(["n", "d", "b"])
+        }
     }
 }
 
 @Suite struct SignedRequestTests {
     @Test func canonicalMessageCoversMethodPathBodyAndChallenge() {
-        let message = SignedRequest.canonicalMessage(method: "post", path: "/v1/x", body: Data("{}".utf8), challenge: "c1")
+        let message = SignedRequest.canonicalMessage(
+            method: "post", path: "/v1/x", body: Data("{}".utf8), challenge: "c1")
         // SHA-256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
-        #expect(String(decoding: message, as: UTF8.self) == "xign-request-v1\nPOST\n/v1/x\nRBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o\nc1")
+        #expect(
+            String(decoding: message, as: UTF8.self)
+                == "xign-request-v1\nPOST\n/v1/x\nRBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o\nc1")
     }
 }

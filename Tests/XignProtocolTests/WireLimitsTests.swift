@@ -5,11 +5,13 @@ import XignProtocol
 /// within the limit passes.
 @Suite struct WireLimitsTests {
     static func start(
-        purpose: AuthenticationPurpose = .login(service: "pam"), code: String? = nil, localUser: String = "alice", host: String = "db1",
+        purpose: AuthenticationPurpose = .login(service: "pam"), code: String? = nil, localUser: String = "alice",
+        host: String = "db1",
         report: OfflineReportMessage? = nil
     ) -> AuthenticationStartRequest {
         AuthenticationStartRequest(
-            deviceId: "d", challenge: "c", purpose: purpose, confirmationCode: code, host: host, localUser: localUser, nonce: "n",
+            deviceId: "d", challenge: "c", purpose: purpose, confirmationCode: code, host: host, localUser: localUser,
+            nonce: "n",
             offlineReport: report)
     }
 
@@ -38,23 +40,35 @@ import XignProtocol
         #expect(refusal(Self.start(purpose: .confirmation(id: "c1"))) == "confirmationCode")
         #expect(refusal(Self.start(code: "123456")) == "confirmationCode")
         #expect(refusal(Self.start(purpose: .confirmation(id: ""), code: "123456")) == "purpose.confirmation.id")
-        #expect(refusal(Self.start(purpose: .confirmation(id: "c1"), code: String(repeating: "1", count: 17))) == "confirmationCode")
+        #expect(
+            refusal(Self.start(purpose: .confirmation(id: "c1"), code: String(repeating: "1", count: 17)))
+                == "confirmationCode")
     }
 
     @Test func anOfflineReportNeedsIncreasingSequencesWithinItsSize() {
-        let event = { (sequence: Int64) in OfflineEventMessage(sequence: sequence, at: 1, kind: .login, service: "login") }
-        #expect(refusal(Self.start(report: OfflineReportMessage(events: [event(1), event(2)], droppedLogins: 0))) == nil)
-        #expect(refusal(Self.start(report: OfflineReportMessage(events: [event(2), event(2)], droppedLogins: 0))) == "offlineReport.events")
+        let event = { (sequence: Int64) in
+            OfflineEventMessage(sequence: sequence, at: 1, kind: .login, service: "login")
+        }
+        #expect(
+            refusal(Self.start(report: OfflineReportMessage(events: [event(1), event(2)], droppedLogins: 0))) == nil)
+        #expect(
+            refusal(Self.start(report: OfflineReportMessage(events: [event(2), event(2)], droppedLogins: 0)))
+                == "offlineReport.events")
         let many = (1...Int64(OfflineReportMessage.maximumEvents + 1)).map(event)
-        #expect(refusal(Self.start(report: OfflineReportMessage(events: many, droppedLogins: 0))) == "offlineReport.events")
-        #expect(refusal(Self.start(report: OfflineReportMessage(events: [], droppedLogins: -1))) == "offlineReport.droppedLogins")
+        #expect(
+            refusal(Self.start(report: OfflineReportMessage(events: many, droppedLogins: 0))) == "offlineReport.events")
+        #expect(
+            refusal(Self.start(report: OfflineReportMessage(events: [], droppedLogins: -1)))
+                == "offlineReport.droppedLogins")
     }
 
     @Test func answersAreCheckedToo() {
         let lock = LockoutMessage(isPermanent: false, lockedUntil: 2, failedAttempts: 1, issuedAt: 1)
         let next = String(repeating: "c", count: WireLimit.nonce)
         #expect(refusal(AuthenticationResultMessage(nonce: "n", outcome: .lockout(lock, nextChallenge: next))) == nil)
-        #expect(refusal(AuthenticationResultMessage(nonce: "n", outcome: .lockout(lock, nextChallenge: next + "c"))) == "nextChallenge")
+        #expect(
+            refusal(AuthenticationResultMessage(nonce: "n", outcome: .lockout(lock, nextChallenge: next + "c")))
+                == "nextChallenge")
         #expect(refusal(ChallengeMessage(challenge: "", expiresAt: 1)) == "challenge")
         #expect(refusal(ChallengeMessage(challenge: "c", expiresAt: 1)) == nil)
     }
@@ -63,7 +77,8 @@ import XignProtocol
         let digest = String(repeating: "A", count: WireLimit.biometricDigest)
         let finish = { (enrolment: String?) in
             AuthenticationFinishRequest(
-                authenticationId: "a", role: "login", factors: [.device, .biometric], sealedPin: nil, attributeValues: [:],
+                authenticationId: "a", role: "login", factors: [.device, .biometric], sealedPin: nil,
+                attributeValues: [:],
                 attributeSelections: [:], nonce: "n", biometricEnrolment: enrolment)
         }
         #expect(refusal(finish(digest)) == nil)

@@ -37,7 +37,8 @@ import XignTestSupport
         #expect(old.stderr.contains("Wrong PIN"))
         Thread.sleep(forTimeInterval: 0.4)
 
-        let request = try setup.run(["new-activation", "--alias", "Laptop 2", "--send-email"] + state, stdin: "97531\n25814\n")
+        let request = try setup.run(
+            ["new-activation", "--alias", "Laptop 2", "--send-email"] + state, stdin: "97531\n25814\n")
         #expect(request.exitCode == .success, "\(request.stderr)")
         let made = try setup.json(request.stdout)
         #expect(made["alias"] as? String == "Laptop 2" && made["mailQueued"] as? Bool == true)
@@ -45,19 +46,26 @@ import XignTestSupport
         #expect(try PersonalizationPayload(parsing: link).activationId == made["activationId"] as? String)
         let second = setup.directory.file("second")
         let personalized = try setup.run(
-            ["personalize", link, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", second, "--json"], stdin: "25814\n")
+            ["personalize", link, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", second, "--json"],
+            stdin: "25814\n")
         #expect(personalized.exitCode == .success, "\(personalized.stderr)")
 
         let listed = try devices(setup, state: setup.state)
         #expect(listed.count == 2)
         for device in listed {
-            #expect((device["name"] as? String)?.isEmpty == false && (device["platform"] as? String)?.hasPrefix("Linux") == true)
+            #expect(
+                (device["name"] as? String)?.isEmpty == false
+                    && (device["platform"] as? String)?.hasPrefix("Linux") == true)
             #expect(device["keyKind"] as? String == "software" && device["enrolledAt"] is String)
         }
-        #expect(listed.first { $0["deviceId"] as? String == id }?["lastUsedAt"] is String, "the PIN change used this device")
+        #expect(
+            listed.first { $0["deviceId"] as? String == id }?["lastUsedAt"] is String, "the PIN change used this device"
+        )
 
         let script = try setup.run(["delete"] + state, stdin: "97531\n")
-        #expect(script.exitCode.rawValue == 64 && script.stderr.contains("--yes"), "no terminal, no --yes: nothing is asked or deleted")
+        #expect(
+            script.exitCode.rawValue == 64 && script.stderr.contains("--yes"),
+            "no terminal, no --yes: nothing is asked or deleted")
         let deletion = try setup.run(["delete", "--yes"] + state, stdin: "97531\n")
         #expect(deletion.exitCode == .success, "\(deletion.stderr)")
         #expect(try setup.json(deletion.stdout)["revokedDevices"] as? Int == 2)
@@ -95,9 +103,15 @@ import XignTestSupport
         #expect(added.exitCode == .success, "\(added.stderr)")
         #expect(try setup.json(added.stdout)["factors"] as? [String] == ["device", "pin", "biometric"])
         #expect(added.stderr.contains("Touch the fingerprint reader."))
-        #expect(try devices(setup, state: setup.state).first?["factors"] as? [String] == ["device", "pin", "biometric"])
-        let doctor = try setup.json(try setup.run(["doctor", "--config", config, "--json", "--pam-dir", setup.directory.path]).stdout)
-        let fingerprint = (doctor["items"] as? [[String: Any]])?.first { ($0["name"] as? String)?.hasPrefix("fingerprint") == true }
-        #expect(fingerprint?["status"] as? String == "ok" && (fingerprint?["detail"] as? String)?.contains("right-index-finger") == true)
+        #expect(
+            try devices(setup, state: setup.state).first?["factors"] as? [String] == ["device", "pin", "biometric"])
+        let doctor = try setup.json(
+            try setup.run(["doctor", "--config", config, "--json", "--pam-dir", setup.directory.path]).stdout)
+        let fingerprint = (doctor["items"] as? [[String: Any]])?.first {
+            ($0["name"] as? String)?.hasPrefix("fingerprint") == true
+        }
+        #expect(
+            fingerprint?["status"] as? String == "ok"
+                && (fingerprint?["detail"] as? String)?.contains("right-index-finger") == true)
     }
 }

@@ -12,7 +12,9 @@ import XignTestSupport
     func addHost(_ setup: Setup, _ name: String, extra: [String] = []) throws -> String {
         let result = try setup.manager.admin(["hosts", "add", name] + extra)
         guard result.status == 0,
-            let token = result.stdout.split(separator: " ").last.map({ String($0).trimmingCharacters(in: .whitespacesAndNewlines) })
+            let token = result.stdout.split(separator: " ").last.map({
+                String($0).trimmingCharacters(in: .whitespacesAndNewlines)
+            })
         else {
             throw TestFailure("hosts add failed: \(result.stderr)")
         }
@@ -21,7 +23,8 @@ import XignTestSupport
 
     func join(_ setup: Setup, token: String, config: [String] = []) throws -> ChildProcess.Result {
         try setup.run(
-            ["host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, "--json"] + config, stdin: token + "\n")
+            ["host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, "--json"] + config,
+            stdin: token + "\n")
     }
 
     func hostsAtManager(_ setup: Setup) throws -> [[String: Any]] {
@@ -42,9 +45,13 @@ import XignTestSupport
         let answer = try setup.json(joined.stdout)
         #expect(answer["name"] as? String == "web1.example.org")
         let hosts = try hostsAtManager(setup)
-        #expect(hosts.count == 1 && hosts[0]["name"] as? String == "web1.example.org" && hosts[0]["id"] as? String == answer["hostId"] as? String)
+        #expect(
+            hosts.count == 1 && hosts[0]["name"] as? String == "web1.example.org"
+                && hosts[0]["id"] as? String == answer["hostId"] as? String)
         let files = keyFiles(setup)
-        #expect(files.count == 1 && files[0].hasPrefix("key-") && files[0].hasSuffix(".pem"), "the host key, under a name chosen here: \(files)")
+        #expect(
+            files.count == 1 && files[0].hasPrefix("key-") && files[0].hasSuffix(".pem"),
+            "the host key, under a name chosen here: \(files)")
         #expect(!files[0].contains(answer["hostId"] as? String ?? "?"), "not under the manager's id")
         let listed = try setup.run(["host", "list", "--state-dir", setup.state])
         #expect(listed.stdout.contains("web1.example.org"))
@@ -61,7 +68,9 @@ import XignTestSupport
     @Test func theTokenNeverComesFromTheCommandLineAndBadTokensSayWhatTheyShouldLookLike() throws {
         let setup = try Setup()
         let token = try addHost(setup, "web2")
-        let inArgv = try setup.run(["host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, token])
+        let inArgv = try setup.run([
+            "host", "join", "--manager", setup.manager.url.description, "--state-dir", setup.state, token,
+        ])
         #expect(inArgv.exitCode == .validationFailure)
         let garbled = try join(setup, token: "xhj1.not-a-token")
         #expect(garbled.exitCode == .failure)
@@ -87,7 +96,9 @@ import XignTestSupport
         ).wait()
         #expect(expire.status == 0)
         #expect(try join(setup, token: token).stderr.contains("unknown, used or expired"))
-        #expect(try join(setup, token: try addHost(setup, "db1")).exitCode == .success, "a new token for the same name replaces the expired one")
+        #expect(
+            try join(setup, token: try addHost(setup, "db1")).exitCode == .success,
+            "a new token for the same name replaces the expired one")
         let taken = try setup.manager.admin(["hosts", "add", "db1"])
         #expect(taken.status != 0 && taken.stderr.contains("hosts remove db1"), "\(taken.stderr)")
         #expect(try setup.manager.admin(["hosts", "remove", "db1"]).status == 0)

@@ -19,7 +19,9 @@ import XignTestSupport
         #expect(link.hasPrefix(PersonalizationPayload.compactPrefix))
         let fits = try PseudoTerminal(try Products.path("xign-setup"), ["qr", link], columns: 80, rows: 24)
         #expect(try fits.wait() == 0, "\(screen(fits))")
-        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: screen(fits)), in: setup.directory) == link)
+        #expect(
+            try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: screen(fits)), in: setup.directory)
+                == link)
         // A link of the long form, as older mails carry it, is too tall for 80×24.
         let payload = try PersonalizationPayload(parsing: link)
         let long =
@@ -27,7 +29,9 @@ import XignTestSupport
             + "&s=" + String(repeating: "A", count: 43) + "&k=" + String(repeating: "b", count: 43)
         let small = try PseudoTerminal(try Products.path("xign-setup"), ["qr", long], columns: 80, rows: 24)
         #expect(try small.wait() == ExitCode.failure.rawValue)
-        #expect(screen(small).contains("terminal has 24, so its top would scroll away") && screen(small).contains("--png"), "\(screen(small))")
+        #expect(
+            screen(small).contains("terminal has 24, so its top would scroll away") && screen(small).contains("--png"),
+            "\(screen(small))")
     }
 
     @Test func personalizeInAn80By24TerminalShowsTheWholeCodeAndActivates() throws {
@@ -41,12 +45,15 @@ import XignTestSupport
             ], columns: 80, rows: 24)
         try terminal.expect("PIN")
         let shown = screen(terminal)
-        let code = (shown.components(separatedBy: "Activation QR code").last ?? "").split(separator: "\n", omittingEmptySubsequences: false)
-            .dropFirst()
-            .prefix { !$0.hasPrefix("Activating") }.joined(separator: "\n")
+        let code = (shown.components(separatedBy: "Activation QR code").last ?? "").split(
+            separator: "\n", omittingEmptySubsequences: false
+        )
+        .dropFirst()
+        .prefix { !$0.hasPrefix("Activating") }.joined(separator: "\n")
         #expect(
             try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: code), in: setup.directory)
-                == (try PersonalizationPayload(parsingMail: String(contentsOfFile: mail, encoding: .utf8)).deepLink), "\(shown)")
+                == (try PersonalizationPayload(parsingMail: String(contentsOfFile: mail, encoding: .utf8)).deepLink),
+            "\(shown)")
         terminal.send("24680\r")
         #expect(try terminal.wait() == 0, "\(screen(terminal))")
         #expect(screen(terminal).contains("Personalized"))
@@ -59,6 +66,7 @@ import XignTestSupport
         #expect(try terminal.wait() == 0)
         let drawn = screen(terminal)
         #expect(drawn.split(separator: "\n", omittingEmptySubsequences: false).count <= 24)
-        #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: drawn), in: setup.directory) == payload)
+        #expect(
+            try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: drawn), in: setup.directory) == payload)
     }
 }

@@ -20,7 +20,8 @@ final class Setup: @unchecked Sendable {
 
     /// `servingBrowsers`: the manager's public URL is http://localhost:PORT, so a browser can make passkeys for it.
     init(managerConfig: String = ManagerProcess.testConfig, servingBrowsers: Bool = false) throws {
-        manager = servingBrowsers ? try .servingBrowsers(config: managerConfig) : try ManagerProcess(config: managerConfig)
+        manager =
+            servingBrowsers ? try .servingBrowsers(config: managerConfig) : try ManagerProcess(config: managerConfig)
     }
 
     func run(
@@ -39,17 +40,23 @@ final class Setup: @unchecked Sendable {
             executable = "/usr/bin/setpriv"
         }
         return try ChildProcess(
-            executable, arguments, stdin: stdin, environment: environment, extraFileDescriptor: extraFileDescriptor, in: directory
+            executable, arguments, stdin: stdin, environment: environment, extraFileDescriptor: extraFileDescriptor,
+            in: directory
         ).wait()
     }
 
     func register(_ email: String, pin: String = "24680") throws {
         let result = try run(
-            ["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state], stdin: pin + "\n")
-        guard result.exitCode == .success else { throw TestFailure("register failed (\(result.status)): \(result.stderr)") }
+            ["register", "--manager", manager.url.description, "--email", email, "--pin-stdin", "--state-dir", state],
+            stdin: pin + "\n")
+        guard result.exitCode == .success else {
+            throw TestFailure("register failed (\(result.status)): \(result.stderr)")
+        }
     }
 
-    func personalize(_ email: String, pin: String = "24680", extra: [String] = [], state: String? = nil) throws -> ChildProcess.Result {
+    func personalize(
+        _ email: String, pin: String = "24680", extra: [String] = [], state: String? = nil
+    ) throws -> ChildProcess.Result {
         try run(
             [
                 "personalize", "--mail", try manager.mailPath(for: email), "--pin-stdin", "--no-qr", "--user", "alice",
@@ -68,7 +75,9 @@ final class Setup: @unchecked Sendable {
         var files: [String: Data] = [:]
         let enumerator = FileManager.default.enumerator(atPath: state)
         while let relative = enumerator?.nextObject() as? String {
-            if relative != ".lock", let data = FileManager.default.contents(atPath: state + "/" + relative) { files[relative] = data }
+            if relative != ".lock", let data = FileManager.default.contents(atPath: state + "/" + relative) {
+                files[relative] = data
+            }
         }
         return files
     }
@@ -97,7 +106,8 @@ final class Setup: @unchecked Sendable {
         let setup = try Setup()
         let payload = PersonalizationPayload(
             managerURL: setup.manager.url, activationId: "0123456789abcdef0123456789abcdef",
-            activationSecret: String(repeating: "s", count: 43), managerKeyFingerprint: String(repeating: "k", count: 43)
+            activationSecret: String(repeating: "s", count: 43),
+            managerKeyFingerprint: String(repeating: "k", count: 43)
         ).deepLink
         let result = try setup.run(["qr", payload, "--style", style, "--columns", "80"])
         #expect(result.exitCode == .success, "\(result.stderr)")
@@ -125,23 +135,31 @@ final class Setup: @unchecked Sendable {
         let before = setup.snapshot()
         let mailPath = try setup.manager.mailPath(for: "bad@example.org")
 
-        let malformed = try setup.run(["personalize", "xign://personalize?v=1&m=x", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        let malformed = try setup.run(
+            ["personalize", "xign://personalize?v=1&m=x", "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
         #expect(malformed.exitCode == .failure)
         #expect(malformed.stderr.contains("activation data is not valid"))
 
         let garbageMail = try setup.directory.write("garbage.eml", "Subject: hi\r\n\r\nno link\r\n")
-        let noLink = try setup.run(["personalize", "--mail", garbageMail, "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
+        let noLink = try setup.run(
+            ["personalize", "--mail", garbageMail, "--pin-stdin", "--state-dir", setup.state], stdin: "24680\n")
         #expect(noLink.exitCode == .failure)
         #expect(noLink.stderr.contains("contains no activation data"))
 
         let plain = try setup.run(
-            ["register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin", "--state-dir", setup.state],
+            [
+                "register", "--manager", "http://192.0.2.10:8440", "--email", "x@example.org", "--pin-stdin",
+                "--state-dir", setup.state,
+            ],
             stdin: "24680\n")
         #expect(plain.exitCode == .failure)
         #expect(plain.stderr.contains("plain http to a host that is not loopback"))
 
         let undecided = try setup.run(
-            ["personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir", setup.state], stdin: "24680\n")
+            [
+                "personalize", "--mail", mailPath, "--pin-stdin", "--no-qr", "--user", "alice", "--state-dir",
+                setup.state,
+            ], stdin: "24680\n")
         #expect(undecided.exitCode == .validationFailure)
         #expect(undecided.stderr.contains("--on-existing"))
 
@@ -155,15 +173,23 @@ final class Setup: @unchecked Sendable {
 
         setup.manager.stop()
         let down = try setup.run(
-            ["register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin", "--state-dir", setup.state],
+            [
+                "register", "--manager", setup.manager.url.description, "--email", "y@example.org", "--pin-stdin",
+                "--state-dir", setup.state,
+            ],
             stdin: "24680\n")
         #expect(down.exitCode == .managerUnreachable)
         #expect(down.stderr.contains("cannot reach the manager"))
 
-        #expect(setup.snapshot().filter { $0.key != "identity-managers.json" } == before.filter { $0.key != "identity-managers.json" })
+        #expect(
+            setup.snapshot().filter { $0.key != "identity-managers.json" }
+                == before.filter { $0.key != "identity-managers.json" })
         // The only change in the state file is the remembered lockout of the wrong PIN.
-        let stored = try JSONSerialization.jsonObject(with: try #require(setup.snapshot()["identity-managers.json"])) as? [String: Any]
-        let original = try JSONSerialization.jsonObject(with: try #require(before["identity-managers.json"])) as? [String: Any]
+        let stored =
+            try JSONSerialization.jsonObject(with: try #require(setup.snapshot()["identity-managers.json"]))
+            as? [String: Any]
+        let original =
+            try JSONSerialization.jsonObject(with: try #require(before["identity-managers.json"])) as? [String: Any]
         #expect((stored?["entries"] as? [[String: Any]])?.count == (original?["entries"] as? [[String: Any]])?.count)
     }
 
@@ -179,16 +205,20 @@ final class Setup: @unchecked Sendable {
             // The user saved the activation mail where they can read it.
             chmod(setup.directory.path, 0o755)
             let mail = try setup.directory.write(
-                "activation.eml", String(contentsOfFile: setup.manager.mailPath(for: "ro2@example.org"), encoding: .utf8), mode: 0o644)
+                "activation.eml",
+                String(contentsOfFile: setup.manager.mailPath(for: "ro2@example.org"), encoding: .utf8), mode: 0o644)
             result = try setup.run(
-                ["personalize", "--mail", mail, "--pin-stdin", "--no-qr", "--state-dir", setup.state], stdin: "24680\n", asUser: "65534")
+                ["personalize", "--mail", mail, "--pin-stdin", "--no-qr", "--state-dir", setup.state], stdin: "24680\n",
+                asUser: "65534")
         } else {
             chmod(setup.state, 0o500)
             defer { chmod(setup.state, 0o700) }
             result = try setup.personalize("ro2@example.org")
         }
         #expect(result.exitCode == .failure, "\(result.stderr)")
-        #expect(result.stderr.contains("cannot be written") || result.stderr.contains("cannot read the xign state"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("cannot be written") || result.stderr.contains("cannot read the xign state"),
+            "\(result.stderr)")
         #expect(setup.snapshot() == before)
         #expect(try setup.manager.admin(["activations", "--json"]).stdout.contains("\"failedAttempts\" : 0"))
     }
@@ -201,7 +231,8 @@ final class Setup: @unchecked Sendable {
         let fresh = setup.directory.file("fresh")
         let result = try setup.run(
             [
-                "personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr", "--user", "alice",
+                "personalize", "--mail", try setup.manager.mailPath(for: "re@example.org"), "--pin-stdin", "--no-qr",
+                "--user", "alice",
                 "--state-dir", fresh, "--json", "--on-existing", "new-activation", "--alias", "Second",
             ], stdin: "24680\n97531\n")
         #expect(result.exitCode == .success, "\(result.stderr)")
@@ -215,14 +246,18 @@ final class Setup: @unchecked Sendable {
         try setup.register("dup@example.org")
         let again = try setup.run(
             [
-                "register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin", "--json",
+                "register", "--manager", setup.manager.url.description, "--email", "dup@example.org", "--pin-stdin",
+                "--json",
                 "--state-dir", setup.state,
             ], stdin: "24680\n")
         #expect(again.exitCode == .registrationRejected)
         #expect(again.stderr.contains("email: already in use or blocked"))
         #expect((try setup.json(again.stdout)["errors"] as? [String: String]) == ["email": "notAvailable"])
         let weak = try setup.run(
-            ["register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin", "--state-dir", setup.state],
+            [
+                "register", "--manager", setup.manager.url.description, "--email", "w@example.org", "--pin-stdin",
+                "--state-dir", setup.state,
+            ],
             stdin: "12345\n")
         #expect(weak.exitCode == .failure)
         #expect(weak.stderr.contains("too common"))
@@ -242,9 +277,13 @@ final class Setup: @unchecked Sendable {
 
     @Test func proxyVariablesInTheEnvironmentAreIgnoredAndTheConfiguredProxyIsUsed() throws {
         let setup = try Setup()
-        let trap = try FaultyServer { _ in FaultyServer.http(status: 502, contentType: "text/plain", body: Array("proxy".utf8)) }
+        let trap = try FaultyServer { _ in
+            FaultyServer.http(status: 502, contentType: "text/plain", body: Array("proxy".utf8))
+        }
         var environment = ProcessInfo.processInfo.environment
-        for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = trap.url }
+        for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+            environment[name] = trap.url
+        }
         environment["no_proxy"] = nil
         environment["NO_PROXY"] = nil
         let direct = try setup.run(
@@ -258,11 +297,14 @@ final class Setup: @unchecked Sendable {
         let config = try setup.directory.write("xign.conf", "proxy = \(trap.url)\n")
         let proxied = try setup.run(
             [
-                "register", "--config", config, "--manager", setup.manager.url.description, "--email", "proxy2@example.org",
+                "register", "--config", config, "--manager", setup.manager.url.description, "--email",
+                "proxy2@example.org",
                 "--pin-stdin", "--state-dir", setup.state,
             ], stdin: "24680\n")
         #expect(proxied.exitCode == .failure)
-        #expect(trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters") == true)
+        #expect(
+            trap.requests.first?.hasPrefix("GET http://127.0.0.1:\(setup.manager.port)/v1/registration/parameters")
+                == true)
     }
 
     @Test func anInviteMergesFromAScript() throws {
@@ -270,8 +312,10 @@ final class Setup: @unchecked Sendable {
         try setup.register("erin@example.org")
         #expect(try setup.personalize("erin@example.org").exitCode == .success)
         let invite = try setup.manager.admin(["invite", "--email", "erin@acme.example", "--organization", "Acme"])
-        let invitePIN = try #require(invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
-        let result = try setup.personalize("erin@acme.example", pin: invitePIN + "\n24680", extra: ["--on-merge", "merge"])
+        let invitePIN = try #require(
+            invite.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
+        let result = try setup.personalize(
+            "erin@acme.example", pin: invitePIN + "\n24680", extra: ["--on-merge", "merge"])
         #expect(result.exitCode == .success, "\(result.stderr)")
         let json = try setup.json(result.stdout)
         #expect(json["status"] as? String == "merged")

@@ -10,10 +10,13 @@ import XignTestSupport
 
     @Test func theCompactActivationFormForAShortURLFitsAn80By24TerminalWithThreeLinesOfText() throws {
         // XIGN://P/<id>/<secret>/<fingerprint>/<URL>, as docs/protocol.md gives it: 26 base32 characters each.
-        let compact = "XIGN://P/AERUKZ4JVPG66AJDIVTONK5PXMA4DQODQHA4DQODQHA4DQODQHA4BEEQSCIJBEEQSCIJBEEQSCIJBE/HTTP://127.0.0.1:48440"
+        let compact =
+            "XIGN://P/AERUKZ4JVPG66AJDIVTONK5PXMA4DQODQHA4DQODQHA4DQODQHA4BEEQSCIJBEEQSCIJBEEQSCIJBE/HTTP://127.0.0.1:48440"
         #expect(QRRenderer.lines(for: try QRCode(encoding: compact)) + 3 > 24, "at level M it is a version 5 code")
         let code = try QRCode(encoding: compact, level: .low)
-        #expect(code.paddedSize <= 80 && QRRenderer.lines(for: code) + 3 <= 24, "at level L it fits: \(code.paddedSize) modules")
+        #expect(
+            code.paddedSize <= 80 && QRRenderer.lines(for: code) + 3 <= 24,
+            "at level L it fits: \(code.paddedSize) modules")
         let drawn = try QRRenderer.render(compact, style: .utf8, columns: 80, rows: 24, besideLines: 3)
         #expect(try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: drawn), in: directory) == compact)
         #expect(throws: QRRenderer.TooTall.self, "the long form fits at neither level") {
@@ -38,13 +41,17 @@ import XignTestSupport
         let code = try QRCode(encoding: String(repeating: "x", count: 331))
         #expect(code.paddedSize <= 80)
         #expect(
-            try QRReader.decode(bitmap: QRReader.bitmap(fromTerminalText: QRRenderer.render(code, style: .utf8, columns: 80)), in: directory)
+            try QRReader.decode(
+                bitmap: QRReader.bitmap(fromTerminalText: QRRenderer.render(code, style: .utf8, columns: 80)),
+                in: directory)
                 == String(repeating: "x", count: 331))
     }
 
     @Test func aCodeTooWideForTheTerminalIsRefusedWithAHint() throws {
         let code = try QRCode(encoding: String(repeating: "y", count: 600))
-        #expect(throws: QRRenderer.TooWide(needed: code.paddedSize, available: 80)) { try QRRenderer.render(code, style: .ansi, columns: 80) }
+        #expect(throws: QRRenderer.TooWide(needed: code.paddedSize, available: 80)) {
+            try QRRenderer.render(code, style: .ansi, columns: 80)
+        }
         #expect("\(QRRenderer.TooWide(needed: 97, available: 80))".contains("--png"))
     }
 

@@ -29,7 +29,8 @@ public struct Browser: Sendable {
         screenshots = kept.map { "\($0)/\(name)" } ?? directory.file("screenshots-\(name)")
     }
 
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
 
     /// Runs one step; `input` goes to its stdin (PINs and codes never go into argv).
     public func run(_ command: String, _ url: String, input: String = "") throws -> Page {
@@ -39,9 +40,13 @@ public struct Browser: Sendable {
     private func start(_ command: String, _ url: String, input: String = "") throws -> ChildProcess {
         let python = Self.repository + "/.build-browser/venv/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw TestFailure("selenium is not set up; run `make test` (or bash Tests/XignTestSupport/Browser/setup.sh)")
+            throw TestFailure(
+                "selenium is not set up; run `make test` (or bash Tests/XignTestSupport/Browser/setup.sh)")
         }
-        var arguments = [Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots", screenshots]
+        var arguments = [
+            Self.repository + "/Tests/XignTestSupport/Browser/browser.py", "--profile", profile, "--screenshots",
+            screenshots,
+        ]
         if synced { arguments.append("--synced") }
         return try ChildProcess(python, arguments + [command, url], stdin: input, in: directory)
     }
@@ -50,14 +55,22 @@ public struct Browser: Sendable {
     private func page(of result: ChildProcess.Result, _ command: String) throws -> Page {
         guard result.status == 0, let data = result.stdout.split(separator: "\n").last.map({ Data($0.utf8) }),
             let fields = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { throw TestFailure("browser.py \(command) exited \(result.status): \(result.stdout.suffix(400)) \(result.stderr.suffix(2000))") }
+        else {
+            throw TestFailure(
+                "browser.py \(command) exited \(result.status): \(result.stdout.suffix(400)) \(result.stderr.suffix(2000))"
+            )
+        }
         return Page(fields: fields)
     }
 
     /// Opens the activation link, types the activation PIN, and makes a passkey.
-    public func personalize(_ link: String, pin: String) throws -> Page { try run("personalize", link, input: pin + "\n") }
+    public func personalize(_ link: String, pin: String) throws -> Page {
+        try run("personalize", link, input: pin + "\n")
+    }
     /// Opens a login link, types the code and the PIN, and approves.
-    public func approve(_ link: String, code: String, pin: String) throws -> Page { try run("approve", link, input: "\(code)\n\(pin)\n") }
+    public func approve(_ link: String, code: String, pin: String) throws -> Page {
+        try run("approve", link, input: "\(code)\n\(pin)\n")
+    }
     public func deny(_ link: String) throws -> Page { try run("deny", link) }
     /// Approves the login at `link`, then opens `next` in the same tab.
     public func approveThenOpen(_ link: String, code: String, pin: String, next: String) throws -> Page {
@@ -69,7 +82,9 @@ public struct Browser: Sendable {
     }
     /// Signs in on the account page at `url` (the manager's `/account`).
     public func account(_ url: String) throws -> Page { try run("account", url) }
-    public func revoke(_ deviceName: String, at url: String, pin: String) throws -> Page { try run("revoke", url, input: "\(deviceName)\n\(pin)\n") }
+    public func revoke(_ deviceName: String, at url: String, pin: String) throws -> Page {
+        try run("revoke", url, input: "\(deviceName)\n\(pin)\n")
+    }
     public func changePIN(at url: String, from current: String, to new: String) throws -> Page {
         try run("change-pin", url, input: "\(current)\n\(new)\n")
     }
@@ -80,7 +95,9 @@ public struct Browser: Sendable {
         let ready = profile + "/ready"
         try? FileManager.default.removeItem(atPath: ready)
         let child = try start("inbox", url)
-        guard waitUntil(seconds: 30, { FileManager.default.fileExists(atPath: ready) || child.poll() != nil }), child.poll() == nil else {
+        guard waitUntil(seconds: 30, { FileManager.default.fileExists(atPath: ready) || child.poll() != nil }),
+            child.poll() == nil
+        else {
             throw TestFailure("the account page did not sign in: \(try child.wait().stdout)")
         }
         try whileOpen()
@@ -92,7 +109,9 @@ public struct Browser: Sendable {
     /// An assertion over `challenge` (base64url) by the passkey `credentialId`, asked for by a page at `url`, which may
     /// be of any origin: what a page of another site could obtain.
     public func assertion(at url: String, challenge: String, rpId: String, credentialId: String) throws -> Page {
-        let request = try JSONSerialization.data(withJSONObject: ["challenge": challenge, "rpId": rpId, "credentialId": credentialId])
+        let request = try JSONSerialization.data(withJSONObject: [
+            "challenge": challenge, "rpId": rpId, "credentialId": credentialId,
+        ])
         return try run("assert", url, input: String(decoding: request, as: UTF8.self) + "\n")
     }
 }

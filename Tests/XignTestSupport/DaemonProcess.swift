@@ -21,7 +21,8 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// Starts xignd and waits until its socket takes connections.
     public func start() throws {
-        let child = try ChildProcess(try Products.path("xignd"), ["--config", configPath, "--socket", socketPath], in: directory)
+        let child = try ChildProcess(
+            try Products.path("xignd"), ["--config", configPath, "--socket", socketPath], in: directory)
         process = child
         let listening = try waitUntil(seconds: 20) {
             if let result = child.poll() { throw TestFailure("xignd exited with \(result.status): \(result.stderr)") }

@@ -22,7 +22,8 @@ final class DisplayManagerSandbox: @unchecked Sendable {
             <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow receive_sender="*"/></policy>
             </busconfig>
             """, mode: 0o644)
-        processes.append(try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(busConfig)", "--nofork"], in: directory))
+        processes.append(
+            try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(busConfig)", "--nofork"], in: directory))
         xserver = try directory.write(
             "xserver",
             """
@@ -38,22 +39,32 @@ final class DisplayManagerSandbox: @unchecked Sendable {
 
     /// Runs `command` as root in the private mount namespace, after the shell lines `mounts` (each must succeed).
     func run(_ command: String, mounts: [String] = [], environment: [String: String] = [:]) throws {
-        let setUp = (["mount -t tmpfs tmpfs /sys/class/tty", "mount --bind /dev/null /dev/tty0"] + mounts).map { "\($0) || exit 1" }
-        let start = try directory.write("start", "#!/bin/sh\n" + setUp.joined(separator: "\n") + "\nexec \(command)\n", mode: 0o755)
-        let environment = environment.merging(["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": busAddress]) { $1 }
-        let process = try ChildProcess("/usr/bin/unshare", ["--mount", "--propagation", "private", start], environment: environment, in: directory)
+        let setUp = (["mount -t tmpfs tmpfs /sys/class/tty", "mount --bind /dev/null /dev/tty0"] + mounts).map {
+            "\($0) || exit 1"
+        }
+        let start = try directory.write(
+            "start", "#!/bin/sh\n" + setUp.joined(separator: "\n") + "\nexec \(command)\n", mode: 0o755)
+        let environment = environment.merging([
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": busAddress,
+        ]) { $1 }
+        let process = try ChildProcess(
+            "/usr/bin/unshare", ["--mount", "--propagation", "private", start], environment: environment, in: directory)
         processes.append(process)
         let own = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/mnt")
         _ = waitUntil(seconds: 10) {
-            self.namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.pid)/ns/mnt")).flatMap {
-                $0 == own ? nil : $0
-            }
+            self.namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.pid)/ns/mnt"))
+                .flatMap {
+                    $0 == own ? nil : $0
+                }
             return self.namespace != nil
         }
         // Held open, the namespace outlives its processes, so its number cannot pass to another test's namespace while
         // deinit still looks for processes by it.
         if namespace != nil { namespaceHandle = open("/proc/\(process.pid)/ns/mnt", O_RDONLY | O_CLOEXEC) }
-        if namespaceHandle >= 0, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(namespaceHandle)")) != namespace {
+        if namespaceHandle >= 0,
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(namespaceHandle)"))
+                != namespace
+        {
             throw TestFailure("the display manager left its namespace before the test could hold it")
         }
     }
@@ -104,15 +115,18 @@ struct XDisplayInput {
 
     /// Saves the screen as a PNG at `path` (ImageMagick's import).
     func picture(to path: String) throws {
-        let result = try ChildProcess("/usr/bin/import", ["-window", "root", path], environment: processEnvironment, in: directory)
-            .wait(timeout: 30)
+        let result = try ChildProcess(
+            "/usr/bin/import", ["-window", "root", path], environment: processEnvironment, in: directory
+        )
+        .wait(timeout: 30)
         guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
     }
 
     private var processEnvironment: [String: String] { environment.merging(["PATH": "/usr/bin:/bin"]) { $1 } }
 
     private func xdotool(_ arguments: [String]) throws {
-        let result = try ChildProcess("/usr/bin/xdotool", arguments, environment: processEnvironment, in: directory).wait(timeout: 30)
+        let result = try ChildProcess("/usr/bin/xdotool", arguments, environment: processEnvironment, in: directory)
+            .wait(timeout: 30)
         guard result.status == 0 else { throw TestFailure("xdotool: \(result.stderr)") }
     }
 }

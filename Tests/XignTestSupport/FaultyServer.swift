@@ -97,7 +97,8 @@ public final class FaultyServer: @unchecked Sendable {
                     let headers = text[..<end.lowerBound].lowercased()
                     let length =
                         headers.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                        ?? 0
                     if text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length { break }
                 }
             }
@@ -114,7 +115,9 @@ public final class FaultyServer: @unchecked Sendable {
         let closing = request.replacingOccurrences(
             of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n", options: [], range: request.range(of: "\r\n\r\n"))
         let bytes = Array(closing.utf8)
-        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else { return nil }
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+            return nil
+        }
         var answer = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -126,7 +129,9 @@ public final class FaultyServer: @unchecked Sendable {
     }
 
     /// An HTTP/1.1 answer with the given body; `declaredLength` lets a test lie about the length.
-    public static func http(status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil) -> [UInt8] {
+    public static func http(
+        status: Int = 200, contentType: String = "application/json", body: [UInt8], declaredLength: Int? = nil
+    ) -> [UInt8] {
         let head =
             "HTTP/1.1 \(status) X\r\nContent-Type: \(contentType)\r\nContent-Length: \(declaredLength ?? body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body

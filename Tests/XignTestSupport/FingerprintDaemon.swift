@@ -18,7 +18,8 @@ public final class FingerprintDaemon: @unchecked Sendable {
 
     /// The reader as the client is configured for this daemon.
     public func reader(timeoutMilliseconds: Int = 5_000) -> FingerprintReader {
-        FingerprintReader(busAddress: busAddress, timeoutMilliseconds: timeoutMilliseconds, printsDirectory: printsDirectory)
+        FingerprintReader(
+            busAddress: busAddress, timeoutMilliseconds: timeoutMilliseconds, printsDirectory: printsDirectory)
     }
     var environment: [String: String] { ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": busAddress] }
 
@@ -40,14 +41,21 @@ public final class FingerprintDaemon: @unchecked Sendable {
               </policy>
             </busconfig>
             """, mode: 0o644)
-        processes.append(try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork"], environment: environment, in: directory))
+        processes.append(
+            try ChildProcess(
+                "/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork"], environment: environment, in: directory
+            ))
         try wait("the bus") { FileManager.default.fileExists(atPath: self.directory.file("bus")) }
         processes.append(
-            try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--system", "--template", "polkitd"], environment: environment, in: directory))
+            try ChildProcess(
+                "/usr/bin/python3", ["-m", "dbusmock", "--system", "--template", "polkitd"], environment: environment,
+                in: directory))
         try wait("polkit") { try self.hasOwner("org.freedesktop.PolicyKit1") }
-        let allowed = ["enroll", "verify", "setusername"].map { "net.reactivated.fprint.device.\($0)" }.joined(separator: "\",\"")
+        let allowed = ["enroll", "verify", "setusername"].map { "net.reactivated.fprint.device.\($0)" }.joined(
+            separator: "\",\"")
         _ = try run([
-            "/usr/bin/gdbus", "call", "--system", "--dest", "org.freedesktop.PolicyKit1", "--object-path", "/org/freedesktop/PolicyKit1/Authority",
+            "/usr/bin/gdbus", "call", "--system", "--dest", "org.freedesktop.PolicyKit1", "--object-path",
+            "/org/freedesktop/PolicyKit1/Authority",
             "--method", "org.freedesktop.DBus.Mock.SetAllowed", "[\"\(allowed)\"]",
         ])
         try FileManager.default.createDirectory(atPath: directory.file("prints"), withIntermediateDirectories: true)
@@ -55,7 +63,8 @@ public final class FingerprintDaemon: @unchecked Sendable {
         daemonEnvironment["FP_VIRTUAL_DEVICE"] = readerSocket
         daemonEnvironment["STATE_DIRECTORY"] = directory.file("prints")
         // -t: no idle exit, so the daemon outlives quiet stretches of a test.
-        processes.append(try ChildProcess("/usr/libexec/fprintd", ["-t"], environment: daemonEnvironment, in: directory))
+        processes.append(
+            try ChildProcess("/usr/libexec/fprintd", ["-t"], environment: daemonEnvironment, in: directory))
         try wait("fprintd") { try self.hasOwner("net.reactivated.Fprint") }
     }
 
@@ -63,7 +72,8 @@ public final class FingerprintDaemon: @unchecked Sendable {
 
     /// Enrols `finger` as `user`'s `slot` (fprintd's finger name) with fprintd-enroll, the tool users have.
     public func enrol(user: String, finger: String, as slot: String = "right-index-finger") throws {
-        let enroll = try ChildProcess("/usr/bin/fprintd-enroll", ["-f", slot, user], environment: environment, in: directory)
+        let enroll = try ChildProcess(
+            "/usr/bin/fprintd-enroll", ["-f", slot, user], environment: environment, in: directory)
         // The reader listens once fprintd opens it for the enrolment; it takes five touches.
         for _ in 0..<5 {
             try scan(finger)
@@ -97,12 +107,14 @@ public final class FingerprintDaemon: @unchecked Sendable {
         guard chmod(directory.path, 0o711) == 0 else { throw TestFailure("cannot open \(directory.path) to \(user)") }
         let device =
             try run([
-                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=net.reactivated.Fprint", "/net/reactivated/Fprint/Manager",
+                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=net.reactivated.Fprint",
+                "/net/reactivated/Fprint/Manager",
                 "net.reactivated.Fprint.Manager.GetDefaultDevice",
             ]).stdout.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
         let owner =
             try run([
-                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "/usr/bin/dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
                 "org.freedesktop.DBus.GetNameOwner", "string:net.reactivated.Fprint",
             ]).stdout.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
         let names = try run([
@@ -112,8 +124,12 @@ public final class FingerprintDaemon: @unchecked Sendable {
         var sent = 0
         for name in names {
             let forged = try run(
-                ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"] + [
-                    "/usr/bin/dbus-send", "--system", "--type=signal", "--dest=\(name)", device, "net.reactivated.Fprint.Device.VerifyStatus",
+                [
+                    "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)",
+                    "--clear-groups", "--",
+                ] + [
+                    "/usr/bin/dbus-send", "--system", "--type=signal", "--dest=\(name)", device,
+                    "net.reactivated.Fprint.Device.VerifyStatus",
                     "string:\(result)", "boolean:true",
                 ])
             if forged.status == 0 { sent += 1 }
@@ -132,7 +148,9 @@ public final class FingerprintDaemon: @unchecked Sendable {
             raw.copyBytes(from: bytes + [0])
         }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard connected == 0 else { return false }
         return command.withCString { write(socket, $0, strlen($0)) } == command.utf8.count
@@ -146,12 +164,14 @@ public final class FingerprintDaemon: @unchecked Sendable {
     }
 
     private func run(_ command: [String]) throws -> ChildProcess.Result {
-        try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: directory).wait(timeout: 10)
+        try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: directory).wait(
+            timeout: 10)
     }
 
     private func wait(_ what: String, _ condition: () throws -> Bool) throws {
         guard try waitUntil(seconds: 10, condition) else {
-            let logs = processes.map { (try? String(contentsOfFile: $0.stderrPath, encoding: .utf8)) ?? "" }.joined(separator: "\n")
+            let logs = processes.map { (try? String(contentsOfFile: $0.stderrPath, encoding: .utf8)) ?? "" }.joined(
+                separator: "\n")
             throw TestFailure("\(what) did not come up: \(logs.suffix(2000))")
         }
     }

@@ -14,17 +14,21 @@ public final class HeadlessSway: @unchecked Sendable {
         self.user = user
         runtime = directory.file("runtime")
         guard chmod(directory.path, 0o755) == 0 else { throw TestFailure("cannot open \(directory.path)") }
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let owner = try ChildProcess("/usr/bin/chown", [user, runtime], in: directory).wait(timeout: 10)
         guard owner.status == 0 else { throw TestFailure("chown \(runtime): \(owner.stderr)") }
         // Clients repeat held keys themselves; on a busy machine a key's release can come late, so no repeat at all.
         let config = try directory.write(
-            "config", "output HEADLESS-1 resolution 1280x800\ninput * repeat_delay 10000\ninput * repeat_rate 1\n", mode: 0o644)
+            "config", "output HEADLESS-1 resolution 1280x800\ninput * repeat_delay 10000\ninput * repeat_rate 1\n",
+            mode: 0o644)
         var environment = baseEnvironment
         environment["WLR_BACKENDS"] = "headless"
         environment["WLR_LIBINPUT_NO_DEVICES"] = "1"
         environment["WLR_RENDERER"] = "pixman"
-        process = try ChildProcess(prefix[0], Array(prefix.dropFirst()) + ["/usr/bin/sway", "-c", config], environment: environment, in: directory)
+        process = try ChildProcess(
+            prefix[0], Array(prefix.dropFirst()) + ["/usr/bin/sway", "-c", config], environment: environment,
+            in: directory)
         guard try waitUntil(seconds: 20, { FileManager.default.fileExists(atPath: self.runtime + "/wayland-1") }) else {
             throw TestFailure("sway did not start: \(process?.poll()?.stderr ?? "still running, no socket")")
         }
@@ -32,7 +36,9 @@ public final class HeadlessSway: @unchecked Sendable {
 
     deinit { process?.stop() }
 
-    var baseEnvironment: [String: String] { ["PATH": "/usr/bin:/bin", "HOME": directory.path, "XDG_RUNTIME_DIR": runtime] }
+    var baseEnvironment: [String: String] {
+        ["PATH": "/usr/bin:/bin", "HOME": directory.path, "XDG_RUNTIME_DIR": runtime]
+    }
 
     /// What a program in this session gets: the Wayland display, and `extra`.
     public func environment(_ extra: [String: String] = [:]) -> [String: String] {
@@ -40,7 +46,9 @@ public final class HeadlessSway: @unchecked Sendable {
     }
 
     /// Starts `command` in the session; `prefix` runs it as the user.
-    public func start(_ command: [String], prefix: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+    public func start(
+        _ command: [String], prefix: [String], environment extra: [String: String] = [:]
+    ) throws -> ChildProcess {
         let full = prefix + command
         return try ChildProcess(full[0], Array(full.dropFirst()), environment: environment(extra), in: directory)
     }
@@ -60,8 +68,13 @@ public final class HeadlessSway: @unchecked Sendable {
     }
 
     private func client(_ command: [String]) throws {
-        let full = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"] + command
-        let result = try ChildProcess(full[0], Array(full.dropFirst()), environment: environment(), in: directory).wait(timeout: 20)
+        let full =
+            [
+                "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)",
+                "--clear-groups", "--",
+            ] + command
+        let result = try ChildProcess(full[0], Array(full.dropFirst()), environment: environment(), in: directory).wait(
+            timeout: 20)
         guard result.status == 0 else { throw TestFailure("\(command[0]) failed: \(result.stderr)") }
     }
 }

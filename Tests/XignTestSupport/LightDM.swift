@@ -20,7 +20,9 @@ public final class LightDM: @unchecked Sendable {
             mode: 0o644)
         try sandbox.run(
             "/usr/sbin/lightdm -c \(config) -d --log-dir \(directory.file("log")) --run-dir \(directory.file("run")) --cache-dir \(directory.file("cache"))",
-            environment: ["LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": pamServiceDirectory])
+            environment: [
+                "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1", "PAM_WRAPPER_SERVICE_DIR": pamServiceDirectory,
+            ])
         guard try waitUntil(seconds: 30, { self.log.contains("Prompt greeter") }) else {
             throw TestFailure("LightDM's greeter did not ask for a user: \(log.suffix(2000))")
         }
@@ -32,8 +34,12 @@ public final class LightDM: @unchecked Sendable {
     /// The X display LightDM started, with the cookie that opens it.
     private func input() throws -> XDisplayInput {
         let cookies = (try? FileManager.default.contentsOfDirectory(atPath: directory.file("run/root"))) ?? []
-        guard let display = cookies.first(where: { $0.hasPrefix(":") }) else { throw TestFailure("LightDM started no X server") }
-        return XDisplayInput(environment: ["DISPLAY": display, "XAUTHORITY": directory.file("run/root/\(display)")], directory: directory)
+        guard let display = cookies.first(where: { $0.hasPrefix(":") }) else {
+            throw TestFailure("LightDM started no X server")
+        }
+        return XDisplayInput(
+            environment: ["DISPLAY": display, "XAUTHORITY": directory.file("run/root/\(display)")], directory: directory
+        )
     }
 
     /// Types `text` and Return into the greeter's focused entry.

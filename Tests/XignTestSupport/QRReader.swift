@@ -15,7 +15,9 @@ public enum QRReader {
                     guard let m = cell.firstIndex(of: "m") else { throw TestFailure("malformed ANSI cell '\(cell)'") }
                     let codes = cell[..<m].split(separator: ";").compactMap { Int($0) }
                     if codes == [0] { continue }
-                    guard codes.count == 2, cell[cell.index(after: m)...] == "\u{2580}" else { throw TestFailure("unexpected ANSI cell '\(cell)'") }
+                    guard codes.count == 2, cell[cell.index(after: m)...] == "\u{2580}" else {
+                        throw TestFailure("unexpected ANSI cell '\(cell)'")
+                    }
                     top.append(codes[0] == 30)
                     bottom.append(codes[1] == 40)
                 }
@@ -27,7 +29,10 @@ public enum QRReader {
                     case "\u{2580}": (upper, lower) = (true, false)
                     case "\u{2584}": (upper, lower) = (false, true)
                     case " ": (upper, lower) = (false, false)
-                    default: throw TestFailure("unexpected character U+\(String(character.unicodeScalars.first!.value, radix: 16)) in QR text")
+                    default:
+                        throw TestFailure(
+                            "unexpected character U+\(String(character.unicodeScalars.first!.value, radix: 16)) in QR text"
+                        )
                     }
                     // Inverted style draws light modules as ink.
                     top.append(inverted ? !upper : upper)
@@ -42,7 +47,9 @@ public enum QRReader {
 
     /// Writes the bitmap as a PGM (which zbarimg reads) with `scale` pixels per module and decodes it.
     public static func decode(bitmap: [[Bool]], scale: Int = 6, in directory: TemporaryDirectory) throws -> String {
-        guard let width = bitmap.first?.count, bitmap.allSatisfy({ $0.count == width }) else { throw TestFailure("ragged QR bitmap") }
+        guard let width = bitmap.first?.count, bitmap.allSatisfy({ $0.count == width }) else {
+            throw TestFailure("ragged QR bitmap")
+        }
         var pgm = Array("P5\n\(width * scale) \(bitmap.count * scale)\n255\n".utf8)
         for row in bitmap {
             let line = row.flatMap { [UInt8](repeating: $0 ? 0 : 255, count: scale) }
@@ -56,7 +63,9 @@ public enum QRReader {
     /// zbarimg's reading of an image file, exactly (no trailing newline).
     public static func zbarimg(_ imagePath: String, in directory: TemporaryDirectory) throws -> String {
         let result = try ChildProcess("/usr/bin/zbarimg", ["--nodbus", "--raw", "-q", imagePath], in: directory).wait()
-        guard result.status == 0 else { throw TestFailure("zbarimg found no code (status \(result.status)): \(result.stderr)") }
+        guard result.status == 0 else {
+            throw TestFailure("zbarimg found no code (status \(result.status)): \(result.stderr)")
+        }
         var text = result.stdout
         if text.hasSuffix("\n") { text.removeLast() }
         return text

@@ -7,7 +7,9 @@ public enum RealSudo {
 
     /// Runs `body` while /etc/pam.d holds `pamLines` as a service that sudo uses for `user` (who may run anything),
     /// with `defaults` (sudoers options such as `passwd_tries=1`) besides.
-    public static func withService<T>(for user: String, pamLines: String, defaults: [String] = [], _ body: () throws -> T) throws -> T {
+    public static func withService<T>(
+        for user: String, pamLines: String, defaults: [String] = [], _ body: () throws -> T
+    ) throws -> T {
         turn.lock()
         defer { turn.unlock() }
         let service = "xign-test-sudo-\(getpid())"
@@ -20,14 +22,24 @@ public enum RealSudo {
         let options = (["pam_service=\(service)"] + defaults).joined(separator: ", ")
         try writeTestFile(sudoersFile, Data("Defaults:\(user) \(options)\n\(user) ALL=(ALL) ALL\n".utf8), mode: 0o440)
         let check = try ChildProcess("/usr/sbin/visudo", ["-c", "-f", sudoersFile], in: TemporaryDirectory()).wait()
-        guard check.status == 0 else { throw TestFailure("visudo refused the test's sudoers file: \(check.stdout)\(check.stderr)") }
+        guard check.status == 0 else {
+            throw TestFailure("visudo refused the test's sudoers file: \(check.stdout)\(check.stderr)")
+        }
         return try body()
     }
 
     /// `sudo -k id -un` run by `user` in a pseudo-terminal, after `prefix` (a session to run in) and inside `shell`
     /// (`exec` prepended by the caller's words, such as `ulimit -n 8;`).
-    public static func run(as user: String, in prefix: [String] = [], before shell: String = "") throws -> PseudoTerminal {
-        let command = prefix + ["/usr/sbin/runuser", "-u", user, "--", "/bin/sh", "-c", "\(shell) exec /usr/bin/sudo -k /usr/bin/id -un"]
-        return try PseudoTerminal(command[0], Array(command.dropFirst()), environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+    public static func run(
+        as user: String, in prefix: [String] = [], before shell: String = ""
+    ) throws -> PseudoTerminal {
+        let command =
+            prefix + [
+                "/usr/sbin/runuser", "-u", user, "--", "/bin/sh", "-c",
+                "\(shell) exec /usr/bin/sudo -k /usr/bin/id -un",
+            ]
+        return try PseudoTerminal(
+            command[0], Array(command.dropFirst()),
+            environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
     }
 }

@@ -17,25 +17,39 @@ public final class RecordedLogind: @unchecked Sendable {
         }
         guard let base else { throw TestFailure("no writable cgroup hierarchy to model logind's scopes in") }
         root = "\(base)/xign-test-\(getpid())-\(UUID().uuidString.prefix(8))"
-        for name in ["sessions", "users"] { try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true) }
+        for name in ["sessions", "users"] {
+            try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
+        }
     }
 
     /// A session as logind records it: on `seat` (nil for none: ssh, cron), active or not, from `remoteHost`.
-    public func addSession(_ id: String, user: String, seat: String? = "seat0", active: Bool = true, remoteHost: String? = nil) throws {
+    public func addSession(
+        _ id: String, user: String, seat: String? = "seat0", active: Bool = true, remoteHost: String? = nil
+    ) throws {
         guard let account = getpwnam(user) else { throw TestFailure("no user \(user)") }
         let uid = account.pointee.pw_uid
-        var lines = ["UID=\(uid)", "USER=\(user)", "ACTIVE=\(active ? 1 : 0)", "REMOTE=\(remoteHost == nil ? 0 : 1)", "CLASS=user"]
+        var lines = [
+            "UID=\(uid)", "USER=\(user)", "ACTIVE=\(active ? 1 : 0)", "REMOTE=\(remoteHost == nil ? 0 : 1)",
+            "CLASS=user",
+        ]
         if let seat { lines.append("SEAT=\(seat)") }
         if let remoteHost { lines.append("REMOTE_HOST=\(remoteHost)") }
-        try lines.joined(separator: "\n").write(toFile: directory.file("sessions/\(id)"), atomically: true, encoding: .utf8)
+        try lines.joined(separator: "\n").write(
+            toFile: directory.file("sessions/\(id)"), atomically: true, encoding: .utf8)
         // The user's record lists every session; the newest seat session is the display.
         let userFile = directory.file("users/\(uid)")
         var sessions =
             (try? String(contentsOfFile: userFile, encoding: .utf8))?.split(separator: "\n")
-            .first { $0.hasPrefix("SESSIONS=") }.map { $0.dropFirst("SESSIONS=".count).split(separator: " ").map(String.init) } ?? []
+            .first { $0.hasPrefix("SESSIONS=") }.map {
+                $0.dropFirst("SESSIONS=".count).split(separator: " ").map(String.init)
+            } ?? []
         sessions.append(id)
-        let display = sessions.last { ((try? String(contentsOfFile: directory.file("sessions/\($0)"), encoding: .utf8)) ?? "").contains("SEAT=") }
-        try (["NAME=\(user)", "SESSIONS=\(sessions.joined(separator: " "))"] + (display.map { ["DISPLAY=\($0)"] } ?? [])).joined(separator: "\n")
+        let display = sessions.last {
+            ((try? String(contentsOfFile: directory.file("sessions/\($0)"), encoding: .utf8)) ?? "").contains("SEAT=")
+        }
+        try
+            (["NAME=\(user)", "SESSIONS=\(sessions.joined(separator: " "))"] + (display.map { ["DISPLAY=\($0)"] } ?? []))
+            .joined(separator: "\n")
             .write(toFile: userFile, atomically: true, encoding: .utf8)
     }
 

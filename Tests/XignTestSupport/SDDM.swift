@@ -31,10 +31,15 @@ public final class SDDM: @unchecked Sendable {
         let service = try String(contentsOfFile: pamServiceDirectory + "/sddm", encoding: .utf8)
         _ = try directory.write("etc/pam.d/sddm", service, mode: 0o644)
         _ = try directory.write(
-            "etc/pam.d/sddm-greeter", "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644)
+            "etc/pam.d/sddm-greeter",
+            "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n", mode: 0o644
+        )
         // The session: it records who it runs as, and stays.
-        let session = try directory.write("session", "#!/bin/sh\nid -un > \"$HOME/session-started\"\nexec sleep 600\n", mode: 0o755)
-        _ = try directory.write("xsessions/xign-test.desktop", "[Desktop Entry]\nName=xign test\nExec=xign-test\nType=Application\n", mode: 0o644)
+        let session = try directory.write(
+            "session", "#!/bin/sh\nid -un > \"$HOME/session-started\"\nexec sleep 600\n", mode: 0o755)
+        _ = try directory.write(
+            "xsessions/xign-test.desktop", "[Desktop Entry]\nName=xign test\nExec=xign-test\nType=Application\n",
+            mode: 0o644)
         _ = try directory.write(
             "etc/sddm.conf",
             """
@@ -84,10 +89,13 @@ public final class SDDM: @unchecked Sendable {
         else { throw TestFailure("SDDM started no X server: \(log.suffix(1000))") }
         let list = try ChildProcess("/usr/bin/xauth", ["-f", cookie, "list"], in: directory).wait(timeout: 10)
         // SDDM adds the cookie again once the X server has picked its display: the last entry names it.
-        guard let entry = list.stdout.split(separator: "\n").last?.split(separator: " ").first, let colon = entry.lastIndex(of: ":") else {
+        guard let entry = list.stdout.split(separator: "\n").last?.split(separator: " ").first,
+            let colon = entry.lastIndex(of: ":")
+        else {
             throw TestFailure("no display in \(cookie): \(list.stderr)")
         }
-        return XDisplayInput(environment: ["DISPLAY": String(entry[colon...]), "XAUTHORITY": cookie], directory: directory)
+        return XDisplayInput(
+            environment: ["DISPLAY": String(entry[colon...]), "XAUTHORITY": cookie], directory: directory)
     }
 
     /// Types `text` and Return into the greeter's focused field (the password of the one user it lists).

@@ -32,11 +32,16 @@ public final class SMTPSink: @unchecked Sendable {
 
     private func converse(_ client: Int32) {
         var pending = [UInt8]()
-        func say(_ line: String) { _ = Array((line + "\r\n").utf8).withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        func say(_ line: String) {
+            _ = Array((line + "\r\n").utf8).withUnsafeBytes {
+                send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+        }
         func line() -> String? {
             while true {
                 if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let text = String(decoding: pending[..<end], as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
+                    let text = String(decoding: pending[..<end], as: UTF8.self).trimmingCharacters(
+                        in: CharacterSet(charactersIn: "\r"))
                     pending.removeSubrange(...end)
                     return text
                 }
@@ -59,7 +64,9 @@ public final class SMTPSink: @unchecked Sendable {
             case "DATA":
                 say("354 go on")
                 var data: [String] = []
-                while let text = line(), text != "." { data.append(text.hasPrefix("..") ? String(text.dropFirst()) : text) }
+                while let text = line(), text != "." {
+                    data.append(text.hasPrefix("..") ? String(text.dropFirst()) : text)
+                }
                 lock.withLock { _messages.append((recipient, data.joined(separator: "\r\n"))) }
                 say("250 queued")
             case "QUIT":

@@ -23,7 +23,8 @@ import XignWebAuthn
 
     func chromiumCredential(_ party: RelyingParty = party) throws -> PasskeyCredential {
         try party.verifyRegistration(
-            attestationObject: Self.bytes(Self.chromium.attestationObject), clientDataJSON: Self.bytes(Self.chromium.createClientData),
+            attestationObject: Self.bytes(Self.chromium.attestationObject),
+            clientDataJSON: Self.bytes(Self.chromium.createClientData),
             challenge: Data(count: 32))
     }
 
@@ -51,7 +52,8 @@ import XignWebAuthn
     @Test func anAssertionIsRefusedForAnyCheckThatFails() throws {
         let credential = try chromiumCredential()
         let verify = { (party: RelyingParty, challenge: Data, stored: UInt32, key: P256PublicKey) in
-            try party.verifyAssertion(chromiumAssertion(), publicKey: key, challenge: challenge, storedSignCount: stored)
+            try party.verifyAssertion(
+                chromiumAssertion(), publicKey: key, challenge: challenge, storedSignCount: stored)
         }
         // The control: every value right.
         #expect(throws: Never.self) { try verify(Self.party, Data([9, 9, 9]), 1, credential.publicKey) }
@@ -59,11 +61,19 @@ import XignWebAuthn
             ("another challenge", { try verify(Self.party, Data([9, 9, 8]), 1, credential.publicKey) }),
             (
                 "another origin",
-                { try verify(RelyingParty(origin: "http://localhost:8766", id: "localhost"), Data([9, 9, 9]), 1, credential.publicKey) }
+                {
+                    try verify(
+                        RelyingParty(origin: "http://localhost:8766", id: "localhost"), Data([9, 9, 9]), 1,
+                        credential.publicKey)
+                }
             ),
             (
                 "another RP id",
-                { try verify(RelyingParty(origin: "http://localhost:8765", id: "example.com"), Data([9, 9, 9]), 1, credential.publicKey) }
+                {
+                    try verify(
+                        RelyingParty(origin: "http://localhost:8765", id: "example.com"), Data([9, 9, 9]), 1,
+                        credential.publicKey)
+                }
             ),
             ("a counter that stood still", { try verify(Self.party, Data([9, 9, 9]), 2, credential.publicKey) }),
             ("a counter that went back", { try verify(Self.party, Data([9, 9, 9]), 7, credential.publicKey) }),
@@ -75,7 +85,8 @@ import XignWebAuthn
         // A registration's clientData is no assertion's.
         #expect(throws: WebAuthnError.self) {
             try Self.party.verifyAssertion(
-                chromiumAssertion(clientData: Self.chromium.createClientData), publicKey: credential.publicKey, challenge: Data(count: 32),
+                chromiumAssertion(clientData: Self.chromium.createClientData), publicKey: credential.publicKey,
+                challenge: Data(count: 32),
                 storedSignCount: 0)
         }
     }
@@ -83,13 +94,15 @@ import XignWebAuthn
     @Test func aRegistrationIsRefusedForAnotherOriginChallengeOrRPId() throws {
         #expect(throws: Never.self) { try chromiumCredential() }
         for party in [
-            RelyingParty(origin: "https://localhost:8765", id: "localhost"), RelyingParty(origin: "http://localhost:8765", id: "127.0.0.1"),
+            RelyingParty(origin: "https://localhost:8765", id: "localhost"),
+            RelyingParty(origin: "http://localhost:8765", id: "127.0.0.1"),
         ] {
             #expect(throws: WebAuthnError.self) { try chromiumCredential(party) }
         }
         #expect(throws: WebAuthnError.self) {
             try Self.party.verifyRegistration(
-                attestationObject: Self.bytes(Self.chromium.attestationObject), clientDataJSON: Self.bytes(Self.chromium.createClientData),
+                attestationObject: Self.bytes(Self.chromium.attestationObject),
+                clientDataJSON: Self.bytes(Self.chromium.createClientData),
                 challenge: Data(count: 31))
         }
     }
@@ -103,13 +116,16 @@ import XignWebAuthn
             data.append(contentsOf: [0, 0, 0, 0] + [UInt8](repeating: 0, count: 16) + [0, 1, 7])
             let point = key.publicKey.point
             data.append(
-                contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20] + point.dropFirst().prefix(32) + [0x22, 0x58, 0x20]
+                contentsOf: [0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20] + point.dropFirst().prefix(32)
+                    + [0x22, 0x58, 0x20]
                     + point.suffix(32))
             var object =
-                Data([0xa3, 0x63]) + Data("fmt".utf8) + Data([0x64]) + Data("none".utf8) + Data([0x67]) + Data("attStmt".utf8) + Data([0xa0])
+                Data([0xa3, 0x63]) + Data("fmt".utf8) + Data([0x64]) + Data("none".utf8) + Data([0x67])
+                + Data("attStmt".utf8) + Data([0xa0])
             object += Data([0x68]) + Data("authData".utf8) + Data([0x58, UInt8(data.count)]) + data
             let client = Data(#"{"type":"webauthn.create","challenge":"AQID","origin":"https://idm.example.com"}"#.utf8)
-            return try party.verifyRegistration(attestationObject: object, clientDataJSON: client, challenge: Data([1, 2, 3]))
+            return try party.verifyRegistration(
+                attestationObject: object, clientDataJSON: client, challenge: Data([1, 2, 3]))
         }
         #expect(try !attempt(flags: 0x05).isBackupEligible)
         let synced = try attempt(flags: 0x1d)
@@ -141,7 +157,8 @@ import XignWebAuthn
         for length in 0..<real.count {
             #expect(throws: WebAuthnError.self) {
                 try Self.party.verifyRegistration(
-                    attestationObject: real.prefix(length), clientDataJSON: Self.bytes(Self.chromium.createClientData), challenge: Data(count: 32))
+                    attestationObject: real.prefix(length), clientDataJSON: Self.bytes(Self.chromium.createClientData),
+                    challenge: Data(count: 32))
             }
         }
     }

@@ -8,7 +8,8 @@ import Glibc
 nonisolated(unsafe) let selected: FuzzTarget = {
     let name = getenv("XIGN_FUZZ_TARGET").map { String(cString: $0) } ?? ""
     guard let target = FuzzTarget.all.first(where: { $0.name == name }) else {
-        FileHandle.standardError.write(Data("set XIGN_FUZZ_TARGET to one of: \(FuzzTarget.all.map(\.name).joined(separator: " "))\n".utf8))
+        FileHandle.standardError.write(
+            Data("set XIGN_FUZZ_TARGET to one of: \(FuzzTarget.all.map(\.name).joined(separator: " "))\n".utf8))
         exit(2)
     }
     return target
@@ -22,7 +23,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
 @_silgen_name("LLVMFuzzerRunDriver")
 func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
     _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
 ) -> CInt
 

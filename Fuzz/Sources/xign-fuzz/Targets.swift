@@ -44,7 +44,9 @@ struct FuzzTarget {
             precondition((try? ManagerURL(url.description)) == url, "\(url) does not round-trip")
         },
         FuzzTarget(name: "config") { input in
-            guard let file = try? ConfigFile(text: String(decoding: input, as: UTF8.self), source: "fuzz.conf") else { return }
+            guard let file = try? ConfigFile(text: String(decoding: input, as: UTF8.self), source: "fuzz.conf") else {
+                return
+            }
             _ = try? ClientConfiguration(file: file)
         },
         FuzzTarget(name: "manager-config") { input in
@@ -52,29 +54,36 @@ struct FuzzTarget {
                 let configuration = try? ManagerConfiguration(file: file)
             else { return }
             // What loads must keep the invariants the manager relies on without checking again.
-            precondition(configuration.pinPolicy.minLength <= configuration.pinPolicy.maxLength, "PIN lengths out of order")
+            precondition(
+                configuration.pinPolicy.minLength <= configuration.pinPolicy.maxLength, "PIN lengths out of order")
             precondition(configuration.lockout.freeAttempts < configuration.lockout.maxAttempts, "no permanent lock")
             precondition(!configuration.services.isEmpty && !configuration.categories.isEmpty, "no service or category")
             for service in configuration.services {
                 precondition(
-                    service.roles.allSatisfy { role in role.requestedAuthenticators.allSatisfy { $0.contains(.device) } }, "a role without the device"
+                    service.roles.allSatisfy { role in role.requestedAuthenticators.allSatisfy { $0.contains(.device) }
+                    }, "a role without the device"
                 )
             }
             // The lock after each failure: never before now, never overflowing, permanent exactly from maxAttempts on.
             let now: Int64 = 1_800_000_000_000
             for failures in 0...(configuration.lockout.maxAttempts + 1) {
                 let lock = configuration.lockout.lock(afterFailures: failures, now: now)
-                precondition(lock.lockedUntil >= now && lock.isPermanent == (failures >= configuration.lockout.maxAttempts), "wrong lock")
+                precondition(
+                    lock.lockedUntil >= now && lock.isPermanent == (failures >= configuration.lockout.maxAttempts),
+                    "wrong lock")
             }
         },
         FuzzTarget(name: "pam-arguments") { input in
             // argv as libpam gives it: NUL-separated words.
-            let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map {
+                String(decoding: $0, as: UTF8.self)
+            }
             _ = try? LoginOptions(arguments: arguments)
         },
         FuzzTarget(name: "tpm-key-file") { input in
             guard let blob = try? TPMDeviceKeyStore.decode(input) else { return }
-            precondition(TPMDeviceKeyStore.encode(blob) == input, "a decoded key file does not encode to the same bytes")
+            precondition(
+                TPMDeviceKeyStore.encode(blob) == input, "a decoded key file does not encode to the same bytes")
         },
         FuzzTarget(name: "jws") { input in
             let compact = String(decoding: input, as: UTF8.self)
@@ -92,8 +101,11 @@ struct FuzzTarget {
             var keys = [key.publicKey]
             keys.append(keys[0])
             precondition(keys.removeFirst().isValidSignature(signature, for: message), "a good signature is refused")
-            precondition(!keys[0].isValidSignature(Data(signature.reversed()), for: message), "a reversed signature is accepted")
-            precondition(try! P256PrivateKey().publicKey.isValidSignature(signature, for: message) == false, "another key accepts it")
+            precondition(
+                !keys[0].isValidSignature(Data(signature.reversed()), for: message), "a reversed signature is accepted")
+            precondition(
+                try! P256PrivateKey().publicKey.isValidSignature(signature, for: message) == false,
+                "another key accepts it")
             precondition(keys.allSatisfy { Set([$0, key.publicKey]).count == 1 }, "one key hashes as two")
             _ = try? key.sharedSecret(with: keys[0])
         },
@@ -125,7 +137,8 @@ struct FuzzTarget {
             // What the manager (and xignd, as root) decode from a caller, and the checks that follow.
             let decoder = JSONDecoder()
             if let request = try? decoder.decode(RegisterRequest.self, from: input) {
-                _ = request.sealedPin.open(with: key, for: .registration(categoryId: request.categoryId)).map(Self.pinPolicy.validate)
+                _ = request.sealedPin.open(with: key, for: .registration(categoryId: request.categoryId)).map(
+                    Self.pinPolicy.validate)
                 for (name, value) in request.attributes { _ = AttributeValidator.validate(name: name, value: value) }
                 _ = request.alias.map { AliasPolicyMessage(minLength: 1, maxLength: 64).validate($0) }
             }
@@ -157,7 +170,9 @@ struct FuzzTarget {
                 precondition(certificate.der == input, "an EK certificate parsed from other bytes")
             }
             if let area = try? TPMPublicArea(tpm2bPublic: input) {
-                precondition(area.name.count == 34 && area.publicKey.point.count == 65, "a public area without a name or a point")
+                precondition(
+                    area.name.count == 34 && area.publicKey.point.count == 65, "a public area without a name or a point"
+                )
             }
             _ = try? KeyCertification.parse(input)
         },
@@ -177,19 +192,23 @@ struct FuzzTarget {
             let split = min(Int(input[input.startIndex]) << 8 | Int(input[input.startIndex + 1]), input.count - 2)
             let body = input.dropFirst(2)
             _ = try? Self.party.verifyRegistration(
-                attestationObject: Data(body.prefix(split)), clientDataJSON: Data(body.dropFirst(split)), challenge: Data(count: 32))
+                attestationObject: Data(body.prefix(split)), clientDataJSON: Data(body.dropFirst(split)),
+                challenge: Data(count: 32))
         },
         FuzzTarget(name: "webauthn-assertion") { input in
             // The signature header as it arrives, checked against a key made once.
             guard let assertion = try? PasskeyAssertion(header: String(decoding: input, as: UTF8.self)) else { return }
-            _ = try? Self.party.verifyAssertion(assertion, publicKey: try! key.publicKey, challenge: Data([9, 9, 9]), storedSignCount: 1)
+            _ = try? Self.party.verifyAssertion(
+                assertion, publicKey: try! key.publicKey, challenge: Data([9, 9, 9]), storedSignCount: 1)
         },
         FuzzTarget(name: "sealed-pin") { input in
             // First byte 0: the rest is a PIN, which must come back from its seal, and from no other binding.
             // Otherwise a sealed PIN as the manager decodes it, opened with the manager's key.
             if input.first == 0 {
                 let pin = String(decoding: input.dropFirst(), as: UTF8.self)
-                guard let sealed = try? SealedPINMessage(sealing: pin, to: key.publicKey, for: .grant("g")) else { return }
+                guard let sealed = try? SealedPINMessage(sealing: pin, to: key.publicKey, for: .grant("g")) else {
+                    return
+                }
                 precondition(sealed.open(with: key, for: .grant("g")) == pin, "a sealed PIN does not open to itself")
                 precondition(sealed.open(with: key, for: .grant("h")) == nil, "a sealed PIN opens for another binding")
                 return

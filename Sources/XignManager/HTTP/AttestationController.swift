@@ -9,12 +9,15 @@ struct AttestationController<Context: RemoteAddressRequestContext> {
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.attestations)) { request, context in
             let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)
-            return try Response.json(.created, try await manager.startAttestation(body: try await request.collectBody(), from: client))
+            return try Response.json(
+                .created, try await manager.startAttestation(body: try await request.collectBody(), from: client))
         }
         router.post(RouterPath(APIPath.endorsementChecks)) { request, context in
             let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)
             return try Response.json(
-                .ok, try await manager.checkEndorsement(try await request.decodeBody(as: EndorsementCheckRequest.self), from: client))
+                .ok,
+                try await manager.checkEndorsement(
+                    try await request.decodeBody(as: EndorsementCheckRequest.self), from: client))
         }
     }
 }

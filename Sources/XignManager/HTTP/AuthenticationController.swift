@@ -7,13 +7,19 @@ struct AuthenticationController<Context: RequestContext> {
 
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.authentications)) { request, _ in
-            Response.jose(try await manager.startAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.startAuthentication(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.authenticationFinish)) { request, _ in
-            Response.jose(try await manager.finishAuthentication(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.finishAuthentication(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.apiAccess)) { request, _ in
-            Response.jose(try await manager.finishApiAccess(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.finishApiAccess(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.token)) { request, _ in
             Response.jose(try await manager.token(try await request.decodeBody(as: TokenRequest.self)))

@@ -11,7 +11,9 @@ struct BrowserBoundaryMiddleware<Context: RequestContext>: RouterMiddleware {
     let origin: @Sendable () -> String
     let strictTransport: Bool
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         var response: Response
         do {
             try check(request)
@@ -28,16 +30,20 @@ struct BrowserBoundaryMiddleware<Context: RequestContext>: RouterMiddleware {
         // Browsers send Origin with every POST and every cross-origin request; other clients send none.
         if let sent = request.headers[.origin], sent != origin() {
             throw ManagerError(
-                .forbidden, .badRequest, "a page from \(sent.prefix(128)) may not call this manager; open its own pages at \(origin())")
+                .forbidden, .badRequest,
+                "a page from \(sent.prefix(128)) may not call this manager; open its own pages at \(origin())")
         }
         // An empty POST (ending a web session) may name no type; anything with a body must be JSON.
         if request.method == .post,
             request.headers[.contentType] != nil || request.headers[.transferEncoding] != nil
                 || (request.headers[.contentLength].map { $0 != "0" } ?? false)
         {
-            let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+                .lowercased()
             guard type == "application/json" else {
-                throw ManagerError(.unsupportedMediaType, .badRequest, "a POST to the manager carries JSON: send Content-Type: application/json")
+                throw ManagerError(
+                    .unsupportedMediaType, .badRequest,
+                    "a POST to the manager carries JSON: send Content-Type: application/json")
             }
         }
     }

@@ -37,7 +37,9 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
     private var admitted: String?
 
     init(_ connections: ConnectionsPerAddress, perAddress: Int, perProxy: Int, trustedProxies: [String]) {
-        (self.connections, self.perAddress, self.perProxy, self.trustedProxies) = (connections, perAddress, perProxy, Set(trustedProxies))
+        (self.connections, self.perAddress, self.perProxy, self.trustedProxies) = (
+            connections, perAddress, perProxy, Set(trustedProxies)
+        )
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -60,7 +62,11 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
         guard admitted == nil, let address = context.channel.remoteAddress?.ipAddress else { return }
         let isProxy = trustedProxies.contains(address)
         let key = isProxy ? address : AddressKey.key(for: address)
-        if connections.admit(key, limit: isProxy ? perProxy : perAddress) { admitted = key } else { context.close(promise: nil) }
+        if connections.admit(key, limit: isProxy ? perProxy : perAddress) {
+            admitted = key
+        } else {
+            context.close(promise: nil)
+        }
     }
 }
 

@@ -7,13 +7,17 @@ struct DeviceController<Context: RequestContext> {
 
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.challenges)) { request, _ in
-            try Response.json(.created, try await manager.challenge(for: try await request.decodeBody(as: ChallengeRequest.self)))
+            try Response.json(
+                .created, try await manager.challenge(for: try await request.decodeBody(as: ChallengeRequest.self)))
         }
         router.post(RouterPath(APIPath.deviceRevocations)) { request, _ in
-            Response.jose(try await manager.revoke(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.revoke(body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.accountDevices)) { request, _ in
-            Response.jose(try await manager.accountDevices(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.accountDevices(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
     }
 }

@@ -7,7 +7,9 @@ import PostgresNIO
 struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as ManagerError {
@@ -17,11 +19,13 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
             // The router's own refusals (no such route, wrong method) are the client's mistake, answered in the API's shape.
             throw ManagerError(
                 error.status, error.status == .notFound ? .notFound : .badRequest,
-                "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))")
+                "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))"
+            )
         } catch let error as PSQLError {
             // PostgresNIO's description hides the server's words; the code and message are what an admin needs.
             logger.error(
-                "request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))")
+                "request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))"
+            )
             throw ManagerError.unexpected
         } catch {
             logger.error("request failed: \(error)")

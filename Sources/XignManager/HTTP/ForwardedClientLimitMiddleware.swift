@@ -9,13 +9,17 @@ struct ForwardedClientLimitMiddleware: RouterMiddleware {
     let limit: Int
     let trustedProxies: [String]
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let client = request.forwardedAddress(context, trustedProxies: trustedProxies).map(AddressKey.key(for:)) else {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard let client = request.forwardedAddress(context, trustedProxies: trustedProxies).map(AddressKey.key(for:))
+        else {
             return try await next(request, context)
         }
         guard inFlight.admit(client, limit: limit) else {
             throw ManagerError(
-                .tooManyRequests, .tooManyRequests, "\(limit) requests from your address are open at the manager already; try again when one ended")
+                .tooManyRequests, .tooManyRequests,
+                "\(limit) requests from your address are open at the manager already; try again when one ended")
         }
         defer { inFlight.release(client) }
         return try await next(request, context)

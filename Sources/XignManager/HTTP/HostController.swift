@@ -7,7 +7,8 @@ struct HostController<Context: RequestContext> {
 
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.hosts)) { request, _ in
-            Response.jose(try await manager.joinHost(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.joinHost(body: try await request.collectBody(), signature: request.signatureHeader))
         }
     }
 }

@@ -15,8 +15,10 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     public var description: String { detail.message }
 
     init(
-        _ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, attributes: [String: AttributeErrorCode]? = nil,
-        pinError: String? = nil, lockout: LockoutMessage? = nil, authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
+        _ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String,
+        attributes: [String: AttributeErrorCode]? = nil,
+        pinError: String? = nil, lockout: LockoutMessage? = nil,
+        authenticationAttributes: [String: AuthenticationAttributeErrorCode]? = nil
     ) {
         self.status = status
         self.detail = ErrorBody.Detail(
@@ -33,21 +35,26 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
     }
 
     static func badRequest(_ message: String) -> ManagerError { ManagerError(.badRequest, .badRequest, message) }
-    static func internalFailure(_ message: String) -> ManagerError { ManagerError(.internalServerError, .internalError, message) }
+    static func internalFailure(_ message: String) -> ManagerError {
+        ManagerError(.internalServerError, .internalError, message)
+    }
 
     /// What a client sees of a failure whose details belong in the log only.
-    static let unexpected = ManagerError(.internalServerError, .internalError, "internal error; the manager's log has the details")
+    static let unexpected = ManagerError(
+        .internalServerError, .internalError, "internal error; the manager's log has the details")
 
     static func tooManyRequests(retryAfterMilliseconds: Int64) -> ManagerError {
         let seconds = max(1, (retryAfterMilliseconds + 999) / 1000)
         var error = ManagerError(
-            .tooManyRequests, .tooManyRequests, "too many requests from this address or for this account; try again in \(seconds) s")
+            .tooManyRequests, .tooManyRequests,
+            "too many requests from this address or for this account; try again in \(seconds) s")
         error.retryAfterSeconds = seconds
         return error
     }
 
     static let registrationClosed = ManagerError(
-        .forbidden, .registrationClosed, "this manager does not take registrations; ask your administrator for an account"
+        .forbidden, .registrationClosed,
+        "this manager does not take registrations; ask your administrator for an account"
     )
 
     static func lockedOut(_ lock: LockoutMessage) -> ManagerError {

@@ -9,15 +9,22 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Each route's method. The API tests check it against the routes and docs/openapi.yaml.
     static var methods: [String: HTTPRequest.Method] {
         var methods: [String: HTTPRequest.Method] = [APIPath.health: .get, APIPath.registrationParameters: .get]
-        for page in [WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script, WebPath.stylesheet] {
+        for page in [
+            WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script,
+            WebPath.stylesheet,
+        ] {
             methods[page] = .get
         }
         for path in [
-            APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges, APIPath.deviceRevocations,
+            APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges,
+            APIPath.deviceRevocations,
             APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
-            APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal, APIPath.confirmationsPending, APIPath.confirmationDenial,
-            APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView, APIPath.confirmationApproval,
-            APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations, APIPath.endorsementChecks,
+            APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal,
+            APIPath.confirmationsPending, APIPath.confirmationDenial,
+            APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView,
+            APIPath.confirmationApproval,
+            APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations,
+            APIPath.endorsementChecks,
         ] {
             methods[path] = .post
         }
@@ -26,9 +33,12 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private let methods = Self.methods
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         if let allowed = methods[request.uri.path], request.method != allowed {
-            var error = ManagerError(.methodNotAllowed, .badRequest, "\(request.uri.path) takes \(allowed.rawValue) only")
+            var error = ManagerError(
+                .methodNotAllowed, .badRequest, "\(request.uri.path) takes \(allowed.rawValue) only")
             error.allow = allowed
             throw error
         }

@@ -14,14 +14,18 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
         }
         router.post(RouterPath(APIPath.confirmationView)) { request, context in
             let view = try await manager.viewConfirmation(
-                try await request.decodeBody(as: ConfirmationViewRequest.self), from: request.clientAddress(context, trustedProxies: proxies))
+                try await request.decodeBody(as: ConfirmationViewRequest.self),
+                from: request.clientAddress(context, trustedProxies: proxies))
             return try Response.json(.ok, view)
         }
         router.post(RouterPath(APIPath.confirmationApproval)) { request, _ in
-            Response.jose(try await manager.approveConfirmation(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.approveConfirmation(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.webSessions)) { request, _ in
-            let (token, expiresAt) = try await manager.openWebSession(body: try await request.collectBody(), signature: request.signatureHeader)
+            let (token, expiresAt) = try await manager.openWebSession(
+                body: try await request.collectBody(), signature: request.signatureHeader)
             var response = try Response.json(.created, WebSessionMessage(expiresAt: expiresAt))
             response.headers[.setCookie] = Self.cookie(token, maxAge: IdentityManager.webSessionMilliseconds / 1000)
             return response
@@ -35,7 +39,8 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
         router.post(RouterPath(APIPath.webPending)) { request, _ in
             try Response.json(
                 .ok,
-                try await manager.pendingConfirmations(try await request.decodeBody(as: WebPendingRequest.self), session: try request.sessionCookie))
+                try await manager.pendingConfirmations(
+                    try await request.decodeBody(as: WebPendingRequest.self), session: try request.sessionCookie))
         }
         router.post(RouterPath(APIPath.webDevices)) { request, _ in
             try Response.json(.ok, try await manager.devices(session: try request.sessionCookie))
@@ -65,7 +70,8 @@ extension Request {
                 }
             }
             guard found.count <= 1 else {
-                throw ManagerError(.badRequest, .badRequest, "the request carries two web sessions; sign out and sign in again")
+                throw ManagerError(
+                    .badRequest, .badRequest, "the request carries two web sessions; sign out and sign in again")
             }
             return found.first.map(String.init)
         }

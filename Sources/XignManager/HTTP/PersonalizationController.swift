@@ -8,10 +8,13 @@ struct PersonalizationController<Context: RemoteAddressRequestContext> {
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.personalizationDecrypt)) { request, context in
             let client = request.clientAddress(context, trustedProxies: manager.configuration.limits.trustedProxies)
-            return Response.jose(try await manager.decrypt(try await request.decodeBody(as: DecryptRequest.self), from: client))
+            return Response.jose(
+                try await manager.decrypt(try await request.decodeBody(as: DecryptRequest.self), from: client))
         }
         router.post(RouterPath(APIPath.personalizations)) { request, _ in
-            Response.jose(try await manager.personalize(body: try await request.collectBody(), signature: request.signatureHeader))
+            Response.jose(
+                try await manager.personalize(body: try await request.collectBody(), signature: request.signatureHeader)
+            )
         }
     }
 }

@@ -10,7 +10,9 @@ extension Request {
         do {
             return Data(buffer: try await body.collect(upTo: IdentityManager.maximumBodySize))
         } catch {
-            throw ManagerError(.contentTooLarge, .payloadTooLarge, "request body is larger than \(IdentityManager.maximumBodySize) bytes")
+            throw ManagerError(
+                .contentTooLarge, .payloadTooLarge,
+                "request body is larger than \(IdentityManager.maximumBodySize) bytes")
         }
     }
 
@@ -29,12 +31,14 @@ extension Response {
     static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
         let data = try JSONEncoder.canonical.encode(value)
         return Response(
-            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// A compact JWS (`application/jose`): the answers that change trust.
     static func jose(_ compact: String) -> Response {
         Response(
-            status: .ok, headers: [.contentType: "application/jose", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(string: compact)))
+            status: .ok, headers: [.contentType: "application/jose", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: compact)))
     }
 }

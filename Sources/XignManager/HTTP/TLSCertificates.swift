@@ -24,7 +24,8 @@ final class TLSCertificates: Sendable {
 
     var serverConfiguration: TLSConfiguration {
         let (chain, key) = current.withLockedValue { $0 }
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         configuration.minimumTLSVersion = .tlsv12
         configuration.sslContextCallback = { [current] _, promise in
             let (chain, key) = current.withLockedValue { $0 }
@@ -37,10 +38,13 @@ final class TLSCertificates: Sendable {
     }
 
     /// Loads the pair and checks that the key is the manager's alone and belongs to the certificate.
-    private static func load(_ paths: ManagerConfiguration.TLS) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+    private static func load(
+        _ paths: ManagerConfiguration.TLS
+    ) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
         var info = stat()
         guard stat(paths.keyPath, &info) == 0 else {
-            throw ManagerError.internalFailure("server.tls_key \(paths.keyPath) cannot be read: \(String(cString: strerror(errno)))")
+            throw ManagerError.internalFailure(
+                "server.tls_key \(paths.keyPath) cannot be read: \(String(cString: strerror(errno)))")
         }
         guard info.st_mode & 0o077 == 0 else {
             throw ManagerError.internalFailure(
@@ -48,18 +52,23 @@ final class TLSCertificates: Sendable {
         }
         let chain: [NIOSSLCertificate], key: NIOSSLPrivateKey
         do { chain = try NIOSSLCertificate.fromPEMFile(paths.certificatePath) } catch {
-            throw ManagerError.internalFailure("server.tls_certificate \(paths.certificatePath) is not a PEM certificate chain: \(error)")
+            throw ManagerError.internalFailure(
+                "server.tls_certificate \(paths.certificatePath) is not a PEM certificate chain: \(error)")
         }
         do { key = try NIOSSLPrivateKey(file: paths.keyPath, format: .pem) } catch {
             throw ManagerError.internalFailure("server.tls_key \(paths.keyPath) is not a PEM private key: \(error)")
         }
-        guard !chain.isEmpty else { throw ManagerError.internalFailure("server.tls_certificate \(paths.certificatePath) holds no certificate") }
+        guard !chain.isEmpty else {
+            throw ManagerError.internalFailure("server.tls_certificate \(paths.certificatePath) holds no certificate")
+        }
         // A context built from the pair fails when the key does not match the certificate.
         do {
             _ = try NIOSSLContext(
-                configuration: .makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
+                configuration: .makeServerConfiguration(
+                    certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
         } catch {
-            throw ManagerError.internalFailure("server.tls_key does not belong to server.tls_certificate (\(error)); install the matching pair")
+            throw ManagerError.internalFailure(
+                "server.tls_key does not belong to server.tls_certificate (\(error)); install the matching pair")
         }
         return (chain, key)
     }
@@ -81,7 +90,8 @@ struct TLSReloadService: Service {
             for await _ in hangups {
                 do {
                     try certificates.reload()
-                    logger.notice("TLS certificate reloaded", metadata: ["certificate": "\(certificates.paths.certificatePath)"])
+                    logger.notice(
+                        "TLS certificate reloaded", metadata: ["certificate": "\(certificates.paths.certificatePath)"])
                 } catch {
                     logger.error("TLS certificate not reloaded, the old one stays in use: \(error)")
                 }

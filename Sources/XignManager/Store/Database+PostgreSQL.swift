@@ -58,14 +58,16 @@ final class PostgreSQLPool: Sendable {
             tlsConfiguration = nil
         }
         var configuration = PostgresClient.Configuration(
-            host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database,
+            host: settings.host, port: settings.port, username: settings.user, password: password,
+            database: settings.database,
             tls: tlsConfiguration.map { .require($0) } ?? .disable
         )
         configuration.options.maximumConnections = settings.poolSize
         configuration.options.connectTimeout = .seconds(5)
         // The server ends a statement or an abandoned transaction that hangs, so no pool slot is held forever.
         configuration.options.additionalStartupParameters = [
-            ("statement_timeout", "15000"), ("idle_in_transaction_session_timeout", "30000"), ("application_name", "xign-manager"),
+            ("statement_timeout", "15000"), ("idle_in_transaction_session_timeout", "30000"),
+            ("application_name", "xign-manager"),
         ]
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         // The pool's own work (making connections, handing them on) runs on an event loop: on the shared concurrency
@@ -87,9 +89,13 @@ final class PostgreSQLPool: Sendable {
 
     /// A connection of its own, outside the pool.
     private func connect(logger: Logger) async throws -> PostgresConnection {
-        let tls = try tlsConfiguration.map { PostgresConnection.Configuration.TLS.require(try NIOSSLContext(configuration: $0)) } ?? .disable
+        let tls =
+            try tlsConfiguration.map {
+                PostgresConnection.Configuration.TLS.require(try NIOSSLContext(configuration: $0))
+            } ?? .disable
         var configuration = PostgresConnection.Configuration(
-            host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database, tls: tls
+            host: settings.host, port: settings.port, username: settings.user, password: password,
+            database: settings.database, tls: tls
         )
         configuration.options.connectTimeout = .seconds(5)
         return try await PostgresConnection.connect(
@@ -130,7 +136,9 @@ final class PostgreSQLPool: Sendable {
                 }
                 try? await connection.close()
             } catch  where !Task.isCancelled {
-                logger.warning("cannot listen for the other instances' changes; retrying in \(pause) (the sweep finds them meanwhile): \(error)")
+                logger.warning(
+                    "cannot listen for the other instances' changes; retrying in \(pause) (the sweep finds them meanwhile): \(error)"
+                )
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(30))
             } catch {
@@ -152,7 +160,8 @@ final class PostgreSQLPool: Sendable {
             group.addTask {
                 try await Task.sleep(for: Self.leaseTimeout)
                 guard leased.withLockedValue({ $0 }) else {
-                    throw ManagerError(.serviceUnavailable, .busy, "the database gave no connection within 5 s; try again in a moment")
+                    throw ManagerError(
+                        .serviceUnavailable, .busy, "the database gave no connection within 5 s; try again in a moment")
                 }
                 return nil
             }
@@ -183,7 +192,8 @@ final class PostgreSQLPool: Sendable {
                 }
             } catch let error as PSQLError where Self.isConflict(error) {
                 guard attempt < Self.maximumAttempts else {
-                    logger.warning("a transaction met a serialization conflict \(attempt) times in a row; answered busy")
+                    logger.warning(
+                        "a transaction met a serialization conflict \(attempt) times in a row; answered busy")
                     throw Self.tooManyConflicts
                 }
                 attempt += 1
@@ -195,7 +205,8 @@ final class PostgreSQLPool: Sendable {
     /// What a request gets when its transaction lost every attempt to concurrent ones: nothing was written, and the
     /// same request a moment later normally succeeds.
     static let tooManyConflicts = ManagerError(
-        .serviceUnavailable, .busy, "the database is busy with changes that conflict with this request; nothing was changed, try again in a moment")
+        .serviceUnavailable, .busy,
+        "the database is busy with changes that conflict with this request; nothing was changed, try again in a moment")
 
     /// Serialization failure or deadlock: the transaction did nothing and may simply run again.
     static func isConflict(_ error: PSQLError) -> Bool {
@@ -206,13 +217,16 @@ final class PostgreSQLPool: Sendable {
     static func readPassword(_ path: String) throws -> String {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw ConfigFile.ParseError(description: "storage.password_file \(path) cannot be read: \(String(cString: strerror(errno)))")
+            throw ConfigFile.ParseError(
+                description: "storage.password_file \(path) cannot be read: \(String(cString: strerror(errno)))")
         }
         guard info.st_mode & 0o007 == 0 else {
-            throw ConfigFile.ParseError(description: "storage.password_file \(path) is readable by every user; chmod 0600 it")
+            throw ConfigFile.ParseError(
+                description: "storage.password_file \(path) is readable by every user; chmod 0600 it")
         }
         guard info.st_size <= 1024, let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigFile.ParseError(description: "storage.password_file \(path) is not a readable file of at most 1 KiB")
+            throw ConfigFile.ParseError(
+                description: "storage.password_file \(path) is not a readable file of at most 1 KiB")
         }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
     }
@@ -220,7 +234,8 @@ final class PostgreSQLPool: Sendable {
     /// What went wrong opening the database, in words that say what to check.
     static func explained(_ error: any Error, settings: ManagerConfiguration.PostgreSQL) -> any Error {
         guard let error = error as? PSQLError else { return error }
-        let target = "PostgreSQL at \(settings.host):\(settings.port) (database \(settings.database), user \(settings.user))"
+        let target =
+            "PostgreSQL at \(settings.host):\(settings.port) (database \(settings.database), user \(settings.user))"
         switch error.serverInfo?[.sqlState] {
         case "28P01", "28000"?:
             return ManagerError.internalFailure(
@@ -229,10 +244,12 @@ final class PostgreSQLPool: Sendable {
             return ManagerError.internalFailure(
                 "\(target): the database does not exist; create it (createdb -O \(settings.user) \(settings.database))")
         case let state?:
-            return ManagerError.internalFailure("\(target) answered \(state): \(error.serverInfo?[.message] ?? "no message")")
+            return ManagerError.internalFailure(
+                "\(target) answered \(state): \(error.serverInfo?[.message] ?? "no message")")
         case nil:
             return ManagerError.internalFailure(
-                "cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file")
+                "cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file"
+            )
         }
     }
 }

@@ -45,7 +45,8 @@ public final class Database: Sendable {
         let reader = try SQLiteConnection(path: path, counter: statements)
         try await reader.execute("PRAGMA query_only=ON")
         let database = Database(
-            backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger, statements: statements)
+            backend: .sqlite(connection, AsyncLock(), reader: reader, AsyncLock()), logger: logger,
+            statements: statements)
         try await database.transaction { store in try await Schema.migrate(store.sql) }
         return database
     }
@@ -82,7 +83,8 @@ public final class Database: Sendable {
         let result: T
         switch backend {
         case .sqlite(let connection, let lock, _, _):
-            result = try await sqliteTransaction(on: connection, under: lock, durability: synced ? .synced : .unsynced, body)
+            result = try await sqliteTransaction(
+                on: connection, under: lock, durability: synced ? .synced : .unsynced, body)
         case .postgreSQL(let pool):
             result = try await pool.serializableTransaction(synced ? .synced : .unsynced, logger: logger, body)
         }
@@ -125,7 +127,8 @@ public final class Database: Sendable {
     /// A transaction on one of the SQLite connections, which its lock hands to one task at a time. `durability` nil
     /// only reads (the reading connection); otherwise it takes the write lock at BEGIN.
     private func sqliteTransaction<T: Sendable>(
-        on connection: SQLiteConnection, under lock: AsyncLock, durability: Durability?, _ body: @Sendable (ManagerStore) async throws -> T
+        on connection: SQLiteConnection, under lock: AsyncLock, durability: Durability?,
+        _ body: @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
         try await lock.withLock {
             try await connection.transaction(immediate: durability != nil, durability: durability) {
@@ -135,7 +138,8 @@ public final class Database: Sendable {
     }
 
     static func inTransaction<T: Sendable>(
-        _ sql: any SQLDatabase, begin: String, durability: Durability = .synced, logger: Logger, _ body: @Sendable (ManagerStore) async throws -> T
+        _ sql: any SQLDatabase, begin: String, durability: Durability = .synced, logger: Logger,
+        _ body: @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
         try await sql.raw(SQLQueryString(begin)).run()
         do {

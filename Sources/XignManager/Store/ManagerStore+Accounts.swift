@@ -37,7 +37,8 @@ extension ManagerStore {
     }
 
     func accountId(email: String) async throws -> String? {
-        try await sql.raw("SELECT id FROM accounts WHERE email = \(bind: email)").first()?.decode(column: "id", as: String.self)
+        try await sql.raw("SELECT id FROM accounts WHERE email = \(bind: email)").first()?.decode(
+            column: "id", as: String.self)
     }
 
     func isLoginNameTaken(_ loginName: String) async throws -> Bool {
@@ -46,7 +47,9 @@ extension ManagerStore {
 
     /// Sets (or with nil clears) the login name of the account with `email`; false when there is no such account.
     func setLoginName(_ loginName: String?, email: String) async throws -> Bool {
-        try await sql.raw("UPDATE accounts SET login_name = \(bind: loginName) WHERE email = \(bind: email) RETURNING id").first() != nil
+        try await sql.raw(
+            "UPDATE accounts SET login_name = \(bind: loginName) WHERE email = \(bind: email) RETURNING id"
+        ).first() != nil
     }
 
     /// The account's own offline policy; nil values fall back to the manager's.
@@ -68,7 +71,9 @@ extension ManagerStore {
                 """
             ).first()
         else { return [:] }
-        var values = (try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
+        var values =
+            (try? JSONDecoder().decode(
+                [String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
         values["email"] = try row.decode(column: "email", as: String.self)
         values[AttributeValidator.loginName] = try row.decode(column: "login_name", as: String?.self)
         return values
@@ -87,7 +92,10 @@ extension ManagerStore {
                 """
             ).first()
         else { return nil }
-        return (try row.decode(column: "arbitrary_attributes", as: String.self), try row.decode(column: "service_mapping_id", as: String?.self))
+        return (
+            try row.decode(column: "arbitrary_attributes", as: String.self),
+            try row.decode(column: "service_mapping_id", as: String?.self)
+        )
     }
 
     func forgetKeptAttributes(accountId: String) async throws {
@@ -115,7 +123,9 @@ extension ManagerStore {
     /// Deletes `account` (its activations go with it) and gives its address to `target`.
     func mergeAccount(_ account: (id: String, email: String), into target: String) async throws {
         try await sql.raw("DELETE FROM accounts WHERE id = \(bind: account.id)").run()
-        try await sql.raw("INSERT INTO account_emails (email, account_id) VALUES (\(bind: account.email), \(bind: target))").run()
+        try await sql.raw(
+            "INSERT INTO account_emails (email, account_id) VALUES (\(bind: account.email), \(bind: target))"
+        ).run()
     }
 
     /// Every address of the account: the one it registered with and those merged into it.
@@ -134,7 +144,8 @@ extension ManagerStore {
         let emails = try await emails(ofAccount: accountId)
         let devices = try await devices(ofAccount: accountId).count
         for email in emails {
-            try await sql.raw("UPDATE audit_events SET email = \(bind: pseudonym(email)) WHERE email = \(bind: email)").run()
+            try await sql.raw("UPDATE audit_events SET email = \(bind: pseudonym(email)) WHERE email = \(bind: email)")
+                .run()
             try await sql.raw("DELETE FROM mail_queue WHERE recipient = \(bind: email)").run()
         }
         try await sql.raw("DELETE FROM confirmation_cooldowns WHERE account_id = \(bind: accountId)").run()
@@ -149,7 +160,8 @@ extension ManagerStore {
             SELECT c.email, g.group_name FROM account_host_groups g JOIN accounts c ON c.id = g.account_id ORDER BY g.group_name
             """
         ).all() {
-            hostGroups[try row.decode(column: "email", as: String.self), default: []].append(try row.decode(column: "group_name", as: String.self))
+            hostGroups[try row.decode(column: "email", as: String.self), default: []].append(
+                try row.decode(column: "group_name", as: String.self))
         }
         return try await sql.raw(
             """
@@ -158,7 +170,8 @@ extension ManagerStore {
             GROUP BY c.id, c.email, c.login_name, c.attributes, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
             """
         ).all().map { row in
-            let attributes = try? JSONDecoder().decode([String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))
+            let attributes = try? JSONDecoder().decode(
+                [String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))
             let loginName = try row.decode(column: "login_name", as: String?.self)
             return IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),

@@ -76,9 +76,13 @@ extension ManagerStore {
 
         var pendingLock: LockoutMessage? {
             let now = IdentityManager.now()
-            if permanentlyLocked { return LockoutMessage(isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now) }
+            if permanentlyLocked {
+                return LockoutMessage(
+                    isPermanent: true, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now)
+            }
             if lockedUntil > now {
-                return LockoutMessage(isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now)
+                return LockoutMessage(
+                    isPermanent: false, lockedUntil: lockedUntil, failedAttempts: failedAttempts, issuedAt: now)
             }
             return nil
         }
@@ -91,7 +95,8 @@ extension ManagerStore {
     /// Activations a PIN check has claimed and not settled; with `instance`, only those that instance claimed.
     func activationsWithPINCheckClaims(by instance: String? = nil) async throws -> [ActivationRecord] {
         let owner = instance.map { SQLQueryString("AND a.pin_check_by = \(bind: $0)") } ?? SQLQueryString("")
-        return try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0 \(owner)").all().map(ActivationRecord.init)
+        return try await sql.raw("\(Self.activationColumns) WHERE a.pin_check_until <> 0 \(owner)").all().map(
+            ActivationRecord.init)
     }
 
     private static let activationColumns = SQLQueryString(
@@ -117,7 +122,8 @@ extension ManagerStore {
     }
 
     func activationCount(accountId: String) async throws -> Int {
-        try await sql.raw("SELECT COUNT(*) AS n FROM activations WHERE account_id = \(bind: accountId)").first()?.decode(column: "n", as: Int.self)
+        try await sql.raw("SELECT COUNT(*) AS n FROM activations WHERE account_id = \(bind: accountId)").first()?
+            .decode(column: "n", as: Int.self)
             ?? 0
     }
 
@@ -151,7 +157,8 @@ extension ManagerStore {
     }
 
     func markRevoked(activationId: String) async throws {
-        try await sql.raw("UPDATE activations SET state = 'revoked', device_id = NULL WHERE id = \(bind: activationId)").run()
+        try await sql.raw("UPDATE activations SET state = 'revoked', device_id = NULL WHERE id = \(bind: activationId)")
+            .run()
     }
 
     // MARK: The PIN check (IdentityManager+PINCheck)
@@ -246,16 +253,20 @@ extension ManagerStore {
                 alias: try row.decode(column: "alias", as: String.self),
                 state: try row.decode(enumColumn: "state", as: ActivationState.self),
                 deviceId: try row.decode(column: "device_id", as: String?.self),
-                keyKind: try row.decode(column: "key_kind", as: String?.self) == nil ? nil : try row.decode(enumColumn: "key_kind", as: KeyKind.self),
+                keyKind: try row.decode(column: "key_kind", as: String?.self) == nil
+                    ? nil : try row.decode(enumColumn: "key_kind", as: KeyKind.self),
                 deviceName: try row.decode(column: "name", as: String?.self),
                 platform: try row.decode(column: "platform", as: String?.self),
-                factors: try row.decode(column: "factors", as: String?.self).map { Self.orderedFactors(Self.factors($0)) },
+                factors: try row.decode(column: "factors", as: String?.self).map {
+                    Self.orderedFactors(Self.factors($0))
+                },
                 enrolledAt: try row.decode(column: "created_at", as: Int64?.self),
                 lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
                 credentialId: try row.decode(column: "credential_id", as: String?.self),
                 synced: try row.decode(column: "credential_id", as: String?.self) == nil
                     ? nil
-                    : try row.decode(column: "backup_eligible", as: Int64.self) != 0 || row.decode(column: "backed_up", as: Int64.self) != 0,
+                    : try row.decode(column: "backup_eligible", as: Int64.self) != 0
+                        || row.decode(column: "backed_up", as: Int64.self) != 0,
                 ekIssuer: try row.decode(column: "ek_issuer", as: String?.self),
                 unattestedBecause: try row.decode(column: "unattested_because", as: String?.self),
                 failedAttempts: try row.decode(column: "failed_attempts", as: Int.self),

@@ -24,9 +24,12 @@ extension ManagerStore {
             let name = try row.decode(column: "event", as: String.self)
             return AuditEvent(
                 at: try row.decode(column: "at", as: Int64.self), event: AuditEvent.Kind(rawValue: name) ?? .unknown,
-                email: try row.decode(column: "email", as: String?.self), activationId: try row.decode(column: "activation_id", as: String?.self),
-                host: try row.decode(column: "host", as: String?.self), service: try row.decode(column: "service", as: String?.self),
-                detail: try row.decode(column: "detail", as: String?.self), actor: try row.decode(column: "actor", as: String.self)
+                email: try row.decode(column: "email", as: String?.self),
+                activationId: try row.decode(column: "activation_id", as: String?.self),
+                host: try row.decode(column: "host", as: String?.self),
+                service: try row.decode(column: "service", as: String?.self),
+                detail: try row.decode(column: "detail", as: String?.self),
+                actor: try row.decode(column: "actor", as: String.self)
             )
         }
     }

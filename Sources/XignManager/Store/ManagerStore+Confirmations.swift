@@ -29,7 +29,8 @@ extension ManagerStore {
         /// As an approving device lists it: without the code.
         var pendingMessage: PendingConfirmationMessage {
             PendingConfirmationMessage(
-                confirmationId: id, host: hostName, service: service, loginName: loginName, remoteHost: remoteHost, tty: tty, command: command,
+                confirmationId: id, host: hostName, service: service, loginName: loginName, remoteHost: remoteHost,
+                tty: tty, command: command,
                 createdAt: createdAt, expiresAt: expiresAt)
         }
 
@@ -39,7 +40,8 @@ extension ManagerStore {
 
     /// The account a host's login name belongs to.
     func accountId(loginName: String) async throws -> String? {
-        try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first()?.decode(column: "id", as: String.self)
+        try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first()?.decode(
+            column: "id", as: String.self)
     }
 
     /// Until when `source` may not start confirmations for the account (a denial's cool-down); 0 when it may.
@@ -62,13 +64,17 @@ extension ManagerStore {
 
     /// Records that a device began to approve or deny the confirmation (the first time only).
     func markOpened(_ id: String, now: Int64) async throws {
-        try await sql.raw("UPDATE confirmations SET opened_at = \(bind: now) WHERE id = \(bind: id) AND opened_at IS NULL").run()
+        try await sql.raw(
+            "UPDATE confirmations SET opened_at = \(bind: now) WHERE id = \(bind: id) AND opened_at IS NULL"
+        ).run()
     }
 
     /// Pending confirmations of all accounts (the /metrics gauge).
     func pendingConfirmationCount(now: Int64) async throws -> Int {
-        try await sql.raw("SELECT COUNT(*) AS n FROM confirmations WHERE state = 'pending' AND expires_at > \(bind: now)")
-            .first()?.decode(column: "n", as: Int.self) ?? 0
+        try await sql.raw(
+            "SELECT COUNT(*) AS n FROM confirmations WHERE state = 'pending' AND expires_at > \(bind: now)"
+        )
+        .first()?.decode(column: "n", as: Int.self) ?? 0
     }
 
     /// Stores a new confirmation; its state, code failures and approver start out empty whatever `confirmation` says.
@@ -114,7 +120,9 @@ extension ManagerStore {
     }
 
     /// Decides a pending confirmation; false when it was decided (or ran out) before.
-    func decideConfirmation(_ id: String, state: ConfirmationState, approvedBy: String?, now: Int64) async throws -> Bool {
+    func decideConfirmation(
+        _ id: String, state: ConfirmationState, approvedBy: String?, now: Int64
+    ) async throws -> Bool {
         try await sql.raw(
             """
             UPDATE confirmations SET state = \(bind: state.rawValue), approved_by = \(bind: approvedBy), changed_at = \(bind: now)
@@ -162,17 +170,24 @@ extension ManagerStore {
 
     private static func confirmationRecord(_ row: any SQLRow) throws -> ConfirmationRecord {
         ConfirmationRecord(
-            id: try row.decode(column: "id", as: String.self), hostId: try row.decode(column: "host_id", as: String.self),
-            hostName: try row.decode(column: "host_name", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
-            loginName: try row.decode(column: "login_name", as: String.self), service: try row.decode(column: "service", as: String.self),
-            remoteHost: try row.decode(column: "remote_host", as: String?.self), source: try row.decode(column: "source", as: String.self),
+            id: try row.decode(column: "id", as: String.self),
+            hostId: try row.decode(column: "host_id", as: String.self),
+            hostName: try row.decode(column: "host_name", as: String.self),
+            accountId: try row.decode(column: "account_id", as: String.self),
+            loginName: try row.decode(column: "login_name", as: String.self),
+            service: try row.decode(column: "service", as: String.self),
+            remoteHost: try row.decode(column: "remote_host", as: String?.self),
+            source: try row.decode(column: "source", as: String.self),
             tty: try row.decode(column: "tty", as: String?.self),
-            command: try row.decode(column: "command", as: String?.self), nonce: try row.decode(column: "nonce", as: String.self),
-            waitTokenHash: try row.decode(column: "wait_token_hash", as: String.self), code: try row.decode(column: "code", as: String.self),
+            command: try row.decode(column: "command", as: String?.self),
+            nonce: try row.decode(column: "nonce", as: String.self),
+            waitTokenHash: try row.decode(column: "wait_token_hash", as: String.self),
+            code: try row.decode(column: "code", as: String.self),
             codeFailures: try row.decode(column: "code_failures", as: Int.self),
             state: ConfirmationState(rawValue: try row.decode(column: "state", as: String.self)) ?? .denied,
             approvedBy: try row.decode(column: "approved_by", as: String?.self),
-            createdAt: try row.decode(column: "created_at", as: Int64.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self),
+            createdAt: try row.decode(column: "created_at", as: Int64.self),
+            expiresAt: try row.decode(column: "expires_at", as: Int64.self),
             openedAt: try row.decode(column: "opened_at", as: Int64?.self)
         )
     }
@@ -187,10 +202,12 @@ extension ManagerStore {
 
     /// Confirmations started or decided after `since` (the wake-up sweep).
     func confirmationsChanged(since: Int64) async throws -> [ConfirmationChange] {
-        try await sql.raw("SELECT id, account_id, changed_at FROM confirmations WHERE changed_at > \(bind: since)").all().map { row in
-            ConfirmationChange(
-                id: try row.decode(column: "id", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
-                changedAt: try row.decode(column: "changed_at", as: Int64.self))
-        }
+        try await sql.raw("SELECT id, account_id, changed_at FROM confirmations WHERE changed_at > \(bind: since)")
+            .all().map { row in
+                ConfirmationChange(
+                    id: try row.decode(column: "id", as: String.self),
+                    accountId: try row.decode(column: "account_id", as: String.self),
+                    changedAt: try row.decode(column: "changed_at", as: Int64.self))
+            }
     }
 }

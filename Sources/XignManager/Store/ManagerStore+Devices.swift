@@ -58,7 +58,9 @@ extension ManagerStore {
     }
 
     /// `factors` in the wire's order (AuthenticatorType's).
-    static func orderedFactors(_ factors: Set<AuthenticatorType>) -> [AuthenticatorType] { AuthenticatorType.allCases.filter(factors.contains) }
+    static func orderedFactors(_ factors: Set<AuthenticatorType>) -> [AuthenticatorType] {
+        AuthenticatorType.allCases.filter(factors.contains)
+    }
 
     func insertDevice(_ device: NewDevice) async throws {
         try await sql.raw(
@@ -76,7 +78,9 @@ extension ManagerStore {
 
     /// A device that is not revoked; with `holdingItsActivation`, only while its activation is personalized to it.
     func device(_ id: String, holdingItsActivation: Bool = false) async throws -> DeviceRecord? {
-        let holding = holdingItsActivation ? SQLQueryString("AND a.state = 'personalized' AND a.device_id = d.id") : SQLQueryString("")
+        let holding =
+            holdingItsActivation
+            ? SQLQueryString("AND a.state = 'personalized' AND a.device_id = d.id") : SQLQueryString("")
         guard
             let row = try await sql.raw(
                 """
@@ -115,10 +119,12 @@ extension ManagerStore {
     private static func passkey(in row: some SQLRow) throws -> Passkey? {
         guard let credentialId = try row.decode(column: "credential_id", as: String?.self) else { return nil }
         guard let count = UInt32(exactly: try row.decode(column: "sign_count", as: Int64.self)) else {
-            throw ManagerError.internalFailure("the stored signature counter of passkey \(credentialId.prefix(16)) is out of range")
+            throw ManagerError.internalFailure(
+                "the stored signature counter of passkey \(credentialId.prefix(16)) is out of range")
         }
         return Passkey(
-            credentialId: credentialId, aaguid: try row.decode(column: "aaguid", as: String?.self) ?? "", signCount: count,
+            credentialId: credentialId, aaguid: try row.decode(column: "aaguid", as: String?.self) ?? "",
+            signCount: count,
             backupEligible: try row.decode(column: "backup_eligible", as: Int64.self) != 0,
             backedUp: try row.decode(column: "backed_up", as: Int64.self) != 0)
     }
@@ -136,7 +142,8 @@ extension ManagerStore {
 
     /// The device a passkey credential belongs to, revoked or not, so a credential enrols only once.
     func deviceId(ofCredential credentialId: String) async throws -> String? {
-        try await sql.raw("SELECT id FROM devices WHERE credential_id = \(bind: credentialId)").first()?.decode(column: "id", as: String.self)
+        try await sql.raw("SELECT id FROM devices WHERE credential_id = \(bind: credentialId)").first()?.decode(
+            column: "id", as: String.self)
     }
 
     func recordUse(ofDevice id: String, at time: Int64) async throws {
@@ -161,11 +168,14 @@ extension ManagerStore {
             """
         ).all().map { row in
             DeviceSummaryMessage(
-                deviceId: try row.decode(column: "id", as: String.self), activationAlias: try row.decode(column: "alias", as: String.self),
-                name: try row.decode(column: "name", as: String.self), platform: try row.decode(column: "platform", as: String.self),
+                deviceId: try row.decode(column: "id", as: String.self),
+                activationAlias: try row.decode(column: "alias", as: String.self),
+                name: try row.decode(column: "name", as: String.self),
+                platform: try row.decode(column: "platform", as: String.self),
                 keyKind: try row.decode(enumColumn: "key_kind", as: KeyKind.self),
                 factors: Self.orderedFactors(Self.factors(try row.decode(column: "factors", as: String.self))),
-                enrolledAt: try row.decode(column: "created_at", as: Int64.self), lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
+                enrolledAt: try row.decode(column: "created_at", as: Int64.self),
+                lastUsedAt: try row.decode(column: "last_used_at", as: Int64?.self),
                 attestedBy: try row.decode(column: "ek_issuer", as: String?.self)
             )
         }

@@ -19,8 +19,10 @@ extension ManagerStore {
     /// A join token for `name`, stored as its hash; a token for the same name issued before is void.
     func insertHostJoinToken(hash: String, name: String, expiresAt: Int64) async throws {
         try await sql.raw("DELETE FROM host_join_tokens WHERE name = \(bind: name)").run()
-        try await sql.raw("INSERT INTO host_join_tokens (token_hash, name, expires_at) VALUES (\(bind: hash), \(bind: name), \(bind: expiresAt))")
-            .run()
+        try await sql.raw(
+            "INSERT INTO host_join_tokens (token_hash, name, expires_at) VALUES (\(bind: hash), \(bind: name), \(bind: expiresAt))"
+        )
+        .run()
     }
 
     /// Uses up a join token; returns the host name it was issued for, or nil when it is unknown, used or expired.
@@ -34,11 +36,14 @@ extension ManagerStore {
 
     /// Whether a join token is there and unexpired, without using it up.
     func isHostJoinTokenValid(hash: String, now: Int64) async throws -> Bool {
-        try await sql.raw("SELECT name FROM host_join_tokens WHERE token_hash = \(bind: hash) AND expires_at > \(bind: now)").first() != nil
+        try await sql.raw(
+            "SELECT name FROM host_join_tokens WHERE token_hash = \(bind: hash) AND expires_at > \(bind: now)"
+        ).first() != nil
     }
 
     func insertHost(
-        id: String, name: String, publicKey: String, keyKind: KeyKind, ekIssuer: String?, unattestedBecause: String?, createdAt: Int64
+        id: String, name: String, publicKey: String, keyKind: KeyKind, ekIssuer: String?, unattestedBecause: String?,
+        createdAt: Int64
     ) async throws {
         try await sql.raw(
             """
@@ -50,12 +55,16 @@ extension ManagerStore {
     }
 
     func host(id: String) async throws -> HostRecord? {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts WHERE id = \(bind: id)")
-            .first().map(Self.hostRecord)
+        try await sql.raw(
+            "SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts WHERE id = \(bind: id)"
+        )
+        .first().map(Self.hostRecord)
     }
 
     func hosts() async throws -> [HostRecord] {
-        try await sql.raw("SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name").all().map(
+        try await sql.raw(
+            "SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name"
+        ).all().map(
             Self.hostRecord)
     }
 
@@ -70,24 +79,31 @@ extension ManagerStore {
     func setGroups(_ groups: [String], hostName: String) async throws {
         try await sql.raw("DELETE FROM host_groups WHERE host_name = \(bind: hostName)").run()
         for group in Set(groups) {
-            try await sql.raw("INSERT INTO host_groups (host_name, group_name) VALUES (\(bind: hostName), \(bind: group))").run()
+            try await sql.raw(
+                "INSERT INTO host_groups (host_name, group_name) VALUES (\(bind: hostName), \(bind: group))"
+            ).run()
         }
     }
 
     func groups(hostName: String) async throws -> [String] {
-        try await sql.raw("SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName) ORDER BY group_name").all()
+        try await sql.raw("SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName) ORDER BY group_name")
+            .all()
             .map { try $0.decode(column: "group_name", as: String.self) }
     }
 
     func setHostGroups(_ groups: [String], accountId: String) async throws {
         try await sql.raw("DELETE FROM account_host_groups WHERE account_id = \(bind: accountId)").run()
         for group in Set(groups) {
-            try await sql.raw("INSERT INTO account_host_groups (account_id, group_name) VALUES (\(bind: accountId), \(bind: group))").run()
+            try await sql.raw(
+                "INSERT INTO account_host_groups (account_id, group_name) VALUES (\(bind: accountId), \(bind: group))"
+            ).run()
         }
     }
 
     func hostGroups(accountId: String) async throws -> [String] {
-        try await sql.raw("SELECT group_name FROM account_host_groups WHERE account_id = \(bind: accountId) ORDER BY group_name").all()
+        try await sql.raw(
+            "SELECT group_name FROM account_host_groups WHERE account_id = \(bind: accountId) ORDER BY group_name"
+        ).all()
             .map { try $0.decode(column: "group_name", as: String.self) }
     }
 

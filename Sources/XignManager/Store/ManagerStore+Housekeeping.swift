@@ -26,7 +26,8 @@ extension ManagerStore {
     func claimMail(id: String? = nil, now: Int64, until: Int64) async throws -> QueuedMail? {
         let which =
             id.map { SQLQueryString("id = \(bind: $0) AND claimed_until < \(bind: now)") }
-            ?? SQLQueryString("id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) ORDER BY created_at LIMIT 1)")
+            ?? SQLQueryString(
+                "id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) ORDER BY created_at LIMIT 1)")
         guard
             let row = try await sql.raw(
                 """
@@ -43,13 +44,16 @@ extension ManagerStore {
     }
 
     func queuedMail() async throws -> [QueuedMail] {
-        try await sql.raw("SELECT id, recipient, message, created_at, attempts FROM mail_queue ORDER BY created_at").all().map(Self.queuedMail)
+        try await sql.raw("SELECT id, recipient, message, created_at, attempts FROM mail_queue ORDER BY created_at")
+            .all().map(Self.queuedMail)
     }
 
     private static func queuedMail(_ row: any SQLRow) throws -> QueuedMail {
         QueuedMail(
-            id: try row.decode(column: "id", as: String.self), recipient: try row.decode(column: "recipient", as: String.self),
-            message: try row.decode(column: "message", as: String.self), createdAt: try row.decode(column: "created_at", as: Int64.self),
+            id: try row.decode(column: "id", as: String.self),
+            recipient: try row.decode(column: "recipient", as: String.self),
+            message: try row.decode(column: "message", as: String.self),
+            createdAt: try row.decode(column: "created_at", as: Int64.self),
             attempts: try row.decode(column: "attempts", as: Int.self)
         )
     }
@@ -102,11 +106,13 @@ extension ManagerStore {
     /// or past too, sessions, challenges, join tokens, confirmations and cool-downs before `cutoff`, rate-limit windows
     /// that ended, audit entries older than `audit.keep`. Returns how many it deleted.
     func purge(
-        _ purge: Purge, before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64, limit: Int
+        _ purge: Purge, before cutoff: Int64, windowsBefore windowCutoff: Int64, auditBefore auditCutoff: Int64,
+        limit: Int
     ) async throws -> Int {
         let expired: SQLQueryString
         switch purge {
-        case .authentications: expired = "expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff))"
+        case .authentications:
+            expired = "expires_at < \(bind: cutoff) AND (code IS NULL OR code_expires_at < \(bind: cutoff))"
         case .rateLimits: expired = "window_start < \(bind: windowCutoff)"
         case .confirmationCooldowns: expired = "blocked_until < \(bind: cutoff)"
         case .auditEvents: expired = "at < \(bind: auditCutoff)"

@@ -36,7 +36,8 @@ extension ManagerStore {
         return PersonalizationSession(
             activationId: try row.decode(column: "activation_id", as: String.self),
             outcome: try row.decode(enumColumn: "outcome", as: PersonalizationOutcome.self),
-            challenge: try row.decode(column: "challenge", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)
+            challenge: try row.decode(column: "challenge", as: String.self),
+            expiresAt: try row.decode(column: "expires_at", as: Int64.self)
         )
     }
 
@@ -117,9 +118,11 @@ extension ManagerStore {
             ).first()
         else { return nil }
         return PendingAuthentication(
-            deviceId: try row.decode(column: "device_id", as: String.self), activationId: try row.decode(column: "activation_id", as: String.self),
+            deviceId: try row.decode(column: "device_id", as: String.self),
+            activationId: try row.decode(column: "activation_id", as: String.self),
             email: try row.decode(column: "email", as: String.self), purpose: try Self.purpose(row),
-            host: try row.decode(column: "host", as: String.self), localUser: try row.decode(column: "local_user", as: String.self),
+            host: try row.decode(column: "host", as: String.self),
+            localUser: try row.decode(column: "local_user", as: String.self),
             challenge: try row.decode(column: "challenge", as: String.self)
         )
     }
@@ -142,7 +145,9 @@ extension ManagerStore {
         ).run()
     }
 
-    func recordServiceLogin(_ id: String, role: String, code: String?, codeExpiresAt: Int64, attributes: String) async throws {
+    func recordServiceLogin(
+        _ id: String, role: String, code: String?, codeExpiresAt: Int64, attributes: String
+    ) async throws {
         try await sql.raw(
             """
             UPDATE authentications SET role = \(bind: role), code = \(bind: code), code_expires_at = \(bind: codeExpiresAt),
@@ -175,8 +180,10 @@ extension ManagerStore {
     private static func codeGrant(_ row: any SQLRow) throws -> CodeGrant {
         CodeGrant(
             deviceId: try row.decode(column: "device_id", as: String.self), purpose: try purpose(row),
-            role: try row.decode(column: "role", as: String.self), host: try row.decode(column: "host", as: String.self),
-            localUser: try row.decode(column: "local_user", as: String.self), attributes: try row.decode(column: "attributes", as: String?.self)
+            role: try row.decode(column: "role", as: String.self),
+            host: try row.decode(column: "host", as: String.self),
+            localUser: try row.decode(column: "local_user", as: String.self),
+            attributes: try row.decode(column: "attributes", as: String?.self)
         )
     }
 
@@ -188,7 +195,8 @@ extension ManagerStore {
     private static func purpose(_ row: any SQLRow) throws -> AuthenticationPurpose {
         let text = try row.decode(column: "purpose", as: String.self)
         guard let purpose = try? JSONDecoder().decode(AuthenticationPurpose.self, from: Data(text.utf8)) else {
-            throw ManagerError.internalFailure("an authentication row holds the purpose '\(text.prefix(64))', which this manager does not know")
+            throw ManagerError.internalFailure(
+                "an authentication row holds the purpose '\(text.prefix(64))', which this manager does not know")
         }
         return purpose
     }

@@ -26,13 +26,17 @@ struct PostgreSQLDatabase: SQLDatabase {
             }
             for try await row in rows { onRow(row.sql()) }
         } else {
-            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
+            for try await row in try await connection.query(
+                PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+            {
                 onRow(row.sql())
             }
         }
     }
 
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+    func execute(
+        sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void
+    ) -> EventLoopFuture<Void> {
         eventLoop.makeFutureWithTask { try await self.execute(sql: query, onRow) }
     }
 

@@ -24,7 +24,8 @@ final class SQLiteConnection: @unchecked Sendable {
 
     init(path: String, counter: StatementCounter) throws {
         var opened: OpaquePointer?
-        let status = sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        let status = sqlite3_open_v2(
+            path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
         guard status == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
             sqlite3_close_v2(opened)
@@ -50,7 +51,9 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Runs one statement and hands each row to `onRow`, on the caller's thread. A statement that finds the file
     /// locked by another process runs again on the thread pool, where waiting for the lock blocks no task.
-    func execute(_ sql: String, binds: [any Encodable & Sendable] = [], onRow: (SQLiteRow) -> Void = { _ in }) async throws {
+    func execute(
+        _ sql: String, binds: [any Encodable & Sendable] = [], onRow: (SQLiteRow) -> Void = { _ in }
+    ) async throws {
         var delivered = false
         do {
             try run(sql, binds: binds) {
@@ -70,7 +73,9 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Runs `body` in a transaction: `immediate` takes the write lock at the start; `durability` nil only reads.
     /// A synced commit waits for the disk on the thread pool; one that syncs nothing stays on the caller's thread.
-    func transaction<T>(immediate: Bool, durability: Database.Durability?, _ body: () async throws -> T) async throws -> T {
+    func transaction<T>(
+        immediate: Bool, durability: Database.Durability?, _ body: () async throws -> T
+    ) async throws -> T {
         if let durability, durability != synchronous { try await setSynchronous(durability) }
         try await execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN")
         do {
@@ -96,7 +101,9 @@ final class SQLiteConnection: @unchecked Sendable {
     }
 
     /// Prepares (or reuses), binds and steps one statement to its end; the statement is reset for its next use.
-    private func run(_ sql: String, binds: [any Encodable & Sendable] = [], onRow: (SQLiteRow) -> Void = { _ in }) throws {
+    private func run(
+        _ sql: String, binds: [any Encodable & Sendable] = [], onRow: (SQLiteRow) -> Void = { _ in }
+    ) throws {
         guard !isClosed else { throw SQLiteError(status: SQLITE_MISUSE, message: "the database was closed") }
         counter.add()
         let statement = try prepared(sql)
@@ -185,10 +192,14 @@ enum SQLiteValue: Sendable, Equatable {
         case SQLITE_TEXT:
             let count = Int(sqlite3_column_bytes(statement, column))
             self = .text(
-                sqlite3_column_text(statement, column).map { String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self) } ?? "")
+                sqlite3_column_text(statement, column).map {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+                } ?? "")
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(statement, column))
-            self = .blob(sqlite3_column_blob(statement, column).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [])
+            self = .blob(
+                sqlite3_column_blob(statement, column).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) }
+                    ?? [])
         default: self = .null
         }
     }
@@ -223,7 +234,8 @@ enum SQLiteValue: Sendable, Equatable {
             // withCString, not withUTF8: an empty string must bind as text, never as a null pointer (NULL).
             return value.withCString { xign_sqlite3_bind_text(statement, index, $0, Int32(value.utf8.count)) }
         case .blob(let value) where value.isEmpty: return sqlite3_bind_zeroblob(statement, index, 0)
-        case .blob(let value): return value.withUnsafeBytes { xign_sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
+        case .blob(let value):
+            return value.withUnsafeBytes { xign_sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
         case .null: return sqlite3_bind_null(statement, index)
         }
     }

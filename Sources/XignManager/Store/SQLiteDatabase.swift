@@ -16,7 +16,9 @@ struct SQLiteDatabase: SQLDatabase {
         try await connection.execute(sql, binds: binds) { onRow($0) }
     }
 
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+    func execute(
+        sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void
+    ) -> EventLoopFuture<Void> {
         eventLoop.makeFutureWithTask { try await self.execute(sql: query, onRow) }
     }
 }
@@ -54,7 +56,8 @@ struct SQLiteRow: SQLRow, Sendable {
     private func value(_ column: String) throws -> SQLiteValue {
         guard let index = columns.firstIndex(of: column) else {
             throw DecodingError.keyNotFound(
-                SQLiteValueDecoder.Key(column), .init(codingPath: [], debugDescription: "the result has no column \(column)"))
+                SQLiteValueDecoder.Key(column),
+                .init(codingPath: [], debugDescription: "the result has no column \(column)"))
         }
         return values[index]
     }
@@ -125,6 +128,9 @@ private struct SQLiteValueDecoder: Decoder, SingleValueDecodingContainer {
 
     private func mismatch(_ type: Any.Type, _ wanted: String? = nil) -> DecodingError {
         .typeMismatch(
-            type, .init(codingPath: codingPath, debugDescription: "the column \(column) holds \(value.kind), not \(wanted ?? "\(type)")"))
+            type,
+            .init(
+                codingPath: codingPath,
+                debugDescription: "the column \(column) holds \(value.kind), not \(wanted ?? "\(type)")"))
     }
 }

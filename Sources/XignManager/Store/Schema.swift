@@ -5,7 +5,8 @@ import SQLKit
 enum Schema {
     /// Each entry takes the schema from version i to i + 1.
     static let migrations = [
-        initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation, singleUseActivationData,
+        initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
+        singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
     ]
 
@@ -332,7 +333,8 @@ enum Schema {
             .map { try $0.decode(column: "version", as: Int.self) } ?? 0
         guard current < version else {
             guard current == version else {
-                throw ManagerError.internalFailure("database schema version \(current) is newer than this manager (\(version)); upgrade xign-manager")
+                throw ManagerError.internalFailure(
+                    "database schema version \(current) is newer than this manager (\(version)); upgrade xign-manager")
             }
             return
         }

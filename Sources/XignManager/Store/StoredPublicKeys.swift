@@ -16,7 +16,9 @@ final class StoredPublicKeys: Sendable {
     /// The key `text` holds, or nil when it is no P-256 public key (nothing is kept for it then).
     func key(_ text: String) -> P256PublicKey? {
         if let key = keys.withLock({ $0[text] }) { return key }
-        guard let bytes = Base64URL.decode(text), let key = try? P256PublicKey(derRepresentation: bytes) else { return nil }
+        guard let bytes = Base64URL.decode(text), let key = try? P256PublicKey(derRepresentation: bytes) else {
+            return nil
+        }
         keys.withLock { keys in
             if keys.count >= capacity { keys.remove(at: keys.startIndex) }
             keys[text] = key
