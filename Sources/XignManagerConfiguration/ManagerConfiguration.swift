@@ -427,6 +427,15 @@ public struct ManagerConfiguration: Sendable {
         }
     }
 
+    /// Keeps the database, the keys and the outbox in `directory` (`xign-manager --data-dir`), whatever the file said.
+    public mutating func keepData(in directory: String) {
+        databasePath = "\(directory)/manager.sqlite"
+        signingKeyPath = "\(directory)/signing-key.pem"
+        pinSealingKeyPath = "\(directory)/pin-sealing-key.pem"
+        pepperPath = "\(directory)/pin-pepper"
+        outboxPath = "\(directory)/outbox"
+    }
+
     public static func load(path: String) throws -> ManagerConfiguration {
         let text: String
         do {

@@ -30,13 +30,7 @@ struct ConfigOptions: ParsableArguments {
         } catch {
             throw ValidationError("\(error)")
         }
-        if let dataDir {
-            configuration.databasePath = "\(dataDir)/manager.sqlite"
-            configuration.signingKeyPath = "\(dataDir)/signing-key.pem"
-            configuration.pinSealingKeyPath = "\(dataDir)/pin-sealing-key.pem"
-            configuration.pepperPath = "\(dataDir)/pin-pepper"
-            configuration.outboxPath = "\(dataDir)/outbox"
-        }
+        if let dataDir { configuration.keepData(in: dataDir) }
         return configuration
     }
 

@@ -1,12 +1,15 @@
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Testing
 import XignCrypto
 import XignProtocol
 import XignTestSupport
 
-/// G8–G10 at the wire, with raw HTTP so that each header is what a browser would send: a cross-site POST without a
-/// preflight, a page of another origin, two session cookies; and what every answer says back. Each refusal beside
-/// the request the manager's own page sends.
+/// G8–G10: a cross-site POST without a preflight, a page of another origin, two session cookies; and what every answer
+/// says back. Each refusal beside the request the manager's own page sends. The middleware's answers are checked in
+/// this process; the session cookies with raw HTTP against a manager process, so that each header line is what a
+/// browser sends.
 @Suite struct BrowserBoundaryTests {
     static func raw(
         _ manager: ManagerProcess, _ method: String, _ path: String, headers: [String] = [], body: String = ""
@@ -26,54 +29,56 @@ import XignTestSupport
             .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
     }
 
-    @Test func aCrossSitePostOrAnotherOriginIsRefusedAndEveryAnswerSaysNosniff() throws {
-        let manager = try ManagerProcess()
-        let body = #"{"deviceId":"no-such-device"}"#
-        // What a form or another site's fetch sends without a preflight.
-        for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
-            let answer = try Self.raw(
-                manager, "POST", APIPath.challenges, headers: ["Content-Type: \(type)"], body: body)
-            #expect(Self.status(answer) == 415, "\(type): \(answer)")
-            #expect(Self.header("X-Content-Type-Options", in: answer) == "nosniff")
-        }
-        #expect(
-            Self.status(try Self.raw(manager, "POST", APIPath.challenges, body: body)) == 415, "a body without a type")
-        // Control: JSON reaches the route, which knows no such device.
-        let json = try Self.raw(
-            manager, "POST", APIPath.challenges, headers: ["Content-Type: application/json; charset=utf-8"], body: body)
-        #expect(Self.status(json) == 404, "\(json)")
-        #expect(Self.header("X-Content-Type-Options", in: json) == "nosniff")
+    /// In this process (`InProcessManager`): the middleware's answers need no socket.
+    @Test func aCrossSitePostOrAnotherOriginIsRefusedAndEveryAnswerSaysNosniff() async throws {
+        try await InProcessManager.run { manager in
+            let body = #"{"deviceId":"no-such-device"}"#
+            // What a form or another site's fetch sends without a preflight.
+            for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+                let answer = try await manager.execute(
+                    .post, APIPath.challenges, headers: [.contentType: type], body: body)
+                #expect(answer.status == .unsupportedMediaType, "\(type): \(answer.status)")
+                #expect(answer.headers[.xContentTypeOptions] == "nosniff")
+            }
+            let untyped = try await manager.execute(.post, APIPath.challenges, body: body)
+            #expect(untyped.status == .unsupportedMediaType, "a body without a type")
+            // Control: JSON reaches the route, which knows no such device.
+            let json = try await manager.execute(
+                .post, APIPath.challenges, headers: [.contentType: "application/json; charset=utf-8"], body: body)
+            #expect(json.status == .notFound, "\(String(buffer: json.body))")
+            #expect(json.headers[.xContentTypeOptions] == "nosniff")
 
-        // A page of another origin, and the manager's own.
-        let foreign = try Self.raw(
-            manager, "POST", APIPath.challenges,
-            headers: ["Content-Type: application/json", "Origin: https://evil.example"], body: body)
-        #expect(Self.status(foreign) == 403, "\(foreign)")
-        #expect(foreign.contains("may not call this manager"))
-        #expect(
-            Self.status(try Self.raw(manager, "GET", APIPath.health, headers: ["Origin: null"])) == 403,
-            "a sandboxed frame or a file")
-        let own = try Self.raw(
-            manager, "POST", APIPath.challenges,
-            headers: ["Content-Type: application/json", "Origin: http://127.0.0.1:\(manager.port)"], body: body)
-        #expect(Self.status(own) == 404, "\(own)")
+            // A page of another origin, and the manager's own.
+            let foreign = try await manager.execute(
+                .post, APIPath.challenges,
+                headers: [.contentType: "application/json", .origin: "https://evil.example"],
+                body: body)
+            #expect(foreign.status == .forbidden)
+            #expect(String(buffer: foreign.body).contains("may not call this manager"))
+            let sandboxed = try await manager.execute(.get, APIPath.health, headers: [.origin: "null"])
+            #expect(sandboxed.status == .forbidden, "a sandboxed frame or a file")
+            let own = try await manager.execute(
+                .post, APIPath.challenges, headers: [.contentType: "application/json", .origin: manager.origin],
+                body: body)
+            #expect(own.status == .notFound, "\(String(buffer: own.body))")
 
-        // Every answer: a page, the API, the router's own 404.
-        for path in [APIPath.health, "/c", "/no/such/path"] {
-            let answer = try Self.raw(manager, "GET", path)
-            #expect(Self.header("X-Content-Type-Options", in: answer) == "nosniff", "\(path): \(answer.prefix(300))")
-            #expect(Self.header("Strict-Transport-Security", in: answer) == nil, "not on a plain-HTTP public URL")
+            // Every answer: a page, the API, the router's own 404.
+            for path in [APIPath.health, "/c", "/no/such/path"] {
+                let answer = try await manager.execute(.get, path)
+                #expect(answer.headers[.xContentTypeOptions] == "nosniff", "\(path)")
+                #expect(answer.headers[.strictTransportSecurity] == nil, "not on a plain-HTTP public URL")
+            }
         }
     }
 
     /// Behind a balancer that ends TLS, the manager's public URL is https: its answers ask browsers to stay on https.
-    @Test func anHTTPSPublicURLSendsHSTS() throws {
-        let manager = try ManagerProcess(
-            config: ManagerProcess.testConfig + "\n[server]\npublic_url = https://idm.example.org\n")
-        for path in [APIPath.health, "/c", "/account"] {
-            #expect(
-                Self.header("Strict-Transport-Security", in: try Self.raw(manager, "GET", path)) == "max-age=31536000",
-                "\(path)")
+    @Test func anHTTPSPublicURLSendsHSTS() async throws {
+        let config = ManagerProcess.testConfig + "\n[server]\npublic_url = https://idm.example.org\n"
+        try await InProcessManager.run(config: config) { manager in
+            for path in [APIPath.health, "/c", "/account"] {
+                let answer = try await manager.execute(.get, path)
+                #expect(answer.headers[.strictTransportSecurity] == "max-age=31536000", "\(path)")
+            }
         }
     }
 
