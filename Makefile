@@ -69,9 +69,13 @@ test: deps pam
 # The toolchain's swift-format, with .swift-format; `swift-format format -i -r` on the same paths fixes what it reports.
 FORMATTED := Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
 # The module map: each target's imports against Package.swift, and the README's drawing against both.
+# The web app's script is read as JavaScript by node --check (Debian's nodejs, installed here when missing).
 lint:
+	@dpkg-query -W -f='$${Status}\n' nodejs 2>/dev/null | grep -q "install ok installed" || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs; }
 	swift-format lint --strict --recursive $(FORMATTED)
 	python3 .ci/module-map.py
+	node --check Sources/XignWeb/Resources/app.js
 
 # schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
 api-check: build

@@ -95,6 +95,13 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            // Embedded into the binary (PackageResources), so the manager stays one file that needs no bundle.
+            resources: [
+                .embedInCode("Resources/app.js"), .embedInCode("Resources/app.css"),
+                .embedInCode("Resources/head.mustache"), .embedInCode("Resources/notices.mustache"),
+                .embedInCode("Resources/foot.mustache"), .embedInCode("Resources/personalize.mustache"),
+                .embedInCode("Resources/approve.mustache"), .embedInCode("Resources/account.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.

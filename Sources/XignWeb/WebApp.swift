@@ -25,7 +25,7 @@ public struct WebApp<Context: RequestContext>: Sendable {
     public init(site: @escaping @Sendable () -> WebSite) throws {
         self.site = site
         var pages = MustacheLibrary()
-        for (name, template) in Pages.templates { try pages.register(template, named: name) }
+        for (name, template) in WebFiles.templates { try pages.register(template, named: name) }
         self.pages = pages
     }
 
@@ -37,10 +37,10 @@ public struct WebApp<Context: RequestContext>: Sendable {
             router.get(RouterPath(path)) { _, _ in try render(page) }
         }
         router.get(RouterPath(WebPath.script)) { _, _ in
-            Self.asset(AppScript.source, type: "text/javascript; charset=utf-8")
+            Self.asset(WebFiles.script, type: "text/javascript; charset=utf-8")
         }
         router.get(RouterPath(WebPath.stylesheet)) { _, _ in
-            Self.asset(Stylesheet.source, type: "text/css; charset=utf-8")
+            Self.asset(WebFiles.stylesheet, type: "text/css; charset=utf-8")
         }
     }
 
