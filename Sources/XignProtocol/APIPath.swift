@@ -20,3 +20,14 @@ public enum SignedAnswerType {
     public static let revocation = "xign-revocation+jwt"
     public static let pinSealingKey = "xign-pin-sealing-key+jwt"
 }
+
+extension APIPath {
+    /// What the web app's script calls, by the names above; the pages hand them to it (XignWeb's `WebSite`).
+    public static let calledByTheWebApp: [String: String] = [
+        "health": health, "challenges": challenges, "personalizationDecrypt": personalizationDecrypt,
+        "passkeyPersonalizations": passkeyPersonalizations, "confirmationView": confirmationView,
+        "confirmationApproval": confirmationApproval, "confirmationDenial": confirmationDenial,
+        "authentications": authentications, "authenticationFinish": authenticationFinish, "apiAccess": apiAccess,
+        "webPending": webPending, "webDevices": webDevices, "webSessions": webSessions,
+    ]
+}

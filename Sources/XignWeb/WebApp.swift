@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import Mustache
@@ -8,10 +9,13 @@ public struct WebSite: Sendable {
     public var origin: String
     /// The WebAuthn RP id: the public URL's host.
     public var relyingPartyId: String
+    /// The JSON API's paths the script calls, by name (the manager's `APIPath`).
+    public var apiPaths: [String: String]
 
-    public init(origin: String, relyingPartyId: String) {
+    public init(origin: String, relyingPartyId: String, apiPaths: [String: String]) {
         self.origin = origin
         self.relyingPartyId = relyingPartyId
+        self.apiPaths = apiPaths
     }
 }
 
@@ -46,8 +50,11 @@ public struct WebApp<Context: RequestContext>: Sendable {
 
     private func render(_ page: String) throws -> Response {
         let current = site()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let api = String(decoding: try encoder.encode(current.apiPaths), as: UTF8.self)
         let values: [String: Any] = [
-            "origin": current.origin, "rpId": current.relyingPartyId, "script": WebPath.script,
+            "origin": current.origin, "rpId": current.relyingPartyId, "api": api, "script": WebPath.script,
             "stylesheet": WebPath.stylesheet,
         ]
         guard let html = pages.render(values, withTemplate: page) else { throw HTTPError(.internalServerError) }

@@ -37,7 +37,7 @@ public func buildApplication(
     AttestationController(manager: manager).addRoutes(to: router)
     try WebApp<ManagerRequestContext>(site: {
         let party = manager.relyingParty
-        return WebSite(origin: party.origin, relyingPartyId: party.id)
+        return WebSite(origin: party.origin, relyingPartyId: party.id, apiPaths: APIPath.calledByTheWebApp)
     }).addRoutes(to: router)
 
     let configuration = manager.configuration

@@ -6,6 +6,8 @@
 // Encodings, the sealed PIN, requests signed with the passkey, and what the pages show.
 const page = document.body.dataset.page;
 const rpId = document.body.dataset.rpId;
+// The API's paths, as the manager names them (APIPath), so the script states none of its own.
+const api = JSON.parse(document.body.dataset.api);
 const $ = (id) => document.getElementById(id);
 const utf8 = (text) => new TextEncoder().encode(text);
 const timeoutMs = 30000;
@@ -87,7 +89,7 @@ async function call(path, body, proof) {
 
 // The manager's signing key, and the PIN-sealing key it signed (a JWS in /health, docs/protocol.md).
 async function managerKeys() {
-  const health = await call("/health");
+  const health = await call(api.health);
   if (typeof health.managerKey !== "string" || typeof health.pinSealingKey !== "string")
     throw new Error("The manager names no PIN-sealing key; it is older than this page.");
   const signing = fromB64u(health.managerKey);
@@ -133,7 +135,7 @@ async function signRequest(enrolment, path, body, challenge) {
 }
 
 async function deviceSigned(enrolment, path, fields) {
-  const { challenge } = await call("/v1/challenges", JSON.stringify({ deviceId: enrolment.deviceId }));
+  const { challenge } = await call(api.challenges, JSON.stringify({ deviceId: enrolment.deviceId }));
   const body = JSON.stringify(await fields(challenge));
   return call(path, body, await signRequest(enrolment, path, body, challenge));
 }
@@ -184,7 +186,7 @@ async function personalize() {
     if (expected !== activation.fingerprint)
       throw new Error("The manager's key does not match the activation link: the link may be forged or the connection intercepted. Do not continue.");
     const nonce = random(16);
-    const answer = await call("/v1/personalization/decrypt", JSON.stringify({
+    const answer = await call(api.personalizationDecrypt, JSON.stringify({
       activationId: activation.id, activationSecret: activation.secret, nonce,
       sealedPin: await seal($("pin").value, keys.sealing, ["decrypt", activation.id, nonce]),
       knownDeviceIds: stored().map((e) => e.deviceId) }));
@@ -215,7 +217,7 @@ async function personalize() {
     const mode = ["rePersonalization", "alreadyPersonalized"].includes(decrypted.outcome) ? "override" : "new";
     const nonce = random(16);
     const platform = clean(navigator.userAgentData?.platform || navigator.platform || "browser", 64) || "browser";
-    const result = await call("/v1/personalizations/passkey", JSON.stringify({
+    const result = await call(api.passkeyPersonalizations, JSON.stringify({
       sessionId: session.id, mode, nonce, device: { name: "Passkey in a browser", platform },
       attestationObject: b64u(credential.response.attestationObject), clientDataJSON: b64u(credential.response.clientDataJSON) }));
     if (result.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
@@ -234,7 +236,7 @@ async function approve() {
   if (!/^[A-Z2-7]{26}$/.test(id)) return fail("This login link is incomplete. Scan the QR code on the server again.");
   const enrolments = stored();
   let view;
-  try { view = await call("/v1/confirmations/view", JSON.stringify({ confirmationId: id })); } catch (error) { return fail(passkeyError(error)); }
+  try { view = await call(api.confirmationView, JSON.stringify({ confirmationId: id })); } catch (error) { return fail(passkeyError(error)); }
   show("host", view.host); show("service", view.service); show("login", view.loginName);
   show("remote", [view.remoteHost, view.tty].filter(Boolean).join(", ") || "not known");
   show("time", when(view.createdAt));
@@ -262,7 +264,7 @@ async function approve() {
     const nonce = random(16);
     const pin = $("pin").value;
     $("pin").value = "";
-    const answer = await deviceSigned(chosen(), "/v1/confirmations/approve", async (challenge) => ({
+    const answer = await deviceSigned(chosen(), api.confirmationApproval, async (challenge) => ({
       deviceId: chosen().deviceId, challenge, confirmationId: id, confirmationCode: $("code").value.trim(), nonce,
       sealedPin: await seal(pin, spki, ["approval", id, challenge]) }));
     if (answer.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
@@ -272,7 +274,7 @@ async function approve() {
   }); });
   $("deny").addEventListener("click", () => guarded(async () => {
     status("Waiting for the passkey…");
-    await deviceSigned(chosen(), "/v1/confirmations/deny", async (challenge) => ({
+    await deviceSigned(chosen(), api.confirmationDenial, async (challenge) => ({
       deviceId: chosen().deviceId, challenge, confirmationId: id }));
     $("decide").hidden = true;
     status("Denied. The server refuses this login.");
@@ -285,18 +287,18 @@ async function approve() {
 async function apiAccess(enrolment, process, pin, fields) {
   const spki = (await managerKeys()).sealing;
   const nonce = random(16);
-  const started = await deviceSigned(enrolment, "/v1/authentications", async (challenge) => ({
+  const started = await deviceSigned(enrolment, api.authentications, async (challenge) => ({
     deviceId: enrolment.deviceId, challenge, purpose: { apiAccess: { process } }, host: location.hostname, localUser: "browser", nonce }));
   if (started.nonce !== nonce) throw new Error("The manager's answer is not for this request; try again.");
   const finish = JSON.stringify({ authenticationId: started.authenticationId, role: started.roles[0].name, factors: ["device", "pin"],
     sealedPin: await seal(pin, spki, ["authentication", started.authenticationId, started.challenge]),
     attributeValues: {}, attributeSelections: {}, nonce });
-  const finished = await call("/v1/authentications/finish", finish,
-                              await signRequest(enrolment, "/v1/authentications/finish", finish, started.challenge));
+  const finished = await call(api.authenticationFinish, finish,
+                              await signRequest(enrolment, api.authenticationFinish, finish, started.challenge));
   if (finished.outcome === "lockout") throw new ManagerError(423, { error: { message: lockText(finished.lockout), lockout: finished.lockout } });
   const grant = finished.apiAccess.grant;
   const body = JSON.stringify(Object.assign({ grant, nonce }, await fields(grant, spki)));
-  return call("/v1/api-access", body, await signRequest(enrolment, "/v1/api-access", body, grant));
+  return call(api.apiAccess, body, await signRequest(enrolment, api.apiAccess, body, grant));
 }
 
 async function account() {
@@ -317,7 +319,7 @@ async function account() {
     polling = true;
     while (polling) {
       try {
-        const { confirmations } = await call("/v1/web/pending", JSON.stringify({ waitMilliseconds: 20000, seen }));
+        const { confirmations } = await call(api.webPending, JSON.stringify({ waitMilliseconds: 20000, seen }));
         seen = confirmations.map((c) => c.confirmationId);
         $("waiting-list").replaceChildren(...confirmations.map((c) => {
           const item = document.createElement("li"), link = document.createElement("a");
@@ -337,7 +339,7 @@ async function account() {
   }
 
   async function showDevices() {
-    const { deviceId, devices } = await call("/v1/web/devices", JSON.stringify({}));
+    const { deviceId, devices } = await call(api.webDevices, JSON.stringify({}));
     $("device-list").replaceChildren(...devices.map((d) => {
       const item = document.createElement("li");
       const kind = d.keyKind === "passkey" ? "passkey" : `${d.keyKind} key`;
@@ -365,7 +367,7 @@ async function account() {
 
   $("signin").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
     status("Waiting for the passkey…");
-    await deviceSigned(chosen(), "/v1/web/sessions", async (challenge) => ({ deviceId: chosen().deviceId, challenge, nonce: random(16) }));
+    await deviceSigned(chosen(), api.webSessions, async (challenge) => ({ deviceId: chosen().deviceId, challenge, nonce: random(16) }));
     $("signin").hidden = true;
     $("waiting").hidden = $("devices").hidden = $("change-pin").hidden = false;
     await showDevices();
