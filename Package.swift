@@ -186,6 +186,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
+        .testTarget(name: "XignDaemonTests", dependencies: ["XignDaemon", "XignLogin", "XignTestSupport"]),
         .testTarget(
             name: "XignSetupTests",
             dependencies: [
