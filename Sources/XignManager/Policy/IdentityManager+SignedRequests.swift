@@ -157,7 +157,7 @@ extension IdentityManager {
         }
         if let notice { await deliverMail(id: notice) }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
-        return try sign(
+        return try signer.sign(
             RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation
         )
     }

@@ -13,8 +13,10 @@ public final class IdentityManager: Sendable {
     let secrets: ManagerSecrets
     let outbox: Outbox
     let logger: Logger
-    /// The manager's public key and its fingerprint, computed once.
-    let publicKey: P256PublicKey
+    /// Signs the answers that change trust.
+    let signer: AnswerSigner
+    let services: ServiceCatalog
+    let loginTokens: LoginTokens
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
     /// Names this instance's PIN-check claims; the same across restarts (IdentityManager+PINCheck).
     let instanceId: String
@@ -34,7 +36,9 @@ public final class IdentityManager: Sendable {
         self.secrets = secrets
         self.outbox = Outbox(path: configuration.outboxPath)
         self.logger = logger
-        self.publicKey = secrets.signingKey.publicKey
+        signer = AnswerSigner(key: secrets.signingKey)
+        services = ServiceCatalog(configured: configuration.services)
+        loginTokens = LoginTokens(database: database, services: services, signer: signer)
         (mailQueue, mailQueued) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -168,9 +172,10 @@ public final class IdentityManager: Sendable {
 
     public func health() -> HealthMessage {
         HealthMessage(
-            status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: publicKey.fingerprint,
-            managerKey: Base64URL.encode(publicKey.derRepresentation),
-            pinSealingKey: try? sign(PINSealingKeyMessage(key: pinSealingKey), type: SignedAnswerType.pinSealingKey))
+            status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: signer.publicKey.fingerprint,
+            managerKey: Base64URL.encode(signer.publicKey.derRepresentation),
+            pinSealingKey: try? signer.sign(
+                PINSealingKeyMessage(key: pinSealingKey), type: SignedAnswerType.pinSealingKey))
     }
 
     /// A request body, decoded and checked against the wire's limits here, once, rather than by the route (a signed
@@ -196,13 +201,6 @@ public final class IdentityManager: Sendable {
             )
         }
         return raw
-    }
-
-    func sign(_ value: some Encodable, type: String, includeKey: Bool = false) throws -> String {
-        let header = JWS.Header(
-            typ: type, kid: publicKey.fingerprint,
-            spki: includeKey ? Base64URL.encode(publicKey.derRepresentation) : nil)
-        return try JWS.sign(payload: try JSONEncoder.canonical.encode(value), header: header, with: secrets.signingKey)
     }
 }
 

@@ -88,7 +88,7 @@ extension IdentityManager {
             }
             let payload = PersonalizationPayload(
                 managerURL: self.managerURL, activationId: activation.id, activationSecret: secret,
-                managerKeyFingerprint: self.publicKey.shortFingerprint)
+                managerKeyFingerprint: self.signer.publicKey.shortFingerprint)
             let mailId = try await self.queue(
                 Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true),
                 in: store)

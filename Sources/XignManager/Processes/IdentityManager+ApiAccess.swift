@@ -10,7 +10,6 @@ import XignProtocol
 /// the device then signs the process's request over that grant at /v1/api-access.
 extension IdentityManager {
     /// How long a grant lasts: long enough to type a new PIN twice.
-    static let apiAccessGrantMilliseconds: Int64 = 300_000
 
     /// Answers an authentication at an api access service with its grant.
     func grantApiAccess(
@@ -20,7 +19,7 @@ extension IdentityManager {
         let now = Self.now()
         var grant = ApiAccessGrantMessage(
             process: process, grant: try SecureRandom.token(), issuedAt: now,
-            expiresAt: now + Self.apiAccessGrantMilliseconds)
+            expiresAt: now + ServiceCatalog.apiAccessGrantMilliseconds)
         if process == .changePin || process == .requestNewActivation {
             grant.pinSpec = configuration.pinPolicy
             grant.pinSealingKey = pinSealingKey
@@ -93,7 +92,7 @@ extension IdentityManager {
         }
         if let mailId { await deliverMail(id: mailId) }
         logger.info("api access finished", metadata: ["device": "\(grant.deviceId)", "process": "\(process.rawValue)"])
-        return try sign(result, type: SignedAnswerType.apiAccess)
+        return try signer.sign(result, type: SignedAnswerType.apiAccess)
     }
 
     /// Checks that the request holds exactly its process's field; returns the new PIN of changePin or
@@ -267,7 +266,7 @@ extension IdentityManager {
             }
             return try await store.devices(ofAccount: accountId)
         }
-        return try sign(
+        return try signer.sign(
             AccountDevicesMessage(nonce: request.nonce, devices: devices), type: SignedAnswerType.accountDevices)
     }
 }

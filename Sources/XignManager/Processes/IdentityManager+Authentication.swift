@@ -40,42 +40,11 @@ extension IdentityManager {
         return (device, activation)
     }
 
-    /// The service a purpose authenticates at: the configured one a login names, or the one built in for each process
-    /// (device and PIN, no attributes), whose name the audit shows.
-    func service(for purpose: AuthenticationPurpose) throws -> ManagerConfiguration.Service {
-        func builtIn(_ id: String, _ name: String, lifetime: Int64 = 60_000) -> ManagerConfiguration.Service {
-            ManagerConfiguration.Service(
-                id: id, relyingPartyName: name,
-                roles: [RoleMessage(name: id, requestedAuthenticators: [[.device, .pin]])], attributes: [],
-                tokenLifetimeMilliseconds: lifetime)
-        }
-        switch purpose {
-        case .login(let id):
-            guard let service = configuration.services.first(where: { $0.id == id }) else {
-                throw ManagerError(
-                    .notFound, .notFound,
-                    "the manager has no service '\(id.prefix(64))'; check service= in the PAM configuration")
-            }
-            return service
-        case .confirmation: return builtIn("confirm", "Login confirmation")
-        case .merge: return builtIn("merge", "Account merge")
-        case .apiAccess(let process):
-            let lifetime = Self.apiAccessGrantMilliseconds
-            switch process {
-            case .changePin: return builtIn("change-pin", "Change PIN", lifetime: lifetime)
-            case .requestNewActivation: return builtIn("new-activation", "New activation", lifetime: lifetime)
-            case .delete: return builtIn("delete", "Delete account", lifetime: lifetime)
-            case .addFactor: return builtIn("add-factor", "Add factor", lifetime: lifetime)
-            case .revokeDevice: return builtIn("revoke-device", "Remove a device", lifetime: lifetime)
-            }
-        }
-    }
-
     public func startAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
         // The confirmation a start approves, if any; only a confirmation carries a code (AuthenticationStartRequest.checkLimits).
         let confirmationId: String? = if case .confirmation(let id) = request.purpose { id } else { nil }
-        let service = try service(for: request.purpose)
+        let service = try services.service(for: request.purpose)
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
         try enforce(
@@ -145,7 +114,7 @@ extension IdentityManager {
                 return message
             }
         }
-        return try sign(start, type: SignedAnswerType.authenticationStart)
+        return try signer.sign(start, type: SignedAnswerType.authenticationStart)
     }
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
@@ -171,7 +140,7 @@ extension IdentityManager {
             }
             return (pending, device, try await store.accountAttributes(activationId: pending.activationId))
         }
-        let service = try service(for: authentication.purpose)
+        let service = try services.service(for: authentication.purpose)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {
             throw ManagerError.badRequest("the service \(service.id) has no role '\(request.role.prefix(64))'")
         }
@@ -211,7 +180,7 @@ extension IdentityManager {
                 authentication, login: login, request: request, service: service, role: role.name, known: known,
                 missing: missing)
         }
-        return try sign(
+        return try signer.sign(
             AuthenticationResultMessage(nonce: request.nonce, outcome: outcome),
             type: SignedAnswerType.authenticationResult)
     }
@@ -233,8 +202,8 @@ extension IdentityManager {
                 metadata: ["device": "\(authentication.deviceId)", "service": "\(service.id)", "role": "\(role)"])
             // The token the code would buy, without the round trip for it: this answer is signed for the same device.
             let token = try request.tokenNonce.map { tokenNonce in
-                try sign(
-                    Self.loginToken(
+                try signer.sign(
+                    LoginTokens.token(
                         nonce: tokenNonce, deviceId: authentication.deviceId, activationId: authentication.activationId,
                         service: service,
                         role: role, host: authentication.host, localUser: authentication.localUser, known: known,
@@ -433,43 +402,5 @@ extension IdentityManager {
     }
 
     /// Exchanges a single-use authorization code for the login token.
-    public func token(_ request: TokenRequest) async throws -> String {
-        let now = Self.now()
-        let token = try await database.transaction { store -> LoginTokenMessage in
-            guard let grant = try await store.redeemAuthorizationCode(request.authorizationCode, now: now) else {
-                throw ManagerError(
-                    .conflict, .challengeInvalid, "the authorization code is unknown, expired or was used")
-            }
-            guard case .login = grant.purpose else {
-                throw ManagerError(
-                    .conflict, .challengeInvalid,
-                    "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
-            }
-            let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            let given =
-                (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
-            return Self.loginToken(
-                nonce: request.nonce, deviceId: device.id, activationId: device.activationId,
-                service: try self.service(for: grant.purpose),
-                role: grant.role, host: grant.host, localUser: grant.localUser,
-                known: try await store.accountAttributes(activationId: device.activationId), given: given, now: now)
-        }
-        return try sign(token, type: SignedAnswerType.loginToken)
-    }
-
-    /// A login's token: the account's attributes, with the values the login gave for missing ones, as far as the
-    /// service asks for them.
-    static func loginToken(
-        nonce: String, deviceId: String, activationId: String, service: ManagerConfiguration.Service, role: String,
-        host: String,
-        localUser: String, known: [String: String], given: [String: String], now: Int64
-    ) -> LoginTokenMessage {
-        let values = known.merging(given) { _, new in new }
-        return LoginTokenMessage(
-            nonce: nonce, subject: values["email"] ?? "", deviceId: deviceId, activationId: activationId,
-            service: service.id, role: role,
-            host: host, localUser: localUser,
-            attributes: values.filter { key, _ in service.attributes.contains { $0.name == key } },
-            issuedAt: now, expiresAt: now + service.tokenLifetimeMilliseconds)
-    }
+    public func token(_ request: TokenRequest) async throws -> String { try await loginTokens.redeem(request) }
 }

@@ -87,7 +87,7 @@ extension IdentityManager {
             appLink: "\(managerURL)/c#\(confirmation.id)", waitToken: waitToken, issuedAt: now,
             expiresAt: confirmation.expiresAt
         )
-        return try sign(start, type: SignedAnswerType.confirmationStart)
+        return try signer.sign(start, type: SignedAnswerType.confirmationStart)
     }
 
     /// What a confirmation counts against: its host and the remote address the host reports (its /64 for IPv6).
@@ -168,7 +168,7 @@ extension IdentityManager {
             state: state, approvedBy: state == .approved ? record.approvedBy : nil,
             endedBecause: ending(of: record, in: state)
         )
-        return try sign(result, type: SignedAnswerType.confirmationResult)
+        return try signer.sign(result, type: SignedAnswerType.confirmationResult)
     }
 
     /// The confirmations waiting for the signing device's account; holds the answer while there are none.
@@ -191,7 +191,7 @@ extension IdentityManager {
         let list = ConfirmationListMessage(
             nonce: request.nonce,
             confirmations: pending.map(\.pendingMessage))
-        return try sign(list, type: SignedAnswerType.confirmationList)
+        return try signer.sign(list, type: SignedAnswerType.confirmationList)
     }
 
     /// The account's pending confirmations, oldest first, once `done` holds for them or after `waitMilliseconds`.

@@ -29,7 +29,7 @@ extension IdentityManager {
         }
         try Self.checkGroupNames(groups)
         let token = HostJoinToken(
-            secret: try SecureRandom.token(byteCount: 16), managerKeyFingerprint: publicKey.fingerprint)
+            secret: try SecureRandom.token(byteCount: 16), managerKeyFingerprint: signer.publicKey.fingerprint)
         let expiresAt = Self.now() + lifetime.components.seconds * 1000
         try await database.transaction { store in
             guard try await !store.isHostNameTaken(name) else {
@@ -122,7 +122,7 @@ extension IdentityManager {
             return (name, kind, finding)
         }
         logger.notice("host joined", metadata: ["host": "\(name)", "id": "\(hostId)", "keyKind": "\(kind)"])
-        return try sign(
+        return try signer.sign(
             HostJoinResult(
                 nonce: request.nonce, hostId: hostId, name: name, hostKey: request.hostKey,
                 attestedBy: finding?.ekIssuer,

@@ -109,7 +109,7 @@ extension IdentityManager {
         let confirmation = try await checkConfirmationCode(
             request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
         let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
-        let service = try service(for: purpose)
+        let service = try services.service(for: purpose)
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         let (device, activation) = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store in
@@ -135,6 +135,6 @@ extension IdentityManager {
             ).relyingPartyName
             ManagerMetrics.login(.success)
         }
-        return try sign(answer, type: SignedAnswerType.confirmationApproval)
+        return try signer.sign(answer, type: SignedAnswerType.confirmationApproval)
     }
 }

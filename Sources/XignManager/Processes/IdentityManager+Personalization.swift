@@ -35,7 +35,7 @@ extension IdentityManager {
         if let lock = verdict.lockout {
             var locked = DecryptResult(nonce: request.nonce, outcome: .lockout, activationId: activation.id)
             locked.lockout = lock
-            return try sign(locked, type: SignedAnswerType.decrypt, includeKey: true)
+            return try signer.sign(locked, type: SignedAnswerType.decrypt, includeKey: true)
         }
         let known = Set(request.knownDeviceIds)
         let sessionLifetime = configuration.sessionLifetimeMilliseconds
@@ -70,7 +70,7 @@ extension IdentityManager {
         logger.info(
             "activation PIN accepted",
             metadata: ["activation": "\(activation.id)", "outcome": "\(result.outcome.rawValue)"])
-        return try sign(result, type: SignedAnswerType.decrypt, includeKey: true)
+        return try signer.sign(result, type: SignedAnswerType.decrypt, includeKey: true)
     }
 
     /// An organization invite scanned on a machine that already holds an activation of another, permanent account.
@@ -230,7 +230,7 @@ extension IdentityManager {
                 "activation": "\(result.activationId)", "device": "\(deviceId)", "mode": "\(enrolment.mode.rawValue)",
                 "keyKind": "\(enrolment.keyKind.rawValue)", "attestedBy": "\(finding?.ekIssuer ?? "-")",
             ])
-        return try sign(result, type: SignedAnswerType.personalization)
+        return try signer.sign(result, type: SignedAnswerType.personalization)
     }
 
     /// The session a request continues, checked and spent: `prove` accepted the new key's proof over its challenge, the

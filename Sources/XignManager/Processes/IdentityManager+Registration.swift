@@ -195,7 +195,7 @@ extension IdentityManager {
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {
         PersonalizationPayload(
             managerURL: managerURL, activationId: activation.id, activationSecret: activation.secret,
-            managerKeyFingerprint: publicKey.shortFingerprint
+            managerKeyFingerprint: signer.publicKey.shortFingerprint
         )
     }
 }
