@@ -382,27 +382,6 @@ import XignTestSupport
         #expect(!manager.log.contains("request failed"), "a client's mistake is not the manager's error")
     }
 
-    /// schemathesis's "undeclared method" check: a path of the API asked with another method answers 405 and
-    /// names the one it takes, for every path and method in docs/openapi.yaml.
-    @Test func everyPathAnswersOtherMethodsWith405AndAllow() throws {
-        let manager = try ManagerProcess()
-        let paths = try #require(try API.spec.get().document["paths"] as? [String: [String: Any]])
-        #expect(paths.count == 28)
-        for (path, operations) in paths {
-            let declared = Set(operations.keys.map { $0.uppercased() })
-            #expect(declared.count == 1, "\(path)")
-            for method in ["GET", "POST", "PUT", "DELETE", "PATCH", "TRACE", "OPTIONS"] where !declared.contains(method)
-            {
-                let request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
-                let answer = String(decoding: FaultyServer.forward(request, toPort: manager.port) ?? [], as: UTF8.self)
-                #expect(answer.hasPrefix("HTTP/1.1 405"), "\(method) \(path): \(answer.prefix(80))")
-                #expect(
-                    answer.lowercased().contains("\r\nallow: \(declared.first!.lowercased())\r\n"),
-                    "\(method) \(path): \(answer.prefix(300))")
-            }
-        }
-    }
-
     @Test func aTLSKeyOtherUsersCanReadIsRefused() throws {
         let directory = TemporaryDirectory()
         let certificates = try TestCertificates(in: directory)
