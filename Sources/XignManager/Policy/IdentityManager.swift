@@ -20,8 +20,8 @@ public final class IdentityManager: Sendable {
     private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
     /// Names this instance's PIN-check claims; the same across restarts (IdentityManager+PINCheck).
     let instanceId: String
-    /// Queues this process's PIN checks per activation (IdentityManager+PINCheck).
-    let pinChecks = KeyedAsyncLock()
+    /// The one PIN check, with the lockout.
+    let pinChecker: PINChecker
     /// Wakes long polls of confirmations (IdentityManager+Confirmations).
     let signals = Signals()
     /// Wakes the mail relay when mail was queued (IdentityManager+Mail).
@@ -39,6 +39,8 @@ public final class IdentityManager: Sendable {
         signer = AnswerSigner(key: secrets.signingKey)
         services = ServiceCatalog(configured: configuration.services)
         loginTokens = LoginTokens(database: database, services: services, signer: signer)
+        pinChecker = PINChecker(
+            database: database, configuration: configuration, secrets: secrets, logger: logger, instanceId: instanceId)
         (mailQueue, mailQueued) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -202,6 +204,12 @@ public final class IdentityManager: Sendable {
         }
         return raw
     }
+}
+
+extension IdentityManager {
+    /// Called by `serve` before it answers: the PIN checks its predecessor left cut off are charged (PINChecker).
+    @discardableResult
+    public func settleAbandonedPINChecks() async throws -> Int { try await pinChecker.settleAbandonedChecks() }
 }
 
 public enum XignManagerVersion {

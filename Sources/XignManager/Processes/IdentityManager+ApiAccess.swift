@@ -58,7 +58,7 @@ extension IdentityManager {
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
         let newPIN = try checkApiAccessFields(request, for: process)
         // The slow PIN hash runs outside every transaction, and only for a signed, valid request.
-        let verifier = try (process == .changePin ? newPIN : nil).map { try makePINVerifier(pin: $0) }
+        let verifier = try (process == .changePin ? newPIN : nil).map { try pinChecker.makeVerifier(pin: $0) }
         let fresh = try (process == .requestNewActivation ? newPIN : nil).map { try makeActivation(pin: $0) }
         // The grant is spent in the transaction that does the work: both happen, or neither.
         let (result, mailId) = try await database.transaction { store -> (ApiAccessResultMessage, String?) in

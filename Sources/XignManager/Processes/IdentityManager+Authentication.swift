@@ -232,16 +232,18 @@ extension IdentityManager {
     private func checkPIN(
         of request: AuthenticationFinishRequest, for authentication: ManagerStore.PendingAuthentication,
         at service: ManagerConfiguration.Service,
-        role: String, whenRight: WhenRight?
+        role: String, whenRight: PINChecker.WhenRight?
     ) async throws -> (LockoutMessage, nextChallenge: String?)? {
         guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
         let pin = try openPIN(
             sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
-        let purpose = PINCheckPurpose(
+        let purpose = PINChecker.Purpose(
             service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
-        let verdict = try await checkPIN(
-            pin, of: authentication.deviceId, activationId: authentication.activationId, for: purpose,
-            whenRight: whenRight)
+        let verdict = try await countingLockedLogins {
+            try await pinChecker.check(
+                pin, ofDevice: authentication.deviceId, activationId: authentication.activationId, for: purpose,
+                whenRight: whenRight)
+        }
         guard let lock = verdict.lockout else { return nil }
         ManagerMetrics.login(.wrongPIN)
         guard !lock.isPermanent else { return (lock, nil) }
@@ -253,22 +255,6 @@ extension IdentityManager {
                 request.authenticationId, challenge: next, expiresAt: expiresAt)
         }
         return (lock, next)
-    }
-
-    /// The PIN a device gave, charged to its activation's lockout; refused when the device no longer holds it.
-    func checkPIN(
-        _ pin: String, of deviceId: String, activationId: String, for purpose: PINCheckPurpose,
-        whenRight: WhenRight? = nil
-    ) async throws -> PINVerdict {
-        try await countingLockedLogins {
-            try await checkPIN(pin, activationId: activationId, for: purpose, whenRight: whenRight) { activation in
-                guard let activation, activation.deviceId == deviceId else {
-                    throw ManagerError(
-                        .notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
-                }
-                return activation
-            }
-        }
     }
 
     /// A login's writes once its factors hold: the single-use authorization code (batched into the finish answer

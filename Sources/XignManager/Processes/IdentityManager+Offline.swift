@@ -57,9 +57,10 @@ extension IdentityManager {
                     failures += 1
                     let lock = lockout.lock(afterFailures: failures, now: now)
                     try await store.chargeOfflineFailure(lock, activationId: activation.id)
-                    try await Self.auditWrongPIN(
+                    try await PINChecker.auditWrongPIN(
                         lock, of: activation,
-                        for: PINCheckPurpose(service: event.service, host: host, actor: "device \(device.id)"), at: at,
+                        for: PINChecker.Purpose(service: event.service, host: host, actor: "device \(device.id)"),
+                        at: at,
                         cause: "wrong offline PIN at \(when)", in: store)
                 }
             }

@@ -119,9 +119,11 @@ extension IdentityManager {
         let pin = try openPIN(
             request.sealedPin, for: .approval(confirmationId: request.confirmationId, challenge: request.challenge))
         // The audit names the service the host logs in to (sshd), not the manager's built-in one.
-        let check = PINCheckPurpose(
+        let check = PINChecker.Purpose(
             service: confirmation.service, host: confirmation.hostName, actor: "device \(device.id)")
-        let verdict = try await checkPIN(pin, of: device.id, activationId: activation.id, for: check)
+        let verdict = try await countingLockedLogins {
+            try await pinChecker.check(pin, ofDevice: device.id, activationId: activation.id, for: check)
+        }
         var answer = ConfirmationApprovalMessage(
             nonce: request.nonce, confirmationId: request.confirmationId, outcome: .approved)
         if let lock = verdict.lockout {

@@ -8,12 +8,12 @@ extension IdentityManager {
     public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
         if let client { try await charge(.decryptsPerAddress, key: client) }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
-        let purpose = PINCheckPurpose(
+        let purpose = PINChecker.Purpose(
             service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
         let now = Self.now()
         let pin = try openPIN(
             request.sealedPin, for: .decrypt(activationId: request.activationId, nonce: request.nonce))
-        let verdict = try await checkPIN(pin, activationId: request.activationId, for: purpose) { activation in
+        let verdict = try await pinChecker.check(pin, activationId: request.activationId, for: purpose) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
                 throw ManagerError(
                     .notFound, .activationNotFound,

@@ -179,17 +179,8 @@ extension IdentityManager {
             id: try SecureRandom.identifier(),
             // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
             secret: Base32.encode(try SecureRandom.bytes(16)),
-            pin: try makePINVerifier(pin: pin)
+            pin: try pinChecker.makeVerifier(pin: pin)
         )
-    }
-
-    /// A fresh salt and verifier at the configured cost and pepper.
-    func makePINVerifier(pin: String) throws -> PINVerifier {
-        let salt = try SecureRandom.bytes(16)
-        let (iterations, pepper) = (configuration.pinHashIterations, secrets.pepperKind)
-        return PINVerifier(
-            salt: salt, value: try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper),
-            iterations: iterations, pepper: pepper)
     }
 
     func payload(for activation: ActivationSecrets) -> PersonalizationPayload {

@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import NIOPosix
 import XignCrypto
+import XignManagerConfiguration
 import XignProtocol
 
 /// The PIN check with the lockout (docs/design.md, invariants 5 and 6), shared by personalization and authentication.
@@ -11,20 +13,29 @@ import XignProtocol
 /// claim that ran out without a result (a crash during the hash) is charged as a failure. Within one process a
 /// per-activation FIFO lock queues the waiters, so only other instances ever poll. Checks of different
 /// activations never wait for each other: the slow hash runs on the thread pool, outside every transaction.
-extension IdentityManager {
-    struct PINVerdict: Sendable {
+struct PINChecker: Sendable {
+    let database: Database
+    let configuration: ManagerConfiguration
+    let secrets: ManagerSecrets
+    let logger: Logger
+    /// Names this instance's claims; the same across restarts.
+    let instanceId: String
+    /// Queues this process's checks per activation.
+    let queue = KeyedAsyncLock()
+
+    struct Verdict: Sendable {
         var activation: ManagerStore.ActivationRecord
         /// nil when the PIN was right; else the lock this wrong PIN caused.
         var lockout: LockoutMessage?
     }
 
     /// How long a claim holds; far above the hash's cost, so it only runs out when a manager died mid-check.
-    static let pinCheckClaimMilliseconds: Int64 = 30_000
+    static let claimMilliseconds: Int64 = 30_000
     /// How long a check waits for another instance's claim before it answers "busy".
-    static let pinCheckWaitMilliseconds: Int64 = 10_000
+    static let waitMilliseconds: Int64 = 10_000
 
     /// What a wrong PIN's audit entry says about the attempt.
-    struct PINCheckPurpose: Sendable {
+    struct Purpose: Sendable {
         var service: String
         var host: String?
         var actor: String
@@ -37,13 +48,27 @@ extension IdentityManager {
 
     /// Checks `pin` against an activation. While a lock is in force the PIN is not checked at all (423).
     /// `admit` sees the activation (nil if unknown) inside the claiming transaction and throws to refuse it.
-    func checkPIN(
-        _ pin: String, activationId: String, for purpose: PINCheckPurpose, whenRight: WhenRight? = nil,
+    func check(
+        _ pin: String, activationId: String, for purpose: Purpose, whenRight: WhenRight? = nil,
         admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
-    ) async throws -> PINVerdict {
-        try await pinChecks.withLock(activationId) {
+    ) async throws -> Verdict {
+        try await queue.withLock(activationId) {
             let activation = try await claimPINCheck(activationId: activationId, admit: admit)
             return try await settlePINCheck(pin, activation: activation, for: purpose, whenRight: whenRight)
+        }
+    }
+
+    /// The PIN a device gave, charged to its activation's lockout; refused when the device no longer holds it.
+    func check(
+        _ pin: String, ofDevice deviceId: String, activationId: String, for purpose: Purpose,
+        whenRight: WhenRight? = nil
+    ) async throws -> Verdict {
+        try await check(pin, activationId: activationId, for: purpose, whenRight: whenRight) { activation in
+            guard let activation, activation.deviceId == deviceId else {
+                throw ManagerError(
+                    .notFound, .deviceNotFound, "this device no longer holds its activation; personalize again")
+            }
+            return activation
         }
     }
 
@@ -60,7 +85,7 @@ extension IdentityManager {
         activationId: String,
         admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
     ) async throws -> ManagerStore.ActivationRecord {
-        let deadline = Self.now() + Self.pinCheckWaitMilliseconds
+        let deadline = IdentityManager.now() + Self.waitMilliseconds
         var pause: Int64 = 2
         // A claim alone need not wait for the disk: nothing is answered before the verdict, whose synced commit takes
         // the claim with it, and a claim lost in a power cut lost no answer either. A charge is an answer's cause, so a
@@ -74,7 +99,7 @@ extension IdentityManager {
                         .gone, .activationRevoked,
                         "this activation was removed; register again or ask for a new activation")
                 }
-                let now = Self.now()
+                let now = IdentityManager.now()
                 if activation.pinCheckUntil > now { return .heldElsewhere }
                 if activation.pinCheckUntil != 0 {
                     guard self.database.syncs(durability) else { return .chargeFirst }
@@ -90,7 +115,7 @@ extension IdentityManager {
                 // A lock refuses the attempt before its PIN is looked at; the answer commits with the charge above.
                 if let lock = activation.pendingLock { return .locked(lock) }
                 try await store.claimPINCheck(
-                    activationId: activation.id, until: now + Self.pinCheckClaimMilliseconds, by: self.instanceId)
+                    activationId: activation.id, until: now + Self.claimMilliseconds, by: self.instanceId)
                 return .claimed(activation)
             }
             switch claim {
@@ -101,7 +126,7 @@ extension IdentityManager {
             case .chargeFirst:
                 durability = .synced
             case .heldElsewhere:
-                guard Self.now() < deadline else {
+                guard IdentityManager.now() < deadline else {
                     throw ManagerError(
                         .serviceUnavailable, .busy,
                         "another PIN check of this activation is still running; try again in a moment")
@@ -117,7 +142,7 @@ extension IdentityManager {
     /// blocking its activation until the claim runs out. On SQLite, where one `serve` checks PINs, every claim is
     /// such a one. Claims of other instances run out as before. Returns the count.
     @discardableResult
-    public func settleAbandonedPINChecks() async throws -> Int {
+    func settleAbandonedChecks() async throws -> Int {
         let owner = configuration.postgreSQL == nil ? nil : instanceId
         return try await database.transaction { store in
             let abandoned = try await store.activationsWithPINCheckClaims(by: owner)
@@ -135,7 +160,7 @@ extension IdentityManager {
     private func chargeFailure(
         _ activationId: String, after failures: Int, in store: ManagerStore
     ) async throws -> LockoutMessage {
-        let lock = configuration.lockout.lock(afterFailures: failures + 1, now: Self.now())
+        let lock = configuration.lockout.lock(afterFailures: failures + 1, now: IdentityManager.now())
         try await store.recordPINFailure(lock, activationId: activationId)
         return lock
     }
@@ -143,11 +168,11 @@ extension IdentityManager {
     /// The audit of a wrong PIN, and of the lock it caused. `at` is when it was typed (an offline PIN: on the device's
     /// clock); `cause` says what kind of PIN it was.
     static func auditWrongPIN(
-        _ lock: LockoutMessage, of activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose,
+        _ lock: LockoutMessage, of activation: ManagerStore.ActivationRecord, for purpose: Purpose,
         at: Int64? = nil,
         cause: String = "wrong PIN", in store: ManagerStore
     ) async throws {
-        let now = Self.now()
+        let now = IdentityManager.now()
         var event = AuditEvent(
             at: at ?? now, event: .loginFailure, email: activation.email, activationId: activation.id,
             host: purpose.host,
@@ -165,8 +190,8 @@ extension IdentityManager {
 
     /// Hashes the PIN off the async executors, then writes the verdict and gives the claim back in one statement.
     private func settlePINCheck(
-        _ pin: String, activation: ManagerStore.ActivationRecord, for purpose: PINCheckPurpose, whenRight: WhenRight?
-    ) async throws -> PINVerdict {
+        _ pin: String, activation: ManagerStore.ActivationRecord, for purpose: Purpose, whenRight: WhenRight?
+    ) async throws -> Verdict {
         guard let salt = Base64URL.decode(activation.pinSalt), let stored = Base64URL.decode(activation.pinVerifier)
         else {
             throw ManagerError.internalFailure("stored PIN verifier of activation \(activation.id) is corrupt")
@@ -182,7 +207,7 @@ extension IdentityManager {
                     activation.pinIterations == self.configuration.pinHashIterations
                     && activation.pinPepper == self.secrets.pepperKind
                 guard !isCurrent, constantTimeEquals(presented, stored) else { return (presented, nil) }
-                return (presented, try self.makePINVerifier(pin: pin))
+                return (presented, try self.makeVerifier(pin: pin))
             }
         } catch {
             // Nothing was compared, so nothing is charged. (A verdict that fails to commit below keeps the claim,
@@ -191,7 +216,7 @@ extension IdentityManager {
             throw error
         }
         let commitVerdict = { @Sendable (whenRight: WhenRight?) in
-            try await self.database.transaction { store -> PINVerdict? in
+            try await self.database.transaction { store -> Verdict? in
                 let current = try await store.activation(id: activation.id)
                 // A PIN change that committed during the hash (its claim check raced this one on another instance):
                 // this PIN was compared with a verifier that is gone, so it is neither right nor wrong now.
@@ -211,7 +236,7 @@ extension IdentityManager {
                             "activation": "\(activation.id)", "failures": "\(lock.failedAttempts)",
                             "permanent": "\(lock.isPermanent)",
                         ])
-                    return PINVerdict(activation: activation, lockout: lock)
+                    return Verdict(activation: activation, lockout: lock)
                 }
                 try await store.clearLockout(activationId: activation.id)
                 if let upgrade {
@@ -219,10 +244,10 @@ extension IdentityManager {
                         activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
                 }
                 try await whenRight?(store)
-                return PINVerdict(activation: activation, lockout: nil)
+                return Verdict(activation: activation, lockout: nil)
             }
         }
-        let settled: PINVerdict?
+        let settled: Verdict?
         do {
             settled = try await commitVerdict(whenRight)
         } catch  where whenRight != nil && constantTimeEquals(presented, stored) {
@@ -236,7 +261,18 @@ extension IdentityManager {
                 .conflict, .sessionInvalid,
                 "the PIN was changed while this one was checked; start again with the current PIN")
         }
-        if let lock = verdict.lockout, lock.isPermanent || lock.lockedUntil > Self.now() { ManagerMetrics.lockout() }
+        if let lock = verdict.lockout, lock.isPermanent || lock.lockedUntil > IdentityManager.now() {
+            ManagerMetrics.lockout()
+        }
         return verdict
+    }
+
+    /// A fresh salt and verifier at the configured cost and pepper.
+    func makeVerifier(pin: String) throws -> PINVerifier {
+        let salt = try SecureRandom.bytes(16)
+        let (iterations, pepper) = (configuration.pinHashIterations, secrets.pepperKind)
+        return PINVerifier(
+            salt: salt, value: try secrets.pinVerifier(pin: pin, salt: salt, iterations: iterations, pepper: pepper),
+            iterations: iterations, pepper: pepper)
     }
 }
