@@ -12,3 +12,9 @@ public func waitUntil(
     }
     return try condition()
 }
+
+/// Sleeps until just past `milliseconds` since 1970, such as the end of a lock the manager named.
+public func sleep(pastEpochMilliseconds milliseconds: Double) async throws {
+    let left = Date(timeIntervalSince1970: milliseconds / 1000 + 0.05).timeIntervalSinceNow
+    if left > 0 { try await Task.sleep(for: .seconds(left)) }
+}

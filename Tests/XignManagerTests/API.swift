@@ -1,48 +1,77 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOFoundationCompat
 import XignCore
 import XignCrypto
 import XignProtocol
 import XignTestSupport
 
-/// Talks to the real manager over HTTP and checks every answer against docs/openapi.yaml.
-struct API {
-    let manager: ManagerProcess
-    /// Where requests go instead of the manager's own address, such as a proxy in front of it.
-    var through: ManagerURL? = nil
-    /// Read once; never mutated after loading.
-    nonisolated(unsafe) static let spec = Result {
-        try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml"))
+/// Talks to the real manager and checks every answer against docs/openapi.yaml: over HTTP to a `ManagerProcess`, or
+/// through the router of an `InProcessManager` (the API contract needs no process).
+struct API<Manager: ManagerFiles>: Sendable {
+    let manager: Manager
+    /// The manager's origin and RP id, as a browser at its public URL writes them into a passkey's assertion.
+    let site: (origin: String, rpId: String)
+    private let transport: Transport
+
+    private enum Transport: Sendable {
+        case network(ManagerURL)
+        case router(any TestClientProtocol)
     }
 
-    struct Answer {
-        let status: Int
-        let body: Data
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
-        var error: [String: Any] { json["error"] as? [String: Any] ?? [:] }
-        var errorCode: String? { error["code"] as? String }
-        /// The payload of a signed answer, after checking the signature with the manager's key.
-        func signedPayload(key: P256PublicKey, type: String) throws -> [String: Any] {
-            let payload = try JWS.verify(String(decoding: body, as: UTF8.self), expectedType: type, key: key)
-            return try JSONSerialization.jsonObject(with: payload) as? [String: Any] ?? [:]
-        }
+    /// `through`: where requests go instead of the manager's own address, such as a proxy in front of it.
+    init(manager: ManagerProcess, through: ManagerURL? = nil) where Manager == ManagerProcess {
+        self.manager = manager
+        site = ("http://127.0.0.1:\(manager.port)", "127.0.0.1")
+        transport = .network(through ?? manager.url)
     }
+
+    init(_ inProcess: InProcessManager) where Manager == ManagerFiles {
+        manager = inProcess.files
+        site = (inProcess.manager.relyingParty.origin, inProcess.manager.relyingParty.id)
+        transport = .router(inProcess.client)
+    }
+
+    typealias Answer = APIAnswer
 
     @discardableResult
     func call(
         _ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []
-    ) throws -> Answer {
-        let response = try HTTPClient().send(
-            method, to: through ?? manager.url, path: path + query, body: body, headers: headers)
-        try API.spec.get().validate(
-            path: path, method: method, status: response.status, contentType: response.contentType, body: response.body)
-        return Answer(status: response.status, body: response.body)
+    ) async throws -> Answer {
+        let (status, contentType, answer): (Int, String?, Data)
+        switch transport {
+        case .network(let url):
+            let response = try await onOwnThread {
+                try HTTPClient().send(method, to: url, path: path + query, body: body, headers: headers)
+            }
+            (status, contentType, answer) = (response.status, response.contentType, response.body)
+        case .router(let client):
+            var fields = HTTPFields()
+            for (name, value) in headers {
+                HTTPField.Name(name).map { fields.append(HTTPField(name: $0, value: value)) }
+            }
+            if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+            let response = try await client.execute(
+                uri: path + query, method: HTTPRequest.Method(method)!, headers: fields,
+                body: body.map { ByteBuffer(bytes: $0) })
+            (status, contentType, answer) = (
+                Int(response.status.code), response.headers[.contentType], Data(buffer: response.body)
+            )
+        }
+        try APISpec.openAPI.get().validate(
+            path: path, method: method, status: status, contentType: contentType, body: answer)
+        return Answer(status: status, body: answer)
     }
 
-    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) throws -> Answer {
-        try call("POST", path, body: try JSONEncoder.canonical.encode(value), headers: headers)
+    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) async throws -> Answer {
+        try await call("POST", path, body: try JSONEncoder.canonical.encode(value), headers: headers)
     }
 
-    func post(_ path: String, json: String) throws -> Answer { try call("POST", path, body: Data(json.utf8)) }
+    func post(_ path: String, json: String) async throws -> Answer {
+        try await call("POST", path, body: Data(json.utf8))
+    }
 
     var managerKey: P256PublicKey {
         get throws {
@@ -82,8 +111,8 @@ struct API {
     }
 
     /// POST /v1/registrations for `email` in the email category, whatever the answer.
-    func postRegistration(_ email: String, pin: String = "24680") throws -> Answer {
-        try post(
+    func postRegistration(_ email: String, pin: String = "24680") async throws -> Answer {
+        try await post(
             APIPath.registrations,
             RegisterRequest(
                 categoryId: "email", sealedPin: try sealed(pin, for: .registration(categoryId: "email")),
@@ -91,16 +120,16 @@ struct API {
                 serviceMappingId: nil, arbitraryUserAttributes: nil))
     }
 
-    func register(_ email: String, pin: String = "24680") throws -> PersonalizationPayload {
-        let answer = try postRegistration(email, pin: pin)
+    func register(_ email: String, pin: String = "24680") async throws -> PersonalizationPayload {
+        let answer = try await postRegistration(email, pin: pin)
         guard answer.status == 201 else { throw TestFailure("registration failed: \(answer.json)") }
         return try PersonalizationPayload(parsing: manager.activationLink(for: email))
     }
 
     func decrypt(
         _ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)"
-    ) throws -> Answer {
-        try post(
+    ) async throws -> Answer {
+        try await post(
             APIPath.personalizationDecrypt,
             DecryptRequest(
                 activationId: payload.activationId, activationSecret: payload.activationSecret,
@@ -129,15 +158,16 @@ struct API {
     /// Registers `email` and personalizes a new software key for it; returns the device id and its key.
     func enrolDevice(
         _ email: String, pin: String = "24680", keyKind: KeyKind = .software
-    ) throws -> (id: String, key: P256PrivateKey) {
-        let payload = try register(email, pin: pin)
-        let result = try decrypt(payload, pin: pin).signedPayload(key: try managerKey, type: SignedAnswerType.decrypt)
+    ) async throws -> (id: String, key: P256PrivateKey) {
+        let payload = try await register(email, pin: pin)
+        let result = try await decrypt(payload, pin: pin).signedPayload(
+            key: try managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()
         guard let session = result["session"] as? [String: Any] else {
             throw TestFailure("decrypt gave no session: \(result)")
         }
         let (body, signature) = try signedPersonalization(session: session, key: device, keyKind: keyKind)
-        let personalized = try call(
+        let personalized = try await call(
             "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
         guard
             let id = try personalized.signedPayload(key: try managerKey, type: SignedAnswerType.personalization)[
@@ -148,38 +178,45 @@ struct API {
         return (id, device)
     }
 
+    /// `count` devices, of the accounts `<prefix>0@example.org`, `<prefix>1@example.org`, …
+    func enrolDevices(_ prefix: String, count: Int) async throws -> [(id: String, key: P256PrivateKey)] {
+        var devices: [(id: String, key: P256PrivateKey)] = []
+        for index in 0..<count { devices.append(try await enrolDevice("\(prefix)\(index)@example.org")) }
+        return devices
+    }
+
     /// POST /v1/authentications for `device` with `purpose`, signed over a fresh challenge as the client does;
     /// `signer` signs instead of the device's key (nil: unsigned), to see a forgery refused.
     func postStart(
         _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"),
         code: String? = nil,
         signer: P256PrivateKey?? = .none, offlineReport: OfflineReportMessage? = nil
-    ) throws -> Answer {
+    ) async throws -> Answer {
         let challenge =
-            try post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
+            try await post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
             deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h",
             localUser: "u", nonce: "s",
             offlineReport: offlineReport)
         let body = try JSONEncoder.canonical.encode(request)
-        guard let key = signer ?? device.key else { return try call("POST", APIPath.authentications, body: body) }
+        guard let key = signer ?? device.key else { return try await call("POST", APIPath.authentications, body: body) }
         let message = SignedRequest.canonicalMessage(
             method: "POST", path: APIPath.authentications, body: body, challenge: challenge)
-        return try call(
+        return try await call(
             "POST", APIPath.authentications, body: body,
             headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
         )
     }
 
     /// Starts an authentication of `device` for the `pam` service; the signed start payload.
-    func startAuthentication(_ device: (id: String, key: P256PrivateKey)) throws -> [String: Any] {
-        try postStart(device).signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
+    func startAuthentication(_ device: (id: String, key: P256PrivateKey)) async throws -> [String: Any] {
+        try await postStart(device).signedPayload(key: try managerKey, type: SignedAnswerType.authenticationStart)
     }
 
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
     func finishAuthentication(
         _ started: [String: Any], pin: String, signer: P256PrivateKey, role: String = "login", tokenNonce: String? = nil
-    ) throws -> Answer {
+    ) async throws -> Answer {
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
             authenticationId: id, role: role, factors: [.device, .pin],
@@ -192,13 +229,34 @@ struct API {
         let message = SignedRequest.canonicalMessage(
             method: "POST", path: APIPath.authenticationFinish, body: body,
             challenge: started["challenge"] as? String ?? "")
-        return try call(
+        return try await call(
             "POST", APIPath.authenticationFinish, body: body,
             headers: [(SignedRequest.signatureHeader, Base64URL.encode(try signer.signature(for: message)))])
     }
 
     /// Start and finish for `device`: one login attempt with `pin`.
-    func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) throws -> Answer {
-        try finishAuthentication(try startAuthentication(device), pin: pin, signer: device.key)
+    func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) async throws -> Answer {
+        try await finishAuthentication(try await startAuthentication(device), pin: pin, signer: device.key)
+    }
+}
+
+/// docs/openapi.yaml, read once; never mutated after loading.
+enum APISpec {
+    nonisolated(unsafe) static let openAPI = Result {
+        try OpenAPIValidator(path: OpenAPIValidator.repositoryFile("docs/openapi.yaml"))
+    }
+}
+
+/// One answer of the manager.
+struct APIAnswer {
+    let status: Int
+    let body: Data
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+    var error: [String: Any] { json["error"] as? [String: Any] ?? [:] }
+    var errorCode: String? { error["code"] as? String }
+    /// The payload of a signed answer, after checking the signature with the manager's key.
+    func signedPayload(key: P256PublicKey, type: String) throws -> [String: Any] {
+        let payload = try JWS.verify(String(decoding: body, as: UTF8.self), expectedType: type, key: key)
+        return try JSONSerialization.jsonObject(with: payload) as? [String: Any] ?? [:]
     }
 }

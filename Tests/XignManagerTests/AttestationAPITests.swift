@@ -10,11 +10,11 @@ import XignTestSupport
 /// What a modified client can send under `require_hardware_key = attested`, at the API: another key's certification,
 /// a certification replayed into another session, a software key that says `tpm`, a changed certification. Each is
 /// refused with securityInsufficient and what is missing; the control beside them, an honest attestation, passes.
-@Suite struct AttestationAPITests {
+@Suite(.machineShare) struct AttestationAPITests {
     static let maker = Result { try TPMMakerCA().lastingTheRun() }
 
     struct Setting {
-        let api: API
+        let api: API<ManagerProcess>
         let tpm: SoftwareTPM
         let keys: TPMDeviceKeyStore
 
@@ -31,8 +31,8 @@ import XignTestSupport
         }
 
         /// A fresh personalization session for a new registration.
-        func session(_ email: String) throws -> [String: Any] {
-            let result = try api.decrypt(try api.register(email), pin: "24680").signedPayload(
+        func session(_ email: String) async throws -> [String: Any] {
+            let result = try await api.decrypt(try await api.register(email), pin: "24680").signedPayload(
                 key: try api.managerKey, type: SignedAnswerType.decrypt)
             return try #require(result["session"] as? [String: Any])
         }
@@ -49,7 +49,7 @@ import XignTestSupport
         /// POST /v1/personalizations of `key`, signed by it, claiming `kind`, with `evidence`.
         func personalize(
             _ key: any DeviceKey, kind: KeyKind = .tpm, session: [String: Any], evidence: AttestationEvidence?
-        ) throws -> API.Answer {
+        ) async throws -> APIAnswer {
             let request = PersonalizeRequest(
                 sessionId: session["id"] as? String ?? "", mode: .new,
                 deviceKey: Base64URL.encode(try key.publicKey.derRepresentation),
@@ -60,13 +60,13 @@ import XignTestSupport
             let message = SignedRequest.canonicalMessage(
                 method: "POST", path: APIPath.personalizations, body: body,
                 challenge: session["challenge"] as? String ?? "")
-            return try api.call(
+            return try await api.call(
                 "POST", APIPath.personalizations, body: body,
                 headers: [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))])
         }
     }
 
-    func expectRefused(_ answer: API.Answer, saying reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectRefused(_ answer: APIAnswer, saying reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
         let message = answer.error["message"] as? String ?? ""
         #expect(
             answer.status == 403 && answer.errorCode == "securityInsufficient", "\(answer.json)",
@@ -75,63 +75,63 @@ import XignTestSupport
     }
 
     @Test(arguments: TestDatabase.allCases)
-    func anHonestAttestationPassesAndEachForgeryIsRefused(database: TestDatabase) throws {
+    func anHonestAttestationPassesAndEachForgeryIsRefused(database: TestDatabase) async throws {
         let setting = try Setting(database: database)
 
         // The control: the key the TPM certified, in the session it was attested for.
-        let session = try setting.session("honest@example.org")
+        let session = try await setting.session("honest@example.org")
         let key = try setting.tpmKey()
         let evidence = try setting.evidence(for: key, session: session)
-        #expect(try setting.personalize(key, session: session, evidence: evidence).status == 200)
+        await #expect(try setting.personalize(key, session: session, evidence: evidence).status == 200)
 
         // The same certification again, in another session: its credential was spent.
-        let replay = try setting.session("replay@example.org")
-        expectRefused(
+        let replay = try await setting.session("replay@example.org")
+        await expectRefused(
             try setting.personalize(key, session: replay, evidence: evidence),
             saying: "its attestation is unknown, expired or was used already")
 
         // One key certified, another registered.
-        let other = try setting.session("other@example.org")
+        let other = try await setting.session("other@example.org")
         let certified = try setting.tpmKey(), registered = try setting.tpmKey()
-        expectRefused(
+        await expectRefused(
             try setting.personalize(
                 registered, session: other, evidence: try setting.evidence(for: certified, session: other)),
             saying: "the certified key is not the key being registered")
 
         // A software key that says it is in a TPM, with no attestation or with one of a TPM key.
-        let software = try setting.session("software@example.org")
+        let software = try await setting.session("software@example.org")
         let softwareKey = try SoftwareDeviceKeyStore(directory: setting.keys.directory).createPendingKey().key
-        expectRefused(
+        await expectRefused(
             try setting.personalize(softwareKey, session: software, evidence: nil),
             saying: "this one is not attested: the client sent no attestation"
         )
-        expectRefused(
+        await expectRefused(
             try setting.personalize(
                 softwareKey, session: software,
                 evidence: try setting.evidence(for: try setting.tpmKey(), session: software)),
             saying: "the certified key is not the key being registered")
 
         // A certification with one byte changed.
-        let changed = try setting.session("changed@example.org")
+        let changed = try await setting.session("changed@example.org")
         let changedKey = try setting.tpmKey()
         var forged = try setting.evidence(for: changedKey, session: changed)
         var attest = try #require(Base64URL.decode(forged.attestation?.attest ?? ""))
         attest[attest.count - 1] ^= 1
         forged.attestation?.attest = Base64URL.encode(attest)
-        expectRefused(
+        await expectRefused(
             try setting.personalize(changedKey, session: changed, evidence: forged), saying: "the certification failed")
 
         // The control once more, after the refusals: a fresh honest attestation in that session still passes.
-        #expect(
+        await #expect(
             try setting.personalize(
                 changedKey, session: changed, evidence: try setting.evidence(for: changedKey, session: changed)
             ).status == 200)
     }
 
-    @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() throws {
+    @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() async throws {
         let setting = try Setting()
         let der = try #require(try setting.keys.endorsementCertificates().first).der
-        let trusted = try setting.api.post(
+        let trusted = try await setting.api.post(
             APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
         #expect(
             trusted.status == 200 && trusted.json["accepted"] as? Bool == true
@@ -142,24 +142,24 @@ import XignTestSupport
                 .first
         )
         .der
-        let refused = try setting.api.post(
+        let refused = try await setting.api.post(
             APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
         #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
         #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
         // A start with that certificate is refused before the client's TPM does any work; the control is the trusted one.
         let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
-        let session = try setting.session("foreign@example.org")["id"] as? String
+        let session = try await setting.session("foreign@example.org")["id"] as? String
         let start = { (certificate: Data) in
-            try setting.api.post(
+            try await setting.api.post(
                 APIPath.attestations,
                 AttestationStartRequest(
                     sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
                     attestationKey: ak))
         }
-        let foreignStart = try start(foreign)
+        let foreignStart = try await start(foreign)
         #expect(foreignStart.status == 403 && foreignStart.errorCode == "securityInsufficient", "\(foreignStart.json)")
-        #expect(try start(der).status == 201)
-        let garbage = try setting.api.post(
+        #expect(try await start(der).status == 201)
+        let garbage = try await setting.api.post(
             APIPath.endorsementChecks,
             EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
         #expect(
@@ -170,7 +170,7 @@ import XignTestSupport
     /// G5, the reviewer's forgery: a TLS server certificate from the trusted maker CA, whose key the forger holds in a
     /// file. Its start is refused with securityInsufficient naming the profile check, before any credential exists;
     /// the control is swtpm's EK certificate from the same CA.
-    @Test func aTLSCertificateFromATrustedCACarriesNoAttestation() throws {
+    @Test func aTLSCertificateFromATrustedCACarriesNoAttestation() async throws {
         let setting = try Setting()
         let maker = try AttestationAPITests.maker.get()
         let scratch = TemporaryDirectory()
@@ -187,37 +187,37 @@ import XignTestSupport
                 "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
             in: scratch)
         let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
-        let session = try setting.session("forger@example.org")["id"] as? String
-        func start(_ certificate: Data) throws -> API.Answer {
-            try setting.api.post(
+        let session = try await setting.session("forger@example.org")["id"] as? String
+        func start(_ certificate: Data) async throws -> APIAnswer {
+            try await setting.api.post(
                 APIPath.attestations,
                 AttestationStartRequest(
                     sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
                     attestationKey: ak))
         }
-        expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
-        let check = try setting.api.post(
+        await expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
+        let check = try await setting.api.post(
             APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
         #expect(
             check.json["accepted"] as? Bool == false
                 && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
         let honest = try #require(try setting.keys.endorsementCertificates().first).der
-        #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
+        await #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
     }
 
     /// Starts for one session at once: each is answered, the last one stored voids the others, and the session can
     /// still be attested after them.
     @Test(arguments: TestDatabase.allCases)
-    func manyStartsAtOnceForOneSessionLeaveOneCredential(database: TestDatabase) throws {
+    func manyStartsAtOnceForOneSessionLeaveOneCredential(database: TestDatabase) async throws {
         let setting = try Setting(database: database)
-        let session = try setting.session("parallel@example.org")
+        let session = try await setting.session("parallel@example.org")
         let certificate = try #require(try setting.keys.endorsementCertificates().first).der
         let ak = try setting.keys.createAttestationKey().publicArea
         let request = AttestationStartRequest(
             sessionId: session["id"] as? String, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
             attestationKey: Base64URL.encode(ak))
         let api = setting.api
-        let answers = try onThreads(8) { _ in try api.post(APIPath.attestations, request) }
+        let answers = try await inParallel(8) { _ in try await api.post(APIPath.attestations, request) }
         #expect(answers.map(\.status) == Array(repeating: 201, count: 8), "\(answers.map(\.json))")
         let ids = Set(answers.compactMap { $0.json["attestationId"] as? String })
         #expect(ids.count == 8)
@@ -226,7 +226,7 @@ import XignTestSupport
             "one credential per session")
 
         let key = try setting.tpmKey()
-        #expect(
+        await #expect(
             try setting.personalize(key, session: session, evidence: try setting.evidence(for: key, session: session))
                 .status == 200)
     }

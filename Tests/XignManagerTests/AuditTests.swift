@@ -4,7 +4,7 @@ import XignProtocol
 import XignTestSupport
 
 /// The audit table and `xign-manager admin audit`.
-@Suite struct AuditTests {
+@Suite(.machineShare) struct AuditTests {
     struct Entry: Decodable {
         var event: String
         var email: String?
@@ -22,19 +22,19 @@ import XignTestSupport
 
     @Test(arguments: TestDatabase.allCases) func aLoginAWrongPINALockoutAndTheUnlockAreListedWithTheirHostAndService(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         // keep_expired 2s: the expiry service runs every second, so the retention below is seen at work.
         let manager = try ManagerProcess(
             config: ManagerProcess.testConfig + "\n[storage]\nkeep_expired = 2s\n", database: database)
         let api = API(manager: manager)
-        let device = try api.enrolDevice("audited@example.org")
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        let device = try await api.enrolDevice("audited@example.org")
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
         var locked = false
         for _ in 0..<4 where !locked {
-            var answer = try api.authenticate(device, pin: "13579")
+            var answer = try await api.authenticate(device, pin: "13579")
             while answer.status == 423 {
-                Thread.sleep(forTimeInterval: 0.3)
-                answer = try api.authenticate(device, pin: "13579")
+                try await Task.sleep(for: .seconds(0.3))
+                answer = try await api.authenticate(device, pin: "13579")
             }
             let lock =
                 try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)[

@@ -10,7 +10,7 @@ import XignTestSupport
 /// says back. Each refusal beside the request the manager's own page sends. The middleware's answers are checked in
 /// this process; the session cookies with raw HTTP against a manager process, so that each header line is what a
 /// browser sends.
-@Suite struct BrowserBoundaryTests {
+@Suite(.machineShare) struct BrowserBoundaryTests {
     static func raw(
         _ manager: ManagerProcess, _ method: String, _ path: String, headers: [String] = [], body: String = ""
     ) throws -> String {
@@ -82,11 +82,11 @@ import XignTestSupport
         }
     }
 
-    @Test func theSessionCookieIsHostOnlyAndTwoAreRefused() throws {
+    @Test func theSessionCookieIsHostOnlyAndTwoAreRefused() async throws {
         let api = API(manager: try ManagerProcess())
-        let device = try api.enrolDevice("alice@example.org")
+        let device = try await api.enrolDevice("alice@example.org")
         let challenge = try #require(
-            try api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String)
+            try await api.post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String)
         let body = try JSONEncoder.canonical.encode(
             WebSessionRequest(deviceId: device.id, challenge: challenge, nonce: "w"))
         let message = SignedRequest.canonicalMessage(

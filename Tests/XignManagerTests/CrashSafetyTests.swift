@@ -7,7 +7,7 @@ import XignTestSupport
 
 /// A manager killed with SIGKILL in the middle of a load: whatever a client was told happened is in the database
 /// after a restart, nothing is half-written, and the work goes on.
-@Suite struct CrashSafetyTests {
+@Suite(.machineShare) struct CrashSafetyTests {
     /// What the clients were told before the crash.
     final class Record: Sendable {
         let registered = NIOLockedValueBox<[String]>([])
@@ -21,9 +21,9 @@ import XignTestSupport
     /// Registrations and wrong PINs from 6 clients for `seconds`; `victim` is killed halfway. Clients of the
     /// instance that dies stop at their first failed call; those of a surviving instance must never fail.
     func load(
-        _ apis: [API], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess,
+        _ apis: [API<ManagerProcess>], devices: [(id: String, key: P256PrivateKey)], killing victim: ManagerProcess,
         after seconds: Double, record: Record
-    ) throws {
+    ) async throws {
         let stop = Date().addingTimeInterval(seconds * 2)
         let killedOnce = DispatchSemaphore(value: 0)
         let killer = Thread {
@@ -34,7 +34,7 @@ import XignTestSupport
         }
         killer.start()
         defer { killedOnce.wait() }
-        _ = try onThreads(6) { client in
+        _ = try await inParallel(6) { client in
             let api = apis[client % apis.count]
             let survives = api.manager !== victim
             var round = 0
@@ -43,12 +43,12 @@ import XignTestSupport
                 do {
                     if client < 2 {
                         let email = "crash\(client)-\(round)@example.org"
-                        let answer = try api.postRegistration(email)
+                        let answer = try await api.postRegistration(email)
                         if answer.status == 201 { record.registered.withLockedValue { $0.append(email) } }
                     } else {
                         let device = devices[client - 2]
                         record.sent.withLockedValue { $0[device.id, default: 0] += 1 }
-                        let answer = try api.authenticate(device, pin: "13579")
+                        let answer = try await api.authenticate(device, pin: "13579")
                         let outcome =
                             try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
                                 "outcome"] as? String
@@ -111,39 +111,40 @@ import XignTestSupport
     static let config = ManagerProcess.testConfig.replacingOccurrences(
         of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
 
-    @Test func sqliteKeepsEveryAnsweredChargeAndRegistrationThroughAKill() throws {
+    @Test func sqliteKeepsEveryAnsweredChargeAndRegistrationThroughAKill() async throws {
         let manager = try ManagerProcess(config: Self.config)
         let api = API(manager: manager)
-        let devices = try (0..<4).map { try api.enrolDevice("victim\($0)@example.org") }
+        let devices = try await api.enrolDevices("victim", count: 4)
         let record = Record()
-        try load([api], devices: devices, killing: manager, after: 1.0, record: record)
+        try await load([api], devices: devices, killing: manager, after: 1.0, record: record)
         try manager.start()
         try check(manager, record, devices: devices, mailboxes: [manager])
-        #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "logins go on")
+        #expect(try await api.authenticate(devices[0], pin: "24680").status == 200, "logins go on")
     }
 
-    @Test func postgreSQLKeepsServingFromTheOtherInstanceWhileOneIsKilled() throws {
+    @Test func postgreSQLKeepsServingFromTheOtherInstanceWhileOneIsKilled() async throws {
         let first = try ManagerProcess(config: Self.config, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
-        let devices = try (0..<4).map { try apis[0].enrolDevice("victim\($0)@example.org") }
+        let devices = try await apis[0].enrolDevices("victim", count: 4)
         let record = Record()
-        try load(apis, devices: devices, killing: first, after: 1.0, record: record)
+        try await load(apis, devices: devices, killing: first, after: 1.0, record: record)
         try first.start()
         try check(second, record, devices: devices, mailboxes: [first, second])
         // Logins go on through both, for every device: a claim the killed instance left was charged when it restarted,
         // so no activation waits for it to run out.
         for (index, device) in devices.enumerated() {
             let api = apis[index % 2]
-            #expect(try api.authenticate(device, pin: "24680").status == 200)
+            #expect(try await api.authenticate(device, pin: "24680").status == 200)
         }
     }
 
-    @Test(arguments: TestDatabase.allCases) func aRestartedInstanceChargesTheClaimsItLeft(database: TestDatabase) throws
-    {
+    @Test(arguments: TestDatabase.allCases) func aRestartedInstanceChargesTheClaimsItLeft(
+        database: TestDatabase
+    ) async throws {
         let manager = try ManagerProcess(config: Self.config, database: database)
         let api = API(manager: manager)
-        let devices = try (0..<2).map { try api.enrolDevice("claimed\($0)@example.org") }
+        let devices = try await api.enrolDevices("claimed", count: 2)
         manager.stop()
         // As a kill in the middle of two PIN checks leaves them: one claimed by this instance, one by another.
         let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8)
@@ -168,7 +169,7 @@ import XignTestSupport
         #expect(try state(devices[0]) == ("1", false), "its own claim was charged at start and released")
         // On SQLite one process checks PINs, so every claim was its own; with PostgreSQL another instance's claim stands.
         #expect(try state(devices[1]) == (database == .sqlite ? ("1", false) : ("0", true)))
-        #expect(try api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
+        #expect(try await api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
     }
 
     /// On SQLite a login waits for the disk once, at the PIN's verdict: the spent challenge and the claim before it are
@@ -177,15 +178,15 @@ import XignTestSupport
     /// PostgreSQL, where unsynced commits cost more than they save, all three are synced, and the charge adds none.
     @Test(arguments: TestDatabase.allCases) func aLoginWaitsForTheDiskOnceUnlessItChargesACutOffCheck(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         let manager = try ManagerProcess(
             config: Self.config + "\n[metrics]\nlisten = 127.0.0.1:0\n", database: database)
         let api = API(manager: manager)
-        let device = try api.enrolDevice("synced@example.org")
+        let device = try await api.enrolDevice("synced@example.org")
         let syncedCommits = { try manager.metric("xign_database_synced_commits_total") }
 
         var before = try syncedCommits()
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
         let once = try syncedCommits() - before
         #expect(once == (database == .sqlite ? 1 : 3), "on SQLite only the verdict, with the login's record")
 
@@ -193,7 +194,7 @@ import XignTestSupport
         let past = Int64(Date().timeIntervalSince1970 * 1000) - 1_000
         _ = try manager.query("UPDATE activations SET pin_check_until = \(past) WHERE device_id = '\(device.id)'")
         before = try syncedCommits()
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
         let twice = try syncedCommits() - before
         #expect(twice == (database == .sqlite ? 2 : 3), "on SQLite the charge, then the verdict")
         #expect(manager.log.contains("a PIN check ran out without a result; counted as a failure"))
@@ -204,10 +205,10 @@ import XignTestSupport
     /// is released, not left for the next check to count as a guess. The control: without the trigger it logs in.
     @Test(arguments: TestDatabase.allCases) func aLoginWhoseRecordCannotBeWrittenChargesNothing(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         let manager = try ManagerProcess(config: Self.config, database: database)
         let api = API(manager: manager)
-        let device = try api.enrolDevice("full-disk@example.org")
+        let device = try await api.enrolDevice("full-disk@example.org")
         let refuse =
             database == .sqlite
             ? "CREATE TRIGGER no_space BEFORE UPDATE OF code ON authentications WHEN NEW.code IS NOT NULL BEGIN SELECT RAISE(ABORT, 'no space left'); END"
@@ -216,7 +217,7 @@ import XignTestSupport
             CREATE TRIGGER no_space BEFORE UPDATE OF code ON authentications FOR EACH ROW WHEN (NEW.code IS NOT NULL) EXECUTE FUNCTION no_space()
             """
         _ = try manager.query(refuse)
-        let refused = try api.authenticate(device, pin: "24680")
+        let refused = try await api.authenticate(device, pin: "24680")
         #expect(refused.status == 500)
         let state = {
             try manager.query(
@@ -226,7 +227,7 @@ import XignTestSupport
         #expect(try manager.query("SELECT count(*) FROM authentications WHERE code IS NOT NULL") == ["0"])
 
         _ = try manager.query("DROP TRIGGER no_space" + (database == .sqlite ? "" : " ON authentications"))
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
         #expect(try state() == ["0|0"])
         #expect(try manager.query("SELECT count(*) FROM authentications WHERE code IS NOT NULL") == ["1"])
     }

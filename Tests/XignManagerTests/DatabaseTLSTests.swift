@@ -4,12 +4,12 @@ import XignTestSupport
 
 /// The manager's connection to PostgreSQL with sslmode=verify-full: the right CA connects, another CA is refused
 /// at start with a message that says what to check.
-@Suite struct DatabaseTLSTests {
-    @Test func verifyFullConnectsWithTheRightCAAndRefusesAnother() throws {
+@Suite(.machineShare) struct DatabaseTLSTests {
+    @Test func verifyFullConnectsWithTheRightCAAndRefusesAnother() async throws {
         let cluster = try PostgreSQLServer.shared()
         let trusted = try cluster.makeDatabase(tls: cluster.certificates.caFile)
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n" + trusted.config + "\n")
-        _ = try API(manager: manager).register("tls@example.org")
+        _ = try await API(manager: manager).register("tls@example.org")
         #expect(
             try cluster.query(
                 "SELECT COUNT(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.datname = '\(trusted.name)'"
@@ -23,7 +23,7 @@ import XignTestSupport
         }
     }
 
-    @Test func aWrongPasswordIsNamedAsSuch() throws {
+    @Test func aWrongPasswordIsNamedAsSuch() async throws {
         let cluster = try PostgreSQLServer.shared()
         let directory = TemporaryDirectory()
         let wrong = try directory.write("password", "not-it\n")

@@ -6,29 +6,30 @@ import XignTestSupport
 
 /// The database keeps what is still needed, not every login forever: expired authentications, sessions and
 /// challenges are deleted while the manager runs, so its size stays flat under a steady load.
-@Suite struct ExpiryTests {
+@Suite(.machineShare) struct ExpiryTests {
     /// Logins per round. 10,000 in one run passed on both backends (5 minutes at today's speed, issue 15).
     static let logins = 180
 
     @Test(arguments: TestDatabase.allCases) func expiredAuthenticationsAreDeletedAndTheDatabaseStaysItsSize(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         // Authentications live 10 s (the shortest session lifetime) and are deleted as soon as they ran out.
         let config = ManagerProcess.testConfig + "\n[session]\nlifetime = 10s\n[storage]\nkeep_expired = 0s\n"
         let manager = try ManagerProcess(config: config, database: database)
         let api = API(manager: manager)
-        let device = try api.enrolDevice("steady@example.org")
+        let device = try await api.enrolDevice("steady@example.org")
         var sizes: [Int] = []
         for _ in 0..<2 {
-            _ = try onThreads(6) { client in
+            _ = try await inParallel(6) { client in
                 for _ in 0..<(Self.logins / 6) {
                     // Start, finish and redeem the code, exactly what pam_xign does.
-                    let answer = try api.authenticate(device, pin: "24680")
+                    let answer = try await api.authenticate(device, pin: "24680")
                     let login =
                         try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
                             "serviceLogin"] as? [String: Any]
                     guard let code = login?["authorizationCode"] as? String,
-                        try api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200
+                        try await api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status
+                            == 200
                     else {
                         throw TestFailure("login \(client) failed: \(answer.json)")
                     }

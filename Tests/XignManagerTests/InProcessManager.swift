@@ -14,20 +14,23 @@ import XignTestSupport
 struct InProcessManager: Sendable {
     let manager: IdentityManager
     let client: any TestClientProtocol
+    /// Its config, data directory and database, where a test reads rows and mails and runs `xign-manager admin`.
+    let files: ManagerFiles
 
-    /// Runs `body` against a fresh manager configured by `config` (manager.conf's text), closed afterwards.
+    /// Runs `body` against a fresh manager configured by `config` (manager.conf's text) over `database`, closed
+    /// afterwards.
     static func run(
-        config: String = ManagerProcess.testConfig, _ body: @escaping @Sendable (InProcessManager) async throws -> Void
-    )
-        async throws
-    {
-        let directory = TemporaryDirectory()
-        var configuration = try ManagerConfiguration(file: ConfigFile(text: config, source: "test"))
-        configuration.keepData(in: directory.file("manager"))
+        config: String = ManagerFiles.testConfig, database: TestDatabase = .sqlite,
+        _ body: @escaping @Sendable (InProcessManager) async throws -> Void
+    ) async throws {
+        let files = try ManagerFiles(config: config, database: database)
+        var configuration = try ManagerConfiguration(
+            file: ConfigFile(text: String(contentsOfFile: files.configPath, encoding: .utf8), source: files.configPath))
+        configuration.keepData(in: files.dataDirectory)
         let manager = try await IdentityManager.open(configuration: configuration, logger: Logger(label: "in-process"))
         do {
             try await buildApplication(manager: manager).test(.router) { client in
-                try await body(InProcessManager(manager: manager, client: client))
+                try await body(InProcessManager(manager: manager, client: client, files: files))
             }
         } catch {
             await manager.database.close()
@@ -35,6 +38,9 @@ struct InProcessManager: Sendable {
         }
         await manager.database.close()
     }
+
+    /// The API helper over this manager's router.
+    var api: API<ManagerFiles> { API(self) }
 
     /// The manager's own origin, as its pages are served from.
     var origin: String { manager.relyingParty.origin }

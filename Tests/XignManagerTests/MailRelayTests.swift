@@ -3,13 +3,13 @@ import Testing
 import XignProtocol
 import XignTestSupport
 
-@Suite struct MailRelayTests {
-    @Test func activationMailGoesThroughTheRelayAndLeavesTheQueue() throws {
+@Suite(.machineShare) struct MailRelayTests {
+    @Test func activationMailGoesThroughTheRelayAndLeavesTheQueue() async throws {
         let sink = try SMTPSink()
         let manager = try ManagerProcess(
             config: ManagerProcess.testConfig
                 + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n")
-        _ = try API(manager: manager).postRegistration("relay@example.org")
+        _ = try await API(manager: manager).postRegistration("relay@example.org")
         #expect(waitUntil { sink.messages.count == 1 })
         let message = try #require(sink.messages.first)
         #expect(message.recipient == "relay@example.org")
@@ -19,12 +19,12 @@ import XignTestSupport
         #expect(try manager.mails().isEmpty)
     }
 
-    @Test func mailWaitsInTheOutboxWhileTheRelayIsDown() throws {
+    @Test func mailWaitsInTheOutboxWhileTheRelayIsDown() async throws {
         // A port nobody listens on: the registration still succeeds and the mail stays queued.
         let port = try LoopbackSocket.unusedPort()
         let manager = try ManagerProcess(
             config: ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(port)\n")
-        let answer = try API(manager: manager).postRegistration("queued@example.org")
+        let answer = try await API(manager: manager).postRegistration("queued@example.org")
         #expect(answer.status == 201)
         #expect(waitUntil { manager.log.contains("mail stays queued") }, "the relay was tried")
         let queued = try manager.admin(["outbox"])

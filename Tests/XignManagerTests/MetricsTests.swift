@@ -5,7 +5,7 @@ import XignProtocol
 import XignTestSupport
 
 /// /metrics on `metrics.listen`, read and parsed by the Prometheus project's own Python parser.
-@Suite struct MetricsTests {
+@Suite(.machineShare) struct MetricsTests {
     /// Every sample as "name{label="value",…} value", parsed by prometheus_client (Debian's python3-prometheus-client).
     func scrape(_ port: Int, in directory: TemporaryDirectory) throws -> [String: Double] {
         let script = """
@@ -29,26 +29,26 @@ import XignTestSupport
         return samples
     }
 
-    @Test func metricsCountLoginsByResultAndLockoutsAndTimeRequestsOnTheirOwnAddress() throws {
+    @Test func metricsCountLoginsByResultAndLockoutsAndTimeRequestsOnTheirOwnAddress() async throws {
         let manager = try ManagerProcess(config: ManagerProcess.testConfig + "\n[metrics]\nlisten = 127.0.0.1:0\n")
         let api = API(manager: manager)
-        let device = try api.enrolDevice("metrics@example.org")
+        let device = try await api.enrolDevice("metrics@example.org")
         let port = try manager.metricsPort()
         let before = try scrape(port, in: manager.directory)
         #expect(before["xign_confirmations_pending{}"] == 0)
 
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
         // Wrong PINs until one starts a lock (base_delay 300ms); the next start is refused unchecked.
         var locked = false
         for _ in 0..<4 where !locked {
-            let answer = try api.authenticate(device, pin: "13579")
+            let answer = try await api.authenticate(device, pin: "13579")
             let lock =
                 try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)[
                     "lockout"] as? [String: Any]
             locked = (lock?["lockedUntil"] as? Double ?? 0) > Date().timeIntervalSince1970 * 1000
         }
         #expect(locked)
-        let refused = try api.postStart(device)
+        let refused = try await api.postStart(device)
         #expect(refused.status == 423)
         let after = try scrape(port, in: manager.directory)
         #expect(after["xign_logins_total{result=\"success\"}"] == 1)

@@ -7,12 +7,12 @@ import XignTestSupport
 
 /// What one client on the network can do to the manager: hold connections, trickle requests, flood the routes
 /// that cost a PIN hash or a mail. Other clients must not notice.
-@Suite struct NetworkAbuseTests {
+@Suite(.machineShare) struct NetworkAbuseTests {
     static func config(_ replacements: [(String, String)] = [], adding lines: String = "") -> String {
         replacements.reduce(ManagerProcess.testConfig) { $0.replacingOccurrences(of: $1.0, with: $1.1) } + lines
     }
 
-    @Test func halfRequestsFromOneAddressNeitherStopALoginNorStayOpen() throws {
+    @Test func halfRequestsFromOneAddressNeitherStopALoginNorStayOpen() async throws {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         limit.rlim_cur = max(limit.rlim_cur, min(limit.rlim_max, 8192))
@@ -22,7 +22,7 @@ import XignTestSupport
             config: Self.config(adding: "\nread_timeout = 2s\n"),
             launcher: ["/usr/bin/prlimit", "--nofile=1024:1024", "--"])
         let api = API(manager: manager)
-        let device = try api.enrolDevice("patient@example.org")
+        let device = try await api.enrolDevice("patient@example.org")
 
         var held: [Int32] = []
         defer { held.forEach { close($0) } }
@@ -42,7 +42,7 @@ import XignTestSupport
             "\(listing.stdout.prefix(200))")
 
         let started = Date()
-        let login = try api.authenticate(device, pin: "24680")
+        let login = try await api.authenticate(device, pin: "24680")
         let elapsed = Date().timeIntervalSince(started)
         #expect(login.status == 200)
         // Before the read timeout (2 s) freed a single slot: a login that had to wait for one would take longer.
@@ -50,17 +50,17 @@ import XignTestSupport
         #expect(elapsed < 2, "a login took \(elapsed) s beside 1,100 half requests")
 
         // Past the read timeout every one of them is closed: recv sees the end (or a reset), never "still open".
-        Thread.sleep(forTimeInterval: 3)
+        try await Task.sleep(for: .seconds(3))
         let stillOpen = held.filter(LoopbackSocket.isHeldOpen)
         #expect(stillOpen.isEmpty, "\(stillOpen.count) connections still open")
-        #expect(try api.call("GET", APIPath.health).status == 200)
+        #expect(try await api.call("GET", APIPath.health).status == 200)
     }
 
     /// Behind a load balancer (socat, its upstream side on 127.0.0.2, which the manager trusts) every client arrives
     /// from one address. The balancer has a connection cap of its own, so 64 idle connections through it leave room
     /// for a login; each client it names is held to `connections_per_address` requests at once by that name (an IPv6
     /// client by its /64); and a direct client is still capped by its connections.
-    @Test func behindABalancerALoginGetsThroughAndEachForwardedClientHasItsOwnCap() throws {
+    @Test func behindABalancerALoginGetsThroughAndEachForwardedClientHasItsOwnCap() async throws {
         let manager = try ManagerProcess(
             config: Self.config(adding: "\ntrusted_proxies = 127.0.0.2\nread_timeout = 20s\n"))
         let port = try LoopbackSocket.unusedPort()
@@ -74,7 +74,7 @@ import XignTestSupport
         defer { balancer.stop() }
         #expect(waitUntil { LoopbackSocket.isListening(port) })
         let api = API(manager: manager, through: try ManagerURL("http://127.0.0.1:\(port)"))
-        let device = try api.enrolDevice("behind@example.org")
+        let device = try await api.enrolDevice("behind@example.org")
 
         var held: [Int32] = []
         defer { held.forEach { close($0) } }
@@ -82,7 +82,7 @@ import XignTestSupport
         #expect(held.count == 64)
         usleep(300_000)
         #expect(
-            try api.authenticate(device, pin: "24680").status == 200,
+            try await api.authenticate(device, pin: "24680").status == 200,
             "a login through the balancer beside 64 idle connections")
 
         // Requests in flight per forwarded client: a head whose body never comes holds one until the read timeout.
@@ -130,12 +130,12 @@ import XignTestSupport
             LoopbackSocket.exchange(request, port: manager.port, from: "127.0.0.4")?.hasPrefix("HTTP/1.1 200") == true)
     }
 
-    @Test func aBurstOfRegistrationsFromOneAddressGets429WhileAnotherAddressRegisters() throws {
+    @Test func aBurstOfRegistrationsFromOneAddressGets429WhileAnotherAddressRegisters() async throws {
         let manager = try ManagerProcess(
             config: Self.config([("registrations_per_address = 1000", "registrations_per_address = 3")]))
         let api = API(manager: manager)
-        for index in 0..<3 { _ = try api.register("burst\(index)@example.org") }
-        let refused = try api.postRegistration("burst3@example.org")
+        for index in 0..<3 { _ = try await api.register("burst\(index)@example.org") }
+        let refused = try await api.postRegistration("burst3@example.org")
         #expect(refused.status == 429)
         #expect(refused.errorCode == "tooManyRequests")
         let raw = try #require(
@@ -154,7 +154,7 @@ import XignTestSupport
         _ = try manager.mailPath(for: "elsewhere@example.org")
     }
 
-    @Test func oneTargetAddressCannotBeMailedFromManySources() throws {
+    @Test func oneTargetAddressCannotBeMailedFromManySources() async throws {
         let manager = try ManagerProcess(
             config: Self.config([("registrations_per_email = 1000", "registrations_per_email = 2")]))
         let answers = try (2...4).map { source in
@@ -169,25 +169,25 @@ import XignTestSupport
         #expect(try manager.mails().count == 1)
     }
 
-    @Test func unauthenticatedPINChecksAreLimitedPerAddress() throws {
+    @Test func unauthenticatedPINChecksAreLimitedPerAddress() async throws {
         let manager = try ManagerProcess(
             config: Self.config([("decrypts_per_address = 1000", "decrypts_per_address = 2")]))
         let api = API(manager: manager)
-        let payload = try api.register("decrypt@example.org")
-        #expect(try api.decrypt(payload, pin: "13579").status == 200)
-        #expect(try api.decrypt(payload, pin: "13570").status != 429)
+        let payload = try await api.register("decrypt@example.org")
+        #expect(try await api.decrypt(payload, pin: "13579").status == 200)
+        #expect(try await api.decrypt(payload, pin: "13570").status != 429)
         let counted = try manager.query("SELECT failed_attempts FROM activations")
-        let refused = try api.decrypt(payload, pin: "24680")
+        let refused = try await api.decrypt(payload, pin: "24680")
         #expect(refused.status == 429)
         #expect(
             try manager.query("SELECT failed_attempts FROM activations") == counted,
             "the refused guess never reached the PIN check")
     }
 
-    @Test func withRegistrationClosedAccountsComeFromTheAdministrator() throws {
+    @Test func withRegistrationClosedAccountsComeFromTheAdministrator() async throws {
         let manager = try ManagerProcess(config: Self.config(adding: "\n[registration]\nopen = false\n"))
         let api = API(manager: manager)
-        let refused = try api.postRegistration("self@example.org")
+        let refused = try await api.postRegistration("self@example.org")
         #expect(refused.status == 403)
         #expect(refused.errorCode == "registrationClosed")
         #expect((refused.error["message"] as? String)?.contains("ask your administrator") == true)
@@ -196,7 +196,7 @@ import XignTestSupport
         #expect(added.status == 0, "\(added.stderr)")
         let pin = try #require(added.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         let payload = try PersonalizationPayload(parsing: manager.activationLink(for: "staff@example.org"))
-        #expect(try api.decrypt(payload, pin: pin).status == 200)
+        #expect(try await api.decrypt(payload, pin: pin).status == 200)
         #expect(try manager.query("SELECT login_name, is_temporary FROM accounts") == ["staff|0"])
     }
 

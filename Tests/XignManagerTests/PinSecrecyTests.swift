@@ -6,16 +6,16 @@ import XignProtocol
 import XignTestSupport
 
 /// docs/design.md, invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
-@Suite struct PinSecrecyTests {
+@Suite(.machineShare) struct PinSecrecyTests {
     @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         let manager = try ManagerProcess(database: database)
         let api = API(manager: manager)
         // Same PIN, two registrations: every field other than the manager's address and key differs,
         // so no field can be a function of the PIN.
-        let first = try api.register("same1@example.org", pin: "24680")
-        let second = try api.register("same2@example.org", pin: "24680")
+        let first = try await api.register("same1@example.org", pin: "24680")
+        let second = try await api.register("same2@example.org", pin: "24680")
         #expect(first.managerURL == second.managerURL && first.managerKeyFingerprint == second.managerKeyFingerprint)
         #expect(first.activationId != second.activationId)
         #expect(first.activationSecret != second.activationSecret)
@@ -31,9 +31,9 @@ import XignTestSupport
 
     /// G10: PINs are sealed to a key of their own, which the signing key vouches for; the signing key only signs. A PIN
     /// sealed to the signing key (as clients before this did) does not open, and the answer says what to do.
-    @Test func pinsAreSealedToAKeyOfTheirOwnThatTheSigningKeyVouchesFor() throws {
+    @Test func pinsAreSealedToAKeyOfTheirOwnThatTheSigningKeyVouchesFor() async throws {
         let api = API(manager: try ManagerProcess())
-        let health = try api.call("GET", APIPath.health).json
+        let health = try await api.call("GET", APIPath.health).json
         let statement = try #require(health["pinSealingKey"] as? String)
         let payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.managerKey)
         let key = try JSONDecoder().decode(PINSealingKeyMessage.self, from: payload).key
@@ -44,7 +44,7 @@ import XignTestSupport
         #expect(throws: (any Error).self, "signed by the signing key, not by the sealing key") {
             _ = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.pinSealingKey)
         }
-        let toSigningKey = try api.post(
+        let toSigningKey = try await api.post(
             APIPath.registrations,
             RegisterRequest(
                 categoryId: "email",
@@ -56,17 +56,18 @@ import XignTestSupport
         #expect(
             (toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"),
             "\(toSigningKey.json)")
-        #expect(try api.postRegistration("new@example.org").status == 201, "control: sealed to the PIN-sealing key")
+        #expect(
+            try await api.postRegistration("new@example.org").status == 201, "control: sealed to the PIN-sealing key")
         // A whole login through the SDK seals to the key the start answer names.
-        let device = try api.enrolDevice("login@example.org")
-        let start = try api.startAuthentication(device)
+        let device = try await api.enrolDevice("login@example.org")
+        let start = try await api.startAuthentication(device)
         #expect(start["pinSealingKey"] as? String == key)
-        #expect(try api.authenticate(device, pin: "24680").status == 200)
+        #expect(try await api.authenticate(device, pin: "24680").status == 200)
     }
 
-    @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) throws {
+    @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) async throws {
         let manager = try ManagerProcess(database: database)
-        let payload = try API(manager: manager).register("verifier@example.org", pin: "24680")
+        let payload = try await API(manager: manager).register("verifier@example.org", pin: "24680")
         let row = try manager.query(
             "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'"
         )
@@ -85,18 +86,18 @@ import XignTestSupport
 
     @Test(arguments: TestDatabase.allCases) func guessesWithThePayloadAloneGoThroughTheLockout(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         // An attacker with the QR code but not the SDK: raw requests, no local lockout memory.
         let api = API(manager: try ManagerProcess(database: database))
-        let payload = try api.register("guess@example.org", pin: "24680")
+        let payload = try await api.register("guess@example.org", pin: "24680")
         let key = try api.managerKey
         var lastLock: [String: Any] = [:]
         for guess in ["11112", "11113", "11114", "11115"] {
-            var answer = try api.decrypt(payload, pin: guess)
+            var answer = try await api.decrypt(payload, pin: guess)
             while answer.status == 423 {  // wait out each escalating delay, as a patient attacker would
                 let until = (answer.error["lockout"] as? [String: Any])?["lockedUntil"] as? Double ?? 0
-                Thread.sleep(until: Date(timeIntervalSince1970: until / 1000 + 0.05))
-                answer = try api.decrypt(payload, pin: guess)
+                try await sleep(pastEpochMilliseconds: until)
+                answer = try await api.decrypt(payload, pin: guess)
             }
             lastLock = try #require(
                 try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
@@ -104,37 +105,37 @@ import XignTestSupport
         #expect(lastLock["isPermanent"] as? Bool == true)
         #expect(lastLock["failedAttempts"] as? Int == 4)
         // Four guesses spent, and now the right PIN is worthless too.
-        let right = try api.decrypt(payload, pin: "24680")
+        let right = try await api.decrypt(payload, pin: "24680")
         #expect(right.status == 423)
         #expect((right.error["lockout"] as? [String: Any])?["isPermanent"] as? Bool == true)
         // The administrator can lift it for a user who proved who they are.
         let unlock = try api.manager.admin(["unlock", payload.activationId])
         #expect(unlock.status == 0, "\(unlock.stderr)")
-        #expect(try api.decrypt(payload, pin: "24680").status == 200)
+        #expect(try await api.decrypt(payload, pin: "24680").status == 200)
     }
 
     @Test(arguments: TestDatabase.allCases)
     func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
         database: TestDatabase
-    ) throws {
+    ) async throws {
         let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
         let manager = try ManagerProcess(
             config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
         let api = API(manager: manager)
         #expect(
-            try api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json[
+            try await api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json[
                 "serviceMappingId"] as? String == linked)
-        func register(_ email: String, mapping: String?) throws {
+        func register(_ email: String, mapping: String?) async throws {
             let request = RegisterRequest(
                 categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")),
                 attributes: ["email": email],
                 alias: nil,
                 serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
-            #expect(try api.post(APIPath.registrations, request).status == 201)
+            #expect(try await api.post(APIPath.registrations, request).status == 201)
         }
-        try register("unlinked@example.org", mapping: nil)
-        try register("unknown@example.org", mapping: "not-linked")
-        try register("linked@example.org", mapping: linked)
+        try await register("unlinked@example.org", mapping: nil)
+        try await register("unknown@example.org", mapping: "not-linked")
+        try await register("linked@example.org", mapping: linked)
         let kept = try manager.query(
             "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
         #expect(

@@ -8,41 +8,42 @@ import XignTestSupport
 
 /// Two manager instances on one PostgreSQL database, as behind a load balancer: every piece of state a request
 /// needs is a row, so any instance answers any step, and the lockout counts every guess whichever instance took it.
-@Suite struct SeveralInstancesTests {
+@Suite(.machineShare) struct SeveralInstancesTests {
     /// No delay for the first 20 failures, so every parallel guess is checked and must be counted.
     static let countingConfig = ManagerProcess.testConfig
         .replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
 
-    @Test func aChallengeIssuedByOneInstanceIsFinishedByTheOtherAndThenRefusedAsReplayed() throws {
+    @Test func aChallengeIssuedByOneInstanceIsFinishedByTheOtherAndThenRefusedAsReplayed() async throws {
         let first = try ManagerProcess(database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let (a, b) = (API(manager: first), API(manager: second))
         #expect(try a.managerKey.fingerprint == (try b.managerKey.fingerprint))
-        let device = try a.enrolDevice("both@example.org")
+        let device = try await a.enrolDevice("both@example.org")
 
-        let started = try a.startAuthentication(device)
-        let finished = try b.finishAuthentication(started, pin: "24680", signer: device.key)
+        let started = try await a.startAuthentication(device)
+        let finished = try await b.finishAuthentication(started, pin: "24680", signer: device.key)
         let login = try #require(
             try finished.signedPayload(key: b.managerKey, type: SignedAnswerType.authenticationResult)["serviceLogin"]
                 as? [String: Any])
-        let replay = try a.finishAuthentication(started, pin: "24680", signer: device.key)
+        let replay = try await a.finishAuthentication(started, pin: "24680", signer: device.key)
         #expect(replay.status == 409, "the challenge B consumed is gone for A too")
         let code = try #require(login["authorizationCode"] as? String)
-        #expect(try a.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200)
+        #expect(try await a.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status == 200)
         #expect(
-            try b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode == "challengeInvalid"
+            try await b.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).errorCode
+                == "challengeInvalid"
         )
     }
 
-    @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() throws {
+    @Test func parallelWrongPINsOverBothInstancesAreAllCountedAndRightOnesAllPass() async throws {
         let first = try ManagerProcess(config: Self.countingConfig, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
-        let device = try apis[0].enrolDevice("parallel@example.org")
+        let device = try await apis[0].enrolDevice("parallel@example.org")
 
-        let checked = try onThreads(20) { attempt in
+        let checked = try await inParallel(20) { attempt in
             let api = apis[attempt % 2]
-            let answer = try api.authenticate(device, pin: "1357\(attempt % 10)")
+            let answer = try await api.authenticate(device, pin: "1357\(attempt % 10)")
             return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)["outcome"]
                 as? String == "lockout"
         }.filter { $0 }.count
@@ -50,9 +51,9 @@ import XignTestSupport
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["20"], "and every one was counted")
 
         // Eight right PINs at once over both instances: all pass, none is refused by another's claim.
-        let passed = try onThreads(8) { attempt in
+        let passed = try await inParallel(8) { attempt in
             let api = apis[attempt % 2]
-            let answer = try api.authenticate(device, pin: "24680")
+            let answer = try await api.authenticate(device, pin: "24680")
             return try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
                 "serviceLogin"] != nil
         }.filter { $0 }.count
@@ -60,17 +61,22 @@ import XignTestSupport
         #expect(try first.query("SELECT failed_attempts FROM activations") == ["0"])
     }
 
-    @Test func withTheLockInForceParallelGuessesAreCountedOrRefusedNeverLost() throws {
+    @Test func withTheLockInForceParallelGuessesAreCountedOrRefusedNeverLost() async throws {
         let first = try ManagerProcess(database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
-        let device = try apis[0].enrolDevice("locked@example.org")
+        let device = try await apis[0].enrolDevice("locked@example.org")
         // Started before the storm, so each guess is one finish and none of them meets a lock at its start.
-        let started: [[[String: String]]] = try apis.map { api in
-            try (0..<10).map { _ in try api.startAuthentication(device).compactMapValues { $0 as? String } }
+        var started: [[[String: String]]] = []
+        for api in apis {
+            var starts: [[String: String]] = []
+            for _ in 0..<10 {
+                starts.append(try await api.startAuthentication(device).compactMapValues { $0 as? String })
+            }
+            started.append(starts)
         }
-        let outcomes = try onThreads(20) { attempt in
-            try apis[attempt % 2].finishAuthentication(
+        let outcomes = try await inParallel(20) { [started] attempt in
+            try await apis[attempt % 2].finishAuthentication(
                 started[attempt % 2][attempt / 2], pin: "13579", signer: device.key
             ).status
         }.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
@@ -86,42 +92,42 @@ import XignTestSupport
     /// A transaction that loses to concurrent ones on every attempt (a trigger raises PostgreSQL's serialization
     /// failure) is answered busy with what to do, keeps nothing, and says so in the log; without the trigger the same
     /// start goes through.
-    @Test func aRequestThatLosesEveryConflictIsAnsweredBusyAndKeepsNothing() throws {
+    @Test func aRequestThatLosesEveryConflictIsAnsweredBusyAndKeepsNothing() async throws {
         let manager = try ManagerProcess(database: .postgreSQL)
         let api = API(manager: manager)
-        let device = try api.enrolDevice("conflicts@example.org")
+        let device = try await api.enrolDevice("conflicts@example.org")
         _ = try manager.query(
             """
             CREATE FUNCTION always_conflicts() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$ LANGUAGE plpgsql;
             CREATE TRIGGER always_conflicts BEFORE INSERT ON authentications FOR EACH ROW EXECUTE FUNCTION always_conflicts()
             """)
-        let busy = try api.postStart(device)
+        let busy = try await api.postStart(device)
         #expect(busy.status == 503 && busy.errorCode == "busy", "\(busy.status) \(busy.json)")
         #expect((busy.error["message"] as? String ?? "").contains("try again in a moment"), "\(busy.json)")
         #expect(try manager.query("SELECT COUNT(*) FROM authentications") == ["0"])
         #expect(manager.log.contains("serialization conflict \(PostgreSQLPool.maximumAttempts) times in a row"))
         _ = try manager.query("DROP TRIGGER always_conflicts ON authentications")
-        #expect(try api.postStart(device).status == 200)
+        #expect(try await api.postStart(device).status == 200)
         #expect(try manager.query("SELECT COUNT(*) FROM authentications") == ["1"])
     }
 
-    @Test func mailQueuedOnEitherInstanceIsSentOnce() throws {
+    @Test func mailQueuedOnEitherInstanceIsSentOnce() async throws {
         let sink = try SMTPSink()
         let config = ManagerProcess.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\n"
         let first = try ManagerProcess(config: config, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
         let apis = [API(manager: first), API(manager: second)]
-        _ = try onThreads(12) { index in
-            let answer = try apis[index % 2].postRegistration("once\(index)@example.org")
+        _ = try await inParallel(12) { index in
+            let answer = try await apis[index % 2].postRegistration("once\(index)@example.org")
             guard answer.status == 201 else { throw TestFailure("registration \(index): \(answer.json)") }
         }
         #expect(waitUntil { sink.messages.count >= 12 })
-        Thread.sleep(forTimeInterval: 1.5)  // both relay loops had time to send a second copy, if they would
+        try await Task.sleep(for: .seconds(1.5))  // both relay loops had time to send a second copy, if they would
         #expect(sink.messages.map(\.recipient).sorted() == (0..<12).map { "once\($0)@example.org" }.sorted())
         #expect(try first.query("SELECT COUNT(*) FROM mail_queue") == ["0"])
     }
 
-    @Test func instancesThatStartTogetherOnANewDatabaseMigrateItOnce() throws {
+    @Test func instancesThatStartTogetherOnANewDatabaseMigrateItOnce() async throws {
         let directory = TemporaryDirectory()
         // The keys exist first (as an admin distributes them); then four processes open the empty database at once.
         let keys = try ManagerProcess(directory: directory)
@@ -142,7 +148,7 @@ import XignTestSupport
                 == "\(Schema.version)")
     }
 
-    @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() throws {
+    @Test func anInstanceWithAnotherKeyIsRefusedBeforeItAnswers() async throws {
         let first = try ManagerProcess(database: .postgreSQL)
         let directory = TemporaryDirectory()
         let config = try directory.write("manager.conf", try String(contentsOfFile: first.configPath, encoding: .utf8))

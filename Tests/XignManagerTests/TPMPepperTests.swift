@@ -5,7 +5,7 @@ import XignProtocol
 import XignTestSupport
 
 /// `keys.pin_pepper = tpm`: the pepper is an HMAC key inside the manager machine's TPM (swtpm here).
-@Suite struct TPMPepperTests {
+@Suite(.machineShare) struct TPMPepperTests {
     static func config(_ tpm: SoftwareTPM, iterations: Int = 2000) -> String {
         ManagerProcess.testConfig.replacingOccurrences(
             of: "hash_iterations = 2000", with: "hash_iterations = \(iterations)")
@@ -20,27 +20,27 @@ import XignTestSupport
     }
 
     /// The decrypt's outcome for `pin` ("lockout" for a wrong PIN), after waiting out a lock the last one caused.
-    func check(_ api: API, _ payload: PersonalizationPayload, _ pin: String) throws -> String {
-        var answer = try api.decrypt(payload, pin: pin)
+    func check(_ api: API<some ManagerFiles>, _ payload: PersonalizationPayload, _ pin: String) async throws -> String {
+        var answer = try await api.decrypt(payload, pin: pin)
         while answer.status == 423 {
             let until = (answer.error["lockout"] as? [String: Any])?["lockedUntil"] as? Double ?? 0
-            Thread.sleep(until: Date(timeIntervalSince1970: until / 1000 + 0.05))
-            answer = try api.decrypt(payload, pin: pin)
+            try await sleep(pastEpochMilliseconds: until)
+            answer = try await api.decrypt(payload, pin: pin)
         }
         return try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.decrypt)["outcome"] as? String
             ?? "status \(answer.status)"
     }
 
-    @Test func aTPMPepperedManagerChecksPINsAndACopyOfItsFilesOnAnotherMachineChecksNone() throws {
+    @Test func aTPMPepperedManagerChecksPINsAndACopyOfItsFilesOnAnotherMachineChecksNone() async throws {
         let tpm = try SoftwareTPM()
         let manager = try ManagerProcess(config: Self.config(tpm))
         let api = API(manager: manager)
-        let payload = try api.register("tpm@example.org")
+        let payload = try await api.register("tpm@example.org")
         #expect(try verifierRow(manager, payload.activationId).prefix(2) == ["tpm", "2000"])
         #expect(
             !FileManager.default.fileExists(atPath: manager.dataDirectory + "/pin-pepper"), "no pepper file is made")
-        #expect(try check(api, payload, "13579") == "lockout")
-        #expect(try check(api, payload, "24680") == "newPersonalization")
+        await #expect(try check(api, payload, "13579") == "lockout")
+        await #expect(try check(api, payload, "24680") == "newPersonalization")
 
         // Everything on the manager's disk, copied to another machine (another TPM): the blob does not load there,
         // so the copy refuses to start instead of checking PINs, and nothing in the files reproduces a verifier.
@@ -73,13 +73,13 @@ import XignTestSupport
 
         // The same files on the machine whose TPM made the key check PINs again.
         try manager.start()
-        #expect(try check(api, payload, "24680") == "newPersonalization")
+        await #expect(try check(api, payload, "24680") == "newPersonalization")
     }
 
-    @Test func anOldVerifierIsMadeAgainWithTheCurrentCostAndPepperAtTheNextRightPIN() throws {
+    @Test func anOldVerifierIsMadeAgainWithTheCurrentCostAndPepperAtTheNextRightPIN() async throws {
         let manager = try ManagerProcess()
         let api = API(manager: manager)
-        let payload = try api.register("upgrade@example.org")
+        let payload = try await api.register("upgrade@example.org")
         let old = try verifierRow(manager, payload.activationId)
         #expect(old.prefix(2) == ["file", "2000"])
 
@@ -88,16 +88,16 @@ import XignTestSupport
         try writeTestFile(manager.configPath, Data(Self.config(tpm, iterations: 3000).utf8))
         try manager.start()
         // A wrong PIN is only charged: the old verifier stays.
-        #expect(try check(api, payload, "13579") == "lockout")
+        await #expect(try check(api, payload, "13579") == "lockout")
         #expect(try verifierRow(manager, payload.activationId) == old)
-        #expect(try check(api, payload, "24680") == "newPersonalization")
+        await #expect(try check(api, payload, "24680") == "newPersonalization")
         let upgraded = try verifierRow(manager, payload.activationId)
         #expect(upgraded.prefix(2) == ["tpm", "3000"])
         #expect(upgraded[2] != old[2])
         // The new verifier checks both ways, and a new registration is made the current way at once.
-        #expect(try check(api, payload, "13579") == "lockout")
-        #expect(try check(api, payload, "24680") == "newPersonalization")
-        let fresh = try api.register("fresh@example.org")
+        await #expect(try check(api, payload, "13579") == "lockout")
+        await #expect(try check(api, payload, "24680") == "newPersonalization")
+        let fresh = try await api.register("fresh@example.org")
         #expect(try verifierRow(manager, fresh.activationId).prefix(2) == ["tpm", "3000"])
     }
 }

@@ -6,7 +6,7 @@ import XignTestSupport
 
 /// Hosts waiting for an approval cost the database nothing until something is decided: each wait is woken by the
 /// decision, on its own instance at once, on another by PostgreSQL's NOTIFY, and by the sweep when that was lost.
-@Suite struct WaitingTests {
+@Suite(.machineShare) struct WaitingTests {
     static let config =
         ManagerProcess.testConfig + """
 
@@ -19,19 +19,19 @@ import XignTestSupport
 
     /// A manager with alice's device and a joined host, and what the host started.
     struct Waiting {
-        let api: API
+        let api: API<ManagerProcess>
         let device: (id: String, key: P256PrivateKey)
-        let host: JoinedHost
+        let host: JoinedHost<ManagerProcess>
 
-        init(_ manager: ManagerProcess) throws {
+        init(_ manager: ManagerProcess) async throws {
             api = API(manager: manager)
-            device = try api.enrolDevice("alice@example.org")
+            device = try await api.enrolDevice("alice@example.org")
             try manager.giveLogin("alice@example.org", "alice")
-            host = try JoinedHost(api)
+            host = try await JoinedHost(api)
         }
 
-        func start(from address: String = "192.0.2.7") throws -> (id: String, code: String, waitToken: String) {
-            let started = try host.start("alice", remoteHost: address).signedPayload(
+        func start(from address: String = "192.0.2.7") async throws -> (id: String, code: String, waitToken: String) {
+            let started = try await host.start("alice", remoteHost: address).signedPayload(
                 key: try api.managerKey, type: SignedAnswerType.confirmationStart)
             return (
                 started["confirmationId"] as? String ?? "", started["code"] as? String ?? "",
@@ -42,13 +42,13 @@ import XignTestSupport
         /// The host's wait through `api`: the state it was answered and how long it took.
         func wait(
             _ confirmation: (id: String, code: String, waitToken: String), upTo milliseconds: Int,
-            through api: API? = nil
-        ) throws -> (
+            through api: API<ManagerProcess>? = nil
+        ) async throws -> (
             state: String, seconds: Double
         ) {
             let api = api ?? self.api
             let started = Date()
-            let answer = try api.post(
+            let answer = try await api.post(
                 APIPath.confirmationWait,
                 ConfirmationWaitRequest(
                     confirmationId: confirmation.id, waitToken: confirmation.waitToken, waitMilliseconds: milliseconds))
@@ -59,12 +59,15 @@ import XignTestSupport
         }
 
         /// alice approves on her device, through `api`.
-        func approve(_ confirmation: (id: String, code: String, waitToken: String), through api: API) throws {
-            let started = try api.postStart(
+        func approve(
+            _ confirmation: (id: String, code: String, waitToken: String), through api: API<ManagerProcess>
+        ) async throws {
+            let started = try await api.postStart(
                 device, purpose: .confirmation(id: confirmation.id), code: confirmation.code
             )
             .signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationStart)
-            let finished = try api.finishAuthentication(started, pin: "24680", signer: device.key, role: "confirm")
+            let finished = try await api.finishAuthentication(
+                started, pin: "24680", signer: device.key, role: "confirm")
             guard finished.status == 200 else { throw TestFailure("the approval failed: \(finished.json)") }
         }
     }
@@ -76,14 +79,18 @@ import XignTestSupport
 
     @Test(arguments: TestDatabase.allCases) func waitingHostsCostTheDatabaseNothingUntilTheDecision(
         database: TestDatabase
-    ) throws {
-        let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
-        let confirmations = try (1...10).map { try setup.start(from: "192.0.2.\($0)") }
+    ) async throws {
+        let setup = try await Waiting(try ManagerProcess(config: Self.config, database: database))
+        var waiting: [(id: String, code: String, waitToken: String)] = []
+        for host in 1...10 { waiting.append(try await setup.start(from: "192.0.2.\(host)")) }
+        let confirmations = waiting
         // Each host waits four times in a row, 1 s each, as pam_xign's waits follow each other.
         let before = try Self.statements(setup.api.manager)
         let started = ContinuousClock.now
-        let states = try onThreads(confirmations.count) { index in
-            try (0..<4).map { _ in try setup.wait(confirmations[index], upTo: 1_000).state }
+        let states = try await inParallel(confirmations.count) { index in
+            var states: [String] = []
+            for _ in 0..<4 { states.append(try await setup.wait(confirmations[index], upTo: 1_000).state) }
+            return states
         }
         let spent = try Self.statements(setup.api.manager) - before
         #expect(states.allSatisfy { $0 == ["pending", "pending", "pending", "pending"] })
@@ -97,28 +104,28 @@ import XignTestSupport
         #expect(bound < read * 10 * 16 / 2, "the bound still tells waiting from polling")
 
         // Honest control: the decision still reaches the host at once, and a wait after it reads it.
-        let waiter = Thread.detachedResult { try setup.wait(confirmations[0], upTo: 20_000) }
-        Thread.sleep(forTimeInterval: 0.5)
-        try setup.approve(confirmations[0], through: setup.api)
-        let woken = try waiter.value(timeout: 25)
+        let waiter = Task { try await setup.wait(confirmations[0], upTo: 20_000) }
+        try await Task.sleep(for: .seconds(0.5))
+        try await setup.approve(confirmations[0], through: setup.api)
+        let woken = try await waiter.value
         #expect(woken.state == "approved" && woken.seconds < 5, "\(woken)")
-        #expect(try setup.wait(confirmations[0], upTo: 0).state == "approved")
-        #expect(try setup.wait(confirmations[1], upTo: 0).state == "pending", "the other hosts still wait")
+        await #expect(try setup.wait(confirmations[0], upTo: 0).state == "approved")
+        await #expect(try setup.wait(confirmations[1], upTo: 0).state == "pending", "the other hosts still wait")
     }
 
-    @Test func aDecisionOnAnotherInstanceWakesTheWaitAtOnce() throws {
+    @Test func aDecisionOnAnotherInstanceWakesTheWaitAtOnce() async throws {
         let first = try ManagerProcess(config: Self.config, database: .postgreSQL)
         let second = try ManagerProcess(sharingDatabaseWith: first)
-        let setup = try Waiting(first)
+        let setup = try await Waiting(first)
         let other = API(manager: second)
         // Three in a row, so that a sweep (every 5 s) that happened to come at the right moment cannot pass it.
         for round in 1...3 {
-            let confirmation = try setup.start(from: "192.0.2.\(round)")
-            let waiter = Thread.detachedResult { (try setup.wait(confirmation, upTo: 20_000).state, Date()) }
-            Thread.sleep(forTimeInterval: 0.5)
-            try setup.approve(confirmation, through: other)
+            let confirmation = try await setup.start(from: "192.0.2.\(round)")
+            let waiter = Task { (try await setup.wait(confirmation, upTo: 20_000).state, Date()) }
+            try await Task.sleep(for: .seconds(0.5))
+            try await setup.approve(confirmation, through: other)
             let approved = Date()
-            let (state, answered) = try waiter.value(timeout: 25)
+            let (state, answered) = try await waiter.value
             let afterApproval = answered.timeIntervalSince(approved)
             #expect(
                 state == "approved" && afterApproval < 1.5,
@@ -130,15 +137,15 @@ import XignTestSupport
     /// listening connection that broke): the row is changed in the database alone, and the sweep finds it.
     @Test(arguments: TestDatabase.allCases) func aDecisionWithoutItsNotificationIsFoundBySweep(
         database: TestDatabase
-    ) throws {
-        let setup = try Waiting(try ManagerProcess(config: Self.config, database: database))
-        let confirmation = try setup.start()
-        let waiter = Thread.detachedResult { try setup.wait(confirmation, upTo: 24_000) }
-        Thread.sleep(forTimeInterval: 1)
+    ) async throws {
+        let setup = try await Waiting(try ManagerProcess(config: Self.config, database: database))
+        let confirmation = try await setup.start()
+        let waiter = Task { try await setup.wait(confirmation, upTo: 24_000) }
+        try await Task.sleep(for: .seconds(1))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try setup.api.manager.query(
             "UPDATE confirmations SET state = 'denied', changed_at = \(now) WHERE id = '\(confirmation.id)'")
-        let woken = try waiter.value(timeout: 30)
+        let woken = try await waiter.value
         #expect(
             woken.state == "denied" && woken.seconds < 12,
             "within a sweep or two, not at the wait's end (24 s): \(woken)")

@@ -7,20 +7,23 @@ import XignTestSupport
 
 /// The manager's web app in Debian's Chromium at phone size, with Chrome's virtual authenticator as the phone's passkeys:
 /// the activation link from the outbox, a login request approved or refused, and the pages' headers.
-@Suite(.serialized) struct WebAppTests {
-    static func link(_ api: API, confirmation id: String) -> String { "\(api.manager.browserURL)/c#\(id)" }
+@Suite(.serialized, .machineShare) struct WebAppTests {
+    static func link(_ api: API<ManagerProcess>, confirmation id: String) -> String {
+        "\(api.manager.browserURL)/c#\(id)"
+    }
 
     /// The activation link of the mail in the outbox, at the manager's public URL.
-    static func activate(_ api: API, _ browser: Browser, _ email: String, pin: String = "24680") throws -> Browser.Page
-    {
-        _ = try api.register(email, pin: pin)
+    static func activate(
+        _ api: API<ManagerProcess>, _ browser: Browser, _ email: String, pin: String = "24680"
+    ) async throws -> Browser.Page {
+        _ = try await api.register(email, pin: pin)
         return try browser.personalize(try api.manager.activationAppLink(for: email), pin: pin)
     }
 
-    @Test func aPhoneActivatesFromTheMailAndApprovesALogin() throws {
+    @Test func aPhoneActivatesFromTheMailAndApprovesALogin() async throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         let browser = Browser(in: api.manager.directory)
-        let activated = try Self.activate(api, browser, "alice@example.org")
+        let activated = try await Self.activate(api, browser, "alice@example.org")
         #expect(activated.error.isEmpty, "\(activated)")
         #expect(
             activated["account"] == "alice@example.org (Activation 1)"
@@ -34,8 +37,8 @@ import XignTestSupport
             "the administrator's list: \(listed)")
 
         try api.manager.giveLogin("alice@example.org", "alice")
-        let host = try JoinedHost(api)
-        let started = try host.start("alice").signedPayload(
+        let host = try await JoinedHost(api)
+        let started = try await host.start("alice").signedPayload(
             key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = try #require(started["confirmationId"] as? String), code = try #require(started["code"] as? String)
         #expect(
@@ -46,7 +49,7 @@ import XignTestSupport
         #expect(
             page["host"] == "web1" && page["service"] == "sshd" && page["login"] == "alice"
                 && page["remote"] == "192.0.2.7, ssh", "\(page)")
-        let waited = try api.post(
+        let waited = try await api.post(
             APIPath.confirmationWait,
             ConfirmationWaitRequest(
                 confirmationId: id, waitToken: started["waitToken"] as? String ?? "", waitMilliseconds: 0)
@@ -57,15 +60,16 @@ import XignTestSupport
 
     /// A login request started for `loginName` by a joined host: its id, code and wait token.
     static func request(
-        _ api: API, _ host: JoinedHost, _ loginName: String = "alice", remote: String = "192.0.2.7"
-    ) throws -> (
-        id: String, code: String, state: () throws -> String
+        _ api: API<ManagerProcess>, _ host: JoinedHost<ManagerProcess>, _ loginName: String = "alice",
+        remote: String = "192.0.2.7"
+    ) async throws -> (
+        id: String, code: String, state: () async throws -> String
     ) {
-        let started = try host.start(loginName, remoteHost: remote).signedPayload(
+        let started = try await host.start(loginName, remoteHost: remote).signedPayload(
             key: try api.managerKey, type: SignedAnswerType.confirmationStart)
         let id = try #require(started["confirmationId"] as? String), token = started["waitToken"] as? String ?? ""
         let state = {
-            try api.post(
+            try await api.post(
                 APIPath.confirmationWait,
                 ConfirmationWaitRequest(confirmationId: id, waitToken: token, waitMilliseconds: 0)
             )
@@ -76,24 +80,26 @@ import XignTestSupport
 
     /// Each refusal the page shows, beside the control that passes: a wrong PIN (counted by the lockout), three wrong
     /// codes (deny), the deny button, and a passkey of another account.
-    @Test func wrongPINsWrongCodesDenialAndAnotherAccountsPasskeyAreRefused() throws {
+    @Test func wrongPINsWrongCodesDenialAndAnotherAccountsPasskeyAreRefused() async throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         let phone = Browser(in: api.manager.directory)
-        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        await #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
-        let host = try JoinedHost(api)
+        let host = try await JoinedHost(api)
         func failedAttempts() throws -> [String] { try api.manager.query("SELECT failed_attempts FROM activations") }
 
-        var request = try Self.request(api, host)
+        var request = try await Self.request(api, host)
         let wrongPIN = try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "13579")
         #expect(wrongPIN.error.hasPrefix("Wrong PIN. XignIn is locked until"), "\(wrongPIN)")
-        #expect(try failedAttempts() == ["1"] && request.state() == "pending")
-        Thread.sleep(forTimeInterval: 0.4)  // the test config's first lock
+        #expect(try failedAttempts() == ["1"])
+        #expect(try await request.state() == "pending")
+        try await Task.sleep(for: .seconds(0.4))  // the test config's first lock
         let approved = try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
         #expect(approved.status.hasPrefix("Approved"), "\(approved)")
-        #expect(try failedAttempts() == ["0"] && request.state() == "approved")
+        #expect(try failedAttempts() == ["0"])
+        #expect(try await request.state() == "approved")
 
-        request = try Self.request(api, host, remote: "192.0.2.8")
+        request = try await Self.request(api, host, remote: "192.0.2.8")
         let next = String((Int(request.code)! + 1) % 1_000_000)
         let wrong = String(repeating: "0", count: 6 - next.count) + next
         let first = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
@@ -101,26 +107,30 @@ import XignTestSupport
         _ = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
         let third = try phone.approve(Self.link(api, confirmation: request.id), code: wrong, pin: "24680")
         #expect(third.error.hasSuffix("the login was refused. Start it again on the server"), "\(third)")
-        #expect(try request.state() == "denied" && failedAttempts() == ["0"], "a wrong code tests no PIN")
+        #expect(try await request.state() == "denied")
+        #expect(try failedAttempts() == ["0"], "a wrong code tests no PIN")
         #expect(
             try phone.view(Self.link(api, confirmation: request.id)).error
                 == "This login was refused: a wrong code was typed too often. Start the login on the server again.",
             "not 'denied'")
 
-        request = try Self.request(api, host, remote: "192.0.2.9")
+        request = try await Self.request(api, host, remote: "192.0.2.9")
         let denied = try phone.deny(Self.link(api, confirmation: request.id))
-        #expect(
-            try denied.status == "Denied. The server refuses this login." && request.state() == "denied", "\(denied)")
+        #expect(denied.status == "Denied. The server refuses this login.", "\(denied)")
+        #expect(try await request.state() == "denied")
         #expect(
             try phone.view(Self.link(api, confirmation: request.id)).error
                 == "This login was denied on an enrolled device.")
 
         // Bob's phone holds a passkey of this manager, but the request is Alice's.
         let other = Browser(in: api.manager.directory, name: "bob")
-        #expect(try Self.activate(api, other, "bob@example.org").error.isEmpty)
-        request = try Self.request(api, host, remote: "192.0.2.10")
+        await #expect(try Self.activate(api, other, "bob@example.org").error.isEmpty)
+        request = try await Self.request(api, host, remote: "192.0.2.10")
         let strangers = try other.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680")
-        #expect(try strangers.error.contains("not for your account") && request.state() == "pending", "\(strangers)")
+        #expect(
+            strangers.error.contains("not for your account"),
+            "\(strangers)")
+        #expect(try await request.state() == "pending")
         #expect(
             try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status
                 .hasPrefix("Approved"))
@@ -143,51 +153,52 @@ import XignTestSupport
 
     /// The next login's link opened in the tab of the last one (only the part after "#" differs) shows the next login
     /// with its form, never the last one's state.
-    @Test func aSecondLoginsLinkInTheSameTabShowsTheSecondLogin() throws {
+    @Test func aSecondLoginsLinkInTheSameTabShowsTheSecondLogin() async throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         let phone = Browser(in: api.manager.directory)
-        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        await #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
-        let host = try JoinedHost(api)
-        let first = try Self.request(api, host, remote: "192.0.2.21"),
-            second = try Self.request(api, host, remote: "192.0.2.22")
+        let host = try await JoinedHost(api)
+        let first = try await Self.request(api, host, remote: "192.0.2.21"),
+            second = try await Self.request(api, host, remote: "192.0.2.22")
         let page = try phone.approveThenOpen(
             Self.link(api, confirmation: first.id), code: first.code, pin: "24680",
             next: Self.link(api, confirmation: second.id))
         #expect(page["remote"].hasPrefix("192.0.2.22"), "\(page)")
         #expect(
             page.status.isEmpty && page.error.isEmpty, "the second login's form, not the first's 'Approved': \(page)")
-        #expect(try first.state() == "approved" && second.state() == "pending")
+        #expect(try await first.state() == "approved")
+        #expect(try await second.state() == "pending")
     }
 
-    @Test func aRequestThatRanOutSaysSo() throws {
+    @Test func aRequestThatRanOutSaysSo() async throws {
         let api = API(
             manager: try ManagerProcess.servingBrowsers(
                 config: ManagerProcess.testConfig + "\n[confirmation]\nlifetime = 5s\n"))
         let phone = Browser(in: api.manager.directory)
-        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        await #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
-        let request = try Self.request(api, try JoinedHost(api))
+        let request = try await Self.request(api, try JoinedHost(api))
         #expect(
             try phone.view(Self.link(api, confirmation: request.id)).error.isEmpty,
             "the control: while it waits, the page offers to decide")
-        Thread.sleep(forTimeInterval: 5.2)
+        try await Task.sleep(for: .seconds(5.2))
         #expect(
             try phone.view(Self.link(api, confirmation: request.id)).error
                 == "This login request ran out. Start the login on the server again.")
         #expect(
             try phone.approve(Self.link(api, confirmation: request.id), code: request.code, pin: "24680").status.isEmpty
         )
-        #expect(try request.state() == "expired")
+        #expect(try await request.state() == "expired")
     }
 
     /// A page of another site may ask the phone's real passkey for an assertion: on the same host name (another port)
     /// the browser gives one, and the manager refuses its origin; on another host name the browser refuses the RP id.
     /// The control: the same request asked for at the manager's own origin is accepted.
-    @Test func anAssertionAPageOfAnotherOriginObtainedIsRefused() throws {
+    @Test func anAssertionAPageOfAnotherOriginObtainedIsRefused() async throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         let phone = Browser(in: api.manager.directory)
-        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        await #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         let credential = try #require(try api.manager.query("SELECT credential_id FROM devices").first)
         let deviceId = try #require(try api.manager.query("SELECT id FROM devices").first)
         let otherPort = try ManagerProcess.freePort()
@@ -205,9 +216,10 @@ import XignTestSupport
                     == 200
             })
 
-        func listDevices(assertedAt url: String) throws -> (Browser.Page, API.Answer?) {
+        func listDevices(assertedAt url: String) async throws -> (Browser.Page, APIAnswer?) {
             let challenge = try #require(
-                try api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"] as? String)
+                try await api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"]
+                    as? String)
             let body = try JSONEncoder.canonical.encode(
                 AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
             let message = SignedRequest.canonicalMessage(
@@ -217,40 +229,40 @@ import XignTestSupport
             guard !page["header"].isEmpty else { return (page, nil) }
             return (
                 page,
-                try api.call(
+                try await api.call(
                     "POST", APIPath.accountDevices, body: body,
                     headers: [(SignedRequest.signatureHeader, page["header"])])
             )
         }
-        let (relayed, refused) = try listDevices(assertedAt: "http://localhost:\(otherPort)/")
+        let (relayed, refused) = try await listDevices(assertedAt: "http://localhost:\(otherPort)/")
         #expect(
             relayed["origin"] == "http://localhost:\(otherPort)",
             "the browser gave the other origin an assertion: \(relayed)")
         #expect(
             refused?.status == 401 && (refused?.error["message"] as? String)?.contains("another origin") == true,
             "\(String(describing: refused?.json))")
-        let (blocked, _) = try listDevices(assertedAt: "http://127.0.0.1:\(otherPort)/")
+        let (blocked, _) = try await listDevices(assertedAt: "http://127.0.0.1:\(otherPort)/")
         #expect(
             blocked["error"].hasPrefix("SecurityError"),
             "a page on another host name gets no assertion for this RP id: \(blocked)")
-        let (own, accepted) = try listDevices(assertedAt: "\(api.manager.browserURL)/c")
+        let (own, accepted) = try await listDevices(assertedAt: "\(api.manager.browserURL)/c")
         #expect(accepted?.status == 200, "the control: \(own) \(String(describing: accepted?.json))")
     }
 
-    @Test func theAccountPageShowsAWaitingLoginByItself() throws {
+    @Test func theAccountPageShowsAWaitingLoginByItself() async throws {
         let api = API(manager: try ManagerProcess.servingBrowsers())
         let phone = Browser(in: api.manager.directory)
-        #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
+        await #expect(try Self.activate(api, phone, "alice@example.org").error.isEmpty)
         try api.manager.giveLogin("alice@example.org", "alice")
-        let host = try JoinedHost(api)
-        let page = try phone.waitForLogins(at: "\(api.manager.browserURL)/account") {
-            Thread.sleep(forTimeInterval: 1)
-            _ = try Self.request(api, host)
+        let host = try await JoinedHost(api)
+        let page = try await phone.waitForLogins(at: "\(api.manager.browserURL)/account") {
+            try await Task.sleep(for: .seconds(1))
+            _ = try await Self.request(api, host)
         }
         #expect(page.error.isEmpty && page.list("waiting").count == 1, "\(page)")
         #expect(page.list("waiting").first?.hasPrefix("alice on web1 (sshd) from 192.0.2.7") == true, "\(page)")
         // Without the session's cookie the list is refused.
-        let refused = try api.post(APIPath.webPending, WebPendingRequest(waitMilliseconds: 0, seen: []))
+        let refused = try await api.post(APIPath.webPending, WebPendingRequest(waitMilliseconds: 0, seen: []))
         #expect(refused.status == 401 && refused.errorCode == "sessionInvalid")
     }
 }

@@ -91,7 +91,7 @@ public struct Browser: Sendable {
 
     /// Signs in on the account page and waits there: `whileOpen` runs once the page is signed in, and the page must
     /// then show a waiting login by itself.
-    public func waitForLogins(at url: String, whileOpen: () throws -> Void) throws -> Page {
+    public func waitForLogins(at url: String, whileOpen: () async throws -> Void) async throws -> Page {
         let ready = profile + "/ready"
         try? FileManager.default.removeItem(atPath: ready)
         let child = try start("inbox", url)
@@ -100,7 +100,7 @@ public struct Browser: Sendable {
         else {
             throw TestFailure("the account page did not sign in: \(try child.wait().stdout)")
         }
-        try whileOpen()
+        try await whileOpen()
         return try page(of: try child.wait(timeout: 60), "inbox")
     }
 
