@@ -28,7 +28,7 @@ import XignTestSupport
         try greeter.picture(to: try DesktopArtifacts.path("sddm-greeter.png"))
 
         try greeter.type("13570")
-        #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(try fixture.failedAttempts("nobody@example.org") == 1, "the wrong PIN reached the manager")
         #expect(!greeter.sessionStarted)
         // The module's error message reached SDDM, which logs it and shows only "Login failed".
@@ -38,7 +38,7 @@ import XignTestSupport
 
         usleep(500_000)  // past the manager's lock after a wrong PIN (300 ms here)
         try greeter.type("24680")
-        #expect(try waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
         #expect(greeter.failedLogins == 1)
         #expect(try fixture.completedLogins("nobody") == 1, "the manager recorded the login")
         #expect(try fixture.failedAttempts("nobody@example.org") == 0, "the right PIN cleared the count")
@@ -78,7 +78,7 @@ import XignTestSupport
         usleep(2_000_000)
         let typed = Date()
         try greeter.type("anything")
-        #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(Date().timeIntervalSince(typed) < 10)
         #expect(!greeter.sessionStarted)
         #expect(greeter.log.contains("cannot show an approval code"), "\(greeter.log.suffix(1500))")
@@ -94,11 +94,11 @@ import XignTestSupport
         let greeter = try Self.greeter(fixture)
         try greeter.type("24680")
         try reader.scan("mallory")
-        #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(!greeter.sessionStarted)
         try greeter.type("24680")
         try reader.scan("nobody-right")
-        #expect(try waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
     }
 
     /// The laptop at its greeter with the network gone: the TPM checks the PIN.
@@ -106,10 +106,10 @@ import XignTestSupport
         let (fixture, tpm) = try PAMFixture.offlineLaptop()
         let greeter = try Self.greeter(fixture)
         try greeter.type("13570")
-        #expect(try waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
         try greeter.type("24680")
-        #expect(try waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
+        #expect(waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
         let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map {
             $0["kind"] as? String ?? ""
         }
