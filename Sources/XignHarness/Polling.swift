@@ -13,6 +13,19 @@ public func waitUntil(
     return try condition()
 }
 
+/// `waitUntil` for async tests: sleeps between the checks instead of holding its thread, so the tasks it waits for
+/// (an in-process manager's services) may run on it meanwhile.
+public func pollUntil(
+    seconds: Double = 10, every interval: Duration = .milliseconds(20), _ condition: () throws -> Bool
+) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        try await Task.sleep(for: interval)
+    }
+    return try condition()
+}
+
 /// Sleeps until just past `milliseconds` since 1970, such as the end of a lock the manager named.
 public func sleep(pastEpochMilliseconds milliseconds: Double) async throws {
     let left = Date(timeIntervalSince1970: milliseconds / 1000 + 0.05).timeIntervalSinceNow

@@ -14,6 +14,8 @@ struct API<Manager: ManagerFiles>: Sendable {
     let manager: Manager
     /// The manager's origin and RP id, as a browser at its public URL writes them into a passkey's assertion.
     let site: (origin: String, rpId: String)
+    /// The manager's URL, as it names itself in links.
+    let url: ManagerURL
     private let transport: Transport
 
     private enum Transport: Sendable {
@@ -25,12 +27,14 @@ struct API<Manager: ManagerFiles>: Sendable {
     init(manager: ManagerProcess, through: ManagerURL? = nil) where Manager == ManagerProcess {
         self.manager = manager
         site = ("http://127.0.0.1:\(manager.port)", "127.0.0.1")
+        url = manager.url
         transport = .network(through ?? manager.url)
     }
 
     init(_ inProcess: InProcessManager) where Manager == ManagerFiles {
         manager = inProcess.files
         site = (inProcess.manager.relyingParty.origin, inProcess.manager.relyingParty.id)
+        url = inProcess.manager.managerURL
         transport = .router(inProcess.client)
     }
 

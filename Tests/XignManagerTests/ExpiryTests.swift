@@ -15,35 +15,40 @@ import XignTestSupport
     ) async throws {
         // Authentications live 10 s (the shortest session lifetime) and are deleted as soon as they ran out.
         let config = ManagerProcess.testConfig + "\n[session]\nlifetime = 10s\n[storage]\nkeep_expired = 0s\n"
-        let manager = try ManagerProcess(config: config, database: database)
-        let api = API(manager: manager)
-        let device = try await api.enrolDevice("steady@example.org")
-        var sizes: [Int] = []
-        for _ in 0..<2 {
-            _ = try await inParallel(6) { client in
-                for _ in 0..<(Self.logins / 6) {
-                    // Start, finish and redeem the code, exactly what pam_xign does.
-                    let answer = try await api.authenticate(device, pin: "24680")
-                    let login =
-                        try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
-                            "serviceLogin"] as? [String: Any]
-                    guard let code = login?["authorizationCode"] as? String,
-                        try await api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status
-                            == 200
-                    else {
-                        throw TestFailure("login \(client) failed: \(answer.json)")
+        try await InProcessManager.run(config: config, database: database) { inProcess in
+            let manager = inProcess.files
+            let api = inProcess.api
+            let device = try await api.enrolDevice("steady@example.org")
+            var sizes: [Int] = []
+            for _ in 0..<2 {
+                _ = try await inParallel(6) { client in
+                    for _ in 0..<(Self.logins / 6) {
+                        // Start, finish and redeem the code, exactly what pam_xign does.
+                        let answer = try await api.authenticate(device, pin: "24680")
+                        let login =
+                            try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
+                                "serviceLogin"] as? [String: Any]
+                        guard let code = login?["authorizationCode"] as? String,
+                            try await api.post(APIPath.token, TokenRequest(authorizationCode: code, nonce: "t")).status
+                                == 200
+                        else {
+                            throw TestFailure("login \(client) failed: \(answer.json)")
+                        }
                     }
                 }
+                #expect(
+                    try manager.query("SELECT COUNT(*) FROM authentications") != ["0"],
+                    "fresh logins are kept while they may be redeemed")
+                // Every row runs out within 10 s and is deleted within a purge interval after.
+                #expect(
+                    try await pollUntil(seconds: 20) {
+                        try manager.query("SELECT COUNT(*) FROM authentications") == ["0"]
+                    })
+                sizes.append(try manager.databaseSize())
             }
             #expect(
-                try manager.query("SELECT COUNT(*) FROM authentications") != ["0"],
-                "fresh logins are kept while they may be redeemed")
-            // Every row runs out within 10 s and is deleted within a purge interval after.
-            #expect(try waitUntil(seconds: 20) { try manager.query("SELECT COUNT(*) FROM authentications") == ["0"] })
-            sizes.append(try manager.databaseSize())
+                sizes[1] <= sizes[0] * 5 / 4,
+                "the database grew from \(sizes[0]) to \(sizes[1]) bytes over the second round")
         }
-        #expect(
-            sizes[1] <= sizes[0] * 5 / 4,
-            "the database grew from \(sizes[0]) to \(sizes[1]) bytes over the second round")
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import XignManagerConfiguration
 import XignProtocol
 import XignTestSupport
@@ -16,6 +17,10 @@ struct InProcessManager: Sendable {
     let client: any TestClientProtocol
     /// Its config, data directory and database, where a test reads rows and mails and runs `xign-manager admin`.
     let files: ManagerFiles
+    private let recorded: RecordedLog
+
+    /// What the manager logged so far, a line per entry.
+    var log: String { recorded.text }
 
     /// Runs `body` against a fresh manager configured by `config` (manager.conf's text) over `database`, closed
     /// afterwards.
@@ -27,10 +32,12 @@ struct InProcessManager: Sendable {
         var configuration = try ManagerConfiguration(
             file: ConfigFile(text: String(contentsOfFile: files.configPath, encoding: .utf8), source: files.configPath))
         configuration.keepData(in: files.dataDirectory)
-        let manager = try await IdentityManager.open(configuration: configuration, logger: Logger(label: "in-process"))
+        let recorded = RecordedLog()
+        let logger = Logger(label: "in-process") { _ in recorded }
+        let manager = try await IdentityManager.open(configuration: configuration, logger: logger)
         do {
             try await buildApplication(manager: manager).test(.router) { client in
-                try await body(InProcessManager(manager: manager, client: client, files: files))
+                try await body(InProcessManager(manager: manager, client: client, files: files, recorded: recorded))
             }
         } catch {
             await manager.database.close()
@@ -50,5 +57,23 @@ struct InProcessManager: Sendable {
     ) async throws -> TestResponse {
         try await client.execute(
             uri: path, method: method, headers: headers, body: body.isEmpty ? nil : ByteBuffer(string: body))
+    }
+}
+
+/// A log kept in memory, for the test to read.
+private struct RecordedLog: LogHandler {
+    private let lines = NIOLockedValueBox<[String]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .info
+
+    var text: String { lines.withLockedValue { $0.joined(separator: "\n") } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        lines.withLockedValue { $0.append("\(event.level) \(event.message)") }
     }
 }

@@ -10,108 +10,121 @@ import XignTestSupport
     @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(
         database: TestDatabase
     ) async throws {
-        let manager = try ManagerProcess(database: database)
-        let api = API(manager: manager)
-        // Same PIN, two registrations: every field other than the manager's address and key differs,
-        // so no field can be a function of the PIN.
-        let first = try await api.register("same1@example.org", pin: "24680")
-        let second = try await api.register("same2@example.org", pin: "24680")
-        #expect(first.managerURL == second.managerURL && first.managerKeyFingerprint == second.managerKeyFingerprint)
-        #expect(first.activationId != second.activationId)
-        #expect(first.activationSecret != second.activationSecret)
-        // The compact form holds the id, the secret and the fingerprint (26 characters each), then the URL: nothing else.
-        #expect(
-            first.deepLink == PersonalizationPayload.compactPrefix
-                + (try #require(Data(hexadecimal: first.activationId))).base32
-                + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
-        // The manager stores only a hash of the activation secret.
-        let stored = try manager.query("SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'")
-        #expect(stored == [Base64URL.encode(SHA256.hash(first.activationSecret))])
+        try await InProcessManager.run(database: database) { inProcess in
+            let manager = inProcess.files
+            let api = inProcess.api
+            // Same PIN, two registrations: every field other than the manager's address and key differs,
+            // so no field can be a function of the PIN.
+            let first = try await api.register("same1@example.org", pin: "24680")
+            let second = try await api.register("same2@example.org", pin: "24680")
+            #expect(
+                first.managerURL == second.managerURL && first.managerKeyFingerprint == second.managerKeyFingerprint)
+            #expect(first.activationId != second.activationId)
+            #expect(first.activationSecret != second.activationSecret)
+            // The compact form holds the id, the secret and the fingerprint (26 characters each), then the URL: nothing else.
+            #expect(
+                first.deepLink == PersonalizationPayload.compactPrefix
+                    + (try #require(Data(hexadecimal: first.activationId))).base32
+                    + first.activationSecret + first.managerKeyFingerprint + "/" + first.managerURL.upperCased)
+            // The manager stores only a hash of the activation secret.
+            let stored = try manager.query("SELECT secret_hash FROM activations WHERE id = '\(first.activationId)'")
+            #expect(stored == [Base64URL.encode(SHA256.hash(first.activationSecret))])
+        }
     }
 
     /// G10: PINs are sealed to a key of their own, which the signing key vouches for; the signing key only signs. A PIN
     /// sealed to the signing key (as clients before this did) does not open, and the answer says what to do.
     @Test func pinsAreSealedToAKeyOfTheirOwnThatTheSigningKeyVouchesFor() async throws {
-        let api = API(manager: try ManagerProcess())
-        let health = try await api.call("GET", APIPath.health).json
-        let statement = try #require(health["pinSealingKey"] as? String)
-        let payload = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.managerKey)
-        let key = try JSONDecoder().decode(PINSealingKeyMessage.self, from: payload).key
-        #expect(
-            key == Base64URL.encode(try api.pinSealingKey.derRepresentation),
-            "the statement names the key in pin-sealing-key.pem")
-        #expect(key != health["managerKey"] as? String, "not the signing key")
-        #expect(throws: (any Error).self, "signed by the signing key, not by the sealing key") {
-            _ = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.pinSealingKey)
+        try await InProcessManager.run { inProcess in
+            let api = inProcess.api
+            let health = try await api.call("GET", APIPath.health).json
+            let statement = try #require(health["pinSealingKey"] as? String)
+            let payload = try JWS.verify(
+                statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.managerKey)
+            let key = try JSONDecoder().decode(PINSealingKeyMessage.self, from: payload).key
+            #expect(
+                key == Base64URL.encode(try api.pinSealingKey.derRepresentation),
+                "the statement names the key in pin-sealing-key.pem")
+            #expect(key != health["managerKey"] as? String, "not the signing key")
+            #expect(throws: (any Error).self, "signed by the signing key, not by the sealing key") {
+                _ = try JWS.verify(statement, expectedType: SignedAnswerType.pinSealingKey, key: try api.pinSealingKey)
+            }
+            let toSigningKey = try await api.post(
+                APIPath.registrations,
+                RegisterRequest(
+                    categoryId: "email",
+                    sealedPin: try SealedPINMessage(
+                        sealing: "24680", to: try api.managerKey, for: .registration(categoryId: "email")),
+                    attributes: ["email": "old@example.org"], alias: nil, serviceMappingId: nil,
+                    arbitraryUserAttributes: nil))
+            #expect(toSigningKey.status == 400, "\(toSigningKey.json)")
+            #expect(
+                (toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"),
+                "\(toSigningKey.json)")
+            #expect(
+                try await api.postRegistration("new@example.org").status == 201,
+                "control: sealed to the PIN-sealing key")
+            // A whole login through the SDK seals to the key the start answer names.
+            let device = try await api.enrolDevice("login@example.org")
+            let start = try await api.startAuthentication(device)
+            #expect(start["pinSealingKey"] as? String == key)
+            #expect(try await api.authenticate(device, pin: "24680").status == 200)
+
         }
-        let toSigningKey = try await api.post(
-            APIPath.registrations,
-            RegisterRequest(
-                categoryId: "email",
-                sealedPin: try SealedPINMessage(
-                    sealing: "24680", to: try api.managerKey, for: .registration(categoryId: "email")),
-                attributes: ["email": "old@example.org"], alias: nil, serviceMappingId: nil,
-                arbitraryUserAttributes: nil))
-        #expect(toSigningKey.status == 400, "\(toSigningKey.json)")
-        #expect(
-            (toSigningKey.error["message"] as? String ?? "").contains("sealed to the signing key"),
-            "\(toSigningKey.json)")
-        #expect(
-            try await api.postRegistration("new@example.org").status == 201, "control: sealed to the PIN-sealing key")
-        // A whole login through the SDK seals to the key the start answer names.
-        let device = try await api.enrolDevice("login@example.org")
-        let start = try await api.startAuthentication(device)
-        #expect(start["pinSealingKey"] as? String == key)
-        #expect(try await api.authenticate(device, pin: "24680").status == 200)
     }
 
     @Test(arguments: TestDatabase.allCases) func theDatabaseAloneCannotCheckAPIN(database: TestDatabase) async throws {
-        let manager = try ManagerProcess(database: database)
-        let payload = try await API(manager: manager).register("verifier@example.org", pin: "24680")
-        let row = try manager.query(
-            "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'"
-        )
-        let fields = try #require(row.first?.split(separator: "|").map(String.init))
-        let salt = try #require(Base64URL.decode(fields[0]))
-        let stored = try #require(Base64URL.decode(fields[1]))
-        let iterations = try #require(Int(fields[2]))
-        let stretched = try PBKDF2.deriveKey(password: Data("24680".utf8), salt: salt, iterations: iterations)
-        // With the pepper file (kept outside the database) the right PIN reproduces the verifier ...
-        let pepper = try Data(contentsOf: URL(fileURLWithPath: manager.dataDirectory + "/pin-pepper"))
-        #expect(HMACSHA256.authenticationCode(for: stretched, key: pepper) == stored)
-        // ... without it, the salted hash of the right PIN matches nothing an attacker can compute.
-        #expect(stretched != stored)
-        #expect(HMACSHA256.authenticationCode(for: stretched, key: Data(count: 32)) != stored)
+        try await InProcessManager.run(database: database) { inProcess in
+            let manager = inProcess.files
+            let api = inProcess.api
+            let payload = try await inProcess.api.register("verifier@example.org", pin: "24680")
+            let row = try manager.query(
+                "SELECT pin_salt || '|' || pin_verifier || '|' || CAST(pin_iterations AS TEXT) FROM activations WHERE id = '\(payload.activationId)'"
+            )
+            let fields = try #require(row.first?.split(separator: "|").map(String.init))
+            let salt = try #require(Base64URL.decode(fields[0]))
+            let stored = try #require(Base64URL.decode(fields[1]))
+            let iterations = try #require(Int(fields[2]))
+            let stretched = try PBKDF2.deriveKey(password: Data("24680".utf8), salt: salt, iterations: iterations)
+            // With the pepper file (kept outside the database) the right PIN reproduces the verifier ...
+            let pepper = try Data(contentsOf: URL(fileURLWithPath: manager.dataDirectory + "/pin-pepper"))
+            #expect(HMACSHA256.authenticationCode(for: stretched, key: pepper) == stored)
+            // ... without it, the salted hash of the right PIN matches nothing an attacker can compute.
+            #expect(stretched != stored)
+            #expect(HMACSHA256.authenticationCode(for: stretched, key: Data(count: 32)) != stored)
+        }
     }
 
     @Test(arguments: TestDatabase.allCases) func guessesWithThePayloadAloneGoThroughTheLockout(
         database: TestDatabase
     ) async throws {
         // An attacker with the QR code but not the SDK: raw requests, no local lockout memory.
-        let api = API(manager: try ManagerProcess(database: database))
-        let payload = try await api.register("guess@example.org", pin: "24680")
-        let key = try api.managerKey
-        var lastLock: [String: Any] = [:]
-        for guess in ["11112", "11113", "11114", "11115"] {
-            var answer = try await api.decrypt(payload, pin: guess)
-            while answer.status == 423 {  // wait out each escalating delay, as a patient attacker would
-                let until = (answer.error["lockout"] as? [String: Any])?["lockedUntil"] as? Double ?? 0
-                try await sleep(pastEpochMilliseconds: until)
-                answer = try await api.decrypt(payload, pin: guess)
+        try await InProcessManager.run(database: database) { inProcess in
+            let api = inProcess.api
+            let payload = try await api.register("guess@example.org", pin: "24680")
+            let key = try api.managerKey
+            var lastLock: [String: Any] = [:]
+            for guess in ["11112", "11113", "11114", "11115"] {
+                var answer = try await api.decrypt(payload, pin: guess)
+                while answer.status == 423 {  // wait out each escalating delay, as a patient attacker would
+                    let until = (answer.error["lockout"] as? [String: Any])?["lockedUntil"] as? Double ?? 0
+                    try await sleep(pastEpochMilliseconds: until)
+                    answer = try await api.decrypt(payload, pin: guess)
+                }
+                lastLock = try #require(
+                    try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
             }
-            lastLock = try #require(
-                try answer.signedPayload(key: key, type: SignedAnswerType.decrypt)["lockout"] as? [String: Any])
+            #expect(lastLock["isPermanent"] as? Bool == true)
+            #expect(lastLock["failedAttempts"] as? Int == 4)
+            // Four guesses spent, and now the right PIN is worthless too.
+            let right = try await api.decrypt(payload, pin: "24680")
+            #expect(right.status == 423)
+            #expect((right.error["lockout"] as? [String: Any])?["isPermanent"] as? Bool == true)
+            // The administrator can lift it for a user who proved who they are.
+            let unlock = try api.manager.admin(["unlock", payload.activationId])
+            #expect(unlock.status == 0, "\(unlock.stderr)")
+            #expect(try await api.decrypt(payload, pin: "24680").status == 200)
         }
-        #expect(lastLock["isPermanent"] as? Bool == true)
-        #expect(lastLock["failedAttempts"] as? Int == 4)
-        // Four guesses spent, and now the right PIN is worthless too.
-        let right = try await api.decrypt(payload, pin: "24680")
-        #expect(right.status == 423)
-        #expect((right.error["lockout"] as? [String: Any])?["isPermanent"] as? Bool == true)
-        // The administrator can lift it for a user who proved who they are.
-        let unlock = try api.manager.admin(["unlock", payload.activationId])
-        #expect(unlock.status == 0, "\(unlock.stderr)")
-        #expect(try await api.decrypt(payload, pin: "24680").status == 200)
     }
 
     @Test(arguments: TestDatabase.allCases)

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 
-/// Lets at most as many of the marked tests run at once as the machine has cores. A synchronous test holds one of
-/// Swift's concurrency threads (as many as cores) while it waits for a manager process, which kept the suite's
-/// parallelism at the core count; an `async` test gives its thread back while it waits, so without this every test
-/// of a suite would start its processes at once, and the ones that count a manager's commits or time a 300 ms lock
-/// would measure the load instead.
+/// Lets at most as many of the marked tests run at once as the machine has cores, each on a thread of its own. A
+/// synchronous test holds one of Swift's concurrency threads (as many as cores) while it waits for a manager process,
+/// which kept the suite's parallelism at the core count; an `async` test gives its thread back while it waits, so
+/// without this every test of a suite would start its processes at once, and the ones that count a manager's commits
+/// or time a 300 ms lock would measure the load instead. The thread of its own keeps what such a test does
+/// synchronously (a `psql`, a `waitUntil`) off the shared threads, and the shared threads' queue out of its timings.
 public struct MachineShare: SuiteTrait, TestTrait, TestScoping {
     public var isRecursive: Bool { true }
 
@@ -16,38 +17,65 @@ public struct MachineShare: SuiteTrait, TestTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        await Self.slots.acquire()
+        let slot = await Self.slots.acquire()
         do {
-            try await function()
+            try await withTaskExecutorPreference(slot) { try await function() }
         } catch {
-            await Self.slots.release()
+            await Self.slots.release(slot)
             throw error
         }
-        await Self.slots.release()
+        await Self.slots.release(slot)
     }
 
     private static let slots = Slots(count: ProcessInfo.processInfo.activeProcessorCount)
 
     private actor Slots {
-        private var free: Int
-        private var waiting: [CheckedContinuation<Void, Never>] = []
+        private var free: [ThreadExecutor]
+        private var waiting: [CheckedContinuation<ThreadExecutor, Never>] = []
 
-        init(count: Int) { free = max(1, count) }
+        init(count: Int) { free = (0..<max(1, count)).map { _ in ThreadExecutor() } }
 
-        func acquire() async {
-            if free > 0 {
-                free -= 1
-                return
-            }
-            await withCheckedContinuation { waiting.append($0) }
+        func acquire() async -> ThreadExecutor {
+            if let slot = free.popLast() { return slot }
+            return await withCheckedContinuation { waiting.append($0) }
         }
 
-        func release() {
+        func release(_ slot: ThreadExecutor) {
             if waiting.isEmpty {
-                free += 1
+                free.append(slot)
             } else {
-                waiting.removeFirst().resume()
+                waiting.removeFirst().resume(returning: slot)
             }
+        }
+    }
+}
+
+/// Runs jobs one after another on a thread that lives as long as the test process.
+private final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    init() {
+        let thread = Thread { [unowned self] in run() }
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.withLock {
+            jobs.append(job)
+            condition.signal()
+        }
+    }
+
+    private func run() {
+        while true {
+            let job = condition.withLock {
+                while jobs.isEmpty { condition.wait() }
+                return jobs.removeFirst()
+            }
+            job.runSynchronously(on: asUnownedTaskExecutor())
         }
     }
 }
