@@ -17,13 +17,18 @@ public final class IdentityManager: Sendable {
     let signer: AnswerSigner
     let services: ServiceCatalog
     let loginTokens: LoginTokens
-    private let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
+    private let boundURL: NIOLockedValueBox<ManagerURL?>
+    /// The one check of a signed request.
+    let verifier: RequestVerifier
     /// Names this instance's PIN-check claims; the same across restarts (IdentityManager+PINCheck).
     let instanceId: String
     /// The one PIN check, with the lockout.
     let pinChecker: PINChecker
     /// Wakes long polls of confirmations (IdentityManager+Confirmations).
     let signals = Signals()
+    let wakeUps: WakeUps
+    /// The typed code and the approval, for both approval protocols.
+    let confirmations: ConfirmationDecision
     /// Wakes the mail relay when mail was queued (IdentityManager+Mail).
     let mailQueued: AsyncStream<Void>.Continuation
     let mailQueue: AsyncStream<Void>
@@ -37,10 +42,20 @@ public final class IdentityManager: Sendable {
         self.outbox = Outbox(path: configuration.outboxPath)
         self.logger = logger
         signer = AnswerSigner(key: secrets.signingKey)
+        let boundURL = NIOLockedValueBox<ManagerURL?>(nil)
+        self.boundURL = boundURL
+        verifier = RequestVerifier(
+            managerURL: {
+                configuration.publicURL ?? boundURL.withLockedValue { $0 } ?? configuration.effectivePublicURL
+            },
+            requireHardwareKey: configuration.requireHardwareKey)
         services = ServiceCatalog(configured: configuration.services)
         loginTokens = LoginTokens(database: database, services: services, signer: signer)
         pinChecker = PINChecker(
             database: database, configuration: configuration, secrets: secrets, logger: logger, instanceId: instanceId)
+        wakeUps = WakeUps(signals: signals, database: database, logger: logger)
+        confirmations = ConfirmationDecision(
+            database: database, settings: configuration.confirmation, wakeUps: wakeUps, logger: logger)
         (mailQueue, mailQueued) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -154,9 +169,7 @@ public final class IdentityManager: Sendable {
     static let maximumBodySize = 16 * 1024
 
     /// The URL the activation data names: the configured public URL, else the address actually bound.
-    public var managerURL: ManagerURL {
-        configuration.publicURL ?? boundURL.withLockedValue { $0 } ?? configuration.effectivePublicURL
-    }
+    public var managerURL: ManagerURL { verifier.managerURL() }
 
     /// Called once the server listens, so that port 0 ("any free port") still yields a usable URL.
     /// The URL is kept in the database, so `xign-manager admin` names the same one in the mail it sends.
@@ -195,15 +208,6 @@ public final class IdentityManager: Sendable {
     /// How secrets the manager hands out (activation secrets, join and wait tokens) are kept: only their SHA-256.
     static func hashed(_ secret: String) -> String { Base64URL.encode(SHA256.hash(secret)) }
 
-    /// The raw r || s of a device-signed request's signature header.
-    static func signature(from header: String?) throws -> Data {
-        guard let header, let raw = Base64URL.decode(header) else {
-            throw ManagerError(
-                .unauthorized, .signatureInvalid, "the request carries no valid \(SignedRequest.signatureHeader) header"
-            )
-        }
-        return raw
-    }
 }
 
 extension IdentityManager {

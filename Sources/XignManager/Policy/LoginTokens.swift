@@ -23,7 +23,7 @@ struct LoginTokens: Sendable {
                     .conflict, .challengeInvalid,
                     "an api access grant is no authorization code; finish it at \(APIPath.apiAccess)")
             }
-            let device = try await IdentityManager.enrolledDevice(grant.deviceId, in: store)
+            let device = try await DeviceEligibility.enrolledDevice(grant.deviceId, in: store)
             let given =
                 (try? JSONDecoder().decode([String: String].self, from: Data((grant.attributes ?? "{}").utf8))) ?? [:]
             return Self.token(

@@ -40,7 +40,7 @@ extension IdentityManager {
     /// Finishes a process with its grant. The device signs over the grant, so a grant that leaked is useless alone.
     public func finishApiAccess(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ApiAccessRequest.self, from: body, "the api access request")
-        let proof = try DeviceProof(header: signature)
+        let proof = try RequestVerifier.DeviceProof(header: signature)
         // The grant and the device's proof over it (a passkey's counter moves here), and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) {
             store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
@@ -50,8 +50,8 @@ extension IdentityManager {
                 throw ManagerError(
                     .conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
             }
-            let device = try await Self.enrolledDevice(grant.deviceId, in: store)
-            try await self.checkDeviceProof(
+            let device = try await DeviceEligibility.enrolledDevice(grant.deviceId, in: store)
+            try await self.verifier.checkDeviceProof(
                 proof, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
             return (grant, process)
         }
@@ -145,7 +145,7 @@ extension IdentityManager {
     private static func account(
         of grant: ManagerStore.CodeGrant, in store: ManagerStore
     ) async throws -> (device: ManagerStore.DeviceRecord, activation: ManagerStore.ActivationRecord) {
-        let device = try await enrolledDevice(grant.deviceId, in: store)
+        let device = try await DeviceEligibility.enrolledDevice(grant.deviceId, in: store)
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
         }
@@ -258,7 +258,7 @@ extension IdentityManager {
     public func accountDevices(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AccountDevicesRequest.self, from: body, "the device list request")
         let devices = try await database.transaction { store in
-            let device = try await self.verifyDeviceSignature(
+            let device = try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.accountDevices, body: body,
                 signature: signature, in: store)
             guard let accountId = try await store.accountId(activationId: device.activationId) else {

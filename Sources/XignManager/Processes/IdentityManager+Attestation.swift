@@ -8,62 +8,6 @@ import XignProtocol
 /// attestation key (AK); the AK then certifies the device or host key over that secret. What a key was proven to be is
 /// recorded with it, and `require_hardware_key` (the manager's, or a service's) judges it.
 extension IdentityManager {
-    /// What the manager found a TPM key to be. A software key or a passkey has no finding (nil): there is nothing to
-    /// attest.
-    enum KeyFinding: Sendable, Equatable {
-        /// Proven to be in a TPM whose EK certificate `issuer` issued, and that chains to a trusted CA.
-        case attested(issuer: String)
-        /// Not proven; `because` says what is missing.
-        case unattested(because: String)
-
-        var ekIssuer: String? { if case .attested(let issuer) = self { issuer } else { nil } }
-        var unattestedBecause: String? { if case .unattested(let because) = self { because } else { nil } }
-
-        init(ekIssuer: String?, unattestedBecause: String?) {
-            self =
-                ekIssuer.map { .attested(issuer: $0) }
-                ?? .unattested(because: unattestedBecause ?? "it was registered before keys were attested")
-        }
-    }
-
-    /// Why a key of `kind` (a passkey that may be `synced`) that was found to be `finding` does not meet
-    /// `requirement`, or nil when it does.
-    static func refusal(
-        of requirement: HardwareKeyRequirement, kind: KeyKind, synced: Bool = false, finding: KeyFinding?, what: String
-    ) -> String? {
-        switch requirement {
-        case .none:
-            return nil
-        case .claimed:
-            if kind == .software { return "accepts only hardware-bound (TPM) \(what) keys; this one is a software key" }
-            if kind == .passkey && synced {
-                return "accepts only device-bound keys; this passkey is copied to other devices (synced)"
-            }
-            return nil
-        case .attested:
-            switch (kind, finding) {
-            case (.software, _): return "accepts only attested TPM \(what) keys; this one is a software key"
-            case (.passkey, _): return "accepts only attested TPM \(what) keys; a passkey's maker is not checked here"
-            case (.tpm, .attested?): return nil
-            case (.tpm, .unattested(let because)?):
-                return "accepts only attested TPM \(what) keys; this one is not attested: \(because)"
-            case (.tpm, nil): return "accepts only attested TPM \(what) keys; this one is not attested"
-            }
-        }
-    }
-
-    /// How the audit, the logs and the device notice name a key.
-    static func keyDescription(_ kind: KeyKind, passkey: ManagerStore.Passkey? = nil, finding: KeyFinding?) -> String {
-        if let passkey { return passkey.backupEligible ? "synced passkey" : "passkey" }
-        guard kind == .tpm else { return "\(kind.rawValue) key" }
-        guard let issuer = finding?.ekIssuer else { return "tpm key, not attested" }
-        return "tpm key, attested (EK issuer \(issuer.prefix(200)))"
-    }
-
-    static func securityInsufficient(_ refusal: String, who: String, then advice: String) -> ManagerError {
-        ManagerError(.forbidden, .securityInsufficient, "\(who) \(refusal); \(advice)")
-    }
-
     /// Starts an attestation: checks the EK certificate and the AK, and answers with a credential for the AK. A
     /// certificate that does not chain to a trusted CA is refused here, before the client's TPM does the slow part
     /// (recreating the EK); counted with `decrypts_per_address`, like the check doctor asks for.
@@ -155,7 +99,7 @@ extension IdentityManager {
     /// it (sanitized): it can change the words of a refusal, never the refusal.
     func finding(
         _ evidence: AttestationEvidence?, of key: P256PublicKey, kind: KeyKind, purpose: String, in store: ManagerStore
-    ) async throws -> KeyFinding? {
+    ) async throws -> DeviceEligibility.KeyFinding? {
         guard kind == .tpm else { return nil }
         guard let attestation = evidence?.attestation else {
             let stated = evidence?.missingBecause.map { DisplayText.sanitized(String($0.prefix(400))) }

@@ -5,41 +5,6 @@ import XignProtocol
 
 /// InApp authentication: start (device-signed over a challenge), finish (device-signed, PIN checked), token.
 extension IdentityManager {
-    /// A device that still holds its activation, or the error that says to personalize again.
-    static func enrolledDevice(_ id: String, in store: ManagerStore) async throws -> ManagerStore.DeviceRecord {
-        guard let device = try await store.device(id, holdingItsActivation: true) else {
-            throw ManagerError(
-                .notFound, .deviceNotFound,
-                "this device is not enrolled (or was removed) at this manager; personalize it again with xign-setup")
-        }
-        return device
-    }
-
-    /// A device that may start an authentication now, and its activation: enrolled, of a kind the manager and the
-    /// service accept (`requirement` is the stricter of theirs), and not locked (a lock in force answers 423 before any
-    /// PIN is asked for).
-    static func authenticatingDevice(
-        _ id: String, requirement: HardwareKeyRequirement, in store: ManagerStore
-    ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
-        let device = try await enrolledDevice(id, in: store)
-        let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
-        if let refusal = refusal(
-            of: requirement, kind: device.keyKind, synced: device.passkey?.isSynced == true, finding: finding,
-            what: "device")
-        {
-            throw securityInsufficient(
-                refusal, who: "this login",
-                then: requirement == .attested
-                    ? "personalize again on a machine whose TPM the manager trusts"
-                    : "personalize again with device_key = tpm")
-        }
-        guard let activation = try await store.activation(id: device.activationId) else {
-            throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
-        }
-        if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
-        return (device, activation)
-    }
-
     public func startAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
         // The confirmation a start approves, if any; only a confirmation carries a code (AuthenticationStartRequest.checkLimits).
@@ -49,7 +14,7 @@ extension IdentityManager {
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
         try enforce(
             try await database.transaction(durability: .unsynced) { store in
-                try await self.verifyDeviceSignature(
+                try await self.verifier.verifyDeviceSignature(
                     deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body,
                     signature: signature,
                     in: store)
@@ -61,14 +26,14 @@ extension IdentityManager {
         }
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await confirmationId.asyncMap {
-            try await checkConfirmationCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
+            try await confirmations.checkCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         // Unsynced: a start lost in a power cut only makes the client start again.
         let start = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-                let (device, activation) = try await Self.authenticatingDevice(
+                let (device, activation) = try await DeviceEligibility.authenticatingDevice(
                     request.deviceId, requirement: requirement, in: store)
                 if case .merge(let mergeSession) = request.purpose {
                     // Only the device the decrypt answer named may confirm the merge, while the session lasts.
@@ -119,7 +84,7 @@ extension IdentityManager {
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
-        let proof = try DeviceProof(header: signature)
+        let proof = try RequestVerifier.DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
         // Every answer that grants something waits for a synced commit after this one (the PIN's verdict, the login's
@@ -130,8 +95,8 @@ extension IdentityManager {
                 throw ManagerError(
                     .conflict, .sessionInvalid, "the authentication is unknown, expired or finished; start again")
             }
-            let device = try await Self.enrolledDevice(pending.deviceId, in: store)
-            try await self.checkDeviceProof(
+            let device = try await DeviceEligibility.enrolledDevice(pending.deviceId, in: store)
+            try await self.verifier.checkDeviceProof(
                 proof, of: device, path: APIPath.authenticationFinish, body: body, challenge: pending.challenge,
                 in: store)
             guard try await store.consumeAuthenticationChallenge(request.authenticationId, challenge: pending.challenge)
@@ -213,7 +178,7 @@ extension IdentityManager {
             }
             return .serviceLogin(login.message, loginToken: token)
         case .confirmation(let id):
-            let approval = try await approve(
+            let approval = try await confirmations.approve(
                 id, by: authentication.deviceId, of: authentication.activationId, email: authentication.email,
                 at: service, role: role)
             ManagerMetrics.login(.success)
@@ -309,43 +274,6 @@ extension IdentityManager {
             ManagerMetrics.login(.locked)
             throw error
         }
-    }
-
-    /// The device's user approved the confirmation with device and PIN: the host that waits may let them in.
-    func approve(
-        _ confirmationId: String, by deviceId: String, of activationId: String, email: String,
-        at service: ManagerConfiguration.Service,
-        role: String
-    ) async throws -> UserLoginMessage {
-        let confirmation = try await database.transaction { store -> ManagerStore.ConfirmationRecord in
-            guard let confirmation = try await store.confirmation(confirmationId),
-                try await store.decideConfirmation(
-                    confirmationId, state: .approved, approvedBy: deviceId, now: Self.now())
-            else {
-                throw ManagerError(
-                    .conflict, .sessionInvalid,
-                    "the login was decided or ran out meanwhile; start it again on the server")
-            }
-            let credential =
-                try await store.device(deviceId)?.passkey.map { ", passkey credential \($0.credentialId.prefix(64))" }
-                ?? ""
-            try await store.recordAudit(
-                AuditEvent(
-                    at: Self.now(), event: .login, email: email, activationId: activationId,
-                    host: confirmation.hostName, service: confirmation.service,
-                    detail: "approved on a device, role \(role)\(credential)",
-                    actor: "device \(deviceId)"
-                ))
-            try await store.recordUse(ofDevice: deviceId, at: Self.now())
-            return confirmation
-        }
-        await wake(Self.wakeKeys(confirmation: confirmationId, account: confirmation.accountId))
-        logger.info(
-            "confirmation approved",
-            metadata: [
-                "confirmation": "\(confirmationId)", "device": "\(deviceId)", "host": "\(confirmation.hostName)",
-            ])
-        return UserLoginMessage(relyingPartyName: confirmation.hostName, role: role, loginName: confirmation.loginName)
     }
 
     /// The invite's address joins the confirming device's account; the temporary account and its activation go.

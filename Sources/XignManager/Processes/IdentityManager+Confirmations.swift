@@ -28,7 +28,7 @@ extension IdentityManager {
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
-        let raw = try Self.signature(from: signature)
+        let raw = try RequestVerifier.signature(from: signature)
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
         let now = Self.now()
@@ -44,7 +44,7 @@ extension IdentityManager {
         )
         let (accountId, displaced) = try await database.transaction { store -> (String, String?) in
             guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
-            try Self.checkSignature(
+            try RequestVerifier.checkSignature(
                 raw, by: host.publicKey, of: .host, path: APIPath.confirmations, body: body,
                 challenge: request.challenge)
             guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
@@ -73,8 +73,8 @@ extension IdentityManager {
             try await store.insertConfirmation(record)
             return (accountId, displaced)
         }
-        await wake(
-            displaced.map { Self.wakeKeys(confirmation: $0, account: accountId) } ?? [Self.wakeKey(account: accountId)])
+        await wakeUps.wake(
+            displaced.map { WakeUps.keys(confirmation: $0, account: accountId) } ?? [WakeUps.key(account: accountId)])
         logger.info(
             "confirmation started",
             metadata: [
@@ -138,7 +138,7 @@ extension IdentityManager {
                 record.id, state: .withdrawn, approvedBy: nil, now: Self.now())
             return (withdrawn ? .withdrawn : record.state(at: Self.now()), record.accountId)
         }
-        await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
+        await wakeUps.wake(WakeUps.keys(confirmation: request.confirmationId, account: accountId))
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: state)
     }
 
@@ -153,7 +153,7 @@ extension IdentityManager {
         }
         let expiry = { (record: ManagerStore.ConfirmationRecord?) in record?.expiresAt ?? 0 }
         let found = try await longPoll(
-            request.waitMilliseconds, wakingOn: Self.wakeKey(confirmation: request.confirmationId), keptUntil: expiry,
+            request.waitMilliseconds, wakingOn: WakeUps.key(confirmation: request.confirmationId), keptUntil: expiry,
             until: decidedOrNotYours
         ) {
             try await self.database.read { store in try await store.confirmation(request.confirmationId) }
@@ -166,7 +166,7 @@ extension IdentityManager {
             nonce: record.nonce, confirmationId: record.id, hostId: record.hostId, loginName: record.loginName,
             service: record.service,
             state: state, approvedBy: state == .approved ? record.approvedBy : nil,
-            endedBecause: ending(of: record, in: state)
+            endedBecause: confirmations.ending(of: record, in: state)
         )
         return try signer.sign(result, type: SignedAnswerType.confirmationResult)
     }
@@ -175,7 +175,7 @@ extension IdentityManager {
     public func pendingConfirmations(body: Data, signature: String?) async throws -> String {
         let request = try Self.decode(PendingConfirmationsRequest.self, from: body, "the request")
         let accountId = try await database.transaction { store -> String in
-            try await self.verifyDeviceSignature(
+            try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending,
                 body: body, signature: signature,
                 in: store
@@ -202,7 +202,7 @@ extension IdentityManager {
             pending.map(\.expiresAt).min() ?? Self.now() + Self.emptyListKeptMilliseconds
         }
         return try await longPoll(
-            waitMilliseconds, wakingOn: Self.wakeKey(account: accountId), keptUntil: keptUntil, until: done
+            waitMilliseconds, wakingOn: WakeUps.key(account: accountId), keptUntil: keptUntil, until: done
         ) {
             try await self.database.read { store in
                 try await store.pendingConfirmations(accountId: accountId, now: Self.now())
@@ -235,7 +235,7 @@ extension IdentityManager {
         let request = try Self.decode(ConfirmationDenialRequest.self, from: body, "the denial")
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         let accountId = try await database.transaction { store -> String in
-            try await self.verifyDeviceSignature(
+            try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationDenial, body: body,
                 signature: signature,
                 in: store
@@ -253,92 +253,11 @@ extension IdentityManager {
                 accountId: confirmation.accountId, source: confirmation.source, until: now + cooldown)
             return confirmation.accountId
         }
-        await wake(Self.wakeKeys(confirmation: request.confirmationId, account: accountId))
+        await wakeUps.wake(WakeUps.keys(confirmation: request.confirmationId, account: accountId))
         logger.notice(
             "confirmation denied",
             metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: .denied)
-    }
-
-    /// Checks the code typed on the approving device against the one the host showed, before anything else of
-    /// an approval. Wrong codes are counted in their own transaction; too many deny the confirmation.
-    func checkConfirmationCode(
-        _ code: String?, confirmationId: String, deviceId: String
-    ) async throws -> ManagerStore.ConfirmationRecord {
-        let settings = configuration.confirmation
-        let presented = Data((code ?? "").utf8)
-        enum Verdict: Sendable {
-            case right(ManagerStore.ConfirmationRecord)
-            case wrong(left: Int, accountId: String)
-            case foreign
-        }
-        let verdict = try await database.transaction { store -> Verdict in
-            guard let confirmation = try await store.confirmation(confirmationId),
-                confirmation.state(at: Self.now()) == .pending
-            else {
-                throw ManagerError(
-                    .conflict, .sessionInvalid,
-                    "the confirmation is unknown, decided already, expired, or not for your account")
-            }
-            guard confirmation.accountId == (try await store.accountId(ofDevice: deviceId)) else {
-                try await store.recordAudit(
-                    Self.refusedApproval(
-                        confirmation, by: deviceId, email: nil,
-                        because: "a device of another account tried to approve it"))
-                return .foreign
-            }
-            try await store.markOpened(confirmation.id, now: Self.now())
-            if constantTimeEquals(presented, Data(confirmation.code.utf8)) { return .right(confirmation) }
-            let failures = try await store.recordWrongConfirmationCode(confirmation.id)
-            if failures >= settings.maxCodeFailures {
-                _ = try await store.decideConfirmation(
-                    confirmation.id, state: .denied, approvedBy: nil, now: Self.now())
-            }
-            let email =
-                try await store.device(deviceId).asyncMap { try await store.activation(id: $0.activationId)?.email }
-                ?? nil
-            try await store.recordAudit(
-                Self.refusedApproval(
-                    confirmation, by: deviceId, email: email,
-                    because:
-                        "wrong code (\(failures) of \(settings.maxCodeFailures))\(failures >= settings.maxCodeFailures ? "; the login is refused" : "")"
-                ))
-            return .wrong(left: max(0, settings.maxCodeFailures - failures), accountId: confirmation.accountId)
-        }
-        switch verdict {
-        case .foreign:
-            throw ManagerError(
-                .conflict, .sessionInvalid,
-                "the confirmation is unknown, decided already, expired, or not for your account")
-        case .right(let confirmation):
-            return confirmation
-        case .wrong(let left, let accountId):
-            if left == 0 { await wake(Self.wakeKeys(confirmation: confirmationId, account: accountId)) }
-            logger.notice(
-                "wrong confirmation code",
-                metadata: ["confirmation": "\(confirmationId)", "device": "\(deviceId)", "left": "\(left)"])
-            throw ManagerError(
-                .unprocessableContent, .wrongCode,
-                left > 0
-                    ? "that is not the code the server shows; \(left) attempt(s) left"
-                    : "that is not the code the server shows; the login was refused. Start it again on the server")
-        }
-    }
-
-    /// An approval the manager refused, for `admin audit`: the host and its service, the device that tried, and why.
-    static func refusedApproval(
-        _ confirmation: ManagerStore.ConfirmationRecord, by deviceId: String, email: String?, because reason: String
-    ) -> AuditEvent {
-        AuditEvent(
-            .approvalRefused, email: email, host: confirmation.hostName, service: confirmation.service,
-            detail: "\(reason); login \(confirmation.loginName.prefix(64))", actor: "device \(deviceId)")
-    }
-
-    /// Why a denied confirmation ended: a count of wrong codes denies it as the user's refusal does, and the two are
-    /// told apart by that count.
-    func ending(of record: ManagerStore.ConfirmationRecord, in state: ConfirmationState) -> ConfirmationEnding? {
-        guard state == .denied else { return nil }
-        return record.codeFailures >= configuration.confirmation.maxCodeFailures ? .wrongCodes : .denied
     }
 
     /// Six digits, uniformly drawn.

@@ -82,8 +82,8 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("hostKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
-        try Self.checkSignature(
-            try Self.signature(from: signature), by: hostKey, of: .host, path: APIPath.hosts, body: body,
+        try RequestVerifier.checkSignature(
+            try RequestVerifier.signature(from: signature), by: hostKey, of: .host, path: APIPath.hosts, body: body,
             challenge: request.joinSecret)
         guard request.keyKind != .passkey else {
             throw ManagerError.badRequest("a host's key is a TPM or software key, never a passkey")
@@ -96,7 +96,8 @@ extension IdentityManager {
         let hostId = try SecureRandom.identifier()
         let requirement = configuration.requireHardwareKey
         let tokenHash = Self.hashed(request.joinSecret)
-        let (name, kind, finding) = try await database.transaction { store -> (String, String, KeyFinding?) in
+        let (name, kind, finding) = try await database.transaction {
+            store -> (String, String, DeviceEligibility.KeyFinding?) in
             guard let name = try await store.consumeHostJoinToken(hash: tokenHash, now: Self.now()) else {
                 throw ManagerError(
                     .conflict, .sessionInvalid,
@@ -108,16 +109,17 @@ extension IdentityManager {
             let finding = try await self.finding(
                 request.attestation, of: hostKey, kind: request.keyKind, purpose: "host:\(tokenHash)", in: store)
             if requirement == .attested,
-                let refusal = Self.refusal(of: requirement, kind: request.keyKind, finding: finding, what: "host")
+                let refusal = DeviceEligibility.refusal(
+                    of: requirement, kind: request.keyKind, finding: finding, what: "host")
             {
-                throw Self.securityInsufficient(
+                throw DeviceEligibility.securityInsufficient(
                     refusal, who: "this manager", then: "have the host removed and join again with an attested TPM key")
             }
             try await store.insertHost(
                 id: hostId, name: name, publicKey: request.hostKey, keyKind: request.keyKind,
                 ekIssuer: finding?.ekIssuer,
                 unattestedBecause: finding?.unattestedBecause, createdAt: Self.now())
-            let kind = Self.keyDescription(request.keyKind, finding: finding)
+            let kind = DeviceEligibility.keyDescription(request.keyKind, finding: finding)
             try await store.recordAudit(AuditEvent(.hostJoined, host: name, detail: kind, actor: "host \(hostId)"))
             return (name, kind, finding)
         }

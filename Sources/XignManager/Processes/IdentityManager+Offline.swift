@@ -32,7 +32,7 @@ extension IdentityManager {
         let now = Self.now()
         let lockout = configuration.lockout
         let charged = try await database.transaction { store -> Int in
-            let device = try await Self.enrolledDevice(deviceId, in: store)
+            let device = try await DeviceEligibility.enrolledDevice(deviceId, in: store)
             let fresh = report.events.filter { $0.sequence > device.offlineReportedThrough }
             guard !fresh.isEmpty,
                 try await store.advanceOfflineReport(

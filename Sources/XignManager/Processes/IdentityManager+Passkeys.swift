@@ -91,7 +91,7 @@ extension IdentityManager {
             remoteHost: record.remoteHost,
             tty: record.tty, createdAt: record.createdAt, expiresAt: record.expiresAt,
             state: record.state(at: Self.now()),
-            endedBecause: ending(of: record, in: record.state(at: Self.now())))
+            endedBecause: confirmations.ending(of: record, in: record.state(at: Self.now())))
     }
 
     /// Approves a confirmation in one device-signed request: the proof, then the code (number matching, counted), then
@@ -100,20 +100,20 @@ extension IdentityManager {
         let request = try Self.decode(ConfirmationApprovalRequest.self, from: body, "the approval")
         try enforce(
             try await database.transaction(durability: .unsynced) { store in
-                try await self.verifyDeviceSignature(
+                try await self.verifier.verifyDeviceSignature(
                     deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationApproval,
                     body: body, signature: signature,
                     in: store)
                 return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
-        let confirmation = try await checkConfirmationCode(
+        let confirmation = try await confirmations.checkCode(
             request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
         let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
         let service = try services.service(for: purpose)
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         let (device, activation) = try await countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store in
-                try await Self.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
+                try await DeviceEligibility.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
             }
         }
         let pin = try openPIN(
@@ -131,7 +131,7 @@ extension IdentityManager {
             answer.outcome = .lockout
             answer.lockout = lock
         } else {
-            answer.host = try await approve(
+            answer.host = try await confirmations.approve(
                 request.confirmationId, by: device.id, of: activation.id, email: activation.email, at: service,
                 role: "confirm"
             ).relyingPartyName

@@ -96,7 +96,7 @@ extension IdentityManager {
         else {
             throw ManagerError.badRequest("deviceKey is not a base64url P-256 SubjectPublicKeyInfo")
         }
-        let rawSignature = try Self.signature(from: signature)
+        let rawSignature = try RequestVerifier.signature(from: signature)
         guard request.keyKind != .passkey else {
             throw ManagerError.badRequest(
                 "keyKind passkey is a browser's; a browser personalizes at \(APIPath.passkeyPersonalizations)")
@@ -120,7 +120,7 @@ extension IdentityManager {
             keyKind: request.keyKind,
             information: request.device, passkey: nil, attestation: request.attestation)
         return try await enrol(device, newActivation: newActivation) { challenge in
-            try Self.checkSignature(
+            try RequestVerifier.checkSignature(
                 rawSignature, by: deviceKey, of: .device, path: APIPath.personalizations, body: body,
                 challenge: challenge)
         }
@@ -154,21 +154,21 @@ extension IdentityManager {
         let name = enrolment.information.name.prefix(64)
         let requirement = configuration.requireHardwareKey
         let (result, mailIds, finding) = try await database.transaction {
-            store -> (PersonalizationResultMessage, [String], KeyFinding?) in
+            store -> (PersonalizationResultMessage, [String], DeviceEligibility.KeyFinding?) in
             var activation = try await Self.claimSession(
                 enrolment.sessionId, mode: enrolment.mode, in: store, proving: prove)
             let finding = try await self.finding(
                 enrolment.attestation, of: key, kind: enrolment.keyKind, purpose: "session:\(enrolment.sessionId)",
                 in: store)
             if requirement == .attested,
-                let refusal = Self.refusal(
+                let refusal = DeviceEligibility.refusal(
                     of: requirement, kind: enrolment.keyKind, synced: enrolment.passkey?.isSynced == true,
                     finding: finding, what: "device")
             {
-                throw Self.securityInsufficient(
+                throw DeviceEligibility.securityInsufficient(
                     refusal, who: "this manager", then: "ask the administrator which devices it accepts")
             }
-            let kind = Self.keyDescription(enrolment.keyKind, passkey: enrolment.passkey, finding: finding)
+            let kind = DeviceEligibility.keyDescription(enrolment.keyKind, passkey: enrolment.passkey, finding: finding)
             var mailId: String?
             if let newActivation {
                 let (fresh, trigger) = newActivation

@@ -14,10 +14,10 @@ extension IdentityManager {
         let token = try SecureRandom.token()
         let expiresAt = Self.now() + Self.webSessionMilliseconds
         try await database.transaction { store in
-            try await self.verifyDeviceSignature(
+            try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.webSessions, body: body,
                 signature: signature, in: store)
-            _ = try await Self.enrolledDevice(request.deviceId, in: store)
+            _ = try await DeviceEligibility.enrolledDevice(request.deviceId, in: store)
             try await store.insertWebSession(
                 tokenHash: Self.hashed(token), deviceId: request.deviceId, expiresAt: expiresAt)
         }

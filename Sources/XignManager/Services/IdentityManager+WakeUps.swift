@@ -15,24 +15,6 @@ extension IdentityManager {
     /// instances whose clocks differ by up to this much.
     static let sweepOverlapMilliseconds: Int64 = 30_000
 
-    /// What a host waiting for the confirmation `id` sleeps on.
-    static func wakeKey(confirmation id: String) -> String { "confirmation:\(id)" }
-
-    /// What the devices and browsers waiting for the account's pending logins sleep on.
-    static func wakeKey(account accountId: String) -> String { "account:\(accountId)" }
-
-    /// The keys a confirmation's change wakes: its host's wait and its account's approving devices.
-    static func wakeKeys(confirmation id: String, account accountId: String) -> [String] {
-        [wakeKey(confirmation: id), wakeKey(account: accountId)]
-    }
-
-    /// Wakes the waiters of `keys` here and, on PostgreSQL, on every instance. Called after the change committed.
-    func wake(_ keys: [String]) async {
-        keys.forEach(signals.signal)
-        do { try await database.publish(keys) } catch {
-            logger.warning("cannot notify the other instances (their waiters see it at the next sweep): \(error)")
-        }
-    }
 }
 
 /// Remembers which changes the sweep has already signalled, so each change wakes its waiters once.
@@ -54,7 +36,7 @@ final class ConfirmationSweep: Sendable {
             return fresh
         }
         for change in fresh {
-            IdentityManager.wakeKeys(confirmation: change.id, account: change.accountId).forEach(manager.signals.signal)
+            WakeUps.keys(confirmation: change.id, account: change.accountId).forEach(manager.signals.signal)
         }
         manager.signals.forgetReadings(keptBefore: now)
     }
