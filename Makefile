@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies from Debian: the system libraries and the real tools the tests drive.
-DEBIAN_PACKAGES := libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev libdbus-1-dev libsqlite3-dev fprintd python3-dbusmock \
+DEBIAN_PACKAGES := nodejs libcurl4-openssl-dev libssl-dev libqrencode-dev libpam0g-dev libtss2-dev libdbus-1-dev libsqlite3-dev fprintd python3-dbusmock \
 	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo \
 	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv python3-cryptography \
 	chromium chromium-driver curl sway swaylock grim wtype lightdm lightdm-gtk-greeter sddm sddm-theme-debian-maui imagemagick \

@@ -162,7 +162,7 @@ let package = Package(
         .target(
             name: "XignTestSupport", dependencies: ["XignHarness", "XignLogin", "XignDevice"],
             path: "Tests/XignTestSupport"),
-        .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto"]),
+        .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto", "XignHarness"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),
         .testTarget(name: "XignWebAuthnTests", dependencies: ["XignWebAuthn", "XignCrypto"]),
         .testTarget(name: "XignDeviceTests", dependencies: ["XignDevice", "XignTestSupport"]),
@@ -182,6 +182,7 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

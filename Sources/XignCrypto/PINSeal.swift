@@ -26,12 +26,15 @@ public enum PINSeal {
         }
     }
 
-    public static func seal(_ pin: String, to recipient: P256PublicKey, binding: Data) throws -> Sealed {
+    /// `ephemeral` is for the shared test vectors only; a seal always draws a fresh key.
+    public static func seal(
+        _ pin: String, to recipient: P256PublicKey, binding: Data, ephemeral: P256PrivateKey? = nil
+    ) throws -> Sealed {
         let bytes = Data(pin.utf8)
         guard !bytes.isEmpty, bytes.count <= paddedLength, !bytes.contains(0) else {
             throw CryptoError("a PIN to seal has 1 to 64 bytes and no NUL")
         }
-        let ephemeral = try P256PrivateKey()
+        let ephemeral = try ephemeral ?? P256PrivateKey()
         let point = ephemeral.publicKey.point
         let (key, nonce) = keyAndNonce(
             secret: try ephemeral.sharedSecret(with: recipient), ephemeralPoint: point, recipient: recipient)

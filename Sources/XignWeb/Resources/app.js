@@ -2,16 +2,10 @@
 // passkeys this browser enrolled (device id, credential id, account) in localStorage, which is this origin's
 // alone. One part per page, sharing one scope. `make lint` checks its syntax (node --check).
 "use strict";
-(() => {
-// Encodings, the sealed PIN, requests signed with the passkey, and what the pages show.
-const page = document.body.dataset.page;
-const rpId = document.body.dataset.rpId;
-// The API's paths, as the manager names them (APIPath), so the script states none of its own.
-const api = JSON.parse(document.body.dataset.api);
-const $ = (id) => document.getElementById(id);
+// What the pages and the manager must agree on byte for byte: encodings, the canonical message a passkey signs, and
+// the sealed PIN. No page or DOM here, so the shared test vectors (Tests/Vectors/web-app.json) run it in node too.
+const XignWire = (() => {
 const utf8 = (text) => new TextEncoder().encode(text);
-const timeoutMs = 30000;
-
 function b64u(bytes) {
   let text = "";
   for (const byte of new Uint8Array(bytes)) text += String.fromCharCode(byte);
@@ -22,6 +16,53 @@ function fromB64u(text) {
   const raw = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4));
   return Uint8Array.from(raw, (c) => c.charCodeAt(0));
 }
+const concat = (...parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+};
+const sha256 = async (bytes) => new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+
+// The canonical message of a signed request (SignedRequest.canonicalMessage): method, path, body hash, challenge.
+async function canonicalMessage(path, body, challenge) {
+  return ["xign-request-v1", "POST", path, b64u(await sha256(utf8(body))), challenge].join("\n");
+}
+
+// The PIN sealed to the manager's PIN-sealing key for one request (docs/protocol.md, "The PIN and the lockout").
+// `ephemeral` (a key pair) is for the shared test vectors only; a page always draws a fresh one.
+async function seal(pin, spki, binding, ephemeral) {
+  const bytes = utf8(pin);
+  if (bytes.length < 1 || bytes.length > 64 || bytes.includes(0)) throw new Error("A PIN has 1 to 64 characters.");
+  const curve = { name: "ECDH", namedCurve: "P-256" };
+  ephemeral = ephemeral || await crypto.subtle.generateKey(curve, true, ["deriveBits"]);
+  const recipient = await crypto.subtle.importKey("spki", spki, curve, false, []);
+  const shared = await crypto.subtle.deriveBits({ name: "ECDH", public: recipient }, ephemeral.privateKey, 256);
+  const point = new Uint8Array(await crypto.subtle.exportKey("raw", ephemeral.publicKey));
+  const hkdf = await crypto.subtle.importKey("raw", shared, "HKDF", false, ["deriveBits"]);
+  const material = new Uint8Array(await crypto.subtle.deriveBits(
+    { name: "HKDF", hash: "SHA-256", salt: concat(point, spki), info: utf8("xign pin seal v1") }, hkdf, 44 * 8));
+  const key = await crypto.subtle.importKey("raw", material.slice(0, 32), "AES-GCM", false, ["encrypt"]);
+  const padded = new Uint8Array(64);
+  padded.set(bytes);
+  const sealed = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv: material.slice(32, 44), additionalData: utf8(["xign-pin-v1", ...binding].join("\n")) }, key, padded);
+  return { epk: b64u(point), ct: b64u(sealed) };
+}
+
+return { utf8, b64u, fromB64u, sha256, canonicalMessage, seal };
+})();
+
+if (typeof document !== "undefined") (() => {
+const { utf8, b64u, fromB64u, sha256, canonicalMessage, seal } = XignWire;
+// Encodings, the sealed PIN, requests signed with the passkey, and what the pages show.
+const page = document.body.dataset.page;
+const rpId = document.body.dataset.rpId;
+// The API's paths, as the manager names them (APIPath), so the script states none of its own.
+const api = JSON.parse(document.body.dataset.api);
+const $ = (id) => document.getElementById(id);
+const timeoutMs = 30000;
+
 function base32(bytes) {
   const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
   let out = "", buffer = 0, bits = 0;
@@ -33,13 +74,6 @@ function base32(bytes) {
   if (bits > 0) out += alphabet[(buffer << (5 - bits)) & 31];
   return out;
 }
-const concat = (...parts) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
-  return out;
-};
-const sha256 = async (bytes) => new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
 const random = (count) => b64u(crypto.getRandomValues(new Uint8Array(count)));
 
 // What the terminal shows goes through DisplayText; here the same: no controls, no bidi overrides, and textContent.
@@ -104,31 +138,10 @@ async function managerKeys() {
   return { signing, sealing: fromB64u(claims.key) };
 }
 
-// The PIN sealed to the manager's PIN-sealing key for one request (docs/protocol.md, "The PIN and the lockout").
-async function seal(pin, spki, binding) {
-  const bytes = utf8(pin);
-  if (bytes.length < 1 || bytes.length > 64 || bytes.includes(0)) throw new Error("A PIN has 1 to 64 characters.");
-  const curve = { name: "ECDH", namedCurve: "P-256" };
-  const ephemeral = await crypto.subtle.generateKey(curve, true, ["deriveBits"]);
-  const recipient = await crypto.subtle.importKey("spki", spki, curve, false, []);
-  const shared = await crypto.subtle.deriveBits({ name: "ECDH", public: recipient }, ephemeral.privateKey, 256);
-  const point = new Uint8Array(await crypto.subtle.exportKey("raw", ephemeral.publicKey));
-  const hkdf = await crypto.subtle.importKey("raw", shared, "HKDF", false, ["deriveBits"]);
-  const material = new Uint8Array(await crypto.subtle.deriveBits(
-    { name: "HKDF", hash: "SHA-256", salt: concat(point, spki), info: utf8("xign pin seal v1") }, hkdf, 44 * 8));
-  const key = await crypto.subtle.importKey("raw", material.slice(0, 32), "AES-GCM", false, ["encrypt"]);
-  const padded = new Uint8Array(64);
-  padded.set(bytes);
-  const sealed = await crypto.subtle.encrypt(
-    { name: "AES-GCM", iv: material.slice(32, 44), additionalData: utf8(["xign-pin-v1", ...binding].join("\n")) }, key, padded);
-  return { epk: b64u(point), ct: b64u(sealed) };
-}
-
 // The passkey signs SHA-256 of the request's canonical message, so the assertion covers method, path, body and challenge.
 async function signRequest(enrolment, path, body, challenge) {
-  const canonical = ["xign-request-v1", "POST", path, b64u(await sha256(utf8(body))), challenge].join("\n");
   const assertion = await navigator.credentials.get({ publicKey: {
-    challenge: await sha256(utf8(canonical)), rpId, userVerification: "required", timeout: 120000,
+    challenge: await sha256(utf8(await canonicalMessage(path, body, challenge))), rpId, userVerification: "required", timeout: 120000,
     allowCredentials: [{ type: "public-key", id: fromB64u(enrolment.credentialId) }] } });
   const r = assertion.response;
   return "webauthn." + [r.authenticatorData, r.clientDataJSON, r.signature].map(b64u).join(".");
