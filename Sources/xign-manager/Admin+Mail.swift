@@ -30,7 +30,7 @@ extension Admin {
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {
-            let queued = try await options.withManager { try await $0.queuedMail() }
+            let queued = try await options.withManager { try await $0.mail.queued() }
             if queued.isEmpty { print("No mail is waiting.") }
             for mail in queued {
                 let queuedAt = isoDate(mail.queuedAt)

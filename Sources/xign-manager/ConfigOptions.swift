@@ -73,7 +73,7 @@ extension ConfigOptions {
     ) async throws {
         let pin = try await withManager { manager in
             let pin = try await manager.createAccount(email: email, loginName: loginName, organization: organization)
-            await manager.sendQueuedMailNow()
+            await manager.mail.sendNow()
             return pin
         }
         print(mailed)

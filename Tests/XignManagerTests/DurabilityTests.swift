@@ -82,7 +82,7 @@ import XignTestSupport
         configuration.signingKeyPath = directory.file("signing-key.pem")
         configuration.pinSealingKeyPath = directory.file("pin-sealing-key.pem")
         configuration.pepperPath = directory.file("pin-pepper")
-        let rows = IdentityManager.purgeBatch * 2 + 7
+        let rows = Expiry.purgeBatch * 2 + 7
         try await database.transaction { store in
             try await store.sql.raw(
                 """
@@ -96,14 +96,14 @@ import XignTestSupport
         }
         let batch = try await database.transaction { store in
             try await store.purge(
-                .rateLimits, before: 1, windowsBefore: 1, auditBefore: 1, limit: IdentityManager.purgeBatch)
+                .rateLimits, before: 1, windowsBefore: 1, auditBefore: 1, limit: Expiry.purgeBatch)
         }
-        #expect(batch == IdentityManager.purgeBatch)
+        #expect(batch == Expiry.purgeBatch)
         let secrets = try ManagerSecrets.open(
             configuration, recorded: .init(signingKey: nil, checks: [:], verifiers: []))
         let manager = try IdentityManager(
             configuration: configuration, database: database, secrets: secrets, logger: Logger(label: "test"))
-        #expect(try await manager.purgeExpired()["rate_limits"] == rows - IdentityManager.purgeBatch)
+        #expect(try await manager.expiry.purgeExpired()["rate_limits"] == rows - Expiry.purgeBatch)
         let left = try await database.read {
             try await $0.sql.raw("SELECT key FROM rate_limits").all().map {
                 try $0.decode(column: "key", as: String.self)

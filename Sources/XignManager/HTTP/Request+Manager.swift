@@ -16,9 +16,9 @@ extension Request {
         }
     }
 
-    /// The body decoded as `T` the way a signed body is (`IdentityManager.decode`), or badRequest.
+    /// The body decoded as `T` the way a signed body is (`RequestBody.decode`), or badRequest.
     func decodeBody<T: Decodable & LimitedMessage>(as type: T.Type = T.self) async throws -> T {
-        try IdentityManager.decode(T.self, from: try await collectBody(), "the request body")
+        try RequestBody.decode(T.self, from: try await collectBody(), "the request body")
     }
 
     /// The signature header of a device- or host-signed request.

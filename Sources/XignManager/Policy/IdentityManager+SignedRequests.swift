@@ -24,7 +24,7 @@ extension IdentityManager {
 
     /// Removes a device and finishes its activation, signed by the device itself (`xign-setup remove`).
     public func revoke(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(RevokeRequest.self, from: body, "the revocation request")
+        let request = try RequestBody.decode(RevokeRequest.self, from: body, "the revocation request")
         let notice = try await database.transaction { store -> String? in
             let device = try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.deviceRevocations, body: body,
@@ -42,13 +42,13 @@ extension IdentityManager {
                     actor: "device \(request.deviceId)"
                 ))
             guard let activation else { return nil }
-            return try await self.queue(
+            return try await self.mail.queue(
                 Outbox.deviceNotice(
                     to: activation.email, alias: activation.alias,
                     device: "device \(device.id) (\(device.keyKind.rawValue) key)", added: false),
                 in: store)
         }
-        if let notice { await deliverMail(id: notice) }
+        if let notice { await mail.deliver(id: notice) }
         logger.info("device revoked", metadata: ["device": "\(request.deviceId)"])
         return try signer.sign(
             RevocationResultMessage(nonce: request.nonce, deviceId: request.deviceId), type: SignedAnswerType.revocation

@@ -276,3 +276,30 @@ struct PINChecker: Sendable {
             iterations: iterations, pepper: pepper)
     }
 }
+
+extension PINChecker {
+    /// The PIN inside `sealed`, which must have been made for this manager's sealing key and for `binding`.
+    func open(_ sealed: SealedPINMessage, for binding: PINBinding) throws -> String {
+        guard let pin = sealed.open(with: secrets.pinSealingKey, for: binding) else {
+            throw ManagerError(
+                .badRequest, .badRequest,
+                "the sealed PIN does not open with this manager's PIN-sealing key for this request: the client pinned another manager, sealed to the signing key as clients before this manager did (update xign there), or the request was changed on the way"
+            )
+        }
+        return pin
+    }
+
+    /// The id in `directory`/instance-id, created at first start.
+    static func instanceId(in directory: String) throws -> String {
+        let path = directory + "/instance-id"
+        if let stored = try AtomicFile.read(path, limit: 64),
+            let id = String(data: stored, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty
+        {
+            return id
+        }
+        let id = try SecureRandom.identifier()
+        try AtomicFile.makeDirectory(directory)
+        try AtomicFile.write(Data((id + "\n").utf8), to: path, mode: 0o600)
+        return id
+    }
+}

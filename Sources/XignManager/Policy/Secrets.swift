@@ -181,3 +181,81 @@ public struct ManagerSecrets: Sendable {
         }
     }
 }
+
+extension ManagerSecrets {
+    /// The key files, checked against what the database recorded when it was set up: instances that share a
+    /// database must share the signing key and the pepper, or their signatures and PIN checks disagree.
+    static func open(
+        _ configuration: ManagerConfiguration, database: Database
+    ) async throws -> ManagerSecrets {
+        let recorded = try await database.transaction { store in
+            ManagerSecrets.Recorded(
+                signingKey: try await store.setting("signing_key_fingerprint"),
+                pinSealingKey: try await store.setting("pin_sealing_key_fingerprint"),
+                checks: try await pepperChecks(store),
+                verifiers: try await store.pinPepperKindsInUse()
+            )
+        }
+        let secrets = try ManagerSecrets.open(configuration, recorded: recorded)
+        let identity = try secrets.identity
+        if let recordedKey = recorded.signingKey, recordedKey != identity.signingKey {
+            throw ManagerError.internalFailure(
+                "\(configuration.signingKeyPath) is not the signing key this database was set up with; copy signing-key.pem from the first instance (or restore it from backup)"
+            )
+        }
+        if let recordedKey = recorded.pinSealingKey, recordedKey != identity.pinSealingKey {
+            throw ManagerError.internalFailure(
+                "\(configuration.pinSealingKeyPath) is not the PIN-sealing key this database was set up with; copy pin-sealing-key.pem from the first instance (or restore it from backup)"
+            )
+        }
+        for (kind, check) in identity.checks where recorded.checks[kind].map({ $0 != check }) ?? false {
+            throw ManagerError.internalFailure(
+                kind == .file
+                    ? "\(configuration.pepperPath) is not the PIN pepper this database was set up with; copy pin-pepper from the first instance (or restore it from backup)"
+                    : "\(configuration.pepperTPMPath) is not the TPM PIN pepper this database was set up with (another machine's TPM, or a cleared one); PINs checked with it cannot be verified here"
+            )
+        }
+        guard
+            recorded.signingKey == nil || recorded.pinSealingKey == nil
+                || identity.checks.contains(where: { recorded.checks[$0.key] == nil })
+        else { return secrets }
+        try await database.transaction { store in
+            if let other = try await store.setting("signing_key_fingerprint"), other != identity.signingKey {
+                throw ManagerError.internalFailure(
+                    "another instance set this database up with another signing key a moment ago; copy its signing-key.pem, pin-sealing-key.pem and pin-pepper here"
+                )
+            }
+            try await store.setSetting("signing_key_fingerprint", to: identity.signingKey)
+            switch try await store.setting("pin_sealing_key_fingerprint") {
+            case nil: try await store.setSetting("pin_sealing_key_fingerprint", to: identity.pinSealingKey)
+            case identity.pinSealingKey: break
+            default:
+                throw ManagerError.internalFailure(
+                    "another instance set this database up with another PIN-sealing key a moment ago; copy its pin-sealing-key.pem here"
+                )
+            }
+            for (kind, check) in identity.checks {
+                let setting = pepperCheckSetting(kind)
+                switch try await store.setting(setting) {
+                case nil: try await store.setSetting(setting, to: check)
+                case check: break
+                default:
+                    throw ManagerError.internalFailure(
+                        "another instance set this database up with another PIN pepper a moment ago; copy its pin-pepper here"
+                    )
+                }
+            }
+        }
+        return secrets
+    }
+
+    private static func pepperCheckSetting(_ kind: PINPepperKind) -> String {
+        kind == .file ? "pin_pepper_check" : "pin_pepper_tpm_check"
+    }
+
+    private static func pepperChecks(_ store: ManagerStore) async throws -> [PINPepperKind: String] {
+        var checks: [PINPepperKind: String] = [:]
+        for kind in [PINPepperKind.file, .tpm] { checks[kind] = try await store.setting(pepperCheckSetting(kind)) }
+        return checks
+    }
+}

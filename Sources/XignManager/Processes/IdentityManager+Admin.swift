@@ -4,6 +4,14 @@ import XignProtocol
 
 /// What `xign-manager admin` shows and changes.
 extension IdentityManager {
+    /// What stands for `email` in the audit once its account is deleted: the same for the same address (so an
+    /// administrator who knows it can find the entries, `admin audit --email`), and nothing that gives it back.
+    public func pseudonym(ofEmail email: String) -> String {
+        let code = HMACSHA256.authenticationCode(
+            for: Data("audit-email\n\(email.lowercased())".utf8), key: secrets.recordKey)
+        return "deleted-" + Base64URL.encode(code.prefix(16))
+    }
+
     public struct AccountSummary: Codable, Sendable {
         public var email: String
         public var loginName: String?
@@ -89,14 +97,14 @@ extension IdentityManager {
             let payload = PersonalizationPayload(
                 managerURL: self.managerURL, activationId: activation.id, activationSecret: secret,
                 managerKeyFingerprint: self.signer.publicKey.shortFingerprint)
-            let mailId = try await self.queue(
+            let mailId = try await self.mail.queue(
                 Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true),
                 in: store)
             try await store.recordAudit(
                 self.adminEvent(.activationRequested, email: activation.email, activationId: activation.id))
             return (activation.email, mailId)
         }
-        await deliverMail(id: mailId)
+        await mail.deliver(id: mailId)
         logger.notice("activation data reissued by administrator", metadata: ["activation": "\(activationId)"])
         return (email, validUntil)
     }

@@ -39,7 +39,7 @@ extension IdentityManager {
 
     /// Finishes a process with its grant. The device signs over the grant, so a grant that leaked is useless alone.
     public func finishApiAccess(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(ApiAccessRequest.self, from: body, "the api access request")
+        let request = try RequestBody.decode(ApiAccessRequest.self, from: body, "the api access request")
         let proof = try RequestVerifier.DeviceProof(header: signature)
         // The grant and the device's proof over it (a passkey's counter moves here), and the process's field.
         let (grant, process) = try await database.transaction(durability: .unsynced) {
@@ -90,7 +90,7 @@ extension IdentityManager {
             }
             return (result, mailId)
         }
-        if let mailId { await deliverMail(id: mailId) }
+        if let mailId { await mail.deliver(id: mailId) }
         logger.info("api access finished", metadata: ["device": "\(grant.deviceId)", "process": "\(process.rawValue)"])
         return try signer.sign(result, type: SignedAnswerType.apiAccess)
     }
@@ -111,12 +111,12 @@ extension IdentityManager {
                 "only the biometric factor can be added; device and PIN come with every enrolment")
         }
         if let sealed = request.sealedNewPin {
-            let pin = try openPIN(sealed, for: .grant(request.grant))
+            let pin = try pinChecker.open(sealed, for: .grant(request.grant))
             try checkPINPolicy(pin, what: "the new PIN")
             return pin
         }
         if let trigger = request.newActivation {
-            let pin = try openPIN(trigger.sealedPin, for: .grant(request.grant))
+            let pin = try pinChecker.open(trigger.sealedPin, for: .grant(request.grant))
             try checkNewActivationTrigger(trigger, pin: pin)
             return pin
         }
@@ -188,7 +188,7 @@ extension IdentityManager {
                 actor: "device \(device.id)"))
         let mailId =
             trigger.shouldSendEmail
-            ? try await queue(
+            ? try await self.mail.queue(
                 Outbox.activationMail(to: activation.email, alias: alias, payload: payload, backup: true), in: store)
             : nil
         return (
@@ -232,7 +232,7 @@ extension IdentityManager {
                 .revocation, email: held.email, activationId: held.id,
                 detail: "\(lost.keyKind.rawValue) device \(lost.id)\(credential) removed by another device",
                 actor: "device \(device.id)"))
-        let notice = try await queue(
+        let notice = try await self.mail.queue(
             Outbox.deviceNotice(
                 to: held.email, alias: held.alias, device: "device \(lost.id) (\(lost.keyKind.rawValue))", added: false),
             in: store)
@@ -256,7 +256,7 @@ extension IdentityManager {
 
     /// Device information: the devices of the caller's account, signed by the caller over a challenge.
     public func accountDevices(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(AccountDevicesRequest.self, from: body, "the device list request")
+        let request = try RequestBody.decode(AccountDevicesRequest.self, from: body, "the device list request")
         let devices = try await database.transaction { store in
             let device = try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.accountDevices, body: body,

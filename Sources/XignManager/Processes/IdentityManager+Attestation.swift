@@ -12,7 +12,7 @@ extension IdentityManager {
     /// certificate that does not chain to a trusted CA is refused here, before the client's TPM does the slow part
     /// (recreating the EK); counted with `decrypts_per_address`, like the check doctor asks for.
     public func startAttestation(body: Data, from client: String) async throws -> AttestationChallengeMessage {
-        let request = try Self.decode(AttestationStartRequest.self, from: body, "the attestation request")
+        let request = try RequestBody.decode(AttestationStartRequest.self, from: body, "the attestation request")
         guard let certificateBytes = Base64URL.decode(request.endorsementCertificate),
             let keyBytes = Base64URL.decode(request.attestationKey)
         else {
@@ -29,7 +29,7 @@ extension IdentityManager {
         guard attestationKey.attributes.isSuperset(of: KeyCertification.attestationKeyAttributes) else {
             throw ManagerError.badRequest("the attestation key is not a restricted signing key that stays in its TPM")
         }
-        try await charge(.decryptsPerAddress, key: client)
+        try await rateLimiter.charge(.decryptsPerAddress, key: client)
         if let refusal = chainRefusal(of: certificate) {
             throw ManagerError(.forbidden, .securityInsufficient, refusal)
         }
@@ -69,7 +69,7 @@ extension IdentityManager {
     public func checkEndorsement(
         _ request: EndorsementCheckRequest, from client: String
     ) async throws -> EndorsementCheckMessage {
-        try await charge(.decryptsPerAddress, key: client)
+        try await rateLimiter.charge(.decryptsPerAddress, key: client)
         guard let bytes = Base64URL.decode(request.endorsementCertificate) else {
             throw ManagerError.badRequest("endorsementCertificate is not base64url DER")
         }

@@ -6,19 +6,19 @@ import XignProtocol
 /// InApp authentication: start (device-signed over a challenge), finish (device-signed, PIN checked), token.
 extension IdentityManager {
     public func startAuthentication(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
+        let request = try RequestBody.decode(AuthenticationStartRequest.self, from: body, "the authentication start")
         // The confirmation a start approves, if any; only a confirmation carries a code (AuthenticationStartRequest.checkLimits).
         let confirmationId: String? = if case .confirmation(let id) = request.purpose { id } else { nil }
         let service = try services.service(for: request.purpose)
         // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
         // the same (unsynced) transaction, so a login pays no extra write for the limit.
-        try enforce(
+        try rateLimiter.enforce(
             try await database.transaction(durability: .unsynced) { store in
                 try await self.verifier.verifyDeviceSignature(
                     deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body,
                     signature: signature,
                     in: store)
-                return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
+                return try await self.rateLimiter.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
         // Before the lock is judged below, so wrong offline PINs count toward it now.
         if let report = request.offlineReport {
@@ -83,7 +83,7 @@ extension IdentityManager {
     }
 
     public func finishAuthentication(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
+        let request = try RequestBody.decode(AuthenticationFinishRequest.self, from: body, "the authentication request")
         let proof = try RequestVerifier.DeviceProof(header: signature)
         // The challenge is consumed before anything else is judged, so a request can be answered once only.
         // The account's attributes are read here too, so the finish pays one transaction before the PIN check.
@@ -200,7 +200,7 @@ extension IdentityManager {
         role: String, whenRight: PINChecker.WhenRight?
     ) async throws -> (LockoutMessage, nextChallenge: String?)? {
         guard let sealed = request.sealedPin else { throw ManagerError.badRequest("role \(role) needs the PIN factor") }
-        let pin = try openPIN(
+        let pin = try pinChecker.open(
             sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
         let purpose = PINChecker.Purpose(
             service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")

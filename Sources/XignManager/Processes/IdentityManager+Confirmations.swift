@@ -27,7 +27,7 @@ extension IdentityManager {
 
     /// Starts a confirmation for the account whose login name the host gives.
     public func startConfirmation(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(ConfirmationRequest.self, from: body, "the confirmation request")
+        let request = try RequestBody.decode(ConfirmationRequest.self, from: body, "the confirmation request")
         let raw = try RequestVerifier.signature(from: signature)
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
@@ -173,7 +173,7 @@ extension IdentityManager {
 
     /// The confirmations waiting for the signing device's account; holds the answer while there are none.
     public func pendingConfirmations(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(PendingConfirmationsRequest.self, from: body, "the request")
+        let request = try RequestBody.decode(PendingConfirmationsRequest.self, from: body, "the request")
         let accountId = try await database.transaction { store -> String in
             try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationsPending,
@@ -232,7 +232,7 @@ extension IdentityManager {
     /// The user refuses a confirmation from an enrolled device; its source (host and remote address) gets a cool-down,
     /// not the account, so a denied stranger does not lock the user out too.
     public func denyConfirmation(body: Data, signature: String?) async throws -> ConfirmationStateMessage {
-        let request = try Self.decode(ConfirmationDenialRequest.self, from: body, "the denial")
+        let request = try RequestBody.decode(ConfirmationDenialRequest.self, from: body, "the denial")
         let cooldown = configuration.confirmation.denialCooldownMilliseconds
         let accountId = try await database.transaction { store -> String in
             try await self.verifier.verifyDeviceSignature(

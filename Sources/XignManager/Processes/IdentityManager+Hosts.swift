@@ -76,7 +76,7 @@ extension IdentityManager {
 
     /// A host joins: the token is used up, and the key that signed the request becomes the host's.
     public func joinHost(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(HostJoinRequest.self, from: body, "the join request")
+        let request = try RequestBody.decode(HostJoinRequest.self, from: body, "the join request")
         guard let keyBytes = Base64URL.decode(request.hostKey),
             let hostKey = try? P256PublicKey(derRepresentation: keyBytes)
         else {

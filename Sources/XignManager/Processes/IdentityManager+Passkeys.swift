@@ -10,7 +10,7 @@ import XignWebAuthn
 extension IdentityManager {
     /// Continues a personalization session with the passkey `navigator.credentials.create` made over its challenge.
     public func personalizeWithPasskey(body: Data) async throws -> String {
-        let request = try Self.decode(PasskeyPersonalizeRequest.self, from: body, "the passkey personalization")
+        let request = try RequestBody.decode(PasskeyPersonalizeRequest.self, from: body, "the passkey personalization")
         guard request.mode != .newActivation else {
             throw ManagerError.badRequest(
                 "a browser continues a personalization with mode new or override; a second activation is made in xign-setup"
@@ -79,7 +79,7 @@ extension IdentityManager {
     public func viewConfirmation(
         _ request: ConfirmationViewRequest, from client: String?
     ) async throws -> ConfirmationViewMessage {
-        if let client { try await charge(.viewsPerAddress, key: client) }
+        if let client { try await rateLimiter.charge(.viewsPerAddress, key: client) }
         guard let record = try await database.read({ store in try await store.confirmation(request.confirmationId) })
         else {
             throw ManagerError(
@@ -97,14 +97,14 @@ extension IdentityManager {
     /// Approves a confirmation in one device-signed request: the proof, then the code (number matching, counted), then
     /// the PIN through the same claimed check and lockout as every login. The host's wait then answers `approved`.
     public func approveConfirmation(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(ConfirmationApprovalRequest.self, from: body, "the approval")
-        try enforce(
+        let request = try RequestBody.decode(ConfirmationApprovalRequest.self, from: body, "the approval")
+        try rateLimiter.enforce(
             try await database.transaction(durability: .unsynced) { store in
                 try await self.verifier.verifyDeviceSignature(
                     deviceId: request.deviceId, challenge: request.challenge, path: APIPath.confirmationApproval,
                     body: body, signature: signature,
                     in: store)
-                return try await self.countUse(.startsPerDevice, key: request.deviceId, in: store)
+                return try await self.rateLimiter.countUse(.startsPerDevice, key: request.deviceId, in: store)
             })
         let confirmation = try await confirmations.checkCode(
             request.confirmationCode, confirmationId: request.confirmationId, deviceId: request.deviceId)
@@ -116,7 +116,7 @@ extension IdentityManager {
                 try await DeviceEligibility.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
             }
         }
-        let pin = try openPIN(
+        let pin = try pinChecker.open(
             request.sealedPin, for: .approval(confirmationId: request.confirmationId, challenge: request.challenge))
         // The audit names the service the host logs in to (sshd), not the manager's built-in one.
         let check = PINChecker.Purpose(

@@ -6,12 +6,12 @@ import XignProtocol
 extension IdentityManager {
     /// Answers the activation PIN check of a personalization with one of the five outcomes.
     public func decrypt(_ request: DecryptRequest, from client: String?) async throws -> String {
-        if let client { try await charge(.decryptsPerAddress, key: client) }
+        if let client { try await rateLimiter.charge(.decryptsPerAddress, key: client) }
         let presentedSecretHash = Data(Self.hashed(request.activationSecret).utf8)
         let purpose = PINChecker.Purpose(
             service: "personalization", host: nil, actor: "activation data from \(client ?? "unknown address")")
         let now = Self.now()
-        let pin = try openPIN(
+        let pin = try pinChecker.open(
             request.sealedPin, for: .decrypt(activationId: request.activationId, nonce: request.nonce))
         let verdict = try await pinChecker.check(pin, activationId: request.activationId, for: purpose) { activation in
             guard let activation, constantTimeEquals(Data(activation.secretHash.utf8), presentedSecretHash) else {
@@ -90,7 +90,7 @@ extension IdentityManager {
     /// Finishes a personalization. The request is signed with the new device key over the session's challenge,
     /// which is consumed in the same transaction, so a replay finds no challenge.
     public func personalize(body: Data, signature: String?) async throws -> String {
-        let request = try Self.decode(PersonalizeRequest.self, from: body, "the personalization request")
+        let request = try RequestBody.decode(PersonalizeRequest.self, from: body, "the personalization request")
         guard let keyBytes = Base64URL.decode(request.deviceKey),
             let deviceKey = try? P256PublicKey(derRepresentation: keyBytes)
         else {
@@ -111,7 +111,7 @@ extension IdentityManager {
             guard let trigger = request.newActivation else {
                 throw ManagerError.badRequest("mode newActivation needs newActivation with a PIN")
             }
-            let pin = try openPIN(trigger.sealedPin, for: .personalization(sessionId: request.sessionId))
+            let pin = try pinChecker.open(trigger.sealedPin, for: .personalization(sessionId: request.sessionId))
             try checkNewActivationTrigger(trigger, pin: pin)
             newActivation = (try makeActivation(pin: pin), trigger)
         }
@@ -177,7 +177,7 @@ extension IdentityManager {
                 try await store.insertActivation(
                     fresh.record(accountId: activation.accountId, alias: alias, deviceId: deviceId, validFor: 0))
                 if trigger.shouldSendEmail {
-                    mailId = try await self.queue(
+                    mailId = try await self.mail.queue(
                         Outbox.activationMail(
                             to: activation.email, alias: alias, payload: self.payload(for: fresh), backup: true),
                         in: store
@@ -218,12 +218,12 @@ extension IdentityManager {
                 attestedBy: finding?.ekIssuer, notAttestedBecause: finding?.unattestedBecause
             )
             let device = "\(name) (\(enrolment.information.platform.prefix(64)), \(kind))"
-            let notice = try await self.queue(
+            let notice = try await self.mail.queue(
                 Outbox.deviceNotice(to: activation.email, alias: activation.alias, device: device, added: true),
                 in: store)
             return (result, [mailId, notice].compactMap { $0 }, finding)
         }
-        for id in mailIds { await deliverMail(id: id) }
+        for id in mailIds { await mail.deliver(id: id) }
         logger.info(
             "device personalized",
             metadata: [
@@ -281,7 +281,7 @@ extension IdentityManager {
         try await store.makePermanent(accountId: accountId)
         guard let kept = try await store.keptAttributes(accountId: accountId) else { return }
         if let service = kept.service, configuration.linkedServices.contains(service) {
-            let directory = "\(outbox.path)/linked/\(service)"
+            let directory = "\(mail.outbox.path)/linked/\(service)"
             try AtomicFile.makeDirectory(directory, mode: 0o700)
             try AtomicFile.write(Data(kept.attributes.utf8), to: "\(directory)/\(accountId).json", mode: 0o600)
         }

@@ -21,7 +21,7 @@ extension IdentityManager {
     /// `client` is the caller's address for the rate limits; nil for the administrator.
     public func register(_ request: RegisterRequest, from client: String?) async throws -> RegisterResponse {
         guard configuration.registrationIsOpen else { throw ManagerError.registrationClosed }
-        if let client { try await charge(.registrationsPerAddress, key: client) }
+        if let client { try await rateLimiter.charge(.registrationsPerAddress, key: client) }
         guard let category = configuration.categories.first(where: { $0.id == request.categoryId }) else {
             throw ManagerError.badRequest(
                 "unknown category '\(request.categoryId.prefix(40))'; fetch the registration parameters again")
@@ -38,7 +38,7 @@ extension IdentityManager {
             let verdict = AttributeValidator.validate(name: attribute.name, value: value)
             if verdict != .valid { errors[attribute.name] = .invalid }
         }
-        let pin = try openPIN(request.sealedPin, for: .registration(categoryId: request.categoryId))
+        let pin = try pinChecker.open(request.sealedPin, for: .registration(categoryId: request.categoryId))
         let pinVerdict = configuration.pinPolicy.validate(pin)
         if pinVerdict != .valid { errors["pin"] = .invalid }
         if let alias = request.alias, configuration.aliasPolicy.validate(alias) != .valid { errors["alias"] = .invalid }
@@ -47,7 +47,7 @@ extension IdentityManager {
                 .unprocessableContent, .registrationRejected, "an email address is required",
                 attributes: errors.merging(["email": .required]) { a, _ in a })
         }
-        if errors["email"] == nil, client != nil { try await charge(.registrationsPerEmail, key: email) }
+        if errors["email"] == nil, client != nil { try await rateLimiter.charge(.registrationsPerEmail, key: email) }
         if errors["email"] == nil {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
             if blocked {
@@ -133,7 +133,7 @@ extension IdentityManager {
                         .accountCreated, email: record.email, activationId: activation.id,
                         detail: account.organization.map { "organization invite from \($0)" }, actor: actor
                     ))
-                return try await self.queue(mail, in: store)
+                return try await self.mail.queue(mail, in: store)
             }
         } catch let error as ManagerError {
             throw error
@@ -151,7 +151,7 @@ extension IdentityManager {
             }
             throw error
         }
-        await deliverMail(id: mailId)
+        await self.mail.deliver(id: mailId)
         return chosenAlias
     }
 

@@ -10,7 +10,7 @@ extension IdentityManager {
 
     /// Opens a session for the signing device; the token and when it runs out.
     public func openWebSession(body: Data, signature: String?) async throws -> (token: String, expiresAt: Int64) {
-        let request = try Self.decode(WebSessionRequest.self, from: body, "the session request")
+        let request = try RequestBody.decode(WebSessionRequest.self, from: body, "the session request")
         let token = try SecureRandom.token()
         let expiresAt = Self.now() + Self.webSessionMilliseconds
         try await database.transaction { store in

@@ -1,7 +1,7 @@
 import Foundation
 import XignProtocol
 
-/// Mail the manager sends, as RFC 5322 messages. The queue is the `mail_queue` table (IdentityManager+Mail); without
+/// Mail the manager sends, as RFC 5322 messages. The queue is the `mail_queue` table (MailQueue); without
 /// an SMTP relay a queued message is delivered into this maildir (`new/`), one file each, for a local MTA or the admin.
 public struct Outbox: Sendable {
     public let path: String

@@ -161,7 +161,7 @@ extension ManagerStore {
             .run()
     }
 
-    // MARK: The PIN check (IdentityManager+PINCheck)
+    // MARK: The PIN check (PINChecker)
 
     func claimPINCheck(activationId: String, until: Int64, by instance: String) async throws {
         try await sql.raw(
