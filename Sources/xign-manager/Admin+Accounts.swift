@@ -38,7 +38,7 @@ extension Admin {
             @Flag(help: "Print JSON.") var json = false
 
             func run() async throws {
-                let accounts = try await options.withManager { try await $0.accounts() }
+                let accounts = try await options.withManager { try await $0.administration.accounts() }
                 if json { return try printJSON(accounts) }
                 for account in accounts {
                     let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
@@ -70,7 +70,7 @@ extension Admin {
 
             func run() async throws {
                 try await options.withManager {
-                    try await $0.setHostGroups(all ? [IdentityManager.everyHost] : groups, email: email)
+                    try await $0.administration.setHostGroups(all ? [IdentityManager.everyHost] : groups, email: email)
                 }
                 print(
                     all
@@ -91,7 +91,7 @@ extension Admin {
             @OptionGroup var options: ConfigOptions
 
             func run() async throws {
-                let kept = try await options.withManager { try await $0.keepOpenHostAccess() }
+                let kept = try await options.withManager { try await $0.administration.keepOpenHostAccess() }
                 print(
                     kept.isEmpty
                         ? "No account had open host access to keep." : "These accounts keep access to every host:")
@@ -114,7 +114,7 @@ extension Admin {
             }
 
             func run() async throws {
-                try await options.withManager { try await $0.setLoginName(loginName, email: email) }
+                try await options.withManager { try await $0.administration.setLoginName(loginName, email: email) }
                 print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
             }
         }
@@ -147,7 +147,7 @@ extension Admin {
             func run() async throws {
                 let milliseconds = grace.flatMap(ConfigFile.milliseconds)
                 try await options.withManager {
-                    try await $0.setOfflinePolicy(
+                    try await $0.administration.setOfflinePolicy(
                         graceMilliseconds: milliseconds, maxFailures: maxFailures, email: email)
                 }
                 if useDefault {

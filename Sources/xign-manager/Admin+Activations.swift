@@ -15,7 +15,7 @@ extension Admin {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let activations = try await options.withManager { try await $0.activations(email: email) }
+            let activations = try await options.withManager { try await $0.administration.activations(email: email) }
             if json { return try printJSON(activations) }
             for a in activations {
                 var lock = "not locked"
@@ -45,7 +45,7 @@ extension Admin {
         @Argument(help: "The activation id, as `admin activations` prints it.") var activation: String
 
         func run() async throws {
-            try await options.withManager { try await $0.unlock(activationId: activation) }
+            try await options.withManager { try await $0.administration.unlock(activationId: activation) }
             print("Lockout lifted for \(activation).")
         }
     }
@@ -61,7 +61,7 @@ extension Admin {
 
         func run() async throws {
             let (email, validUntil) = try await options.withManager {
-                try await $0.reissueActivationData(activationId: activation)
+                try await $0.administration.reissueActivationData(activationId: activation)
             }
             print("New activation data mailed to \(email), usable once until \(isoDate(validUntil)).")
         }

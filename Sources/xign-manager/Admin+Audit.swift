@@ -39,9 +39,9 @@ extension Admin {
                 )
             }
             let events = try await options.withManager { manager in
-                let all = try await manager.auditEvents(since: Int64(start.timeIntervalSince1970 * 1000))
+                let all = try await manager.administration.auditEvents(since: Int64(start.timeIntervalSince1970 * 1000))
                 guard let email else { return all }
-                let names = [email.lowercased(), manager.pseudonym(ofEmail: email)]
+                let names = [email.lowercased(), manager.administration.pseudonym(ofEmail: email)]
                 return all.filter { event in
                     event.email.map { names.contains($0.lowercased()) || names.contains($0) } ?? false
                 }

@@ -31,7 +31,8 @@ extension Admin {
 
             func run() async throws {
                 let token = try await options.withManager {
-                    try await $0.addHost(name: name, groups: groups, validFor: .seconds(validMinutes * 60))
+                    try await $0.administration.addHost(
+                        name: name, groups: groups, validFor: .seconds(validMinutes * 60))
                 }
                 print("Join token for \(name) (valid \(validMinutes) min, once): \(token)")
             }
@@ -43,7 +44,7 @@ extension Admin {
             @Flag(help: "Print JSON.") var json = false
 
             func run() async throws {
-                let hosts = try await options.withManager { try await $0.hosts() }
+                let hosts = try await options.withManager { try await $0.administration.hosts() }
                 if json { return try printJSON(hosts) }
                 for host in hosts {
                     print(
@@ -60,7 +61,7 @@ extension Admin {
             @Argument(help: "The host's name.") var name: String
 
             func run() async throws {
-                try await options.withManager { try await $0.removeHost(name: name) }
+                try await options.withManager { try await $0.administration.removeHost(name: name) }
                 print("Host \(name) removed.")
             }
         }

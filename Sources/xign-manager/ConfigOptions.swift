@@ -72,7 +72,8 @@ extension ConfigOptions {
         email: String, loginName: String? = nil, organization: String? = nil, mailed: String
     ) async throws {
         let pin = try await withManager { manager in
-            let pin = try await manager.createAccount(email: email, loginName: loginName, organization: organization)
+            let pin = try await manager.administration.createAccount(
+                email: email, loginName: loginName, organization: organization)
             await manager.mail.sendNow()
             return pin
         }

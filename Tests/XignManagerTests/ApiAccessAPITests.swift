@@ -5,7 +5,7 @@ import XignProtocol
 import XignTestSupport
 
 /// /v1/api-access and /v1/devices/list over HTTP, every answer checked against docs/openapi.yaml.
-@Suite(.machineShare) struct ApiAccessAPITests {
+@Suite struct ApiAccessAPITests {
     /// Runs an authentication for `purpose` with device and PIN; the signed finish answer.
     func authenticated(
         _ api: API<some ManagerFiles>, _ device: (id: String, key: P256PrivateKey), for purpose: AuthenticationPurpose

@@ -69,7 +69,9 @@ import XignTestSupport
             _ = try await manager.createAccount(
                 IdentityManager.NewAccount(email: "alice@example.org", loginName: nil, attributes: [:]), pin: "24680",
                 alias: nil, by: "test")
-            let activation = try #require(try await manager.activations(email: "alice@example.org").first).id
+            let activation = try #require(
+                try await manager.administration.activations(email: "alice@example.org").first
+            ).id
             try await body(manager.pinChecker, activation)
         } catch {
             await manager.database.close()

@@ -6,7 +6,7 @@ import XignTestSupport
 
 /// The database keeps what is still needed, not every login forever: expired authentications, sessions and
 /// challenges are deleted while the manager runs, so its size stays flat under a steady load.
-@Suite(.machineShare) struct ExpiryTests {
+@Suite struct ExpiryTests {
     /// Logins per round. 10,000 in one run passed on both backends (5 minutes at today's speed, issue 15).
     static let logins = 180
 

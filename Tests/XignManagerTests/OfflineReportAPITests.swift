@@ -6,7 +6,7 @@ import XignTestSupport
 
 /// The offline policy in the signed start answer, and the device's report of what happened offline, over HTTP and
 /// checked against docs/openapi.yaml.
-@Suite(.machineShare) struct OfflineReportAPITests {
+@Suite struct OfflineReportAPITests {
     static func offline(_ started: [String: Any]) -> [String: Any] { started["offline"] as? [String: Any] ?? [:] }
 
     static func login(_ sequence: Int64) -> OfflineEventMessage {

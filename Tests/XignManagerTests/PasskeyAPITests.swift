@@ -9,7 +9,7 @@ import XignTestSupport
 /// forgery a relaying page or a copied authenticator brings, each beside a control that passes. The software
 /// authenticator stands in for the browser only where a browser would not let a test forge (the browser tests drive
 /// the same paths with Chromium).
-@Suite(.machineShare) struct PasskeyAPITests {
+@Suite struct PasskeyAPITests {
     /// Registers `email` and personalizes `passkey` for it; the answer of the passkey personalization.
     static func enrol(
         _ api: API<some ManagerFiles>, _ email: String, _ passkey: SoftwarePasskey, origin: String? = nil
@@ -87,7 +87,7 @@ import XignTestSupport
 
     /// G6: "synced" is backup eligible or backed up, whenever it is judged, and the BE flag an assertion carries must
     /// be the one the passkey was enrolled with (WebAuthn L3 §7.2). Each refusal beside a device-bound control.
-    @Test func theBackupEligibleFlagIsFixedAndEitherFlagMeansSynced() async throws {
+    @Test(.machineShare) func theBackupEligibleFlagIsFixedAndEitherFlagMeansSynced() async throws {
         let api = API(manager: try ManagerProcess())
         func devices(_ passkey: SoftwarePasskey, _ deviceId: String) async throws -> APIAnswer {
             let challenge = try #require(

@@ -6,7 +6,7 @@ import XignProtocol
 import XignTestSupport
 
 /// docs/design.md, invariant 5: neither the activation data nor a copy of the database lets anyone test PINs offline.
-@Suite(.machineShare) struct PinSecrecyTests {
+@Suite struct PinSecrecyTests {
     @Test(arguments: TestDatabase.allCases) func thePayloadCarriesNothingDerivedFromThePIN(
         database: TestDatabase
     ) async throws {
@@ -127,7 +127,7 @@ import XignTestSupport
         }
     }
 
-    @Test(arguments: TestDatabase.allCases)
+    @Test(.machineShare, arguments: TestDatabase.allCases)
     func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
         database: TestDatabase
     ) async throws {

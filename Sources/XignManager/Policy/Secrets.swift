@@ -259,3 +259,13 @@ extension ManagerSecrets {
         return checks
     }
 }
+
+extension ManagerSecrets {
+    /// What stands for `email` in the audit once its account is deleted: the same for the same address (so an
+    /// administrator who knows it can find the entries, `admin audit --email`), and nothing that gives it back.
+    func pseudonym(ofEmail email: String) -> String {
+        let code = HMACSHA256.authenticationCode(
+            for: Data("audit-email\n\(email.lowercased())".utf8), key: recordKey)
+        return "deleted-" + Base64URL.encode(code.prefix(16))
+    }
+}

@@ -203,10 +203,10 @@ extension IdentityManager {
     private func deleteAccount(
         of activation: ManagerStore.ActivationRecord, by device: ManagerStore.DeviceRecord, in store: ManagerStore
     ) async throws -> Int {
-        let devices = try await store.deleteAccount(activation.accountId, pseudonym: pseudonym(ofEmail:))
+        let devices = try await store.deleteAccount(activation.accountId, pseudonym: secrets.pseudonym(ofEmail:))
         try await store.recordAudit(
             AuditEvent(
-                .accountDeleted, email: pseudonym(ofEmail: activation.email),
+                .accountDeleted, email: secrets.pseudonym(ofEmail: activation.email),
                 detail: "with \(devices) device(s), at the request of its device \(device.id)",
                 actor: "device \(device.id)"))
         return devices

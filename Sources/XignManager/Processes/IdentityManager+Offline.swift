@@ -78,27 +78,4 @@ extension IdentityManager {
         }
     }
 
-    /// An account's own offline policy (nil: the manager's). `grace` 0 turns offline login off for the account.
-    public func setOfflinePolicy(graceMilliseconds: Int64?, maxFailures: Int?, email: String) async throws {
-        if let graceMilliseconds, !ManagerConfiguration.Offline.graceRange.contains(graceMilliseconds) {
-            throw ManagerError.badRequest("the offline grace must be from 0 to 90 days")
-        }
-        if let maxFailures, !ManagerConfiguration.Offline.maxFailuresRange.contains(maxFailures) {
-            throw ManagerError.badRequest("the wrong offline PINs allowed must be from 1 to 20")
-        }
-        try await database.transaction { store in
-            guard
-                try await store.setOfflinePolicy(
-                    graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased())
-            else {
-                throw ManagerError(
-                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
-            }
-            let detail =
-                graceMilliseconds == nil && maxFailures == nil
-                ? "the manager's"
-                : "grace \(graceMilliseconds.map { "\($0 / 1000) s" } ?? "the manager's"), \(maxFailures.map(String.init) ?? "the manager's") wrong PINs"
-            try await store.recordAudit(self.adminEvent(.offlinePolicySet, email: email.lowercased(), detail: detail))
-        }
-    }
 }

@@ -1,0 +1,266 @@
+import Foundation
+import XignCrypto
+import XignManagerConfiguration
+import XignProtocol
+
+/// What `xign-manager admin` shows and changes: accounts, activations, hosts and the audit. Every change is audited
+/// with the Unix user who made it.
+public struct Administration: Sendable {
+    let manager: IdentityManager
+
+    /// The pseudonym a deleted account's address has in the audit (ManagerSecrets), for `admin audit --email`.
+    public func pseudonym(ofEmail email: String) -> String { manager.secrets.pseudonym(ofEmail: email) }
+
+    /// Who runs an admin command, for the audit: the Unix user.
+    var administrator: String {
+        guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return "admin uid \(geteuid())" }
+        return "admin \(String(cString: name))"
+    }
+
+    func adminEvent(
+        _ kind: AuditEvent.Kind, email: String? = nil, activationId: String? = nil, host: String? = nil,
+        detail: String? = nil
+    ) -> AuditEvent {
+        AuditEvent(kind, email: email, activationId: activationId, host: host, detail: detail, actor: administrator)
+    }
+
+    /// The audit from `since` (milliseconds since 1970), oldest first.
+    public func auditEvents(since: Int64, limit: Int = 100_000) async throws -> [AuditEvent] {
+        try await manager.database.transaction { store in try await store.auditEvents(since: since, limit: limit) }
+    }
+
+    public func accounts() async throws -> [IdentityManager.AccountSummary] {
+        try await manager.database.transaction { store in try await store.accountSummaries() }
+    }
+
+    public func activations(email: String?) async throws -> [IdentityManager.ActivationSummary] {
+        try await manager.database.transaction { store in try await store.activationSummaries(email: email) }
+    }
+
+    /// New activation data for an activation, mailed to its account; the data before it stops working. The
+    /// administrator's way to move or add a machine when no enrolled one is at hand. Returns the address and the expiry.
+    public func reissueActivationData(activationId: String) async throws -> (email: String, validUntil: Int64) {
+        let secret = Base32.encode(try SecureRandom.bytes(16))
+        let validUntil = IdentityManager.now() + manager.configuration.activationDataLifetimeMilliseconds
+        let (email, mailId) = try await manager.database.transaction { store -> (String, String) in
+            guard let activation = try await store.activation(id: activationId),
+                try await store.replaceSecret(
+                    activationId: activationId, hash: IdentityManager.hashed(secret), validUntil: validUntil)
+            else {
+                throw ManagerError(
+                    .notFound, .activationNotFound,
+                    "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
+            }
+            let payload = PersonalizationPayload(
+                managerURL: manager.managerURL, activationId: activation.id, activationSecret: secret,
+                managerKeyFingerprint: manager.signer.publicKey.shortFingerprint)
+            let mailId = try await manager.mail.queue(
+                Outbox.activationMail(to: activation.email, alias: activation.alias, payload: payload, backup: true),
+                in: store)
+            try await store.recordAudit(
+                self.adminEvent(.activationRequested, email: activation.email, activationId: activation.id))
+            return (activation.email, mailId)
+        }
+        await manager.mail.deliver(id: mailId)
+        manager.logger.notice("activation data reissued by administrator", metadata: ["activation": "\(activationId)"])
+        return (email, validUntil)
+    }
+
+    /// Lifts a lockout, including a permanent one: the administrator's way back for a user who proved who they are.
+    public func unlock(activationId: String) async throws {
+        try await manager.database.transaction { store in
+            guard try await store.clearLockout(activationId: activationId) else {
+                throw ManagerError(
+                    .notFound, .activationNotFound,
+                    "no activation \(activationId); `xign-manager admin activations` lists them")
+            }
+            try await store.recordAudit(
+                self.adminEvent(
+                    .unlock, email: try await store.activation(id: activationId)?.email, activationId: activationId))
+        }
+        manager.logger.notice("lockout lifted by administrator", metadata: ["activation": "\(activationId)"])
+    }
+
+    /// A name an administrator may give: valid, and not a system account's, which no account may log in as.
+    static func checkLoginName(_ name: String) throws {
+        guard LoginNameValidator.validate(name) == .valid else {
+            throw ManagerError.badRequest(
+                "'\(name.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32"
+            )
+        }
+        guard !LoginNameValidator.isSystemAccountName(name) else {
+            throw ManagerError.badRequest("'\(name)' is a system account's name; no account may log in to hosts as it")
+        }
+    }
+
+    /// Gives the account with `email` the login name hosts ask for (nil removes it).
+    public func setLoginName(_ loginName: String?, email: String) async throws {
+        if let loginName { try Self.checkLoginName(loginName) }
+        try await manager.database.transaction { store in
+            if let loginName, try await store.isLoginNameTaken(loginName) {
+                throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
+            }
+            guard try await store.setLoginName(loginName, email: email.lowercased()) else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            try await store.recordAudit(
+                self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
+        }
+        manager.logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
+    }
+
+    /// An account the administrator creates, for a manager with `registration.open = false` or as an organization
+    /// invite (`organization` set: a temporary account that a merge folds into an existing one). The manager
+    /// chooses the activation PIN and returns it, for the administrator to hand over by another channel than the mail.
+    public func createAccount(
+        email: String, loginName: String? = nil, organization: String? = nil
+    ) async throws -> String {
+        guard EmailValidator.validate(email) == .valid else {
+            throw ManagerError.badRequest("'\(email.prefix(254))' is not a valid email address")
+        }
+        if let organization, TextAttributeValidator.validate(organization) != .valid {
+            throw ManagerError.badRequest("the organization name is empty or too long")
+        }
+        if let loginName { try Self.checkLoginName(loginName) }
+        let policy = manager.configuration.pinPolicy
+        var pin = ""
+        repeat {
+            pin = String((0..<policy.minLength).map { _ in Character(String(Int.random(in: 0...9))) })
+        } while policy.validate(pin) != .valid
+        let account = IdentityManager.NewAccount(
+            email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil,
+            serviceMappingId: nil,
+            organization: organization)
+        _ = try await manager.createAccount(
+            account, pin: pin, alias: organization.map { "\($0) invite" }, by: administrator)
+        manager.logger.info(
+            organization == nil ? "account created by administrator" : "organization invite",
+            metadata: [
+                "email": "\(email)", "organization": "\(organization ?? "-")",
+            ])
+        return pin
+    }
+    /// A join token for a new host `name`; an earlier token for that name is void. Refused while a host has the name.
+    public func addHost(
+        name: String, groups: [String] = [], validFor lifetime: Duration = IdentityManager.hostJoinTokenLifetime
+    ) async throws -> HostJoinToken {
+        guard HostNameValidator.isValid(name) else {
+            throw ManagerError.badRequest(
+                "'\(name.prefix(64))' is not a host name: use 1 to 253 letters, digits, dots and dashes")
+        }
+        try Self.checkGroupNames(groups)
+        let token = HostJoinToken(
+            secret: try SecureRandom.token(byteCount: 16), managerKeyFingerprint: manager.signer.publicKey.fingerprint)
+        let expiresAt = IdentityManager.now() + lifetime.components.seconds * 1000
+        try await manager.database.transaction { store in
+            guard try await !store.isHostNameTaken(name) else {
+                throw ManagerError(
+                    .conflict, .conflict,
+                    "a host named \(name) has joined already; `xign-manager admin hosts remove \(name)` first")
+            }
+            try await store.insertHostJoinToken(
+                hash: IdentityManager.hashed(token.secret), name: name, expiresAt: expiresAt)
+            try await store.setGroups(groups, hostName: name)
+            try await store.recordAudit(
+                self.adminEvent(
+                    .hostAdded, host: name, detail: groups.isEmpty ? nil : "groups \(groups.joined(separator: ","))"))
+        }
+        manager.logger.notice("host join token issued", metadata: ["host": "\(name)"])
+        return token
+    }
+
+    public func hosts() async throws -> [IdentityManager.HostSummary] {
+        try await manager.database.transaction { store in
+            var summaries: [IdentityManager.HostSummary] = []
+            for host in try await store.hosts() {
+                summaries.append(
+                    IdentityManager.HostSummary(
+                        id: host.id, name: host.name, groups: try await store.groups(hostName: host.name),
+                        keyKind: host.ekIssuer == nil ? host.keyKind.rawValue : "attested", ekIssuer: host.ekIssuer,
+                        keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
+            }
+            return summaries
+        }
+    }
+
+    /// Removes a host, or the join token waiting for it.
+    public func removeHost(name: String) async throws {
+        try await manager.database.transaction { store in
+            guard try await store.removeHost(name: name) else {
+                throw ManagerError(
+                    .notFound, .notFound, "no host named \(name.prefix(64)); `xign-manager admin hosts list` shows them"
+                )
+            }
+            try await store.recordAudit(self.adminEvent(.hostRemoved, host: name))
+        }
+        manager.logger.notice("host removed", metadata: ["host": "\(name)"])
+    }
+
+    /// Lets the account with `email` log in to hosts in one of `groups` (`everyHost`: all of them; none: no host).
+    public func setHostGroups(_ groups: [String], email: String) async throws {
+        try Self.checkGroupNames(groups.filter { $0 != IdentityManager.everyHost })
+        try await manager.database.transaction { store in
+            guard let accountId = try await store.accountId(email: email.lowercased()) else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            try await store.setHostGroups(groups, accountId: accountId)
+            try await store.recordAudit(
+                self.adminEvent(
+                    .hostGroupsSet, email: email.lowercased(),
+                    detail: groups.isEmpty ? "no host" : groups.joined(separator: ",")))
+        }
+        manager.logger.notice(
+            "host groups set", metadata: ["email": "\(email)", "groups": "\(groups.joined(separator: ","))"])
+    }
+
+    /// The upgrade step for host access: every account with a login name and no host groups, which could log in to any
+    /// host before access was explicit, keeps that (`*`). Returns their addresses.
+    public func keepOpenHostAccess() async throws -> [String] {
+        try await manager.database.transaction { store in
+            let accounts = try await store.accountsWithoutHostGroups()
+            for account in accounts {
+                try await store.setHostGroups([IdentityManager.everyHost], accountId: account.id)
+                try await store.recordAudit(
+                    self.adminEvent(.hostGroupsSet, email: account.email, detail: "every host (kept at the upgrade)"))
+            }
+            return accounts.map(\.email)
+        }
+    }
+
+    private static func checkGroupNames(_ groups: [String]) throws {
+        for group in groups where !HostNameValidator.isValid(group) || group.utf8.count > WireLimit.identifier {
+            throw ManagerError.badRequest(
+                "'\(group.prefix(64))' is not a group name: use 1 to 64 letters, digits, dots and dashes")
+        }
+    }
+    /// An account's own offline policy (nil: the manager's). `grace` 0 turns offline login off for the account.
+    public func setOfflinePolicy(graceMilliseconds: Int64?, maxFailures: Int?, email: String) async throws {
+        if let graceMilliseconds, !ManagerConfiguration.Offline.graceRange.contains(graceMilliseconds) {
+            throw ManagerError.badRequest("the offline grace must be from 0 to 90 days")
+        }
+        if let maxFailures, !ManagerConfiguration.Offline.maxFailuresRange.contains(maxFailures) {
+            throw ManagerError.badRequest("the wrong offline PINs allowed must be from 1 to 20")
+        }
+        try await manager.database.transaction { store in
+            guard
+                try await store.setOfflinePolicy(
+                    graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased())
+            else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            let detail =
+                graceMilliseconds == nil && maxFailures == nil
+                ? "the manager's"
+                : "grace \(graceMilliseconds.map { "\($0 / 1000) s" } ?? "the manager's"), \(maxFailures.map(String.init) ?? "the manager's") wrong PINs"
+            try await store.recordAudit(self.adminEvent(.offlinePolicySet, email: email.lowercased(), detail: detail))
+        }
+    }
+}
+
+extension IdentityManager {
+    /// The administrator's operations on this manager's data.
+    public var administration: Administration { Administration(manager: self) }
+}
