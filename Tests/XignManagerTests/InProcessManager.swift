@@ -37,7 +37,11 @@ struct InProcessManager: Sendable {
         let manager = try await IdentityManager.open(configuration: configuration, logger: logger)
         do {
             try await buildApplication(manager: manager).test(.router) { client in
-                try await body(InProcessManager(manager: manager, client: client, files: files, recorded: recorded))
+                // The manager's services stay on the shared threads; the test and the requests it makes, which the
+                // router answers in the test's own task, get a thread of their own.
+                try await onThreadOfItsOwn {
+                    try await body(InProcessManager(manager: manager, client: client, files: files, recorded: recorded))
+                }
             }
         } catch {
             await manager.database.close()

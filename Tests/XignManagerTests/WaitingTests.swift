@@ -58,6 +58,13 @@ import XignTestSupport
             return (state, Date().timeIntervalSince(started))
         }
 
+        /// The state the wait answered and when it was answered.
+        func waitedState(
+            _ confirmation: (id: String, code: String, waitToken: String), upTo milliseconds: Int
+        ) async throws -> (String, Date) {
+            (try await wait(confirmation, upTo: milliseconds).state, Date())
+        }
+
         /// alice approves on her device, through `api`.
         func approve(
             _ confirmation: (id: String, code: String, waitToken: String), through api: API<ManagerProcess>
@@ -104,10 +111,10 @@ import XignTestSupport
         #expect(bound < read * 10 * 16 / 2, "the bound still tells waiting from polling")
 
         // Honest control: the decision still reaches the host at once, and a wait after it reads it.
-        let waiter = Task { try await setup.wait(confirmations[0], upTo: 20_000) }
+        async let waiter = setup.wait(confirmations[0], upTo: 20_000)
         try await Task.sleep(for: .seconds(0.5))
         try await setup.approve(confirmations[0], through: setup.api)
-        let woken = try await waiter.value
+        let woken = try await waiter
         #expect(woken.state == "approved" && woken.seconds < 5, "\(woken)")
         await #expect(try setup.wait(confirmations[0], upTo: 0).state == "approved")
         await #expect(try setup.wait(confirmations[1], upTo: 0).state == "pending", "the other hosts still wait")
@@ -121,11 +128,11 @@ import XignTestSupport
         // Three in a row, so that a sweep (every 5 s) that happened to come at the right moment cannot pass it.
         for round in 1...3 {
             let confirmation = try await setup.start(from: "192.0.2.\(round)")
-            let waiter = Task { (try await setup.wait(confirmation, upTo: 20_000).state, Date()) }
+            async let waiter = setup.waitedState(confirmation, upTo: 20_000)
             try await Task.sleep(for: .seconds(0.5))
             try await setup.approve(confirmation, through: other)
             let approved = Date()
-            let (state, answered) = try await waiter.value
+            let (state, answered) = try await waiter
             let afterApproval = answered.timeIntervalSince(approved)
             #expect(
                 state == "approved" && afterApproval < 1.5,
@@ -140,12 +147,12 @@ import XignTestSupport
     ) async throws {
         let setup = try await Waiting(try ManagerProcess(config: Self.config, database: database))
         let confirmation = try await setup.start()
-        let waiter = Task { try await setup.wait(confirmation, upTo: 24_000) }
+        async let waiter = setup.wait(confirmation, upTo: 24_000)
         try await Task.sleep(for: .seconds(1))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try setup.api.manager.query(
             "UPDATE confirmations SET state = 'denied', changed_at = \(now) WHERE id = '\(confirmation.id)'")
-        let woken = try await waiter.value
+        let woken = try await waiter
         #expect(
             woken.state == "denied" && woken.seconds < 12,
             "within a sweep or two, not at the wait's end (24 s): \(woken)")

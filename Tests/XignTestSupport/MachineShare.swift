@@ -50,10 +50,26 @@ public struct MachineShare: SuiteTrait, TestTrait, TestScoping {
     }
 }
 
+/// Runs `body` on a thread of its own (its child tasks too), one of a pool that grows as needed. A test that runs
+/// on Swift's shared threads waits for one of them after each suspension, and under `make test` synchronous tests
+/// of other suites hold them for seconds: a 300 ms lock would run out between two requests.
+public func onThreadOfItsOwn<T>(_ body: () async throws -> T) async throws -> T {
+    let executor = ThreadExecutor.take()
+    defer { ThreadExecutor.giveBack(executor) }
+    return try await withTaskExecutorPreference(executor, operation: body)
+}
+
 /// Runs jobs one after another on a thread that lives as long as the test process.
 private final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
+
+    private static let idleLock = NSLock()
+    nonisolated(unsafe) private static var idle: [ThreadExecutor] = []
+
+    static func take() -> ThreadExecutor { idleLock.withLock { idle.popLast() } ?? ThreadExecutor() }
+
+    static func giveBack(_ executor: ThreadExecutor) { idleLock.withLock { idle.append(executor) } }
 
     init() {
         let thread = Thread { [unowned self] in run() }
