@@ -60,9 +60,14 @@ public struct MailQueue: Sendable {
         var sent = 0
         while true {
             let now = IdentityManager.now()
+            // Into the maildir, the request that queued a mail delivers it before its answer: a sweep leaves it that
+            // long, or the answer could come before the file (the sweep holding the claim). Through a relay the loop
+            // sends everything at once.
+            let queuedBefore = relay == nil ? now - claimMilliseconds : now + 1
             guard
                 let mail = try await database.transaction({ store in
-                    try await store.claimMail(id: id, now: now, until: now + self.claimMilliseconds)
+                    try await store.claimMail(
+                        id: id, now: now, until: now + self.claimMilliseconds, queuedBefore: queuedBefore)
                 })
             else { return sent }
             let outbox = self.outbox, sender = configuration.mailFrom

@@ -23,11 +23,13 @@ extension ManagerStore {
     }
 
     /// Takes the oldest due mail (or the one named `id`) until `until`; no other instance sends it meanwhile.
-    func claimMail(id: String? = nil, now: Int64, until: Int64) async throws -> QueuedMail? {
+    /// Claims mail `id`, or else the oldest mail due that was queued before `queuedBefore`.
+    func claimMail(id: String? = nil, now: Int64, until: Int64, queuedBefore: Int64) async throws -> QueuedMail? {
         let which =
             id.map { SQLQueryString("id = \(bind: $0) AND claimed_until < \(bind: now)") }
             ?? SQLQueryString(
-                "id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) ORDER BY created_at LIMIT 1)")
+                "id = (SELECT id FROM mail_queue WHERE claimed_until < \(bind: now) AND created_at < \(bind: queuedBefore) ORDER BY created_at LIMIT 1)"
+            )
         guard
             let row = try await sql.raw(
                 """
