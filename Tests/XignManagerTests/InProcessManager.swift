@@ -32,6 +32,10 @@ struct InProcessManager: Sendable {
         var configuration = try ManagerConfiguration(
             file: ConfigFile(text: String(contentsOfFile: files.configPath, encoding: .utf8), source: files.configPath))
         configuration.keepData(in: files.dataDirectory)
+        // swift-metrics takes one factory per process: /metrics needs a manager of its own (ManagerProcess).
+        guard configuration.metricsListen == nil else {
+            throw TestFailure("an in-process manager serves no /metrics; start a ManagerProcess for that")
+        }
         let recorded = RecordedLog()
         let logger = Logger(label: "in-process") { _ in recorded }
         let manager = try await IdentityManager.open(configuration: configuration, logger: logger)

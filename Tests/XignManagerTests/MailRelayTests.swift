@@ -3,23 +3,25 @@ import Testing
 import XignProtocol
 import XignTestSupport
 
-@Suite(.machineShare) struct MailRelayTests {
+@Suite struct MailRelayTests {
     @Test func activationMailGoesThroughTheRelayAndLeavesTheQueue() async throws {
         let sink = try SMTPSink()
-        let manager = try ManagerProcess(
-            config: ManagerProcess.testConfig
-                + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n")
-        _ = try await API(manager: manager).postRegistration("relay@example.org")
-        #expect(waitUntil { sink.messages.count == 1 })
-        let message = try #require(sink.messages.first)
-        #expect(message.recipient == "relay@example.org")
-        #expect(try PersonalizationPayload(parsingMail: message.data).managerURL == manager.url)
-        // Relayed mail leaves the queue and never lands in the maildir.
-        #expect(try waitUntil { try manager.query("SELECT COUNT(*) FROM mail_queue") == ["0"] })
-        #expect(try manager.mails().isEmpty)
+        let config =
+            ManagerFiles.testConfig + "\n[mail]\nsmtp_relay = 127.0.0.1:\(sink.port)\nfrom = idm@example.org\n"
+        try await InProcessManager.run(config: config) { inProcess in
+            let manager = inProcess.files
+            _ = try await inProcess.api.postRegistration("relay@example.org")
+            #expect(try await pollUntil { sink.messages.count == 1 })
+            let message = try #require(sink.messages.first)
+            #expect(message.recipient == "relay@example.org")
+            #expect(try PersonalizationPayload(parsingMail: message.data).managerURL == inProcess.api.url)
+            // Relayed mail leaves the queue and never lands in the maildir.
+            #expect(try await pollUntil { try manager.query("SELECT COUNT(*) FROM mail_queue") == ["0"] })
+            #expect(try manager.mails().isEmpty)
+        }
     }
 
-    @Test func mailWaitsInTheOutboxWhileTheRelayIsDown() async throws {
+    @Test(.machineShare) func mailWaitsInTheOutboxWhileTheRelayIsDown() async throws {
         // A port nobody listens on: the registration still succeeds and the mail stays queued.
         let port = try LoopbackSocket.unusedPort()
         let manager = try ManagerProcess(
