@@ -66,7 +66,7 @@ import XignTestSupport
         configuration.keepData(in: directory.file("manager"))
         let manager = try await IdentityManager.open(configuration: configuration, logger: Logger(label: "test"))
         do {
-            _ = try await manager.createAccount(
+            _ = try await manager.activations.createAccount(
                 IdentityManager.NewAccount(email: "alice@example.org", loginName: nil, attributes: [:]), pin: "24680",
                 alias: nil, by: "test")
             let activation = try #require(

@@ -27,6 +27,18 @@ public final class IdentityManager: Sendable {
     let signals = Signals()
     let wakeUps: WakeUps
     let rateLimiter: RateLimiter
+    /// A device taking an activation.
+    let enrolments: Enrolments
+    /// An account's waiting logins: their sources, room and codes.
+    let confirmationQueue: ConfirmationQueue
+    /// The checks of a TPM's attestation.
+    let attestations: AttestationVerifier
+    /// What an api access grant changes in an account.
+    let accountChanges: AccountChanges
+    /// Offline login's policy and the reports of offline attempts.
+    let offline: OfflineLogins
+    /// New accounts and activations.
+    let activations: Activations
     let expiry: Expiry
     /// The typed code and the approval, for both approval protocols.
     let confirmations: ConfirmationDecision
@@ -51,12 +63,24 @@ public final class IdentityManager: Sendable {
         loginTokens = LoginTokens(database: database, services: services, signer: signer)
         pinChecker = PINChecker(
             database: database, configuration: configuration, secrets: secrets, logger: logger, instanceId: instanceId)
+        mail = MailQueue(database: database, configuration: configuration, recordKey: secrets.recordKey, logger: logger)
+        activations = Activations(
+            database: database, configuration: configuration, pinChecker: pinChecker, mail: mail, signer: signer,
+            managerURL: verifier.managerURL, logger: logger)
+        attestations = AttestationVerifier(caDirectory: configuration.attestationCADirectory, logger: logger)
+        offline = OfflineLogins(database: database, configuration: configuration, logger: logger)
+        enrolments = Enrolments(
+            database: database, configuration: configuration, attestations: attestations, activations: activations,
+            offline: offline, mail: mail, signer: signer, logger: logger)
+        confirmationQueue = ConfirmationQueue(settings: configuration.confirmation)
+        accountChanges = AccountChanges(
+            database: database, configuration: configuration, secrets: secrets, pinChecker: pinChecker,
+            activations: activations, mail: mail)
         rateLimiter = RateLimiter(database: database, limits: configuration.limits, logger: logger)
         expiry = Expiry(database: database, configuration: configuration)
         wakeUps = WakeUps(signals: signals, database: database, logger: logger)
         confirmations = ConfirmationDecision(
             database: database, settings: configuration.confirmation, wakeUps: wakeUps, logger: logger)
-        mail = MailQueue(database: database, configuration: configuration, recordKey: secrets.recordKey, logger: logger)
     }
 
     /// Opens the store and the secrets named in `configuration`; the owner of the process sets umask 077 first.

@@ -132,7 +132,7 @@ public struct Administration: Sendable {
             email: email.lowercased(), loginName: loginName, attributes: [:], arbitraryAttributes: nil,
             serviceMappingId: nil,
             organization: organization)
-        _ = try await manager.createAccount(
+        _ = try await manager.activations.createAccount(
             account, pin: pin, alias: organization.map { "\($0) invite" }, by: administrator)
         manager.logger.info(
             organization == nil ? "account created by administrator" : "organization invite",

@@ -22,7 +22,7 @@ extension IdentityManager {
             })
         // Before the lock is judged below, so wrong offline PINs count toward it now.
         if let report = request.offlineReport {
-            try await recordOfflineReport(report, deviceId: request.deviceId, host: request.host)
+            try await offline.recordOfflineReport(report, deviceId: request.deviceId, host: request.host)
         }
         // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
         let confirmation = try await confirmationId.asyncMap {
@@ -31,7 +31,7 @@ extension IdentityManager {
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
         // Unsynced: a start lost in a power cut only makes the client start again.
-        let start = try await countingLockedLogins {
+        let start = try await ManagerMetrics.countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
                 let (device, activation) = try await DeviceEligibility.authenticatingDevice(
                     request.deviceId, requirement: requirement, in: store)
@@ -67,7 +67,7 @@ extension IdentityManager {
                                 ] : []
                         )
                     },
-                    offline: self.offlinePolicy(for: device, of: activation), pinSealingKey: self.pinSealingKey
+                    offline: self.offline.policy(for: device, of: activation), pinSealingKey: self.pinSealingKey
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(
@@ -187,7 +187,7 @@ extension IdentityManager {
             return .mergeComplete(mergedEmail: try await merge(session: sessionId, into: authentication.activationId))
         case .apiAccess(let process):
             return .apiAccess(
-                try await grantApiAccess(
+                try await accountChanges.grantApiAccess(
                     process, for: authentication, authenticationId: request.authenticationId, role: role))
         }
     }
@@ -204,7 +204,7 @@ extension IdentityManager {
             sealed, for: .authentication(id: request.authenticationId, challenge: authentication.challenge))
         let purpose = PINChecker.Purpose(
             service: service.id, host: authentication.host, actor: "device \(authentication.deviceId)")
-        let verdict = try await countingLockedLogins {
+        let verdict = try await ManagerMetrics.countingLockedLogins {
             try await pinChecker.check(
                 pin, ofDevice: authentication.deviceId, activationId: authentication.activationId, for: purpose,
                 whenRight: whenRight)
@@ -265,14 +265,6 @@ extension IdentityManager {
                     host: authentication.host, service: service.id,
                     detail: "role \(role) as \(authentication.localUser)", actor: "device \(authentication.deviceId)"
                 ))
-        }
-    }
-
-    /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
-    func countingLockedLogins<T>(_ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch let error as ManagerError where error.detail.code == .lockedOut {
-            ManagerMetrics.login(.locked)
-            throw error
         }
     }
 

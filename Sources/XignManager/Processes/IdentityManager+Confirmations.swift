@@ -32,13 +32,13 @@ extension IdentityManager {
         let settings = configuration.confirmation
         let waitToken = try SecureRandom.token(byteCount: 16)
         let now = Self.now()
-        let source = Self.confirmationSource(hostId: request.hostId, remoteHost: request.remoteHost)
+        let source = ConfirmationQueue.source(hostId: request.hostId, remoteHost: request.remoteHost)
         let confirmation = ManagerStore.ConfirmationRecord(
             id: Base32.encode(try SecureRandom.bytes(16)), hostId: request.hostId, hostName: "", accountId: "",
             loginName: request.loginName,
             service: request.service, remoteHost: request.remoteHost, source: source, tty: request.tty,
             command: request.command,
-            nonce: request.nonce, waitTokenHash: Self.hashed(waitToken), code: try Self.confirmationCode(),
+            nonce: request.nonce, waitTokenHash: Self.hashed(waitToken), code: try ConfirmationQueue.code(),
             codeFailures: 0, state: .pending,
             approvedBy: nil, createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
         )
@@ -67,7 +67,7 @@ extension IdentityManager {
                     "a login to \(request.loginName) from here was denied a moment ago; try again in \((blockedUntil - now + 999) / 1000) s"
                 )
             }
-            let displaced = try await self.makeRoom(for: confirmation, of: accountId, in: store)
+            let displaced = try await self.confirmationQueue.makeRoom(for: confirmation, of: accountId, in: store)
             var record = confirmation
             (record.accountId, record.hostName) = (accountId, host.name)
             try await store.insertConfirmation(record)
@@ -88,40 +88,6 @@ extension IdentityManager {
             expiresAt: confirmation.expiresAt
         )
         return try signer.sign(start, type: SignedAnswerType.confirmationStart)
-    }
-
-    /// What a confirmation counts against: its host and the remote address the host reports (its /64 for IPv6).
-    static func confirmationSource(hostId: String, remoteHost: String?) -> String {
-        hostId + " " + AddressKey.key(for: remoteHost ?? "-")
-    }
-
-    /// Keeps the account's queue within `max_pending` per source and `max_pending_per_account` in all: at a cap, the
-    /// oldest pending confirmation nobody opened (of the source, or of the account) ends to make room, so whoever
-    /// floods the queue cannot keep out the user's own next login. Returns the one that ended, if any.
-    private func makeRoom(
-        for new: ManagerStore.ConfirmationRecord, of accountId: String, in store: ManagerStore
-    ) async throws -> String? {
-        let settings = configuration.confirmation
-        let pending = try await store.pendingConfirmations(accountId: accountId, now: new.createdAt)
-        let fromSource = pending.filter { $0.source == new.source }
-        let candidates: [ManagerStore.ConfirmationRecord]
-        if fromSource.count >= settings.maxPending {
-            candidates = fromSource
-        } else if pending.count >= settings.maxPendingPerAccount {
-            candidates = pending
-        } else {
-            return nil
-        }
-        // Oldest first; one a device opened stays, as someone is deciding it.
-        guard let oldest = candidates.first(where: { $0.openedAt == nil }),
-            try await store.decideConfirmation(oldest.id, state: .expired, approvedBy: nil, now: new.createdAt)
-        else {
-            throw ManagerError(
-                .tooManyRequests, .tooManyRequests,
-                "\(candidates.count) logins to \(new.loginName) are waiting for approval and being decided; approve or deny those first"
-            )
-        }
-        return oldest.id
     }
 
     /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.
@@ -152,7 +118,7 @@ extension IdentityManager {
             record.map { !isYours($0) || $0.state(at: Self.now()) != .pending } ?? true
         }
         let expiry = { (record: ManagerStore.ConfirmationRecord?) in record?.expiresAt ?? 0 }
-        let found = try await longPoll(
+        let found = try await wakeUps.longPoll(
             request.waitMilliseconds, wakingOn: WakeUps.key(confirmation: request.confirmationId), keptUntil: expiry,
             until: decidedOrNotYours
         ) {
@@ -185,48 +151,13 @@ extension IdentityManager {
             }
             return accountId
         }
-        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
+        let pending = try await wakeUps.waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
             !$0.isEmpty
         }
         let list = ConfirmationListMessage(
             nonce: request.nonce,
             confirmations: pending.map(\.pendingMessage))
         return try signer.sign(list, type: SignedAnswerType.confirmationList)
-    }
-
-    /// The account's pending confirmations, oldest first, once `done` holds for them or after `waitMilliseconds`.
-    func waitForPendingConfirmations(
-        of accountId: String, upTo waitMilliseconds: Int, until done: ([ManagerStore.ConfirmationRecord]) -> Bool
-    ) async throws -> [ManagerStore.ConfirmationRecord] {
-        let keptUntil = { (pending: [ManagerStore.ConfirmationRecord]) in
-            pending.map(\.expiresAt).min() ?? Self.now() + Self.emptyListKeptMilliseconds
-        }
-        return try await longPoll(
-            waitMilliseconds, wakingOn: WakeUps.key(account: accountId), keptUntil: keptUntil, until: done
-        ) {
-            try await self.database.read { store in
-                try await store.pendingConfirmations(accountId: accountId, now: Self.now())
-            }
-        }.filter { $0.state(at: Self.now()) == .pending }
-    }
-
-    /// Waits until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. The
-    /// reading is kept (Signals) until `keptUntil` or a wake-up on `key`, so a wait that comes again, here or for
-    /// another waiter of the same key, costs the database nothing until the row changes.
-    func longPoll<Reading: Sendable>(
-        _ waitMilliseconds: Int, wakingOn key: String, keptUntil: @escaping (Reading) -> Int64,
-        until done: (Reading) -> Bool,
-        _ read: () async throws -> Reading
-    ) async throws -> Reading {
-        let deadline = Self.now() + Int64(min(max(waitMilliseconds, 0), Self.longestWaitMilliseconds))
-        while true {
-            let reading = try await signals.reading(of: key, now: Self.now(), until: keptUntil, read)
-            let now = Self.now()
-            if done(reading.value) || now >= deadline { return reading.value }
-            await signals.pause(
-                key, upTo: .milliseconds(max(1, min(deadline, keptUntil(reading.value)) - now)),
-                whileKept: reading.token)
-        }
     }
 
     /// The user refuses a confirmation from an enrolled device; its source (host and remote address) gets a cool-down,
@@ -258,22 +189,5 @@ extension IdentityManager {
             "confirmation denied",
             metadata: ["confirmation": "\(request.confirmationId)", "device": "\(request.deviceId)"])
         return ConfirmationStateMessage(confirmationId: request.confirmationId, state: .denied)
-    }
-
-    /// Six digits, uniformly drawn.
-    private static func confirmationCode() throws -> String {
-        var value: UInt32
-        repeat {
-            value = try SecureRandom.bytes(4).withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-        } while value >= 4_293_000_000  // a multiple of 10^6, so every code is equally likely
-        let digits = String(value % 1_000_000)
-        return String(repeating: "0", count: 6 - digits.count) + digits
-    }
-}
-
-extension Optional {
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let self else { return nil }
-        return try await transform(self)
     }
 }

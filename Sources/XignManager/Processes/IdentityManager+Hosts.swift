@@ -51,7 +51,7 @@ extension IdentityManager {
             guard try await !store.isHostNameTaken(name) else {
                 throw ManagerError(.conflict, .conflict, "a host named \(name) joined meanwhile")
             }
-            let finding = try await self.finding(
+            let finding = try await self.attestations.finding(
                 request.attestation, of: hostKey, kind: request.keyKind, purpose: "host:\(tokenHash)", in: store)
             if requirement == .attested,
                 let refusal = DeviceEligibility.refusal(

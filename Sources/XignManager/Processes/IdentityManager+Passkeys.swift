@@ -37,7 +37,7 @@ extension IdentityManager {
             throw ManagerError(
                 .conflict, .conflict, "this passkey is enrolled already; a passkey serves one activation")
         }
-        let enrolment = NewEnrolment(
+        let enrolment = Enrolments.NewEnrolment(
             sessionId: request.sessionId, mode: request.mode, nonce: request.nonce,
             deviceKey: Base64URL.encode(credential.publicKey.derRepresentation), keyKind: .passkey,
             information: request.device,
@@ -45,7 +45,7 @@ extension IdentityManager {
                 credentialId: credentialId, aaguid: credential.aaguid.map { String(format: "%02x", $0) }.joined(),
                 signCount: credential.signCount,
                 backupEligible: credential.isBackupEligible, backedUp: credential.isBackedUp))
-        return try await enrol(enrolment, newActivation: nil) { sessionChallenge in
+        return try await enrolments.enrol(enrolment, newActivation: nil) { sessionChallenge in
             guard let expected = Base64URL.decode(sessionChallenge), constantTimeEquals(expected, claimed) else {
                 throw ManagerError(
                     .unauthorized, .signatureInvalid,
@@ -111,7 +111,7 @@ extension IdentityManager {
         let purpose = AuthenticationPurpose.confirmation(id: request.confirmationId)
         let service = try services.service(for: purpose)
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
-        let (device, activation) = try await countingLockedLogins {
+        let (device, activation) = try await ManagerMetrics.countingLockedLogins {
             try await database.transaction(durability: .unsynced) { store in
                 try await DeviceEligibility.authenticatingDevice(request.deviceId, requirement: requirement, in: store)
             }
@@ -121,7 +121,7 @@ extension IdentityManager {
         // The audit names the service the host logs in to (sshd), not the manager's built-in one.
         let check = PINChecker.Purpose(
             service: confirmation.service, host: confirmation.hostName, actor: "device \(device.id)")
-        let verdict = try await countingLockedLogins {
+        let verdict = try await ManagerMetrics.countingLockedLogins {
             try await pinChecker.check(pin, ofDevice: device.id, activationId: activation.id, for: check)
         }
         var answer = ConfirmationApprovalMessage(

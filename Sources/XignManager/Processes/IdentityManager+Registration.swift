@@ -52,7 +52,7 @@ extension IdentityManager {
             let blocked = configuration.blockedDomains.contains(String(email.split(separator: "@").last ?? ""))
             if blocked {
                 errors["email"] = .notAvailable
-            } else if try await isEmailTaken(email) {
+            } else if try await activations.isEmailTaken(email) {
                 errors["email"] = .notAvailable
             }
         }
@@ -62,7 +62,7 @@ extension IdentityManager {
         if let name = requestedLoginName, errors[AttributeValidator.loginName] == nil {
             if LoginNameValidator.isSystemAccountName(name) {
                 errors[AttributeValidator.loginName] = .invalid
-            } else if try await isLoginNameTaken(name) {
+            } else if try await activations.isLoginNameTaken(name) {
                 errors[AttributeValidator.loginName] = .notAvailable
             }
         }
@@ -84,7 +84,7 @@ extension IdentityManager {
             serviceMappingId: keepArbitrary ? request.serviceMappingId : nil,
             organization: nil
         )
-        let alias = try await createAccount(
+        let alias = try await activations.createAccount(
             account, pin: pin, alias: request.alias, by: "registration from \(client ?? "unknown address")")
         logger.info("registered account", metadata: ["email": "\(email)", "alias": "\(alias)"])
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
@@ -97,62 +97,6 @@ extension IdentityManager {
         var arbitraryAttributes: [String: String]?
         var serviceMappingId: String?
         var organization: String?
-    }
-
-    private func isEmailTaken(_ email: String) async throws -> Bool {
-        try await database.transaction { store in try await store.isEmailTaken(email) }
-    }
-
-    private func isLoginNameTaken(_ loginName: String) async throws -> Bool {
-        try await database.transaction { store in try await store.isLoginNameTaken(loginName) }
-    }
-
-    /// Creates an account with its first activation and queues the activation mail; returns the activation's alias.
-    func createAccount(_ account: NewAccount, pin: String, alias: String?, by actor: String) async throws -> String {
-        let activation = try makeActivation(pin: pin)
-        let chosenAlias = alias ?? "Activation 1"
-        let record = ManagerStore.NewAccount(
-            id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
-            attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
-            arbitraryAttributes: try account.arbitraryAttributes.map {
-                String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self)
-            },
-            serviceMappingId: account.serviceMappingId, organization: account.organization, createdAt: Self.now()
-        )
-        let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
-        let mailId: String
-        do {
-            mailId = try await database.transaction { store in
-                try await store.insertAccount(record)
-                try await store.insertActivation(
-                    activation.record(
-                        accountId: record.id, alias: chosenAlias, deviceId: nil,
-                        validFor: self.configuration.activationDataLifetimeMilliseconds))
-                try await store.recordAudit(
-                    AuditEvent(
-                        .accountCreated, email: record.email, activationId: activation.id,
-                        detail: account.organization.map { "organization invite from \($0)" }, actor: actor
-                    ))
-                return try await self.mail.queue(mail, in: store)
-            }
-        } catch let error as ManagerError {
-            throw error
-        } catch {
-            // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
-            if try await isEmailTaken(account.email) {
-                throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the email address is already registered",
-                    attributes: ["email": .notAvailable])
-            }
-            if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
-                throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the login name is already taken",
-                    attributes: [AttributeValidator.loginName: .notAvailable])
-            }
-            throw error
-        }
-        await self.mail.deliver(id: mailId)
-        return chosenAlias
     }
 
     struct ActivationSecrets: Sendable {
@@ -172,21 +116,5 @@ extension IdentityManager {
                 deviceId: deviceId, secretValidUntil: deviceId == nil ? now + lifetime : 0, createdAt: now
             )
         }
-    }
-
-    func makeActivation(pin: String) throws -> ActivationSecrets {
-        ActivationSecrets(
-            id: try SecureRandom.identifier(),
-            // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
-            secret: Base32.encode(try SecureRandom.bytes(16)),
-            pin: try pinChecker.makeVerifier(pin: pin)
-        )
-    }
-
-    func payload(for activation: ActivationSecrets) -> PersonalizationPayload {
-        PersonalizationPayload(
-            managerURL: managerURL, activationId: activation.id, activationSecret: activation.secret,
-            managerKeyFingerprint: signer.publicKey.shortFingerprint
-        )
     }
 }

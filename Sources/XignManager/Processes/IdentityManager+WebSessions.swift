@@ -41,7 +41,7 @@ extension IdentityManager {
             return accountId
         }
         let seen = Set(request.seen)
-        let pending = try await waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
+        let pending = try await wakeUps.waitForPendingConfirmations(of: accountId, upTo: request.waitMilliseconds) {
             Set($0.map(\.id)) != seen
         }
         return WebPendingMessage(confirmations: pending.map(\.pendingMessage))

@@ -74,3 +74,13 @@ private struct CountedTotal: Sendable {
         counter.increment(by: uncounted)
     }
 }
+
+extension ManagerMetrics {
+    /// Runs `body`, counting a refusal because a lock is in force as a login refused `locked`.
+    static func countingLockedLogins<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as ManagerError where error.detail.code == .lockedOut {
+            login(.locked)
+            throw error
+        }
+    }
+}

@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 
-/// Wakes the long polls that wait on a confirmation or an account's pending logins: here through `Signals`, and on
-/// PostgreSQL on every instance through NOTIFY (the sweep in IdentityManager+WakeUps catches what is lost).
+/// The long polls that wait on a confirmation or an account's pending logins, and what wakes them: here `Signals`, and
+/// on PostgreSQL every instance through NOTIFY (the sweep in IdentityManager+WakeUps catches what is lost).
 struct WakeUps: Sendable {
     let signals: Signals
     let database: Database
@@ -24,6 +24,42 @@ struct WakeUps: Sendable {
         keys.forEach(signals.signal)
         do { try await database.publish(keys) } catch {
             logger.warning("cannot notify the other instances (their waiters see it at the next sweep): \(error)")
+        }
+    }
+
+    /// The account's pending confirmations, oldest first, once `done` holds for them or after `waitMilliseconds`.
+    func waitForPendingConfirmations(
+        of accountId: String, upTo waitMilliseconds: Int, until done: ([ManagerStore.ConfirmationRecord]) -> Bool
+    ) async throws -> [ManagerStore.ConfirmationRecord] {
+        let keptUntil = { (pending: [ManagerStore.ConfirmationRecord]) in
+            pending.map(\.expiresAt).min() ?? IdentityManager.now() + IdentityManager.emptyListKeptMilliseconds
+        }
+        return try await longPoll(
+            waitMilliseconds, wakingOn: WakeUps.key(account: accountId), keptUntil: keptUntil, until: done
+        ) {
+            try await database.read { store in
+                try await store.pendingConfirmations(accountId: accountId, now: IdentityManager.now())
+            }
+        }.filter { $0.state(at: IdentityManager.now()) == .pending }
+    }
+
+    /// Waits until `done` holds or `waitMilliseconds` (at most 25 s) have passed, and returns the last reading. The
+    /// reading is kept (Signals) until `keptUntil` or a wake-up on `key`, so a wait that comes again, here or for
+    /// another waiter of the same key, costs the database nothing until the row changes.
+    func longPoll<Reading: Sendable>(
+        _ waitMilliseconds: Int, wakingOn key: String, keptUntil: @escaping (Reading) -> Int64,
+        until done: (Reading) -> Bool,
+        _ read: () async throws -> Reading
+    ) async throws -> Reading {
+        let deadline =
+            IdentityManager.now() + Int64(min(max(waitMilliseconds, 0), IdentityManager.longestWaitMilliseconds))
+        while true {
+            let reading = try await signals.reading(of: key, now: IdentityManager.now(), until: keptUntil, read)
+            let now = IdentityManager.now()
+            if done(reading.value) || now >= deadline { return reading.value }
+            await signals.pause(
+                key, upTo: .milliseconds(max(1, min(deadline, keptUntil(reading.value)) - now)),
+                whileKept: reading.token)
         }
     }
 }

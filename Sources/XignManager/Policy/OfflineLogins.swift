@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import XignCrypto
 import XignManagerConfiguration
 import XignProtocol
@@ -6,9 +7,13 @@ import XignProtocol
 /// Offline login (docs/security.md, "Offline login"): the policy a device is sent, and what it reports back.
 /// The manager never sees an offline attempt as it happens; it charges the wrong PINs to the activation's lockout
 /// when the device is next online, and writes the logins to the audit.
-extension IdentityManager {
+struct OfflineLogins: Sendable {
+    let database: Database
+    let configuration: ManagerConfiguration
+    let logger: Logger
+
     /// The account's own policy, else the manager's; no offline login for keys that are not in a TPM.
-    func offlinePolicy(
+    func policy(
         keyKind: KeyKind, reportedThrough: Int64, of activation: ManagerStore.ActivationRecord
     ) -> OfflinePolicyMessage {
         OfflinePolicyMessage(
@@ -19,17 +24,17 @@ extension IdentityManager {
             reportedThrough: reportedThrough)
     }
 
-    func offlinePolicy(
+    func policy(
         for device: ManagerStore.DeviceRecord, of activation: ManagerStore.ActivationRecord
     ) -> OfflinePolicyMessage {
-        offlinePolicy(keyKind: device.keyKind, reportedThrough: device.offlineReportedThrough, of: activation)
+        policy(keyKind: device.keyKind, reportedThrough: device.offlineReportedThrough, of: activation)
     }
 
     /// Records the events of a device's report that are new (a report repeated after a lost answer adds nothing):
     /// each wrong PIN is one failure of the activation's lockout, each login an audit entry. Synced: a charge must hold.
     func recordOfflineReport(_ report: OfflineReportMessage, deviceId: String, host: String) async throws {
         guard let last = report.events.last else { return }
-        let now = Self.now()
+        let now = IdentityManager.now()
         let lockout = configuration.lockout
         let charged = try await database.transaction { store -> Int in
             let device = try await DeviceEligibility.enrolledDevice(deviceId, in: store)
@@ -43,7 +48,7 @@ extension IdentityManager {
             let dates = ISO8601DateFormatter()
             for event in fresh {
                 // The device's clock, within reason: never in the future, never before the audit keeps anything.
-                let at = min(max(event.at, now - self.configuration.auditKeepMilliseconds), now)
+                let at = min(max(event.at, now - configuration.auditKeepMilliseconds), now)
                 let when = dates.string(from: Date(timeIntervalSince1970: Double(at) / 1000))
                 switch event.kind {
                 case .login:
@@ -77,5 +82,4 @@ extension IdentityManager {
             logger.notice("wrong offline PINs charged", metadata: ["device": "\(deviceId)", "failures": "\(charged)"])
         }
     }
-
 }

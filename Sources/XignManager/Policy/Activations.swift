@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import XignCrypto
+import XignManagerConfiguration
+import XignProtocol
+
+/// New accounts and activations: the activation secret and the PIN's verifier, the payload the QR code and the mail
+/// carry, and an account written with its first activation and its mail in one transaction. Registration, the
+/// administrator and a device's request for a new activation all make them here.
+struct Activations: Sendable {
+    let database: Database
+    let configuration: ManagerConfiguration
+    let pinChecker: PINChecker
+    let mail: MailQueue
+    let signer: AnswerSigner
+    let managerURL: @Sendable () -> ManagerURL
+    let logger: Logger
+
+    func isEmailTaken(_ email: String) async throws -> Bool {
+        try await database.transaction { store in try await store.isEmailTaken(email) }
+    }
+
+    func isLoginNameTaken(_ loginName: String) async throws -> Bool {
+        try await database.transaction { store in try await store.isLoginNameTaken(loginName) }
+    }
+
+    /// Creates an account with its first activation and queues the activation mail; returns the activation's alias.
+    func createAccount(
+        _ account: IdentityManager.NewAccount, pin: String, alias: String?, by actor: String
+    ) async throws -> String {
+        let activation = try makeActivation(pin: pin)
+        let chosenAlias = alias ?? "Activation 1"
+        let record = ManagerStore.NewAccount(
+            id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
+            attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
+            arbitraryAttributes: try account.arbitraryAttributes.map {
+                String(decoding: try JSONEncoder.canonical.encode($0), as: UTF8.self)
+            },
+            serviceMappingId: account.serviceMappingId, organization: account.organization,
+            createdAt: IdentityManager.now()
+        )
+        let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
+        let mailId: String
+        do {
+            mailId = try await database.transaction { store in
+                try await store.insertAccount(record)
+                try await store.insertActivation(
+                    activation.record(
+                        accountId: record.id, alias: chosenAlias, deviceId: nil,
+                        validFor: self.configuration.activationDataLifetimeMilliseconds))
+                try await store.recordAudit(
+                    AuditEvent(
+                        .accountCreated, email: record.email, activationId: activation.id,
+                        detail: account.organization.map { "organization invite from \($0)" }, actor: actor
+                    ))
+                return try await self.mail.queue(mail, in: store)
+            }
+        } catch let error as ManagerError {
+            throw error
+        } catch {
+            // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
+            if try await isEmailTaken(account.email) {
+                throw ManagerError(
+                    .unprocessableContent, .registrationRejected, "the email address is already registered",
+                    attributes: ["email": .notAvailable])
+            }
+            if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
+                throw ManagerError(
+                    .unprocessableContent, .registrationRejected, "the login name is already taken",
+                    attributes: [AttributeValidator.loginName: .notAvailable])
+            }
+            throw error
+        }
+        await self.mail.deliver(id: mailId)
+        return chosenAlias
+    }
+
+    func makeActivation(pin: String) throws -> IdentityManager.ActivationSecrets {
+        IdentityManager.ActivationSecrets(
+            id: try SecureRandom.identifier(),
+            // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
+            secret: Base32.encode(try SecureRandom.bytes(16)),
+            pin: try pinChecker.makeVerifier(pin: pin)
+        )
+    }
+
+    func payload(for activation: IdentityManager.ActivationSecrets) -> PersonalizationPayload {
+        PersonalizationPayload(
+            managerURL: managerURL(), activationId: activation.id, activationSecret: activation.secret,
+            managerKeyFingerprint: signer.publicKey.shortFingerprint
+        )
+    }
+}
