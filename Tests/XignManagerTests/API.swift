@@ -163,7 +163,13 @@ struct API<Manager: ManagerFiles>: Sendable {
     func enrolDevice(
         _ email: String, pin: String = "24680", keyKind: KeyKind = .software
     ) async throws -> (id: String, key: P256PrivateKey) {
-        let payload = try await register(email, pin: pin)
+        try await personalize(try await register(email, pin: pin), pin: pin, keyKind: keyKind)
+    }
+
+    /// Personalizes a new software key with the activation data `payload`; returns the device id and its key.
+    func personalize(
+        _ payload: PersonalizationPayload, pin: String = "24680", keyKind: KeyKind = .software
+    ) async throws -> (id: String, key: P256PrivateKey) {
         let result = try await decrypt(payload, pin: pin).signedPayload(
             key: try managerKey, type: SignedAnswerType.decrypt)
         let device = try P256PrivateKey()

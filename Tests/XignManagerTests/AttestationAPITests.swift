@@ -13,18 +13,19 @@ import XignTestSupport
 @Suite(.machineShare) struct AttestationAPITests {
     static let maker = Result { try TPMMakerCA().lastingTheRun() }
 
-    struct Setting {
-        let api: API<ManagerProcess>
+    /// The manager's config for these tests: attested keys required, the maker CA trusted.
+    static func config() throws -> String {
+        ManagerFiles.testConfig
+            + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(try maker.get().trustedDirectory)\n"
+    }
+
+    struct Setting<Manager: ManagerFiles> {
+        let api: API<Manager>
         let tpm: SoftwareTPM
         let keys: TPMDeviceKeyStore
 
-        init(database: TestDatabase = .sqlite) throws {
-            let trusted = try AttestationAPITests.maker.get().trustedDirectory
-            api = API(
-                manager: try ManagerProcess(
-                    config: ManagerProcess.testConfig
-                        + "\n[policy]\nrequire_hardware_key = attested\n[attestation]\nca_directory = \(trusted)\n",
-                    database: database))
+        init(_ api: API<Manager>) throws {
+            self.api = api
             tpm = try SoftwareTPM(manufacturedBy: try AttestationAPITests.maker.get(), ecc: false)
             keys = TPMDeviceKeyStore(directory: api.manager.directory.file("keys"), tcti: tpm.tcti)
             try FileManager.default.createDirectory(atPath: keys.directory, withIntermediateDirectories: true)
@@ -41,7 +42,7 @@ import XignTestSupport
 
         /// The evidence the client would send for `key` in `session`, from the manager's real credential.
         func evidence(for key: TPMDeviceKey, session: [String: Any]) throws -> AttestationEvidence {
-            let attestor = KeyAttestor(tpm: keys, client: ManagerClient(url: api.manager.url, http: HTTPClient()))
+            let attestor = KeyAttestor(tpm: keys, client: ManagerClient(url: api.url, http: HTTPClient()))
             return try #require(
                 try attestor.evidence(for: key, purpose: .personalization(sessionId: session["id"] as? String ?? "")))
         }
@@ -76,7 +77,7 @@ import XignTestSupport
 
     @Test(arguments: TestDatabase.allCases)
     func anHonestAttestationPassesAndEachForgeryIsRefused(database: TestDatabase) async throws {
-        let setting = try Setting(database: database)
+        let setting = try Setting(API(manager: try ManagerProcess(config: try Self.config(), database: database)))
 
         // The control: the key the TPM certified, in the session it was attested for.
         let session = try await setting.session("honest@example.org")
@@ -129,87 +130,94 @@ import XignTestSupport
     }
 
     @Test func theDoctorsCheckNamesTheIssuerAndWhetherItChains() async throws {
-        let setting = try Setting()
-        let der = try #require(try setting.keys.endorsementCertificates().first).der
-        let trusted = try await setting.api.post(
-            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
-        #expect(
-            trusted.status == 200 && trusted.json["accepted"] as? Bool == true
-                && trusted.json["issuer"] as? String == "CN=swtpm-localca")
-        let foreignTPM = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
-        let foreign = try #require(
-            try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti).endorsementCertificates()
-                .first
-        )
-        .der
-        let refused = try await setting.api.post(
-            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
-        #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
-        #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
-        // A start with that certificate is refused before the client's TPM does any work; the control is the trusted one.
-        let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
-        let session = try await setting.session("foreign@example.org")["id"] as? String
-        let start = { (certificate: Data) in
-            try await setting.api.post(
-                APIPath.attestations,
-                AttestationStartRequest(
-                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
-                    attestationKey: ak))
+        try await InProcessManager.run(config: try Self.config()) { inProcess in
+            let setting = try Setting(inProcess.api)
+            let der = try #require(try setting.keys.endorsementCertificates().first).der
+            let trusted = try await setting.api.post(
+                APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(der)))
+            #expect(
+                trusted.status == 200 && trusted.json["accepted"] as? Bool == true
+                    && trusted.json["issuer"] as? String == "CN=swtpm-localca")
+            let foreignTPM = try SoftwareTPM(manufacturedBy: try TPMMakerCA(), ecc: false)
+            let foreign = try #require(
+                try TPMDeviceKeyStore(directory: setting.keys.directory, tcti: foreignTPM.tcti)
+                    .endorsementCertificates()
+                    .first
+            )
+            .der
+            let refused = try await setting.api.post(
+                APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(foreign)))
+            #expect(refused.status == 200 && refused.json["accepted"] as? Bool == false)
+            #expect((refused.json["refusal"] as? String ?? "").contains("does not chain to a trusted maker CA"))
+            // A start with that certificate is refused before the client's TPM does any work; the control is the trusted one.
+            let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
+            let session = try await setting.session("foreign@example.org")["id"] as? String
+            let start = { (certificate: Data) in
+                try await setting.api.post(
+                    APIPath.attestations,
+                    AttestationStartRequest(
+                        sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
+                        attestationKey: ak))
+            }
+            let foreignStart = try await start(foreign)
+            #expect(
+                foreignStart.status == 403 && foreignStart.errorCode == "securityInsufficient", "\(foreignStart.json)")
+            #expect(try await start(der).status == 201)
+            let garbage = try await setting.api.post(
+                APIPath.endorsementChecks,
+                EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
+            #expect(
+                garbage.status == 400
+                    && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate")
+            )
         }
-        let foreignStart = try await start(foreign)
-        #expect(foreignStart.status == 403 && foreignStart.errorCode == "securityInsufficient", "\(foreignStart.json)")
-        #expect(try await start(der).status == 201)
-        let garbage = try await setting.api.post(
-            APIPath.endorsementChecks,
-            EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(Data("not a certificate".utf8))))
-        #expect(
-            garbage.status == 400 && (garbage.error["message"] as? String ?? "").contains("not a DER X.509 certificate")
-        )
     }
 
     /// G5, the reviewer's forgery: a TLS server certificate from the trusted maker CA, whose key the forger holds in a
     /// file. Its start is refused with securityInsufficient naming the profile check, before any credential exists;
     /// the control is swtpm's EK certificate from the same CA.
     @Test func aTLSCertificateFromATrustedCACarriesNoAttestation() async throws {
-        let setting = try Setting()
-        let maker = try AttestationAPITests.maker.get()
-        let scratch = TemporaryDirectory()
-        let key = scratch.file("tls.pem")
-        for arguments in [
-            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key],
-            ["pkey", "-in", key, "-pubout", "-out", key + ".pub"],
-        ] {
-            #expect(try ChildProcess("/usr/bin/openssl", arguments, in: scratch).wait().status == 0)
+        try await InProcessManager.run(config: try Self.config()) { inProcess in
+            let setting = try Setting(inProcess.api)
+            let maker = try AttestationAPITests.maker.get()
+            let scratch = TemporaryDirectory()
+            let key = scratch.file("tls.pem")
+            for arguments in [
+                ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key],
+                ["pkey", "-in", key, "-pubout", "-out", key + ".pub"],
+            ] {
+                #expect(try ChildProcess("/usr/bin/openssl", arguments, in: scratch).wait().status == 0)
+            }
+            let forged = try maker.issue(
+                publicKey: key + ".pub",
+                extensions:
+                    "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
+                in: scratch)
+            let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
+            let session = try await setting.session("forger@example.org")["id"] as? String
+            func start(_ certificate: Data) async throws -> APIAnswer {
+                try await setting.api.post(
+                    APIPath.attestations,
+                    AttestationStartRequest(
+                        sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
+                        attestationKey: ak))
+            }
+            await expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
+            let check = try await setting.api.post(
+                APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
+            #expect(
+                check.json["accepted"] as? Bool == false
+                    && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
+            let honest = try #require(try setting.keys.endorsementCertificates().first).der
+            await #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
         }
-        let forged = try maker.issue(
-            publicKey: key + ".pub",
-            extensions:
-                "[ek]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\nextendedKeyUsage = serverAuth\nsubjectAltName = DNS:host.example.org\n",
-            in: scratch)
-        let ak = Base64URL.encode(try setting.keys.createAttestationKey().publicArea)
-        let session = try await setting.session("forger@example.org")["id"] as? String
-        func start(_ certificate: Data) async throws -> APIAnswer {
-            try await setting.api.post(
-                APIPath.attestations,
-                AttestationStartRequest(
-                    sessionId: session, joinSecret: nil, endorsementCertificate: Base64URL.encode(certificate),
-                    attestationKey: ak))
-        }
-        await expectRefused(try start(forged), saying: "is not an EK certificate: its key usage lacks keyAgreement")
-        let check = try await setting.api.post(
-            APIPath.endorsementChecks, EndorsementCheckRequest(endorsementCertificate: Base64URL.encode(forged)))
-        #expect(
-            check.json["accepted"] as? Bool == false
-                && (check.json["refusal"] as? String ?? "").contains("is not an EK certificate"))
-        let honest = try #require(try setting.keys.endorsementCertificates().first).der
-        await #expect(try start(honest).status == 201, "control: the TPM's own EK certificate from the same CA")
     }
 
     /// Starts for one session at once: each is answered, the last one stored voids the others, and the session can
     /// still be attested after them.
     @Test(arguments: TestDatabase.allCases)
     func manyStartsAtOnceForOneSessionLeaveOneCredential(database: TestDatabase) async throws {
-        let setting = try Setting(database: database)
+        let setting = try Setting(API(manager: try ManagerProcess(config: try Self.config(), database: database)))
         let session = try await setting.session("parallel@example.org")
         let certificate = try #require(try setting.keys.endorsementCertificates().first).der
         let ak = try setting.keys.createAttestationKey().publicArea

@@ -329,22 +329,28 @@ import XignTestSupport
         }
     }
 
-    @Test(.machineShare, arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(
+    static let hardwareKeysOnly = ManagerFiles.testConfig + "\n[policy]\nrequire_hardware_key = true\n"
+
+    @Test(arguments: TestDatabase.allCases) func softwareKeysAreRefusedWhereHardwareKeysAreRequired(
         database: TestDatabase
     ) async throws {
-        let api = API(
-            manager: try ManagerProcess(
-                config: ManagerProcess.testConfig + "\n[policy]\nrequire_hardware_key = true\n", database: database))
-        let payload = try await api.register("hw@example.org")
-        let result = try await api.decrypt(payload, pin: "24680").signedPayload(
-            key: try api.managerKey, type: SignedAnswerType.decrypt)
-        let session = try #require(result["session"] as? [String: Any])
-        let (body, signature) = try api.signedPersonalization(session: session, key: P256PrivateKey())
-        let refused = try await api.call(
-            "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
-        #expect(refused.status == 403)
-        #expect(refused.errorCode == "securityInsufficient")
-        // The client raises XignSdkError securityInsufficient for it, with what to do.
+        try await InProcessManager.run(config: Self.hardwareKeysOnly, database: database) { inProcess in
+            let api = inProcess.api
+            let payload = try await api.register("hw@example.org")
+            let result = try await api.decrypt(payload, pin: "24680").signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.decrypt)
+            let session = try #require(result["session"] as? [String: Any])
+            let (body, signature) = try api.signedPersonalization(session: session, key: P256PrivateKey())
+            let refused = try await api.call(
+                "POST", APIPath.personalizations, body: body, headers: [(SignedRequest.signatureHeader, signature)])
+            #expect(refused.status == 403)
+            #expect(refused.errorCode == "securityInsufficient")
+        }
+    }
+
+    /// The client raises XignSdkError securityInsufficient for that refusal, with what to do.
+    @Test(.machineShare) func theClientNamesTheRefusalOfASoftwareKey() async throws {
+        let api = API(manager: try ManagerProcess(config: Self.hardwareKeysOnly))
         let sdk = try api.sdk()
         let data = PersonalizationInitializationData(payload: try await api.register("hw2@example.org"))
         let personalizer = sdk.personalizer()

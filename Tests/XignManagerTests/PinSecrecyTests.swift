@@ -127,58 +127,54 @@ import XignTestSupport
         }
     }
 
-    @Test(.machineShare, arguments: TestDatabase.allCases)
+    @Test(arguments: TestDatabase.allCases)
     func arbitraryAttributesAreKeptOnlyForALinkedServiceAndOnlyUntilTheFirstPersonalization(
         database: TestDatabase
     ) async throws {
         let linked = "a4212c28-7fb0-5ec9-8cf2-5ecda1f81329"
-        let manager = try ManagerProcess(
-            config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database)
-        let api = API(manager: manager)
-        #expect(
-            try await api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json[
-                "serviceMappingId"] as? String == linked)
-        func register(_ email: String, mapping: String?) async throws {
-            let request = RegisterRequest(
-                categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")),
-                attributes: ["email": email],
-                alias: nil,
-                serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
-            #expect(try await api.post(APIPath.registrations, request).status == 201)
-        }
-        try await register("unlinked@example.org", mapping: nil)
-        try await register("unknown@example.org", mapping: "not-linked")
-        try await register("linked@example.org", mapping: linked)
-        let kept = try manager.query(
-            "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
-        #expect(
-            kept == [
-                "linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-",
-                "unlinked@example.org=-",
-            ])
+        try await InProcessManager.run(
+            config: ManagerProcess.testConfig + "\n[registration]\nlinked_services = \(linked)\n", database: database
+        ) { inProcess in
+            let manager = inProcess.files
+            let api = inProcess.api
+            #expect(
+                try await api.call("GET", APIPath.registrationParameters, query: "?serviceMappingId=\(linked)").json[
+                    "serviceMappingId"] as? String == linked)
+            func register(_ email: String, mapping: String?) async throws {
+                let request = RegisterRequest(
+                    categoryId: "email", sealedPin: try api.sealed("24680", for: .registration(categoryId: "email")),
+                    attributes: ["email": email],
+                    alias: nil,
+                    serviceMappingId: mapping, arbitraryUserAttributes: ["realm": "staff", "dept": "ops"])
+                #expect(try await api.post(APIPath.registrations, request).status == 201)
+            }
+            try await register("unlinked@example.org", mapping: nil)
+            try await register("unknown@example.org", mapping: "not-linked")
+            try await register("linked@example.org", mapping: linked)
+            let kept = try manager.query(
+                "SELECT email || '=' || COALESCE(arbitrary_attributes, '-') FROM accounts ORDER BY email")
+            #expect(
+                kept == [
+                    "linked@example.org={\"dept\":\"ops\",\"realm\":\"staff\"}", "unknown@example.org=-",
+                    "unlinked@example.org=-",
+                ])
 
-        // The first personalization hands them to the linked service and deletes them.
-        let sdk = try api.sdk()
-        let data = try PersonalizationInitializationData(parsing: manager.activationLink(for: "linked@example.org"))
-        guard
-            case .newPersonalization(let parameters) = try sdk.personalizer()
-                .decryptPersonalizationInitializationDataSynchronous(
-                    data: data, pin: "24680")
-        else {
-            Issue.record("expected newPersonalization")
-            return
+            // The first personalization hands them to the linked service and deletes them.
+            _ = try await api.personalize(
+                PersonalizationPayload(parsing: manager.activationLink(for: "linked@example.org")))
+            #expect(
+                try manager.query(
+                    "SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == [
+                        "-"
+                    ])
+            let delivered = try FileManager.default.contentsOfDirectory(
+                atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
+            #expect(delivered.count == 1)
+            #expect(
+                try String(
+                    contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8)
+                    == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
         }
-        _ = try sdk.personalizer().personalizeIdentityManagerSynchronous(parameters: parameters)
-        #expect(
-            try manager.query(
-                "SELECT COALESCE(arbitrary_attributes, '-') FROM accounts WHERE email = 'linked@example.org'") == ["-"])
-        let delivered = try FileManager.default.contentsOfDirectory(
-            atPath: manager.dataDirectory + "/outbox/linked/\(linked)")
-        #expect(delivered.count == 1)
-        #expect(
-            try String(
-                contentsOfFile: manager.dataDirectory + "/outbox/linked/\(linked)/\(delivered[0])", encoding: .utf8)
-                == "{\"dept\":\"ops\",\"realm\":\"staff\"}")
     }
 }
 
