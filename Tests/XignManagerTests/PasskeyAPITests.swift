@@ -28,6 +28,22 @@ import XignTestSupport
                 nonce: "pk", attestationObject: Base64URL.encode(object), clientDataJSON: Base64URL.encode(clientData)))
     }
 
+    /// The account's device list, asked for by `deviceId` with an assertion of `passkey` in place of a signature.
+    static func listDevices(
+        _ api: API<some ManagerFiles>, _ deviceId: String, signedBy passkey: SoftwarePasskey
+    ) async throws -> APIAnswer {
+        let challenge = try #require(
+            try await api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"]
+                as? String)
+        let body = try JSONEncoder.canonical.encode(
+            AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
+        let (origin, rpId) = api.site
+        let header = try passkey.sign(
+            path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
+        return try await api.call(
+            "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
+    }
+
     static func deviceId(_ api: API<some ManagerFiles>, _ answer: APIAnswer) throws -> String {
         try #require(
             try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.personalization)["deviceId"]
@@ -48,18 +64,8 @@ import XignTestSupport
                 try api.manager.query("SELECT detail FROM audit_events WHERE event = 'enrolment'").first?.contains(
                     "passkey, device Passkey in a browser, credential") == true)
             // The device API takes its assertion where a machine's signature goes: the account's device list.
-            let challenge = try #require(
-                try await api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"]
-                    as? String)
-            let body = try JSONEncoder.canonical.encode(
-                AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
-            let (origin, rpId) = api.site
-            let header = try passkey.sign(
-                path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
-            let list = try await api.call(
-                "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)]
-            )
-            .signedPayload(key: try api.managerKey, type: SignedAnswerType.accountDevices)
+            let list = try await Self.listDevices(api, deviceId, signedBy: passkey).signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.accountDevices)
             let devices = try #require(list["devices"] as? [[String: Any]])
             #expect(devices.map { $0["keyKind"] as? String } == ["passkey"])
             #expect(try api.manager.query("SELECT sign_count FROM devices") == ["1"])
@@ -90,16 +96,7 @@ import XignTestSupport
     @Test(.machineShare) func theBackupEligibleFlagIsFixedAndEitherFlagMeansSynced() async throws {
         let api = API(manager: try ManagerProcess())
         func devices(_ passkey: SoftwarePasskey, _ deviceId: String) async throws -> APIAnswer {
-            let challenge = try #require(
-                try await api.post(APIPath.challenges, ChallengeRequest(deviceId: deviceId)).json["challenge"]
-                    as? String)
-            let body = try JSONEncoder.canonical.encode(
-                AccountDevicesRequest(deviceId: deviceId, challenge: challenge, nonce: "l"))
-            let (origin, rpId) = api.site
-            let header = try passkey.sign(
-                path: APIPath.accountDevices, body: body, challenge: challenge, origin: origin, rpId: rpId)
-            return try await api.call(
-                "POST", APIPath.accountDevices, body: body, headers: [(SignedRequest.signatureHeader, header)])
+            try await Self.listDevices(api, deviceId, signedBy: passkey)
         }
         let bound = try SoftwarePasskey()
         let boundId = try await Self.deviceId(api, try Self.enrol(api, "bound@example.org", bound))
