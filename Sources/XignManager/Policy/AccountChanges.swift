@@ -25,7 +25,7 @@ struct AccountChanges: Sendable {
             expiresAt: now + ServiceCatalog.apiAccessGrantMilliseconds)
         if process == .changePin || process == .requestNewActivation {
             grant.pinSpec = configuration.pinPolicy
-            grant.pinSealingKey = Base64URL.encode(secrets.pinSealingKey.publicKey.derRepresentation)
+            grant.pinSealingKey = secrets.publishedPINSealingKey
         }
         if process == .requestNewActivation {
             grant.aliasSpec = configuration.aliasPolicy

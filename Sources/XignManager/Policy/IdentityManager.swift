@@ -119,15 +119,12 @@ public final class IdentityManager: Sendable {
         boundURL.withLockedValue { $0 = stored.flatMap { try? ManagerURL($0) } }
     }
 
-    /// The PIN-sealing key as clients take it: SPKI DER, base64url.
-    var pinSealingKey: String { Base64URL.encode(secrets.pinSealingKey.publicKey.derRepresentation) }
-
     public func health() -> HealthMessage {
         HealthMessage(
             status: "ok", version: XignManagerVersion.string, managerKeyFingerprint: signer.publicKey.fingerprint,
             managerKey: Base64URL.encode(signer.publicKey.derRepresentation),
             pinSealingKey: try? signer.sign(
-                PINSealingKeyMessage(key: pinSealingKey), type: SignedAnswerType.pinSealingKey))
+                PINSealingKeyMessage(key: secrets.publishedPINSealingKey), type: SignedAnswerType.pinSealingKey))
     }
 
     /// How secrets the manager hands out (activation secrets, join and wait tokens) are kept: only their SHA-256.

@@ -269,3 +269,8 @@ extension ManagerSecrets {
         return "deleted-" + Base64URL.encode(code.prefix(16))
     }
 }
+
+extension ManagerSecrets {
+    /// The PIN-sealing key as clients take it: SPKI DER, base64url.
+    var publishedPINSealingKey: String { Base64URL.encode(pinSealingKey.publicKey.derRepresentation) }
+}

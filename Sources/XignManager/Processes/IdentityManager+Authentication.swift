@@ -67,7 +67,8 @@ extension IdentityManager {
                                 ] : []
                         )
                     },
-                    offline: self.offline.policy(for: device, of: activation), pinSealingKey: self.pinSealingKey
+                    offline: self.offline.policy(for: device, of: activation),
+                    pinSealingKey: self.secrets.publishedPINSealingKey
                 )
                 try await store.insertAuthentication(
                     ManagerStore.NewAuthentication(
