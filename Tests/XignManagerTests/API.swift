@@ -38,12 +38,10 @@ struct API<Manager: ManagerFiles>: Sendable {
         transport = .router(inProcess.client)
     }
 
-    typealias Answer = APIAnswer
-
     @discardableResult
     func call(
         _ method: String, _ path: String, query: String = "", body: Data? = nil, headers: [(String, String)] = []
-    ) async throws -> Answer {
+    ) async throws -> APIAnswer {
         let (status, contentType, answer): (Int, String?, Data)
         switch transport {
         case .network(let url):
@@ -66,14 +64,14 @@ struct API<Manager: ManagerFiles>: Sendable {
         }
         try APISpec.openAPI.get().validate(
             path: path, method: method, status: status, contentType: contentType, body: answer)
-        return Answer(status: status, body: answer)
+        return APIAnswer(status: status, body: answer)
     }
 
-    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) async throws -> Answer {
+    func post(_ path: String, _ value: some Encodable, headers: [(String, String)] = []) async throws -> APIAnswer {
         try await call("POST", path, body: try JSONEncoder.canonical.encode(value), headers: headers)
     }
 
-    func post(_ path: String, json: String) async throws -> Answer {
+    func post(_ path: String, json: String) async throws -> APIAnswer {
         try await call("POST", path, body: Data(json.utf8))
     }
 
@@ -115,7 +113,7 @@ struct API<Manager: ManagerFiles>: Sendable {
     }
 
     /// POST /v1/registrations for `email` in the email category, whatever the answer.
-    func postRegistration(_ email: String, pin: String = "24680") async throws -> Answer {
+    func postRegistration(_ email: String, pin: String = "24680") async throws -> APIAnswer {
         try await post(
             APIPath.registrations,
             RegisterRequest(
@@ -132,7 +130,7 @@ struct API<Manager: ManagerFiles>: Sendable {
 
     func decrypt(
         _ payload: PersonalizationPayload, pin: String, nonce: String = "n-\(UUID().uuidString)"
-    ) async throws -> Answer {
+    ) async throws -> APIAnswer {
         try await post(
             APIPath.personalizationDecrypt,
             DecryptRequest(
@@ -201,7 +199,7 @@ struct API<Manager: ManagerFiles>: Sendable {
         _ device: (id: String, key: P256PrivateKey), purpose: AuthenticationPurpose = .login(service: "pam"),
         code: String? = nil,
         signer: P256PrivateKey?? = .none, offlineReport: OfflineReportMessage? = nil
-    ) async throws -> Answer {
+    ) async throws -> APIAnswer {
         let challenge =
             try await post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
@@ -226,7 +224,7 @@ struct API<Manager: ManagerFiles>: Sendable {
     /// Finishes `started` with device key and PIN, signed by `signer` over its challenge, exactly as pam_xign does.
     func finishAuthentication(
         _ started: [String: Any], pin: String, signer: P256PrivateKey, role: String = "login", tokenNonce: String? = nil
-    ) async throws -> Answer {
+    ) async throws -> APIAnswer {
         let (id, challenge) = (started["authenticationId"] as? String ?? "", started["challenge"] as? String ?? "")
         let request = AuthenticationFinishRequest(
             authenticationId: id, role: role, factors: [.device, .pin],
@@ -245,7 +243,7 @@ struct API<Manager: ManagerFiles>: Sendable {
     }
 
     /// Start and finish for `device`: one login attempt with `pin`.
-    func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) async throws -> Answer {
+    func authenticate(_ device: (id: String, key: P256PrivateKey), pin: String) async throws -> APIAnswer {
         try await finishAuthentication(try await startAuthentication(device), pin: pin, signer: device.key)
     }
 }

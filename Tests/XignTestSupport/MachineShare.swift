@@ -17,34 +17,38 @@ public struct MachineShare: SuiteTrait, TestTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        let slot = await Self.slots.acquire()
+        await Self.slots.acquire()
         do {
-            try await withTaskExecutorPreference(slot) { try await function() }
+            try await onThreadOfItsOwn { try await function() }
         } catch {
-            await Self.slots.release(slot)
+            await Self.slots.release()
             throw error
         }
-        await Self.slots.release(slot)
+        await Self.slots.release()
     }
 
     private static let slots = Slots(count: ProcessInfo.processInfo.activeProcessorCount)
 
+    /// As many permits as cores.
     private actor Slots {
-        private var free: [ThreadExecutor]
-        private var waiting: [CheckedContinuation<ThreadExecutor, Never>] = []
+        private var free: Int
+        private var waiting: [CheckedContinuation<Void, Never>] = []
 
-        init(count: Int) { free = (0..<max(1, count)).map { _ in ThreadExecutor() } }
+        init(count: Int) { free = max(1, count) }
 
-        func acquire() async -> ThreadExecutor {
-            if let slot = free.popLast() { return slot }
-            return await withCheckedContinuation { waiting.append($0) }
+        func acquire() async {
+            if free > 0 {
+                free -= 1
+                return
+            }
+            await withCheckedContinuation { waiting.append($0) }
         }
 
-        func release(_ slot: ThreadExecutor) {
+        func release() {
             if waiting.isEmpty {
-                free.append(slot)
+                free += 1
             } else {
-                waiting.removeFirst().resume(returning: slot)
+                waiting.removeFirst().resume()
             }
         }
     }
