@@ -23,8 +23,7 @@ public final class IdentityManager: Sendable {
     let instanceId: String
     /// The one PIN check, with the lockout.
     let pinChecker: PINChecker
-    /// Wakes long polls of confirmations (IdentityManager+Confirmations).
-    let signals = Signals()
+    /// The long polls of confirmations, and what wakes them.
     let wakeUps: WakeUps
     let rateLimiter: RateLimiter
     /// A device taking an activation.
@@ -78,7 +77,7 @@ public final class IdentityManager: Sendable {
             activations: activations, mail: mail)
         rateLimiter = RateLimiter(database: database, limits: configuration.limits, logger: logger)
         expiry = Expiry(database: database, configuration: configuration)
-        wakeUps = WakeUps(signals: signals, database: database, logger: logger)
+        wakeUps = WakeUps(database: database, logger: logger)
         confirmations = ConfirmationDecision(
             database: database, settings: configuration.confirmation, wakeUps: wakeUps, logger: logger)
     }

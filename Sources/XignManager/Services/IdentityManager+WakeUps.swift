@@ -36,9 +36,9 @@ final class ConfirmationSweep: Sendable {
             return fresh
         }
         for change in fresh {
-            WakeUps.keys(confirmation: change.id, account: change.accountId).forEach(manager.signals.signal)
+            WakeUps.keys(confirmation: change.id, account: change.accountId).forEach(manager.wakeUps.signals.signal)
         }
-        manager.signals.forgetReadings(keptBefore: now)
+        manager.wakeUps.signals.forgetReadings(keptBefore: now)
     }
 }
 
@@ -50,7 +50,9 @@ struct WakeUpService: Service {
         let sweep = ConfirmationSweep()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await manager.database.listen(logger: manager.logger) { manager.signals.signal($0) } }
+                group.addTask {
+                    await manager.database.listen(logger: manager.logger) { manager.wakeUps.signals.signal($0) }
+                }
                 group.addTask {
                     while !Task.isCancelled {
                         do { try await sweep.run(manager) } catch is CancellationError { return } catch {

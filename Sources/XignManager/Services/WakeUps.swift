@@ -4,7 +4,7 @@ import Logging
 /// The long polls that wait on a confirmation or an account's pending logins, and what wakes them: here `Signals`, and
 /// on PostgreSQL every instance through NOTIFY (the sweep in IdentityManager+WakeUps catches what is lost).
 struct WakeUps: Sendable {
-    let signals: Signals
+    let signals = Signals()
     let database: Database
     let logger: Logger
 
