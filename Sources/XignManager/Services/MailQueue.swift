@@ -146,8 +146,12 @@ public struct MailQueue: Sendable {
     func openedFromQueue(_ stored: String) throws -> String {
         guard stored.hasPrefix(Self.sealedPrefix) else { return stored }
         guard let box = Base64URL.decode(String(stored.dropFirst(Self.sealedPrefix.count))),
-            let message = String(bytes: try SecretBox.open(box, key: recordKey), encoding: .utf8)
-        else { throw ManagerError.internalFailure("a queued mail does not open with this manager's signing key") }
+            let opened = try? SecretBox.open(box, key: recordKey), let message = String(bytes: opened, encoding: .utf8)
+        else {
+            throw ManagerError.internalFailure(
+                "a queued mail does not open with this manager's signing key; it was queued under another one, which must be restored to send it"
+            )
+        }
         return message
     }
 }
