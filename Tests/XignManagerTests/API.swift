@@ -262,8 +262,13 @@ struct APIAnswer {
     var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
     var error: [String: Any] { json["error"] as? [String: Any] ?? [:] }
     var errorCode: String? { error["code"] as? String }
-    /// The payload of a signed answer, after checking the signature with the manager's key.
+    /// The payload of a signed answer, after checking the signature with the manager's key. An error answer fails
+    /// with its status and body.
     func signedPayload(key: P256PublicKey, type: String) throws -> [String: Any] {
+        guard (200..<300).contains(status) else {
+            throw TestFailure(
+                "expected a signed \(type), got \(status): \(String(decoding: body.prefix(500), as: UTF8.self))")
+        }
         let payload = try JWS.verify(String(decoding: body, as: UTF8.self), expectedType: type, key: key)
         return try JSONSerialization.jsonObject(with: payload) as? [String: Any] ?? [:]
     }
