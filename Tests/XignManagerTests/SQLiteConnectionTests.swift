@@ -82,8 +82,8 @@ import XignTestSupport
     /// and goes through once it is given back; reads meanwhile are answered. The control: a lock held past the busy
     /// timeout fails the write with SQLite's "database is locked". The holder gives the lock back when the test says
     /// so, never on a clock, so a slow machine cannot reorder the steps. The steps while the lock is held must take less
-    /// than the busy timeout (5 s), so the test runs on a thread of its own: on the shared threads, a full `make test`
-    /// once starved it past that (at 8da1aed, in a same-run timing).
+    /// than the busy timeout (5 s), so the test and its write run on a thread of their own: on the shared threads, a
+    /// full `make test` once starved them past that (at 8da1aed, in a same-run timing).
     @Test(.machineShare) func aWriteWaitsForAnotherProcessThatHoldsTheFile() async throws {
         let (directory, _, database) = try await DurabilityTests.temporaryDatabase()
         let file = directory.file("manager.sqlite")
@@ -113,7 +113,9 @@ import XignTestSupport
         }
         let lock = try await holdLock("first")
         let sent = database.statements.total
-        let writing = Task { try await insert("after-the-lock") }
+        // A child task, so it runs on this test's own thread too: a `Task` went to the shared threads, where a full
+        // `make test` once kept it from starting for a minute.
+        async let writing: Void = insert("after-the-lock")
         // BEGIN IMMEDIATE found the file locked and runs again on the thread pool, where it waits: each try counts.
         for _ in 0..<6000 where database.statements.total < sent + 2 { try await Task.sleep(for: .milliseconds(10)) }
         try #require(database.statements.total >= sent + 2, "the write tried to take the lock")
@@ -126,7 +128,7 @@ import XignTestSupport
             "the write waits while the other process holds the lock, and reads are answered meanwhile")
         #expect(lock.holder.poll() == nil, "the other process still holds the lock after the reads")
         try lock.release()
-        try await writing.value
+        try await writing
         #expect(try lock.holder.wait().status == 0)
 
         let longLock = try await holdLock("long")
