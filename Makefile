@@ -63,7 +63,7 @@ test: deps pam
 	bash Tests/XignTestSupport/Browser/setup.sh
 	$(SWIFT) build --build-tests
 	bash Tests/leftovers.sh start
-	$(SWIFT) test
+	SWIFT="$(SWIFT)" bash Tests/run.sh
 	bash Tests/leftovers.sh check
 
 # The toolchain's swift-format, with .swift-format; `swift-format format -i -r` on the same paths fixes what it reports.

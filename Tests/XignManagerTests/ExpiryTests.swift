@@ -10,6 +10,20 @@ import XignTestSupport
     /// Logins per round. 10,000 in one run passed on both backends (5 minutes at today's speed, issue 15).
     static let logins = 180
 
+    /// One login. One that outlived its 10 s session on a loaded machine is refused, rightly (its row runs out like the
+    /// others), and is started again, at most twice; a refusal of a younger one is the answer.
+    static func logIn<Manager>(
+        _ api: API<Manager>, _ device: (id: String, key: P256PrivateKey)
+    ) async throws -> APIAnswer {
+        for _ in 0..<2 {
+            let started = ContinuousClock.now
+            let answer = try await api.authenticate(device, pin: "24680")
+            let ranOut = answer.status == 409 && answer.errorCode == "challengeInvalid"
+            guard ranOut && ContinuousClock.now - started >= .seconds(10) else { return answer }
+        }
+        return try await api.authenticate(device, pin: "24680")
+    }
+
     @Test(arguments: TestDatabase.allCases) func expiredAuthenticationsAreDeletedAndTheDatabaseStaysItsSize(
         database: TestDatabase
     ) async throws {
@@ -27,7 +41,7 @@ import XignTestSupport
                 _ = try await inParallel(6) { client in
                     for _ in 0..<(Self.logins / 6) {
                         // Start, finish and redeem the code, exactly what pam_xign does.
-                        let answer = try await api.authenticate(devices[client], pin: "24680")
+                        let answer = try await Self.logIn(api, devices[client])
                         let login =
                             try answer.signedPayload(key: api.managerKey, type: SignedAnswerType.authenticationResult)[
                                 "serviceLogin"] as? [String: Any]
