@@ -29,17 +29,14 @@ struct InProcessManager: Sendable {
         _ body: @escaping @Sendable (InProcessManager) async throws -> Void
     ) async throws {
         let files = try ManagerFiles(config: config, database: database)
-        var configuration = try ManagerConfiguration(
-            file: ConfigFile(text: String(contentsOfFile: files.configPath, encoding: .utf8), source: files.configPath))
-        configuration.keepData(in: files.dataDirectory)
+        let configuration = try files.configuration()
         // swift-metrics takes one factory per process: /metrics needs a manager of its own (ManagerProcess).
         guard configuration.metricsListen == nil else {
             throw TestFailure("an in-process manager serves no /metrics; start a ManagerProcess for that")
         }
         let recorded = RecordedLog()
-        let logger = Logger(label: "in-process") { _ in recorded }
-        let manager = try await IdentityManager.open(configuration: configuration, logger: logger)
-        do {
+        try await IdentityManager.opened(configuration, logger: Logger(label: "in-process") { _ in recorded }) {
+            manager in
             try await buildApplication(manager: manager).test(.router) { client in
                 // The manager's services stay on the shared threads; the test and the requests it makes, which the
                 // router answers in the test's own task, get a thread of their own.
@@ -47,11 +44,7 @@ struct InProcessManager: Sendable {
                     try await body(InProcessManager(manager: manager, client: client, files: files, recorded: recorded))
                 }
             }
-        } catch {
-            await manager.database.close()
-            throw error
         }
-        await manager.database.close()
     }
 
     /// The API helper over this manager's router.
@@ -65,6 +58,30 @@ struct InProcessManager: Sendable {
     ) async throws -> TestResponse {
         try await client.execute(
             uri: path, method: method, headers: headers, body: body.isEmpty ? nil : ByteBuffer(string: body))
+    }
+}
+
+extension ManagerFiles {
+    /// The configuration `xign-manager serve` would run with: this manager.conf, the data in the data directory.
+    func configuration() throws -> ManagerConfiguration {
+        var configuration = try ManagerConfiguration(
+            file: ConfigFile(text: String(contentsOfFile: configPath, encoding: .utf8), source: configPath))
+        configuration.keepData(in: dataDirectory)
+        return configuration
+    }
+}
+
+extension IdentityManager {
+    /// Opens a manager with `configuration`, runs `body` with it, and closes its database whatever happens.
+    static func opened(
+        _ configuration: ManagerConfiguration, logger: Logger, _ body: (IdentityManager) async throws -> Void
+    ) async throws {
+        let manager = try await IdentityManager.open(configuration: configuration, logger: logger)
+        do { try await body(manager) } catch {
+            await manager.database.close()
+            throw error
+        }
+        await manager.database.close()
     }
 }
 

@@ -12,19 +12,16 @@ import XignTestSupport
 /// as the processes write them: accounts, enrolled devices, a host and its waiting logins. No server runs.
 struct ManagerBlocks {
     let manager: IdentityManager
-    let directory: TemporaryDirectory
+    let files: ManagerFiles
     /// The one host the waiting logins come from.
     static let hostId = "host-1"
 
     static func with(
         config: String = ManagerFiles.testConfig, _ body: (ManagerBlocks) async throws -> Void
     ) async throws {
-        let directory = TemporaryDirectory()
-        var configuration = try ManagerConfiguration(file: ConfigFile(text: config, source: "test"))
-        configuration.keepData(in: directory.file("manager"))
-        let manager = try await IdentityManager.open(configuration: configuration, logger: Logger(label: "test"))
-        do {
-            let blocks = ManagerBlocks(manager: manager, directory: directory)
+        let files = try ManagerFiles(config: config)
+        try await IdentityManager.opened(try files.configuration(), logger: Logger(label: "test")) { manager in
+            let blocks = ManagerBlocks(manager: manager, files: files)
             try await blocks.write { store in
                 try await store.insertHost(
                     id: hostId, name: "db1",
@@ -32,11 +29,7 @@ struct ManagerBlocks {
                     keyKind: .software, ekIssuer: nil, unattestedBecause: nil, createdAt: IdentityManager.now())
             }
             try await body(blocks)
-        } catch {
-            await manager.database.close()
-            throw error
         }
-        await manager.database.close()
     }
 
     func write<T: Sendable>(_ body: @Sendable @escaping (ManagerStore) async throws -> T) async throws -> T {
