@@ -15,9 +15,7 @@ import XignTestSupport
         try await ManagerBlocks.with { blocks in
             let queue = blocks.manager.mail
             let id = try await blocks.write { try await queue.queue(Self.mail, in: $0) }
-            let path = blocks.manager.configuration.databasePath
-            let stored = [path, path + "-wal"].compactMap { FileManager.default.contents(atPath: $0) }
-            #expect(!stored.contains { $0.range(of: Data(Self.secret.utf8)) != nil }, "sealed in the database")
+            #expect(!blocks.databaseFilesHold(Self.secret), "sealed in the database")
             #expect(try await queue.queued().map(\.recipient) == ["alice@example.org"])
 
             await queue.deliver(id: id)

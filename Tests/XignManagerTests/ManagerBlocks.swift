@@ -119,12 +119,16 @@ struct ManagerBlocks {
         try await read { try await $0.auditEvents(since: 0, limit: 1_000) }
     }
 
-    /// The files delivered into the manager's maildir.
+    /// The messages delivered into the manager's maildir, oldest first.
     func deliveredMail() throws -> [String] {
-        let new = manager.configuration.outboxPath + "/new"
-        guard FileManager.default.fileExists(atPath: new) else { return [] }
-        return try FileManager.default.contentsOfDirectory(atPath: new).map {
-            try String(contentsOfFile: "\(new)/\($0)", encoding: .utf8)
-        }
+        try files.mails().map { try String(contentsOfFile: $0, encoding: .utf8) }
+    }
+
+    /// Whether `text` stands anywhere in the database's files (the SQLite file and its WAL), as someone who copies
+    /// them would find it.
+    func databaseFilesHold(_ text: String) -> Bool {
+        let path = manager.configuration.databasePath
+        return [path, path + "-wal"].compactMap { FileManager.default.contents(atPath: $0) }
+            .contains { $0.range(of: Data(text.utf8)) != nil }
     }
 }

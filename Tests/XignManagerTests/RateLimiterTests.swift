@@ -54,15 +54,10 @@ import XignTestSupport
     @Test func theDatabaseHoldsNoAddress() async throws {
         try await ManagerBlocks.with { blocks in
             let address = "198.51.100.203"
-            let path = blocks.manager.configuration.databasePath
-            let holdsAddress = {
-                [path, path + "-wal"].compactMap { FileManager.default.contents(atPath: $0) }
-                    .contains { $0.range(of: Data(address.utf8)) != nil }
-            }
             try await Self.limiter(blocks).charge(.viewsPerAddress, key: address)
-            #expect(!holdsAddress())
+            #expect(!blocks.databaseFilesHold(address))
             _ = try await blocks.write { try await $0.countUse(of: address, windowStart: 0) }
-            #expect(holdsAddress())
+            #expect(blocks.databaseFilesHold(address))
         }
     }
 }
