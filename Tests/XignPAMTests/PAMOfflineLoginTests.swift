@@ -157,7 +157,9 @@ import XignTestSupport
         let (fixture, tpm) = try Self.fixture()
         fixture.manager.stop()
         let logins = try (0..<8).map { _ in try fixture.startLogin(answers: ["13570"]) }
-        let codes = try logins.map { try fixture.finish($0).code }
+        // A login that starts after the fifth failure was counted is refused before it asks for a PIN, so which three
+        // leave their answer unused is the race's to decide; the counts below are what is checked.
+        let codes = try logins.map { try fixture.finish($0, unusedAnswersAllowed: true).code }
         #expect(codes.filter { $0 == PAMCode.authError || $0 == PAMCode.maxTries }.count == 5, "\(codes)")
         #expect(codes.filter { $0 == PAMCode.authInfoUnavailable }.count == 3, "\(codes)")
         #expect(try tpm.lockoutCounter() == 5)
