@@ -29,7 +29,7 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
-.PHONY: all deps build pam install test lint api-check fuzz sanitize demo bench bench-manager package package-test desktop-test clean
+.PHONY: all deps build pam nss install test lint api-check fuzz sanitize demo bench bench-manager package package-test desktop-test clean
 
 all: build
 
@@ -53,13 +53,24 @@ pam: deps
 	install -m 0644 $(PAM_BUILD)/release/libpam_xign.so $(PAM_SO)
 	@echo "built $(PAM_SO)"
 
+# libnss_xign.so.2: small C with no Swift runtime, since every process that looks up a user loads it; only the
+# _nss_xign_* functions exported (nss/libnss_xign.map).
+NSS_BUILD := .build-nss
+NSS_SO := $(NSS_BUILD)/libnss_xign.so.2
+NSS_CFLAGS := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Wconversion -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+nss: $(NSS_SO)
+$(NSS_SO): nss/nss_xign.c nss/xign_nss_wire.c nss/xign_nss_wire.h nss/libnss_xign.map
+	@mkdir -p $(NSS_BUILD)
+	$(CC) $(NSS_CFLAGS) -shared -Wl,--version-script=nss/libnss_xign.map -Wl,-z,relro,-z,now,-z,defs \
+		-Wl,-soname,libnss_xign.so.2 -o $@ nss/nss_xign.c nss/xign_nss_wire.c
+
 install: pam
 	install -D -m 0644 $(PAM_SO) $(DESTDIR)$(PAM_DIR)/pam_xign.so
 	@echo "installed $(DESTDIR)$(PAM_DIR)/pam_xign.so; enable it with a line such as: auth required pam_xign.so"
 
 # The browser tests drive Debian's chromium with selenium from PyPI (Tests/XignTestSupport/Browser/setup.sh). The run
 # fails if it leaves a process or a temporary directory behind (Tests/leftovers.sh).
-test: deps pam
+test: deps pam nss
 	bash Tests/XignTestSupport/Browser/setup.sh
 	$(SWIFT) build --build-tests
 	bash Tests/leftovers.sh start

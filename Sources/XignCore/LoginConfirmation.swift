@@ -79,10 +79,7 @@ extension XignSdk {
             throw XignSdkError(.unknownLoginName, "'\(loginName.prefix(64))' is not a login name the manager can know")
         }
         let host = try hostEnrolment()
-        guard let der = Base64URL.decode(host.managerKey), let managerKey = try? P256PublicKey(derRepresentation: der)
-        else {
-            throw XignSdkError(.stateUnavailable, "the pinned manager key of host \(host.name) is damaged; join again")
-        }
+        let managerKey = try host.pinnedManagerKey()
         let key = try keys.load(host.keyKind, host.keyReference, what: "host")
         let client = ManagerClient(url: host.managerURL, http: http)
         let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))

@@ -67,6 +67,24 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// Serves the user directory of this host (when it has joined a manager) to the NSS module: the cache in
+    /// `directory`, refreshed every `refreshSeconds`, and the socket there for misses.
+    public func startDirectory(at directory: String, refreshSeconds: Int) throws {
+        guard (try? XignSdk(configuration: configuration, localUser: "root").hostEnrolment()) != nil else {
+            log(LOG_INFO, "this machine has not joined a manager as a host: no user directory to serve")
+            return
+        }
+        try AtomicFile.makeDirectory(directory, mode: 0o755, enforceMode: true)
+        let listener = try DaemonSocket.listen(at: directory + "/" + DirectoryService.socketName)
+        let configuration = configuration
+        let service = DirectoryService(
+            cache: DirectoryCache(directory: directory),
+            fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory().users },
+            refreshMilliseconds: Int64(refreshSeconds) * 1000, log: { [self] in log($0, $1) })
+        service.startRefreshing()
+        Thread.detachNewThread { service.serve(listener) }
+    }
+
     /// One line on stderr with its syslog priority in front, as journald reads it. Callers' fields are in
     /// `message`, so all of it goes through `LogText`: one entry per call, at this priority.
     func log(_ priority: Int32, _ message: String) {

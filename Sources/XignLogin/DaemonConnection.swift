@@ -70,6 +70,11 @@ public final class DaemonConnection: @unchecked Sendable {
         var frame = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
         frame.append(contentsOf: body)
         defer { frame.withUnsafeMutableBytes { _ = memset($0.baseAddress!, 0, $0.count) } }
+        try write(frame, until: deadline)
+    }
+
+    /// Sends `frame` whole by `deadline`: the raw bytes, for a protocol of its own (DirectoryQuery).
+    public func write(_ frame: [UInt8], until deadline: MonotonicClock.Instant) throws {
         var sent = 0
         while sent < frame.count {
             try wait(for: Int16(POLLOUT), until: deadline)
@@ -97,7 +102,8 @@ public final class DaemonConnection: @unchecked Sendable {
         }
     }
 
-    private func read(_ count: Int, until deadline: MonotonicClock.Instant) throws -> [UInt8] {
+    /// Exactly `count` bytes by `deadline`.
+    public func read(_ count: Int, until deadline: MonotonicClock.Instant) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var received = 0
         while received < count {

@@ -158,6 +158,8 @@ public struct ManagerConfiguration: Sendable {
     /// The CA certificates (PEM or DER files) that EK certificates must chain to for a key to count as attested.
     public var attestationCADirectory = "/etc/xign-manager/tpm-ca"
     public var offline = Offline()
+    /// The uids (and equal gids) accounts with a login name are given, in order, never twice (`[users] uid_range`).
+    public var uidRange = UnixIdRange.standard
 
     public init() {}
 
@@ -205,7 +207,7 @@ public struct ManagerConfiguration: Sendable {
             "session.lifetime", "policy.require_hardware_key", "attestation.ca_directory", "audit.keep",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account",
             "confirmation.denial_cooldown",
-            "confirmation.max_code_failures", "offline.grace", "offline.max_failures",
+            "confirmation.max_code_failures", "offline.grace", "offline.max_failures", "users.uid_range",
         ])
         let fail = file.fail
         try readServerKeysAndMail(file, fail: fail)
@@ -343,6 +345,20 @@ public struct ManagerConfiguration: Sendable {
             try file.milliseconds("offline.grace", in: Offline.graceRange) ?? offline.graceMilliseconds
         offline.maxFailures =
             try file.integer("offline.max_failures", in: Offline.maxFailuresRange) ?? offline.maxFailures
+        if let range = file.string("users.uid_range") {
+            let bounds = range.split(separator: "-", omittingEmptySubsequences: false).map {
+                Int64($0.trimmingCharacters(in: .whitespaces))
+            }
+            guard bounds.count == 2, let first = bounds[0], let last = bounds[1], first <= last,
+                UnixIdRange.allowed.contains(first), UnixIdRange.allowed.contains(last)
+            else {
+                throw fail(
+                    "users.uid_range",
+                    "must be FIRST-LAST within \(UnixIdRange.allowed.lowerBound)-\(UnixIdRange.allowed.upperBound), for example \(UnixIdRange.standard.lowerBound)-\(UnixIdRange.standard.upperBound)"
+                )
+            }
+            uidRange = first...last
+        }
     }
 
     private mutating func readServices(

@@ -12,7 +12,7 @@ extension Admin {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
-                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
+                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self, Delete.self,
             ],
             defaultSubcommand: List.self
         )
@@ -47,8 +47,13 @@ extension Admin {
                         ? "every host"
                         : account.hostGroups.isEmpty
                             ? "no host" : "hosts in " + account.hostGroups.joined(separator: ",")
-                    let login = account.loginName ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
-                    print("\(account.email)\t\(login)\t\(hosts)\t\(kind)\t\(account.activations) activation(s)")
+                    let login =
+                        account.loginName.map { name in
+                            account.uid.map { "\(name) (uid=gid=\($0))" } ?? name
+                        } ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
+                    let groups = account.localGroups.isEmpty ? "" : " (joins \(account.localGroups.joined(separator: ",")))"
+                    print(
+                        "\(account.email)\t\(login)\t\(hosts)\(groups)\t\(kind)\t\(account.activations) activation(s)")
                 }
             }
         }
@@ -116,6 +121,21 @@ extension Admin {
             func run() async throws {
                 try await options.withManager { try await $0.administration.setLoginName(loginName, email: email) }
                 print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Delete an account with its activations and devices (offboarding); hosts stop serving it.",
+                discussion:
+                    "Its devices stop working at once. Hosts drop its user at their next directory refresh; its uid is never given to another account."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+
+            func run() async throws {
+                let devices = try await options.withManager { try await $0.administration.deleteAccount(email: email) }
+                print("\(email) deleted, with \(devices) device(s).")
             }
         }
 

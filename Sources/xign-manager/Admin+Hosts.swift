@@ -67,3 +67,53 @@ extension Admin {
         }
     }
 }
+
+/// `xign-manager admin groups`: what a host group's members are on its hosts.
+extension Admin {
+    struct Groups: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Map host groups to the local groups (sudo, docker, ...) their members join on the hosts in them.",
+            subcommands: [List.self, SetLocal.self]
+        )
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List each host group's local groups.")
+            @OptionGroup var options: ConfigOptions
+            @Flag(help: "Print JSON.") var json = false
+
+            func run() async throws {
+                let mappings = try await options.withManager { try await $0.administration.localGroups() }
+                if json { return try printJSON(mappings) }
+                if mappings.isEmpty { print("No host group maps to local groups. Add one with `admin groups set-local`.") }
+                for (group, local) in mappings.sorted(by: { $0.key < $1.key }) {
+                    print("\(group)\t\(local.joined(separator: ","))")
+                }
+            }
+        }
+
+        struct SetLocal: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-local",
+                abstract: "Have members of a host group join these local groups on its hosts (none: no local group).",
+                discussion: """
+                    The local groups must exist on the hosts (`getent group sudo`); a host serves only those it has, \
+                    and never makes a group. Mapping `sudo` lets the members use sudo through Debian's `%sudo` rule, \
+                    which asks for the same XignIn confirmation as a login when sudo's PAM stack has pam_xign.
+                    """
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The host group, as given to `hosts add --group`.") var hostGroup: String
+            @Argument(help: "Local group names.") var localGroups: [String] = []
+
+            func run() async throws {
+                try await options.withManager {
+                    try await $0.administration.setLocalGroups(localGroups, hostGroup: hostGroup)
+                }
+                print(
+                    localGroups.isEmpty
+                        ? "Members of \(hostGroup) join no local group."
+                        : "Members of \(hostGroup) join \(localGroups.joined(separator: ", ")) on its hosts.")
+            }
+        }
+    }
+}

@@ -235,7 +235,8 @@ import XignTestSupport
         let target = try fixture.directory.write("target", "root's file\n", mode: 0o600)
         symlink(target, shared + "/xignd.sock")
         let refused = try ChildProcess(
-            try Products.path("xignd"), ["--config", fixture.configPath, "--socket", shared + "/xignd.sock"],
+            try Products.path("xignd"),
+            ["--config", fixture.configPath, "--socket", shared + "/xignd.sock", "--no-directory"],
             in: fixture.directory
         )
         .wait(timeout: 20)

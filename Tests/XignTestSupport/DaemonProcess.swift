@@ -12,8 +12,16 @@ public final class DaemonProcess: @unchecked Sendable {
     let directory: TemporaryDirectory
     public private(set) var process: ChildProcess?
 
-    public init(configPath: String, socketPath: String? = nil, directory: TemporaryDirectory) throws {
+    /// The user directory's cache and socket (a host's), in the test's directory.
+    public let userDirectory: String
+    let arguments: [String]
+
+    public init(
+        configPath: String, socketPath: String? = nil, directory: TemporaryDirectory, arguments: [String] = []
+    ) throws {
         self.configPath = configPath
+        self.userDirectory = directory.file("nss")
+        self.arguments = arguments
         self.directory = directory
         self.socketPath = socketPath ?? directory.file("xignd.sock")
         try start()
@@ -22,7 +30,8 @@ public final class DaemonProcess: @unchecked Sendable {
     /// Starts xignd and waits until its socket takes connections.
     public func start() throws {
         let child = try ChildProcess(
-            try Products.path("xignd"), ["--config", configPath, "--socket", socketPath], in: directory)
+            try Products.path("xignd"),
+            ["--config", configPath, "--socket", socketPath, "--directory", userDirectory] + arguments, in: directory)
         process = child
         let listening = try waitUntil(seconds: 20) {
             if let result = child.poll() { throw TestFailure("xignd exited with \(result.status): \(result.stderr)") }

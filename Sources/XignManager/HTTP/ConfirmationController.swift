@@ -16,6 +16,10 @@ struct ConfirmationController<Context: RequestContext> {
                 try await manager.startConfirmation(
                     body: try await request.collectBody(), signature: request.signatureHeader))
         }
+        router.post(RouterPath(APIPath.hostDirectory)) { request, _ in
+            Response.jose(
+                try await manager.hostDirectory(body: try await request.collectBody(), signature: request.signatureHeader))
+        }
         router.post(RouterPath(APIPath.confirmationWait)) { request, _ in
             Response.jose(
                 try await manager.waitForConfirmation(try await request.decodeBody(as: ConfirmationWaitRequest.self)))

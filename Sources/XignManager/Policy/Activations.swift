@@ -44,6 +44,9 @@ struct Activations: Sendable {
         do {
             mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
+                if record.loginName != nil {
+                    try await store.assignUnixId(accountId: record.id, range: self.configuration.uidRange)
+                }
                 try await store.insertActivation(
                     activation.record(
                         accountId: record.id, alias: chosenAlias, deviceId: nil,

@@ -2,7 +2,7 @@
 public struct AuditEvent: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case login, loginFailure, lockout, unlock, enrolment, revocation
-        case accountCreated, loginNameSet, hostGroupsSet, hostAdded, hostJoined, hostRemoved
+        case accountCreated, loginNameSet, hostGroupsSet, localGroupsSet, hostAdded, hostJoined, hostRemoved
         /// The api access processes a device finished.
         case pinChanged, activationRequested, accountDeleted, factorAdded
         /// A login a device's TPM let in while the manager could not be reached, as the device reported it.

@@ -30,7 +30,14 @@ public struct Administration: Sendable {
     }
 
     public func accounts() async throws -> [IdentityManager.AccountSummary] {
-        try await manager.database.transaction { store in try await store.accountSummaries() }
+        try await manager.database.transaction { store in
+            let mappings = try await store.localGroupMappings()
+            return try await store.accountSummaries().map { account in
+                var account = account
+                account.localGroups = Set(account.hostGroups.flatMap { mappings[$0] ?? [] }).sorted()
+                return account
+            }
+        }
     }
 
     public func activations(email: String?) async throws -> [IdentityManager.ActivationSummary] {
@@ -104,6 +111,9 @@ public struct Administration: Sendable {
                 throw ManagerError(
                     .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
+            if loginName != nil, let accountId = try await store.accountId(email: email.lowercased()) {
+                try await store.assignUnixId(accountId: accountId, range: self.manager.configuration.uidRange)
+            }
             try await store.recordAudit(
                 self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
         }
@@ -141,6 +151,26 @@ public struct Administration: Sendable {
             ])
         return pin
     }
+    /// Deletes the account with `email` and all it holds, as its own device may (`xign-setup account delete`): the
+    /// administrator's way to offboard a person. Its uid is never given again. Returns how many devices it had.
+    public func deleteAccount(email: String) async throws -> Int {
+        let secrets = manager.secrets
+        let devices = try await manager.database.transaction { store in
+            guard let accountId = try await store.accountId(email: email.lowercased()) else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+            }
+            let devices = try await store.deleteAccount(accountId, pseudonym: secrets.pseudonym(ofEmail:))
+            try await store.recordAudit(
+                self.adminEvent(
+                    .accountDeleted, email: secrets.pseudonym(ofEmail: email.lowercased()),
+                    detail: "with \(devices) device(s), by the administrator"))
+            return devices
+        }
+        manager.logger.notice("account deleted by administrator", metadata: ["devices": "\(devices)"])
+        return devices
+    }
+
     /// A join token for a new host `name`; an earlier token for that name is void. Refused while a host has the name.
     public func addHost(
         name: String, groups: [String] = [], validFor lifetime: Duration = IdentityManager.hostJoinTokenLifetime
@@ -227,6 +257,34 @@ public struct Administration: Sendable {
             }
             return accounts.map(\.email)
         }
+    }
+
+    /// The local groups (`sudo`, `docker`, ...) members of `hostGroup` join on the hosts in it; none removes them.
+    /// A local group must exist on a host, which serves only those it has.
+    public func setLocalGroups(_ localGroups: [String], hostGroup: String) async throws {
+        try Self.checkGroupNames([hostGroup])
+        for group in localGroups where !LocalGroupName.isValid(group) {
+            throw ManagerError.badRequest(
+                "'\(group.prefix(64))' is not a local group name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32"
+            )
+        }
+        guard localGroups.count <= WireLimit.localGroups else {
+            throw ManagerError.badRequest("a host group maps to at most \(WireLimit.localGroups) local groups")
+        }
+        try await manager.database.transaction { store in
+            try await store.setLocalGroups(localGroups, hostGroup: hostGroup)
+            try await store.recordAudit(
+                self.adminEvent(
+                    .localGroupsSet,
+                    detail: "\(hostGroup): " + (localGroups.isEmpty ? "none" : localGroups.joined(separator: ","))))
+        }
+        manager.logger.notice(
+            "local groups set", metadata: ["hostGroup": "\(hostGroup)", "groups": "\(localGroups.joined(separator: ","))"])
+    }
+
+    /// Every host group's local groups.
+    public func localGroups() async throws -> [String: [String]] {
+        try await manager.database.transaction { store in try await store.localGroupMappings() }
     }
 
     private static func checkGroupNames(_ groups: [String]) throws {

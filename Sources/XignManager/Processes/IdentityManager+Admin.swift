@@ -7,10 +7,14 @@ extension IdentityManager {
     public struct AccountSummary: Codable, Sendable {
         public var email: String
         public var loginName: String?
+        /// The uid hosts give the login name; its private group's gid is the same number.
+        public var uid: Int64?
         /// The name the registrant asked for, until an administrator gives one.
         public var requestedLoginName: String?
         /// The host groups the account may log in to (`*`: every host); empty means none.
         public var hostGroups: [String]
+        /// The local groups its host groups join on their hosts.
+        public var localGroups: [String] = []
         public var organization: String?
         public var isTemporary: Bool
         public var activations: Int

@@ -165,9 +165,9 @@ extension ManagerStore {
         }
         return try await sql.raw(
             """
-            SELECT c.email, c.login_name, c.attributes, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
+            SELECT c.email, c.login_name, c.uid, c.attributes, c.organization, c.is_temporary, c.created_at, COUNT(a.id) AS n
             FROM accounts c LEFT JOIN activations a ON a.account_id = c.id
-            GROUP BY c.id, c.email, c.login_name, c.attributes, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
+            GROUP BY c.id, c.email, c.login_name, c.uid, c.attributes, c.organization, c.is_temporary, c.created_at ORDER BY c.created_at
             """
         ).all().map { row in
             let attributes = try? JSONDecoder().decode(
@@ -176,6 +176,7 @@ extension ManagerStore {
             return IdentityManager.AccountSummary(
                 email: try row.decode(column: "email", as: String.self),
                 loginName: loginName,
+                uid: try row.decode(column: "uid", as: Int64?.self),
                 requestedLoginName: loginName == nil ? attributes?[AttributeValidator.loginName] : nil,
                 hostGroups: hostGroups[try row.decode(column: "email", as: String.self)] ?? [],
                 organization: try row.decode(column: "organization", as: String?.self),

@@ -8,6 +8,31 @@ enum Schema {
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
         singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
+        unixIds,
+    ]
+
+    /// Users on every machine: an account's uid (its private group's gid is the same number), given when it first
+    /// has a login name, from a counter that only grows, so a number is never given twice; and the local groups a
+    /// host group's members join on its hosts. Accounts that had a login name before get theirs now, in the order
+    /// they were made, from the start of the standard range (UnixIdRange.standard; the literal is this step's own).
+    static let unixIds = [
+        "ALTER TABLE accounts ADD COLUMN uid BIGINT",
+        "CREATE UNIQUE INDEX accounts_uid ON accounts (uid)",
+        """
+        UPDATE accounts SET uid = 1879048191 + (
+            SELECT r.n FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY created_at, id) AS n FROM accounts WHERE login_name IS NOT NULL) r
+            WHERE r.id = accounts.id)
+        WHERE login_name IS NOT NULL
+        """,
+        "CREATE TABLE unix_id_counter (next_id BIGINT NOT NULL)",
+        "INSERT INTO unix_id_counter (next_id) SELECT 1879048192 + COUNT(*) FROM accounts WHERE login_name IS NOT NULL",
+        """
+        CREATE TABLE host_group_local_groups (
+            group_name TEXT NOT NULL,
+            local_group TEXT NOT NULL,
+            PRIMARY KEY (group_name, local_group)
+        )
+        """,
     ]
 
     /// The digest of the user's enrolled fingers a device's biometric factor was added with (NULL: not bound).

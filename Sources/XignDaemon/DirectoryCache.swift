@@ -1,0 +1,107 @@
+import Foundation
+import XignProtocol
+
+/// The files the NSS module reads, in /etc's own formats so it parses them with glibc's fgetpwent_r and fgetgrent_r:
+/// `passwd` (the accounts), `group` (their private groups, gid = uid) and `memberships` (the local groups they join,
+/// with the local gid and the members). Root writes them whole (a temporary file and a rename), readable by everyone,
+/// like /etc/passwd.
+///
+/// Local files win: an account whose name or number a local user or group has is left out, and so is a local group
+/// the host does not have (the manager never makes one). The module checks the same at each lookup, so a user added
+/// locally after this write wins at once.
+public struct DirectoryCache: Sendable {
+    public static let passwd = "passwd", group = "group", memberships = "memberships"
+    public static let defaultDirectory = "/var/lib/xign-nss"
+    public static let home = "/home", shell = "/bin/bash"
+    /// The most of /etc/passwd or /etc/group read.
+    static let localFileLimit = 32 * 1024 * 1024
+
+    public let directory: String
+    let localPasswd: String
+    let localGroup: String
+
+    public init(directory: String, localPasswd: String = "/etc/passwd", localGroup: String = "/etc/group") {
+        self.directory = directory
+        self.localPasswd = localPasswd
+        self.localGroup = localGroup
+    }
+
+    /// What one write served and left out, for the log.
+    public struct Written: Equatable, Sendable {
+        public var served: [DirectoryUser]
+        /// "alice (uid 1879048192): a local user is named alice", one per account left out.
+        public var collisions: [String]
+        /// Local groups the manager named that this host does not have.
+        public var missingGroups: [String]
+    }
+
+    /// Writes the cache for `users`, leaving out what collides with the local files.
+    public func write(_ users: [DirectoryUser]) throws -> Written {
+        let localUsers = try Self.entries(of: localPasswd)
+        let localGroups = try Self.entries(of: localGroup)
+        let localGroupIds = Dictionary(localGroups.map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
+        let takenNames = Set(localUsers.map(\.name)).union(localGroups.map(\.name))
+        let takenIds = Set(localUsers.map(\.id)).union(localGroups.map(\.id))
+        var written = Written(served: [], collisions: [], missingGroups: [])
+        var seenNames = Set<String>(), seenIds = Set<Int64>()
+        var members: [String: [String]] = [:]
+        for user in users {
+            let clash =
+                takenNames.contains(user.loginName)
+                ? "a local user or group is named \(user.loginName)"
+                : takenIds.contains(user.uid)
+                    ? "a local user or group has the number \(user.uid)"
+                    : !seenNames.insert(user.loginName).inserted || !seenIds.insert(user.uid).inserted
+                        ? "the manager named it or numbered it twice" : nil
+            if let clash {
+                written.collisions.append("\(user.loginName) (uid \(user.uid)): \(clash)")
+                continue
+            }
+            written.served.append(user)
+            for group in user.localGroups {
+                if localGroupIds[group] == nil {
+                    if !written.missingGroups.contains(group) { written.missingGroups.append(group) }
+                } else {
+                    members[group, default: []].append(user.loginName)
+                }
+            }
+        }
+        let served = written.served
+        try AtomicFile.makeDirectory(directory, mode: 0o755, enforceMode: true)
+        try publish(
+            members.keys.sorted().map { "\($0):x:\(localGroupIds[$0]!):\(members[$0]!.joined(separator: ","))\n" },
+            as: Self.memberships)
+        try publish(served.map { "\($0.loginName):x:\($0.uid):" + "\n" }, as: Self.group)
+        try publish(
+            served.map {
+                "\($0.loginName):x:\($0.uid):\($0.uid):\(Self.gecos($0.displayName)):\(Self.home)/\($0.loginName):\(Self.shell)\n"
+            }, as: Self.passwd)
+        return written
+    }
+
+    /// The accounts the cache serves now (what an earlier xignd wrote), by name and number.
+    public func served() -> [(name: String, id: Int64)] {
+        (try? Self.entries(of: directory + "/" + Self.passwd)) ?? []
+    }
+
+    private func publish(_ lines: [String], as name: String) throws {
+        try AtomicFile.write(Data(lines.joined().utf8), to: directory + "/" + name, mode: 0o644)
+    }
+
+    /// The comment field: no separator of the passwd format (`:`, a line), no sub-field separator (`,`).
+    static func gecos(_ name: String) -> String {
+        String(String.UnicodeScalarView(name.unicodeScalars.filter { $0 != ":" && $0 != "," && DisplayText.isSafe($0) }))
+    }
+
+    /// The names and numbers (field 3) of a passwd or group file; NIS's `+` and `-` lines and broken lines are skipped.
+    static func entries(of path: String) throws -> [(name: String, id: Int64)] {
+        guard let data = try AtomicFile.read(path, limit: localFileLimit) else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+            guard fields.count >= 3, let first = fields[0].first, first != "+", first != "-",
+                let id = Int64(fields[2])
+            else { return nil }
+            return (String(fields[0]), id)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import FoundationEssentials
+
+// The user directory: the accounts that may log in to a host, with the uid, gid and local groups the manager gave
+// them, so every host names a person with the same numbers. docs/protocol.md, "The user directory".
+
+extension APIPath {
+    /// A host fetches its directory (host-signed over a challenge from /v1/hosts/challenges).
+    public static let hostDirectory = "/v1/hosts/directory"
+}
+
+extension SignedAnswerType {
+    public static let hostDirectory = "xign-host-directory+jwt"
+}
+
+extension WireLimit {
+    /// Accounts in one host's directory, and the local groups one account is given on a host.
+    public static let directoryUsers = 50_000
+    public static let localGroups = 32
+    /// The largest directory answer a host reads (a full one is about 150 bytes per account, signed).
+    public static let directoryBytes = 12 * 1024 * 1024
+}
+
+/// The numbers a manager hands out: above every range Debian, systemd and user namespaces use by default (see
+/// docs/design.md, "Users on every machine"), below 2^31 because some programs keep a uid in a signed int.
+public enum UnixIdRange {
+    public static let allowed: ClosedRange<Int64> = 65_536...2_147_483_646
+    /// 0x70000000 to 0x7FFDFFFF: past the container range (524288 to 1879048191), before systemd's foreign range.
+    public static let standard: ClosedRange<Int64> = 1_879_048_192...2_147_352_575
+}
+
+public struct HostDirectoryRequest: Codable, Equatable, Sendable {
+    public var hostId: String
+    public var challenge: String
+    public var nonce: String
+
+    public init(hostId: String, challenge: String, nonce: String) {
+        self.hostId = hostId
+        self.challenge = challenge
+        self.nonce = nonce
+    }
+}
+
+/// One account as a host serves it: its login name, its uid (its private group has the same number as gid), the
+/// name people read, and the host's local groups (`sudo`, `docker`, ...) its host groups map to.
+public struct DirectoryUser: Codable, Equatable, Sendable {
+    public var loginName: String
+    public var uid: Int64
+    public var displayName: String
+    public var localGroups: [String]
+
+    public init(loginName: String, uid: Int64, displayName: String, localGroups: [String]) {
+        self.loginName = loginName
+        self.uid = uid
+        self.displayName = displayName
+        self.localGroups = localGroups
+    }
+}
+
+/// The signed directory of one host, bound to the host's nonce.
+public struct HostDirectory: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var hostId: String
+    public var issuedAt: Int64
+    public var users: [DirectoryUser]
+
+    public init(nonce: String, hostId: String, issuedAt: Int64, users: [DirectoryUser]) {
+        self.nonce = nonce
+        self.hostId = hostId
+        self.issuedAt = issuedAt
+        self.users = users
+    }
+}
+
+/// A local group's name as `groupadd` accepts it on Debian; the manager's own group names are host groups.
+public enum LocalGroupName {
+    public static func isValid(_ name: String) -> Bool {
+        LoginNameValidator.validate(name) == .valid
+    }
+}
+
+extension HostDirectoryRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.plainIdentifier("hostId", hostId)
+        try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension DirectoryUser: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.require(LoginNameValidator.validate(loginName) == .valid, "loginName", "is not a login name")
+        try Limit.require(
+            UnixIdRange.allowed.contains(uid), "uid",
+            "is outside \(UnixIdRange.allowed.lowerBound)...\(UnixIdRange.allowed.upperBound)")
+        try Limit.line("displayName", displayName, maximum: WireLimit.attributeValue)
+        try Limit.list("localGroups", localGroups, maximum: WireLimit.localGroups) { group throws(LimitViolation) in
+            try Limit.require(LocalGroupName.isValid(group), "localGroups", "holds a name that is not a group name")
+        }
+    }
+}
+
+extension HostDirectory: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.plainIdentifier("hostId", hostId)
+        try Limit.list("users", users, maximum: WireLimit.directoryUsers) { user throws(LimitViolation) in
+            try user.checkLimits()
+        }
+    }
+}
