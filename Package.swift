@@ -188,7 +188,9 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
-        .testTarget(name: "XignDaemonTests", dependencies: ["XignDaemon", "XignLogin", "XignTestSupport"]),
+        .testTarget(
+            name: "XignDaemonTests",
+            dependencies: ["XignDaemon", "XignLogin", "XignCore", "XignProtocol", "XignTestSupport"]),
         .testTarget(
             name: "XignSetupTests",
             dependencies: [

@@ -6,8 +6,8 @@ import XignProtocol
 extension XignSdk {
     /// The accounts that may log in to this host, with the numbers and local groups the manager gave them: signed with
     /// the pinned manager key for this host and a fresh nonce, so neither a man in the middle nor a replay of an older
-    /// directory (an account since removed) is believed.
-    public func fetchHostDirectory() throws -> HostDirectory {
+    /// directory (an account since removed) is believed. With `query`, only the account with that name or number.
+    public func fetchHostDirectory(_ query: DirectoryQuery? = nil) throws -> HostDirectory {
         let host = try hostEnrolment()
         let managerKey = try host.pinnedManagerKey()
         let key = try keys.load(host.keyKind, host.keyReference, what: "host")
@@ -19,7 +19,9 @@ extension XignSdk {
         let compact = try client.postDeviceSigned(
             APIPath.hostDirectory,
             body: try JSONEncoder.canonical.encode(
-                HostDirectoryRequest(hostId: host.hostId, challenge: challenge, nonce: nonce)),
+                HostDirectoryRequest(
+                    hostId: host.hostId, challenge: challenge, nonce: nonce, loginName: query?.loginName,
+                    uid: query?.number.map(Int64.init))),
             challenge: challenge, key: key)
         let directory = try ManagerClient.verify(
             compact, type: SignedAnswerType.hostDirectory, key: managerKey, as: HostDirectory.self, nonce: nonce,

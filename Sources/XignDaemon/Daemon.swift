@@ -79,7 +79,7 @@ public final class Daemon: @unchecked Sendable {
         let configuration = configuration
         let service = DirectoryService(
             cache: DirectoryCache(directory: directory),
-            fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory().users },
+            fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory($0).users },
             refreshMilliseconds: Int64(refreshSeconds) * 1000, log: { [self] in log($0, $1) })
         service.startRefreshing()
         Thread.detachNewThread { service.serve(listener) }

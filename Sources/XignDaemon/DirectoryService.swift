@@ -3,42 +3,51 @@ import XignCore
 import XignLogin
 import XignProtocol
 
-/// Users on every machine, on a host: keeps the directory cache fresh (at start, then every `refreshMilliseconds`)
-/// and answers the NSS module's misses on a socket of its own. A miss asks the manager at once, unless a fetch began
-/// less than `missMilliseconds` ago, so a stream of unknown names (a scan of sshd) costs the manager one fetch per
-/// interval. A failed fetch leaves the cache as it was: a host that cannot reach its manager keeps its users.
+/// Users on every machine, on a host: keeps the directory cache fresh (the whole directory at start, then every
+/// `refreshMilliseconds`) and answers the NSS module's misses on a socket of its own. A miss asks the manager for that
+/// one name or number at once, so a person the host has never seen can log in as soon as the account exists; misses
+/// draw from a small budget (`missBurst`, refilled at `missesPerSecond`), so a scan of sshd with made-up names costs
+/// the manager little. A failed fetch leaves the cache as it was: a host that cannot reach its manager keeps its users.
 public final class DirectoryService: @unchecked Sendable {
-    public typealias Fetch = @Sendable () throws -> [DirectoryUser]
+    /// The whole directory (nil) or the account with one name or number.
+    public typealias Fetch = @Sendable (DirectoryQuery?) throws -> [DirectoryUser]
     /// The socket's name in the cache's directory, where the module looks for it.
     public static let socketName = "socket"
 
     let cache: DirectoryCache
     let fetch: Fetch
     let refreshMilliseconds: Int64
-    let missMilliseconds: Int64
+    let missBurst: Double
+    let missesPerSecond: Double
     let maximumConnections: Int
     let log: @Sendable (Int32, String) -> Void
 
     private let state = NSCondition()
+    /// The last whole directory with what misses brought since; nil until a whole one arrived.
+    private var users: [DirectoryUser]?
     private var names: Set<String> = []
     private var ids: Set<Int64> = []
-    private var fetching = false
-    private var fetchesDone = 0
-    private var lastFetchStart: MonotonicClock.Instant?
+    private var refreshing = false
+    private var refreshesDone = 0
+    private var missBudget: Double
+    private var budgetRefilled = MonotonicClock.now()
     private var reported: [String] = []
     private var open = 0
+    /// One cache write at a time, each from the newest list.
+    private let writing = NSLock()
 
     public init(
-        cache: DirectoryCache, fetch: @escaping Fetch, refreshMilliseconds: Int64 = 300_000,
-        missMilliseconds: Int64 = 10_000, maximumConnections: Int = 32,
-        log: @escaping @Sendable (Int32, String) -> Void
+        cache: DirectoryCache, fetch: @escaping Fetch, refreshMilliseconds: Int64 = 300_000, missBurst: Double = 10,
+        missesPerSecond: Double = 5, maximumConnections: Int = 32, log: @escaping @Sendable (Int32, String) -> Void
     ) {
         self.cache = cache
         self.fetch = fetch
         self.refreshMilliseconds = refreshMilliseconds
-        self.missMilliseconds = missMilliseconds
+        self.missBurst = missBurst
+        self.missesPerSecond = missesPerSecond
         self.maximumConnections = maximumConnections
         self.log = log
+        missBudget = missBurst
         let served = cache.served()
         names = Set(served.map(\.name))
         ids = Set(served.map(\.id))
@@ -54,60 +63,99 @@ public final class DirectoryService: @unchecked Sendable {
         }
     }
 
-    /// One fetch and write; a caller that comes while one runs waits for it instead of starting another.
+    /// Fetches the whole directory and writes it; a caller that comes while a refresh runs waits for it instead.
     func refresh() {
         state.lock()
-        if fetching {
-            let awaited = fetchesDone + 1
-            while fetchesDone < awaited { state.wait() }
+        if refreshing {
+            let awaited = refreshesDone + 1
+            while refreshesDone < awaited { state.wait() }
             state.unlock()
             return
         }
-        fetching = true
-        lastFetchStart = MonotonicClock.now()
+        refreshing = true
         state.unlock()
-        var served: [(name: String, id: Int64)]?
         do {
-            let written = try cache.write(try fetch())
-            served = written.served.map { ($0.loginName, $0.uid) }
-            report(
-                written.collisions.map { "not served, local files win: \($0)" }
-                    + written.missingGroups.map { "local group \($0) does not exist here; its members do not join it" })
+            let fetched = try fetch(nil)
+            try publish { _ in fetched }
         } catch {
             report(["the user directory was not refreshed, the cache stays as it was: \(error)"])
         }
         state.lock()
-        if let served {
-            names = Set(served.map(\.name))
-            ids = Set(served.map(\.id))
-        }
-        fetching = false
-        fetchesDone += 1
+        refreshing = false
+        refreshesDone += 1
         state.broadcast()
         state.unlock()
     }
 
+    /// Writes the cache from `change` applied to the current list, and serves what it wrote.
+    private func publish(_ change: ([DirectoryUser]?) -> [DirectoryUser]) throws {
+        try writing.withLock {
+            let list = change(state.withLock { users })
+            let written = try cache.write(list)
+            state.withLock {
+                users = list
+                names = Set(written.served.map(\.loginName))
+                ids = Set(written.served.map(\.uid))
+            }
+            report(
+                written.collisions.map { "not served, local files win: \($0)" }
+                    + written.missingGroups.map { "local group \($0) does not exist here; its members do not join it" })
+        }
+    }
+
     /// Logs what a refresh left out, or why it failed, when that changes: not every few minutes.
     private func report(_ lines: [String]) {
-        state.lock()
-        let changed = lines != reported
-        reported = lines
-        state.unlock()
+        let changed = state.withLock {
+            defer { reported = lines }
+            return lines != reported
+        }
         if changed { for line in lines { log(LOG_WARNING, line) } }
     }
 
-    /// The answer to a miss: fetches first unless one began within `missMilliseconds`.
-    func answer(_ query: DirectoryQuery) -> DirectoryQuery.Answer {
-        state.lock()
-        let recent = lastFetchStart.map { MonotonicClock.now().milliseconds - $0.milliseconds < missMilliseconds }
-        state.unlock()
-        if recent != true { refresh() }
-        state.lock()
-        defer { state.unlock() }
-        switch query {
-        case .name(let name): return names.contains(name) ? .found : .notFound
-        case .id(let id): return ids.contains(Int64(id)) ? .found : .notFound
+    private func serves(_ query: DirectoryQuery) -> Bool {
+        state.withLock {
+            switch query {
+            case .name(let name): names.contains(name)
+            case .id(let id): ids.contains(Int64(id))
+            }
         }
+    }
+
+    /// Takes one miss from the budget; false when it is spent.
+    private func spendMiss() -> Bool {
+        state.withLock {
+            let now = MonotonicClock.now()
+            let seconds = Double(now.milliseconds - budgetRefilled.milliseconds) / 1000
+            missBudget = min(missBurst, missBudget + seconds * missesPerSecond)
+            budgetRefilled = now
+            guard missBudget >= 1 else { return false }
+            missBudget -= 1
+            return true
+        }
+    }
+
+    /// The answer to a miss: asks the manager for that account (for the whole directory while none has come).
+    func answer(_ query: DirectoryQuery) -> DirectoryQuery.Answer {
+        if serves(query) { return .found }
+        guard spendMiss() else { return .unavailable }
+        if state.withLock({ users == nil }) {
+            refresh()
+        } else {
+            do {
+                let found = try fetch(query)
+                if !found.isEmpty {
+                    try publish { current in
+                        (current ?? []).filter { user in
+                            !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
+                        } + found
+                    }
+                }
+            } catch {
+                log(LOG_WARNING, "a lookup the cache missed could not ask the manager: \(error)")
+                return .unavailable
+            }
+        }
+        return serves(query) ? .found : .notFound
     }
 
     /// The accept loop of the NSS socket: one short-lived thread per query, at most `maximumConnections` at once.

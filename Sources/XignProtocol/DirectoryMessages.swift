@@ -28,15 +28,20 @@ public enum UnixIdRange {
     public static let standard: ClosedRange<Int64> = 1_879_048_192...2_147_352_575
 }
 
+/// The whole directory, or (a lookup the host's cache missed) only the account with `loginName` or `uid`.
 public struct HostDirectoryRequest: Codable, Equatable, Sendable {
     public var hostId: String
     public var challenge: String
     public var nonce: String
+    public var loginName: String?
+    public var uid: Int64?
 
-    public init(hostId: String, challenge: String, nonce: String) {
+    public init(hostId: String, challenge: String, nonce: String, loginName: String? = nil, uid: Int64? = nil) {
         self.hostId = hostId
         self.challenge = challenge
         self.nonce = nonce
+        self.loginName = loginName
+        self.uid = uid
     }
 }
 
@@ -83,6 +88,10 @@ extension HostDirectoryRequest: LimitedMessage {
         try Limit.plainIdentifier("hostId", hostId)
         try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
         try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+        try Limit.require(loginName == nil || uid == nil, "uid", "may not come with loginName")
+        try Limit.require(
+            loginName.map { LoginNameValidator.validate($0) == .valid } ?? true, "loginName", "is not a login name")
+        try Limit.require(uid.map(UnixIdRange.allowed.contains) ?? true, "uid", "is outside the manager's numbers")
     }
 }
 

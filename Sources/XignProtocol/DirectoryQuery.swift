@@ -59,6 +59,9 @@ public enum DirectoryQuery: Equatable, Sendable {
         self = .name(name)
     }
 
+    public var loginName: String? { if case .name(let name) = self { name } else { nil } }
+    public var number: UInt32? { if case .id(let id) = self { id } else { nil } }
+
     public var encoded: [UInt8] {
         switch self {
         case .name(let name):

@@ -21,7 +21,7 @@ struct Xignd: ParsableCommand {
     @Option(help: "Connections open at once for one uid.") var maxConnectionsPerUser = 8
     @Option(help: "Where the user directory's cache and the NSS module's socket are.")
     var directory = DirectoryCache.defaultDirectory
-    @Option(help: "Fetch the user directory from the manager this often, in seconds (10 to 86400).")
+    @Option(help: "Fetch the user directory from the manager this often, in seconds (5 to 86400).")
     var directoryRefresh = 300
     @Flag(help: "Do not serve the user directory (a machine that has not joined a manager as a host).")
     var noDirectory = false
@@ -30,8 +30,8 @@ struct Xignd: ParsableCommand {
         guard (1...4096).contains(maxConnections), (1...maxConnections).contains(maxConnectionsPerUser) else {
             throw ValidationError("--max-connections must be 1 to 4096 and --max-connections-per-user 1 to that")
         }
-        guard (10...86_400).contains(directoryRefresh) else {
-            throw ValidationError("--directory-refresh must be 10 to 86400 seconds")
+        guard (5...86_400).contains(directoryRefresh) else {
+            throw ValidationError("--directory-refresh must be 5 to 86400 seconds")
         }
         guard directory.hasPrefix("/"), directory.utf8.count < 100 else {
             throw ValidationError("--directory must be an absolute path under 100 bytes")

@@ -2,7 +2,7 @@ import Foundation
 import XignProtocol
 
 /// Users on every machine: a joined host fetches the accounts that may log in to it, with their uids and local groups,
-/// signed over its nonce. The host serves them through its NSS module (docs/design.md, "Users on every machine").
+/// signed over its nonce; or one of them, for a name or number its cache missed. The host serves them through its NSS module (docs/design.md, "Users on every machine").
 extension IdentityManager {
     public func hostDirectory(body: Data, signature: String?) async throws -> String {
         let request = try RequestBody.decode(HostDirectoryRequest.self, from: body, "the directory request")
@@ -17,7 +17,7 @@ extension IdentityManager {
                     .conflict, .challengeInvalid,
                     "the challenge is unknown, expired or was already used; request a new one")
             }
-            return try await store.directory(hostName: host.name)
+            return try await store.directory(hostName: host.name, loginName: request.loginName, uid: request.uid)
         }
         logger.debug("directory served", metadata: ["host": "\(request.hostId)", "users": "\(users.count)"])
         return try signer.sign(

@@ -53,29 +53,37 @@ extension ManagerStore {
     }
 
     /// The accounts that may log in to `hostName` (the access rule of `mayLogIn`), with the local groups of the host
-    /// groups they share with it, ordered by uid.
-    func directory(hostName: String) async throws -> [DirectoryUser] {
+    /// groups they share with it, ordered by uid; only the one with `loginName` or `uid` when either is given.
+    func directory(hostName: String, loginName: String? = nil, uid: Int64? = nil) async throws -> [DirectoryUser] {
+        let only: SQLQueryString =
+            if let loginName { "AND c.login_name = \(bind: loginName)" } else if let uid { "AND c.uid = \(bind: uid)" } else { "" }
+        let accounts = try await sql.raw(
+            """
+            SELECT c.id, c.login_name, c.uid, c.attributes FROM accounts c
+            WHERE c.login_name IS NOT NULL AND c.uid IS NOT NULL \(only) AND EXISTS (
+                SELECT 1 FROM account_host_groups g WHERE g.account_id = c.id AND (g.group_name = \(bind: IdentityManager.everyHost)
+                    OR g.group_name IN (SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName))))
+            ORDER BY c.uid
+            """
+        ).all()
+        let onlyAccount: SQLQueryString =
+            if loginName != nil || uid != nil, let row = accounts.first {
+                "AND g.account_id = \(bind: try row.decode(column: "id", as: String.self))"
+            } else { "" }
         var localGroups: [String: [String]] = [:]
         for row in try await sql.raw(
             """
             SELECT DISTINCT g.account_id, m.local_group FROM account_host_groups g
             JOIN host_groups h ON h.group_name = g.group_name AND h.host_name = \(bind: hostName)
             JOIN host_group_local_groups m ON m.group_name = g.group_name
+            WHERE 1 = 1 \(onlyAccount)
             ORDER BY m.local_group
             """
         ).all() {
             localGroups[try row.decode(column: "account_id", as: String.self), default: []].append(
                 try row.decode(column: "local_group", as: String.self))
         }
-        return try await sql.raw(
-            """
-            SELECT c.id, c.login_name, c.uid, c.attributes FROM accounts c
-            WHERE c.login_name IS NOT NULL AND c.uid IS NOT NULL AND EXISTS (
-                SELECT 1 FROM account_host_groups g WHERE g.account_id = c.id AND (g.group_name = \(bind: IdentityManager.everyHost)
-                    OR g.group_name IN (SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName))))
-            ORDER BY c.uid
-            """
-        ).all().map { row in
+        return try accounts.map { row in
             let id = try row.decode(column: "id", as: String.self)
             let attributes =
                 (try? JSONDecoder().decode(

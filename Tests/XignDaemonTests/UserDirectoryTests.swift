@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import XignProtocol
+import XignTestSupport
+
+/// Users on every machine: the manager's accounts as users of two joined hosts, through xignd and libnss_xign, looked
+/// up with glibc's own getent and id in each host's mount namespace.
+@Suite(.serialized) struct UserDirectoryTests {
+    let manager: ManagerProcess
+
+    init() throws {
+        manager = try ManagerProcess()
+    }
+
+    /// An account with a login name that may log in to hosts in `groups`; returns its uid as `admin accounts` says.
+    func account(_ login: String, groups: [String]) throws -> Int64 {
+        let email = "\(login)@example.org"
+        for arguments in [
+            ["accounts", "add", email, "--login-name", login], ["accounts", "set-host-groups", email] + groups,
+        ] {
+            let result = try manager.admin(arguments)
+            guard result.status == 0 else { throw TestFailure("admin \(arguments): \(result.stderr)") }
+        }
+        let listed = try manager.admin(["accounts", "list", "--json"])
+        let accounts = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+        guard let uid = accounts.first(where: { $0["loginName"] as? String == login })?["uid"] as? Int64 else {
+            throw TestFailure("no uid for \(login): \(listed.stdout)")
+        }
+        return uid
+    }
+
+    @Test func twoHostsNameOnePersonWithTheSameNumbersAndMappedGroups() throws {
+        #expect(try manager.admin(["groups", "set-local", "web", "sudo", "nosuchgroup"]).status == 0)
+        let alice = try account("alice", groups: ["web"])
+        #expect(UnixIdRange.standard.contains(alice))
+        let hosts = try ["web1", "web2"].map { try JoinedHost($0, groups: ["web"], manager: manager) }
+        let sudo = try #require(try hosts[0].getent("group", "sudo")?.split(separator: ":")[2])
+        for host in hosts {
+            #expect(try host.waitForUser("alice", present: true), "\(host.log)")
+            #expect(try host.getent("passwd", "alice") == "alice:x:\(alice):\(alice)::/home/alice:/bin/bash")
+            #expect(try host.getent("passwd", String(alice))?.hasPrefix("alice:") == true)
+            #expect(try host.getent("group", "alice") == "alice:x:\(alice):")
+            let id = try host.run(["/usr/bin/id", "alice"])
+            #expect(id.stdout == "uid=\(alice)(alice) gid=\(alice)(alice) groups=\(alice)(alice),\(sudo)(sudo)\n")
+            #expect(host.log.contains("local group nosuchgroup does not exist here"), "\(host.log)")
+        }
+        // Enumeration lists the account after the local users.
+        let listed = try hosts[0].run(["/usr/bin/getent", "passwd"]).stdout
+        #expect(listed.hasSuffix("alice:x:\(alice):\(alice)::/home/alice:/bin/bash\n"))
+
+        // A person the hosts have never seen: the first lookup asks xignd, which asks the manager at once.
+        let bob = try account("bob", groups: ["web"])
+        #expect(try hosts[1].getent("passwd", "bob") == "bob:x:\(bob):\(bob)::/home/bob:/bin/bash", "\(hosts[1].log)")
+        // Deleted, the account leaves every host at its next refresh; made again, it has a new number.
+        #expect(try manager.admin(["accounts", "delete", "alice@example.org"]).status == 0)
+        for host in hosts { #expect(try host.waitForUser("alice", present: false), "\(host.log)") }
+        #expect(try hosts[0].getent("passwd", String(alice)) == nil)
+        let again = try account("alice", groups: ["web"])
+        #expect(again > bob && again != alice)
+        #expect(try hosts[0].getent("passwd", "alice") == "alice:x:\(again):\(again)::/home/alice:/bin/bash")
+        // Control: an account without the hosts' group is served on neither.
+        _ = try account("carol", groups: ["db"])
+        #expect(try hosts[0].getent("passwd", "carol") == nil)
+    }
+}
