@@ -14,7 +14,7 @@ let package = Package(
         // pam_xign.so; `make pam` links it with the static Swift stdlib and pam/pam_xign.map.
         .library(name: "pam_xign", type: .dynamic, targets: ["XignPAM"]),
         // The client's parsers and the manager's config file as libraries for the libFuzzer targets in Fuzz/, a package of its own.
-        .library(name: "XignClient", targets: ["XignCore", "XignLogin"]),
+        .library(name: "XignClient", targets: ["XignCore", "XignLogin", "XignDaemon"]),
         .library(name: "XignManagerConfiguration", targets: ["XignManagerConfiguration"]),
         .library(name: "XignWebAuthn", targets: ["XignWebAuthn"]),
         .library(name: "XignAttestation", targets: ["XignAttestation"]),

@@ -14,6 +14,11 @@ swift build --package-path "$fuzz" --scratch-path "$scratch" -c release -Xswiftc
 binary="$scratch/release/xign-fuzz"
 targets=$("$binary" 2>&1 | sed -n 's/^set XIGN_FUZZ_TARGET to one of: //p' || true)
 [ -n "$targets" ] || { echo "fuzz: the binary lists no targets" >&2; exit 1; }
+# The NSS module is C: its wire and line parsing are a target of their own, built with the toolchain's clang.
+nss_binary="$scratch/nss-wire"
+clang -fuse-ld=lld -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I "$repository/nss" \
+    -o "$nss_binary" "$repository/nss/fuzz_wire.c" "$repository/nss/xign_nss_wire.c"
+targets="$targets nss-wire"
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     for target in $FUZZ_TARGETS; do
         [[ " $targets " == *" $target "* ]] || { echo "fuzz: no target '$target'; the targets are: $targets" >&2; exit 2; }
@@ -33,7 +38,9 @@ for target in $targets; do
     manager-config) dictionary=(-dict="$fuzz/Dictionaries/manager-config.dict") ;;
     *) dictionary=() ;;
     esac
-    if ! XIGN_FUZZ_TARGET="$target" "$binary" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" "${dictionary[@]}" \
+    runner="$binary"
+    [ "$target" = nss-wire ] && runner="$nss_binary"
+    if ! XIGN_FUZZ_TARGET="$target" "$runner" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" "${dictionary[@]}" \
         -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" > "$log" 2>&1; then
         echo "fuzz: $target FAILED; its log is $log:" >&2
         grep -E "ERROR|Fatal|panic|SUMMARY|Test unit written" "$log" | head -20 >&2

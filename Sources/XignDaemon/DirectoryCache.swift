@@ -14,7 +14,7 @@ public struct DirectoryCache: Sendable {
     public static let defaultDirectory = "/var/lib/xign-nss"
     public static let home = "/home", shell = "/bin/bash"
     /// The most of /etc/passwd or /etc/group read.
-    static let localFileLimit = 32 * 1024 * 1024
+    static let localFileLimit = 8 * 1024 * 1024
 
     public let directory: String
     let localPasswd: String
@@ -72,10 +72,7 @@ public struct DirectoryCache: Sendable {
             members.keys.sorted().map { "\($0):x:\(localGroupIds[$0]!):\(members[$0]!.joined(separator: ","))\n" },
             as: Self.memberships)
         try publish(served.map { "\($0.loginName):x:\($0.uid):" + "\n" }, as: Self.group)
-        try publish(
-            served.map {
-                "\($0.loginName):x:\($0.uid):\($0.uid):\(Self.gecos($0.displayName)):\(Self.home)/\($0.loginName):\(Self.shell)\n"
-            }, as: Self.passwd)
+        try publish(served.map(Self.passwdLine), as: Self.passwd)
         return written
     }
 
@@ -88,6 +85,12 @@ public struct DirectoryCache: Sendable {
         try AtomicFile.write(Data(lines.joined().utf8), to: directory + "/" + name, mode: 0o644)
     }
 
+    /// The account's line in `passwd`: one line of seven fields whatever the manager sent (a name is a login name,
+    /// checked with the answer; the comment is filtered here).
+    static func passwdLine(_ user: DirectoryUser) -> String {
+        "\(user.loginName):x:\(user.uid):\(user.uid):\(gecos(user.displayName)):\(home)/\(user.loginName):\(shell)\n"
+    }
+
     /// The comment field: no separator of the passwd format (`:`, a line), no sub-field separator (`,`).
     static func gecos(_ name: String) -> String {
         String(String.UnicodeScalarView(name.unicodeScalars.filter { $0 != ":" && $0 != "," && DisplayText.isSafe($0) }))
@@ -96,7 +99,11 @@ public struct DirectoryCache: Sendable {
     /// The names and numbers (field 3) of a passwd or group file; NIS's `+` and `-` lines and broken lines are skipped.
     static func entries(of path: String) throws -> [(name: String, id: Int64)] {
         guard let data = try AtomicFile.read(path, limit: localFileLimit) else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+        return entries(in: String(decoding: data, as: UTF8.self))
+    }
+
+    static func entries(in text: String) -> [(name: String, id: Int64)] {
+        text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
             guard fields.count >= 3, let first = fields[0].first, first != "+", first != "-",
                 let id = Int64(fields[2])

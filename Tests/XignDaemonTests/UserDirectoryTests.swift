@@ -62,4 +62,39 @@ import XignTestSupport
         _ = try account("carol", groups: ["db"])
         #expect(try hosts[0].getent("passwd", "carol") == nil)
     }
+
+    @Test func localFilesWinAndADeadDaemonNeverHangsALookup() throws {
+        let alice = try account("alice", groups: ["web"])
+        let bob = try account("bob", groups: ["web"])
+        let host = try JoinedHost(
+            "web1", groups: ["web"], manager: manager, localUsers: ["alice:x:4242:4242::/home/alice:/bin/sh"])
+        // The local alice wins, and the manager's alice is served under neither her name nor her number.
+        #expect(try host.waitForUser("bob", present: true), "\(host.log)")
+        #expect(try host.getent("passwd", "alice") == "alice:x:4242:4242::/home/alice:/bin/sh")
+        #expect(try host.getent("passwd", String(alice)) == nil)
+        #expect(try host.getent("group", String(alice)) == nil)
+        #expect(host.log.contains("not served, local files win: alice (uid \(alice))"), "\(host.log)")
+        // Control: bob, who collides with nothing, is served by name and number.
+        #expect(try host.getent("passwd", String(bob))?.hasPrefix("bob:x:\(bob):") == true)
+
+        // xignd frozen: a cached user still resolves; a miss gives up within the module's second.
+        host.signalDaemon(SIGSTOP)
+        #expect(try host.getent("passwd", "bob") != nil)
+        let frozen = try timed { try host.getent("passwd", "dave") }
+        #expect(frozen.value == nil)
+        // xignd gone: the refused connection answers at once.
+        host.signalDaemon(SIGKILL)
+        #expect(try host.getent("passwd", "bob") != nil)
+        let dead = try timed { try host.getent("passwd", "dave") }
+        #expect(dead.value == nil)
+        print("a missed lookup took \(frozen.milliseconds) ms with xignd frozen, \(dead.milliseconds) ms with it dead")
+        #expect(frozen.milliseconds < 5_000 && dead.milliseconds < 5_000, "no lookup hangs")
+    }
+
+    /// How long `body` took, in milliseconds, with its value.
+    func timed<T>(_ body: () throws -> T) rethrows -> (value: T, milliseconds: Int) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let value = try body()
+        return (value, Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000))
+    }
 }

@@ -7,6 +7,7 @@ import XignWebAuthn
 
 @testable import XignAttestation
 @testable import XignCore
+@testable import XignDaemon
 @testable import XignDevice
 
 /// One libFuzzer target: what it reads, fed one input. Every throw is an accepted answer; only a trap, a leak
@@ -108,6 +109,29 @@ struct FuzzTarget {
                 "another key accepts it")
             precondition(keys.allSatisfy { Set([$0, key.publicKey]).count == 1 }, "one key hashes as two")
             _ = try? key.sharedSecret(with: keys[0])
+        },
+        FuzzTarget(name: "directory-query") { input in
+            // What any local process sends xignd's directory socket, as root reads it.
+            let bytes = [UInt8](input)
+            if bytes.count >= DirectoryQuery.headerLength {
+                _ = try? DirectoryQuery.keyLength(ofHeader: Array(bytes[..<DirectoryQuery.headerLength]))
+            }
+            guard let query = try? DirectoryQuery(parsing: bytes) else { return }
+            precondition(query.encoded == bytes, "a query does not encode back to its bytes")
+        },
+        FuzzTarget(name: "host-directory") { input in
+            // The manager's directory, and the passwd lines a host writes from what passes its checks: one line of
+            // seven fields each, whatever the manager sent.
+            guard let directory = try? JSONDecoder().decode(HostDirectory.self, from: input),
+                (try? directory.checkLimits()) != nil
+            else { return }
+            for user in directory.users {
+                let line = DirectoryCache.passwdLine(user)
+                precondition(
+                    line.filter { $0 == ":" }.count == 6 && line.filter(\.isNewline).count == 1 && line.last == "\n",
+                    "a passwd line that is not one entry: \(line)")
+            }
+            _ = DirectoryCache.entries(in: String(decoding: input, as: UTF8.self))
         },
         FuzzTarget(name: "wire-answers") { input in
             // Every answer the client decodes, and the error body of any status.
