@@ -47,4 +47,33 @@ import XignTestSupport
             !columns.contains("service") && !columns.contains("merge_session_id") && columns.contains("purpose"),
             "\(columns)")
     }
+
+    /// The step that brings uids numbers the accounts that had a login name, oldest first, and the counter goes on
+    /// after them; a manager without such accounts starts at the range it is configured with (the counter is 0).
+    @Test func accountsWithALoginNameGetNumbersInTheOrderTheyWereMade() throws {
+        let directory = TemporaryDirectory()
+        func sqlite(_ database: String, _ statements: [String]) throws -> String {
+            let script = try directory.write("script.sql", statements.map { $0 + ";\n" }.joined())
+            let result = try ChildProcess(
+                "/usr/bin/sqlite3", ["-bail", directory.file(database), ".read \(script)"], in: directory
+            ).wait()
+            guard result.status == 0 else { throw TestFailure("sqlite3: \(result.stderr)") }
+            return result.stdout
+        }
+        let step = Schema.migrations.firstIndex { $0 == Schema.unixIds }!
+        for database in ["upgraded.sqlite", "empty.sqlite"] {
+            _ = try sqlite(database, Schema.migrations[..<step].flatMap { $0 })
+        }
+        _ = try sqlite(
+            "upgraded.sqlite",
+            [("young", "'young'", 2), ("old", "'old'", 1), ("nameless", "NULL", 0)].map { id, login, created in
+                "INSERT INTO accounts (id, email, login_name, attributes, is_temporary, created_at) VALUES ('\(id)', '\(id)@example.org', \(login), '{}', 0, \(created))"
+            })
+        for database in ["upgraded.sqlite", "empty.sqlite"] { _ = try sqlite(database, Schema.unixIds) }
+        #expect(
+            try sqlite("upgraded.sqlite", ["SELECT id || '=' || COALESCE(uid, '-') FROM accounts ORDER BY id"])
+                == "nameless=-\nold=1879048192\nyoung=1879048193\n")
+        #expect(try sqlite("upgraded.sqlite", ["SELECT next_id FROM unix_id_counter"]) == "1879048194\n")
+        #expect(try sqlite("empty.sqlite", ["SELECT next_id FROM unix_id_counter"]) == "0\n")
+    }
 }

@@ -18,7 +18,7 @@ extension ManagerStore {
         guard uid <= range.upperBound else {
             throw ManagerError(
                 .conflict, .conflict,
-                "every uid in users.uid_range (\(range.lowerBound)-\(range.upperBound)) is given; widen the range in manager.conf"
+                "users.uid_range (\(range.lowerBound)-\(range.upperBound)) has no number left above those given (the next is \(uid)); widen the range in manager.conf or move it up"
             )
         }
         try await sql.raw("UPDATE unix_id_counter SET next_id = \(bind: uid + 1)").run()

@@ -14,7 +14,8 @@ enum Schema {
     /// Users on every machine: an account's uid (its private group's gid is the same number), given when it first
     /// has a login name, from a counter that only grows, so a number is never given twice; and the local groups a
     /// host group's members join on its hosts. Accounts that had a login name before get theirs now, in the order
-    /// they were made, from the start of the standard range (UnixIdRange.standard; the literal is this step's own).
+    /// they were made, from the start of the standard range (UnixIdRange.standard; the literal is this step's own). The
+    /// counter holds the next number to give, 0 while none was.
     static let unixIds = [
         "ALTER TABLE accounts ADD COLUMN uid BIGINT",
         "CREATE UNIQUE INDEX accounts_uid ON accounts (uid)",
@@ -25,7 +26,10 @@ enum Schema {
         WHERE login_name IS NOT NULL
         """,
         "CREATE TABLE unix_id_counter (next_id BIGINT NOT NULL)",
-        "INSERT INTO unix_id_counter (next_id) SELECT 1879048192 + COUNT(*) FROM accounts WHERE login_name IS NOT NULL",
+        """
+        INSERT INTO unix_id_counter (next_id)
+        SELECT CASE WHEN COUNT(*) = 0 THEN 0 ELSE 1879048192 + COUNT(*) END FROM accounts WHERE login_name IS NOT NULL
+        """,
         """
         CREATE TABLE host_group_local_groups (
             group_name TEXT NOT NULL,
