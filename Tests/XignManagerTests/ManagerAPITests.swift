@@ -781,4 +781,18 @@ struct JoinedHost<Manager: ManagerFiles> {
             "POST", APIPath.confirmations, body: body,
             headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
     }
+
+    /// The host's directory (POST /v1/hosts/directory), host-signed over a challenge it spends.
+    func directory(loginName: String? = nil, uid: Int64? = nil, key: P256PrivateKey? = nil) async throws -> (
+        answer: APIAnswer, replay: () async throws -> APIAnswer
+    ) {
+        let challenge =
+            try await api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"]
+            as? String ?? ""
+        let body = try JSONEncoder.canonical.encode(
+            HostDirectoryRequest(hostId: hostId, challenge: challenge, nonce: "d", loginName: loginName, uid: uid))
+        let headers = try Self.signed(key ?? self.key, APIPath.hostDirectory, body, challenge: challenge)
+        let send = { [api] in try await api.call("POST", APIPath.hostDirectory, body: body, headers: headers) }
+        return (try await send(), send)
+    }
 }
