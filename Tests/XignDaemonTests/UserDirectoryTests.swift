@@ -67,7 +67,8 @@ import XignTestSupport
         let alice = try account("alice", groups: ["web"])
         let bob = try account("bob", groups: ["web"])
         let host = try JoinedHost(
-            "web1", groups: ["web"], manager: manager, localUsers: ["alice:x:4242:4242::/home/alice:/bin/sh"])
+            "web1", groups: ["web"], manager: manager, localUsers: ["alice:x:4242:4242::/home/alice:/bin/sh"],
+            refreshSeconds: 3600)
         // The local alice wins, and the manager's alice is served under neither her name nor her number.
         #expect(try host.waitForUser("bob", present: true), "\(host.log)")
         #expect(try host.getent("passwd", "alice") == "alice:x:4242:4242::/home/alice:/bin/sh")
@@ -76,6 +77,12 @@ import XignTestSupport
         #expect(host.log.contains("not served, local files win: alice (uid \(alice))"), "\(host.log)")
         // Control: bob, who collides with nothing, is served by name and number.
         #expect(try host.getent("passwd", String(bob))?.hasPrefix("bob:x:\(bob):") == true)
+        // A cache that others may write is not believed (someone could have added a user to it); control: mode 0644.
+        let cache = host.directory.file("var/xign-nss/passwd")
+        chmod(cache, 0o664)
+        #expect(try host.getent("passwd", "bob") == nil)
+        chmod(cache, 0o644)
+        #expect(try host.getent("passwd", "bob") != nil)
 
         // xignd frozen: a cached user still resolves; a miss gives up within the module's second.
         host.signalDaemon(SIGSTOP)
