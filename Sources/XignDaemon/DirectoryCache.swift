@@ -6,6 +6,9 @@ import XignProtocol
 /// with the local gid and the members). Root writes them whole (a temporary file and a rename), readable by everyone,
 /// like /etc/passwd.
 ///
+/// The password fields are `*`: no password, and none in /etc/shadow to look for (pam_unix's account check then
+/// passes, as for SSSD's users); people log in with XignIn.
+///
 /// Local files win: an account whose name or number a local user or group has is left out, and so is a local group
 /// the host does not have (the manager never makes one). The module checks the same at each lookup, so a user added
 /// locally after this write wins at once.
@@ -69,9 +72,9 @@ public struct DirectoryCache: Sendable {
         let served = written.served
         try AtomicFile.makeDirectory(directory, mode: 0o755, enforceMode: true)
         try publish(
-            members.keys.sorted().map { "\($0):x:\(localGroupIds[$0]!):\(members[$0]!.joined(separator: ","))\n" },
+            members.keys.sorted().map { "\($0):*:\(localGroupIds[$0]!):\(members[$0]!.joined(separator: ","))\n" },
             as: Self.memberships)
-        try publish(served.map { "\($0.loginName):x:\($0.uid):" + "\n" }, as: Self.group)
+        try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: Self.group)
         try publish(served.map(Self.passwdLine), as: Self.passwd)
         return written
     }
@@ -88,7 +91,7 @@ public struct DirectoryCache: Sendable {
     /// The account's line in `passwd`: one line of seven fields whatever the manager sent (a name is a login name,
     /// checked with the answer; the comment is filtered here).
     static func passwdLine(_ user: DirectoryUser) -> String {
-        "\(user.loginName):x:\(user.uid):\(user.uid):\(gecos(user.displayName)):\(home)/\(user.loginName):\(shell)\n"
+        "\(user.loginName):*:\(user.uid):\(user.uid):\(gecos(user.displayName)):\(home)/\(user.loginName):\(shell)\n"
     }
 
     /// The comment field: no separator of the passwd format (`:`, a line), no sub-field separator (`,`).

@@ -25,7 +25,8 @@ public final class SSHServer: @unchecked Sendable {
     }
 
     /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt).
-    public init(pamServices: String, method: String = "keyboard-interactive") throws {
+    /// `launcher`: what sshd runs under, such as nsenter into a host's mount namespace.
+    public init(pamServices: String, method: String = "keyboard-interactive", launcher: [String] = []) throws {
         self.method = method
         let keygen = try ChildProcess(
             "/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory
@@ -58,8 +59,8 @@ public final class SSHServer: @unchecked Sendable {
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = pamServices
-        process = try ChildProcess(
-            "/usr/sbin/sshd", ["-D", "-e", "-f", config], environment: environment, in: directory)
+        let command = launcher + ["/usr/sbin/sshd", "-D", "-e", "-f", config]
+        process = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, in: directory)
         let deadline = Date().addingTimeInterval(10)
         while !LoopbackSocket.isListening(port) {
             guard Date() < deadline, process.poll() == nil else { throw TestFailure("sshd did not start: \(log)") }
@@ -69,15 +70,17 @@ public final class SSHServer: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "" }
 
-    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, with the server's one method, and no known-hosts file.
-    public func ssh(_ user: String, _ command: String) throws -> PseudoTerminal {
+    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, with the server's one method, and no known-hosts file;
+    /// `terminal`: ask for a terminal on the server too (`-t`), as sudo there needs.
+    public func ssh(_ user: String, _ command: String, terminal: Bool = false) throws -> PseudoTerminal {
         try PseudoTerminal(
             "/usr/bin/ssh",
             [
                 "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
                 "LogLevel=ERROR",
-                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1", "\(user)@127.0.0.1",
-                command,
+                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1",
+            ] + (terminal ? ["-t"] : []) + [
+                "\(user)@127.0.0.1", command,
             ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
     }
 

@@ -33,6 +33,10 @@ public struct LocalUser: Sendable {
         return first <= last ? first...last : 1000...60000
     }
 
-    /// A system account: root, a daemon below UID_MIN, or one above UID_MAX such as nobody.
-    public var isSystemAccount: Bool { !Self.personUIDs().contains(uid) }
+    /// A system account: root, a daemon below UID_MIN, or one above UID_MAX in the 16-bit range, such as nobody and
+    /// systemd's dynamic users. Numbers from 65536 on are people from a directory: the manager's own (UnixIdRange),
+    /// SSSD's, LDAP's; (uid_t)-1 and -2 are no one's.
+    public var isSystemAccount: Bool {
+        !Self.personUIDs().contains(uid) && !(UInt32(UnixIdRange.allowed.lowerBound)...UInt32.max - 2).contains(uid)
+    }
 }

@@ -37,27 +37,27 @@ import XignTestSupport
         let sudo = try #require(try hosts[0].getent("group", "sudo")?.split(separator: ":")[2])
         for host in hosts {
             #expect(try host.waitForUser("alice", present: true), "\(host.log)")
-            #expect(try host.getent("passwd", "alice") == "alice:x:\(alice):\(alice)::/home/alice:/bin/bash")
+            #expect(try host.getent("passwd", "alice") == "alice:*:\(alice):\(alice)::/home/alice:/bin/bash")
             #expect(try host.getent("passwd", String(alice))?.hasPrefix("alice:") == true)
-            #expect(try host.getent("group", "alice") == "alice:x:\(alice):")
+            #expect(try host.getent("group", "alice") == "alice:*:\(alice):")
             let id = try host.run(["/usr/bin/id", "alice"])
             #expect(id.stdout == "uid=\(alice)(alice) gid=\(alice)(alice) groups=\(alice)(alice),\(sudo)(sudo)\n")
             #expect(host.log.contains("local group nosuchgroup does not exist here"), "\(host.log)")
         }
         // Enumeration lists the account after the local users.
         let listed = try hosts[0].run(["/usr/bin/getent", "passwd"]).stdout
-        #expect(listed.hasSuffix("alice:x:\(alice):\(alice)::/home/alice:/bin/bash\n"))
+        #expect(listed.hasSuffix("alice:*:\(alice):\(alice)::/home/alice:/bin/bash\n"))
 
         // A person the hosts have never seen: the first lookup asks xignd, which asks the manager at once.
         let bob = try account("bob", groups: ["web"])
-        #expect(try hosts[1].getent("passwd", "bob") == "bob:x:\(bob):\(bob)::/home/bob:/bin/bash", "\(hosts[1].log)")
+        #expect(try hosts[1].getent("passwd", "bob") == "bob:*:\(bob):\(bob)::/home/bob:/bin/bash", "\(hosts[1].log)")
         // Deleted, the account leaves every host at its next refresh; made again, it has a new number.
         #expect(try manager.admin(["accounts", "delete", "alice@example.org"]).status == 0)
         for host in hosts { #expect(try host.waitForUser("alice", present: false), "\(host.log)") }
         #expect(try hosts[0].getent("passwd", String(alice)) == nil)
         let again = try account("alice", groups: ["web"])
         #expect(again > bob && again != alice)
-        #expect(try hosts[0].getent("passwd", "alice") == "alice:x:\(again):\(again)::/home/alice:/bin/bash")
+        #expect(try hosts[0].getent("passwd", "alice") == "alice:*:\(again):\(again)::/home/alice:/bin/bash")
         // Control: an account without the hosts' group is served on neither.
         _ = try account("carol", groups: ["db"])
         #expect(try hosts[0].getent("passwd", "carol") == nil)
@@ -76,7 +76,7 @@ import XignTestSupport
         #expect(try host.getent("group", String(alice)) == nil)
         #expect(host.log.contains("not served, local files win: alice (uid \(alice))"), "\(host.log)")
         // Control: bob, who collides with nothing, is served by name and number.
-        #expect(try host.getent("passwd", String(bob))?.hasPrefix("bob:x:\(bob):") == true)
+        #expect(try host.getent("passwd", String(bob))?.hasPrefix("bob:*:\(bob):") == true)
         // A cache that others may write is not believed (someone could have added a user to it); control: mode 0644.
         let cache = host.directory.file("var/xign-nss/passwd")
         chmod(cache, 0o664)

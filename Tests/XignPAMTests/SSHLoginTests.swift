@@ -18,7 +18,9 @@ import XignTestSupport
 
     /// The code and the QR code the ssh client shows, the QR code read by zbarimg. ssh puts "(user@host) " before the
     /// prompt, on the QR code's first line, which is quiet zone only.
-    func scanned(_ ssh: PseudoTerminal, in directory: TemporaryDirectory) throws -> (qrCode: String, code: String) {
+    static func scanned(
+        _ ssh: PseudoTerminal, in directory: TemporaryDirectory
+    ) throws -> (qrCode: String, code: String) {
         let shown = try ssh.expect("Press Enter once approved:")
         let code = String(try ssh.expect(matching: #"type the code \d{6}"#).suffix(6))
         var lines = (shown.components(separatedBy: "XignIn: approve").first ?? "").replacingOccurrences(
@@ -37,7 +39,7 @@ import XignTestSupport
         let (fixture, server, user) = try setUp()
         let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
         // What the terminal shows holds a QR code that decodes to the confirmation's link.
-        let (decoded, code) = try scanned(ssh, in: fixture.laptop.directory)
+        let (decoded, code) = try Self.scanned(ssh, in: fixture.laptop.directory)
         #expect(ConfirmationPayload.confirmationId(in: decoded) != nil && decoded.contains("/C#"), "\(decoded)")
         let approval = try fixture.approve(code: code)
         #expect(approval.status == 0, "\(approval.stderr)")
@@ -60,7 +62,7 @@ import XignTestSupport
                 && activated["outcome"].hasPrefix("This activation is personalized on another device"), "\(activated)")
 
         let ssh = try server.ssh(user, "echo logged-in-as-$(id -un)")
-        let (scanned, code) = try scanned(ssh, in: fixture.laptop.directory)
+        let (scanned, code) = try Self.scanned(ssh, in: fixture.laptop.directory)
         #expect(scanned.hasPrefix("HTTP://LOCALHOST:\(manager.port)/C#"), "a phone's camera opens it: \(scanned)")
         let approved = try phone.approve(scanned, code: code, pin: "24680")
         #expect(approved.status == "Approved. The login to web1.example.org goes on.", "\(approved)")

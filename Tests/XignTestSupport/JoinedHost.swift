@@ -1,6 +1,5 @@
 import Foundation
 import XignCore
-import XignDaemon
 import XignProtocol
 import XignTestSupport
 
@@ -8,14 +7,14 @@ import XignTestSupport
 /// overlay (so /var/lib/xign-nss is this host's), the built libnss_xign.so.2 lies among the system's libraries, and
 /// /etc/nsswitch.conf says `files xign`. Lookups run in that namespace through glibc's own NSS (getent, id), as
 /// sshd's and sudo's would; the machine's files are not touched.
-final class JoinedHost: @unchecked Sendable {
-    let name: String
-    let directory = TemporaryDirectory()
+public final class JoinedHost: @unchecked Sendable {
+    public let name: String
+    public let directory = TemporaryDirectory()
     private(set) var holder: ChildProcess?
-    var cacheDirectory: String { directory.file("var/xign-nss") }
-    var xigndPID: pid_t? { (try? String(contentsOfFile: directory.file("xignd.pid"), encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
+    public var cacheDirectory: String { directory.file("var/xign-nss") }
+    public var xigndPID: pid_t? { (try? String(contentsOfFile: directory.file("xignd.pid"), encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
 
-    static var module: String {
+    public static var module: String {
         get throws {
             let path = Repository.path + "/.build-nss/libnss_xign.so.2"
             guard FileManager.default.fileExists(atPath: path) else {
@@ -25,9 +24,14 @@ final class JoinedHost: @unchecked Sendable {
         }
     }
 
-    /// Joins `manager` as `name` in `groups` and starts xignd. `localUsers`: lines added to this host's /etc/passwd.
-    init(
-        _ name: String, groups: [String], manager: ManagerProcess, localUsers: [String] = [], refreshSeconds: Int = 5
+    /// This host's xign.conf (its state, a software host key), for xignd and pam_xign.
+    public var configPath: String { directory.file("xign.conf") }
+
+    /// Joins `manager` as `name` in `groups` and starts xignd. `localUsers`: lines added to this host's /etc/passwd;
+    /// `mounts`: more shell lines that shape the namespace (each must succeed), such as a pam.d file bound in place.
+    public init(
+        _ name: String, groups: [String], manager: ManagerProcess, localUsers: [String] = [], refreshSeconds: Int = 5,
+        mounts extraMounts: [String] = []
     ) throws {
         self.name = name
         let added = try manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] })
@@ -51,6 +55,7 @@ final class JoinedHost: @unchecked Sendable {
             "mount -t overlay overlay -o lowerdir=/usr/lib/x86_64-linux-gnu,upperdir=\(directory.file("lib")),workdir=\(directory.file("lib-work")) /usr/lib/x86_64-linux-gnu",
             "mount --bind \(directory.file("nsswitch.conf")) /etc/nsswitch.conf",
         ]
+        mounts += extraMounts
         if !localUsers.isEmpty {
             let passwd = try String(contentsOfFile: "/etc/passwd", encoding: .utf8)
             _ = try directory.write("passwd", passwd + localUsers.map { $0 + "\n" }.joined(), mode: 0o644)
@@ -77,32 +82,39 @@ final class JoinedHost: @unchecked Sendable {
         guard serving else { throw TestFailure("xignd on \(name) did not serve its directory: \(log)") }
     }
 
-    var log: String { (try? String(contentsOfFile: directory.file("xignd.log"), encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOfFile: directory.file("xignd.log"), encoding: .utf8)) ?? "" }
+
+    /// What runs a program in this host's mount namespace: put it before the program's path and arguments.
+    public var launcher: [String] {
+        get throws {
+            guard let holder else { throw TestFailure("host \(name) is stopped") }
+            return ["/usr/bin/nsenter", "-t", String(holder.pid), "-m", "--"]
+        }
+    }
 
     /// Runs `arguments` in this host's mount namespace.
-    func run(_ arguments: [String]) throws -> ChildProcess.Result {
-        guard let holder else { throw TestFailure("host \(name) is stopped") }
-        return try ChildProcess("/usr/bin/nsenter", ["-t", String(holder.pid), "-m", "--"] + arguments, in: directory)
-            .wait(timeout: 30)
+    public func run(_ arguments: [String]) throws -> ChildProcess.Result {
+        let command = try launcher + arguments
+        return try ChildProcess(command[0], Array(command.dropFirst()), in: directory).wait(timeout: 30)
     }
 
     /// `getent passwd KEY` (or another database) on this host: the line, or nil when it is not found.
-    func getent(_ database: String, _ key: String) throws -> String? {
+    public func getent(_ database: String, _ key: String) throws -> String? {
         let result = try run(["/usr/bin/getent", database, key])
         return result.status == 0 ? result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : nil
     }
 
     /// Waits until `getent passwd name` on this host says `present`.
-    func waitForUser(_ name: String, present: Bool, seconds: Double = 30) throws -> Bool {
+    public func waitForUser(_ name: String, present: Bool, seconds: Double = 30) throws -> Bool {
         try waitUntil(seconds: seconds, every: 200_000) { (try getent("passwd", name) != nil) == present }
     }
 
     /// Kills xignd (`signal`), leaving the namespace and its cache.
-    func signalDaemon(_ signal: Int32) {
+    public func signalDaemon(_ signal: Int32) {
         if let pid = xigndPID { kill(pid, signal) }
     }
 
-    func stop() {
+    public func stop() {
         if let pid = xigndPID { kill(pid, SIGKILL) }
         if let holder {
             kill(holder.pid, SIGTERM)
@@ -115,8 +127,8 @@ final class JoinedHost: @unchecked Sendable {
 }
 
 /// The repository's root, where `make` leaves what it builds.
-enum Repository {
-    static let path: String = {
+public enum Repository {
+    public static let path: String = {
         var url = URL(fileURLWithPath: #filePath)
         while url.path != "/" {
             url.deleteLastPathComponent()
