@@ -26,7 +26,7 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 
 # Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
-PACKAGE_TOOLS := debhelper dpkg-dev lintian fakeroot iproute2 systemd
+PACKAGE_TOOLS := debhelper dh-nss dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
 
 .PHONY: all deps build pam nss install test lint api-check fuzz sanitize demo bench bench-manager package package-test desktop-test clean
@@ -120,7 +120,7 @@ package: deps
 	dpkg-buildpackage -us -uc -b
 	mkdir -p $(DEB_OUT)
 	rm -f $(DEB_OUT)/*
-	mv ../libpam-xign_*.deb ../libpam-xign-dbgsym_*.deb ../xign-setup_*.deb ../xign-setup-dbgsym_*.deb \
+	mv ../libpam-xign_*.deb ../libpam-xign-dbgsym_*.deb ../libnss-xign_*.deb ../libnss-xign-dbgsym_*.deb ../xign-setup_*.deb ../xign-setup-dbgsym_*.deb \
 	   ../xign-manager_*.deb ../xign-manager-dbgsym_*.deb ../gnome-shell-extension-xign_*.deb ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
