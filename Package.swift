@@ -77,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "xignd",
             dependencies: [
-                "XignDaemon", "XignCore", "XignDevice",
+                "XignDaemon", "XignCore", "XignDevice", "XignProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -190,7 +190,7 @@ let package = Package(
         ),
         .testTarget(
             name: "XignDaemonTests",
-            dependencies: ["XignDaemon", "XignLogin", "XignCore", "XignProtocol", "XignTestSupport"]),
+            dependencies: ["XignDaemon", "XignLogin", "XignProtocol", "XignTestSupport"]),
         .testTarget(
             name: "XignSetupTests",
             dependencies: [

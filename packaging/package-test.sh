@@ -2,7 +2,7 @@
 # Installs, uses, upgrades, removes and purges the Debian packages inside a throwaway root: an overlay
 # of this machine's / in private mount and network namespaces. The machine's own /etc/pam.d and
 # package database are never touched, and nothing survives the test.
-# Usage: package-test.sh DEB_DIR (with libpam-xign, xign-setup and xign-manager .debs)
+# Usage: package-test.sh DEB_DIR (with libpam-xign, libnss-xign, xign-setup and xign-manager .debs)
 set -euo pipefail
 
 if [ "${XIGN_PACKAGE_TEST_STAGE:-}" = "" ]; then
@@ -41,8 +41,12 @@ cd /tmp/debs
 PIN=24680
 
 step "Install the packages"
-apt-get install -y -q ./libpam-xign_*.deb ./xign-setup_*.deb ./xign-manager_*.deb
-dpkg -s libpam-xign xign-setup xign-manager | grep -E '^(Package|Status|Version):'
+cp /etc/nsswitch.conf /tmp/nsswitch.before
+apt-get install -y -q ./libpam-xign_*.deb ./libnss-xign_*.deb ./xign-setup_*.deb ./xign-manager_*.deb
+dpkg -s libpam-xign libnss-xign xign-setup xign-manager | grep -E '^(Package|Status|Version):'
+grep -E '^passwd:.* xign$' /etc/nsswitch.conf && grep -E '^group:.* xign$' /etc/nsswitch.conf || fail "libnss-xign is not last in nsswitch.conf"
+grep -q pam_mkhomedir /etc/pam.d/common-session || fail "the xign-homes profile is not in common-session"
+test "$(stat -c '%a %U' /var/lib/xign-nss)" = "755 root" || fail "/var/lib/xign-nss is not root's 0755"
 test -f /usr/lib/x86_64-linux-gnu/security/pam_xign.so || fail "pam_xign.so is not in the multiarch PAM directory"
 test "$(stat -c %a /var/lib/xign)" = 700 || fail "/var/lib/xign is not 0700"
 getent passwd xign-manager >/dev/null || fail "no xign-manager system user"
@@ -98,14 +102,37 @@ if printf '%s\n' "$PIN" | runuser -u nobody -- pamtester login xtest authenticat
 kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
 rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true
 
+step "The manager's users on a joined host, through the installed libnss-xign and glibc's own NSS"
+admin() { runuser -u xign-manager -- xign-manager admin "$@"; }
+TOKEN=$(admin hosts add pkg-host.example.org --group web | awk '{print $NF}')
+printf '%s\n' "$TOKEN" | xign-setup host join --manager http://127.0.0.1:8440 >/dev/null
+admin accounts add xnina@example.org --login-name xnina >/dev/null
+admin accounts set-host-groups xnina@example.org web >/dev/null
+admin groups set-local web sudo >/dev/null
+$XIGND_EXEC --socket /run/xign/xignd-directory.sock >/tmp/xignd-directory.log 2>&1 &
+XIGND=$!
+for _ in $(seq 100); do grep -qs '^xnina:' /var/lib/xign-nss/passwd && break; sleep 0.1; done
+getent passwd xnina | grep -E '^xnina:\*:[0-9]{10}:[0-9]{10}::/home/xnina:/bin/bash$' || { cat /tmp/xignd-directory.log; fail "xnina is not a user here"; }
+XNINA=$(id -u xnina)
+test "$(getent passwd "$XNINA" | cut -d: -f1)" = xnina || fail "xnina's uid does not name her"
+id xnina | grep -q '(sudo)' || fail "xnina did not join the mapped group sudo: $(id xnina)"
+admin accounts add xomar@example.org --login-name xomar >/dev/null
+admin accounts set-host-groups xomar@example.org web >/dev/null
+getent passwd xomar >/dev/null || fail "a person added after the cache was written did not resolve at the first lookup"
+id xtest >/dev/null || fail "a local user no longer resolves"
+kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
+getent passwd xnina >/dev/null || fail "the cache did not answer with xignd stopped"
+if getent passwd nobody-here >/dev/null; then fail "a made-up name resolved"; fi
+
 step "Upgrade to a rebuilt package; the activation survives"
-for deb in /tmp/debs/libpam-xign_*.deb /tmp/debs/xign-setup_*.deb /tmp/debs/xign-manager_*.deb; do
+for deb in /tmp/debs/libpam-xign_*.deb /tmp/debs/libnss-xign_*.deb /tmp/debs/xign-setup_*.deb /tmp/debs/xign-manager_*.deb; do
     name=$(dpkg-deb -f "$deb" Package)
     dpkg-deb -R "$deb" "/tmp/rebuild-$name"
     sed -i 's/^Version: \(.*\)$/Version: \1+rebuild1/' "/tmp/rebuild-$name/DEBIAN/control"
     dpkg-deb -b "/tmp/rebuild-$name" "/tmp/${name}_rebuild.deb" >/dev/null
 done
-apt-get install -y -q /tmp/libpam-xign_rebuild.deb /tmp/xign-setup_rebuild.deb /tmp/xign-manager_rebuild.deb
+apt-get install -y -q /tmp/libpam-xign_rebuild.deb /tmp/libnss-xign_rebuild.deb /tmp/xign-setup_rebuild.deb /tmp/xign-manager_rebuild.deb
+getent passwd xnina >/dev/null || fail "the upgrade lost the directory's users"
 dpkg -s xign-setup | grep '^Version:.*+rebuild1' || fail "the upgrade did not happen"
 xign-setup list | grep -q "$ID" || fail "the upgrade lost the activation"
 printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtest authenticate || fail "the right PIN was refused after the upgrade"
@@ -115,16 +142,20 @@ if printf '13570\n' | pamtester -I tty=tty1 login xtest authenticate; then fail 
 
 step "Remove: the module leaves the PAM stack, the enrolment stays"
 kill "$MANAGER"; wait "$MANAGER" 2>/dev/null || true
-apt-get remove -y -q libpam-xign xign-setup xign-manager
+apt-get remove -y -q libpam-xign libnss-xign xign-setup xign-manager
 grep -q pam_xign /etc/pam.d/common-auth && fail "the removed module is still in common-auth"
+grep -q xign /etc/nsswitch.conf && fail "the removed module is still in nsswitch.conf"
+grep -q pam_mkhomedir /etc/pam.d/common-session && fail "the removed homes profile is still in common-session"
 test -d /var/lib/xign || fail "remove deleted the enrolments"
 test -d /var/lib/xign-manager || fail "remove deleted the manager's data"
 
 step "Purge: the state goes"
-dpkg --purge libpam-xign xign-setup xign-manager  # apt no longer knows packages that came from local .debs
+dpkg --purge libpam-xign libnss-xign xign-setup xign-manager  # apt no longer knows packages that came from local .debs
 test ! -e /var/lib/xign || fail "purge kept /var/lib/xign"
 test ! -e /var/lib/xign-manager || fail "purge kept /var/lib/xign-manager"
 test ! -e /etc/xign/xign.conf || fail "purge kept /etc/xign/xign.conf"
+test ! -e /var/lib/xign-nss || fail "purge kept /var/lib/xign-nss"
+diff -u /tmp/nsswitch.before /etc/nsswitch.conf || fail "purge did not restore nsswitch.conf"
 
 echo
 echo "package-test: 1 passed, 0 failed"

@@ -40,7 +40,10 @@ public struct Diagnosis: Sendable {
 
 extension XignSdk {
     /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`.
-    public func diagnose(pamDirectory: String = "/etc/pam.d") -> Diagnosis {
+    public func diagnose(
+        pamDirectory: String = "/etc/pam.d", nsswitch: String = "/etc/nsswitch.conf",
+        directory: String = DirectoryFiles.directory
+    ) -> Diagnosis {
         var items: [Diagnosis.Item] = []
         let wantsTPM = configuration.deviceKey == .tpm
         items.append(.init(name: "tcti", status: .ok, detail: configuration.tcti, hint: nil))
@@ -100,6 +103,9 @@ extension XignSdk {
             }
         }
         items.append(checkPAM(pamDirectory))
+        if !((try? hostEnrolments()) ?? []).isEmpty {
+            items += checkDirectory(pamDirectory: pamDirectory, nsswitch: nsswitch, directory: directory)
+        }
         return Diagnosis(items: items)
     }
 

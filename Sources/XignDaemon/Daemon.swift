@@ -75,7 +75,7 @@ public final class Daemon: @unchecked Sendable {
             return
         }
         try AtomicFile.makeDirectory(directory, mode: 0o755, enforceMode: true)
-        let listener = try DaemonSocket.listen(at: directory + "/" + DirectoryService.socketName)
+        let listener = try DaemonSocket.listen(at: directory + "/" + DirectoryFiles.socket)
         let configuration = configuration
         let service = DirectoryService(
             cache: DirectoryCache(directory: directory),

@@ -13,8 +13,7 @@ import XignProtocol
 /// the host does not have (the manager never makes one). The module checks the same at each lookup, so a user added
 /// locally after this write wins at once.
 public struct DirectoryCache: Sendable {
-    public static let passwd = "passwd", group = "group", memberships = "memberships"
-    public static let defaultDirectory = "/var/lib/xign-nss"
+    static let passwd = DirectoryFiles.passwd, group = DirectoryFiles.group, memberships = DirectoryFiles.memberships
     public static let home = "/home", shell = "/bin/bash"
     /// The most of /etc/passwd or /etc/group read.
     static let localFileLimit = 8 * 1024 * 1024
@@ -105,13 +104,5 @@ public struct DirectoryCache: Sendable {
         return entries(in: String(decoding: data, as: UTF8.self))
     }
 
-    static func entries(in text: String) -> [(name: String, id: Int64)] {
-        text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
-            guard fields.count >= 3, let first = fields[0].first, first != "+", first != "-",
-                let id = Int64(fields[2])
-            else { return nil }
-            return (String(fields[0]), id)
-        }
-    }
+    static func entries(in text: String) -> [(name: String, id: Int64)] { DirectoryFiles.entries(in: text) }
 }

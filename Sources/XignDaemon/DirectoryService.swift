@@ -11,8 +11,6 @@ import XignProtocol
 public final class DirectoryService: @unchecked Sendable {
     /// The whole directory (nil) or the account with one name or number.
     public typealias Fetch = @Sendable (DirectoryQuery?) throws -> [DirectoryUser]
-    /// The socket's name in the cache's directory, where the module looks for it.
-    public static let socketName = "socket"
 
     let cache: DirectoryCache
     let fetch: Fetch

@@ -20,6 +20,24 @@ extension WireLimit {
     public static let directoryBytes = 12 * 1024 * 1024
 }
 
+/// Where a host keeps its user directory: the cache libnss_xign reads (`/etc`'s formats) and the socket for misses.
+/// The module has the same paths compiled in (`nss/nss_xign.c`).
+public enum DirectoryFiles {
+    public static let directory = "/var/lib/xign-nss"
+    public static let passwd = "passwd", group = "group", memberships = "memberships", socket = "socket"
+
+    /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
+    public static func entries(in text: String) -> [(name: String, id: Int64)] {
+        text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+            guard fields.count >= 3, let first = fields[0].first, first != "+", first != "-",
+                let id = Int64(fields[2])
+            else { return nil }
+            return (String(fields[0]), id)
+        }
+    }
+}
+
 /// The numbers a manager hands out: above every range Debian, systemd and user namespaces use by default (see
 /// docs/design.md, "Users on every machine"), below 2^31 because some programs keep a uid in a signed int.
 public enum UnixIdRange {

@@ -68,12 +68,22 @@ struct Host: ParsableCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the managers this machine has joined as a host.")
+            abstract: "List the managers this machine has joined as a host, and the users it serves from them.")
         @OptionGroup var common: CommonOptions
+        @Option(help: "Where xignd keeps the user directory.") var directory = DirectoryFiles.directory
+
+        /// The users in the directory cache, when root wrote it.
+        func servedUsers() -> [(name: String, id: Int64)] {
+            guard let data = try? AtomicFile.readTrusted(directory + "/" + DirectoryFiles.passwd, limit: 16 << 20) else {
+                return []
+            }
+            return DirectoryFiles.entries(in: String(decoding: data, as: UTF8.self))
+        }
 
         func run() throws {
             try reportingErrors(json: common.json) {
                 let hosts = try common.sdk(user: nil).hostEnrolments()
+                let served = servedUsers()
                 if common.json {
                     Output(json: true).emit([
                         "hosts": .array(
@@ -83,7 +93,9 @@ struct Host: ParsableCommand {
                                     "managerUrl": .string(host.managerURL.description),
                                     "keyKind": .string(host.keyKind.rawValue),
                                 ])
-                            })
+                            }),
+                        "servedUsers": .array(
+                            served.map { .object(["loginName": .string($0.name), "uid": .int(Int($0.id))]) }),
                     ])
                     return
                 }
@@ -92,6 +104,13 @@ struct Host: ParsableCommand {
                 }
                 for host in hosts {
                     printSanitized("\(host.name)  \(host.hostId)  \(host.managerURL)  \(host.keyKind) key")
+                }
+                if !hosts.isEmpty {
+                    print(
+                        served.isEmpty
+                            ? "It serves no user of the manager here (libnss-xign and xignd do; see xign-setup doctor)."
+                            : "Users of the manager served here (\(directory)):")
+                    for user in served { printSanitized("  \(user.name)  uid \(user.id)") }
                 }
             }
         }

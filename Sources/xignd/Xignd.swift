@@ -3,6 +3,7 @@ import Foundation
 import XignCore
 import XignDaemon
 import XignDevice
+import XignProtocol
 
 /// xignd: logins and approvals for callers without root (screen lockers, `xign-setup approve` in a desktop
 /// session). Verification only: it never enrolls or removes anything.
@@ -20,7 +21,7 @@ struct Xignd: ParsableCommand {
     @Option(help: "Connections open at once, in all.") var maxConnections = 64
     @Option(help: "Connections open at once for one uid.") var maxConnectionsPerUser = 8
     @Option(help: "Where the user directory's cache and the NSS module's socket are.")
-    var directory = DirectoryCache.defaultDirectory
+    var directory = DirectoryFiles.directory
     @Option(help: "Fetch the user directory from the manager this often, in seconds (5 to 86400).")
     var directoryRefresh = 300
     @Flag(help: "Do not serve the user directory (a machine that has not joined a manager as a host).")

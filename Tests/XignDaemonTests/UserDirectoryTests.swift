@@ -61,6 +61,25 @@ import XignTestSupport
         // Control: an account without the hosts' group is served on neither.
         _ = try account("carol", groups: ["db"])
         #expect(try hosts[0].getent("passwd", "carol") == nil)
+
+        // What the host's administrator sees: whom it serves, and doctor's checks (control: no home line).
+        let setup = try Products.path("xign-setup")
+        let served = try hosts[0].run([setup, "host", "list", "--config", hosts[0].configPath]).stdout
+        #expect(served.contains("  bob  uid \(bob)\n") && served.contains("  alice  uid \(again)\n"), "\(served)")
+        let pam = hosts[0].directory.file("pam.d")
+        try FileManager.default.createDirectory(atPath: pam, withIntermediateDirectories: false)
+        func doctor() throws -> [String: String] {
+            let result = try hosts[0].run([setup, "doctor", "--json", "--config", hosts[0].configPath, "--pam-dir", pam])
+            let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            let items = json?["items"] as? [[String: Any]] ?? []
+            return Dictionary(
+                items.map { ($0["name"] as? String ?? "", $0["status"] as? String ?? "") }, uniquingKeysWith: { $1 })
+        }
+        let without = try doctor()
+        _ = try hosts[0].directory.write("pam.d/common-session", "session optional pam_mkhomedir.so\n", mode: 0o644)
+        let with = try doctor()
+        #expect(without["nsswitch"] == "ok" && without["directory"] == "ok" && without["homes"] == "warning", "\(without)")
+        #expect(with["homes"] == "ok", "\(with)")
     }
 
     @Test func localFilesWinAndADeadDaemonNeverHangsALookup() throws {

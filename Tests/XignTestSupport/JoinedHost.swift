@@ -1,7 +1,6 @@
 import Foundation
 import XignCore
 import XignProtocol
-import XignTestSupport
 
 /// A host joined to a manager, as its own machine: xignd runs in a private mount namespace where /var/lib is an
 /// overlay (so /var/lib/xign-nss is this host's), the built libnss_xign.so.2 lies among the system's libraries, and
