@@ -104,9 +104,10 @@ sanitize: deps pam
 demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"
 
-bench: deps pam
+bench: deps pam nss
 	$(SWIFT) build -c release
-	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c"
+	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c" \
+		"$(CURDIR)/$(NSS_SO)" "$(CURDIR)/bench/nss_lookup.c"
 
 # Complete logins per second against xign-manager (SQLite, PostgreSQL) and privacyIDEA from PyPI, BENCH_SECONDS per run.
 BENCH_SECONDS ?= 10

@@ -160,7 +160,8 @@ let package = Package(
 
         // Tests. The support target drives what users see (browsers, greeters, lockers, terminals) and re-exports the harness.
         .target(
-            name: "XignTestSupport", dependencies: ["XignHarness", "XignLogin", "XignCore", "XignProtocol", "XignDevice"],
+            name: "XignTestSupport",
+            dependencies: ["XignHarness", "XignLogin", "XignCore", "XignProtocol", "XignDevice"],
             path: "Tests/XignTestSupport"),
         .testTarget(name: "XignProtocolTests", dependencies: ["XignProtocol", "XignCrypto", "XignHarness"]),
         .testTarget(name: "XignCryptoTests", dependencies: ["XignCrypto", "COpenSSL"]),

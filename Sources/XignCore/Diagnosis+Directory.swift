@@ -12,7 +12,8 @@ extension XignSdk {
     /// On a joined host: libnss_xign in nsswitch.conf, the homes' PAM line, and a cache xignd keeps fresh.
     func checkDirectory(pamDirectory: String, nsswitch: String, directory: String) -> [Diagnosis.Item] {
         var items: [Diagnosis.Item] = []
-        let lines = (try? AtomicFile.read(nsswitch, limit: 256 * 1024)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let lines =
+            (try? AtomicFile.read(nsswitch, limit: 256 * 1024)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let missing = ["passwd", "group"].filter { database in
             !lines.split(separator: "\n").contains { line in
                 let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
@@ -24,7 +25,8 @@ extension XignSdk {
                 ? .init(name: "nsswitch", status: .ok, detail: "passwd and group ask xign", hint: nil)
                 : .init(
                     name: "nsswitch", status: .warning,
-                    detail: "\(missing.joined(separator: " and ")) in \(nsswitch) do not ask xign: the manager's users are not users here",
+                    detail:
+                        "\(missing.joined(separator: " and ")) in \(nsswitch) do not ask xign: the manager's users are not users here",
                     hint: "install libnss-xign, or add xign last to the passwd and group lines"))
         let session = (try? AtomicFile.read(pamDirectory + "/common-session", limit: 256 * 1024)).map {
             String(decoding: $0, as: UTF8.self)

@@ -95,7 +95,8 @@ public struct DirectoryCache: Sendable {
 
     /// The comment field: no separator of the passwd format (`:`, a line), no sub-field separator (`,`).
     static func gecos(_ name: String) -> String {
-        String(String.UnicodeScalarView(name.unicodeScalars.filter { $0 != ":" && $0 != "," && DisplayText.isSafe($0) }))
+        String(
+            String.UnicodeScalarView(name.unicodeScalars.filter { $0 != ":" && $0 != "," && DisplayText.isSafe($0) }))
     }
 
     /// The names and numbers (field 3) of a passwd or group file; NIS's `+` and `-` lines and broken lines are skipped.

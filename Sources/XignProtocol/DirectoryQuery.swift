@@ -16,7 +16,10 @@ public enum DirectoryQuery: Equatable, Sendable {
     public static let maximumKeyLength = 32
 
     public enum Malformed: Error, Equatable, CustomStringConvertible {
-        case header, version(UInt8), kind(UInt8), key
+        case header
+        case version(UInt8)
+        case kind(UInt8)
+        case key
 
         public var description: String {
             switch self {
@@ -66,7 +69,9 @@ public enum DirectoryQuery: Equatable, Sendable {
         switch self {
         case .name(let name):
             let key = Array(name.utf8)
-            return [UInt8(ascii: "x"), UInt8(ascii: "n"), Self.version, 1, UInt8(key.count >> 8), UInt8(key.count & 0xFF)]
+            return [
+                UInt8(ascii: "x"), UInt8(ascii: "n"), Self.version, 1, UInt8(key.count >> 8), UInt8(key.count & 0xFF),
+            ]
                 + key
         case .id(let id):
             return [UInt8(ascii: "x"), UInt8(ascii: "n"), Self.version, 2, 0, 4]

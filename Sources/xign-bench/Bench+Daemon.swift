@@ -36,7 +36,7 @@ extension Bench {
 
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: bin + "/xignd")
-        daemon.arguments = ["--config", config, "--socket", socket]
+        daemon.arguments = ["--config", config, "--socket", socket, "--no-directory"]
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         defer { kill(daemon.processIdentifier, SIGKILL) }

@@ -214,6 +214,14 @@ struct Bench {
         } else {
             print("\n(PAM figures need: xign-bench PAM_MODULE HARNESS_SOURCE; `make bench` passes them)")
         }
+        if CommandLine.arguments.count >= 5 {
+            try directoryFigures(
+                module: CommandLine.arguments[3], lookupSource: CommandLine.arguments[4], work: work)
+        } else {
+            print(
+                "\n(NSS figures need: xign-bench PAM_MODULE HARNESS_SOURCE NSS_MODULE LOOKUP_SOURCE; `make bench` passes them)"
+            )
+        }
     }
 
     /// ECDSA in swtpm (a software TPM: a real chip is slower, typically tens of ms). Nil without swtpm.

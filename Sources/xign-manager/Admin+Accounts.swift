@@ -12,7 +12,8 @@ extension Admin {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
-                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self, Delete.self,
+                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
+                Delete.self,
             ],
             defaultSubcommand: List.self
         )
@@ -51,7 +52,8 @@ extension Admin {
                         account.loginName.map { name in
                             account.uid.map { "\(name) (uid=gid=\($0))" } ?? name
                         } ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
-                    let groups = account.localGroups.isEmpty ? "" : " (joins \(account.localGroups.joined(separator: ",")))"
+                    let groups =
+                        account.localGroups.isEmpty ? "" : " (joins \(account.localGroups.joined(separator: ",")))"
                     print(
                         "\(account.email)\t\(login)\t\(hosts)\(groups)\t\(kind)\t\(account.activations) activation(s)")
                 }

@@ -72,7 +72,8 @@ extension Admin {
 extension Admin {
     struct Groups: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Map host groups to the local groups (sudo, docker, ...) their members join on the hosts in them.",
+            abstract:
+                "Map host groups to the local groups (sudo, docker, ...) their members join on the hosts in them.",
             subcommands: [List.self, SetLocal.self]
         )
 
@@ -84,7 +85,9 @@ extension Admin {
             func run() async throws {
                 let mappings = try await options.withManager { try await $0.administration.localGroups() }
                 if json { return try printJSON(mappings) }
-                if mappings.isEmpty { print("No host group maps to local groups. Add one with `admin groups set-local`.") }
+                if mappings.isEmpty {
+                    print("No host group maps to local groups. Add one with `admin groups set-local`.")
+                }
                 for (group, local) in mappings.sorted(by: { $0.key < $1.key }) {
                     print("\(group)\t\(local.joined(separator: ","))")
                 }

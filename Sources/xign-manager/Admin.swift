@@ -11,7 +11,8 @@ struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Inspect and change accounts, activations, lockouts and the outbox.",
         subcommands: [
-            Accounts.self, Activations.self, Unlock.self, Reissue.self, Invite.self, Outbox.self, Hosts.self, Groups.self,
+            Accounts.self, Activations.self, Unlock.self, Reissue.self, Invite.self, Outbox.self, Hosts.self,
+            Groups.self,
             Audit.self,
         ]
     )

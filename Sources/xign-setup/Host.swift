@@ -74,7 +74,8 @@ struct Host: ParsableCommand {
 
         /// The users in the directory cache, when root wrote it.
         func servedUsers() -> [(name: String, id: Int64)] {
-            guard let data = try? AtomicFile.readTrusted(directory + "/" + DirectoryFiles.passwd, limit: 16 << 20) else {
+            guard let data = try? AtomicFile.readTrusted(directory + "/" + DirectoryFiles.passwd, limit: 16 << 20)
+            else {
                 return []
             }
             return DirectoryFiles.entries(in: String(decoding: data, as: UTF8.self))

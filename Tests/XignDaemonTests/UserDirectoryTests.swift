@@ -69,7 +69,9 @@ import XignTestSupport
         let pam = hosts[0].directory.file("pam.d")
         try FileManager.default.createDirectory(atPath: pam, withIntermediateDirectories: false)
         func doctor() throws -> [String: String] {
-            let result = try hosts[0].run([setup, "doctor", "--json", "--config", hosts[0].configPath, "--pam-dir", pam])
+            let result = try hosts[0].run([
+                setup, "doctor", "--json", "--config", hosts[0].configPath, "--pam-dir", pam,
+            ])
             let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             let items = json?["items"] as? [[String: Any]] ?? []
             return Dictionary(
@@ -78,7 +80,8 @@ import XignTestSupport
         let without = try doctor()
         _ = try hosts[0].directory.write("pam.d/common-session", "session optional pam_mkhomedir.so\n", mode: 0o644)
         let with = try doctor()
-        #expect(without["nsswitch"] == "ok" && without["directory"] == "ok" && without["homes"] == "warning", "\(without)")
+        #expect(
+            without["nsswitch"] == "ok" && without["directory"] == "ok" && without["homes"] == "warning", "\(without)")
         #expect(with["homes"] == "ok", "\(with)")
     }
 

@@ -783,7 +783,9 @@ struct JoinedHost<Manager: ManagerFiles> {
     }
 
     /// The host's directory (POST /v1/hosts/directory), host-signed over a challenge it spends.
-    func directory(loginName: String? = nil, uid: Int64? = nil, key: P256PrivateKey? = nil) async throws -> (
+    func directory(
+        loginName: String? = nil, uid: Int64? = nil, key: P256PrivateKey? = nil
+    ) async throws -> (
         answer: APIAnswer, replay: () async throws -> APIAnswer
     ) {
         let challenge =

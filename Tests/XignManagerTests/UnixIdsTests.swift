@@ -54,14 +54,18 @@ import XignTestSupport
             _ = try await blocks.account("dave@example.org")
             try await admin.setHostGroups(["db"], email: "dave@example.org")
             let directory = try await blocks.read { try await $0.directory(hostName: "db1") }
-            #expect(directory.map(\.loginName) == ["alice", "carol", "erin"], "bob's group is not db1's; dave has no name")
+            #expect(
+                directory.map(\.loginName) == ["alice", "carol", "erin"], "bob's group is not db1's; dave has no name")
             #expect(directory.map(\.localGroups) == [["docker", "sudo"], [], ["docker", "sudo"]], "only db's groups")
             let alice = try #require(directory.first)
             let byName = try await blocks.read { try await $0.directory(hostName: "db1", loginName: "alice") }
             let byNumber = try await blocks.read { try await $0.directory(hostName: "db1", uid: alice.uid) }
             let refused = try await blocks.read { try await $0.directory(hostName: "db1", loginName: "bob") }
             #expect(byName == [alice] && byNumber == [alice] && refused.isEmpty)
-            #expect(try await admin.accounts().first { $0.email == "erin@example.org" }?.localGroups == ["docker", "sudo", "wheel"])
+            #expect(
+                try await admin.accounts().first { $0.email == "erin@example.org" }?.localGroups == [
+                    "docker", "sudo", "wheel",
+                ])
         }
     }
 

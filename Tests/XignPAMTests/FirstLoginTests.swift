@@ -43,7 +43,8 @@ import XignTestSupport
 
             """, mode: 0o644)
         for sub in ["home", "home-work"] {
-            try FileManager.default.createDirectory(atPath: host.directory.file(sub), withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(
+                atPath: host.directory.file(sub), withIntermediateDirectories: false)
         }
         for line in [
             "mount -t overlay overlay -o lowerdir=/home,upperdir=\(host.directory.file("home")),workdir=\(host.directory.file("home-work")) /home",

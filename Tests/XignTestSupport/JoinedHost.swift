@@ -11,7 +11,11 @@ public final class JoinedHost: @unchecked Sendable {
     public let directory = TemporaryDirectory()
     private(set) var holder: ChildProcess?
     public var cacheDirectory: String { directory.file("var/xign-nss") }
-    public var xigndPID: pid_t? { (try? String(contentsOfFile: directory.file("xignd.pid"), encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
+    public var xigndPID: pid_t? {
+        (try? String(contentsOfFile: directory.file("xignd.pid"), encoding: .utf8)).flatMap {
+            pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+    }
 
     public static var module: String {
         get throws {
@@ -67,11 +71,11 @@ public final class JoinedHost: @unchecked Sendable {
         let script =
             mounts.map { $0 + " || exit 1" }.joined(separator: "\n") + """
 
-            \(xignd) 2> \(directory.file("xignd.log")) &
-            echo $! > \(directory.file("xignd.pid"))
-            trap 'kill -9 $(cat \(directory.file("xignd.pid"))) 2>/dev/null; exit 0' TERM
-            while :; do sleep 0.2; done
-            """
+                \(xignd) 2> \(directory.file("xignd.log")) &
+                echo $! > \(directory.file("xignd.pid"))
+                trap 'kill -9 $(cat \(directory.file("xignd.pid"))) 2>/dev/null; exit 0' TERM
+                while :; do sleep 0.2; done
+                """
         holder = try ChildProcess(
             "/usr/bin/unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", script], in: directory)
         let serving = try waitUntil(seconds: 20) {

@@ -18,7 +18,8 @@ struct ConfirmationController<Context: RequestContext> {
         }
         router.post(RouterPath(APIPath.hostDirectory)) { request, _ in
             Response.jose(
-                try await manager.hostDirectory(body: try await request.collectBody(), signature: request.signatureHeader))
+                try await manager.hostDirectory(
+                    body: try await request.collectBody(), signature: request.signatureHeader))
         }
         router.post(RouterPath(APIPath.confirmationWait)) { request, _ in
             Response.jose(

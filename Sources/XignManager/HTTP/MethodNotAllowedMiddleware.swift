@@ -18,7 +18,8 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
         for path in [
             APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges,
             APIPath.deviceRevocations,
-            APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges, APIPath.hostDirectory,
+            APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
+            APIPath.hostDirectory,
             APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal,
             APIPath.confirmationsPending, APIPath.confirmationDenial,
             APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView,

@@ -279,7 +279,8 @@ public struct Administration: Sendable {
                     detail: "\(hostGroup): " + (localGroups.isEmpty ? "none" : localGroups.joined(separator: ","))))
         }
         manager.logger.notice(
-            "local groups set", metadata: ["hostGroup": "\(hostGroup)", "groups": "\(localGroups.joined(separator: ","))"])
+            "local groups set",
+            metadata: ["hostGroup": "\(hostGroup)", "groups": "\(localGroups.joined(separator: ","))"])
     }
 
     /// Every host group's local groups.

@@ -56,7 +56,9 @@ extension ManagerStore {
     /// groups they share with it, ordered by uid; only the one with `loginName` or `uid` when either is given.
     func directory(hostName: String, loginName: String? = nil, uid: Int64? = nil) async throws -> [DirectoryUser] {
         let only: SQLQueryString =
-            if let loginName { "AND c.login_name = \(bind: loginName)" } else if let uid { "AND c.uid = \(bind: uid)" } else { "" }
+            if let loginName { "AND c.login_name = \(bind: loginName)" } else if let uid {
+                "AND c.uid = \(bind: uid)"
+            } else { "" }
         let accounts = try await sql.raw(
             """
             SELECT c.id, c.login_name, c.uid, c.attributes FROM accounts c
