@@ -47,11 +47,9 @@ extension XignSdk {
                     hint: "sudo systemctl enable --now xignd.service"))
             return items
         }
-        let served = (try? AtomicFile.readTrusted(path, limit: 16 * 1024 * 1024)).map {
-            DirectoryFiles.entries(in: String(decoding: $0, as: UTF8.self))
-        }
+        let served = DirectoryFiles.served(in: directory)
         let age = Date().millisecondsSince1970 - Int64(status.st_mtim.tv_sec) * 1000
-        if served == nil || status.st_uid != 0 || status.st_mode & 0o022 != 0 {
+        if status.st_uid != 0 || status.st_mode & 0o022 != 0 {
             items.append(
                 .init(
                     name: "directory", status: .failure,
@@ -61,13 +59,13 @@ extension XignSdk {
             items.append(
                 .init(
                     name: "directory", status: .warning,
-                    detail: "\(served?.count ?? 0) users, last refreshed \(age / 60_000) minutes ago",
+                    detail: "\(served.count) users, last refreshed \(age / 60_000) minutes ago",
                     hint: "is xignd running? sudo systemctl enable --now xignd.service; its log says why"))
         } else {
             items.append(
                 .init(
                     name: "directory", status: .ok,
-                    detail: "\(served?.count ?? 0) users, refreshed \(age / 1000) s ago", hint: nil))
+                    detail: "\(served.count) users, refreshed \(age / 1000) s ago", hint: nil))
         }
         return items
     }

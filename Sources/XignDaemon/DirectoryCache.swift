@@ -79,9 +79,7 @@ public struct DirectoryCache: Sendable {
     }
 
     /// The accounts the cache serves now (what an earlier xignd wrote), by name and number.
-    public func served() -> [(name: String, id: Int64)] {
-        (try? Self.entries(of: directory + "/" + Self.passwd)) ?? []
-    }
+    public func served() -> [(name: String, id: Int64)] { DirectoryFiles.served(in: directory) }
 
     private func publish(_ lines: [String], as name: String) throws {
         try AtomicFile.write(Data(lines.joined().utf8), to: directory + "/" + name, mode: 0o644)
@@ -102,8 +100,6 @@ public struct DirectoryCache: Sendable {
     /// The names and numbers (field 3) of a passwd or group file; NIS's `+` and `-` lines and broken lines are skipped.
     static func entries(of path: String) throws -> [(name: String, id: Int64)] {
         guard let data = try AtomicFile.read(path, limit: localFileLimit) else { return [] }
-        return entries(in: String(decoding: data, as: UTF8.self))
+        return DirectoryFiles.entries(in: String(decoding: data, as: UTF8.self))
     }
-
-    static func entries(in text: String) -> [(name: String, id: Int64)] { DirectoryFiles.entries(in: text) }
 }

@@ -56,7 +56,7 @@ public final class DirectoryService: @unchecked Sendable {
         Thread.detachNewThread { [self] in
             while true {
                 refresh()
-                usleep(UInt32(min(refreshMilliseconds, 3_600_000) * 1000))
+                Thread.sleep(forTimeInterval: Double(refreshMilliseconds) / 1000)
             }
         }
     }

@@ -26,6 +26,12 @@ public enum DirectoryFiles {
     public static let directory = "/var/lib/xign-nss"
     public static let passwd = "passwd", group = "group", memberships = "memberships", socket = "socket"
 
+    /// The users a host's cache in `directory` serves; none when the cache is missing or not root's alone.
+    public static func served(in directory: String = Self.directory) -> [(name: String, id: Int64)] {
+        guard let data = try? AtomicFile.readTrusted(directory + "/" + passwd, limit: 16 << 20) else { return [] }
+        return entries(in: String(decoding: data, as: UTF8.self))
+    }
+
     /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
     public static func entries(in text: String) -> [(name: String, id: Int64)] {
         text.split(separator: "\n").compactMap { line in

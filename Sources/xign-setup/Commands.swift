@@ -43,7 +43,15 @@ struct List: ParsableCommand {
                 ])
                 return
             }
-            if entries.isEmpty { print("This machine is not personalized yet. Start with `xign-setup register`.") }
+            let hosts = (try? sdk.hostEnrolments()) ?? []
+            if entries.isEmpty && hosts.isEmpty {
+                print("This machine is not personalized yet. Start with `xign-setup register`.")
+            }
+            for host in hosts {
+                printSanitized(
+                    "Host \(host.name) of \(host.managerURL): \(DirectoryFiles.served().count) of its users are users here (xign-setup host list names them)."
+                )
+            }
             for (index, entity) in entries.enumerated() {
                 printSanitized(
                     "\(entity.idmIdentifier)  \(entity.localUser)  \(entity.accountEmail)  \"\(entity.alias)\"  \(entity.managerURL)  \(entity.keyKind) key"

@@ -72,19 +72,10 @@ struct Host: ParsableCommand {
         @OptionGroup var common: CommonOptions
         @Option(help: "Where xignd keeps the user directory.") var directory = DirectoryFiles.directory
 
-        /// The users in the directory cache, when root wrote it.
-        func servedUsers() -> [(name: String, id: Int64)] {
-            guard let data = try? AtomicFile.readTrusted(directory + "/" + DirectoryFiles.passwd, limit: 16 << 20)
-            else {
-                return []
-            }
-            return DirectoryFiles.entries(in: String(decoding: data, as: UTF8.self))
-        }
-
         func run() throws {
             try reportingErrors(json: common.json) {
                 let hosts = try common.sdk(user: nil).hostEnrolments()
-                let served = servedUsers()
+                let served = DirectoryFiles.served(in: directory)
                 if common.json {
                     Output(json: true).emit([
                         "hosts": .array(

@@ -62,6 +62,15 @@ import XignTestSupport
         _ = try account("carol", groups: ["db"])
         #expect(try hosts[0].getent("passwd", "carol") == nil)
 
+        // The manager gone: the refresh fails, the log says so, and the cache keeps serving.
+        manager.kill()
+        let failed = try waitUntil(seconds: 20, every: 200_000) {
+            hosts[1].log.contains("the user directory was not refreshed, the cache stays as it was")
+        }
+        #expect(failed, "\(hosts[1].log)")
+        #expect(try hosts[1].getent("passwd", "bob") != nil)
+        #expect(try hosts[1].getent("passwd", "nobody-knows") == nil)
+
         // What the host's administrator sees: whom it serves, and doctor's checks (control: no home line).
         let setup = try Products.path("xign-setup")
         let served = try hosts[0].run([setup, "host", "list", "--config", hosts[0].configPath]).stdout

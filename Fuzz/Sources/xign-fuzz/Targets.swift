@@ -131,7 +131,7 @@ struct FuzzTarget {
                     line.filter { $0 == ":" }.count == 6 && line.filter(\.isNewline).count == 1 && line.last == "\n",
                     "a passwd line that is not one entry: \(line)")
             }
-            _ = DirectoryCache.entries(in: String(decoding: input, as: UTF8.self))
+            _ = DirectoryFiles.entries(in: String(decoding: input, as: UTF8.self))
         },
         FuzzTarget(name: "wire-answers") { input in
             // Every answer the client decodes, and the error body of any status.
