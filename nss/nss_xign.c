@@ -44,17 +44,78 @@
 /* ---- Files ---- */
 
 /* Opens a cache file only when root owns it and nobody else may write it (docs/design.md, invariant 7). */
-static FILE *open_cache(const char *path) {
+static int open_cache_fd(const char *path, struct stat *status) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return NULL;
-    struct stat status;
-    if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != 0 || (status.st_mode & 022) != 0) {
+    if (fd < 0) return -1;
+    if (fstat(fd, status) != 0 || !S_ISREG(status->st_mode) || status->st_uid != 0 || (status->st_mode & 022) != 0) {
         close(fd);
-        return NULL;
+        return -1;
     }
+    return fd;
+}
+
+static FILE *open_cache(const char *path) {
+    struct stat status;
+    int fd = open_cache_fd(path, &status);
+    if (fd < 0) return NULL;
     FILE *file = fdopen(fd, "re");
     if (file == NULL) close(fd);
     return file;
+}
+
+#define CACHE_LIMIT (64L << 20)
+
+/* The cache file's text, read whole (NUL-terminated); NULL when it cannot be believed or read. */
+static char *read_cache(const char *path, size_t *size) {
+    struct stat status;
+    int fd = open_cache_fd(path, &status);
+    if (fd < 0) return NULL;
+    char *text = NULL;
+    if (status.st_size >= 0 && status.st_size <= CACHE_LIMIT) text = malloc((size_t)status.st_size + 1);
+    size_t total = 0;
+    while (text != NULL && total < (size_t)status.st_size) {
+        ssize_t count = read(fd, text + total, (size_t)status.st_size - total);
+        if (count < 0 && errno == EINTR) continue;
+        if (count <= 0) break;
+        total += (size_t)count;
+    }
+    close(fd);
+    if (text != NULL) text[total] = '\0';
+    *size = total;
+    return text;
+}
+
+/* The line of `text` that names `name`, or (without a name) has `id` in its third field; NULL when none does. Only
+ * that line is then parsed, so a lookup costs a scan for a newline and a colon per line, not a parse per line. */
+static const char *matching_line(const char *text, size_t size, const char *name, uint32_t id, size_t *length) {
+    const char *end = text + size;
+    const char *line = text;
+    if (name != NULL) {
+        /* A name's line starts with "NAME:": memmem finds the candidates, a line's start confirms one. */
+        char key[XIGN_NSS_MAX_NAME + 2];
+        size_t keyLength = strnlen(name, XIGN_NSS_MAX_NAME + 1);
+        if (keyLength > XIGN_NSS_MAX_NAME) return NULL;
+        memcpy(key, name, keyLength);
+        key[keyLength++] = ':';
+        for (const char *hit = text; hit < end; hit++) {
+            hit = memmem(hit, (size_t)(end - hit), key, keyLength);
+            if (hit == NULL) return NULL;
+            if (hit == text || hit[-1] == '\n') {
+                line = hit;
+                break;
+            }
+        }
+    }
+    for (; line < end;) {
+        const char *newline = memchr(line, '\n', (size_t)(end - line));
+        size_t span = (size_t)((newline != NULL ? newline : end) - line);
+        if (xign_nss_line_matches(line, span, name, id, name == NULL)) {
+            *length = span;
+            return line;
+        }
+        line += span + 1;
+    }
+    return NULL;
 }
 
 /* Whether a local file has an entry named `name` or numbered `id`. A file that cannot be read counts as holding
@@ -141,21 +202,20 @@ static int ask_id(uint32_t id) {
 /* The cache's entry with `name` (or, without a name, number `uid`) that no local entry collides with. */
 static enum nss_status find_user(
     const char *name, uid_t uid, struct passwd *result, char *buffer, size_t length, int *errnop) {
-    FILE *file = open_cache(CACHE_PASSWD);
-    if (file == NULL) {
-        *errnop = ENOENT;
-        return NSS_STATUS_NOTFOUND;
-    }
-    struct passwd *entry;
+    size_t size, span;
+    char *text = read_cache(CACHE_PASSWD, &size);
+    const char *line = text != NULL ? matching_line(text, size, name, uid, &span) : NULL;
+    FILE *file = line != NULL ? fmemopen((void *)line, span, "r") : NULL;
     enum nss_status status = NSS_STATUS_NOTFOUND;
-    int error;
-    while ((error = fgetpwent_r(file, result, buffer, length, &entry)) == 0) {
-        if (name != NULL ? strcmp(entry->pw_name, name) == 0 : entry->pw_uid == uid) {
-            status = collides(entry->pw_name, entry->pw_uid) ? NSS_STATUS_NOTFOUND : NSS_STATUS_SUCCESS;
-            break;
-        }
+    struct passwd *entry;
+    int error = ENOENT;
+    if (file != NULL && (error = fgetpwent_r(file, result, buffer, length, &entry)) == 0 &&
+        (name != NULL ? strcmp(entry->pw_name, name) == 0 : entry->pw_uid == uid) &&
+        !collides(entry->pw_name, entry->pw_uid)) {
+        status = NSS_STATUS_SUCCESS;
     }
-    fclose(file);
+    if (file != NULL) fclose(file);
+    free(text);
     if (error == ERANGE) {
         *errnop = ERANGE;
         return NSS_STATUS_TRYAGAIN;
@@ -183,21 +243,20 @@ enum nss_status _nss_xign_getpwuid_r(uid_t uid, struct passwd *result, char *buf
 
 static enum nss_status find_group(
     const char *name, gid_t gid, struct group *result, char *buffer, size_t length, int *errnop) {
-    FILE *file = open_cache(CACHE_GROUP);
-    if (file == NULL) {
-        *errnop = ENOENT;
-        return NSS_STATUS_NOTFOUND;
-    }
-    struct group *entry;
+    size_t size, span;
+    char *text = read_cache(CACHE_GROUP, &size);
+    const char *line = text != NULL ? matching_line(text, size, name, gid, &span) : NULL;
+    FILE *file = line != NULL ? fmemopen((void *)line, span, "r") : NULL;
     enum nss_status status = NSS_STATUS_NOTFOUND;
-    int error;
-    while ((error = fgetgrent_r(file, result, buffer, length, &entry)) == 0) {
-        if (name != NULL ? strcmp(entry->gr_name, name) == 0 : entry->gr_gid == gid) {
-            status = collides(entry->gr_name, entry->gr_gid) ? NSS_STATUS_NOTFOUND : NSS_STATUS_SUCCESS;
-            break;
-        }
+    struct group *entry;
+    int error = ENOENT;
+    if (file != NULL && (error = fgetgrent_r(file, result, buffer, length, &entry)) == 0 &&
+        (name != NULL ? strcmp(entry->gr_name, name) == 0 : entry->gr_gid == gid) &&
+        !collides(entry->gr_name, entry->gr_gid)) {
+        status = NSS_STATUS_SUCCESS;
     }
-    fclose(file);
+    if (file != NULL) fclose(file);
+    free(text);
     if (error == ERANGE) {
         *errnop = ERANGE;
         return NSS_STATUS_TRYAGAIN;

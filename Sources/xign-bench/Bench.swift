@@ -55,6 +55,11 @@ struct Bench {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
+        // `xign-bench directory NSS_MODULE LOOKUP_SOURCE`: the NSS figures alone.
+        if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "directory" {
+            return try directoryFigures(
+                module: CommandLine.arguments[2], lookupSource: CommandLine.arguments[3], work: work)
+        }
 
         let manager = Process()
         manager.executableURL = URL(fileURLWithPath: bin + "/xign-manager")
