@@ -54,7 +54,8 @@ extension Bench {
         func getent(_ label: String, _ name: String, runs: Int = 200) throws -> Figure {
             let lines = try run(
                 "/usr/bin/nsenter", inside + [directory + "/nss_lookup", "--getent", name, String(runs)])
-            return Figure(name: label, milliseconds: lines.split(separator: "\n").compactMap { Double($0) }.map { $0 / 1000 })
+            return Figure(
+                name: label, milliseconds: lines.split(separator: "\n").compactMap { Double($0) }.map { $0 / 1000 })
         }
         func perCall(_ name: String) throws -> String {
             try run("/usr/bin/nsenter", inside + [directory + "/nss_lookup", name, "2000"])
@@ -65,7 +66,8 @@ extension Bench {
         let cached = try getent("getent passwd \(cachedUser) (cache, files xign)", cachedUser)
         let local = try getent("getent passwd root (local, files xign)", "root")
         let (cachedCall, localCall) = (try perCall(cachedUser), try perCall("root"))
-        _ = try run("/usr/bin/nsenter", inside + ["/bin/mount", "--bind", directory + "/files.conf", "/etc/nsswitch.conf"])
+        _ = try run(
+            "/usr/bin/nsenter", inside + ["/bin/mount", "--bind", directory + "/files.conf", "/etc/nsswitch.conf"])
         let files = try getent("getent passwd root (files alone: the floor)", "root")
         let filesCall = try perCall("root")
         table(
