@@ -161,7 +161,8 @@ static int ask_daemon(const uint8_t *query, size_t length) {
     memcpy(address.sun_path, DAEMON_SOCKET, sizeof(DAEMON_SOCKET));
     if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) goto done;
     if (send(fd, query, length, MSG_NOSIGNAL) != (ssize_t)length) goto done;
-    uint8_t answer[XIGN_NSS_HEADER + 1];
+    /* Exactly one answer's bytes: a daemon that keeps the connection open costs no wait. */
+    uint8_t answer[XIGN_NSS_HEADER];
     size_t received = 0;
     while (received < sizeof(answer)) {
         long left = start + ANSWER_MILLISECONDS - now_milliseconds();
