@@ -27,14 +27,7 @@ public final class Daemon: @unchecked Sendable {
     public func serve(_ listener: Int32) -> Never {
         log(LOG_NOTICE, "xignd \(XignCoreVersion.string) serving with \(configPath)")
         while true {
-            let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else {
-                // Out of descriptors: wait for connections to end instead of spinning.
-                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(100_000) }
-                continue
-            }
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            let connection = DaemonConnection(descriptor: descriptor)
+            let connection = DaemonSocket.nextConnection(on: listener)
             guard let peer = connection.peerCredentials() else { continue }
             guard admit(peer.uid) else {
                 try? connection.send(

@@ -41,6 +41,19 @@ public enum DaemonSocket {
         return descriptor
     }
 
+    /// The next connection on `listener`, close-on-exec. Out of descriptors, it waits for connections to end instead
+    /// of spinning.
+    static func nextConnection(on listener: Int32) -> DaemonConnection {
+        while true {
+            let descriptor = accept(listener, nil, nil)
+            if descriptor >= 0 {
+                _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+                return DaemonConnection(descriptor: descriptor)
+            }
+            if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(100_000) }
+        }
+    }
+
     /// The socket's directory must be one only its owner (root, or xignd's user) writes; anyone else could swap the
     /// socket for a link, or another socket, between our steps.
     static func checkParent(of path: String) throws {

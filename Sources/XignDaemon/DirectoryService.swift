@@ -159,13 +159,7 @@ public final class DirectoryService: @unchecked Sendable {
     /// The accept loop of the NSS socket: one short-lived thread per query, at most `maximumConnections` at once.
     public func serve(_ listener: Int32) -> Never {
         while true {
-            let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else {
-                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(100_000) }
-                continue
-            }
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            let connection = DaemonConnection(descriptor: descriptor)
+            let connection = DaemonSocket.nextConnection(on: listener)
             state.lock()
             let admitted = open < maximumConnections
             if admitted { open += 1 }

@@ -43,15 +43,9 @@ extension IdentityManager {
             approvedBy: nil, createdAt: now, expiresAt: now + settings.lifetimeMilliseconds
         )
         let (accountId, displaced) = try await database.transaction { store -> (String, String?) in
-            guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
-            try RequestVerifier.checkSignature(
-                raw, by: host.publicKey, of: .host, path: APIPath.confirmations, body: body,
-                challenge: request.challenge)
-            guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
-                throw ManagerError(
-                    .conflict, .challengeInvalid,
-                    "the challenge is unknown, expired or was already used; request a new one")
-            }
+            let host = try await self.signingHost(
+                id: request.hostId, signature: raw, path: APIPath.confirmations, body: body,
+                challenge: request.challenge, in: store)
             guard let accountId = try await store.accountId(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }

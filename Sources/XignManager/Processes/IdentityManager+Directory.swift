@@ -8,15 +8,9 @@ extension IdentityManager {
         let request = try RequestBody.decode(HostDirectoryRequest.self, from: body, "the directory request")
         let raw = try RequestVerifier.signature(from: signature)
         let users = try await database.transaction(durability: .unsynced) { store -> [DirectoryUser] in
-            guard let host = try await store.host(id: request.hostId) else { throw Self.unknownHost }
-            try RequestVerifier.checkSignature(
-                raw, by: host.publicKey, of: .host, path: APIPath.hostDirectory, body: body,
-                challenge: request.challenge)
-            guard try await store.consumeHostChallenge(request.challenge, hostId: host.id, now: Self.now()) else {
-                throw ManagerError(
-                    .conflict, .challengeInvalid,
-                    "the challenge is unknown, expired or was already used; request a new one")
-            }
+            let host = try await self.signingHost(
+                id: request.hostId, signature: raw, path: APIPath.hostDirectory, body: body,
+                challenge: request.challenge, in: store)
             return try await store.directory(hostName: host.name, loginName: request.loginName, uid: request.uid)
         }
         logger.debug("directory served", metadata: ["host": "\(request.hostId)", "users": "\(users.count)"])

@@ -78,6 +78,22 @@ extension IdentityManager {
             includeKey: true)
     }
 
+    /// The host that signed a request to `path` over its challenge, which is spent here, in the caller's transaction
+    /// (docs/design.md, invariant 3).
+    func signingHost(
+        id: String, signature raw: Data, path: String, body: Data, challenge: String, in store: ManagerStore
+    ) async throws -> ManagerStore.HostRecord {
+        guard let host = try await store.host(id: id) else { throw Self.unknownHost }
+        try RequestVerifier.checkSignature(
+            raw, by: host.publicKey, of: .host, path: path, body: body, challenge: challenge)
+        guard try await store.consumeHostChallenge(challenge, hostId: host.id, now: Self.now()) else {
+            throw ManagerError(
+                .conflict, .challengeInvalid, "the challenge is unknown, expired or was already used; request a new one"
+            )
+        }
+        return host
+    }
+
     /// The host group that stands for every host.
     public static let everyHost = "*"
 
