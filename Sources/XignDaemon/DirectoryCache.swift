@@ -13,8 +13,7 @@ import XignProtocol
 /// the host does not have (the manager never makes one). The module checks the same at each lookup, so a user added
 /// locally after this write wins at once.
 public struct DirectoryCache: Sendable {
-    static let passwd = DirectoryFiles.passwd, group = DirectoryFiles.group, memberships = DirectoryFiles.memberships
-    public static let home = "/home", shell = "/bin/bash"
+    static let home = "/home", shell = "/bin/bash"
     /// The most of /etc/passwd or /etc/group read.
     static let localFileLimit = 8 * 1024 * 1024
 
@@ -72,9 +71,9 @@ public struct DirectoryCache: Sendable {
         try AtomicFile.makeDirectory(directory, mode: 0o755, enforceMode: true)
         try publish(
             members.keys.sorted().map { "\($0):*:\(localGroupIds[$0]!):\(members[$0]!.joined(separator: ","))\n" },
-            as: Self.memberships)
-        try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: Self.group)
-        try publish(served.map(Self.passwdLine), as: Self.passwd)
+            as: DirectoryFiles.memberships)
+        try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: DirectoryFiles.group)
+        try publish(served.map(Self.passwdLine), as: DirectoryFiles.passwd)
         return written
     }
 

@@ -107,11 +107,11 @@ public struct Administration: Sendable {
             if let loginName, try await store.isLoginNameTaken(loginName) {
                 throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
             }
-            guard try await store.setLoginName(loginName, email: email.lowercased()) else {
+            guard let accountId = try await store.setLoginName(loginName, email: email.lowercased()) else {
                 throw ManagerError(
                     .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
-            if loginName != nil, let accountId = try await store.accountId(email: email.lowercased()) {
+            if loginName != nil {
                 try await store.assignUnixId(accountId: accountId, range: self.manager.configuration.uidRange)
             }
             try await store.recordAudit(

@@ -45,11 +45,12 @@ extension ManagerStore {
         try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first() != nil
     }
 
-    /// Sets (or with nil clears) the login name of the account with `email`; false when there is no such account.
-    func setLoginName(_ loginName: String?, email: String) async throws -> Bool {
+    /// Sets (or with nil clears) the login name of the account with `email`; returns the account's id, nil when there
+    /// is no such account.
+    func setLoginName(_ loginName: String?, email: String) async throws -> String? {
         try await sql.raw(
             "UPDATE accounts SET login_name = \(bind: loginName) WHERE email = \(bind: email) RETURNING id"
-        ).first() != nil
+        ).first()?.decode(column: "id", as: String.self)
     }
 
     /// The account's own offline policy; nil values fall back to the manager's.

@@ -7,10 +7,7 @@ extension ManagerStore {
     /// Gives the account its uid from `range` unless it has one. The counter only grows, so the number of a deleted
     /// account is never given again, and a narrower range never goes back to numbers given before.
     func assignUnixId(accountId: String, range: ClosedRange<Int64>) async throws {
-        guard
-            try await sql.raw("SELECT uid FROM accounts WHERE id = \(bind: accountId)").first()?
-                .decode(column: "uid", as: Int64?.self) == nil
-        else { return }
+        guard try await uid(accountId: accountId) == nil else { return }
         let counter =
             try await sql.raw("SELECT next_id FROM unix_id_counter").first()?.decode(column: "next_id", as: Int64.self)
             ?? range.lowerBound
