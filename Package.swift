@@ -102,6 +102,9 @@ let package = Package(
                 .embedInCode("Resources/head.mustache"), .embedInCode("Resources/notices.mustache"),
                 .embedInCode("Resources/foot.mustache"), .embedInCode("Resources/personalize.mustache"),
                 .embedInCode("Resources/approve.mustache"), .embedInCode("Resources/account.mustache"),
+                .embedInCode("Resources/console-top.mustache"), .embedInCode("Resources/console-signin.mustache"),
+                .embedInCode("Resources/console-denied.mustache"), .embedInCode("Resources/console-accounts.mustache"),
+                .embedInCode("Resources/console-account.mustache"), .embedInCode("Resources/console-audit.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.

@@ -42,6 +42,10 @@ struct ApiAccessGrant {
         case .delete: return .apiAccessDelete(ApiAccessDelete(grant: self))
         case .addFactor: return .apiAccessAddFactor(ApiAccessAddFactor(grant: self))
         case .revokeDevice: return .apiAccessRevokeDevice(ApiAccessRevokeDevice(grant: self))
+        case .console:
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager answered with a console grant, which only the console's page opens")
         }
     }
 }

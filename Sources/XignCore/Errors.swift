@@ -39,6 +39,8 @@ public enum XignSdkErrorCode: String, Codable, Sendable, CaseIterable {
     case tooManyRequests
     /// The account may not log in to this host.
     case hostNotAllowed
+    /// An administrator locked the account.
+    case accountLocked
     /// The code typed is not the one the host shows.
     case wrongConfirmationCode
     /// This machine has not joined the manager as a host.

@@ -202,6 +202,9 @@ public struct Login {
         case .hostNotAllowed:
             tell("XignIn: your account may not log in to this server.", isError: true)
             return .refused(.hostNotAllowed)
+        case .accountLocked:
+            tell("XignIn: an administrator locked your account; ask them to unlock it.", isError: true)
+            return .refused(.accountLocked)
         case .stateUnavailable:
             log(LOG_ERR, "xign state: \(error.message)")
             tell("XignIn: \(error.message). Ask your administrator.", isError: true)

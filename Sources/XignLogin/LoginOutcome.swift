@@ -58,6 +58,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case remoteLogin = "remote-refused"
         case otherUsersEnrolment = "other-user-refused"
         case systemAccount = "system-account"
+        case accountLocked = "account-locked"
         case securityInsufficient = "security-insufficient"
         case deviceKey = "device-key"
         case biometricMismatch = "biometric-mismatch"

@@ -29,5 +29,6 @@ extension APIPath {
         "confirmationApproval": confirmationApproval, "confirmationDenial": confirmationDenial,
         "authentications": authentications, "authenticationFinish": authenticationFinish, "apiAccess": apiAccess,
         "webPending": webPending, "webDevices": webDevices, "webSessions": webSessions,
+        "consoleSessions": consoleSessions, "consoleSessionEnd": consoleSessionEnd, "consoleActions": consoleActions,
     ]
 }

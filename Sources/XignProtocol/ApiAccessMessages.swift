@@ -23,6 +23,8 @@ public enum ApiAccessProcess: String, Codable, Sendable, CaseIterable {
     case addFactor
     /// Removes another device of the account (a lost phone, a stolen laptop); its activation ends.
     case revokeDevice
+    /// Opens the administrator's console (`/v1/console/sessions`), for an account that holds a console role.
+    case console
 }
 
 /// In an authentication result: the grant that finishes the process.

@@ -29,6 +29,12 @@ public enum DisplayText {
         return String(result)
     }
 
+    /// `text` with every character that may not be shown as it is (a control, a bidirectional control, NUL) replaced
+    /// by U+FFFD, so that a page shows that something was there without obeying it.
+    public static func marked(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { isSafe($0) ? $0 : "\u{FFFD}" }))
+    }
+
     /// Whether `scalar` may be shown as it is: not a C0 or C1 control, DEL, or a bidirectional control.
     public static func isSafe(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {

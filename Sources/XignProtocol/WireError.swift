@@ -34,6 +34,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     /// The user's enrolled fingers changed since the biometric factor was added, so it was removed (Nevis's
     /// keyDisappearedPermanently); add it again.
     case biometricInvalidated
+    /// An administrator locked the account; nothing logs in with it until they unlock it.
+    case accountLocked
     case unknown
 
     public init(from decoder: any Decoder) throws {

@@ -49,19 +49,27 @@ public struct WebApp<Context: RequestContext>: Sendable {
     }
 
     private func render(_ page: String) throws -> Response {
+        try render(page, adding: [:], status: .ok, headers: Self.headers(type: Self.html))
+    }
+
+    func render(
+        _ page: String, adding values: [String: Any], status: HTTPResponse.Status, headers: HTTPFields
+    ) throws -> Response {
         let current = site()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let api = String(decoding: try encoder.encode(current.apiPaths), as: UTF8.self)
-        let values: [String: Any] = [
+        let site: [String: Any] = [
             "origin": current.origin, "rpId": current.relyingPartyId, "api": api, "script": WebPath.script,
             "stylesheet": WebPath.stylesheet,
         ]
-        guard let html = pages.render(values, withTemplate: page) else { throw HTTPError(.internalServerError) }
-        return Response(
-            status: .ok, headers: Self.headers(type: "text/html; charset=utf-8"),
-            body: .init(byteBuffer: .init(string: html)))
+        guard let html = pages.render(site.merging(values) { mine, _ in mine }, withTemplate: page) else {
+            throw HTTPError(.internalServerError)
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: .init(string: html)))
     }
+
+    static var html: String { "text/html; charset=utf-8" }
 
     private static func asset(_ text: String, type: String) -> Response {
         Response(status: .ok, headers: headers(type: type), body: .init(byteBuffer: .init(string: text)))
@@ -69,11 +77,11 @@ public struct WebApp<Context: RequestContext>: Sendable {
 
     /// Nothing but our own script and stylesheet may run or load, no other site may frame a page or read where it
     /// came from, and no cache keeps a page.
-    static func headers(type: String) -> HTTPFields {
+    static func headers(type: String, formAction: String = "'none'") -> HTTPFields {
         [
             .contentType: type,
             .contentSecurityPolicy:
-                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action \(formAction); base-uri 'none'; frame-ancestors 'none'",
             HTTPField.Name("Referrer-Policy")!: "no-referrer",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
             HTTPField.Name("X-Frame-Options")!: "DENY",
@@ -93,6 +101,11 @@ public enum WebPath {
     public static let approveInQRCode = "/C"
     /// The account: the logins that wait, the devices, removing one, changing the PIN.
     public static let account = "/account"
+    /// The administrator's console: its sign-in page; the others are under it.
+    public static let console = "/console"
+    public static let consoleAccounts = "/console/accounts"
+    public static let consoleAudit = "/console/audit"
+    public static let consoleAuditCSV = "/console/audit.csv"
     public static let script = "/web/app.js"
     public static let stylesheet = "/web/app.css"
 }

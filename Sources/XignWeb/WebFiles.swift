@@ -1,6 +1,7 @@
 /// The web app's files (Resources/), embedded into the binary by SwiftPM: the script, the stylesheet and the pages'
-/// Mustache templates. The pages are the same for everyone, so nothing personal is rendered on the server: every
-/// value is escaped by `{{…}}`, and texts from the manager are set by the script with `textContent`.
+/// Mustache templates. The device pages are the same for everyone; the console's are rendered with what an
+/// administrator may see. Every value is escaped by `{{…}}`, and texts from the manager are set by the script with
+/// `textContent`.
 enum WebFiles {
     static let script = text(PackageResources.app_js)
     static let stylesheet = text(PackageResources.app_css)
@@ -8,6 +9,12 @@ enum WebFiles {
         "head": text(PackageResources.head_mustache), "notices": text(PackageResources.notices_mustache),
         "foot": text(PackageResources.foot_mustache), "personalize": text(PackageResources.personalize_mustache),
         "approve": text(PackageResources.approve_mustache), "account": text(PackageResources.account_mustache),
+        "console-top": text(PackageResources.console_top_mustache),
+        "console-signin": text(PackageResources.console_signin_mustache),
+        "console-denied": text(PackageResources.console_denied_mustache),
+        "console-accounts": text(PackageResources.console_accounts_mustache),
+        "console-account": text(PackageResources.console_account_mustache),
+        "console-audit": text(PackageResources.console_audit_mustache),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -13,7 +13,7 @@ extension Admin {
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
                 List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
-                Delete.self,
+                Delete.self, SetRole.self, Lock.self, Unlock.self,
             ],
             defaultSubcommand: List.self
         )
@@ -123,6 +123,55 @@ extension Admin {
             func run() async throws {
                 try await options.withManager { try await $0.administration.setLoginName(loginName, email: email) }
                 print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
+            }
+        }
+
+        struct SetRole: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-role",
+                abstract: "Give an account a role in the console (admin or helpdesk), or take it (none).",
+                discussion:
+                    "Give the first administrator here; after that, administrators give roles in the console at /console."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Argument(help: "admin, helpdesk or none.") var role: String
+
+            func validate() throws {
+                guard role == "none" || ConsoleRole(rawValue: role) != nil else {
+                    throw ValidationError("the role is admin, helpdesk or none")
+                }
+            }
+
+            func run() async throws {
+                try await options.withManager {
+                    try await $0.administration.setRole(ConsoleRole(rawValue: role), email: email)
+                }
+                print(role == "none" ? "\(email) has no console role now." : "\(email) is \(role) in the console.")
+            }
+        }
+
+        struct Lock: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Lock an account: none of its devices logs in or approves until it is unlocked.")
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+
+            func run() async throws {
+                try await options.withManager { try await $0.administration.lockAccount(email: email) }
+                print("\(email) is locked.")
+            }
+        }
+
+        struct Unlock: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Unlock an account, and clear the wrong PINs of all its activations.")
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+
+            func run() async throws {
+                try await options.withManager { try await $0.administration.unlockAccount(email: email) }
+                print("\(email) is unlocked.")
             }
         }
 

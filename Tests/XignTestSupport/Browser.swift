@@ -106,6 +106,23 @@ public struct Browser: Sendable {
 
     public func view(_ link: String) throws -> Page { try run("view", link) }
 
+    /// Signs in to the console at `url` (the manager's `/console`) with the PIN.
+    public func consoleSignIn(_ url: String, pin: String) throws -> Page {
+        try run("console-signin", url, input: pin + "\n")
+    }
+    /// Finds `email` from the console's account list at `url`, opens it and presses the button of `action`.
+    public func consoleAct(_ action: String, on email: String, at url: String) throws -> Page {
+        try run("console-act", url, input: "\(email)\n\(action)\n")
+    }
+    /// Opens each of `paths` under `origin` at phone and desktop size, with a screenshot of each.
+    public func consolePages(_ paths: [String], at origin: String) throws -> Page {
+        try run("console-pages", origin, input: paths.joined(separator: "\n") + "\n")
+    }
+    /// A list of records the step read, such as the pages it opened.
+    public func records(_ page: Page, _ field: String) -> [[String: Any]] {
+        page.fields[field] as? [[String: Any]] ?? []
+    }
+
     /// An assertion over `challenge` (base64url) by the passkey `credentialId`, asked for by a page at `url`, which may
     /// be of any origin: what a page of another site could obtain.
     public func assertion(at url: String, challenge: String, rpId: String, credentialId: String) throws -> Page {

@@ -35,10 +35,12 @@ public func buildApplication(
     ConfirmationController(manager: manager).addRoutes(to: router)
     PasskeyController(manager: manager).addRoutes(to: router)
     AttestationController(manager: manager).addRoutes(to: router)
-    try WebApp<ManagerRequestContext>(site: {
+    let web = try WebApp<ManagerRequestContext>(site: {
         let party = manager.relyingParty
         return WebSite(origin: party.origin, relyingPartyId: party.id, apiPaths: APIPath.calledByTheWebApp)
-    }).addRoutes(to: router)
+    })
+    web.addRoutes(to: router)
+    ConsoleController(manager: manager, web: web).addRoutes(to: router)
 
     let configuration = manager.configuration
     let connections = ConnectionsPerAddress()

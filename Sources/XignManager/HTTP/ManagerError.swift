@@ -52,6 +52,12 @@ public struct ManagerError: HTTPResponseError, CustomStringConvertible {
         return error
     }
 
+    /// An administrator locked the account: no PIN is asked for, and no wrong PIN is counted.
+    static let accountLocked = ManagerError(
+        HTTPResponse.Status(code: 423, reasonPhrase: "Locked"), .accountLocked,
+        "an administrator locked this account; ask them to unlock it"
+    )
+
     static let registrationClosed = ManagerError(
         .forbidden, .registrationClosed,
         "this manager does not take registrations; ask your administrator for an account"

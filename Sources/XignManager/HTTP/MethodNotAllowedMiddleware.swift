@@ -11,7 +11,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
         var methods: [String: HTTPRequest.Method] = [APIPath.health: .get, APIPath.registrationParameters: .get]
         for page in [
             WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script,
-            WebPath.stylesheet,
+            WebPath.stylesheet, WebPath.console, WebPath.consoleAccounts, WebPath.consoleAudit, WebPath.consoleAuditCSV,
         ] {
             methods[page] = .get
         }
@@ -25,7 +25,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView,
             APIPath.confirmationApproval,
             APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations,
-            APIPath.endorsementChecks,
+            APIPath.endorsementChecks, APIPath.consoleSessions, APIPath.consoleSessionEnd, APIPath.consoleActions,
         ] {
             methods[path] = .post
         }

@@ -27,13 +27,14 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
             let (token, expiresAt) = try await manager.openWebSession(
                 body: try await request.collectBody(), signature: request.signatureHeader)
             var response = try Response.json(.created, WebSessionMessage(expiresAt: expiresAt))
-            response.headers[.setCookie] = Self.cookie(token, maxAge: IdentityManager.webSessionMilliseconds / 1000)
+            response.headers[.setCookie] = Request.sessionCookie(
+                Request.sessionCookieName, token, maxAge: IdentityManager.webSessionMilliseconds / 1000)
             return response
         }
         router.post(RouterPath(APIPath.webSessionEnd)) { request, _ in
             try await manager.endWebSession(token: try request.sessionCookie)
             var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
-            response.headers[.setCookie] = Self.cookie("", maxAge: 0)
+            response.headers[.setCookie] = Request.sessionCookie(Request.sessionCookieName, "", maxAge: 0)
             return response
         }
         router.post(RouterPath(APIPath.webPending)) { request, _ in
@@ -46,34 +47,36 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
             try Response.json(.ok, try await manager.devices(session: try request.sessionCookie))
         }
     }
-
-    /// Only the manager's own pages send it back, never a request another site starts, and no script reads it. The
-    /// `__Host-` prefix makes browsers refuse one that names a Domain, another Path or no Secure, so a sibling
-    /// subdomain cannot plant its own session here (G8).
-    static func cookie(_ token: String, maxAge: Int64) -> String {
-        "\(Request.sessionCookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
-    }
 }
 
 extension Request {
     static let sessionCookieName = "__Host-xign-session"
+    static let consoleCookieName = "__Host-xign-console"
 
-    /// The web session's token from the Cookie header, if any. Two are refused: a browser sends a planted cookie
-    /// beside the real one, and which one it sends first is not ours to guess.
-    var sessionCookie: String? {
-        get throws {
-            var found: [Substring] = []
-            for field in headers[values: .cookie] {
-                for pair in field.split(separator: ";") {
-                    let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-                    if parts.count == 2, parts[0] == Self.sessionCookieName { found.append(parts[1]) }
-                }
+    /// Only the manager's own pages send it back, never a request another site starts, and no script reads it. The
+    /// `__Host-` prefix makes browsers refuse one that names a Domain, another Path or no Secure, so a sibling
+    /// subdomain cannot plant its own session here (G8).
+    static func sessionCookie(_ name: String, _ token: String, maxAge: Int64) -> String {
+        "\(name)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
+    }
+
+    var sessionCookie: String? { get throws { try cookie(Self.sessionCookieName) } }
+    var consoleCookie: String? { get throws { try cookie(Self.consoleCookieName) } }
+
+    /// A session's token from the Cookie header, if any. Two are refused: a browser sends a planted cookie beside the
+    /// real one, and which one it sends first is not ours to guess.
+    private func cookie(_ name: String) throws -> String? {
+        var found: [Substring] = []
+        for field in headers[values: .cookie] {
+            for pair in field.split(separator: ";") {
+                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0] == name { found.append(parts[1]) }
             }
-            guard found.count <= 1 else {
-                throw ManagerError(
-                    .badRequest, .badRequest, "the request carries two web sessions; sign out and sign in again")
-            }
-            return found.first.map(String.init)
         }
+        guard found.count <= 1 else {
+            throw ManagerError(
+                .badRequest, .badRequest, "the request carries two sessions; sign out and sign in again")
+        }
+        return found.first.map(String.init)
     }
 }

@@ -1,6 +1,6 @@
 /// One security event: who did what to which account, from where. `xign-manager admin audit` lists them.
 public struct AuditEvent: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
         case login, loginFailure, lockout, unlock, enrolment, revocation
         case accountCreated, loginNameSet, hostGroupsSet, localGroupsSet, hostAdded, hostJoined, hostRemoved
         /// The api access processes a device finished.
@@ -9,6 +9,8 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case offlineLogin
         /// An administrator gave an account its own offline policy, or took it away.
         case offlinePolicySet
+        /// An administrator locked an account (`unlock` lifts it), or gave or took a console role.
+        case accountLocked, roleSet
         /// An attempt at the approval page the manager refused: a wrong code, another account's device.
         case approvalRefused
         /// A login found the user's enrolled fingers changed, so the device's biometric factor was removed.
@@ -26,7 +28,7 @@ public struct AuditEvent: Codable, Sendable, Equatable {
     public var host: String?
     public var service: String?
     public var detail: String?
-    /// "device <id>", "admin <unix user>", or "manager".
+    /// "device <id>", "admin <unix user>", "console <email>", or "manager".
     public var actor: String
 }
 

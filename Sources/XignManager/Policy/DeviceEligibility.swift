@@ -93,6 +93,7 @@ enum DeviceEligibility {
         guard let activation = try await store.activation(id: device.activationId) else {
             throw ManagerError(.notFound, .deviceNotFound, "this device's activation is gone; personalize again")
         }
+        if activation.accountLockedAt != nil { throw ManagerError.accountLocked }
         if let lock = activation.pendingLock { throw ManagerError.lockedOut(lock) }
         return (device, activation)
     }

@@ -28,6 +28,7 @@ struct ServiceCatalog: Sendable {
             case .delete: return Self.builtIn("delete", "Delete account", lifetime: lifetime)
             case .addFactor: return Self.builtIn("add-factor", "Add factor", lifetime: lifetime)
             case .revokeDevice: return Self.builtIn("revoke-device", "Remove a device", lifetime: lifetime)
+            case .console: return Self.builtIn("console", "Administrator's console", lifetime: lifetime)
             }
         }
     }

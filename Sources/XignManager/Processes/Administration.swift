@@ -7,12 +7,15 @@ import XignProtocol
 /// with the Unix user who made it.
 public struct Administration: Sendable {
     let manager: IdentityManager
+    /// Who acts, for the audit, when it is not the Unix user running the command: "console <email>".
+    var actor: String? = nil
 
     /// The pseudonym a deleted account's address has in the audit (ManagerSecrets), for `admin audit --email`.
     public func pseudonym(ofEmail email: String) -> String { manager.secrets.pseudonym(ofEmail: email) }
 
     /// Who runs an admin command, for the audit: the Unix user.
     var administrator: String {
+        if let actor { return actor }
         guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return "admin uid \(geteuid())" }
         return "admin \(String(cString: name))"
     }
@@ -319,7 +322,87 @@ public struct Administration: Sendable {
     }
 }
 
+extension Administration {
+    private func accountId(email: String, in store: ManagerStore) async throws -> String {
+        guard let accountId = try await store.accountId(email: email.lowercased()) else {
+            throw ManagerError(
+                .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
+        }
+        return accountId
+    }
+
+    /// Locks the account: none of its devices logs in or approves until it is unlocked. Offline logins on a laptop
+    /// go on for their grace, by design (docs/design.md).
+    public func lockAccount(email: String) async throws {
+        try await manager.database.transaction { store in
+            try await store.lockAccount(
+                try await self.accountId(email: email, in: store), at: IdentityManager.now(), by: self.administrator)
+            try await store.recordAudit(self.adminEvent(.accountLocked, email: email.lowercased()))
+        }
+        manager.logger.notice("account locked", metadata: ["email": "\(email)", "by": "\(administrator)"])
+    }
+
+    /// Lifts the account's lock and every PIN lockout of its activations.
+    public func unlockAccount(email: String) async throws {
+        try await manager.database.transaction { store in
+            try await store.unlockAccount(try await self.accountId(email: email, in: store))
+            try await store.recordAudit(self.adminEvent(.unlock, email: email.lowercased(), detail: "the account"))
+        }
+        manager.logger.notice("account unlocked", metadata: ["email": "\(email)", "by": "\(administrator)"])
+    }
+
+    /// Gives the account a console role, or takes it (nil). The last administrator keeps the role, so that the
+    /// console always has one; the command line can still change it.
+    public func setRole(_ role: ConsoleRole?, email: String) async throws {
+        try await manager.database.transaction { store in
+            let accountId = try await self.accountId(email: email, in: store)
+            if role != .admin, self.actor != nil, try await store.consoleAccount(id: accountId)?.role == .admin,
+                try await store.accounts(withRole: .admin) == 1
+            {
+                throw ManagerError(
+                    .conflict, .conflict,
+                    "\(email.prefix(254)) is the last administrator; make another one first, so that the console keeps one"
+                )
+            }
+            try await store.setRole(role, accountId: accountId)
+            try await store.recordAudit(
+                self.adminEvent(.roleSet, email: email.lowercased(), detail: role?.rawValue ?? "none"))
+        }
+        manager.logger.notice(
+            "console role set", metadata: ["email": "\(email)", "role": "\(role?.rawValue ?? "none")"])
+    }
+
+    /// Removes a device of the account with `email`, with its activation: a lost or stolen one.
+    public func revokeDevice(_ deviceId: String, email: String) async throws {
+        let mailId = try await manager.database.transaction { store -> String in
+            let accountId = try await self.accountId(email: email, in: store)
+            guard let device = try await store.device(deviceId, holdingItsActivation: true),
+                try await store.accountId(ofDevice: deviceId) == accountId,
+                let held = try await store.activation(id: device.activationId)
+            else {
+                throw ManagerError(
+                    .notFound, .deviceNotFound, "\(email.prefix(254)) has no device \(deviceId.prefix(64))")
+            }
+            try await store.revokeDevice(device.id)
+            try await store.markRevoked(activationId: device.activationId)
+            try await store.recordAudit(
+                self.adminEvent(
+                    .revocation, email: held.email, activationId: held.id,
+                    detail: "\(device.keyKind.rawValue) device \(device.id) removed by an administrator"))
+            return try await self.manager.mail.queue(
+                Outbox.deviceNotice(
+                    to: held.email, alias: held.alias, device: "device \(device.id) (\(device.keyKind.rawValue))",
+                    added: false),
+                in: store)
+        }
+        await manager.mail.deliver(id: mailId)
+    }
+}
+
 extension IdentityManager {
     /// The administrator's operations on this manager's data.
     public var administration: Administration { Administration(manager: self) }
+
+    /// The same operations, audited as `actor`'s.
+    func administration(by actor: String) -> Administration { Administration(manager: self, actor: actor) }
 }

@@ -14,18 +14,11 @@ extension IdentityManager {
         let request = try RequestBody.decode(ApiAccessRequest.self, from: body, "the api access request")
         let proof = try RequestVerifier.DeviceProof(header: signature)
         // The grant and the device's proof over it (a passkey's counter moves here), and the process's field.
-        let (grant, process) = try await database.transaction(durability: .unsynced) {
-            store -> (ManagerStore.CodeGrant, ApiAccessProcess) in
-            guard let grant = try await store.authorizationCode(request.grant, now: Self.now()),
-                case .apiAccess(let process) = grant.purpose
-            else {
-                throw ManagerError(
-                    .conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
-            }
-            let device = try await DeviceEligibility.enrolledDevice(grant.deviceId, in: store)
-            try await self.verifier.checkDeviceProof(
-                proof, of: device, path: APIPath.apiAccess, body: body, challenge: request.grant, in: store)
-            return (grant, process)
+        let (grant, process) = try await database.transaction(durability: .unsynced) { store in
+            try await self.provenGrant(request, proof: proof, path: APIPath.apiAccess, body: body, in: store)
+        }
+        guard process != .console else {
+            throw ManagerError.badRequest("a console grant opens a session at \(APIPath.consoleSessions)")
         }
         // Before the grant is spent, so a new PIN against the policy can be corrected and sent again.
         let newPIN = try accountChanges.checkFields(request, for: process)
@@ -62,12 +55,30 @@ extension IdentityManager {
             case .revokeDevice:
                 (result.revokedDevices, mailId) = try await self.accountChanges.revokeDevice(
                     request.revokedDeviceId!, of: activation, by: device, in: store)
+            case .console: preconditionFailure("refused above")
             }
             return (result, mailId)
         }
         if let mailId { await mail.deliver(id: mailId) }
         logger.info("api access finished", metadata: ["device": "\(grant.deviceId)", "process": "\(process.rawValue)"])
         return try signer.sign(result, type: SignedAnswerType.apiAccess)
+    }
+
+    /// An api access grant that is live, and its device's proof over it at `path`.
+    func provenGrant(
+        _ request: ApiAccessRequest, proof: RequestVerifier.DeviceProof, path: String, body: Data,
+        in store: ManagerStore
+    ) async throws -> (ManagerStore.CodeGrant, ApiAccessProcess) {
+        guard let grant = try await store.authorizationCode(request.grant, now: Self.now()),
+            case .apiAccess(let process) = grant.purpose
+        else {
+            throw ManagerError(
+                .conflict, .sessionInvalid, "the grant is unknown, expired or was used; start the process again")
+        }
+        let device = try await DeviceEligibility.enrolledDevice(grant.deviceId, in: store)
+        try await verifier.checkDeviceProof(
+            proof, of: device, path: path, body: body, challenge: request.grant, in: store)
+        return (grant, process)
     }
 
     /// Device information: the devices of the caller's account, signed by the caller over a challenge.

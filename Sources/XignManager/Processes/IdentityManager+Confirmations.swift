@@ -49,6 +49,7 @@ extension IdentityManager {
             guard let accountId = try await store.accountId(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
+            guard try await !store.isAccountLocked(accountId) else { throw ManagerError.accountLocked }
             guard try await store.mayLogIn(accountId: accountId, hostName: host.name) else {
                 throw ManagerError(
                     .forbidden, .hostNotAllowed,

@@ -19,14 +19,16 @@ extension IdentityManager {
                 signature: signature, in: store)
             _ = try await DeviceEligibility.enrolledDevice(request.deviceId, in: store)
             try await store.insertWebSession(
-                tokenHash: Self.hashed(token), deviceId: request.deviceId, expiresAt: expiresAt)
+                .account, tokenHash: Self.hashed(token), deviceId: request.deviceId, expiresAt: expiresAt)
         }
         return (token, expiresAt)
     }
 
     public func endWebSession(token: String?) async throws {
         guard let token, token.utf8.count <= WireLimit.identifier else { return }
-        try await database.transaction { store in try await store.deleteWebSession(tokenHash: Self.hashed(token)) }
+        try await database.transaction { store in
+            try await store.deleteWebSession(.account, tokenHash: Self.hashed(token))
+        }
     }
 
     /// The logins that wait for the session's account; held until they differ from `seen` or the wait runs out.
@@ -60,7 +62,7 @@ extension IdentityManager {
 
     private func webSessionDevice(_ token: String?, in store: ManagerStore) async throws -> String {
         guard let token, token.utf8.count <= WireLimit.identifier,
-            let deviceId = try await store.webSessionDevice(tokenHash: Self.hashed(token), now: Self.now())
+            let deviceId = try await store.webSessionDevice(.account, tokenHash: Self.hashed(token), now: Self.now())
         else {
             throw ManagerError(
                 .unauthorized, .sessionInvalid,

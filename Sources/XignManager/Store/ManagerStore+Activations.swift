@@ -48,6 +48,8 @@ extension ManagerStore {
         /// The account's own offline policy; nil: the manager's.
         var offlineGraceMilliseconds: Int64?
         var offlineMaxFailures: Int?
+        /// An administrator locked the account (when); nil while it is not locked.
+        var accountLockedAt: Int64?
 
         init(_ row: any SQLRow) throws {
             id = try row.decode(column: "id", as: String.self)
@@ -72,6 +74,7 @@ extension ManagerStore {
             pinGeneration = try row.decode(column: "pin_generation", as: Int64.self)
             offlineGraceMilliseconds = try row.decode(column: "offline_grace", as: Int64?.self)
             offlineMaxFailures = try row.decode(column: "offline_max_failures", as: Int?.self)
+            accountLockedAt = try row.decode(column: "locked_at", as: Int64?.self)
         }
 
         var pendingLock: LockoutMessage? {
@@ -103,7 +106,7 @@ extension ManagerStore {
         """
         SELECT a.id, a.account_id, a.alias, a.secret_hash, a.secret_valid_until, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
                a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, a.pin_generation,
-               c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures
+               c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures, c.locked_at
         FROM activations a JOIN accounts c ON c.id = a.account_id
         """)
 

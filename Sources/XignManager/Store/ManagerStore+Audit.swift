@@ -20,17 +20,20 @@ extension ManagerStore {
             SELECT at, event, email, activation_id, host, service, detail, actor FROM audit_events
             WHERE at >= \(bind: since) ORDER BY at, id LIMIT \(bind: limit)
             """
-        ).all().map { row in
-            let name = try row.decode(column: "event", as: String.self)
-            return AuditEvent(
-                at: try row.decode(column: "at", as: Int64.self), event: AuditEvent.Kind(rawValue: name) ?? .unknown,
-                email: try row.decode(column: "email", as: String?.self),
-                activationId: try row.decode(column: "activation_id", as: String?.self),
-                host: try row.decode(column: "host", as: String?.self),
-                service: try row.decode(column: "service", as: String?.self),
-                detail: try row.decode(column: "detail", as: String?.self),
-                actor: try row.decode(column: "actor", as: String.self)
-            )
-        }
+        ).all().map(AuditEvent.init)
+    }
+}
+
+extension AuditEvent {
+    init(_ row: any SQLRow) throws {
+        self.init(
+            at: try row.decode(column: "at", as: Int64.self),
+            event: AuditEvent.Kind(rawValue: try row.decode(column: "event", as: String.self)) ?? .unknown,
+            email: try row.decode(column: "email", as: String?.self),
+            activationId: try row.decode(column: "activation_id", as: String?.self),
+            host: try row.decode(column: "host", as: String?.self),
+            service: try row.decode(column: "service", as: String?.self),
+            detail: try row.decode(column: "detail", as: String?.self),
+            actor: try row.decode(column: "actor", as: String.self))
     }
 }

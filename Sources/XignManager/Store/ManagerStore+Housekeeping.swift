@@ -90,6 +90,7 @@ extension ManagerStore {
         case confirmationCooldowns = "confirmation_cooldowns"
         case auditEvents = "audit_events"
         case webSessions = "web_sessions"
+        case consoleSessions = "console_sessions"
         case attestationChallenges = "attestation_challenges"
 
         var key: String {
@@ -98,7 +99,7 @@ extension ManagerStore {
             case .hostJoinTokens: "name"
             case .rateLimits: "key"
             case .confirmationCooldowns: "account_id || ' ' || source"
-            case .webSessions: "token_hash"
+            case .webSessions, .consoleSessions: "token_hash"
             default: "id"
             }
         }

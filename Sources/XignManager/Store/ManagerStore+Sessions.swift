@@ -201,25 +201,35 @@ extension ManagerStore {
         return purpose
     }
 
-    /// A browser's read-only session, kept as the hash of its token.
-    func insertWebSession(tokenHash: String, deviceId: String, expiresAt: Int64) async throws {
+    /// The two kinds of browser session, each in its own table: the account page's, which only reads, and the
+    /// console's, which an administrator opens with passkey and PIN.
+    enum WebSessionKind: String, Sendable {
+        case account = "web_sessions"
+        case console = "console_sessions"
+    }
+
+    /// A browser's session, kept as the hash of its token.
+    func insertWebSession(_ kind: WebSessionKind, tokenHash: String, deviceId: String, expiresAt: Int64) async throws {
+        let table = SQLQueryString(kind.rawValue)
         try await sql.raw(
-            "INSERT INTO web_sessions (token_hash, device_id, expires_at) VALUES (\(bind: tokenHash), \(bind: deviceId), \(bind: expiresAt))"
+            "INSERT INTO \(table) (token_hash, device_id, expires_at) VALUES (\(bind: tokenHash), \(bind: deviceId), \(bind: expiresAt))"
         ).run()
     }
 
     /// The device of a session that has not run out, while the device still holds its activation.
-    func webSessionDevice(tokenHash: String, now: Int64) async throws -> String? {
-        try await sql.raw(
+    func webSessionDevice(_ kind: WebSessionKind, tokenHash: String, now: Int64) async throws -> String? {
+        let table = SQLQueryString(kind.rawValue)
+        return try await sql.raw(
             """
-            SELECT s.device_id FROM web_sessions s JOIN devices d ON d.id = s.device_id AND d.revoked = 0
+            SELECT s.device_id FROM \(table) s JOIN devices d ON d.id = s.device_id AND d.revoked = 0
             JOIN activations a ON a.id = d.activation_id AND a.device_id = d.id AND a.state = 'personalized'
             WHERE s.token_hash = \(bind: tokenHash) AND s.expires_at > \(bind: now)
             """
         ).first()?.decode(column: "device_id", as: String.self)
     }
 
-    func deleteWebSession(tokenHash: String) async throws {
-        try await sql.raw("DELETE FROM web_sessions WHERE token_hash = \(bind: tokenHash)").run()
+    func deleteWebSession(_ kind: WebSessionKind, tokenHash: String) async throws {
+        let table = SQLQueryString(kind.rawValue)
+        try await sql.raw("DELETE FROM \(table) WHERE token_hash = \(bind: tokenHash)").run()
     }
 }

@@ -8,7 +8,23 @@ enum Schema {
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
         singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
-        unixIds,
+        unixIds, console,
+    ]
+
+    /// The administrator's console: an account's role (`admin`, `helpdesk`, NULL for none), the lock an
+    /// administrator puts on an account (when, and who), and the console's sessions, apart from the account page's so
+    /// that no read-only session ever opens the console.
+    static let console = [
+        "ALTER TABLE accounts ADD COLUMN role TEXT",
+        "ALTER TABLE accounts ADD COLUMN locked_at BIGINT",
+        "ALTER TABLE accounts ADD COLUMN locked_by TEXT",
+        """
+        CREATE TABLE console_sessions (
+            token_hash TEXT PRIMARY KEY,
+            device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+            expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// Users on every machine: an account's uid (its private group's gid is the same number), given when it first

@@ -297,7 +297,7 @@ async function approve() {
 // device and changing the PIN, each an api access process.
 // An api access process, as in the terminal: an authentication for it (passkey and current PIN) gives a grant,
 // and the process's request is signed over the grant.
-async function apiAccess(enrolment, process, pin, fields) {
+async function apiAccess(enrolment, process, pin, fields, path = api.apiAccess) {
   const spki = (await managerKeys()).sealing;
   const nonce = random(16);
   const started = await deviceSigned(enrolment, api.authentications, async (challenge) => ({
@@ -311,20 +311,28 @@ async function apiAccess(enrolment, process, pin, fields) {
   if (finished.outcome === "lockout") throw new ManagerError(423, { error: { message: lockText(finished.lockout), lockout: finished.lockout } });
   const grant = finished.apiAccess.grant;
   const body = JSON.stringify(Object.assign({ grant, nonce }, await fields(grant, spki)));
-  return call(api.apiAccess, body, await signRequest(enrolment, api.apiAccess, body, grant));
+  return call(path, body, await signRequest(enrolment, path, body, grant));
 }
 
-async function account() {
+// The browser's enrolments in the "account" list; the chosen one, or null when the browser holds none.
+function enrolmentChoice() {
   const enrolments = stored();
-  if (enrolments.length === 0)
-    return fail("This browser holds no XignIn passkey for this manager. Activate it first with the link in your activation mail.");
+  if (enrolments.length === 0) {
+    fail("This browser holds no XignIn passkey for this manager. Activate it first with the link in your activation mail.");
+    return null;
+  }
   for (const [index, e] of enrolments.entries()) {
     const option = document.createElement("option");
     option.value = String(index);
     option.textContent = clean(`${e.email} (${e.alias})`);
     $("account").append(option);
   }
-  const chosen = () => enrolments[Number($("account").value)];
+  return () => enrolments[Number($("account").value)];
+}
+
+async function account() {
+  const chosen = enrolmentChoice();
+  if (!chosen) return;
   let seen = [], polling = false, revoking = null;
 
   async function poll() {
@@ -407,8 +415,58 @@ async function account() {
     status(`PIN changed for ${result.activationsWithNewPin} activation(s) of your account. Use the new PIN everywhere from now on.`);
   }); });
 }
+// The console: signing in is an api access process for "console" (passkey and PIN); each change is signed by the
+// session's passkey over a fresh challenge, and the page then loads again from the server.
+async function consoleSignIn() {
+  const chosen = enrolmentChoice();
+  if (!chosen) return;
+  $("console-signin").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
+    status("Waiting for the passkey…");
+    const pin = $("pin").value;
+    $("pin").value = "";
+    const session = await apiAccess(chosen(), "console", pin, async () => ({}), api.consoleSessions);
+    status(`Signed in as ${clean(session.email)} (${session.role}).`);
+    location.assign("/console/accounts");
+  }); });
+}
+async function consoleList() {
+  const done = sessionStorage.getItem("xign.console.done");
+  sessionStorage.removeItem("xign.console.done");
+  if (done) status(done);
+  const out = $("sign-out");
+  if (out) out.addEventListener("click", () => guarded(async () => {
+    await call(api.consoleSessionEnd, "");
+    location.assign("/console");
+  }));
+}
+async function consoleAccount() {
+  await consoleList();
+  const enrolment = stored().find((e) => e.deviceId === document.body.dataset.deviceId);
+  const accountId = $("account-facts").dataset.accountId;
+  const role = $("role");
+  if (role) role.value = role.dataset.role || "";
+  const act = (action, fields) => guarded(async () => {
+    if (!enrolment) throw new Error("This browser does not hold the passkey that opened the session; sign in again.");
+    status("Waiting for the passkey…");
+    const result = await deviceSigned(enrolment, api.consoleActions, async (challenge) =>
+      Object.assign({ deviceId: enrolment.deviceId, challenge, action, accountId }, fields));
+    sessionStorage.setItem("xign.console.done", result.done);
+    location.assign(action === "delete" ? "/console/accounts" : location.pathname);
+  });
+  for (const button of document.querySelectorAll("button[data-action]")) {
+    button.addEventListener("click", () => act(button.dataset.action, {
+      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId }));
+  }
+  const forms = { setLoginName: () => ({ loginName: $("loginName").value.trim() }),
+                  setHostGroups: () => ({ hostGroups: $("hostGroups").value.split(/\s+/).filter((g) => g) }),
+                  setRole: () => ({ role: role.value || undefined }) };
+  for (const form of document.querySelectorAll("form[data-action]")) {
+    form.addEventListener("submit", (event) => { event.preventDefault(); act(form.dataset.action, forms[form.dataset.action]()); });
+  }
+}
 // Which page runs.
-({ personalize, approve, account })[page]().catch((error) => fail(passkeyError(error)));
+({ personalize, approve, account, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
+  .catch((error) => fail(passkeyError(error)));
 // A login link opened in this tab differs only after "#", which loads nothing: show the login it names, never
 // the one the page showed before (its form, its state).
 window.addEventListener("hashchange", () => location.reload());

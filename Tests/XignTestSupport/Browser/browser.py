@@ -13,6 +13,10 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
                     login and approves it
   revoke URL        reads a device's name and the PIN from stdin; removes that device on the account page
   change-pin URL    reads the current and the new PIN from stdin; changes the PIN on the account page
+  console-signin URL  reads the PIN from stdin; signs in to the console at URL (the manager's /console)
+  console-act URL   reads an account's address and an action's button (lock, unlock, delete...) from stdin; finds the
+                    account from the list at URL, opens it and presses the button; reports when it was pressed
+  console-pages URL reads paths (one per line) from stdin; opens each at phone and desktop size and reports what it shows
   assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
                     for an assertion over that challenge, as a page there could
 The profile keeps the browser's storage (Chromium's user data) and the authenticator's credentials between runs, as
@@ -231,6 +235,75 @@ def change_pin(driver, url, shots):
     return dict(seen, **report(driver, shots))
 
 
+DESKTOP = (1280, 800)
+
+
+def size(driver, width_height):
+    width, height = width_height
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+
+
+def console_signin(driver, url, shots):
+    pin = sys.stdin.readline().rstrip("\n")
+    driver.get(url)
+    wait(driver, lambda: visible(driver, "console-signin"))
+    if text(driver, "error"):
+        return report(driver, shots)
+    driver.find_element(By.ID, "pin").send_keys(pin)
+    shots(driver, "signin")
+    driver.find_element(By.CSS_SELECTOR, "#console-signin button").click()
+    wait(driver, lambda: "/console/accounts" in driver.current_url)
+    shots(driver, "accounts")
+    return dict(report(driver, shots), url=driver.current_url, title=driver.title)
+
+
+def console_act(driver, url, shots):
+    email, action = sys.stdin.readline().strip(), sys.stdin.readline().strip()
+    driver.get(url)
+    search = driver.find_elements(By.ID, "q")
+    if not search:
+        return dict(report(driver, shots), title=driver.title)
+    search[0].send_keys(email)
+    driver.find_element(By.CSS_SELECTOR, "form.search button").click()
+    wait(driver, lambda: "q=" in driver.current_url)
+    links = [a for a in driver.find_elements(By.CSS_SELECTOR, "tbody a") if a.text == email]
+    if not links:
+        return dict(report(driver, shots), error=f"no account {email} in the list")
+    links[0].click()
+    wait(driver, lambda: visible(driver, "account-facts"))
+    shots(driver, "account")
+    buttons = driver.find_elements(By.CSS_SELECTOR, f"button[data-action='{action}']")
+    if not buttons:
+        return dict(report(driver, shots), error=f"no {action} button", state=text(driver, "account-state"))
+    before = driver.current_url
+    pressed = time.time()
+    buttons[0].click()
+    wait(driver, lambda: text(driver, "status") and not text(driver, "status").startswith("Waiting"))
+    answered = time.time()
+    shots(driver, "done")
+    return dict(report(driver, shots), pressedAt=int(pressed * 1000), answeredAt=int(answered * 1000),
+                state=text(driver, "account-state"), url=driver.current_url, before=before)
+
+
+def console_pages(driver, url, shots):
+    pages = []
+    for path in [line.strip() for line in sys.stdin if line.strip()]:
+        for width_height, name in [(PHONE, "phone"), (DESKTOP, "desktop")]:
+            size(driver, width_height)
+            driver.get(url + path)
+            wait(driver, lambda: driver.find_elements(By.TAG_NAME, "h1"))
+            slug = path.strip("/").replace("/", "-").split("?")[0] or "console"
+            shots(driver, f"{slug}-{name}")
+            body = driver.find_element(By.TAG_NAME, "body")
+            pages.append({"path": path, "size": name, "h1": driver.find_element(By.TAG_NAME, "h1").text,
+                          "text": body.text, "scripts": len(driver.find_elements(By.CSS_SELECTOR, "main script")),
+                          "overflow": driver.execute_script(
+                              "return document.documentElement.scrollWidth > window.innerWidth + 1"),
+                          "error": text(driver, "error")})
+    return dict(report(driver, shots), pages=pages)
+
+
 def assertion(driver, url, shots):
     request = json.loads(sys.stdin.readline())
     driver.get(url)
@@ -251,7 +324,8 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
-    commands = ["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin"]
+    commands = ["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
+                "console-signin", "console-act", "console-pages"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("url")
     arguments = parser.parse_args()
@@ -279,6 +353,12 @@ def main():
             result = revoke(driver, arguments.url, shots)
         elif arguments.command == "change-pin":
             result = change_pin(driver, arguments.url, shots)
+        elif arguments.command == "console-signin":
+            result = console_signin(driver, arguments.url, shots)
+        elif arguments.command == "console-act":
+            result = console_act(driver, arguments.url, shots)
+        elif arguments.command == "console-pages":
+            result = console_pages(driver, arguments.url, shots)
         else:
             result = decide(driver, arguments.url, shots, arguments.command)
         result["console"] = [entry["message"] for entry in driver.get_log("browser")] if hasattr(driver, "get_log") else []

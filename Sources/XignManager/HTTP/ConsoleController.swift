@@ -1,0 +1,213 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import XignProtocol
+import XignWeb
+
+/// The administrator's console: server-rendered pages behind a console session, and the JSON calls its script makes
+/// (the session, and each change signed with a fresh passkey assertion). Every value a page shows passes
+/// `DisplayText.marked` and the template's HTML escaping.
+struct ConsoleController<Context: RequestContext> {
+    let manager: IdentityManager
+    let web: WebApp<Context>
+
+    static var accountsShown: Int { 200 }
+    static var eventsShown: Int { 500 }
+
+    func addRoutes(to router: Router<Context>) {
+        router.get(RouterPath(WebPath.console)) { _, _ in
+            try web.console(.signIn, ["title": "Sign in"])
+        }
+        router.get(RouterPath(WebPath.consoleAccounts)) { request, _ in
+            try await page(request) { user in try await accounts(request, user) }
+        }
+        router.get(RouterPath(WebPath.consoleAccounts + "/:id")) { request, context in
+            try await page(request) { user in try await account(context.parameters.get("id") ?? "", user) }
+        }
+        router.get(RouterPath(WebPath.consoleAudit)) { request, _ in
+            try await page(request) { user in try await audit(request, user) }
+        }
+        router.get(RouterPath(WebPath.consoleAuditCSV)) { request, _ in
+            try await page(request) { _ in
+                let events = try await manager.auditEvents(matching: try Self.filter(request), limit: 100_000)
+                return WebApp<Context>.csv(
+                    [["at", "event", "email", "host", "service", "detail", "actor"]]
+                        + events.map {
+                            [
+                                Self.time($0.at), $0.event.rawValue, $0.email ?? "", $0.host ?? "", $0.service ?? "",
+                                $0.detail ?? "", $0.actor,
+                            ].map(DisplayText.marked)
+                        })
+            }
+        }
+        router.post(RouterPath(APIPath.consoleSessions)) { request, _ in
+            let (token, session) = try await manager.openConsoleSession(
+                body: try await request.collectBody(), signature: request.signatureHeader)
+            var response = try Response.json(.created, session)
+            response.headers[.setCookie] = Request.sessionCookie(
+                Request.consoleCookieName, token, maxAge: IdentityManager.consoleSessionMilliseconds / 1000)
+            return response
+        }
+        router.post(RouterPath(APIPath.consoleSessionEnd)) { request, _ in
+            try await manager.endConsoleSession(token: try request.consoleCookie)
+            var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
+            response.headers[.setCookie] = Request.sessionCookie(Request.consoleCookieName, "", maxAge: 0)
+            return response
+        }
+        router.post(RouterPath(APIPath.consoleActions)) { request, _ in
+            try Response.json(
+                .ok,
+                try await manager.performConsoleAction(
+                    body: try await request.collectBody(), signature: request.signatureHeader,
+                    session: try request.consoleCookie))
+        }
+    }
+
+    /// A page for the session's user, or the page that says why there is none (403).
+    private func page(
+        _ request: Request, _ render: (IdentityManager.ConsoleUser) async throws -> Response
+    ) async throws -> Response {
+        let user: IdentityManager.ConsoleUser
+        do { user = try await manager.consoleUser(session: try request.consoleCookie) } catch let error as ManagerError
+        {
+            return try web.console(
+                .denied, ["title": "Not signed in", "reason": error.detail.message], status: error.status)
+        }
+        return try await render(user)
+    }
+
+    private func common(_ title: String, _ user: IdentityManager.ConsoleUser) -> [String: Any] {
+        [
+            "title": title, "deviceId": user.deviceId,
+            "user": ["email": DisplayText.marked(user.email), "role": user.role.rawValue],
+        ]
+    }
+
+    private func accounts(_ request: Request, _ user: IdentityManager.ConsoleUser) async throws -> Response {
+        let query = String((request.uri.queryParameters["q"].map(String.init) ?? "").prefix(254))
+        let found = try await manager.consoleAccounts(matching: query, limit: Self.accountsShown + 1)
+        var values = common("Accounts", user)
+        values["query"] = DisplayText.marked(query)
+        values["count"] = min(found.count, Self.accountsShown)
+        values["more"] = found.count > Self.accountsShown
+        values["accounts"] = found.prefix(Self.accountsShown).map(Self.row)
+        return try web.console(.accounts, values)
+    }
+
+    private func account(_ id: String, _ user: IdentityManager.ConsoleUser) async throws -> Response {
+        guard id.utf8.count <= WireLimit.identifier, let detail = try await manager.consoleAccountDetail(id: id) else {
+            return try web.console(
+                .denied, ["title": "No such account", "reason": "No account has this address; go back to the list."],
+                status: .notFound)
+        }
+        var values = common(DisplayText.marked(detail.account.email), user)
+        var account = Self.row(detail.account)
+        account["hostGroups"] = detail.hostGroups.isEmpty ? "none" : detail.hostGroups.joined(separator: " ")
+        account["hostGroupsValue"] = detail.hostGroups.joined(separator: " ")
+        account["loginNameValue"] = detail.account.loginName ?? ""
+        account["created"] = Self.time(detail.account.createdAt)
+        account["locked"] = detail.account.lockedAt != nil
+        values["account"] = account
+        values["isAdmin"] = user.role == .admin
+        values["devices"] = detail.activations.map { activation -> [String: Any] in
+            [
+                "name": DisplayText.marked(
+                    activation.deviceName.map { "\($0) (\(activation.alias))" } ?? activation.alias),
+                "kind": activation.keyKind.map { $0 == .passkey ? "passkey" : "\($0.rawValue) key" }
+                    ?? "not personalized",
+                "platform": DisplayText.marked(activation.platform ?? ""),
+                "created": activation.enrolledAt.map(Self.time) ?? "",
+                "lastUsed": activation.lastUsedAt.map(Self.time) ?? "never",
+                "attestation": DisplayText.marked(
+                    activation.ekIssuer.map { "TPM, EK by \($0)" } ?? activation.unattestedBecause ?? ""),
+                "backup": activation.synced.map { $0 ? "synced passkey" : "this device only" } ?? "",
+                "state": activation.state.rawValue,
+                "deviceId": activation.state == .personalized ? activation.deviceId ?? "" : "",
+                "activationId": activation.id,
+                "mayRevoke": user.role.may(.revokeDevice),
+                "mayReissue": user.role.may(.reissueActivation) && activation.state != .revoked,
+            ]
+        }
+        return try web.console(.account, values)
+    }
+
+    private func audit(_ request: Request, _ user: IdentityManager.ConsoleUser) async throws -> Response {
+        let filter = try Self.filter(request)
+        let events = try await manager.auditEvents(matching: filter, limit: Self.eventsShown + 1)
+        var values = common("Audit", user)
+        let days = (filter.until - filter.since) / 86_400_000
+        values["filter"] = [
+            "email": DisplayText.marked(filter.email ?? ""), "host": DisplayText.marked(filter.host ?? ""),
+            "days": days,
+        ]
+        values["kinds"] = AuditEvent.Kind.allCases.filter { $0 != .unknown }.map {
+            ["name": $0.rawValue, "selected": $0 == filter.kind]
+        }
+        values["count"] = min(events.count, Self.eventsShown)
+        values["more"] = events.count > Self.eventsShown
+        values["csvQuery"] = request.uri.query ?? ""
+        values["events"] = events.prefix(Self.eventsShown).map { event -> [String: String] in
+            [
+                "at": Self.time(event.at), "event": event.event.rawValue, "email": event.email ?? "",
+                "host": event.host ?? "", "service": event.service ?? "", "detail": event.detail ?? "",
+                "actor": event.actor,
+            ].mapValues(DisplayText.marked)
+        }
+        return try web.console(.audit, values)
+    }
+
+    /// The audit search from the query: address, host, kind, and the last `days` days (7 unless given).
+    static func filter(_ request: Request) throws -> AuditFilter {
+        let query = request.uri.queryParameters
+        func text(_ name: String, _ maximum: Int) throws -> String? {
+            guard let value = query[name[...]].map(String.init), !value.isEmpty else { return nil }
+            guard value.utf8.count <= maximum else {
+                throw ManagerError.badRequest("\(name) is longer than \(maximum)")
+            }
+            return value
+        }
+        var kind: AuditEvent.Kind?
+        if let name = try text("kind", 64) {
+            guard let known = AuditEvent.Kind(rawValue: name) else {
+                throw ManagerError.badRequest(
+                    "no audit entry is of the kind \(name.prefix(64)); choose one from the list")
+            }
+            kind = known
+        }
+        let days = try text("days", 4).map { Int64($0) } ?? 7
+        guard let days, (1...3650).contains(days) else {
+            throw ManagerError.badRequest("days is a number from 1 to 3650")
+        }
+        let now = IdentityManager.now()
+        return AuditFilter(
+            email: try text("email", 254), host: try text("host", 253), kind: kind, since: now - days * 86_400_000,
+            until: now + 1)
+    }
+
+    static func row(_ account: ManagerStore.ConsoleAccount) -> [String: Any] {
+        let now = IdentityManager.now()
+        let state: String
+        if let lockedAt = account.lockedAt {
+            state = "locked by \(account.lockedBy ?? "an administrator"), \(time(lockedAt))"
+        } else if account.permanentlyLocked {
+            state = "PIN locked for good"
+        } else if account.pinLockedUntil > now {
+            state = "PIN locked until \(time(account.pinLockedUntil))"
+        } else {
+            state = "active"
+        }
+        return [
+            "id": account.id, "email": DisplayText.marked(account.email),
+            "loginName": DisplayText.marked(account.loginName ?? ""),
+            "uid": account.uid.map { "\($0)" } ?? "", "state": DisplayText.marked(state),
+            "stateClass": state == "active" ? "" : "locked", "failures": account.failedAttempts,
+            "lastUsed": account.lastUsedAt.map(time) ?? "never", "role": account.role?.rawValue ?? "",
+        ]
+    }
+
+    static func time(_ milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(
+            .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false)
+                .timeSeparator(.colon).dateTimeSeparator(.space))
+    }
+}
