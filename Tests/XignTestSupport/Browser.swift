@@ -22,11 +22,12 @@ public struct Browser: Sendable {
         public var description: String { "\(fields)" }
     }
 
-    public init(in directory: TemporaryDirectory, name: String = "phone") {
+    /// `keptIn`: a directory that keeps the screenshots after the test (its artifacts), in place of a temporary one.
+    public init(in directory: TemporaryDirectory, name: String = "phone", keptIn: String? = nil) {
         self.directory = directory
         profile = directory.file("browser-\(name)")
-        let kept = ProcessInfo.processInfo.environment["XIGN_SCREENSHOTS"]
-        screenshots = kept.map { "\($0)/\(name)" } ?? directory.file("screenshots-\(name)")
+        let kept = keptIn ?? ProcessInfo.processInfo.environment["XIGN_SCREENSHOTS"].map { "\($0)/\(name)" }
+        screenshots = kept ?? directory.file("screenshots-\(name)")
     }
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -122,9 +122,10 @@ struct ConsoleController<Context: RequestContext> {
                     activation.ekIssuer.map { "TPM, EK by \($0)" } ?? activation.unattestedBecause ?? ""),
                 "backup": activation.synced.map { $0 ? "synced passkey" : "this device only" } ?? "",
                 "state": activation.state.rawValue,
-                "deviceId": activation.state == .personalized ? activation.deviceId ?? "" : "",
+                "deviceId": activation.deviceId ?? "",
                 "activationId": activation.id,
-                "mayRevoke": user.role.may(.revokeDevice),
+                "mayRevoke": user.role.may(.revokeDevice) && activation.state == .personalized
+                    && activation.deviceId != nil,
                 "mayReissue": user.role.may(.reissueActivation) && activation.state != .revoked,
             ]
         }
@@ -201,7 +202,7 @@ struct ConsoleController<Context: RequestContext> {
             "loginName": DisplayText.marked(account.loginName ?? ""),
             "uid": account.uid.map { "\($0)" } ?? "", "state": DisplayText.marked(state),
             "stateClass": state == "active" ? "" : "locked", "failures": account.failedAttempts,
-            "lastUsed": account.lastUsedAt.map(time) ?? "never", "role": account.role?.rawValue ?? "",
+            "lastUsed": account.lastUsedAt.map(time) ?? "never", "role": account.role?.rawValue ?? "none",
         ]
     }
 

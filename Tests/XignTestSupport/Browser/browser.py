@@ -293,7 +293,7 @@ def console_pages(driver, url, shots):
             size(driver, width_height)
             driver.get(url + path)
             wait(driver, lambda: driver.find_elements(By.TAG_NAME, "h1"))
-            slug = path.strip("/").replace("/", "-").split("?")[0] or "console"
+            slug = "-".join(part if len(part) < 32 else "one" for part in path.split("?")[0].strip("/").split("/"))
             shots(driver, f"{slug}-{name}")
             body = driver.find_element(By.TAG_NAME, "body")
             pages.append({"path": path, "size": name, "h1": driver.find_element(By.TAG_NAME, "h1").text,
