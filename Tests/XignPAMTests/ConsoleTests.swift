@@ -84,10 +84,10 @@ import XignTestSupport
         let pages = browser.records(shown, "pages")
         #expect(pages.count == paths.count * 2)
         for page in pages {
-            let where_ = "\(page["path"] ?? "") at \(page["size"] ?? "")"
-            #expect((page["error"] as? String ?? "x").isEmpty, "\(where_): \(page)")
-            #expect(page["overflow"] as? Bool == false, "\(where_) scrolls sideways")
-            #expect(page["scripts"] as? Int == 0, "\(where_) has a script in its content")
+            let place = "\(page["path"] ?? "") at \(page["size"] ?? "")"
+            #expect((page["error"] as? String ?? "x").isEmpty, "\(place): \(page)")
+            #expect(page["overflow"] as? Bool == false, "\(place) scrolls sideways")
+            #expect(page["scripts"] as? Int == 0, "\(place) has a script in its content")
         }
         let detail = try #require(pages.first { $0["path"] as? String == "/console/accounts/\(eve)" })
         #expect((detail["text"] as? String ?? "").contains("<script>window.__xss=1</script>\u{FFFD}\u{FFFD}gpj.exe"))
