@@ -36,6 +36,15 @@ public enum ConsoleAction: String, Codable, Sendable, CaseIterable {
     case reissueActivation
     case setRole
     case delete
+    case setOfflinePolicy
+    /// Makes an account and mails its activation data; the answer holds its activation PIN, once.
+    case invite
+    /// Issues a join token for a new host; the answer holds it, once.
+    case addHost
+    case removeHost
+
+    /// Whether the action changes one account, named by `accountId`.
+    public var concernsAnAccount: Bool { ![.invite, .addHost, .removeHost].contains(self) }
 }
 
 /// A change made in the console. `accountId` names the account it is made to; the other fields belong to one action
@@ -44,7 +53,8 @@ public struct ConsoleActionRequest: Codable, Equatable, Sendable {
     public var deviceId: String
     public var challenge: String
     public var action: ConsoleAction
-    public var accountId: String
+    /// The account the change is made to, for every action that concerns one.
+    public var accountId: String?
     /// setLoginName: the name, or nil to remove it.
     public var loginName: String?
     /// setHostGroups.
@@ -55,8 +65,15 @@ public struct ConsoleActionRequest: Codable, Equatable, Sendable {
     public var targetDeviceId: String?
     /// reissueActivation.
     public var activationId: String?
+    /// invite: the new account's address.
+    public var email: String?
+    /// addHost, removeHost; addHost takes `hostGroups` too.
+    public var hostName: String?
+    /// setOfflinePolicy: nil for the manager's own; a grace of 0 turns offline login off.
+    public var offlineGraceSeconds: Int64?
+    public var offlineMaxFailures: Int?
 
-    public init(deviceId: String, challenge: String, action: ConsoleAction, accountId: String) {
+    public init(deviceId: String, challenge: String, action: ConsoleAction, accountId: String?) {
         (self.deviceId, self.challenge, self.action, self.accountId) = (deviceId, challenge, action, accountId)
     }
 }
@@ -81,7 +98,9 @@ extension ConsoleActionRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         try Limit.text("deviceId", deviceId, maximum: WireLimit.identifier)
         try Limit.text("challenge", challenge, maximum: WireLimit.nonce)
-        try Limit.text("accountId", accountId, maximum: WireLimit.identifier)
+        try Limit.text("accountId", accountId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("email", email, maximum: 254, allowsEmpty: true)
+        try Limit.text("hostName", hostName, maximum: WireLimit.hostName, allowsEmpty: true)
         try Limit.text("loginName", loginName, maximum: WireLimit.localUser, allowsEmpty: true)
         try Limit.list("hostGroups", hostGroups ?? [], maximum: WireLimit.idList)
         for group in hostGroups ?? [] { try Limit.text("hostGroups[]", group, maximum: WireLimit.identifier) }

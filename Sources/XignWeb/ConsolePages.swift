@@ -9,13 +9,15 @@ public enum ConsolePage: String, Sendable {
     case accounts = "console-accounts"
     case account = "console-account"
     case audit = "console-audit"
+    case hosts = "console-hosts"
+    case health = "console-health"
 
     /// What the script does on the page (its `data-page`).
     var script: String {
         switch self {
         case .signIn: "console"
-        case .account: "console-account"
-        case .denied, .accounts, .audit: "console-list"
+        case .account, .accounts, .hosts: "console-account"
+        case .denied, .audit, .health: "console-list"
         }
     }
 }

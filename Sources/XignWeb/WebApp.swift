@@ -106,6 +106,8 @@ public enum WebPath {
     public static let consoleAccounts = "/console/accounts"
     public static let consoleAudit = "/console/audit"
     public static let consoleAuditCSV = "/console/audit.csv"
+    public static let consoleHosts = "/console/hosts"
+    public static let consoleHealth = "/console/health"
     public static let script = "/web/app.js"
     public static let stylesheet = "/web/app.css"
 }

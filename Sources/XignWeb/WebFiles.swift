@@ -15,6 +15,8 @@ enum WebFiles {
         "console-accounts": text(PackageResources.console_accounts_mustache),
         "console-account": text(PackageResources.console_account_mustache),
         "console-audit": text(PackageResources.console_audit_mustache),
+        "console-hosts": text(PackageResources.console_hosts_mustache),
+        "console-health": text(PackageResources.console_health_mustache),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

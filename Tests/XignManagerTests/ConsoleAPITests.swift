@@ -38,7 +38,7 @@ import XignTestSupport
     /// One console change by `device` in the session `token`, signed over a fresh challenge by `signer`.
     static func act(
         _ inProcess: InProcessManager, _ token: String?, _ device: Device, _ action: ConsoleAction,
-        on accountId: String,
+        on accountId: String?,
         signer: P256PrivateKey? = nil, origin: String? = nil, change: (inout ConsoleActionRequest) -> Void = { _ in }
     ) async throws -> APIAnswerLike {
         let challenge =
@@ -115,6 +115,10 @@ import XignTestSupport
             #expect(deleting.status == 403 && deleting.text.contains("helpdesk role may not delete"))
             let promoting = try await Self.act(inProcess, helpToken, helpdesk, .setRole, on: bobId) { $0.role = .admin }
             #expect(promoting.status == 403)
+            let inviting = try await Self.act(inProcess, helpToken, helpdesk, .invite, on: nil) {
+                $0.email = "mallory@example.org"
+            }
+            #expect(inviting.status == 403)
             #expect(try await Self.act(inProcess, helpToken, helpdesk, .unlock, on: bobId).status == 200)
 
             // A session's change is signed by its own device over a fresh challenge: another key, another device, or
@@ -140,6 +144,41 @@ import XignTestSupport
             let (afterRole, _, _) = try await Self.page(inProcess, "/console/accounts", token: helpToken)
             #expect(afterRole == 403)
 
+            // The fleet: only an administrator invites and adds or removes hosts; the PIN and the token are answered
+            // once, to the page.
+            let helpInvite = try await Self.act(inProcess, adminToken, admin, .invite, on: nil) {
+                $0.email = "carol@example.org"
+                $0.loginName = "carol"
+            }
+            #expect(helpInvite.status == 200 && helpInvite.text.contains("activation PIN is "), "\(helpInvite.text)")
+            #expect(
+                try inProcess.files.query("SELECT login_name FROM accounts WHERE email = 'carol@example.org'") == [
+                    "carol"
+                ])
+            let host = try await Self.act(inProcess, adminToken, admin, .addHost, on: nil) {
+                $0.hostName = "web1.example.org"
+                $0.hostGroups = ["web"]
+            }
+            #expect(host.status == 200 && host.text.contains("Join token for web1.example.org"), "\(host.text)")
+            let removed = try await Self.act(inProcess, adminToken, admin, .removeHost, on: nil) {
+                $0.hostName = "web1.example.org"
+            }
+            #expect(removed.status == 200, "\(removed.text)")
+            let offline = try await Self.act(inProcess, adminToken, admin, .setOfflinePolicy, on: bobId) {
+                $0.offlineGraceSeconds = 3600
+                $0.offlineMaxFailures = 3
+            }
+            #expect(offline.status == 200, "\(offline.text)")
+            #expect(
+                try inProcess.files.query(
+                    "SELECT offline_grace, offline_max_failures FROM accounts WHERE email = 'bob@example.org'") == [
+                        "3600000|3"
+                    ])
+            let tooLong = try await Self.act(inProcess, adminToken, admin, .setOfflinePolicy, on: bobId) {
+                $0.offlineGraceSeconds = 100 * 86_400
+            }
+            #expect(tooLong.status == 400 && tooLong.text.contains("90 days"), "\(tooLong.text)")
+
             #expect(try await Self.act(inProcess, adminToken, admin, .delete, on: bobId).status == 200)
             #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts WHERE email = 'bob@example.org'") == ["0"])
             let audit = try inProcess.files.query(
@@ -147,7 +186,9 @@ import XignTestSupport
             #expect(
                 audit == [
                     "accountLocked|console help@example.org", "unlock|console help@example.org",
-                    "roleSet|console admin@example.org", "accountDeleted|console admin@example.org",
+                    "roleSet|console admin@example.org", "accountCreated|console admin@example.org",
+                    "hostAdded|console admin@example.org", "hostRemoved|console admin@example.org",
+                    "offlinePolicySet|console admin@example.org", "accountDeleted|console admin@example.org",
                 ], "\(audit)")
         }
     }
@@ -191,7 +232,10 @@ import XignTestSupport
                 "UPDATE accounts SET login_name = '\"><img src=x onerror=alert(1)>' WHERE email = 'eve@example.org'")
             let (_, token, _) = try await Self.openSession(inProcess, admin)
             let eveId = try Self.accountId(inProcess, "eve@example.org")
-            for path in ["/console", "/console/accounts", "/console/accounts/\(eveId)", "/console/audit"] {
+            for path in [
+                "/console", "/console/accounts", "/console/accounts/\(eveId)", "/console/audit", "/console/hosts",
+                "/console/health",
+            ] {
                 let (status, headers, html) = try await Self.page(inProcess, path, token: token)
                 #expect(status == 200, "\(path)")
                 #expect(headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true, "\(path)")

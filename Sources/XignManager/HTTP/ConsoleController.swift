@@ -24,6 +24,12 @@ struct ConsoleController<Context: RequestContext> {
         router.get(RouterPath(WebPath.consoleAccounts + "/:id")) { request, context in
             try await page(request) { user in try await account(context.parameters.get("id") ?? "", user) }
         }
+        router.get(RouterPath(WebPath.consoleHosts)) { request, _ in
+            try await page(request) { user in try await hosts(user) }
+        }
+        router.get(RouterPath(WebPath.consoleHealth)) { request, _ in
+            try await page(request) { user in try await health(user) }
+        }
         router.get(RouterPath(WebPath.consoleAudit)) { request, _ in
             try await page(request) { user in try await audit(request, user) }
         }
@@ -91,6 +97,7 @@ struct ConsoleController<Context: RequestContext> {
         values["count"] = min(found.count, Self.accountsShown)
         values["more"] = found.count > Self.accountsShown
         values["accounts"] = found.prefix(Self.accountsShown).map(Self.row)
+        values["isAdmin"] = user.role == .admin
         return try web.console(.accounts, values)
     }
 
@@ -107,6 +114,8 @@ struct ConsoleController<Context: RequestContext> {
         account["loginNameValue"] = detail.account.loginName ?? ""
         account["created"] = Self.time(detail.account.createdAt)
         account["locked"] = detail.account.lockedAt != nil
+        account["offlineHours"] = detail.account.offlineGraceMilliseconds.map { "\($0 / 3_600_000)" } ?? ""
+        account["offlineFailures"] = detail.account.offlineMaxFailures.map { "\($0)" } ?? ""
         values["account"] = account
         values["isAdmin"] = user.role == .admin
         values["devices"] = detail.activations.map { activation -> [String: Any] in
@@ -130,6 +139,56 @@ struct ConsoleController<Context: RequestContext> {
             ]
         }
         return try web.console(.account, values)
+    }
+
+    private func hosts(_ user: IdentityManager.ConsoleUser) async throws -> Response {
+        let hosts = try await manager.administration.hosts()
+        var values = common("Hosts", user)
+        values["count"] = hosts.count
+        values["isAdmin"] = user.role == .admin
+        values["hosts"] = hosts.map { host -> [String: String] in
+            [
+                "name": host.name, "groups": host.groups.isEmpty ? "none" : host.groups.joined(separator: " "),
+                "key": host.ekIssuer.map { "TPM, EK by \($0)" } ?? host.keyKind, "joined": Self.time(host.joinedAt),
+            ].mapValues(DisplayText.marked)
+        }
+        return try web.console(.hosts, values)
+    }
+
+    private func health(_ user: IdentityManager.ConsoleUser) async throws -> Response {
+        var values = common("Health", user)
+        let health = try await manager.consoleHealth()
+        let now = IdentityManager.now()
+        values["version"] = XignManagerVersion.string
+        switch health.database {
+        case .success(let admins):
+            values["database"] =
+                "answers (\(manager.configuration.postgreSQL == nil ? "SQLite" : "PostgreSQL"), \(admins) administrator(s))"
+        case .failure(let error):
+            values["database"] = DisplayText.marked("does not answer: \(error)")
+            values["databaseClass"] = "locked"
+        }
+        switch health.certificateNotValidAfter {
+        case .none: values["certificate"] = "none: the manager serves plain HTTP (behind a TLS proxy, or on loopback)"
+        case .success(let end):
+            let days = (end - now) / 86_400_000
+            values["certificate"] = "valid until \(Self.time(end)) (\(days) days)"
+            if days < 14 { values["certificateClass"] = "locked" }
+        case .failure(let error):
+            values["certificate"] = DisplayText.marked("cannot be read: \(error)")
+            values["certificateClass"] = "locked"
+        }
+        values["mail"] =
+            health.mailOldest.map { "\(health.mailQueued) waiting, the oldest since \(Self.time($0))" } ?? "empty"
+        if let oldest = health.mailOldest, now - oldest > 3_600_000 { values["mailClass"] = "locked" }
+        values["waiting"] = health.waiting
+        values["failures"] = health.failures.map { event -> [String: String] in
+            [
+                "at": Self.time(event.at), "email": event.email ?? "", "host": event.host ?? "",
+                "detail": event.detail ?? "",
+            ].mapValues(DisplayText.marked)
+        }
+        return try web.console(.health, values)
     }
 
     private func audit(_ request: Request, _ user: IdentityManager.ConsoleUser) async throws -> Response {

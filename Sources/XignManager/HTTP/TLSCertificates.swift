@@ -16,6 +16,14 @@ final class TLSCertificates: Sendable {
         current = NIOLockedValueBox(try Self.load(paths))
     }
 
+    /// When the certificate in the file runs out, in seconds since 1970.
+    static func notValidAfter(_ paths: ManagerConfiguration.TLS) throws -> Int64 {
+        guard let leaf = try NIOSSLCertificate.fromPEMFile(paths.certificatePath).first else {
+            throw ManagerError.internalFailure("\(paths.certificatePath) holds no certificate")
+        }
+        return Int64(leaf.notValidAfter)
+    }
+
     /// Reads both files again; on any error the pair in use stays.
     func reload() throws {
         let loaded = try Self.load(paths)

@@ -92,20 +92,23 @@ extension IdentityManager {
                 .forbidden, .securityInsufficient,
                 "the \(user.role.rawValue) role may not \(request.action.rawValue); ask an administrator")
         }
-        let target = try await database.transaction(durability: .unsynced) { store -> ManagerStore.ConsoleAccount in
+        let target = try await database.transaction(durability: .unsynced) { store -> ManagerStore.ConsoleAccount? in
             try await self.verifier.verifyDeviceSignature(
                 deviceId: request.deviceId, challenge: request.challenge, path: APIPath.consoleActions, body: body,
                 signature: signature, in: store)
-            guard let target = try await store.consoleAccount(id: request.accountId) else {
-                throw ManagerError(.notFound, .notFound, "no account \(request.accountId.prefix(64)); reload the list")
+            guard request.action.concernsAnAccount else { return nil }
+            guard let id = request.accountId, let target = try await store.consoleAccount(id: id) else {
+                throw ManagerError(
+                    .notFound, .notFound, "no account \(request.accountId?.prefix(64) ?? "named"); reload the list")
             }
             return target
         }
+        let administration = administration(by: "console \(user.email)")
+        guard let target else { return try await performFleetAction(request, administration) }
         if target.id == user.accountId, [ConsoleAction.lock, .delete, .setRole].contains(request.action) {
             throw ManagerError(
                 .conflict, .conflict, "an administrator does not \(request.action.rawValue) their own account here")
         }
-        let administration = administration(by: "console \(user.email)")
         let email = target.email
         switch request.action {
         case .lock:
@@ -137,6 +140,41 @@ extension IdentityManager {
         case .delete:
             let devices = try await administration.deleteAccount(email: email)
             return ConsoleActionMessage(done: "Deleted \(email) with \(devices) device(s).")
+        case .setOfflinePolicy:
+            try await administration.setOfflinePolicy(
+                graceMilliseconds: request.offlineGraceSeconds.map { $0 * 1000 },
+                maxFailures: request.offlineMaxFailures,
+                email: email)
+            return ConsoleActionMessage(done: "Offline policy of \(email) set.")
+        case .invite, .addHost, .removeHost: preconditionFailure("not an account's action")
+        }
+    }
+
+    /// The changes that concern no one account: an invitation, and the hosts.
+    private func performFleetAction(
+        _ request: ConsoleActionRequest, _ administration: Administration
+    ) async throws -> ConsoleActionMessage {
+        switch request.action {
+        case .invite:
+            let email = try field(request.email, "email")
+            let pin = try await administration.createAccount(
+                email: email, loginName: request.loginName.flatMap { $0.isEmpty ? nil : $0 })
+            return ConsoleActionMessage(
+                done:
+                    "Invited \(email.lowercased()): the activation data is mailed. Its activation PIN is \(pin); hand it over by another channel than mail. It is not shown again."
+            )
+        case .addHost:
+            let name = try field(request.hostName, "hostName")
+            let token = try await administration.addHost(name: name, groups: request.hostGroups ?? [])
+            return ConsoleActionMessage(
+                done:
+                    "Join token for \(name) (valid 60 min, once): \(token). On the host, run xign-setup host join --manager URL and paste it. It is not shown again."
+            )
+        case .removeHost:
+            let name = try field(request.hostName, "hostName")
+            try await administration.removeHost(name: name)
+            return ConsoleActionMessage(done: "Removed the host \(name); its logins stop at once.")
+        default: preconditionFailure("an account's action")
         }
     }
 
@@ -169,5 +207,38 @@ extension IdentityManager {
 
     func auditEvents(matching filter: AuditFilter, limit: Int) async throws -> [AuditEvent] {
         try await database.read { store in try await store.auditEvents(matching: filter, limit: limit) }
+    }
+}
+
+extension IdentityManager {
+    /// What the console's health page shows, as found now.
+    struct ConsoleHealth: Sendable {
+        /// The database's answer (how many administrators), or why it gave none.
+        var database: Result<Int, any Error>
+        /// When the TLS certificate runs out (milliseconds); nil without TLS. A certificate that cannot be read is
+        /// `.failure`.
+        var certificateNotValidAfter: Result<Int64, any Error>?
+        var mailQueued: Int
+        var mailOldest: Int64?
+        var waiting: Int
+        var failures: [AuditEvent]
+    }
+
+    func consoleHealth() async throws -> ConsoleHealth {
+        let now = Self.now()
+        var database: Result<Int, any Error>
+        do {
+            database = .success(try await self.database.read { store in try await store.accounts(withRole: .admin) })
+        } catch { database = .failure(error) }
+        let queued = try await mail.queued()
+        return ConsoleHealth(
+            database: database,
+            certificateNotValidAfter: configuration.tls.map { tls in
+                Result { try TLSCertificates.notValidAfter(tls) * 1000 }
+            },
+            mailQueued: queued.count, mailOldest: queued.map(\.queuedAt).min(),
+            waiting: try await pendingConfirmationCount(),
+            failures: try await auditEvents(
+                matching: AuditFilter(kind: .loginFailure, since: now - 7 * 86_400_000, until: now + 1), limit: 20))
     }
 }

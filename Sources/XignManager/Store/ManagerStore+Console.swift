@@ -21,17 +21,24 @@ extension ManagerStore {
         var permanentlyLocked: Bool
         var lastUsedAt: Int64?
         var createdAt: Int64
+        /// The account's own offline policy; nil: the manager's.
+        var offlineGraceMilliseconds: Int64?
+        var offlineMaxFailures: Int?
     }
 
     private static let consoleAccountColumns = SQLQueryString(
         """
-        SELECT c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at, COUNT(a.id) AS n,
+        SELECT c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at, c.offline_grace,
+               c.offline_max_failures, COUNT(a.id) AS n,
                CAST(COALESCE(SUM(a.failed_attempts), 0) AS BIGINT) AS failures, COALESCE(MAX(a.locked_until), 0) AS pin_locked_until,
                COALESCE(MAX(a.permanently_locked), 0) AS permanent, MAX(d.last_used_at) AS last_used_at
         FROM accounts c LEFT JOIN activations a ON a.account_id = c.id LEFT JOIN devices d ON d.id = a.device_id
         """)
     private static let consoleAccountGroup = SQLQueryString(
-        "GROUP BY c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at")
+        """
+        GROUP BY c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at, c.offline_grace,
+                 c.offline_max_failures
+        """)
 
     /// Accounts whose address or login name contains `search` (all when empty), in address order, at most `limit`.
     func consoleAccounts(matching search: String, limit: Int) async throws -> [ConsoleAccount] {
@@ -140,5 +147,7 @@ extension ManagerStore.ConsoleAccount {
         permanentlyLocked = try row.decode(column: "permanent", as: Int.self) != 0
         lastUsedAt = try row.decode(column: "last_used_at", as: Int64?.self)
         createdAt = try row.decode(column: "created_at", as: Int64.self)
+        offlineGraceMilliseconds = try row.decode(column: "offline_grace", as: Int64?.self)
+        offlineMaxFailures = try row.decode(column: "offline_max_failures", as: Int?.self)
     }
 }

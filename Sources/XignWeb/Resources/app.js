@@ -442,7 +442,8 @@ async function consoleList() {
 async function consoleAccount() {
   await consoleList();
   const enrolment = stored().find((e) => e.deviceId === document.body.dataset.deviceId);
-  const accountId = $("account-facts").dataset.accountId;
+  const facts = $("account-facts");
+  const accountId = facts ? facts.dataset.accountId : undefined;
   const role = $("role");
   if (role) role.value = role.dataset.role || "";
   const act = (action, fields) => guarded(async () => {
@@ -450,16 +451,27 @@ async function consoleAccount() {
     status("Waiting for the passkey…");
     const result = await deviceSigned(enrolment, api.consoleActions, async (challenge) =>
       Object.assign({ deviceId: enrolment.deviceId, challenge, action, accountId }, fields));
+    // A PIN or a join token is shown here once and never kept; other changes show on the page loaded again.
+    if (action === "invite" || action === "addHost") {
+      for (const input of document.querySelectorAll(`form[data-action='${action}'] input`)) input.value = "";
+      return status(result.done);
+    }
     sessionStorage.setItem("xign.console.done", result.done);
-    location.assign(action === "delete" ? "/console/accounts" : location.pathname);
+    location.assign(action === "delete" ? "/console/accounts" : location.pathname + location.search);
   });
   for (const button of document.querySelectorAll("button[data-action]")) {
     button.addEventListener("click", () => act(button.dataset.action, {
-      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId }));
+      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId, hostName: button.dataset.hostName }));
   }
+  const words = (id) => $(id).value.split(/\s+/).filter((w) => w);
+  const number = (id) => ($(id).value === "" ? undefined : Number($(id).value));
   const forms = { setLoginName: () => ({ loginName: $("loginName").value.trim() }),
-                  setHostGroups: () => ({ hostGroups: $("hostGroups").value.split(/\s+/).filter((g) => g) }),
-                  setRole: () => ({ role: role.value || undefined }) };
+                  setHostGroups: () => ({ hostGroups: words("hostGroups") }),
+                  setRole: () => ({ role: role.value || undefined }),
+                  setOfflinePolicy: () => ({ offlineGraceSeconds: number("offlineHours") === undefined ? undefined : number("offlineHours") * 3600,
+                                             offlineMaxFailures: number("offlineFailures") }),
+                  invite: () => ({ email: $("invite-email").value.trim(), loginName: $("invite-login").value.trim() || undefined }),
+                  addHost: () => ({ hostName: $("hostName").value.trim(), hostGroups: words("hostGroups") }) };
   for (const form of document.querySelectorAll("form[data-action]")) {
     form.addEventListener("submit", (event) => { event.preventDefault(); act(form.dataset.action, forms[form.dataset.action]()); });
   }
