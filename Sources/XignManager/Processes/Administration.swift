@@ -351,19 +351,11 @@ extension Administration {
         manager.logger.notice("account unlocked", metadata: ["email": "\(email)", "by": "\(administrator)"])
     }
 
-    /// Gives the account a console role, or takes it (nil). The last administrator keeps the role, so that the
-    /// console always has one; the command line can still change it.
+    /// Gives the account a console role, or takes it (nil). The console keeps an administrator because nobody
+    /// changes their own role there.
     public func setRole(_ role: ConsoleRole?, email: String) async throws {
         try await manager.database.transaction { store in
             let accountId = try await self.accountId(email: email, in: store)
-            if role != .admin, self.actor != nil, try await store.consoleAccount(id: accountId)?.role == .admin,
-                try await store.accounts(withRole: .admin) == 1
-            {
-                throw ManagerError(
-                    .conflict, .conflict,
-                    "\(email.prefix(254)) is the last administrator; make another one first, so that the console keeps one"
-                )
-            }
             try await store.setRole(role, accountId: accountId)
             try await store.recordAudit(
                 self.adminEvent(.roleSet, email: email.lowercased(), detail: role?.rawValue ?? "none"))
