@@ -116,7 +116,7 @@ import XignTestSupport
         ] {
             let two = try Self.raw(api.manager, "POST", APIPath.webDevices, headers: json + [planted], body: "{}")
             #expect(Self.status(two) == 400, "\(two)")
-            #expect(two.contains("two web sessions"))
+            #expect(two.contains("two sessions"))
         }
     }
 }
