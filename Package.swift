@@ -35,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
     ],
     targets: [
         // System libraries.
@@ -106,16 +107,22 @@ let package = Package(
                 .embedInCode("Resources/console-denied.mustache"), .embedInCode("Resources/console-accounts.mustache"),
                 .embedInCode("Resources/console-account.mustache"), .embedInCode("Resources/console-audit.mustache"),
                 .embedInCode("Resources/console-hosts.mustache"), .embedInCode("Resources/console-health.mustache"),
+                .embedInCode("Resources/notice.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.
         .target(name: "XignManagerConfiguration", dependencies: ["XignProtocol"]),
+        // Registration through an organization's identity provider: OpenID Connect discovery, the code exchange, and
+        // the ID token checked with jwt-kit.
+        .target(
+            name: "XignIdentityProviders",
+            dependencies: ["XignProtocol", "XignCrypto", "XignCore", .product(name: "JWTKit", package: "jwt-kit")]),
         .target(
             name: "XignManager",
             dependencies: [
                 // XignDevice for the TPM-held PIN pepper only.
                 "XignManagerConfiguration", "XignProtocol", "XignCrypto", "XignDevice", "XignWebAuthn", "XignWeb",
-                "XignAttestation",
+                "XignAttestation", "XignIdentityProviders",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 "CSQLite",
@@ -182,7 +189,7 @@ let package = Package(
             name: "XignManagerTests",
             dependencies: [
                 "XignManager", "XignManagerConfiguration", "XignCore", "XignCrypto", "XignDevice", "XignProtocol",
-                "XignTestSupport",
+                "XignTestSupport", "XignIdentityProviders", .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

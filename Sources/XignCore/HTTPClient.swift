@@ -64,8 +64,10 @@ public struct HTTPClient: Sendable {
 
     private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 
+    /// `contentType` names the body's type (JSON to a manager; a form to an identity provider's token endpoint).
     public func send(
-        _ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = []
+        _ method: String, to manager: ManagerURL, path: String, body: Data? = nil, headers: [(String, String)] = [],
+        contentType: String = "application/json"
     ) throws -> Response {
         do { try manager.checkTransportPolicy() } catch { throw Failure.insecureTransport("\(error)") }
         let url = manager.endpoint(path)
@@ -82,7 +84,7 @@ public struct HTTPClient: Sendable {
         for (name, value) in headers + [("Accept", "application/json, application/jose"), ("Expect", "")] {
             list = curl_slist_append(list, "\(name): \(value)")
         }
-        if body != nil { list = curl_slist_append(list, "Content-Type: application/json") }
+        if body != nil { list = curl_slist_append(list, "Content-Type: \(contentType)") }
 
         let started = MonotonicClock.now()
         let code: CURLcode = withExtendedLifetime(sink) {

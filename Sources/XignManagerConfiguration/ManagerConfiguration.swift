@@ -144,6 +144,9 @@ public struct ManagerConfiguration: Sendable {
     public var confirmation = Confirmation()
     public var sessionLifetimeMilliseconds: Int64 = 300_000
     /// The default: machine logins, where sudo can be made to demand more than login.
+    /// The identity providers a person may register through, and the one offered first.
+    public var identityProviders: [IdentityProviderSettings] = []
+    public var defaultIdentityProvider: String?
     public var services = [
         Service(
             id: "pam", relyingPartyName: "Linux login",
@@ -214,6 +217,7 @@ public struct ManagerConfiguration: Sendable {
         try readPINAndRegistration(file, known: &known, fail: fail)
         try readLockoutAndConfirmation(file, fail: fail)
         try readServices(file, known: &known, fail: fail)
+        try readIdentityProviders(file, known: &known, fail: fail)
         try file.rejectUnknownKeys(known)
     }
 

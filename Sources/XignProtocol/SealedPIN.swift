@@ -52,6 +52,10 @@ public struct PINBinding: Sendable, Equatable {
     public static func approval(confirmationId: String, challenge: String) -> PINBinding {
         PINBinding("approval", confirmationId, challenge)
     }
+    /// A registration through an identity provider: the provider and the client's nonce.
+    public static func providerRegistration(provider: String, nonce: String) -> PINBinding {
+        PINBinding("provider-registration", provider, nonce)
+    }
     /// The new activation's PIN of a rePersonalization: its session.
     public static func personalization(sessionId: String) -> PINBinding { PINBinding("personalization", sessionId) }
 }

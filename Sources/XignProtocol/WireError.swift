@@ -36,6 +36,8 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case biometricInvalidated
     /// An administrator locked the account; nothing logs in with it until they unlock it.
     case accountLocked
+    /// The organization's identity provider cannot be reached or answered what OpenID Connect does not define.
+    case providerUnavailable
     case unknown
 
     public init(from decoder: any Decoder) throws {

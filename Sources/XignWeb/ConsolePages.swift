@@ -34,6 +34,13 @@ extension WebApp {
             page.rawValue, adding: values, status: status, headers: Self.headers(type: Self.html, formAction: "'self'"))
     }
 
+    /// A page that only says something: the end of a registration at an identity provider.
+    public func notice(title: String, message: String, status: HTTPResponse.Status) throws -> Response {
+        try render(
+            "notice", adding: ["title": title, "message": message, "noticeClass": status == .ok ? "" : "error"],
+            status: status, headers: Self.headers(type: Self.html))
+    }
+
     /// The audit as CSV, for a spreadsheet. A cell that a spreadsheet would read as a formula is quoted with `'`.
     public static func csv(_ rows: [[String]]) -> Response {
         let text = rows.map { $0.map(Self.cell).joined(separator: ",") }.joined(separator: "\r\n") + "\r\n"

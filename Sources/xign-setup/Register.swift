@@ -24,6 +24,12 @@ struct Register: ParsableCommand {
     var serviceMappingId: String?
     @Option(name: .customLong("user-attribute"), help: "An arbitrary attribute for the linked service, KEY=VALUE.")
     var userAttributes: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "Register through your organization's identity provider (its name, or 'default'): sign in there in a browser, and this machine is activated when you come back.",
+            valueName: "name"))
+    var identityProvider: String?
+    @Flag(help: "With --identity-provider: do not draw the link's QR code.") var noQr = false
 
     func run() throws {
         try reportingErrors(json: common.json) { try register(Output(json: common.json)) }
@@ -39,6 +45,18 @@ struct Register: ParsableCommand {
         let interactive = pins.descriptor == nil && Terminal.isInteractive
 
         try pins.choose(parameters.pinSpec, prompt: "Choose an activation PIN", interactive: interactive)
+        if let identityProvider {
+            guard email == nil, attributes.isEmpty else {
+                throw ValidationError("with --identity-provider the provider gives the address and the attributes")
+            }
+            if let alias {
+                let result = parameters.setAlias(alias)
+                guard result == .valid else { throw ValidationError(parameters.validatorAlias.explain(result)) }
+            }
+            return try registerThroughProvider(
+                identityProvider == "default" ? nil : identityProvider, sdk: sdk, parameters: parameters,
+                output: output)
+        }
         let category = try chooseCategory(parameters, interactive: interactive)
         var given = try namedValues(attributes, option: "--attribute")
         if let email { given["email"] = email }

@@ -37,36 +37,52 @@ import XignProtocol
         #expect(configuration.categories[1].attributes.filter(\.isRequired).count == 5)
     }
 
-    @Test(arguments: [
-        ("[lockout]\nmax_attempts = 0\n", "lockout.max_attempts must be a whole number from 1 to 100"),
-        ("[lockout]\nbase_delay = 0s\n", "lockout.base_delay must be a duration"),
-        ("[pin]\nmin_length = 9\nmax_length = 6\n", "pin.min_length must not exceed pin.max_length"),
-        ("[registration]\ncategories = email\ncategory.email.attributes = email!, shoeSize\n", "names 'shoeSize'"),
-        ("[storage]\ndriver = mysql\n", "storage.driver is 'mysql'; use sqlite or postgresql"),
-        ("[metrics]\nlisten = 9464\n", "metrics.listen must be HOST:PORT"),
-        ("[audit]\nkeep = 10m\n", "audit.keep must be a duration"),
-        ("[pin]\nhash_iterations = 500\n", "pin.hash_iterations must be a whole number from 1000"),
-        ("[storage]\ndriver = postgresql\n", "storage.driver postgresql needs storage.url"),
-        (
-            "[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n",
-            "storage.url holds a password; put it in storage.password_file"
-        ),
-        ("[storage]\ndriver = postgresql\nurl = postgres://xign@db/xign?sslmode=require\n", "use verify-full"),
-        ("[storage]\ndriver = postgresql\nurl = postgres://db/xign\n", "storage.url names no user"),
-        ("[server]\ntls_certificate = /etc/ssl/m.pem\n", "server.tls_certificate needs server.tls_key too"),
-        ("[limits]\nread_timeout = 0s\n", "limits.read_timeout must be a duration"),
-        ("[registration]\nopen = maybe\n", "registration.open"),
-        ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
-        ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
-        // Names clients send back must be identifiers the API allows.
-        (
-            "[registration]\ncategories = e mail\n",
-            "registration.categories names 'e mail'; use 1 to 64 printable ASCII"
-        ),
-        ("[registration]\nlinked_services = portäl\n", "registration.linked_services names 'portäl'"),
-        ("[services]\nnames = pam\n[service.pam]\nroles = log in\n", "service.pam.roles names 'log in'"),
-        ("[mail]\nsmtp_relay = relay\n", "mail.smtp_relay must be HOST:PORT"),
-    ])
+    @Test(
+        arguments: [
+            ("[lockout]\nmax_attempts = 0\n", "lockout.max_attempts must be a whole number from 1 to 100"),
+            ("[lockout]\nbase_delay = 0s\n", "lockout.base_delay must be a duration"),
+            ("[pin]\nmin_length = 9\nmax_length = 6\n", "pin.min_length must not exceed pin.max_length"),
+            ("[registration]\ncategories = email\ncategory.email.attributes = email!, shoeSize\n", "names 'shoeSize'"),
+            ("[storage]\ndriver = mysql\n", "storage.driver is 'mysql'; use sqlite or postgresql"),
+            ("[metrics]\nlisten = 9464\n", "metrics.listen must be HOST:PORT"),
+            ("[audit]\nkeep = 10m\n", "audit.keep must be a duration"),
+            ("[pin]\nhash_iterations = 500\n", "pin.hash_iterations must be a whole number from 1000"),
+            ("[storage]\ndriver = postgresql\n", "storage.driver postgresql needs storage.url"),
+            (
+                "[storage]\ndriver = postgresql\nurl = postgres://xign:secret@db/xign\n",
+                "storage.url holds a password; put it in storage.password_file"
+            ),
+            ("[storage]\ndriver = postgresql\nurl = postgres://xign@db/xign?sslmode=require\n", "use verify-full"),
+            ("[storage]\ndriver = postgresql\nurl = postgres://db/xign\n", "storage.url names no user"),
+            ("[server]\ntls_certificate = /etc/ssl/m.pem\n", "server.tls_certificate needs server.tls_key too"),
+            ("[limits]\nread_timeout = 0s\n", "limits.read_timeout must be a duration"),
+            ("[registration]\nopen = maybe\n", "registration.open"),
+            ("[server]\nlisten = everywhere\n", "server.listen must be HOST:PORT"),
+            ("[lockuot]\nmax_attempts = 3\n", "unknown setting 'lockuot.max_attempts'"),
+            // Names clients send back must be identifiers the API allows.
+            (
+                "[registration]\ncategories = e mail\n",
+                "registration.categories names 'e mail'; use 1 to 64 printable ASCII"
+            ),
+            ("[registration]\nlinked_services = portäl\n", "registration.linked_services names 'portäl'"),
+            ("[services]\nnames = pam\n[service.pam]\nroles = log in\n", "service.pam.roles names 'log in'"),
+            ("[mail]\nsmtp_relay = relay\n", "mail.smtp_relay must be HOST:PORT"),
+            ("[identity_providers]\nnames = corp\n", "needs identity_provider.corp.issuer"),
+            ("IDPissuer = http://idp.example.org\n", "plain http to a host that is not loopback"),
+            ("IDPissuer = https://idp.example.org\ntype = custom\n", "identity_provider.corp.type must be openid"),
+            ("IDPissuer = https://idp.example.org\nscopes = email\n", "scopes must include openid"),
+            ("IDPissuer = https://idp.example.org\nhost_groups = admins\n", "lists PROVIDER-GROUP:HOST-GROUP"),
+            (
+                "IDPissuer = https://idp.example.org\n[identity_providers]\ndefault = other\n",
+                "names 'other', which identity_providers.names does not list"
+            ),
+        ].map {
+            (
+                $0.0.replacingOccurrences(
+                    of: "IDP", with: "[identity_providers]\nnames = corp\n[identity_provider.corp]\nclient_id = xign\n"),
+                $0.1
+            )
+        })
     func mistakesAreErrorsThatNameTheLine(text: String, message: String) {
         do {
             _ = try ManagerConfiguration(file: ConfigFile(text: text, source: "m.conf"))

@@ -41,6 +41,7 @@ public func buildApplication(
     })
     web.addRoutes(to: router)
     ConsoleController(manager: manager, web: web).addRoutes(to: router)
+    ProviderRegistrationController(manager: manager, web: web).addRoutes(to: router)
 
     let configuration = manager.configuration
     let connections = ConnectionsPerAddress()

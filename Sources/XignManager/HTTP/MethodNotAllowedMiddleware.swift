@@ -8,7 +8,10 @@ import XignWeb
 struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Each route's method. The API tests check it against the routes and docs/openapi.yaml.
     static var methods: [String: HTTPRequest.Method] {
-        var methods: [String: HTTPRequest.Method] = [APIPath.health: .get, APIPath.registrationParameters: .get]
+        var methods: [String: HTTPRequest.Method] = [
+            APIPath.health: .get, APIPath.registrationParameters: .get, APIPath.identityProviders: .get,
+            APIPath.providerRegistrationCallback: .get,
+        ]
         for page in [
             WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script,
             WebPath.stylesheet, WebPath.console, WebPath.consoleAccounts, WebPath.consoleAudit, WebPath.consoleAuditCSV,
@@ -27,6 +30,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.confirmationApproval,
             APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations,
             APIPath.endorsementChecks, APIPath.consoleSessions, APIPath.consoleSessionEnd, APIPath.consoleActions,
+            APIPath.providerRegistrations, APIPath.providerRegistrationWait,
         ] {
             methods[path] = .post
         }

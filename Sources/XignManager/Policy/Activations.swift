@@ -28,7 +28,16 @@ struct Activations: Sendable {
     func createAccount(
         _ account: IdentityManager.NewAccount, pin: String, alias: String?, by actor: String
     ) async throws -> String {
-        let activation = try makeActivation(pin: pin)
+        try await createAccount(
+            account, activation: try makeActivation(pin: pin), alias: alias, by: actor, mailed: true)
+    }
+
+    /// Makes the account with its first activation; `mailed` sends the activation data to its address, as a
+    /// registration by mail does (a registration through an identity provider hands it to its client instead).
+    func createAccount(
+        _ account: IdentityManager.NewAccount, activation: IdentityManager.ActivationSecrets, alias: String?,
+        by actor: String, mailed: Bool
+    ) async throws -> String {
         let chosenAlias = alias ?? "Activation 1"
         let record = ManagerStore.NewAccount(
             id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
@@ -40,12 +49,15 @@ struct Activations: Sendable {
             createdAt: IdentityManager.now()
         )
         let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
-        let mailId: String
+        let mailId: String?
         do {
             mailId = try await database.transaction { store in
                 try await store.insertAccount(record)
                 if record.loginName != nil {
                     try await store.assignUnixId(accountId: record.id, range: self.configuration.uidRange)
+                }
+                if !account.hostGroups.isEmpty {
+                    try await store.setHostGroups(account.hostGroups, accountId: record.id)
                 }
                 try await store.insertActivation(
                     activation.record(
@@ -54,9 +66,10 @@ struct Activations: Sendable {
                 try await store.recordAudit(
                     AuditEvent(
                         .accountCreated, email: record.email, activationId: activation.id,
-                        detail: account.organization.map { "organization invite from \($0)" }, actor: actor
+                        detail: account.organization.map { "organization invite from \($0)" } ?? account.origin,
+                        actor: actor
                     ))
-                return try await self.mail.queue(mail, in: store)
+                return mailed ? try await self.mail.queue(mail, in: store) : nil
             }
         } catch let error as ManagerError {
             throw error
@@ -74,17 +87,20 @@ struct Activations: Sendable {
             }
             throw error
         }
-        await self.mail.deliver(id: mailId)
+        if let mailId { await self.mail.deliver(id: mailId) }
         return chosenAlias
     }
 
     func makeActivation(pin: String) throws -> IdentityManager.ActivationSecrets {
+        try makeActivation(verifier: try pinChecker.makeVerifier(pin: pin))
+    }
+
+    /// An activation for a PIN whose verifier was made earlier (a registration through an identity provider).
+    func makeActivation(verifier: PINVerifier) throws -> IdentityManager.ActivationSecrets {
         IdentityManager.ActivationSecrets(
             id: try SecureRandom.identifier(),
             // 128 bits in base32: enough against guessing (every guess also needs the PIN), and short for the QR code.
-            secret: Base32.encode(try SecureRandom.bytes(16)),
-            pin: try pinChecker.makeVerifier(pin: pin)
-        )
+            secret: Base32.encode(try SecureRandom.bytes(16)), pin: verifier)
     }
 
     func payload(for activation: IdentityManager.ActivationSecrets) -> PersonalizationPayload {

@@ -42,6 +42,8 @@ public final class IdentityManager: Sendable {
     /// The typed code and the approval, for both approval protocols.
     let confirmations: ConfirmationDecision
     public let mail: MailQueue
+    /// The organization's identity providers, for registrations through them.
+    let identityProviders: IdentityProviders
 
     public init(configuration: ManagerConfiguration, database: Database, secrets: ManagerSecrets, logger: Logger) throws
     {
@@ -80,6 +82,7 @@ public final class IdentityManager: Sendable {
         wakeUps = WakeUps(database: database, logger: logger)
         confirmations = ConfirmationDecision(
             database: database, settings: configuration.confirmation, wakeUps: wakeUps, logger: logger)
+        identityProviders = try IdentityProviders(configuration)
     }
 
     /// Opens the store and the secrets named in `configuration`; the owner of the process sets umask 077 first.

@@ -274,3 +274,15 @@ extension ManagerSecrets {
     /// The PIN-sealing key as clients take it: SPKI DER, base64url.
     var publishedPINSealingKey: String { Base64URL.encode(pinSealingKey.publicKey.derRepresentation) }
 }
+
+extension ManagerSecrets {
+    /// `text` sealed with the record key, for a row that holds a secret only until its owner takes it.
+    func seal(_ text: String) throws -> String { Base64URL.encode(try SecretBox.seal(Data(text.utf8), key: recordKey)) }
+
+    func open(_ sealed: String) throws -> String {
+        guard let box = Base64URL.decode(sealed), let opened = try? SecretBox.open(box, key: recordKey),
+            let text = String(bytes: opened, encoding: .utf8)
+        else { throw ManagerError.internalFailure("a sealed row does not open with this manager's record key") }
+        return text
+    }
+}

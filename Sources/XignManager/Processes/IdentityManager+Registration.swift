@@ -97,6 +97,9 @@ extension IdentityManager {
         var arbitraryAttributes: [String: String]?
         var serviceMappingId: String?
         var organization: String?
+        var hostGroups: [String] = []
+        /// Where the account came from, for the audit ("through identity provider corp").
+        var origin: String? = nil
     }
 
     struct ActivationSecrets: Sendable {

@@ -91,6 +91,7 @@ extension ManagerStore {
         case auditEvents = "audit_events"
         case webSessions = "web_sessions"
         case consoleSessions = "console_sessions"
+        case providerRegistrations = "provider_registrations"
         case attestationChallenges = "attestation_challenges"
 
         var key: String {

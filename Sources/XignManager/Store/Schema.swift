@@ -8,7 +8,34 @@ enum Schema {
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
         singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
-        unixIds, console,
+        unixIds, console, providerRegistrations,
+    ]
+
+    /// Registrations through an identity provider, between the client's start and the provider's answer: the
+    /// state's hash (the browser brings the state back), the OpenID nonce and the PKCE verifier, the activation PIN's
+    /// verifier made at the start, and then the outcome, with the activation data sealed until the client takes it.
+    static let providerRegistrations = [
+        """
+        CREATE TABLE provider_registrations (
+            id TEXT PRIMARY KEY,
+            provider TEXT NOT NULL,
+            state_hash TEXT NOT NULL UNIQUE,
+            oidc_nonce TEXT NOT NULL,
+            code_verifier TEXT NOT NULL,
+            alias TEXT,
+            pin_salt TEXT NOT NULL,
+            pin_verifier TEXT NOT NULL,
+            pin_iterations BIGINT NOT NULL,
+            pin_pepper TEXT NOT NULL,
+            wait_token_hash TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            message TEXT,
+            email TEXT,
+            login_name TEXT,
+            activation TEXT,
+            expires_at BIGINT NOT NULL
+        )
+        """
     ]
 
     /// The administrator's console: an account's role (`admin`, `helpdesk`, NULL for none), the lock an

@@ -477,7 +477,7 @@ async function consoleAccount() {
   }
 }
 // Which page runs.
-({ personalize, approve, account, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
+({ personalize, approve, account, notice: async () => {}, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
   .catch((error) => fail(passkeyError(error)));
 // A login link opened in this tab differs only after "#", which loads nothing: show the login it names, never
 // the one the page showed before (its form, its state).

@@ -1,0 +1,83 @@
+import FoundationEssentials
+import XignCrypto
+import XignProtocol
+
+/// Registration through the organization's identity provider (OneWelcome's browser identity provider): the client
+/// starts with the activation PIN, the person signs in at the provider in a browser, and the client waits for the
+/// activation data, which the manager signs over the client's nonce.
+extension Registry {
+    /// The providers the manager offers, and its default (OneWelcome's `identityProviders`).
+    public func identityProvidersSynchronous(url: ManagerURL) throws -> IdentityProvidersMessage {
+        try ManagerClient(url: url, http: http).get(APIPath.identityProviders)
+    }
+
+    /// A registration that waits for the person to sign in at the provider.
+    public struct ProviderRegistration: Sendable {
+        public let managerURL: ManagerURL
+        public let registrationId: String
+        /// Open it in a browser (shown as a link and a QR code).
+        public let authorizationURL: String
+        public let expiresAt: Int64
+        let waitToken: String
+        /// The key the manager named at the start; its signed outcome must verify with it.
+        let signingKey: P256PublicKey
+        /// The activation PIN chosen at the start, which opens the activation data at the end.
+        let pin: String
+    }
+
+    /// Starts with the activation PIN and alias set on `parameters` (their policy is the manager's).
+    public func startProviderRegistrationSynchronous(
+        data parameters: RegistrationParameters, provider: String?
+    ) throws -> ProviderRegistration {
+        guard let pin = parameters.pinSpec.pin else {
+            throw XignSdkError(.parametersIncomplete, "the activation PIN is not set (or was not valid)")
+        }
+        let (url, alias) = (parameters.managerURL, parameters.alias)
+        let client = ManagerClient(url: url, http: http)
+        // Nothing is pinned before the first activation data: the key is the one the manager names over TLS, and the
+        // activation data's fingerprint is checked against it at the personalization.
+        let keys = try client.managerKeys(pinnedTo: nil)
+        let nonce = Base64URL.encode(try SecureRandom.bytes(16))
+        var name = provider ?? ""
+        if provider == nil { name = try identityProvidersSynchronous(url: url).defaultIdentityProvider ?? "" }
+        let request = ProviderRegistrationRequest(
+            identityProvider: provider,
+            sealedPin: try ManagerClient.seal(
+                pin, to: keys.sealing, for: .providerRegistration(provider: name, nonce: nonce)),
+            alias: alias, nonce: nonce)
+        let started: ProviderRegistrationStartMessage = try client.post(APIPath.providerRegistrations, request)
+        return ProviderRegistration(
+            managerURL: url, registrationId: started.registrationId, authorizationURL: started.authorizationUrl,
+            expiresAt: started.expiresAt, waitToken: started.waitToken, signingKey: keys.signing, pin: pin)
+    }
+
+    /// The outcome, or `.pending` after at most `waitMilliseconds` (30 s at most).
+    public func waitForProviderRegistrationSynchronous(
+        _ registration: ProviderRegistration, waitMilliseconds: Int64 = 25_000
+    ) throws -> ProviderRegistrationResultMessage {
+        let client = ManagerClient(url: registration.managerURL, http: http)
+        let nonce = Base64URL.encode(try SecureRandom.bytes(16))
+        let body = try JSONEncoder.canonical.encode(
+            ProviderRegistrationWaitRequest(
+                registrationId: registration.registrationId, waitToken: registration.waitToken, nonce: nonce,
+                waitMilliseconds: waitMilliseconds))
+        return try ManagerClient.verify(
+            try client.postSigned(APIPath.providerRegistrationWait, body: body),
+            type: SignedAnswerType.providerRegistration, key: registration.signingKey,
+            as: ProviderRegistrationResultMessage.self, nonce: nonce, nonceOf: \.nonce)
+    }
+}
+
+extension Personalizer {
+    /// Opens the activation data a registration through an identity provider ended with, with the PIN chosen at its
+    /// start.
+    public func decryptSynchronous(
+        _ result: ProviderRegistrationResultMessage, of registration: Registry.ProviderRegistration
+    ) throws -> PersonalizationResponse {
+        guard result.outcome == .registered, let link = result.activationLink else {
+            throw XignSdkError(.invalidManagerResponse, "the registration holds no activation data")
+        }
+        return try decryptPersonalizationInitializationDataSynchronous(
+            data: try PersonalizationInitializationData(parsing: link), pin: registration.pin)
+    }
+}

@@ -1,0 +1,54 @@
+import XignIdentityProviders
+import XignManagerConfiguration
+import XignProtocol
+
+/// What an ID token's claims make of a new account, as the administrator configured the provider: the address (a
+/// valid one is required), the name, the login name when the provider may set it, and the host groups its groups
+/// give. A provider's claims are only as good as that provider (docs/security.md).
+struct ClaimMapping: Sendable {
+    let provider: IdentityProviderSettings
+
+    init(_ provider: IdentityProviderSettings) { self.provider = provider }
+
+    func account(from claims: IDTokenClaims) throws -> IdentityManager.NewAccount {
+        guard let email = claims.claims[provider.emailClaim]?.first?.lowercased(),
+            EmailValidator.validate(email) == .valid
+        else {
+            throw OpenIDProvider.Failure(
+                "the identity provider gave no valid email address in the claim \(provider.emailClaim); ask your administrator"
+            )
+        }
+        if claims.claims["email_verified"]?.first == "false" {
+            throw OpenIDProvider.Failure("the identity provider has not verified \(email); verify it there first")
+        }
+        var loginName: String?
+        if let claim = provider.loginNameClaim {
+            guard let name = claims.claims[claim]?.first, LoginNameValidator.validate(name) == .valid,
+                !LoginNameValidator.isSystemAccountName(name)
+            else {
+                throw OpenIDProvider.Failure(
+                    "the identity provider's claim \(claim) is no login name this manager gives; ask your administrator"
+                )
+            }
+            loginName = name
+        }
+        var attributes: [String: String] = [:]
+        for (claim, attribute) in [("given_name", "givenName"), ("family_name", "familyName")] {
+            if let value = claims.claims[claim]?.first,
+                AttributeValidator.validate(name: attribute, value: value) == .valid
+            {
+                attributes[attribute] = value
+            }
+        }
+        if attributes.isEmpty, let name = claims.claims["name"]?.first,
+            AttributeValidator.validate(name: "givenName", value: name) == .valid
+        {
+            attributes["givenName"] = name
+        }
+        let groups = provider.groupsClaim.flatMap { claims.claims[$0] } ?? []
+        let hostGroups = Set(groups.flatMap { provider.hostGroups[$0] ?? [] }).sorted()
+        return IdentityManager.NewAccount(
+            email: email, loginName: loginName, attributes: attributes, arbitraryAttributes: nil, serviceMappingId: nil,
+            organization: nil, hostGroups: hostGroups, origin: "through identity provider \(provider.id)")
+    }
+}

@@ -1,0 +1,112 @@
+import FoundationEssentials
+
+// Registration through the organization's identity provider (OneWelcome's browser identity provider): the client
+// chooses the activation PIN and an alias, the person signs in at the provider in a browser, and the client receives
+// the activation data, signed, without a mail (docs/protocol.md, "Registration through an identity provider").
+
+extension APIPath {
+    /// GET: the identity providers and the default one (OneWelcome's `identityProviders`).
+    public static let identityProviders = "/v1/registrations/identity-providers"
+    /// POST: starts a registration through a provider; the answer names the URL to open.
+    public static let providerRegistrations = "/v1/registrations/identity-provider"
+    /// GET: where the provider sends the browser back (the OpenID Connect redirect URI).
+    public static let providerRegistrationCallback = "/v1/registrations/identity-provider/callback"
+    /// POST: the client waits here for the outcome.
+    public static let providerRegistrationWait = "/v1/registrations/identity-provider/wait"
+}
+
+extension SignedAnswerType {
+    public static let providerRegistration = "xign-provider-registration+jwt"
+}
+
+public struct IdentityProviderMessage: Codable, Equatable, Sendable {
+    public var id: String
+    public var name: String
+    /// "browser": the person signs in at the provider's page.
+    public var type: String
+    public init(id: String, name: String, type: String) { (self.id, self.name, self.type) = (id, name, type) }
+}
+
+public struct IdentityProvidersMessage: Codable, Equatable, Sendable {
+    public var identityProviders: [IdentityProviderMessage]
+    public var defaultIdentityProvider: String?
+    public init(identityProviders: [IdentityProviderMessage], defaultIdentityProvider: String?) {
+        (self.identityProviders, self.defaultIdentityProvider) = (identityProviders, defaultIdentityProvider)
+    }
+}
+
+public struct ProviderRegistrationRequest: Codable, Equatable, Sendable {
+    /// nil: the default provider.
+    public var identityProvider: String?
+    /// The activation PIN, bound to `PINBinding.providerRegistration(provider:nonce:)`.
+    public var sealedPin: SealedPINMessage
+    public var alias: String?
+    public var nonce: String
+    public init(identityProvider: String?, sealedPin: SealedPINMessage, alias: String?, nonce: String) {
+        (self.identityProvider, self.sealedPin, self.alias, self.nonce) = (identityProvider, sealedPin, alias, nonce)
+    }
+}
+
+public struct ProviderRegistrationStartMessage: Codable, Equatable, Sendable {
+    public var registrationId: String
+    /// Open it in a browser: the provider's sign-in.
+    public var authorizationUrl: String
+    /// Only the client that started the registration holds it; the outcome is given for it alone.
+    public var waitToken: String
+    public var expiresAt: Int64
+    public init(registrationId: String, authorizationUrl: String, waitToken: String, expiresAt: Int64) {
+        (self.registrationId, self.authorizationUrl, self.waitToken, self.expiresAt) =
+            (registrationId, authorizationUrl, waitToken, expiresAt)
+    }
+}
+
+public struct ProviderRegistrationWaitRequest: Codable, Equatable, Sendable {
+    public var registrationId: String
+    public var waitToken: String
+    public var nonce: String
+    /// How long the manager may hold the answer while the person is still at the provider (at most 30 s).
+    public var waitMilliseconds: Int64
+    public init(registrationId: String, waitToken: String, nonce: String, waitMilliseconds: Int64) {
+        (self.registrationId, self.waitToken, self.nonce, self.waitMilliseconds) =
+            (registrationId, waitToken, nonce, waitMilliseconds)
+    }
+}
+
+public enum ProviderRegistrationOutcome: String, Codable, Sendable {
+    /// The person has not come back from the provider yet: wait again.
+    case pending
+    /// The account exists; `activationLink` is its activation data, given once.
+    case registered
+    /// The provider or its answer was refused; `message` says why and what to do. No account was made.
+    case refused
+}
+
+public struct ProviderRegistrationResultMessage: Codable, Equatable, Sendable {
+    public var nonce: String
+    public var registrationId: String
+    public var outcome: ProviderRegistrationOutcome
+    public var message: String?
+    public var email: String?
+    public var loginName: String?
+    /// The activation data as the mail's link writes it (`PersonalizationPayload.appLink`), given once.
+    public var activationLink: String?
+    public init(nonce: String, registrationId: String, outcome: ProviderRegistrationOutcome) {
+        (self.nonce, self.registrationId, self.outcome) = (nonce, registrationId, outcome)
+    }
+}
+
+extension ProviderRegistrationRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("identityProvider", identityProvider, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("alias", alias, maximum: WireLimit.alias, allowsEmpty: true)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}
+
+extension ProviderRegistrationWaitRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("registrationId", registrationId, maximum: WireLimit.identifier)
+        try Limit.text("waitToken", waitToken, maximum: WireLimit.nonce)
+        try Limit.text("nonce", nonce, maximum: WireLimit.nonce)
+    }
+}

@@ -1,0 +1,62 @@
+import ArgumentParser
+import FoundationEssentials
+import XignCore
+import XignProtocol
+import XignTerminal
+
+extension Register {
+    /// OneWelcome's browser identity provider from the terminal: the link (and its QR code, for a phone) to the
+    /// provider's sign-in, a wait for the person to come back, and then this machine's activation with the PIN chosen
+    /// here. No mail and no activation data in argv or on disk.
+    func registerThroughProvider(
+        _ provider: String?, sdk: XignSdk, parameters: RegistrationParameters, output: Output
+    ) throws {
+        let registration = try sdk.registry.startProviderRegistrationSynchronous(data: parameters, provider: provider)
+        output.say("Sign in at your organization's identity provider: open this link in a browser.")
+        output.say(registration.authorizationURL)
+        if !noQr && !common.json {
+            drawQR(
+                registration.authorizationURL, style: .utf8, caption: "Or scan it with your phone:", besideLines: 0)
+        }
+        output.emit([
+            "status": .string("waiting"), "authorizationUrl": .string(registration.authorizationURL),
+        ])
+        output.say("Waiting for you to sign in (for up to 10 minutes; Ctrl-C stops)…")
+        var result: ProviderRegistrationResultMessage
+        repeat {
+            result = try sdk.registry.waitForProviderRegistrationSynchronous(registration)
+        } while result.outcome == .pending
+            && Int64(Date().timeIntervalSince1970 * 1000) < registration.expiresAt
+        switch result.outcome {
+        case .pending:
+            throw XignSdkError(.timeout, "nobody signed in at the identity provider in 10 minutes; start again")
+        case .refused:
+            throw XignSdkError(
+                .managerRejectedRequest,
+                "the registration was refused: \(DisplayText.sanitized(result.message ?? "no reason given", keepingLineFeeds: false))"
+            )
+        case .registered:
+            break
+        }
+        let login = result.loginName.map { " with the login name \($0)" } ?? ""
+        output.say(
+            "Registered as \(DisplayText.sanitized(result.email ?? "?", keepingLineFeeds: false))\(login). Activating this machine…"
+        )
+        let devices = try common.sdkForNewKeys(user: nil)
+        let personalizer = devices.personalizer(managerURLOverride: nil)
+        guard
+            case .newPersonalization(let activation) = try personalizer.decryptSynchronous(result, of: registration)
+        else {
+            throw XignSdkError(.invalidManagerResponse, "the new activation is not fresh; ask your administrator")
+        }
+        let entity = try personalizer.personalizeIdentityManagerSynchronous(parameters: activation).entity
+        output.say(
+            "Personalized: \"\(entity.alias)\" of \(entity.accountEmail) for local user \(entity.localUser) (\(entity.keyKind) key)."
+        )
+        output.emit([
+            "status": .string("personalized"), "email": .string(entity.accountEmail),
+            "loginName": result.loginName.map { .string($0) } ?? .null, "idmIdentifier": .string(entity.idmIdentifier),
+            "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
+        ])
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import XignProtocol
+import XignTestSupport
+
+@testable import xign_setup
+
+/// `xign-setup register --identity-provider` as a person at a terminal runs it, against the real manager and
+/// Debian's glewlwyd as the organization's provider: the PIN typed twice, the link's QR code (read back with zbarimg)
+/// opened by the person's browser, which signs in at the provider and comes back, and the machine activated.
+@Suite struct ProviderRegisterTests {
+    func screen(_ terminal: PseudoTerminal) -> String { terminal.output.replacingOccurrences(of: "\r", with: "") }
+
+    @Test func aPersonRegistersAtTheTerminalThroughTheProviderAndThisMachineIsActivated() throws {
+        let port = try ManagerProcess.freePort()
+        let url = "http://localhost:\(port)"
+        let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
+        let manager = try ManagerProcess(
+            config: """
+                \(ManagerProcess.testConfig)
+                [server]
+                public_url = \(url)
+                [identity_providers]
+                names = corp
+                [identity_provider.corp]
+                name = Corp SSO
+                issuer = \(provider.issuer)
+                client_id = xign
+                client_secret_file = \(try provider.clientSecretFile())
+                scopes = openid
+                login_name_claim = login
+                groups_claim = groups
+                host_groups = web-admins:web
+                """, port: port)
+        let directory = TemporaryDirectory()
+        let terminal = try PseudoTerminal(
+            try Products.path("xign-setup"),
+            [
+                "register", "--manager", url, "--identity-provider", "corp", "--alias", "Laptop", "--state-dir",
+                directory.file("state"),
+            ], columns: 100, rows: 60)
+        try terminal.expect("Choose an activation PIN")
+        terminal.send("24680\r")
+        try terminal.expect("Repeat the PIN")
+        terminal.send("24680\r")
+        try terminal.expect("Waiting for you to sign in")
+        let shown = screen(terminal)
+        let code = (shown.components(separatedBy: "Or scan it with your phone:").last ?? "").split(
+            separator: "\n", omittingEmptySubsequences: false
+        ).dropFirst().prefix { !$0.hasPrefix("Waiting") }.joined(separator: "\n")
+        let link = try QRReader.decode(bitmap: try QRReader.bitmap(fromTerminalText: code), in: directory)
+        #expect(link.hasPrefix(provider.issuer + "/auth?") && shown.contains(link), "\(shown)")
+
+        let location = try provider.signIn("nina", password: "nina-pass-1", at: link)
+        let back = try ChildProcess("/usr/bin/curl", ["-sS", "--max-time", "20", location], in: directory).wait()
+        #expect(back.stdout.contains("Registered as nina@example.org"), "\(back.stdout)")
+        try terminal.expect("Personalized", timeout: 60)
+        #expect(try terminal.wait() == 0, "\(screen(terminal))")
+        #expect(screen(terminal).contains("Registered as nina@example.org with the login name nina"))
+        #expect(
+            try manager.query("SELECT a.alias, a.state FROM activations a JOIN accounts c ON c.id = a.account_id")
+                == ["Laptop|personalized"])
+    }
+}
