@@ -107,7 +107,7 @@ let package = Package(
                 .embedInCode("Resources/console-denied.mustache"), .embedInCode("Resources/console-accounts.mustache"),
                 .embedInCode("Resources/console-account.mustache"), .embedInCode("Resources/console-audit.mustache"),
                 .embedInCode("Resources/console-hosts.mustache"), .embedInCode("Resources/console-health.mustache"),
-                .embedInCode("Resources/notice.mustache"),
+                .embedInCode("Resources/notice.mustache"), .embedInCode("Resources/register.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.

@@ -30,5 +30,6 @@ extension APIPath {
         "authentications": authentications, "authenticationFinish": authenticationFinish, "apiAccess": apiAccess,
         "webPending": webPending, "webDevices": webDevices, "webSessions": webSessions,
         "consoleSessions": consoleSessions, "consoleSessionEnd": consoleSessionEnd, "consoleActions": consoleActions,
+        "identityProviders": identityProviders, "providerRegistrations": providerRegistrations,
     ]
 }

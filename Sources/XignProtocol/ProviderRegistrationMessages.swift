@@ -42,8 +42,15 @@ public struct ProviderRegistrationRequest: Codable, Equatable, Sendable {
     public var sealedPin: SealedPINMessage
     public var alias: String?
     public var nonce: String
-    public init(identityProvider: String?, sealedPin: SealedPINMessage, alias: String?, nonce: String) {
-        (self.identityProvider, self.sealedPin, self.alias, self.nonce) = (identityProvider, sealedPin, alias, nonce)
+    /// The web app's registration: the browser that comes back from the provider is sent on to the activation link
+    /// (the personalization page), instead of a client waiting for it.
+    public var continueInBrowser: Bool?
+    public init(
+        identityProvider: String?, sealedPin: SealedPINMessage, alias: String?, nonce: String,
+        continueInBrowser: Bool? = nil
+    ) {
+        (self.identityProvider, self.sealedPin, self.alias, self.nonce, self.continueInBrowser) =
+            (identityProvider, sealedPin, alias, nonce, continueInBrowser)
     }
 }
 

@@ -17,7 +17,7 @@ enum WebFiles {
         "console-audit": text(PackageResources.console_audit_mustache),
         "console-hosts": text(PackageResources.console_hosts_mustache),
         "console-health": text(PackageResources.console_health_mustache),
-        "notice": text(PackageResources.notice_mustache),
+        "notice": text(PackageResources.notice_mustache), "register": text(PackageResources.register_mustache),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -181,4 +181,30 @@ import XignTestSupport
             #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
         }
     }
+
+    /// A phone with no Linux machine: the manager's registration page in Chromium, the provider's sign-in, and back
+    /// to the activation page, where the passkey is made with the PIN chosen at the start.
+    @Test func aPhoneRegistersOnTheWebPageAndGetsAPasskey() async throws {
+        let port = try ManagerProcess.freePort()
+        let url = "http://localhost:\(port)"
+        let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
+        let manager = try ManagerProcess(
+            config: try Self.config(provider).replacingOccurrences(of: Self.publicURL, with: url), port: port)
+        let phone = Browser(
+            in: TemporaryDirectory(), keptIn: OpenAPIValidator.repositoryFile(".build-screenshots/registration"))
+        let atProvider = try phone.registerThroughProvider(url + "/register", pin: "24680")
+        #expect(atProvider.list("providers") == ["Corp SSO"], "\(atProvider)")
+        // The provider's login page carries the authorization request on; the person signs in there.
+        let request = try #require(
+            URLComponents(string: atProvider["url"])?.queryItems?.first { $0.name == "callback_url" }?.value)
+        #expect(request.hasPrefix(provider.issuer + "/auth?"), "\(atProvider)")
+        let location = try provider.signIn("nina", password: "nina-pass-1", at: request)
+        let activated = try phone.personalize(location, pin: "24680")
+        #expect(activated.error.isEmpty && activated["account"].contains("nina@example.org"), "\(activated)")
+        #expect(
+            try manager.query(
+                "SELECT d.key_kind, c.login_name FROM devices d JOIN activations a ON a.id = d.activation_id JOIN accounts c ON c.id = a.account_id"
+            )
+                == ["passkey|nina"])
+    }
 }

@@ -119,6 +119,10 @@ public struct Browser: Sendable {
     public func consolePages(_ paths: [String], at origin: String) throws -> Page {
         try run("console-pages", origin, input: paths.joined(separator: "\n") + "\n")
     }
+    /// Chooses the PIN on the manager's registration page at `url` and goes on to the identity provider.
+    public func registerThroughProvider(_ url: String, pin: String) throws -> Page {
+        try run("register-provider", url, input: pin + "\n")
+    }
     /// A list of records the step read, such as the pages it opened.
     public func records(_ page: Page, _ field: String) -> [[String: Any]] {
         page.fields[field] as? [[String: Any]] ?? []

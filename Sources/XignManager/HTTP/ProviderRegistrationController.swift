@@ -25,6 +25,10 @@ struct ProviderRegistrationController<Context: RemoteAddressRequestContext> {
                 query[name] = request.uri.queryParameters[name[...]].map(String.init)
             }
             let page = await manager.finishProviderRegistration(query)
+            if let link = page.activationLink {
+                // On to the activation page; the data stays in the fragment, which the browser sends to no server.
+                return Response(status: .seeOther, headers: [.location: link, .cacheControl: "no-store"])
+            }
             return try web.notice(
                 title: page.registered ? "Registered" : "Not registered", message: page.message,
                 status: page.registered ? .ok : .badRequest)

@@ -44,7 +44,8 @@ extension IdentityManager {
             id: try SecureRandom.identifier(), provider: provider.id, stateHash: Self.hashed(state),
             oidcNonce: try SecureRandom.token(), codeVerifier: try SecureRandom.token(byteCount: 48),
             alias: request.alias, pin: try pinChecker.makeVerifier(pin: pin), waitTokenHash: Self.hashed(waitToken),
-            outcome: "pending", expiresAt: Self.now() + Self.providerRegistrationMilliseconds)
+            inBrowser: request.continueInBrowser == true, outcome: "pending",
+            expiresAt: Self.now() + Self.providerRegistrationMilliseconds)
         try await database.transaction { store in try await store.insertProviderRegistration(registration) }
         logger.info("registration through an identity provider started", metadata: ["provider": "\(provider.id)"])
         return ProviderRegistrationStartMessage(
@@ -60,6 +61,8 @@ extension IdentityManager {
     public struct ProviderCallbackPage: Sendable {
         public var registered: Bool
         public var message: String
+        /// The web app's registration: the activation link the browser goes on to, once.
+        public var activationLink: String?
     }
 
     /// The provider's answer at the callback (its query parameters). Every outcome is kept for the client too.
@@ -86,6 +89,11 @@ extension IdentityManager {
         }
         do {
             let account = try await registerFromProvider(registration, query)
+            if registration.inBrowser {
+                return ProviderCallbackPage(
+                    registered: true, message: "Registered as \(account.email).",
+                    activationLink: try await takeActivationLink(registration.id))
+            }
             return ProviderCallbackPage(
                 registered: true,
                 message:
@@ -146,6 +154,16 @@ extension IdentityManager {
             "registered account through an identity provider",
             metadata: ["provider": "\(provider.id)", "email": "\(account.email)"])
         return (account.email, account.loginName)
+    }
+
+    /// The activation link of a settled registration, given once (the row goes with it).
+    private func takeActivationLink(_ id: String) async throws -> String? {
+        try await database.transaction { store in
+            guard let row = try await store.providerRegistration(id: id, now: Self.now()),
+                try await store.deleteProviderRegistration(id: id)
+            else { return nil }
+            return try row.sealedActivation.map { try self.secrets.open($0) }
+        }
     }
 
     /// The client's wait: pending until the browser came back, then the outcome once (signed over its nonce).

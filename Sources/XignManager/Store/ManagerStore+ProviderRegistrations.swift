@@ -14,6 +14,8 @@ extension ManagerStore {
         var alias: String?
         var pin: PINVerifier
         var waitTokenHash: String
+        /// The web app's registration: the browser is sent on to the activation link.
+        var inBrowser: Bool
         var outcome: String
         var message: String?
         var email: String?
@@ -27,12 +29,13 @@ extension ManagerStore {
         try await sql.raw(
             """
             INSERT INTO provider_registrations (id, provider, state_hash, oidc_nonce, code_verifier, alias, pin_salt, pin_verifier,
-                                               pin_iterations, pin_pepper, wait_token_hash, outcome, expires_at)
+                                               pin_iterations, pin_pepper, wait_token_hash, in_browser, outcome, expires_at)
             VALUES (\(bind: registration.id), \(bind: registration.provider), \(bind: registration.stateHash),
                     \(bind: registration.oidcNonce), \(bind: registration.codeVerifier), \(bind: registration.alias),
                     \(bind: Base64URL.encode(registration.pin.salt)), \(bind: Base64URL.encode(registration.pin.value)),
                     \(bind: registration.pin.iterations), \(bind: registration.pin.pepper.rawValue),
-                    \(bind: registration.waitTokenHash), 'pending', \(bind: registration.expiresAt))
+                    \(bind: registration.waitTokenHash), \(bind: registration.inBrowser ? 1 : 0), 'pending',
+                    \(bind: registration.expiresAt))
             """
         ).run()
     }
@@ -77,7 +80,7 @@ extension ManagerStore {
     private static let providerRegistrationColumns = SQLQueryString(
         """
         id, provider, state_hash, oidc_nonce, code_verifier, alias, pin_salt, pin_verifier, pin_iterations, pin_pepper,
-        wait_token_hash, outcome, message, email, login_name, activation, expires_at
+        wait_token_hash, in_browser, outcome, message, email, login_name, activation, expires_at
         """)
 }
 
@@ -96,6 +99,7 @@ extension ManagerStore.ProviderRegistration {
             salt: salt, value: value, iterations: try row.decode(column: "pin_iterations", as: Int.self),
             pepper: try row.decode(enumColumn: "pin_pepper", as: PINPepperKind.self))
         waitTokenHash = try row.decode(column: "wait_token_hash", as: String.self)
+        inBrowser = try row.decode(column: "in_browser", as: Int.self) != 0
         outcome = try row.decode(column: "outcome", as: String.self)
         message = try row.decode(column: "message", as: String?.self)
         email = try row.decode(column: "email", as: String?.self)

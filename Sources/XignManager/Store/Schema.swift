@@ -28,6 +28,7 @@ enum Schema {
             pin_iterations BIGINT NOT NULL,
             pin_pepper TEXT NOT NULL,
             wait_token_hash TEXT NOT NULL,
+            in_browser BIGINT NOT NULL,
             outcome TEXT NOT NULL,
             message TEXT,
             email TEXT,

@@ -476,8 +476,33 @@ async function consoleAccount() {
     form.addEventListener("submit", (event) => { event.preventDefault(); act(form.dataset.action, forms[form.dataset.action]()); });
   }
 }
+// Registration through the organization's identity provider: the PIN is chosen and sealed here, the provider's
+// sign-in follows, and the manager sends this browser on to the activation link, where the passkey is made.
+async function register() {
+  const { identityProviders, defaultIdentityProvider } = await call(api.identityProviders);
+  if (!identityProviders.length) { $("register-form").hidden = true; return fail("This manager registers through no identity provider; ask your administrator."); }
+  for (const p of identityProviders) {
+    const option = document.createElement("option");
+    option.value = p.id;
+    option.textContent = clean(p.name);
+    option.selected = p.id === defaultIdentityProvider;
+    $("provider").append(option);
+  }
+  $("register-form").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
+    const [pin, again] = [$("new-pin").value, $("new-pin-again").value];
+    $("new-pin").value = $("new-pin-again").value = "";
+    if (pin !== again) return fail("The two PINs differ; type the same PIN twice.");
+    const provider = $("provider").value, nonce = random(16);
+    const keys = await managerKeys();
+    const started = await call(api.providerRegistrations, JSON.stringify({
+      identityProvider: provider, nonce, alias: $("alias").value.trim() || undefined, continueInBrowser: true,
+      sealedPin: await seal(pin, keys.sealing, ["provider-registration", provider, nonce]) }));
+    status("Going to the sign-in…");
+    location.assign(started.authorizationUrl);
+  }); });
+}
 // Which page runs.
-({ personalize, approve, account, notice: async () => {}, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
+({ personalize, approve, account, register, notice: async () => {}, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
   .catch((error) => fail(passkeyError(error)));
 // A login link opened in this tab differs only after "#", which loads nothing: show the login it names, never
 // the one the page showed before (its form, its state).

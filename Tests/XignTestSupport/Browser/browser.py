@@ -17,6 +17,8 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
   console-act URL   reads an account's address and an action's button (lock, unlock, delete...) from stdin; finds the
                     account from the list at URL, opens it and presses the button; reports when it was pressed
   console-pages URL reads paths (one per line) from stdin; opens each at phone and desktop size and reports what it shows
+  register-provider URL  reads the PIN from stdin; on the manager's /register page, chooses it and goes on to the
+                    provider's sign-in; reports where the browser is then
   assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
                     for an assertion over that challenge, as a page there could
 The profile keeps the browser's storage (Chromium's user data) and the authenticator's credentials between runs, as
@@ -304,6 +306,21 @@ def console_pages(driver, url, shots):
     return dict(report(driver, shots), pages=pages)
 
 
+def register_provider(driver, url, shots):
+    """The web app's registration through an identity provider: the PIN twice, then on to the provider's sign-in."""
+    pin = sys.stdin.readline().rstrip("\n")
+    driver.get(url)
+    wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, "#provider option"))
+    for element_id in ["new-pin", "new-pin-again"]:
+        driver.find_element(By.ID, element_id).send_keys(pin)
+    shots(driver, "register")
+    providers = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#provider option")]
+    origin = url.split("/register")[0]
+    driver.find_element(By.CSS_SELECTOR, "#register-form button").click()
+    wait(driver, lambda: not driver.current_url.startswith(origin))
+    return dict(report(driver, shots), url=driver.current_url, providers=providers)
+
+
 def assertion(driver, url, shots):
     request = json.loads(sys.stdin.readline())
     driver.get(url)
@@ -325,7 +342,7 @@ def main():
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
     commands = ["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
-                "console-signin", "console-act", "console-pages"]
+                "console-signin", "console-act", "console-pages", "register-provider"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("url")
     arguments = parser.parse_args()
@@ -359,6 +376,8 @@ def main():
             result = console_act(driver, arguments.url, shots)
         elif arguments.command == "console-pages":
             result = console_pages(driver, arguments.url, shots)
+        elif arguments.command == "register-provider":
+            result = register_provider(driver, arguments.url, shots)
         else:
             result = decide(driver, arguments.url, shots, arguments.command)
         result["console"] = [entry["message"] for entry in driver.get_log("browser")] if hasattr(driver, "get_log") else []

@@ -136,6 +136,7 @@ def sign_in(port, user, url):
     check(browser.call("POST", api + "/auth/", {"username": user, "password": password}), "sign-in")
     client = urllib.parse.parse_qs(urllib.parse.urlparse(url).query).get("client_id", [""])[0]
     check(browser.call("PUT", api + f"/auth/grant/{client}", {"scope": "openid"}), "grant")
+    # The provider's login page sends the browser on with g_continue once the person signed in and granted.
     status, _, headers = browser.call("GET", url + "&g_continue")
     return {"status": status, "location": headers.get("Location", "")}
 
