@@ -15,8 +15,10 @@ extension Registry {
     public struct ProviderRegistration: Sendable {
         public let managerURL: ManagerURL
         public let registrationId: String
-        /// Open it in a browser (shown as a link and a QR code).
-        public let authorizationURL: String
+        /// A browser provider's: open it in a browser (shown as a link and a QR code).
+        public let authorizationURL: String?
+        /// A custom provider's first step (`customStepSynchronous`).
+        public let customStep: CustomRegistrationStep?
         public let expiresAt: Int64
         let waitToken: String
         /// The key the manager named at the start; its signed outcome must verify with it.
@@ -48,7 +50,18 @@ extension Registry {
         let started: ProviderRegistrationStartMessage = try client.post(APIPath.providerRegistrations, request)
         return ProviderRegistration(
             managerURL: url, registrationId: started.registrationId, authorizationURL: started.authorizationUrl,
-            expiresAt: started.expiresAt, waitToken: started.waitToken, signingKey: keys.signing, pin: pin)
+            customStep: started.customStep, expiresAt: started.expiresAt, waitToken: started.waitToken,
+            signingKey: keys.signing, pin: pin)
+    }
+
+    /// A custom provider's step with the person's data (OneWelcome's init and finish challenges).
+    public func customStepSynchronous(
+        _ registration: ProviderRegistration, step: CustomRegistrationStep, data: String?
+    ) throws -> CustomRegistrationStepMessage {
+        try ManagerClient(url: registration.managerURL, http: http).post(
+            APIPath.customRegistrationSteps,
+            CustomRegistrationStepRequest(
+                registrationId: registration.registrationId, waitToken: registration.waitToken, step: step, data: data))
     }
 
     /// The outcome, or `.pending` after at most `waitMilliseconds` (30 s at most).

@@ -1,16 +1,22 @@
 import XignProtocol
 
 /// The organization's identity providers a person may register through (`[identity_providers]` and
-/// `[identity_provider.NAME]` in manager.conf), as OneWelcome's SDK names them: a browser provider is OpenID Connect.
+/// `[identity_provider.NAME]` in manager.conf), of OneWelcome's two types: a browser provider (OpenID Connect) and a
+/// custom API provider (an endpoint of the organization's that accepts, refuses, or asks a second step).
 public struct IdentityProviderSettings: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// OpenID Connect: the person signs in at the provider in a browser.
+        case openID(issuer: ManagerURL, clientId: String, scopes: [String])
+        /// The organization's endpoint takes the registration's data in one step or two (an init step first).
+        case custom(endpoint: ManagerURL, steps: Int)
+    }
+
     public var id: String
     /// What the person sees ("Corp SSO").
     public var name: String
-    public var issuer: ManagerURL
-    public var clientId: String
-    /// A file holding the client secret (root's, not readable by others); none for a public client with PKCE.
-    public var clientSecretFile: String?
-    public var scopes: [String]
+    public var kind: Kind
+    /// A file holding the client secret, or the custom endpoint's bearer token (root's, not readable by others).
+    public var secretFile: String?
     public var emailClaim: String
     /// The claim that gives the login name on hosts, when the administrator lets the provider set it.
     public var loginNameClaim: String?
@@ -18,9 +24,15 @@ public struct IdentityProviderSettings: Sendable, Equatable {
     public var groupsClaim: String?
     public var hostGroups: [String: [String]]
 
+    /// "browser" or "custom", as the SDK's `IdentityProvider` names the type.
+    public var type: String {
+        if case .custom = kind { return "custom" }
+        return "browser"
+    }
+
     static let keys = [
-        "name", "type", "issuer", "client_id", "client_secret_file", "scopes", "email_claim",
-        "login_name_claim", "groups_claim", "host_groups",
+        "name", "type", "issuer", "client_id", "client_secret_file", "scopes", "url", "steps", "secret_file",
+        "email_claim", "login_name_claim", "groups_claim", "host_groups",
     ]
 }
 
@@ -36,20 +48,33 @@ extension ManagerConfiguration {
         identityProviders = try ids.map { id in
             let prefix = "identity_provider.\(id)."
             known.formUnion(IdentityProviderSettings.keys.map { prefix + $0 })
-            guard (file.string(prefix + "type") ?? "openid") == "openid" else {
-                throw fail(prefix + "type", "must be openid (OpenID Connect)")
+            func url(_ key: String) throws -> ManagerURL {
+                guard let text = file.string(prefix + key) else {
+                    throw fail("identity_providers.names", "names '\(id)', which needs \(prefix)\(key)")
+                }
+                do {
+                    let url = try ManagerURL(text)
+                    try url.checkTransportPolicy()
+                    return url
+                } catch { throw fail(prefix + key, "\(error)") }
             }
-            guard let issuerText = file.string(prefix + "issuer") else {
-                throw fail("identity_providers.names", "names '\(id)', which needs \(prefix)issuer")
+            let kind: IdentityProviderSettings.Kind
+            switch file.string(prefix + "type") ?? "openid" {
+            case "openid":
+                let issuer = try url("issuer")
+                guard let clientId = file.string(prefix + "client_id"), !clientId.isEmpty, clientId.utf8.count <= 256
+                else {
+                    throw fail("identity_providers.names", "names '\(id)', which needs \(prefix)client_id")
+                }
+                let scopes = file.list(prefix + "scopes") ?? ["openid", "email", "profile"]
+                guard scopes.contains("openid") else { throw fail(prefix + "scopes", "must include openid") }
+                kind = .openID(issuer: issuer, clientId: clientId, scopes: scopes)
+            case "custom":
+                let steps = try file.integer(prefix + "steps", in: 1...2) ?? 1
+                kind = .custom(endpoint: try url("url"), steps: steps)
+            default:
+                throw fail(prefix + "type", "must be openid (OpenID Connect) or custom (the organization's endpoint)")
             }
-            let issuer: ManagerURL
-            do { issuer = try ManagerURL(issuerText) } catch { throw fail(prefix + "issuer", "\(error)") }
-            do { try issuer.checkTransportPolicy() } catch { throw fail(prefix + "issuer", "\(error)") }
-            guard let clientId = file.string(prefix + "client_id"), !clientId.isEmpty, clientId.utf8.count <= 256 else {
-                throw fail("identity_providers.names", "names '\(id)', which needs \(prefix)client_id")
-            }
-            let scopes = file.list(prefix + "scopes") ?? ["openid", "email", "profile"]
-            guard scopes.contains("openid") else { throw fail(prefix + "scopes", "must include openid") }
             var hostGroups: [String: [String]] = [:]
             for entry in file.list(prefix + "host_groups") ?? [] {
                 let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
@@ -65,8 +90,8 @@ extension ManagerConfiguration {
                 throw fail(prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters")
             }
             return IdentityProviderSettings(
-                id: id, name: name, issuer: issuer, clientId: clientId,
-                clientSecretFile: file.string(prefix + "client_secret_file"), scopes: scopes,
+                id: id, name: name, kind: kind,
+                secretFile: file.string(prefix + "client_secret_file") ?? file.string(prefix + "secret_file"),
                 emailClaim: file.string(prefix + "email_claim") ?? "email",
                 loginNameClaim: file.string(prefix + "login_name_claim"),
                 groupsClaim: file.string(prefix + "groups_claim"), hostGroups: hostGroups)

@@ -56,14 +56,60 @@ public struct ProviderRegistrationRequest: Codable, Equatable, Sendable {
 
 public struct ProviderRegistrationStartMessage: Codable, Equatable, Sendable {
     public var registrationId: String
-    /// Open it in a browser: the provider's sign-in.
-    public var authorizationUrl: String
+    /// A browser provider's: open it in a browser, the provider's sign-in.
+    public var authorizationUrl: String?
+    /// A custom provider's: the step the client sends data for next (`/v1/registrations/identity-provider/custom`).
+    public var customStep: CustomRegistrationStep?
     /// Only the client that started the registration holds it; the outcome is given for it alone.
     public var waitToken: String
     public var expiresAt: Int64
-    public init(registrationId: String, authorizationUrl: String, waitToken: String, expiresAt: Int64) {
-        (self.registrationId, self.authorizationUrl, self.waitToken, self.expiresAt) =
-            (registrationId, authorizationUrl, waitToken, expiresAt)
+    public init(
+        registrationId: String, authorizationUrl: String?, customStep: CustomRegistrationStep? = nil,
+        waitToken: String, expiresAt: Int64
+    ) {
+        (self.registrationId, self.authorizationUrl, self.customStep, self.waitToken, self.expiresAt) =
+            (registrationId, authorizationUrl, customStep, waitToken, expiresAt)
+    }
+}
+
+extension APIPath {
+    /// POST: a custom provider's step, with the data the person gave (OneWelcome's init and finish challenges).
+    public static let customRegistrationSteps = "/v1/registrations/identity-provider/custom"
+}
+
+/// A custom provider's steps: an optional init step, then the finish step.
+public enum CustomRegistrationStep: String, Codable, Sendable {
+    case `init`, finish
+}
+
+public struct CustomRegistrationStepRequest: Codable, Equatable, Sendable {
+    public var registrationId: String
+    public var waitToken: String
+    public var step: CustomRegistrationStep
+    /// What the person typed for this step; optional, as in the SDK.
+    public var data: String?
+    public init(registrationId: String, waitToken: String, step: CustomRegistrationStep, data: String?) {
+        (self.registrationId, self.waitToken, self.step, self.data) = (registrationId, waitToken, step, data)
+    }
+}
+
+public struct CustomRegistrationStepMessage: Codable, Equatable, Sendable {
+    /// `pending`: send the next step (`nextStep`); `registered` or `refused`: the outcome is at the wait.
+    public var outcome: ProviderRegistrationOutcome
+    public var nextStep: CustomRegistrationStep?
+    /// The service's text for the person (OneWelcome's CustomInfo).
+    public var info: String?
+    public var message: String?
+    public init(outcome: ProviderRegistrationOutcome, nextStep: CustomRegistrationStep? = nil, info: String? = nil) {
+        (self.outcome, self.nextStep, self.info) = (outcome, nextStep, info)
+    }
+}
+
+extension CustomRegistrationStepRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("registrationId", registrationId, maximum: WireLimit.identifier)
+        try Limit.text("waitToken", waitToken, maximum: WireLimit.nonce)
+        try Limit.text("data", data, maximum: 1024, allowsEmpty: true)
     }
 }
 

@@ -12,21 +12,13 @@ extension Register {
         _ provider: String?, sdk: XignSdk, parameters: RegistrationParameters, output: Output
     ) throws {
         let registration = try sdk.registry.startProviderRegistrationSynchronous(data: parameters, provider: provider)
-        output.say("Sign in at your organization's identity provider: open this link in a browser.")
-        output.say(registration.authorizationURL)
-        if !noQr && !common.json {
-            drawQR(
-                registration.authorizationURL, style: .utf8, caption: "Or scan it with your phone:", besideLines: 0)
-        }
-        output.emit([
-            "status": .string("waiting"), "authorizationUrl": .string(registration.authorizationURL),
-        ])
-        output.say("Waiting for you to sign in (for up to 10 minutes; Ctrl-C stops)…")
         var result: ProviderRegistrationResultMessage
-        repeat {
-            result = try sdk.registry.waitForProviderRegistrationSynchronous(registration)
-        } while result.outcome == .pending
-            && Int64(Date().timeIntervalSince1970 * 1000) < registration.expiresAt
+        if let link = registration.authorizationURL {
+            result = try waitForBrowserSignIn(link, registration, sdk: sdk, output: output)
+        } else {
+            try answerCustomSteps(registration, sdk: sdk, output: output)
+            result = try sdk.registry.waitForProviderRegistrationSynchronous(registration, waitMilliseconds: 0)
+        }
         switch result.outcome {
         case .pending:
             throw XignSdkError(.timeout, "nobody signed in at the identity provider in 10 minutes; start again")
@@ -58,5 +50,40 @@ extension Register {
             "loginName": result.loginName.map { .string($0) } ?? .null, "idmIdentifier": .string(entity.idmIdentifier),
             "localUser": .string(entity.localUser), "keyKind": .string(entity.keyKind.rawValue),
         ])
+    }
+
+    private func waitForBrowserSignIn(
+        _ link: String, _ registration: Registry.ProviderRegistration, sdk: XignSdk, output: Output
+    ) throws -> ProviderRegistrationResultMessage {
+        output.say("Sign in at your organization's identity provider: open this link in a browser.")
+        output.say(link)
+        if !noQr && !common.json {
+            drawQR(link, style: .utf8, caption: "Or scan it with your phone:", besideLines: 0)
+        }
+        output.emit(["status": .string("waiting"), "authorizationUrl": .string(link)])
+        output.say("Waiting for you to sign in (for up to 10 minutes; Ctrl-C stops)…")
+        var result: ProviderRegistrationResultMessage
+        repeat {
+            result = try sdk.registry.waitForProviderRegistrationSynchronous(registration)
+        } while result.outcome == .pending
+            && Int64(Date().timeIntervalSince1970 * 1000) < registration.expiresAt
+        return result
+    }
+
+    /// A custom provider's steps, each with a line the person types (the service's text says what it wants).
+    private func answerCustomSteps(_ registration: Registry.ProviderRegistration, sdk: XignSdk, output: Output) throws {
+        var step = registration.customStep ?? .finish
+        var prompt = "Registration data for the organization's service: "
+        while true {
+            let data: String
+            do { data = try Terminal.ask(prompt) } catch {
+                throw XignSdkError(.invalidInput, "cannot read the registration data: \(error)")
+            }
+            let answer = try sdk.registry.customStepSynchronous(
+                registration, step: step, data: data.isEmpty ? nil : data)
+            if let info = answer.info { output.say(DisplayText.sanitized(info, keepingLineFeeds: false)) }
+            guard answer.outcome == .pending, let next = answer.nextStep else { return }
+            (step, prompt) = (next, "Your answer: ")
+        }
     }
 }

@@ -208,3 +208,116 @@ import XignTestSupport
                 == ["passkey|nina"])
     }
 }
+
+/// OneWelcome's custom API identity provider: the organization's endpoint accepts in one step or two, refuses, or
+/// answers what it may not; each ends as the endpoint said, with the claims mapped as for a browser provider.
+@Suite struct CustomProviderRegistrationTests {
+    static func config(_ service: RegistrationService) throws -> String {
+        """
+        \(ManagerFiles.testConfig)
+        [server]
+        public_url = http://localhost:8440
+        [identity_providers]
+        names = hr, badge
+        [identity_provider.hr]
+        type = custom
+        name = HR check
+        url = \(service.url)
+        steps = 2
+        secret_file = \(try service.tokenFile())
+        login_name_claim = login
+        groups_claim = groups
+        host_groups = staff:intranet
+        [identity_provider.badge]
+        type = custom
+        url = \(service.url)
+        secret_file = \(try service.tokenFile())
+        groups_claim = groups
+        host_groups = web-admins:web
+        """
+    }
+
+    static func start(_ api: API<ManagerFiles>, _ provider: String) async throws -> [String: Any] {
+        try await api.post(
+            APIPath.providerRegistrations,
+            ProviderRegistrationRequest(
+                identityProvider: provider,
+                sealedPin: try api.sealed("24680", for: .providerRegistration(provider: provider, nonce: "c1")),
+                alias: nil, nonce: "c1")
+        ).json
+    }
+
+    static func step(
+        _ api: API<ManagerFiles>, _ started: [String: Any], _ step: CustomRegistrationStep, _ data: String?
+    ) async throws -> APIAnswer {
+        try await api.post(
+            APIPath.customRegistrationSteps,
+            CustomRegistrationStepRequest(
+                registrationId: started["registrationId"] as? String ?? "",
+                waitToken: started["waitToken"] as? String ?? "", step: step, data: data))
+    }
+
+    @Test func oneStepTwoStepsAndRefusals() async throws {
+        let service = try RegistrationService()
+        try await InProcessManager.run(config: try Self.config(service)) { inProcess in
+            let api = inProcess.api
+            let listed = try await api.call("GET", APIPath.identityProviders).json
+            #expect(
+                (listed["identityProviders"] as? [[String: Any]])?.map { $0["type"] as? String } == [
+                    "custom", "custom",
+                ])
+
+            // Two steps: init continues with the service's text, finish accepts.
+            let hr = try await Self.start(api, "hr")
+            #expect(hr["customStep"] as? String == "init" && hr["authorizationUrl"] == nil, "\(hr)")
+            // The finish step before the init one is refused, and changes nothing.
+            #expect(try await Self.step(api, hr, .finish, "314159").status == 409)
+            let first = try await Self.step(api, hr, .`init`, "employee 42").json
+            #expect(first["outcome"] as? String == "pending" && first["nextStep"] as? String == "finish", "\(first)")
+            #expect(first["info"] as? String == "Type the code HR sent to employee 42")
+            let second = try await Self.step(api, hr, .finish, "314159").json
+            #expect(second["outcome"] as? String == "registered", "\(second)")
+            let outcome = try await ProviderRegistrationTests.outcome(api, hr)
+            #expect(outcome["loginName"] as? String == "emp42" && outcome["activationLink"] != nil, "\(outcome)")
+
+            // One step, the provider may not give a login name here: none is given.
+            let badge = try await Self.start(api, "badge")
+            #expect(badge["customStep"] as? String == "finish")
+            #expect(try await Self.step(api, badge, .finish, "badge 7").json["outcome"] as? String == "registered")
+            #expect(
+                try inProcess.files.query(
+                    "SELECT c.email, COALESCE(c.login_name, '-'), g.group_name FROM accounts c JOIN account_host_groups g ON g.account_id = c.id ORDER BY 1"
+                ) == ["badge7@example.org|-|web", "emp42@example.org|emp42|intranet"])
+
+            // Refusals: the service's own, an answer it may not give, and a wrong token.
+            for (provider, step, data, expected) in [
+                (
+                    "hr", CustomRegistrationStep.`init`, "employee 43",
+                    "HR check refused the registration: no such employee"
+                ),
+                ("badge", .finish, "guess", "refused the registration: wrong code"),
+                ("badge", .finish, "garbled", "answered 'maybe' to the finish step"),
+            ] {
+                let started = try await Self.start(api, provider)
+                let answer = try await Self.step(api, started, step, data).json
+                #expect(answer["outcome"] as? String == "refused", "\(answer)")
+                #expect((answer["message"] as? String ?? "").contains(expected), "\(answer)")
+                let waited = try await ProviderRegistrationTests.outcome(api, started)
+                #expect(waited["outcome"] as? String == "refused" && waited["activationLink"] == nil)
+            }
+            #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["2"])
+        }
+    }
+
+    @Test func theServiceRefusesAManagerWithoutItsToken() async throws {
+        let service = try RegistrationService()
+        let config = try Self.config(service).replacingOccurrences(
+            of: "secret_file = \(try service.tokenFile())\nlogin_name_claim", with: "login_name_claim")
+        try await InProcessManager.run(config: config) { inProcess in
+            let started = try await Self.start(inProcess.api, "hr")
+            let answer = try await Self.step(inProcess.api, started, .`init`, "employee 42").json
+            #expect((answer["message"] as? String ?? "").contains("answered HTTP 401"), "\(answer)")
+            #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
+        }
+    }
+}

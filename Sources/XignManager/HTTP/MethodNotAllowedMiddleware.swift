@@ -30,7 +30,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.confirmationApproval,
             APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations,
             APIPath.endorsementChecks, APIPath.consoleSessions, APIPath.consoleSessionEnd, APIPath.consoleActions,
-            APIPath.providerRegistrations, APIPath.providerRegistrationWait,
+            APIPath.providerRegistrations, APIPath.providerRegistrationWait, APIPath.customRegistrationSteps,
         ] {
             methods[path] = .post
         }

@@ -33,6 +33,12 @@ struct ProviderRegistrationController<Context: RemoteAddressRequestContext> {
                 title: page.registered ? "Registered" : "Not registered", message: page.message,
                 status: page.registered ? .ok : .badRequest)
         }
+        router.post(RouterPath(APIPath.customRegistrationSteps)) { request, _ in
+            try Response.json(
+                .ok,
+                try await manager.customRegistrationStep(
+                    try await request.decodeBody(as: CustomRegistrationStepRequest.self)))
+        }
         router.post(RouterPath(APIPath.providerRegistrationWait)) { request, _ in
             Response.jose(
                 try await manager.waitForProviderRegistration(

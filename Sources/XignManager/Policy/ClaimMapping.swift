@@ -10,20 +10,20 @@ struct ClaimMapping: Sendable {
 
     init(_ provider: IdentityProviderSettings) { self.provider = provider }
 
-    func account(from claims: IDTokenClaims) throws -> IdentityManager.NewAccount {
-        guard let email = claims.claims[provider.emailClaim]?.first?.lowercased(),
+    func account(from claims: [String: [String]]) throws -> IdentityManager.NewAccount {
+        guard let email = claims[provider.emailClaim]?.first?.lowercased(),
             EmailValidator.validate(email) == .valid
         else {
             throw OpenIDProvider.Failure(
                 "the identity provider gave no valid email address in the claim \(provider.emailClaim); ask your administrator"
             )
         }
-        if claims.claims["email_verified"]?.first == "false" {
+        if claims["email_verified"]?.first == "false" {
             throw OpenIDProvider.Failure("the identity provider has not verified \(email); verify it there first")
         }
         var loginName: String?
         if let claim = provider.loginNameClaim {
-            guard let name = claims.claims[claim]?.first, LoginNameValidator.validate(name) == .valid,
+            guard let name = claims[claim]?.first, LoginNameValidator.validate(name) == .valid,
                 !LoginNameValidator.isSystemAccountName(name)
             else {
                 throw OpenIDProvider.Failure(
@@ -34,18 +34,18 @@ struct ClaimMapping: Sendable {
         }
         var attributes: [String: String] = [:]
         for (claim, attribute) in [("given_name", "givenName"), ("family_name", "familyName")] {
-            if let value = claims.claims[claim]?.first,
+            if let value = claims[claim]?.first,
                 AttributeValidator.validate(name: attribute, value: value) == .valid
             {
                 attributes[attribute] = value
             }
         }
-        if attributes.isEmpty, let name = claims.claims["name"]?.first,
+        if attributes.isEmpty, let name = claims["name"]?.first,
             AttributeValidator.validate(name: "givenName", value: name) == .valid
         {
             attributes["givenName"] = name
         }
-        let groups = provider.groupsClaim.flatMap { claims.claims[$0] } ?? []
+        let groups = provider.groupsClaim.flatMap { claims[$0] } ?? []
         let hostGroups = Set(groups.flatMap { provider.hostGroups[$0] ?? [] }).sorted()
         return IdentityManager.NewAccount(
             email: email, loginName: loginName, attributes: attributes, arbitraryAttributes: nil, serviceMappingId: nil,

@@ -17,7 +17,7 @@ final class IdentityProviders: Sendable {
         defaultId = configuration.defaultIdentityProvider
         var secrets: [String: String] = [:]
         for provider in settings {
-            guard let path = provider.clientSecretFile else { continue }
+            guard let path = provider.secretFile else { continue }
             secrets[provider.id] = try Self.secret(at: path, provider: provider.id)
         }
         self.secrets = secrets
@@ -40,11 +40,19 @@ final class IdentityProviders: Sendable {
         return provider
     }
 
-    func client(_ provider: IdentityProviderSettings, redirectURI: String) -> OpenIDProvider {
-        OpenIDProvider(
+    /// The OpenID Connect client of a browser provider; nil for a custom one.
+    func openID(_ provider: IdentityProviderSettings, redirectURI: String) -> OpenIDProvider? {
+        guard case .openID(let issuer, let clientId, let scopes) = provider.kind else { return nil }
+        return OpenIDProvider(
             settings: OpenIDProvider.Settings(
-                issuer: provider.issuer, clientId: provider.clientId, clientSecret: secrets[provider.id],
-                scopes: provider.scopes, redirectURI: redirectURI))
+                issuer: issuer, clientId: clientId, clientSecret: secrets[provider.id], scopes: scopes,
+                redirectURI: redirectURI))
+    }
+
+    /// The endpoint of a custom provider; nil for a browser one.
+    func custom(_ provider: IdentityProviderSettings) -> CustomProvider? {
+        guard case .custom(let endpoint, _) = provider.kind else { return nil }
+        return CustomProvider(endpoint: endpoint, token: secrets[provider.id])
     }
 
     /// Runs a blocking call to a provider on the providers' own threads.
@@ -56,19 +64,19 @@ final class IdentityProviders: Sendable {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw ManagerError.internalFailure(
-                "identity_provider.\(provider).client_secret_file \(path) cannot be read: \(String(cString: strerror(errno)))"
+                "identity_provider.\(provider)'s secret file \(path) cannot be read: \(String(cString: strerror(errno)))"
             )
         }
         guard info.st_mode & 0o077 == 0 else {
             throw ManagerError.internalFailure(
-                "identity_provider.\(provider).client_secret_file \(path) may be read by others; chmod 600 it")
+                "identity_provider.\(provider)'s secret file \(path) may be read by others; chmod 600 it")
         }
         guard let data = FileManager.default.contents(atPath: path), data.count <= 4096,
             let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
             !text.isEmpty
         else {
             throw ManagerError.internalFailure(
-                "identity_provider.\(provider).client_secret_file \(path) holds no secret")
+                "identity_provider.\(provider)'s secret file \(path) holds no secret")
         }
         return text
     }

@@ -14,7 +14,7 @@ extension IdentityManager {
     public func identityProviderList() -> IdentityProvidersMessage {
         IdentityProvidersMessage(
             identityProviders: identityProviders.settings.map {
-                IdentityProviderMessage(id: $0.id, name: $0.name, type: "browser")
+                IdentityProviderMessage(id: $0.id, name: $0.name, type: $0.type)
             },
             defaultIdentityProvider: identityProviders.defaultId)
     }
@@ -37,22 +37,28 @@ extension IdentityManager {
                 "the registration was rejected; choose another PIN or alias",
                 attributes: errors, pinError: pinVerdict == .valid ? nil : pinVerdict.rawValue)
         }
-        let openID = identityProviders.client(provider, redirectURI: callbackURL)
-        let discovery = try await providerCall { try openID.discover() }
         let (state, waitToken) = (try SecureRandom.token(), try SecureRandom.token())
-        let registration = ManagerStore.ProviderRegistration(
+        var registration = ManagerStore.ProviderRegistration(
             id: try SecureRandom.identifier(), provider: provider.id, stateHash: Self.hashed(state),
             oidcNonce: try SecureRandom.token(), codeVerifier: try SecureRandom.token(byteCount: 48),
             alias: request.alias, pin: try pinChecker.makeVerifier(pin: pin), waitTokenHash: Self.hashed(waitToken),
-            inBrowser: request.continueInBrowser == true, outcome: "pending",
+            inBrowser: request.continueInBrowser == true, customStep: nil, outcome: "pending",
             expiresAt: Self.now() + Self.providerRegistrationMilliseconds)
-        try await database.transaction { store in try await store.insertProviderRegistration(registration) }
+        var authorizationURL: String?
+        if let openID = identityProviders.openID(provider, redirectURI: callbackURL) {
+            let discovery = try await providerCall { try openID.discover() }
+            authorizationURL = openID.authorizationURL(
+                discovery, state: state, nonce: registration.oidcNonce, codeVerifier: registration.codeVerifier)
+        } else if case .custom(_, let steps) = provider.kind {
+            registration.customStep = (steps == 2 ? CustomRegistrationStep.`init` : .finish).rawValue
+        }
+        let row = registration
+        try await database.transaction { store in try await store.insertProviderRegistration(row) }
         logger.info("registration through an identity provider started", metadata: ["provider": "\(provider.id)"])
         return ProviderRegistrationStartMessage(
-            registrationId: registration.id,
-            authorizationUrl: openID.authorizationURL(
-                discovery, state: state, nonce: registration.oidcNonce, codeVerifier: registration.codeVerifier),
-            waitToken: waitToken, expiresAt: registration.expiresAt)
+            registrationId: registration.id, authorizationUrl: authorizationURL,
+            customStep: registration.customStep.flatMap(CustomRegistrationStep.init(rawValue:)), waitToken: waitToken,
+            expiresAt: registration.expiresAt)
     }
 
     var callbackURL: String { managerURL.endpoint(APIPath.providerRegistrationCallback) }
@@ -129,7 +135,11 @@ extension IdentityManager {
             throw OpenIDProvider.Failure("the identity provider came back without a code")
         }
         let provider = try identityProviders.provider(registration.provider)
-        let openID = identityProviders.client(provider, redirectURI: callbackURL)
+        guard let openID = identityProviders.openID(provider, redirectURI: callbackURL),
+            case .openID(let issuer, let clientId, _) = provider.kind
+        else {
+            throw OpenIDProvider.Failure("\(provider.name) is no browser identity provider")
+        }
         let (token, keys) = try await providerCall {
             let discovery = try openID.discover()
             return (
@@ -137,8 +147,17 @@ extension IdentityManager {
                 try openID.keys(discovery)
             )
         }
-        let claims = try await IDTokenCheck(issuer: provider.issuer.description, clientId: provider.clientId).claims(
+        let claims = try await IDTokenCheck(issuer: issuer.description, clientId: clientId).claims(
             of: token, keys: keys, nonce: registration.oidcNonce, now: Date())
+        return try await register(registration, claims: claims.claims, from: provider)
+    }
+
+    /// Makes the account the provider's claims describe, with the activation PIN chosen at the start, and keeps the
+    /// activation data, sealed, for the client.
+    private func register(
+        _ registration: ManagerStore.ProviderRegistration, claims: [String: [String]],
+        from provider: IdentityProviderSettings
+    ) async throws -> (email: String, loginName: String?) {
         let account = try ClaimMapping(provider).account(from: claims)
         let activation = try activations.makeActivation(verifier: registration.pin)
         _ = try await activations.createAccount(
@@ -154,6 +173,62 @@ extension IdentityManager {
             "registered account through an identity provider",
             metadata: ["provider": "\(provider.id)", "email": "\(account.email)"])
         return (account.email, account.loginName)
+    }
+
+    /// A custom provider's step: the person's data goes to the organization's endpoint, which accepts (the account is
+    /// made; its activation data waits at the wait), refuses, or, after the init step, asks for the finish step.
+    public func customRegistrationStep(
+        _ request: CustomRegistrationStepRequest
+    ) async throws
+        -> CustomRegistrationStepMessage
+    {
+        let registration = try await database.transaction { store -> ManagerStore.ProviderRegistration in
+            guard
+                let found = try await store.providerRegistration(id: request.registrationId, now: Self.now()),
+                constantTimeEquals(Data(Self.hashed(request.waitToken).utf8), Data(found.waitTokenHash.utf8)),
+                let claimed = try await store.claimCustomRegistration(
+                    id: found.id, step: request.step.rawValue, now: Self.now())
+            else {
+                throw ManagerError(
+                    .conflict, .sessionInvalid,
+                    "this registration is unknown, ran out, is not at the \(request.step.rawValue) step, or was answered; start it again"
+                )
+            }
+            return claimed
+        }
+        let provider = try identityProviders.provider(registration.provider)
+        guard let endpoint = identityProviders.custom(provider) else {
+            throw ManagerError.badRequest("\(provider.name) is no custom identity provider")
+        }
+        do {
+            switch try await identityProviders.run({
+                try endpoint.call(
+                    request.step == .`init` ? .`init` : .finish, registrationId: registration.id, data: request.data)
+            }) {
+            case .continued(let info):
+                try await database.transaction { store in
+                    try await store.continueCustomRegistration(id: registration.id, step: "finish")
+                }
+                return CustomRegistrationStepMessage(outcome: .pending, nextStep: .finish, info: info)
+            case .accepted(let claims, let info):
+                _ = try await register(registration, claims: claims, from: provider)
+                return CustomRegistrationStepMessage(outcome: .registered, info: info)
+            case .refused(let reason):
+                throw OpenIDProvider.Failure("\(provider.name) refused the registration: \(reason)")
+            }
+        } catch {
+            let message =
+                (error as? OpenIDProvider.Failure)?.description ?? (error as? ManagerError)?.detail.message
+                ?? "the manager could not finish the registration; its log has the details"
+            try await database.transaction { store in
+                try await store.settleProviderRegistration(
+                    id: registration.id, outcome: "refused", message: message, email: nil, loginName: nil,
+                    sealedActivation: nil)
+            }
+            var answer = CustomRegistrationStepMessage(outcome: .refused)
+            answer.message = message
+            return answer
+        }
     }
 
     /// The activation link of a settled registration, given once (the row goes with it).

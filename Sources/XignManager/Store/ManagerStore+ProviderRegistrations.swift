@@ -16,6 +16,8 @@ extension ManagerStore {
         var waitTokenHash: String
         /// The web app's registration: the browser is sent on to the activation link.
         var inBrowser: Bool
+        /// A custom provider's step the client sends next; nil for a browser provider.
+        var customStep: String?
         var outcome: String
         var message: String?
         var email: String?
@@ -29,12 +31,13 @@ extension ManagerStore {
         try await sql.raw(
             """
             INSERT INTO provider_registrations (id, provider, state_hash, oidc_nonce, code_verifier, alias, pin_salt, pin_verifier,
-                                               pin_iterations, pin_pepper, wait_token_hash, in_browser, outcome, expires_at)
+                                               pin_iterations, pin_pepper, wait_token_hash, in_browser, custom_step, outcome,
+                                               expires_at)
             VALUES (\(bind: registration.id), \(bind: registration.provider), \(bind: registration.stateHash),
                     \(bind: registration.oidcNonce), \(bind: registration.codeVerifier), \(bind: registration.alias),
                     \(bind: Base64URL.encode(registration.pin.salt)), \(bind: Base64URL.encode(registration.pin.value)),
                     \(bind: registration.pin.iterations), \(bind: registration.pin.pepper.rawValue),
-                    \(bind: registration.waitTokenHash), \(bind: registration.inBrowser ? 1 : 0), 'pending',
+                    \(bind: registration.waitTokenHash), \(bind: registration.inBrowser ? 1 : 0), \(bind: registration.customStep), 'pending',
                     \(bind: registration.expiresAt))
             """
         ).run()
@@ -49,6 +52,24 @@ extension ManagerStore {
             RETURNING \(Self.providerRegistrationColumns)
             """
         ).first().map(ProviderRegistration.init)
+    }
+
+    /// The pending registration of a custom provider waiting for `step`, taken while its endpoint is asked.
+    func claimCustomRegistration(id: String, step: String, now: Int64) async throws -> ProviderRegistration? {
+        try await sql.raw(
+            """
+            UPDATE provider_registrations SET outcome = 'answering'
+            WHERE id = \(bind: id) AND outcome = 'pending' AND custom_step = \(bind: step) AND expires_at > \(bind: now)
+            RETURNING \(Self.providerRegistrationColumns)
+            """
+        ).first().map(ProviderRegistration.init)
+    }
+
+    /// Back to pending, waiting for `step`.
+    func continueCustomRegistration(id: String, step: String) async throws {
+        try await sql.raw(
+            "UPDATE provider_registrations SET outcome = 'pending', custom_step = \(bind: step) WHERE id = \(bind: id)"
+        ).run()
     }
 
     func providerRegistration(id: String, now: Int64) async throws -> ProviderRegistration? {
@@ -80,7 +101,7 @@ extension ManagerStore {
     private static let providerRegistrationColumns = SQLQueryString(
         """
         id, provider, state_hash, oidc_nonce, code_verifier, alias, pin_salt, pin_verifier, pin_iterations, pin_pepper,
-        wait_token_hash, in_browser, outcome, message, email, login_name, activation, expires_at
+        wait_token_hash, in_browser, custom_step, outcome, message, email, login_name, activation, expires_at
         """)
 }
 
@@ -100,6 +121,7 @@ extension ManagerStore.ProviderRegistration {
             pepper: try row.decode(enumColumn: "pin_pepper", as: PINPepperKind.self))
         waitTokenHash = try row.decode(column: "wait_token_hash", as: String.self)
         inBrowser = try row.decode(column: "in_browser", as: Int.self) != 0
+        customStep = try row.decode(column: "custom_step", as: String?.self)
         outcome = try row.decode(column: "outcome", as: String.self)
         message = try row.decode(column: "message", as: String?.self)
         email = try row.decode(column: "email", as: String?.self)

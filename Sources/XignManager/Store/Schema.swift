@@ -29,6 +29,7 @@ enum Schema {
             pin_pepper TEXT NOT NULL,
             wait_token_hash TEXT NOT NULL,
             in_browser BIGINT NOT NULL,
+            custom_step TEXT,
             outcome TEXT NOT NULL,
             message TEXT,
             email TEXT,
