@@ -217,6 +217,8 @@ import XignTestSupport
         \(ManagerFiles.testConfig)
         [server]
         public_url = http://localhost:8440
+        [registration]
+        open = false
         [identity_providers]
         names = hr, badge
         [identity_provider.hr]
@@ -267,6 +269,8 @@ import XignTestSupport
                     "custom", "custom",
                 ])
 
+            // Registration by mail is closed here; the providers the administrator configured still register.
+            #expect(try await api.postRegistration("someone@example.org").status == 403)
             // Two steps: init continues with the service's text, finish accepts.
             let hr = try await Self.start(api, "hr")
             #expect(hr["customStep"] as? String == "init" && hr["authorizationUrl"] == nil, "\(hr)")

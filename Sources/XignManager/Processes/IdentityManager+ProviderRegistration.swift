@@ -22,7 +22,8 @@ extension IdentityManager {
     public func startProviderRegistration(
         _ request: ProviderRegistrationRequest, from client: String?
     ) async throws -> ProviderRegistrationStartMessage {
-        guard configuration.registrationIsOpen else { throw ManagerError.registrationClosed }
+        // `registration.open = false` closes registration by mail only: a configured provider is the administrator's
+        // own choice of who may register.
         if let client { try await rateLimiter.charge(.registrationsPerAddress, key: client) }
         let provider = try identityProviders.provider(request.identityProvider)
         let pin = try pinChecker.open(
