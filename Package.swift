@@ -108,6 +108,7 @@ let package = Package(
                 .embedInCode("Resources/console-account.mustache"), .embedInCode("Resources/console-audit.mustache"),
                 .embedInCode("Resources/console-hosts.mustache"), .embedInCode("Resources/console-health.mustache"),
                 .embedInCode("Resources/notice.mustache"), .embedInCode("Resources/register.mustache"),
+                .embedInCode("Resources/console-waiting.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.

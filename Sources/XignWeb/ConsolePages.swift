@@ -11,13 +11,14 @@ public enum ConsolePage: String, Sendable {
     case audit = "console-audit"
     case hosts = "console-hosts"
     case health = "console-health"
+    case waiting = "console-waiting"
 
     /// What the script does on the page (its `data-page`).
     var script: String {
         switch self {
         case .signIn: "console"
         case .account, .accounts, .hosts: "console-account"
-        case .denied, .audit, .health: "console-list"
+        case .denied, .audit, .health, .waiting: "console-list"
         }
     }
 }

@@ -110,6 +110,7 @@ public enum WebPath {
     public static let consoleAuditCSV = "/console/audit.csv"
     public static let consoleHosts = "/console/hosts"
     public static let consoleHealth = "/console/health"
+    public static let consoleWaiting = "/console/waiting"
     public static let script = "/web/app.js"
     public static let stylesheet = "/web/app.css"
 }

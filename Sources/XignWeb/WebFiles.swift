@@ -17,6 +17,7 @@ enum WebFiles {
         "console-audit": text(PackageResources.console_audit_mustache),
         "console-hosts": text(PackageResources.console_hosts_mustache),
         "console-health": text(PackageResources.console_health_mustache),
+        "console-waiting": text(PackageResources.console_waiting_mustache),
         "notice": text(PackageResources.notice_mustache), "register": text(PackageResources.register_mustache),
     ]
 

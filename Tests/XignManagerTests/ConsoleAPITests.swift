@@ -160,10 +160,14 @@ import XignTestSupport
                 $0.hostGroups = ["web"]
             }
             #expect(host.status == 200 && host.text.contains("Join token for web1.example.org"), "\(host.text)")
+            let (_, _, hostsPage) = try await Self.page(inProcess, "/console/hosts", token: adminToken)
+            #expect(hostsPage.contains("Join tokens not used yet") && hostsPage.contains("web1.example.org, until"))
             let removed = try await Self.act(inProcess, adminToken, admin, .removeHost, on: nil) {
                 $0.hostName = "web1.example.org"
             }
             #expect(removed.status == 200, "\(removed.text)")
+            let (_, _, afterRemoval) = try await Self.page(inProcess, "/console/hosts", token: adminToken)
+            #expect(!afterRemoval.contains("web1.example.org"), "the token was revoked with the host")
             let offline = try await Self.act(inProcess, adminToken, admin, .setOfflinePolicy, on: bobId) {
                 $0.offlineGraceSeconds = 3600
                 $0.offlineMaxFailures = 3
@@ -234,7 +238,7 @@ import XignTestSupport
             let eveId = try Self.accountId(inProcess, "eve@example.org")
             for path in [
                 "/console", "/console/accounts", "/console/accounts/\(eveId)", "/console/audit", "/console/hosts",
-                "/console/health",
+                "/console/health", "/console/waiting",
             ] {
                 let (status, headers, html) = try await Self.page(inProcess, path, token: token)
                 #expect(status == 200, "\(path)")

@@ -79,7 +79,7 @@ import XignTestSupport
         #expect(try browser.consoleSignIn(manager.browserURL + "/console", pin: pin).error.isEmpty)
         let paths = [
             "/console/accounts", "/console/accounts/\(eve)", "/console/audit", "/console/audit?kind=accountCreated",
-            "/console/hosts", "/console/health",
+            "/console/hosts", "/console/health", "/console/waiting",
         ]
         let shown = try browser.consolePages(paths, at: manager.browserURL)
         let pages = browser.records(shown, "pages")

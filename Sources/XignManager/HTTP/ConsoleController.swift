@@ -27,6 +27,9 @@ struct ConsoleController<Context: RequestContext> {
         router.get(RouterPath(WebPath.consoleHosts)) { request, _ in
             try await page(request) { user in try await hosts(user) }
         }
+        router.get(RouterPath(WebPath.consoleWaiting)) { request, _ in
+            try await page(request) { user in try await waiting(user) }
+        }
         router.get(RouterPath(WebPath.consoleHealth)) { request, _ in
             try await page(request) { user in try await health(user) }
         }
@@ -146,6 +149,9 @@ struct ConsoleController<Context: RequestContext> {
         var values = common("Hosts", user)
         values["count"] = hosts.count
         values["isAdmin"] = user.role == .admin
+        let pending = try await manager.pendingHostJoins()
+        values["hasPending"] = !pending.isEmpty
+        values["pending"] = pending.map { ["name": DisplayText.marked($0.name), "until": Self.time($0.expiresAt)] }
         values["hosts"] = hosts.map { host -> [String: String] in
             [
                 "name": host.name, "groups": host.groups.isEmpty ? "none" : host.groups.joined(separator: " "),
@@ -153,6 +159,20 @@ struct ConsoleController<Context: RequestContext> {
             ].mapValues(DisplayText.marked)
         }
         return try web.console(.hosts, values)
+    }
+
+    private func waiting(_ user: IdentityManager.ConsoleUser) async throws -> Response {
+        let logins = try await manager.waitingLogins(limit: Self.accountsShown)
+        var values = common("Logins waiting", user)
+        values["count"] = logins.count
+        values["logins"] = logins.map { login -> [String: String] in
+            [
+                "loginName": login.loginName, "email": login.email, "host": login.hostName, "service": login.service,
+                "remote": login.remoteHost ?? "", "since": Self.time(login.createdAt),
+                "until": Self.time(login.expiresAt),
+            ].mapValues(DisplayText.marked)
+        }
+        return try web.console(.waiting, values)
     }
 
     private func health(_ user: IdentityManager.ConsoleUser) async throws -> Response {

@@ -15,7 +15,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
         for page in [
             WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script,
             WebPath.stylesheet, WebPath.console, WebPath.consoleAccounts, WebPath.consoleAudit, WebPath.consoleAuditCSV,
-            WebPath.consoleHosts, WebPath.consoleHealth, WebPath.register,
+            WebPath.consoleHosts, WebPath.consoleHealth, WebPath.consoleWaiting, WebPath.register,
         ] {
             methods[page] = .get
         }

@@ -205,6 +205,14 @@ extension IdentityManager {
         }
     }
 
+    func pendingHostJoins() async throws -> [(name: String, expiresAt: Int64)] {
+        try await database.read { store in try await store.pendingHostJoins(now: Self.now()) }
+    }
+
+    func waitingLogins(limit: Int) async throws -> [ManagerStore.WaitingLogin] {
+        try await database.read { store in try await store.waitingLogins(now: Self.now(), limit: limit) }
+    }
+
     func auditEvents(matching filter: AuditFilter, limit: Int) async throws -> [AuditEvent] {
         try await database.read { store in try await store.auditEvents(matching: filter, limit: limit) }
     }

@@ -103,6 +103,37 @@ extension ManagerStore {
             .decode(column: "locked_at", as: Int64?.self) != nil
     }
 
+    /// A login that waits for its approval, as the console lists it (the code stays the host's).
+    struct WaitingLogin: Sendable {
+        var loginName: String
+        var email: String
+        var hostName: String
+        var service: String
+        var remoteHost: String?
+        var createdAt: Int64
+        var expiresAt: Int64
+    }
+
+    /// The logins waiting for approval on every host, newest first, at most `limit`.
+    func waitingLogins(now: Int64, limit: Int) async throws -> [WaitingLogin] {
+        try await sql.raw(
+            """
+            SELECT f.login_name, c.email, h.name AS host_name, f.service, f.remote_host, f.created_at, f.expires_at
+            FROM confirmations f JOIN accounts c ON c.id = f.account_id JOIN hosts h ON h.id = f.host_id
+            WHERE f.state = 'pending' AND f.expires_at > \(bind: now) ORDER BY f.created_at DESC LIMIT \(bind: limit)
+            """
+        ).all().map { row in
+            WaitingLogin(
+                loginName: try row.decode(column: "login_name", as: String.self),
+                email: try row.decode(column: "email", as: String.self),
+                hostName: try row.decode(column: "host_name", as: String.self),
+                service: try row.decode(column: "service", as: String.self),
+                remoteHost: try row.decode(column: "remote_host", as: String?.self),
+                createdAt: try row.decode(column: "created_at", as: Int64.self),
+                expiresAt: try row.decode(column: "expires_at", as: Int64.self))
+        }
+    }
+
     /// Audit entries that match every filter given, newest first, at most `limit`.
     func auditEvents(matching filter: AuditFilter, limit: Int) async throws -> [AuditEvent] {
         var conditions: [SQLQueryString] = ["at >= \(bind: filter.since)", "at < \(bind: filter.until)"]

@@ -34,6 +34,15 @@ extension ManagerStore {
         ).first()?.decode(column: "name", as: String.self)
     }
 
+    /// The hosts a join token waits for, with when it runs out.
+    func pendingHostJoins(now: Int64) async throws -> [(name: String, expiresAt: Int64)] {
+        try await sql.raw(
+            "SELECT name, expires_at FROM host_join_tokens WHERE expires_at > \(bind: now) ORDER BY name"
+        ).all().map {
+            (try $0.decode(column: "name", as: String.self), try $0.decode(column: "expires_at", as: Int64.self))
+        }
+    }
+
     /// Whether a join token is there and unexpired, without using it up.
     func isHostJoinTokenValid(hash: String, now: Int64) async throws -> Bool {
         try await sql.raw(
