@@ -70,8 +70,8 @@ import XignProtocol
             ("[identity_providers]\nnames = corp\n", "needs identity_provider.corp.issuer"),
             ("IDPissuer = http://idp.example.org\n", "plain http to a host that is not loopback"),
             ("IDPissuer = https://idp.example.org\ntype = saml\n", "identity_provider.corp.type must be openid"),
-        ("IDPtype = custom\n", "needs identity_provider.corp.url"),
-        ("IDPtype = custom\nurl = https://hr.example.org/x\nsteps = 3\n", "identity_provider.corp.steps"),
+            ("IDPtype = custom\n", "needs identity_provider.corp.url"),
+            ("IDPtype = custom\nurl = https://hr.example.org/x\nsteps = 3\n", "identity_provider.corp.steps"),
             ("IDPissuer = https://idp.example.org\nscopes = email\n", "scopes must include openid"),
             ("IDPissuer = https://idp.example.org\nhost_groups = admins\n", "lists PROVIDER-GROUP:HOST-GROUP"),
             (
