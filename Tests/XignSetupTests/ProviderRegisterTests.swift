@@ -62,3 +62,41 @@ import XignTestSupport
                 == ["Laptop|personalized"])
     }
 }
+
+/// The custom API provider at the terminal: the person types each step's data as the organization's service asks.
+@Suite struct CustomProviderRegisterTests {
+    @Test func aPersonAnswersBothStepsAtTheTerminalAndThisMachineIsActivated() throws {
+        let service = try RegistrationService()
+        let manager = try ManagerProcess(
+            config: """
+                \(ManagerProcess.testConfig)
+                [identity_providers]
+                names = hr
+                [identity_provider.hr]
+                type = custom
+                name = HR check
+                url = \(service.url)
+                steps = 2
+                secret_file = \(try service.tokenFile())
+                login_name_claim = login
+                """)
+        let directory = TemporaryDirectory()
+        let terminal = try PseudoTerminal(
+            try Products.path("xign-setup"),
+            [
+                "register", "--manager", manager.url.description, "--identity-provider", "hr", "--state-dir",
+                directory.file("state"),
+            ], columns: 100, rows: 40)
+        try terminal.expect("Choose an activation PIN")
+        terminal.send("24680\r")
+        try terminal.expect("Repeat the PIN")
+        terminal.send("24680\r")
+        try terminal.expect("Registration data for the organization's service")
+        terminal.send("employee 42\r")
+        try terminal.expect("Type the code HR sent to employee 42")
+        terminal.send("314159\r")
+        try terminal.expect("Personalized", timeout: 60)
+        #expect(try terminal.wait() == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("Registered as emp42@example.org with the login name emp42"))
+    }
+}

@@ -4,10 +4,11 @@ import XignIdentityProviders
 import XignManagerConfiguration
 import XignProtocol
 
-/// Registration through the organization's identity provider (OpenID Connect, code flow with PKCE and a nonce).
-/// The client chooses the activation PIN and starts; the person signs in at the provider in any browser, which
-/// comes back to the callback; the manager checks the ID token, makes the account from its claims (no mail step:
-/// the provider vouched for the address) and hands the activation data to the client that started, once.
+/// Registration through the organization's identity provider. The client chooses the activation PIN and starts.
+/// With a browser provider (OpenID Connect, code flow with PKCE and a nonce) the person signs in at the provider in
+/// any browser, which comes back to the callback, and the manager checks the ID token; with a custom one the client
+/// sends each step's data, which the organization's service judges. The manager makes the account from the claims
+/// (no mail step: the provider vouched for the address) and hands the activation data to the client, once.
 extension IdentityManager {
     static let providerRegistrationMilliseconds: Int64 = 600_000
 
