@@ -12,23 +12,8 @@ import XignTestSupport
     static let publicURL = "http://localhost:8440"
     static let callback = publicURL + APIPath.providerRegistrationCallback
 
-    static func config(_ provider: OpenIDProviderServer, loginNames: Bool = true) throws -> String {
-        """
-        \(ManagerFiles.testConfig)
-        [server]
-        public_url = \(publicURL)
-        [identity_providers]
-        names = corp
-        [identity_provider.corp]
-        name = Corp SSO
-        issuer = \(provider.issuer)
-        client_id = xign
-        client_secret_file = \(try provider.clientSecretFile())
-        scopes = openid
-        groups_claim = groups
-        host_groups = web-admins:web+db, staff:intranet
-        \(loginNames ? "login_name_claim = login" : "")
-        """
+    static func config(_ provider: OpenIDProviderServer) throws -> String {
+        try provider.managerConfig(publicURL: publicURL, base: ManagerFiles.testConfig)
     }
 
     /// Starts a registration through the default provider; the answer.
@@ -189,7 +174,7 @@ import XignTestSupport
         let url = "http://localhost:\(port)"
         let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
         let manager = try ManagerProcess(
-            config: try Self.config(provider).replacingOccurrences(of: Self.publicURL, with: url), port: port)
+            config: try provider.managerConfig(publicURL: url, base: ManagerFiles.testConfig), port: port)
         let phone = Browser(
             in: TemporaryDirectory(), keptIn: OpenAPIValidator.repositoryFile(".build-screenshots/registration"))
         let atProvider = try phone.registerThroughProvider(url + "/register", pin: "24680")

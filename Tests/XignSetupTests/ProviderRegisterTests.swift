@@ -5,6 +5,14 @@ import XignTestSupport
 
 @testable import xign_setup
 
+/// The activation PIN chosen at the terminal, typed twice.
+func typePIN(_ terminal: PseudoTerminal, _ pin: String = "24680") throws {
+    try terminal.expect("Choose an activation PIN")
+    terminal.send(pin + "\r")
+    try terminal.expect("Repeat the PIN")
+    terminal.send(pin + "\r")
+}
+
 /// `xign-setup register --identity-provider` as a person at a terminal runs it, against the real manager and
 /// Debian's glewlwyd as the organization's provider: the PIN typed twice, the link's QR code (read back with zbarimg)
 /// opened by the person's browser, which signs in at the provider and comes back, and the machine activated.
@@ -16,22 +24,7 @@ import XignTestSupport
         let url = "http://localhost:\(port)"
         let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
         let manager = try ManagerProcess(
-            config: """
-                \(ManagerProcess.testConfig)
-                [server]
-                public_url = \(url)
-                [identity_providers]
-                names = corp
-                [identity_provider.corp]
-                name = Corp SSO
-                issuer = \(provider.issuer)
-                client_id = xign
-                client_secret_file = \(try provider.clientSecretFile())
-                scopes = openid
-                login_name_claim = login
-                groups_claim = groups
-                host_groups = web-admins:web
-                """, port: port)
+            config: try provider.managerConfig(publicURL: url, base: ManagerProcess.testConfig), port: port)
         let directory = TemporaryDirectory()
         let terminal = try PseudoTerminal(
             try Products.path("xign-setup"),
@@ -39,10 +32,7 @@ import XignTestSupport
                 "register", "--manager", url, "--identity-provider", "corp", "--alias", "Laptop", "--state-dir",
                 directory.file("state"),
             ], columns: 100, rows: 60)
-        try terminal.expect("Choose an activation PIN")
-        terminal.send("24680\r")
-        try terminal.expect("Repeat the PIN")
-        terminal.send("24680\r")
+        try typePIN(terminal)
         try terminal.expect("Waiting for you to sign in")
         let shown = screen(terminal)
         let code = (shown.components(separatedBy: "Or scan it with your phone:").last ?? "").split(
@@ -87,10 +77,7 @@ import XignTestSupport
                 "register", "--manager", manager.url.description, "--identity-provider", "hr", "--state-dir",
                 directory.file("state"),
             ], columns: 100, rows: 40)
-        try terminal.expect("Choose an activation PIN")
-        terminal.send("24680\r")
-        try terminal.expect("Repeat the PIN")
-        terminal.send("24680\r")
+        try typePIN(terminal)
         try terminal.expect("Registration data for the organization's service")
         terminal.send("employee 42\r")
         try terminal.expect("Type the code HR sent to employee 42")

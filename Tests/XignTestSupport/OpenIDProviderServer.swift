@@ -36,8 +36,26 @@ public final class OpenIDProviderServer: @unchecked Sendable {
 
     deinit { process.stop() }
 
-    /// Writes the client secret where manager.conf's `client_secret_file` can name it (0600).
-    public func clientSecretFile() throws -> String { try directory.write("client-secret", clientSecret) }
+    /// manager.conf for a manager at `publicURL` that registers through this provider as `corp`: the login name from
+    /// the `login` claim, and host groups from the `groups` claim.
+    public func managerConfig(publicURL: String, base: String) throws -> String {
+        """
+        \(base)
+        [server]
+        public_url = \(publicURL)
+        [identity_providers]
+        names = corp
+        [identity_provider.corp]
+        name = Corp SSO
+        issuer = \(issuer)
+        client_id = xign
+        client_secret_file = \(try directory.write("client-secret", clientSecret))
+        scopes = openid
+        login_name_claim = login
+        groups_claim = groups
+        host_groups = web-admins:web+db, staff:intranet
+        """
+    }
 
     /// The person signs in at the provider and grants the client; where the provider then sends the browser back.
     public func signIn(_ user: String, password: String, at authorizationURL: String) throws -> String {
