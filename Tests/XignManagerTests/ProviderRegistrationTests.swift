@@ -197,7 +197,7 @@ import XignTestSupport
 /// OneWelcome's custom API identity provider: the organization's endpoint accepts in one step or two, refuses, or
 /// answers what it may not; each ends as the endpoint said, with the claims mapped as for a browser provider.
 @Suite struct CustomProviderRegistrationTests {
-    static func config(_ service: RegistrationService) throws -> String {
+    static func config(_ service: RegistrationService, hrToken: Bool = true) throws -> String {
         """
         \(ManagerFiles.testConfig)
         [server]
@@ -206,21 +206,9 @@ import XignTestSupport
         open = false
         [identity_providers]
         names = hr, badge
-        [identity_provider.hr]
-        type = custom
-        name = HR check
-        url = \(service.url)
-        steps = 2
-        secret_file = \(try service.tokenFile())
-        login_name_claim = login
-        groups_claim = groups
-        host_groups = staff:intranet
-        [identity_provider.badge]
-        type = custom
-        url = \(service.url)
-        secret_file = \(try service.tokenFile())
-        groups_claim = groups
-        host_groups = web-admins:web
+        \(try service.providerSection(
+            "hr", steps: 2, token: hrToken, extra: "name = HR check\nlogin_name_claim = login\ngroups_claim = groups\nhost_groups = staff:intranet"))
+        \(try service.providerSection("badge", steps: 1, extra: "groups_claim = groups\nhost_groups = web-admins:web"))
         """
     }
 
@@ -300,9 +288,7 @@ import XignTestSupport
 
     @Test func theServiceRefusesAManagerWithoutItsToken() async throws {
         let service = try RegistrationService()
-        let config = try Self.config(service).replacingOccurrences(
-            of: "secret_file = \(try service.tokenFile())\nlogin_name_claim", with: "login_name_claim")
-        try await InProcessManager.run(config: config) { inProcess in
+        try await InProcessManager.run(config: try Self.config(service, hrToken: false)) { inProcess in
             let started = try await Self.start(inProcess.api, "hr")
             let answer = try await Self.step(inProcess.api, started, .`init`, "employee 42").json
             #expect((answer["message"] as? String ?? "").contains("answered HTTP 401"), "\(answer)")

@@ -62,13 +62,7 @@ func typePIN(_ terminal: PseudoTerminal, _ pin: String = "24680") throws {
                 \(ManagerProcess.testConfig)
                 [identity_providers]
                 names = hr
-                [identity_provider.hr]
-                type = custom
-                name = HR check
-                url = \(service.url)
-                steps = 2
-                secret_file = \(try service.tokenFile())
-                login_name_claim = login
+                \(try service.providerSection("hr", steps: 2, extra: "name = HR check\nlogin_name_claim = login"))
                 """)
         let directory = TemporaryDirectory()
         let terminal = try PseudoTerminal(

@@ -24,6 +24,16 @@ public final class RegistrationService: @unchecked Sendable {
 
     deinit { process.stop() }
 
-    /// The bearer token where manager.conf's `secret_file` can name it (0600).
-    public func tokenFile() throws -> String { try directory.write("token", token) }
+    /// manager.conf's section for a custom provider `id` that reaches this service in `steps`, with `extra` lines;
+    /// without `token`, the manager does not name itself to the service.
+    public func providerSection(_ id: String, steps: Int, token: Bool = true, extra: String = "") throws -> String {
+        """
+        [identity_provider.\(id)]
+        type = custom
+        url = \(url)
+        steps = \(steps)
+        \(token ? "secret_file = \(try directory.write("token", self.token))" : "")
+        \(extra)
+        """
+    }
 }

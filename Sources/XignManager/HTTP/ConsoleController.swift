@@ -53,14 +53,14 @@ struct ConsoleController<Context: RequestContext> {
             let (token, session) = try await manager.openConsoleSession(
                 body: try await request.collectBody(), signature: request.signatureHeader)
             var response = try Response.json(.created, session)
-            response.headers[.setCookie] = Request.sessionCookie(
+            response.headers[.setCookie] = Request.setCookie(
                 Request.consoleCookieName, token, maxAge: IdentityManager.consoleSessionMilliseconds / 1000)
             return response
         }
         router.post(RouterPath(APIPath.consoleSessionEnd)) { request, _ in
             try await manager.endConsoleSession(token: try request.consoleCookie)
             var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
-            response.headers[.setCookie] = Request.sessionCookie(Request.consoleCookieName, "", maxAge: 0)
+            response.headers[.setCookie] = Request.setCookie(Request.consoleCookieName, "", maxAge: 0)
             return response
         }
         router.post(RouterPath(APIPath.consoleActions)) { request, _ in

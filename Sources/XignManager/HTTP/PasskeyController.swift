@@ -27,14 +27,14 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
             let (token, expiresAt) = try await manager.openWebSession(
                 body: try await request.collectBody(), signature: request.signatureHeader)
             var response = try Response.json(.created, WebSessionMessage(expiresAt: expiresAt))
-            response.headers[.setCookie] = Request.sessionCookie(
+            response.headers[.setCookie] = Request.setCookie(
                 Request.sessionCookieName, token, maxAge: IdentityManager.webSessionMilliseconds / 1000)
             return response
         }
         router.post(RouterPath(APIPath.webSessionEnd)) { request, _ in
             try await manager.endWebSession(token: try request.sessionCookie)
             var response = Response(status: .noContent, headers: [.cacheControl: "no-store"])
-            response.headers[.setCookie] = Request.sessionCookie(Request.sessionCookieName, "", maxAge: 0)
+            response.headers[.setCookie] = Request.setCookie(Request.sessionCookieName, "", maxAge: 0)
             return response
         }
         router.post(RouterPath(APIPath.webPending)) { request, _ in
@@ -56,7 +56,7 @@ extension Request {
     /// Only the manager's own pages send it back, never a request another site starts, and no script reads it. The
     /// `__Host-` prefix makes browsers refuse one that names a Domain, another Path or no Secure, so a sibling
     /// subdomain cannot plant its own session here (G8).
-    static func sessionCookie(_ name: String, _ token: String, maxAge: Int64) -> String {
+    static func setCookie(_ name: String, _ token: String, maxAge: Int64) -> String {
         "\(name)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
     }
 
