@@ -25,7 +25,16 @@ public enum RealSudo {
         guard check.status == 0 else {
             throw TestFailure("visudo refused the test's sudoers file: \(check.stdout)\(check.stderr)")
         }
-        return try body()
+        let syslog = SyslogCapture()
+        do {
+            let result = try body()
+            _ = syslog?.stop()
+            return result
+        } catch {
+            // What the module logged says why a login it ran failed, which sudo's one line does not.
+            guard let lines = syslog?.stop(), !lines.isEmpty else { throw error }
+            throw TestFailure("\(error)\nsyslog while sudo ran:\n\(lines)")
+        }
     }
 
     /// `sudo -k id -un` run by `user` in a pseudo-terminal, after `prefix` (a session to run in) and inside `shell`
