@@ -435,6 +435,35 @@ import XignTestSupport
         }
     }
 
+    /// duo_unix #391: the manager's TLS never agrees to an anonymous cipher (TLS 1.2's aNULL; 1.3 has none), so it
+    /// always proves itself with its certificate. Controls: the same anonymous client completes a handshake with a
+    /// server that offers one, and a client with the manager's CA completes and verifies the handshake.
+    @Test func theManagersTLSRefusesAnonymousCiphers() async throws {
+        let directory = TemporaryDirectory()
+        let certificates = try TestCertificates(in: directory)
+        let config =
+            ManagerProcess.testConfig
+            + "\n[server]\ntls_certificate = \(certificates.valid.certificate)\ntls_key = \(certificates.valid.key)\n"
+        let manager = try ManagerProcess(config: config)
+        func client(_ port: Int, _ arguments: [String]) throws -> ChildProcess.Result {
+            try ChildProcess(
+                "/usr/bin/openssl",
+                ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost"] + arguments,
+                in: directory
+            ).wait()
+        }
+        let anonymousClient = ["-tls1_2", "-cipher", "aNULL:@SECLEVEL=0"]
+        let refused = try client(manager.port, anonymousClient)
+        #expect(refused.status != 0, "\(refused.stdout)")
+        #expect(!refused.stdout.contains("Cipher is ADH"), "\(refused.stdout)")
+        let anonymousServer = try AnonymousTLSServer()
+        let anonymous = try client(anonymousServer.port, anonymousClient)
+        #expect(anonymous.stdout.contains("Cipher is ADH"), "control: \(anonymous.stdout)\(anonymous.stderr)")
+        let verified = try client(manager.port, ["-CAfile", certificates.caFile, "-verify_return_error"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(verified.stdout.contains("Verify return code: 0 (ok)"), "\(verified.stdout)")
+    }
+
     @Test(.machineShare) func secretsAndDataArePrivateFiles() async throws {
         let manager = try ManagerProcess()
         _ = try await API(manager: manager).register("files@example.org")

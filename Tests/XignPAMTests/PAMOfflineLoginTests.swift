@@ -253,7 +253,12 @@ import XignTestSupport
         #expect(try Self.localFailures(fixture) == 0, "an attempt the TPM did not judge is not counted")
     }
 
-    @Test(arguments: ["garbled signature", "an answer that is not HTTP", "certificate from another CA"])
+    /// duo_unix #391: a server that offers no certificate (an anonymous cipher) is a stand-in that answers, never a
+    /// manager that is gone.
+    @Test(arguments: [
+        "garbled signature", "an answer that is not HTTP", "certificate from another CA",
+        "no certificate (anonymous cipher)",
+    ])
     func aStandInThatAnswersNeverLeadsToOfflineLogin(_ fault: String) throws {
         let tpm = try SoftwareTPM()
         let (fixture, certificates, files) = try PAMTLSTests.fixture(tpm: tpm)
@@ -264,19 +269,28 @@ import XignTestSupport
             "an answer that is not HTTP": "SSH-2.0-OpenSSH_9.2\r\n",
         ]
         var standIn: FaultyServer?
+        var anonymous: AnonymousTLSServer?
         if let answer = answers[fault] {
             standIn = try FaultyServer { _ in Array(answer.utf8) }
             try fixture.redirectEnrolments(to: standIn!.url)
+        } else if fault.hasPrefix("no certificate") {
+            anonymous = try AnonymousTLSServer()
+            try fixture.redirectEnrolments(to: anonymous!.url)
         } else {
             try PAMTLSTests.reload(fixture, certificates.fromOtherCA, in: files)
         }
         let login = try fixture.login(answers: [])
         #expect(login.code != PAMCode.success, "\(login.conversation)")
         #expect(!login.conversation.contains("offline"), "\(login.conversation)")
+        if let anonymous {
+            #expect(login.conversation.contains("TLS failed"), "\(login.conversation)")
+            #expect(anonymous.log.contains("no shared cipher"), "the module reached it and refused: \(anonymous.log)")
+        }
         // Control: the manager truly gone is offline login.
         fixture.manager.stop()
         if let standIn { withExtendedLifetime(standIn) {} }
-        try fixture.redirectEnrolments(to: "https://127.0.0.1:9", from: standIn?.url ?? fixture.manager.url.description)
+        try fixture.redirectEnrolments(
+            to: "https://127.0.0.1:9", from: standIn?.url ?? anonymous?.url ?? fixture.manager.url.description)
         #expect(try fixture.login().code == PAMCode.success)
         withExtendedLifetime(files) {}
     }
