@@ -34,7 +34,7 @@ for target in $targets; do
     log="$scratch/$target.log"
     # A dictionary of the tokens the input's format is made of: JSON's field names, the config file's keys.
     case "$target" in
-    wire-answers | request-bodies | sealed-pin) dictionary=(-dict="$fuzz/Dictionaries/json.dict") ;;
+    wire-answers | request-bodies | sealed-pin | daemon-socket) dictionary=(-dict="$fuzz/Dictionaries/json.dict") ;;
     manager-config) dictionary=(-dict="$fuzz/Dictionaries/manager-config.dict") ;;
     *) dictionary=() ;;
     esac

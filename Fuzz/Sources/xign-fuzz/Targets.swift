@@ -27,6 +27,7 @@ struct FuzzTarget {
     static var party: RelyingParty { RelyingParty(origin: "http://localhost:8765", id: "localhost") }
 
     nonisolated(unsafe) static let all: [FuzzTarget] = [
+        daemonSocket,
         FuzzTarget(name: "personalization-link") { input in
             let text = String(decoding: input, as: UTF8.self)
             _ = try? PersonalizationPayload(parsing: text)
