@@ -116,7 +116,8 @@ public final class PostgreSQLServer: @unchecked Sendable {
         }
     }
 
-    private static func findBinaries() throws -> String {
+    /// The newest installed PostgreSQL's bin directory.
+    public static func findBinaries() throws -> String {
         let root = "/usr/lib/postgresql"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init)
             .sorted()

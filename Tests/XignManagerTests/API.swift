@@ -200,8 +200,10 @@ struct API<Manager: ManagerFiles>: Sendable {
         code: String? = nil,
         signer: P256PrivateKey?? = .none, offlineReport: OfflineReportMessage? = nil
     ) async throws -> APIAnswer {
-        let challenge =
-            try await post(APIPath.challenges, ChallengeRequest(deviceId: device.id)).json["challenge"] as? String ?? ""
+        let challenged = try await post(APIPath.challenges, ChallengeRequest(deviceId: device.id))
+        // A manager that gives no challenge (503 in a failover) has answered the start too.
+        guard challenged.status == 201 else { return challenged }
+        let challenge = challenged.json["challenge"] as? String ?? ""
         let request = AuthenticationStartRequest(
             deviceId: device.id, challenge: challenge, purpose: purpose, confirmationCode: code, host: "h",
             localUser: "u", nonce: "s",

@@ -21,6 +21,12 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
                 error.status, error.status == .notFound ? .notFound : .badRequest,
                 "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))"
             )
+        } catch let error as PSQLError where PostgreSQLPool.meansNoWritableDatabase(error) {
+            // A connection that broke, or a server that is no primary (yet): a failover, or PostgreSQL restarting.
+            logger.warning(
+                "request failed: no writable PostgreSQL: \(error.serverInfo?[.sqlState] ?? String(describing: error.code))"
+            )
+            throw PostgreSQLPool.noWritableDatabase
         } catch let error as PSQLError {
             // PostgresNIO's description hides the server's words; the code and message are what an admin needs.
             logger.error(

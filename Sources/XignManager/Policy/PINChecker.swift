@@ -100,7 +100,11 @@ struct PINChecker: Sendable {
                         "this activation was removed; register again or ask for a new activation")
                 }
                 let now = IdentityManager.now()
-                if activation.pinCheckUntil > now { return .heldElsewhere }
+                // This instance's own claim while this process holds the activation's queue: no check of ours runs,
+                // so a verdict of ours failed to commit (the database went away mid-check). It is charged now rather
+                // than blocking the activation until it runs out.
+                let abandonedHere = activation.pinCheckBy == self.instanceId
+                if activation.pinCheckUntil > now && !abandonedHere { return .heldElsewhere }
                 if activation.pinCheckUntil != 0 {
                     guard self.database.syncs(durability) else { return .chargeFirst }
                     // A check started and never reported: count it, as the guess it may have been.

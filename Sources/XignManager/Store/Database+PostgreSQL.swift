@@ -208,6 +208,22 @@ final class PostgreSQLPool: Sendable {
         .serviceUnavailable, .busy,
         "the database is busy with changes that conflict with this request; nothing was changed, try again in a moment")
 
+    /// What a request gets while PostgreSQL has no primary this manager reaches: the pool makes new connections by
+    /// itself, so the same request succeeds once there is one again.
+    static let noWritableDatabase = ManagerError(
+        .serviceUnavailable, .busy,
+        "the manager cannot reach a writable database (it may be failing over to its standby); try again in a moment")
+
+    /// A broken connection, or a server that cannot take writes now: class 08 (connection exception), 57P01–57P03
+    /// (shut down, crashed, starting up or in recovery), 25006 (a standby not yet promoted).
+    static func meansNoWritableDatabase(_ error: PSQLError) -> Bool {
+        if [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(error.code) {
+            return true
+        }
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "25006"].contains(state)
+    }
+
     /// Serialization failure or deadlock: the transaction did nothing and may simply run again.
     static func isConflict(_ error: PSQLError) -> Bool {
         ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "")

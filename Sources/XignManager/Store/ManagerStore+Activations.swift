@@ -40,6 +40,8 @@ extension ManagerStore {
         var permanentlyLocked: Bool
         /// While a PIN check runs: when its claim runs out (0 when none runs).
         var pinCheckUntil: Int64
+        /// The instance whose claim that is.
+        var pinCheckBy: String?
         var email: String
         var isTemporary: Bool
         var organization: String?
@@ -68,6 +70,7 @@ extension ManagerStore {
             lockedUntil = try row.decode(column: "locked_until", as: Int64.self)
             permanentlyLocked = try row.decode(column: "permanently_locked", as: Int.self) != 0
             pinCheckUntil = try row.decode(column: "pin_check_until", as: Int64.self)
+            pinCheckBy = try row.decode(column: "pin_check_by", as: String?.self)
             email = try row.decode(column: "email", as: String.self)
             isTemporary = try row.decode(column: "is_temporary", as: Int.self) != 0
             organization = try row.decode(column: "organization", as: String?.self)
@@ -105,7 +108,8 @@ extension ManagerStore {
     private static let activationColumns = SQLQueryString(
         """
         SELECT a.id, a.account_id, a.alias, a.secret_hash, a.secret_valid_until, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
-               a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, a.pin_generation,
+               a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, a.pin_check_by,
+               a.pin_generation,
                c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures, c.locked_at
         FROM activations a JOIN accounts c ON c.id = a.account_id
         """)
