@@ -172,6 +172,34 @@ import XignTestSupport
         #expect(try await api.authenticate(devices[0], pin: "24680").status == 200, "no wait for the claim to run out")
     }
 
+    /// A verdict that could not commit (the database went away mid-check, as in a failover) leaves this instance's
+    /// claim: its next check of that activation charges it at once, as the guess it may have been, while another
+    /// instance's live claim is waited for (the control).
+    @Test(arguments: TestDatabase.allCases) func aClaimThisInstanceLeftIsChargedAtItsNextCheckWithoutWaiting(
+        database: TestDatabase
+    ) async throws {
+        let manager = try ManagerProcess(config: Self.config, database: database)
+        let api = API(manager: manager)
+        let devices = try await api.enrolDevices("left", count: 2)
+        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for (device, (owner, until)) in zip(devices, [(instance, now + 30_000), ("another-instance", now + 2_000)]) {
+            _ = try manager.query(
+                "UPDATE activations SET pin_check_until = \(until), pin_check_by = '\(owner)' WHERE device_id = '\(device.id)'"
+            )
+        }
+        for (device, waits) in zip(devices, [false, true]) {
+            let started = Date()
+            let answer = try await api.authenticate(device, pin: "13579")
+            let lock =
+                try answer.signedPayload(key: try api.managerKey, type: SignedAnswerType.authenticationResult)[
+                    "lockout"] as? [String: Any]
+            #expect(lock?["failedAttempts"] as? Int == 2, "the claim charged, then this wrong PIN: \(answer.json)")
+            #expect((Date().timeIntervalSince(started) > 1.5) == waits, "\(device.id) waited for the claim: \(waits)")
+        }
+    }
+
     /// On SQLite a login waits for the disk once, at the PIN's verdict: the spent challenge and the claim before it are
     /// written unsynced and reach the disk with that commit, and nothing is answered before it. A claim that must first
     /// charge a check a crash cut off waits for the disk itself, as every charge does (the control: one more). On

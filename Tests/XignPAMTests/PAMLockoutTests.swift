@@ -79,7 +79,8 @@ import XignTestSupport
     /// Sets an activation's PIN-check claim, as another manager instance in the middle of a check holds it.
     func setClaim(_ fixture: PAMFixture, email: String, until: Int64) throws {
         let id = try fixture.activation(email)["id"] as? String ?? ""
-        let sql = "UPDATE activations SET pin_check_until = \(until) WHERE id = '\(id)';"
+        let sql =
+            "UPDATE activations SET pin_check_until = \(until), pin_check_by = 'another-instance' WHERE id = '\(id)';"
         let result = try ChildProcess(
             "/usr/bin/sqlite3", ["-cmd", ".timeout 5000", fixture.manager.dataDirectory + "/manager.sqlite", sql],
             in: fixture.directory
