@@ -105,6 +105,7 @@ demo: build pam
 	bash .ci/demo.sh "$$($(SWIFT) build --show-bin-path)" "$(CURDIR)/$(PAM_SO)"
 
 bench: deps pam nss
+	bash Tests/XignTestSupport/Browser/setup.sh
 	$(SWIFT) build -c release
 	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" "$(CURDIR)/$(PAM_SO)" "$(CURDIR)/pam/tests/pam_harness.c" \
 		"$(CURDIR)/$(NSS_SO)" "$(CURDIR)/bench/nss_lookup.c"

@@ -40,11 +40,11 @@ public struct WebApp<Context: RequestContext>: Sendable {
         ] {
             router.get(RouterPath(path)) { _, _ in try render(page) }
         }
-        router.get(RouterPath(WebPath.script)) { _, _ in
-            Self.asset(WebFiles.script, type: "text/javascript; charset=utf-8")
+        router.get(RouterPath(WebPath.script)) { request, _ in
+            Self.asset(WebFiles.script, type: "text/javascript; charset=utf-8", asked: request)
         }
-        router.get(RouterPath(WebPath.stylesheet)) { _, _ in
-            Self.asset(WebFiles.stylesheet, type: "text/css; charset=utf-8")
+        router.get(RouterPath(WebPath.stylesheet)) { request, _ in
+            Self.asset(WebFiles.stylesheet, type: "text/css; charset=utf-8", asked: request)
         }
     }
 
@@ -60,8 +60,9 @@ public struct WebApp<Context: RequestContext>: Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let api = String(decoding: try encoder.encode(current.apiPaths), as: UTF8.self)
         let site: [String: Any] = [
-            "origin": current.origin, "rpId": current.relyingPartyId, "api": api, "script": WebPath.script,
-            "stylesheet": WebPath.stylesheet,
+            "origin": current.origin, "rpId": current.relyingPartyId, "api": api,
+            "script": WebPath.script + "?v=" + WebFiles.version,
+            "stylesheet": WebPath.stylesheet + "?v=" + WebFiles.version,
         ]
         guard let html = pages.render(site.merging(values) { mine, _ in mine }, withTemplate: page) else {
             throw HTTPError(.internalServerError)
@@ -71,12 +72,18 @@ public struct WebApp<Context: RequestContext>: Sendable {
 
     static var html: String { "text/html; charset=utf-8" }
 
-    private static func asset(_ text: String, type: String) -> Response {
-        Response(status: .ok, headers: headers(type: type), body: .init(byteBuffer: .init(string: text)))
+    /// The script or the stylesheet. Asked for by this version's URL (what every page names), a browser keeps it
+    /// for a year: the same for everyone, and a new version has a new URL. Asked for otherwise, it is not kept.
+    private static func asset(_ text: String, type: String, asked request: Request) -> Response {
+        var fields = headers(type: type)
+        if request.uri.queryParameters.get("v") == WebFiles.version {
+            fields[.cacheControl] = "public, max-age=31536000, immutable"
+        }
+        return Response(status: .ok, headers: fields, body: .init(byteBuffer: .init(string: text)))
     }
 
     /// Nothing but our own script and stylesheet may run or load, no other site may frame a page or read where it
-    /// came from, and no cache keeps a page.
+    /// came from, and no cache keeps a page (the files of a version excepted, `asset`).
     static func headers(type: String, formAction: String = "'none'") -> HTTPFields {
         [
             .contentType: type,

@@ -21,5 +21,15 @@ enum WebFiles {
         "notice": text(PackageResources.notice_mustache), "register": text(PackageResources.register_mustache),
     ]
 
+    /// Names the script's and the stylesheet's current content in their URLs (`?v=`), so a browser keeps them until
+    /// the manager serves another version: FNV-1a of both, a cache key and not a secret.
+    static let version: String = {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in PackageResources.app_js + PackageResources.app_css {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return String(hash, radix: 16)
+    }()
+
     private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -55,6 +55,9 @@ struct Bench {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xign-bench-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
+        // `xign-bench distance`: the network distance and reach figures alone.
+        if CommandLine.arguments.dropFirst().first == "distance" { return try distanceFigures() }
+        if CommandLine.arguments.dropFirst().first == "phone" { return try phonePageFigures() }
         // `xign-bench directory NSS_MODULE LOOKUP_SOURCE`: the NSS figures alone.
         if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "directory" {
             return try directoryFigures(
@@ -227,6 +230,8 @@ struct Bench {
                 "\n(NSS figures need: xign-bench PAM_MODULE HARNESS_SOURCE NSS_MODULE LOOKUP_SOURCE; `make bench` passes them)"
             )
         }
+        try distanceFigures()
+        try phonePageFigures()
     }
 
     /// ECDSA in swtpm (a software TPM: a real chip is slower, typically tens of ms). Nil without swtpm.

@@ -309,11 +309,13 @@ enum ManagerBench {
         }
     }
 
-    static func enrol(_ count: Int, at manager: ManagerProcess) throws -> [Client] {
+    /// `caFile`: what the clients trust, for a manager with a certificate of the tests' CA.
+    static func enrol(_ count: Int, at manager: ManagerProcess, caFile: String? = nil) throws -> [Client] {
         try (0..<count).map { index in
             var configuration = ClientConfiguration()
             configuration.stateDirectory = manager.directory.file("state\(index)")
             configuration.deviceKey = .software
+            configuration.http.caFile = caFile
             let user = "bench\(index)", email = "bench\(index)@example.org"
             let sdk = try XignSdk(configuration: configuration, localUser: user)
             let parameters = try sdk.registry.initializationSynchronous(url: manager.url)

@@ -13,7 +13,7 @@ extension Admin {
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
                 List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
-                Delete.self, SetRole.self, Lock.self, Unlock.self,
+                Delete.self, SetRole.self, Lock.self, Unlock.self, RevokeDevice.self,
             ],
             defaultSubcommand: List.self
         )
@@ -172,6 +172,22 @@ extension Admin {
             func run() async throws {
                 try await options.withManager { try await $0.administration.unlockAccount(email: email) }
                 print("\(email) is unlocked.")
+            }
+        }
+
+        struct RevokeDevice: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "revoke-device",
+                abstract: "Remove one device of an account (a lost laptop or phone); the account keeps its others.",
+                discussion: "The device is refused at its next login. `admin activations --json` lists the device ids."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Argument(help: "The device's id.") var device: String
+
+            func run() async throws {
+                try await options.withManager { try await $0.administration.revokeDevice(device, email: email) }
+                print("Device \(device) of \(email) is removed.")
             }
         }
 

@@ -21,7 +21,15 @@ import XignProtocol
                 #expect(answer.headers[.xContentTypeOptions] == "nosniff", "\(path)")
                 #expect(answer.headers[.cacheControl] == "no-store", "\(path)")
             }
+            // The pages name this version of the files, which a browser may keep; nothing personal is in them.
             let page = String(buffer: try await manager.execute(.get, "/c").body)
+            for file in ["/web/app.js", "/web/app.css"] {
+                let named = try #require(page.firstMatch(of: try Regex("\(file)\\?v=([0-9a-f]+)"))?.output[1].substring)
+                let kept = try await manager.execute(.get, "\(file)?v=\(named)")
+                #expect(kept.headers[.cacheControl] == "public, max-age=31536000, immutable", "\(file)")
+                let other = try await manager.execute(.get, "\(file)?v=0\(named)")
+                #expect(other.headers[.cacheControl] == "no-store", "another version is not kept: \(file)")
+            }
             #expect(!page.contains("<script>") && !page.contains("style="), "no inline script or style")
             #expect(
                 page.contains("<label for=\"code\">") && page.contains("<label for=\"pin\">"),

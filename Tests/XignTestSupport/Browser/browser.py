@@ -19,6 +19,8 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
   console-pages URL reads paths (one per line) from stdin; opens each at phone and desktop size and reports what it shows
   register-provider URL  reads the PIN from stdin; on the manager's /register page, chooses it and goes on to the
                     provider's sign-in; reports where the browser is then
+  page-cost URL     reads a second login link from stdin; opens URL with an empty cache and then the second with the
+                    cache warm, under a slow mobile network, and reports the bytes and the time until each can be used
   assert URL        reads a JSON {"challenge", "rpId", "credentialId"} from stdin; at URL (any origin), asks the passkey
                     for an assertion over that challenge, as a page there could
 The profile keeps the browser's storage (Chromium's user data) and the authenticator's credentials between runs, as
@@ -30,6 +32,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
@@ -165,6 +168,41 @@ def follow(driver, url, shots):
     wait(driver, lambda: visible(driver, "decide") and text(driver, "remote") != first.get("remote"), seconds=15)
     shots(driver, "next")
     return dict(report(driver, shots, "host", "service", "login", "remote"), first=first)
+
+
+# Lighthouse's mobile profile ("slow 4G"): 150 ms round trip, 1.6 Mbit/s down, 750 kbit/s up.
+SLOW_MOBILE = {"offline": False, "latency": 150, "downloadThroughput": 1.6e6 / 8, "uploadThroughput": 750e3 / 8}
+
+# Set at the document's start: when the approval form first shows, in the page's own clock.
+USABLE_MARK = """new MutationObserver(() => {
+  const form = document.getElementById('decide');
+  if (form && form.offsetParent !== null && window.xignUsableAt === undefined) window.xignUsableAt = performance.now();
+}).observe(document, {subtree: true, childList: true, attributes: true});"""
+
+
+def page_cost(driver, url, shots):
+    second = sys.stdin.readline().strip()
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", SLOW_MOBILE)
+    driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": USABLE_MARK})
+    # The floor under the same network: one small answer from the same server on a new connection.
+    parts = urllib.parse.urlsplit(url)
+    driver.get(f"{parts.scheme.lower()}://{parts.netloc.lower()}/health")
+    result = {"floorMs": round(driver.execute_script(
+        "return performance.getEntriesByType('navigation')[0].responseEnd"))}
+    for name, link in (("cold", url), ("warm", second)):
+        driver.get("about:blank")
+        driver.get(link)
+        wait(driver, lambda: driver.execute_script("return window.xignUsableAt !== undefined"))
+        result[name] = driver.execute_script("""
+            const entries = performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'));
+            return {usableMs: Math.round(window.xignUsableAt),
+                    bytes: entries.reduce((sum, e) => sum + (e.transferSize || 0), 0),
+                    requests: entries.length,
+                    fromNetwork: entries.filter(e => e.transferSize > 0).length};""")
+    shots(driver, "page")
+    return dict(report(driver, shots), **result)
 
 
 def items(driver, list_id):
@@ -341,7 +379,7 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
-    commands = ["personalize", "approve", "deny", "view", "follow", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
+    commands = ["personalize", "approve", "deny", "view", "follow", "page-cost", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
                 "console-signin", "console-act", "console-pages", "register-provider"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("url")
@@ -358,6 +396,8 @@ def main():
             result = view(driver, arguments.url, shots)
         elif arguments.command == "follow":
             result = follow(driver, arguments.url, shots)
+        elif arguments.command == "page-cost":
+            result = page_cost(driver, arguments.url, shots)
         elif arguments.command == "assert":
             result = assertion(driver, arguments.url, shots)
         elif arguments.command == "account":
