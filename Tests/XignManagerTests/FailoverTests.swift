@@ -28,6 +28,8 @@ import XignTestSupport
         case locked
         /// 503 with its message.
         case unavailable(String)
+        /// 409: the start (committed without waiting for the standby) was lost in the failover; the client starts again.
+        case startAgain(String)
         case other(Int, String)
     }
 
@@ -96,7 +98,14 @@ import XignTestSupport
                 try await group.waitForAll()
             }
         }
-        try await Task.sleep(for: .seconds(2))
+        // Until every client has had answers (a loaded machine takes its time), and a little longer.
+        let started = Date()
+        while Date().timeIntervalSince(started) < 30 {
+            let answered = Set(events.all.filter { $0.answer != .locked }.map(\.account))
+            if answered.count == enrolled.count { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .seconds(1))
         let killedAt = Date()
         if kill {
             try cluster.killPrimary()
@@ -132,11 +141,23 @@ import XignTestSupport
             case .unavailable(let message):
                 #expect(kill, "503 without a failover: \(message)")
                 #expect(message.contains("try again"), "\(message)")
-            case .other(let status, let body): Issue.record("\(event.account): \(status) \(body)")
+            case .startAgain(let message):
+                #expect(kill, "409 without a failover: \(message)")
+                #expect(message.contains("start again"), "\(message)")
+            case .other(let status, let body):
+                Issue.record(
+                    "\(event.account), sent \(String(format: "%.2f", event.sent.timeIntervalSince(killedAt))) s after the kill: \(status) \(body)"
+                )
             }
         }
         if all.contains(where: { if case .other = $0.answer { true } else { false } }) {
-            print("first instance:\n\(first.log.suffix(4000))\nsecond instance:\n\(second.log.suffix(4000))")
+            try? first.log.write(toFile: "/tmp/dbg-first-\(getpid()).log", atomically: true, encoding: .utf8)
+            try? second.log.write(toFile: "/tmp/dbg-second-\(getpid()).log", atomically: true, encoding: .utf8)
+            // What went wrong at the instances: their warnings and errors.
+            for (name, instance) in [("first", first), ("second", second)] {
+                let lines = instance.log.split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }
+                print("\(name) instance:\n" + lines.suffix(40).joined(separator: "\n"))
+            }
         }
         // Every wrong PIN a client saw counted is in the promoted database: the highest count it was told is there.
         for account in ["wrong0", "wrong1", "wrong2"] {
@@ -170,6 +191,7 @@ import XignTestSupport
         switch answer.status {
         case 423: .locked
         case 503: .unavailable(answer.error["message"] as? String ?? "")
+        case 409 where answer.errorCode == "sessionInvalid": .startAgain(answer.error["message"] as? String ?? "")
         default: .other(answer.status, String(decoding: answer.body.prefix(300), as: UTF8.self))
         }
     }

@@ -7,8 +7,10 @@ struct DeviceController<Context: RequestContext> {
 
     func addRoutes(to router: Router<Context>) {
         router.post(RouterPath(APIPath.challenges)) { request, _ in
-            try Response.json(
-                .created, try await manager.challenge(for: try await request.decodeBody(as: ChallengeRequest.self)))
+            let challenge = try await request.decodeBody(as: ChallengeRequest.self)
+            // A login's first request: within a login's budget, as the start and the finish are.
+            return try Response.json(
+                .created, try await RequestBudget.within { try await manager.challenge(for: challenge) })
         }
         router.post(RouterPath(APIPath.deviceRevocations)) { request, _ in
             Response.jose(

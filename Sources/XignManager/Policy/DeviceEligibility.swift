@@ -78,7 +78,13 @@ enum DeviceEligibility {
     static func authenticatingDevice(
         _ id: String, requirement: HardwareKeyRequirement, in store: ManagerStore
     ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
-        let device = try await enrolledDevice(id, in: store)
+        try await authenticating(try await enrolledDevice(id, in: store), requirement: requirement, in: store)
+    }
+
+    /// The same for a device already read as enrolled (`enrolledDevice`, or a signature check that asked for it).
+    static func authenticating(
+        _ device: ManagerStore.DeviceRecord, requirement: HardwareKeyRequirement, in store: ManagerStore
+    ) async throws -> (ManagerStore.DeviceRecord, ManagerStore.ActivationRecord) {
         let finding = KeyFinding(ekIssuer: device.ekIssuer, unattestedBecause: device.unattestedBecause)
         if let refusal = refusal(
             of: requirement, kind: device.keyKind, synced: device.passkey?.isSynced == true, finding: finding,

@@ -12,12 +12,11 @@ extension IdentityManager {
     public func challenge(for request: ChallengeRequest) async throws -> ChallengeMessage {
         let challenge = ChallengeMessage(
             challenge: try SecureRandom.token(), expiresAt: Self.now() + configuration.sessionLifetimeMilliseconds)
-        try await database.transaction(durability: .unsynced) { store in
-            guard try await store.device(request.deviceId) != nil else {
-                throw ManagerError(
-                    .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
-            }
-            try await store.insertDeviceChallenge(challenge, deviceId: request.deviceId)
+        guard
+            try await database.statement({ try await $0.insertDeviceChallenge(challenge, deviceId: request.deviceId) })
+        else {
+            throw ManagerError(
+                .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }
         return challenge
     }

@@ -31,8 +31,9 @@ struct PINChecker: Sendable {
 
     /// How long a claim holds; far above the hash's cost, so it only runs out when a manager died mid-check.
     static let claimMilliseconds: Int64 = 30_000
-    /// How long a check waits for another instance's claim before it answers "busy".
-    static let waitMilliseconds: Int64 = 10_000
+    /// How long a check waits for another instance's claim before it answers "busy": well inside a client's 10 s, so
+    /// the client hears busy rather than nothing.
+    static let waitMilliseconds: Int64 = 5_000
 
     /// What a wrong PIN's audit entry says about the attempt.
     struct Purpose: Sendable {
@@ -85,7 +86,8 @@ struct PINChecker: Sendable {
         activationId: String,
         admit: @escaping @Sendable (ManagerStore.ActivationRecord?) throws -> ManagerStore.ActivationRecord
     ) async throws -> ManagerStore.ActivationRecord {
-        let deadline = IdentityManager.now() + Self.waitMilliseconds
+        let wait = RequestBudget.limit(.milliseconds(Self.waitMilliseconds)).components
+        let deadline = IdentityManager.now() + wait.seconds * 1000 + wait.attoseconds / 1_000_000_000_000_000
         var pause: Int64 = 2
         // A claim alone need not wait for the disk: nothing is answered before the verdict, whose synced commit takes
         // the claim with it, and a claim lost in a power cut lost no answer either. A charge is an answer's cause, so a
@@ -160,6 +162,37 @@ struct PINChecker: Sendable {
         }
     }
 
+    /// After a verdict that may not have committed (the database went away, as in a failover): this instance's claim
+    /// is charged as soon as the database answers again, as the guess it may have been, so that no other instance
+    /// waits for it to run out. A verdict that did commit took the claim with it, and nothing is charged.
+    private func chargeWhenTheDatabaseAnswers(_ activationId: String) {
+        // Outside the request's budget, which the task would inherit: it outlives the request.
+        Task { await RequestBudget.$deadline.withValue(nil) { await chargeLostClaim(activationId) } }
+    }
+
+    private func chargeLostClaim(_ activationId: String) async {
+        let deadline = IdentityManager.now() + Self.claimMilliseconds
+        while IdentityManager.now() < deadline {
+            do {
+                // In the activation's queue: no check of this process runs, so a claim of this instance is the lost one.
+                try await queue.withLock(activationId) {
+                    try await self.database.transaction { store in
+                        guard let activation = try await store.activation(id: activationId),
+                            activation.pinCheckUntil != 0, activation.pinCheckBy == self.instanceId
+                        else { return }
+                        _ = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
+                        self.logger.warning(
+                            "a PIN check whose verdict was lost is counted as a failure",
+                            metadata: ["activation": "\(activation.id)"])
+                    }
+                }
+                return
+            } catch {
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
     /// Charges one failed (or cut-off) PIN check to an activation that had `failures` so far; returns the lock it causes.
     private func chargeFailure(
         _ activationId: String, after failures: Int, in store: ManagerStore
@@ -221,14 +254,15 @@ struct PINChecker: Sendable {
         }
         let commitVerdict = { @Sendable (whenRight: WhenRight?) in
             try await self.database.transaction { store -> Verdict? in
-                let current = try await store.activation(id: activation.id)
                 // A PIN change that committed during the hash (its claim check raced this one on another instance):
                 // this PIN was compared with a verifier that is gone, so it is neither right nor wrong now.
-                guard current?.pinVerifier == activation.pinVerifier else {
+                let changed = { @Sendable () async throws -> Verdict? in
                     try await store.releasePINCheck(activationId: activation.id)
                     return nil
                 }
                 guard constantTimeEquals(presented, stored) else {
+                    let current = try await store.activation(id: activation.id)
+                    guard current?.pinVerifier == activation.pinVerifier else { return try await changed() }
                     // Counted from the row as it is now, not as the claim read it: a charge made meanwhile (a claim
                     // another instance took over because clocks disagree) is added to, never overwritten.
                     let failures = current?.failedAttempts ?? activation.failedAttempts
@@ -242,7 +276,10 @@ struct PINChecker: Sendable {
                         ])
                     return Verdict(activation: activation, lockout: lock)
                 }
-                try await store.clearLockout(activationId: activation.id)
+                // The right PIN clears the lock only where the verifier is still the one it matched.
+                guard try await store.clearLockout(activationId: activation.id, verifier: activation.pinVerifier) else {
+                    return try await changed()
+                }
                 if let upgrade {
                     try await store.replacePINVerifier(
                         activationId: activation.id, checked: activation.pinVerifier, with: upgrade)
@@ -257,7 +294,10 @@ struct PINChecker: Sendable {
         } catch  where whenRight != nil && constantTimeEquals(presented, stored) {
             // The caller's writes failed, maybe not the verdict's: a right PIN is settled alone, so it is not charged
             // at the next check. If that fails too, the claim stays and is charged, as for any verdict lost.
-            _ = try? await commitVerdict(nil)
+            do { _ = try await commitVerdict(nil) } catch { chargeWhenTheDatabaseAnswers(activation.id) }
+            throw error
+        } catch let error where !(error is ManagerError) {
+            chargeWhenTheDatabaseAnswers(activation.id)
             throw error
         }
         guard let verdict = settled else {

@@ -114,11 +114,13 @@ struct RequestVerifier: Sendable {
 
     /// Verifies a request signed by an enrolled device and consumes its challenge. Returns the device.
     @discardableResult
+    /// `holdingItsActivation`: only a device that still holds its activation (one that may log in) proves itself.
     func verifyDeviceSignature(
-        deviceId: String, challenge: String, path: String, body: Data, signature: String?, in store: ManagerStore
+        deviceId: String, challenge: String, path: String, body: Data, signature: String?,
+        holdingItsActivation: Bool = false, in store: ManagerStore
     ) async throws -> ManagerStore.DeviceRecord {
         let proof = try DeviceProof(header: signature)
-        guard let device = try await store.device(deviceId) else {
+        guard let device = try await store.device(deviceId, holdingItsActivation: holdingItsActivation) else {
             throw ManagerError(
                 .notFound, .deviceNotFound, "this device is not enrolled (or was removed) at this manager")
         }

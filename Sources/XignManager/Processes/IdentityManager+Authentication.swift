@@ -10,75 +10,96 @@ extension IdentityManager {
         // The confirmation a start approves, if any; only a confirmation carries a code (AuthenticationStartRequest.checkLimits).
         let confirmationId: String? = if case .confirmation(let id) = request.purpose { id } else { nil }
         let service = try services.service(for: request.purpose)
-        // The device proves itself before anything is looked up, counted or written in its name; its start is counted in
-        // the same (unsynced) transaction, so a login pays no extra write for the limit.
-        try rateLimiter.enforce(
-            try await database.transaction(durability: .unsynced) { store in
-                try await self.verifier.verifyDeviceSignature(
-                    deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body,
-                    signature: signature,
-                    in: store)
-                return try await self.rateLimiter.countUse(.startsPerDevice, key: request.deviceId, in: store)
-            })
-        // Before the lock is judged below, so wrong offline PINs count toward it now.
-        if let report = request.offlineReport {
-            try await offline.recordOfflineReport(report, deviceId: request.deviceId, host: request.host)
+        // The device proves itself before anything is looked up, counted or written in its name, and its start is
+        // counted in the same (unsynced) transaction, so a login pays no extra write for the limit. A plain login (no
+        // offline report or code to count first) records its start in that transaction too; a refusal after the
+        // proof still commits the spent challenge and the count, as a transaction of its own would.
+        let plain = request.offlineReport == nil && confirmationId == nil
+        let proof = {
+            @Sendable (store: ManagerStore) async throws -> (ManagerStore.DeviceRecord, RateLimiter.RateLimitUse) in
+            let device = try await self.verifier.verifyDeviceSignature(
+                deviceId: request.deviceId, challenge: request.challenge, path: APIPath.authentications, body: body,
+                signature: signature, holdingItsActivation: plain, in: store)
+            return (device, try await self.rateLimiter.countUse(.startsPerDevice, key: request.deviceId, in: store))
         }
-        // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
-        let confirmation = try await confirmationId.asyncMap {
-            try await confirmations.checkCode(request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
+        var confirmation: ManagerStore.ConfirmationRecord?
+        if !plain {
+            try rateLimiter.enforce(try await database.transaction(durability: .unsynced) { try await proof($0).1 })
+            // Before the lock is judged below, so wrong offline PINs count toward it now.
+            if let report = request.offlineReport {
+                try await offline.recordOfflineReport(report, deviceId: request.deviceId, host: request.host)
+            }
+            // Number matching next: a wrong code counts against the confirmation, whatever else is wrong.
+            confirmation = try await confirmationId.asyncMap {
+                try await confirmations.checkCode(
+                    request.confirmationCode, confirmationId: $0, deviceId: request.deviceId)
+            }
         }
         let lifetime = configuration.sessionLifetimeMilliseconds
         let requirement = max(configuration.requireHardwareKey, service.requireHardwareKey)
+        let relyingPartyName = confirmation?.hostName ?? service.relyingPartyName
         // Unsynced: a start lost in a power cut only makes the client start again.
         let start = try await ManagerMetrics.countingLockedLogins {
-            try await database.transaction(durability: .unsynced) { store -> AuthenticationStartMessage in
-                let (device, activation) = try await DeviceEligibility.authenticatingDevice(
-                    request.deviceId, requirement: requirement, in: store)
-                if case .merge(let mergeSession) = request.purpose {
-                    // Only the device the decrypt answer named may confirm the merge, while the session lasts.
-                    guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
-                        throw ManagerError(
-                            .conflict, .sessionInvalid,
-                            "the merge session is unknown, expired or not for this device; scan the invite again")
+            try await database.transaction(durability: .unsynced) {
+                store -> Result<AuthenticationStartMessage, ManagerError> in
+                do {
+                    let device: ManagerStore.DeviceRecord, activation: ManagerStore.ActivationRecord
+                    if plain {
+                        let (proven, use) = try await proof(store)
+                        try self.rateLimiter.enforce(use)
+                        (device, activation) = try await DeviceEligibility.authenticating(
+                            proven, requirement: requirement, in: store)
+                    } else {
+                        (device, activation) = try await DeviceEligibility.authenticatingDevice(
+                            request.deviceId, requirement: requirement, in: store)
                     }
+                    if case .merge(let mergeSession) = request.purpose {
+                        // Only the device the decrypt answer named may confirm the merge, while the session lasts.
+                        guard try await store.isMergeSessionOpen(mergeSession, for: device.id, now: Self.now()) else {
+                            throw ManagerError(
+                                .conflict, .sessionInvalid,
+                                "the merge session is unknown, expired or not for this device; scan the invite again")
+                        }
+                    }
+                    let values = activation.accountAttributes
+                    let message = AuthenticationStartMessage(
+                        nonce: request.nonce, authenticationId: try SecureRandom.identifier(),
+                        challenge: try SecureRandom.token(),
+                        expiresAt: Self.now() + lifetime, purpose: request.purpose,
+                        relyingPartyName: relyingPartyName,
+                        roles: service.roles.map { role in
+                            // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
+                            let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: device.factors) }
+                            return RoleMessage(
+                                name: role.name,
+                                requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
+                        },
+                        attributes: service.attributes.map { attribute in
+                            let present = values[attribute.name] != nil
+                            return AuthenticationAttributeMessage(
+                                name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
+                                aliases: present
+                                    ? [
+                                        PersonalInformationAliasMessage(
+                                            alias: "registered \(attribute.name)", isPrimary: true)
+                                    ] : []
+                            )
+                        },
+                        offline: self.offline.policy(for: device, of: activation),
+                        pinSealingKey: self.secrets.publishedPINSealingKey
+                    )
+                    try await store.insertAuthentication(
+                        ManagerStore.NewAuthentication(
+                            id: message.authenticationId, deviceId: device.id, activationId: activation.id,
+                            purpose: request.purpose,
+                            host: request.host, localUser: request.localUser, challenge: message.challenge,
+                            expiresAt: message.expiresAt
+                        ))
+                    return .success(message)
+                } catch let refusal as ManagerError where plain {
+                    return .failure(refusal)
                 }
-                let values = try await store.accountAttributes(activationId: activation.id)
-                let message = AuthenticationStartMessage(
-                    nonce: request.nonce, authenticationId: try SecureRandom.identifier(),
-                    challenge: try SecureRandom.token(),
-                    expiresAt: Self.now() + lifetime, purpose: request.purpose,
-                    relyingPartyName: confirmation?.hostName ?? service.relyingPartyName,
-                    roles: service.roles.map { role in
-                        // Only the combinations this device can give; all of them when none fits, so the user learns what to enrol.
-                        let possible = role.requestedAuthenticators.filter { Set($0).isSubset(of: device.factors) }
-                        return RoleMessage(
-                            name: role.name,
-                            requestedAuthenticators: possible.isEmpty ? role.requestedAuthenticators : possible)
-                    },
-                    attributes: service.attributes.map { attribute in
-                        let present = values[attribute.name] != nil
-                        return AuthenticationAttributeMessage(
-                            name: attribute.name, isRequired: attribute.isRequired, isDataMissing: !present,
-                            aliases: present
-                                ? [
-                                    PersonalInformationAliasMessage(
-                                        alias: "registered \(attribute.name)", isPrimary: true)
-                                ] : []
-                        )
-                    },
-                    offline: self.offline.policy(for: device, of: activation),
-                    pinSealingKey: self.secrets.publishedPINSealingKey
-                )
-                try await store.insertAuthentication(
-                    ManagerStore.NewAuthentication(
-                        id: message.authenticationId, deviceId: device.id, activationId: activation.id,
-                        purpose: request.purpose,
-                        host: request.host, localUser: request.localUser, challenge: message.challenge,
-                        expiresAt: message.expiresAt
-                    ))
-                return message
-            }
+            }.get()
         }
         return try signer.sign(start, type: SignedAnswerType.authenticationStart)
     }
@@ -104,7 +125,7 @@ extension IdentityManager {
             else {
                 throw ManagerError(.conflict, .challengeInvalid, "the challenge was already used")
             }
-            return (pending, device, try await store.accountAttributes(activationId: pending.activationId))
+            return (pending, device, pending.accountAttributes)
         }
         let service = try services.service(for: authentication.purpose)
         guard let role = service.roles.first(where: { $0.name == request.role }) else {

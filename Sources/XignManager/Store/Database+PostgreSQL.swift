@@ -147,21 +147,23 @@ final class PostgreSQLPool: Sendable {
         }
     }
 
-    /// Runs `body` on a pooled connection; waits at most `leaseTimeout` for one.
+    /// Runs `body` on a pooled connection; waits at most `leaseTimeout` for one, or what is left of the request's
+    /// budget. `body` itself ends within `workLimit` (or that budget): a server that vanished without closing the
+    /// connection (a power cut, a stopped process) would otherwise hold the request until TCP gives up, minutes later.
     func withLease<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let leased = NIOLockedValueBox(false)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { [client] in
                 try await client.withConnection { connection in
                     leased.withLockedValue { $0 = true }
-                    return try await body(connection)
+                    return try await Self.watched(connection, body)
                 }
             }
             group.addTask {
-                try await Task.sleep(for: Self.leaseTimeout)
+                try await Task.sleep(for: RequestBudget.limit(Self.leaseTimeout))
                 guard leased.withLockedValue({ $0 }) else {
                     throw ManagerError(
-                        .serviceUnavailable, .busy, "the database gave no connection within 5 s; try again in a moment")
+                        .serviceUnavailable, .busy, "the database gave no connection in time; try again in a moment")
                 }
                 return nil
             }
@@ -172,6 +174,52 @@ final class PostgreSQLPool: Sendable {
                 }
             }
             throw CancellationError()
+        }
+    }
+
+    /// `body`'s one statement in a transaction of its own (autocommit, READ COMMITTED): no conflict to run again.
+    func autocommit<T: Sendable>(
+        logger: Logger, _ body: @escaping @Sendable (ManagerStore) async throws -> T
+    ) async throws -> T {
+        try await withLease { connection in
+            try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
+                try await body(
+                    ManagerStore(
+                        sql: self.statements.counting(PostgreSQLDatabase(connection: connection, logger: logger))))
+            }
+        }
+    }
+
+    /// Above the server's statement_timeout (15 s), which ends a slow statement itself.
+    static let workLimit: Duration = .seconds(20)
+
+    /// `body` on `connection`, which is closed (failing what runs on it; the pool makes a new one) when `body` is not
+    /// done within `workLimit` or what is left of the request's budget. A call that still has not ended a second later is left to
+    /// itself and answered 503: in failover tests one call in a few hundred never ended once its connection closed,
+    /// and it held its activation's PIN checks behind it.
+    private static func watched<T: Sendable>(
+        _ connection: PostgresConnection, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        // At least a second, so that a call begun as the budget runs out is not cut before it starts.
+        let limit = max(RequestBudget.limit(workLimit), .seconds(1))
+        let outcome = FirstOutcome<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            outcome.await(continuation)
+            let watchdog = Task {
+                try await Task.sleep(for: limit)
+                try? await connection.close()
+                try await Task.sleep(for: .seconds(1))
+                if outcome.finish(.failure(noWritableDatabase)) {
+                    Logger(label: "xign-manager").error(
+                        "a database call did not end when its connection was closed; left behind")
+                }
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body(connection)) } catch { result = .failure(error) }
+                watchdog.cancel()
+                outcome.finish(result)
+            }
         }
     }
 
@@ -267,5 +315,26 @@ final class PostgreSQLPool: Sendable {
                 "cannot reach \(target): \(String(reflecting: error.code)); check storage.url, the server, and sslmode/storage.ca_file"
             )
         }
+    }
+}
+
+/// The first of two ends of a call (its own, or its watchdog's) resumes the waiting caller; the other is dropped.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private let state = NIOLockedValueBox<(continuation: CheckedContinuation<T, any Error>?, done: Bool)>((nil, false))
+
+    func await(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLockedValue { $0.continuation = continuation }
+    }
+
+    /// Resumes the caller with `result` unless it was resumed already; true when this call did.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        let continuation = state.withLockedValue { state -> CheckedContinuation<T, any Error>? in
+            guard !state.done else { return nil }
+            state.done = true
+            return state.continuation
+        }
+        continuation?.resume(with: result)
+        return continuation != nil
     }
 }

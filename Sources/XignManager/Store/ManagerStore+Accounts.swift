@@ -72,6 +72,11 @@ extension ManagerStore {
                 """
             ).first()
         else { return [:] }
+        return try Self.accountAttributes(in: row)
+    }
+
+    /// The attributes of a row with the account's email, login_name and attributes columns.
+    static func accountAttributes(in row: any SQLRow) throws -> [String: String] {
         var values =
             (try? JSONDecoder().decode(
                 [String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]

@@ -52,6 +52,8 @@ extension ManagerStore {
         var offlineMaxFailures: Int?
         /// An administrator locked the account (when); nil while it is not locked.
         var accountLockedAt: Int64?
+        /// The account's attributes as a service sees them: email, login name and the registered ones.
+        var accountAttributes: [String: String]
 
         init(_ row: any SQLRow) throws {
             id = try row.decode(column: "id", as: String.self)
@@ -78,6 +80,7 @@ extension ManagerStore {
             offlineGraceMilliseconds = try row.decode(column: "offline_grace", as: Int64?.self)
             offlineMaxFailures = try row.decode(column: "offline_max_failures", as: Int?.self)
             accountLockedAt = try row.decode(column: "locked_at", as: Int64?.self)
+            accountAttributes = try ManagerStore.accountAttributes(in: row)
         }
 
         var pendingLock: LockoutMessage? {
@@ -110,7 +113,8 @@ extension ManagerStore {
         SELECT a.id, a.account_id, a.alias, a.secret_hash, a.secret_valid_until, a.pin_salt, a.pin_verifier, a.pin_iterations, a.pin_pepper, a.state, a.device_id,
                a.ever_personalized, a.failed_attempts, a.locked_until, a.permanently_locked, a.pin_check_until, a.pin_check_by,
                a.pin_generation,
-               c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures, c.locked_at
+               c.email, c.is_temporary, c.organization, c.offline_grace, c.offline_max_failures, c.locked_at,
+               c.login_name, c.attributes
         FROM activations a JOIN accounts c ON c.id = a.account_id
         """)
 
@@ -232,13 +236,15 @@ extension ManagerStore {
             })
     }
 
-    /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation.
+    /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation, or
+    /// (with `verifier`) when its PIN verifier is no longer that one: a PIN change committed meanwhile.
     @discardableResult
-    func clearLockout(activationId: String) async throws -> Bool {
-        try await sql.raw(
+    func clearLockout(activationId: String, verifier: String? = nil) async throws -> Bool {
+        let unchanged = verifier.map { SQLQueryString("AND pin_verifier = \(bind: $0)") } ?? SQLQueryString("")
+        return try await sql.raw(
             """
             UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0
-            WHERE id = \(bind: activationId) RETURNING id
+            WHERE id = \(bind: activationId) \(unchanged) RETURNING id
             """
         ).first() != nil
     }

@@ -196,13 +196,16 @@ extension ManagerStore {
     }
 
     /// Stores a challenge for `deviceId`; the expiry service deletes it once it ran out.
-    func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String) async throws {
+    /// Keeps `challenge` for an enrolled device, in one statement; false when there is no such device.
+    func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String) async throws -> Bool {
         try await sql.raw(
             """
             INSERT INTO device_challenges (challenge, device_id, expires_at)
-            VALUES (\(bind: challenge.challenge), \(bind: deviceId), \(bind: challenge.expiresAt))
+            SELECT \(bind: challenge.challenge), d.id, \(bind: challenge.expiresAt)
+            FROM devices d JOIN activations a ON a.id = d.activation_id WHERE d.id = \(bind: deviceId) AND d.revoked = 0
+            RETURNING device_id
             """
-        ).run()
+        ).first() != nil
     }
 
     /// Uses up a device's challenge; false when it is unknown, expired or used.

@@ -83,6 +83,8 @@ extension ManagerStore {
         var host: String
         var localUser: String
         var challenge: String
+        /// The account's attributes, read with it (ManagerStore.accountAttributes).
+        var accountAttributes: [String: String]
     }
 
     /// What a redeemed authorization code stood for.
@@ -111,7 +113,8 @@ extension ManagerStore {
         guard
             let row = try await sql.raw(
                 """
-                SELECT au.device_id, au.activation_id, c.email, au.purpose, au.host, au.local_user, au.challenge
+                SELECT au.device_id, au.activation_id, c.email, c.login_name, c.attributes, au.purpose, au.host,
+                       au.local_user, au.challenge
                 FROM authentications au JOIN activations a ON a.id = au.activation_id JOIN accounts c ON c.id = a.account_id
                 WHERE au.id = \(bind: id) AND au.challenge IS NOT NULL AND au.expires_at > \(bind: now)
                 """
@@ -123,7 +126,8 @@ extension ManagerStore {
             email: try row.decode(column: "email", as: String.self), purpose: try Self.purpose(row),
             host: try row.decode(column: "host", as: String.self),
             localUser: try row.decode(column: "local_user", as: String.self),
-            challenge: try row.decode(column: "challenge", as: String.self)
+            challenge: try row.decode(column: "challenge", as: String.self),
+            accountAttributes: try Self.accountAttributes(in: row)
         )
     }
 
