@@ -19,6 +19,21 @@ final class StatementCounter: Sendable {
     func counting(_ database: any SQLDatabase) -> any SQLDatabase { CountedDatabase(base: database, counter: self) }
 
     func add() { count.add(1, ordering: .relaxed) }
+
+    private let recording = Atomic<Bool>(false)
+    private let texts = Mutex<[String]>([])
+
+    /// `body`, and the text of every statement sent while it ran: what a test sees of a login's statements.
+    func recordingTexts(_ body: () async throws -> Void) async rethrows -> [String] {
+        texts.withLock { $0 = [] }
+        recording.store(true, ordering: .relaxed)
+        defer { recording.store(false, ordering: .relaxed) }
+        try await body()
+        return texts.withLock { $0 }
+    }
+
+    fileprivate var isRecording: Bool { recording.load(ordering: .relaxed) }
+    fileprivate func keep(_ text: String) { texts.withLock { $0.append(text) } }
 }
 
 private struct CountedDatabase: SQLDatabase {
@@ -35,11 +50,13 @@ private struct CountedDatabase: SQLDatabase {
         sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void
     ) -> EventLoopFuture<Void> {
         counter.add()
+        if counter.isRecording { counter.keep(serialize(query).sql) }
         return base.execute(sql: query, onRow)
     }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
         counter.add()
+        if counter.isRecording { counter.keep(serialize(query).sql) }
         try await base.execute(sql: query, onRow)
     }
 }
