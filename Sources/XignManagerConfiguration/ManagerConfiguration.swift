@@ -476,7 +476,7 @@ public struct ManagerConfiguration: Sendable {
 
 /// Which pepper keys a PIN verifier. Stored with each verifier, so a change of `keys.pin_pepper` (or of the
 /// iteration count) upgrades verifiers one correct PIN at a time.
-public enum PINPepperKind: String, Sendable {
+public enum PINPepperKind: String, Sendable, CaseIterable {
     /// 32 random bytes in a 0600 file next to the database.
     case file
     /// An HMAC key inside this machine's TPM: a copy of the disk tests no PIN.

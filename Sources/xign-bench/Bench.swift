@@ -35,6 +35,11 @@ struct Bench {
 
     static func main() throws {
         TPMLog.quiet()
+        // `xign-bench scale [ACCOUNTS]`: make bench-scale.
+        if CommandLine.arguments.dropFirst().first == "scale" {
+            return try ScaleBench.run(
+                accounts: CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 1_000_000)
+        }
         if CommandLine.arguments.dropFirst().first == "manager" {
             var arguments = Array(CommandLine.arguments.dropFirst(2))
             var pam: ManagerBench.PAMModule?

@@ -310,8 +310,13 @@ enum ManagerBench {
     }
 
     /// `caFile`: what the clients trust, for a manager with a certificate of the tests' CA.
-    static func enrol(_ count: Int, at manager: ManagerProcess, caFile: String? = nil) throws -> [Client] {
-        try (0..<count).map { index in
+    /// `from`: the first client's number, for more clients beside earlier ones.
+    static func enrol(
+        _ count: Int, at manager: ManagerProcess, caFile: String? = nil, from first: Int = 0
+    ) throws
+        -> [Client]
+    {
+        try (first..<(first + count)).map { index in
             var configuration = ClientConfiguration()
             configuration.stateDirectory = manager.directory.file("state\(index)")
             configuration.deviceKey = .software

@@ -4,12 +4,12 @@ import XignTestSupport
 
 @testable import XignManager
 
-/// Every statement a login sends to PostgreSQL finds its rows through an index, so a login costs the same at a
+/// Every statement a login (and a registration) sends to PostgreSQL finds its rows through an index, so a login costs the same at a
 /// million accounts as at a thousand (`make bench-scale` measures it). Each statement is planned as the manager runs
 /// it, a generic plan over parameters, with sequential scans priced out: a plan that still scans a table has no
 /// index to use. Control: the same check finds the scan of a statement written without one.
 @Suite(.machineShare) struct IndexUseTests {
-    @Test func everyStatementOfALoginUsesAnIndex() async throws {
+    @Test func everyStatementOfALoginAndARegistrationUsesAnIndex() async throws {
         try await InProcessManager.run(database: .postgreSQL) { inProcess in
             let database = try #require(inProcess.files.postgreSQLDatabase)
             let device = try await inProcess.api.enrolDevice("indexed@example.org")
@@ -18,8 +18,9 @@ import XignTestSupport
                 for pin in ["24680", "13579"] {
                     statuses.append(try await inProcess.api.authenticate(device, pin: pin).status)
                 }
+                statuses.append(try await inProcess.api.postRegistration("another@example.org").status)
             }
-            #expect(statuses == [200, 200], "a login, and a wrong PIN")
+            #expect(statuses == [200, 200, 201], "a login, a wrong PIN and a registration")
             // The statements that read or write rows; not BEGIN, SET LOCAL or COMMIT.
             let statements = Set(login).filter { sql in
                 ["SELECT", "INSERT", "UPDATE", "DELETE"].contains(sql.drop { $0.isWhitespace }.prefix(6).uppercased())

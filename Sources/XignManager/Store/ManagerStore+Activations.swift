@@ -230,10 +230,16 @@ extension ManagerStore {
 
     /// The peppers stored verifiers were made with, so the manager loads each one they need.
     func pinPepperKindsInUse() async throws -> Set<PINPepperKind> {
-        Set(
-            try await sql.raw("SELECT DISTINCT pin_pepper FROM activations").all().compactMap {
-                PINPepperKind(rawValue: try $0.decode(column: "pin_pepper", as: String.self))
-            })
+        // One index probe per kind: DISTINCT would read the whole index.
+        var kinds = Set<PINPepperKind>()
+        for kind in PINPepperKind.allCases
+        where try await sql.raw("SELECT 1 AS used FROM activations WHERE pin_pepper = \(bind: kind.rawValue) LIMIT 1")
+            .first()
+            != nil
+        {
+            kinds.insert(kind)
+        }
+        return kinds
     }
 
     /// A right PIN, or an administrator: no failures, no lock, no claim. False when there is no such activation, or
