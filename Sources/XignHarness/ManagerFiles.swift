@@ -91,6 +91,14 @@ public class ManagerFiles: @unchecked Sendable {
 
     public var outbox: String { dataDirectory + "/outbox/new" }
 
+    /// The name this manager's PIN-check claims carry (`pin_check_by`), kept in its data directory.
+    public var instanceId: String {
+        get throws {
+            try String(contentsOfFile: dataDirectory + "/instance-id", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
     /// The database's size in bytes: the SQLite file with its WAL, or PostgreSQL's pg_database_size.
     public func databaseSize() throws -> Int {
         if let postgreSQLDatabase {

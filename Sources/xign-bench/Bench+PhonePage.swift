@@ -42,13 +42,8 @@ extension Bench {
         _ = try browser(
             "personalize", try manager.activationAppLink(for: email),
             stdin: pin.trimmingCharacters(in: .whitespacesAndNewlines) + "\n")
-        let joined = try manager.admin(["hosts", "add", "bench-host"])
-        var configuration = ClientConfiguration()
-        configuration.stateDirectory = directory.file("host")
-        let host = try XignSdk(configuration: configuration, localUser: "root")
-        _ = try host.joinHost(
-            managerURL: try ManagerURL(manager.browserURL),
-            token: try HostJoinToken(parsing: String(joined.stdout.split(separator: " ").last ?? "")))
+        let host = try ManagerBench.joinedHost(
+            "bench-host", at: manager, state: directory.file("host"), url: try ManagerURL(manager.browserURL))
         let pending = try (0..<2).map { index in
             try host.startLoginConfirmation(
                 loginName: "bench", service: "sshd", remoteHost: "198.51.100.\(index + 1)", tty: nil, command: nil)

@@ -85,13 +85,8 @@ extension ManagerBench {
             try admin(["accounts", "add", "waiting\(account)@example.org", "--login-name", "waiting\(account)"])
         }
         try admin(["accounts", "keep-open-host-access"])
-        let hostToken =
-            try first.admin(["hosts", "add", "bench-waiting"]).stdout.split(separator: " ").last.map(String.init) ?? ""
-        var configuration = ClientConfiguration()
-        configuration.stateDirectory = first.directory.file("host")
-        configuration.deviceKey = .software
-        let host = try XignSdk(configuration: configuration, localUser: "root")
-        _ = try host.joinHost(managerURL: first.url, token: try HostJoinToken(parsing: hostToken))
+        let host = try joinedHost("bench-waiting", at: first, state: first.directory.file("host"))
+        let configuration = host.configuration
         let approve = { (pending: PendingLoginConfirmation) throws in
             try approver.approve(pending.confirmationId, code: pending.code)
         }

@@ -310,6 +310,23 @@ enum ManagerBench {
     }
 
     /// `caFile`: what the clients trust, for a manager with a certificate of the tests' CA.
+    /// A host named `name` joined to `manager` (its software host key in `state`), as `xign-setup join` makes one;
+    /// `url`: where the host reaches the manager, its own address unless given.
+    static func joinedHost(
+        _ name: String, at manager: ManagerProcess, state: String, url: ManagerURL? = nil
+    ) throws -> XignSdk {
+        let added = try manager.admin(["hosts", "add", name])
+        guard added.status == 0, let token = added.stdout.split(separator: " ").last else {
+            throw TestFailure("admin hosts add \(name): \(added.stderr)")
+        }
+        var configuration = ClientConfiguration()
+        configuration.stateDirectory = state
+        configuration.deviceKey = .software
+        let host = try XignSdk(configuration: configuration, localUser: "root")
+        _ = try host.joinHost(managerURL: url ?? manager.url, token: try HostJoinToken(parsing: String(token)))
+        return host
+    }
+
     /// `from`: the first client's number, for more clients beside earlier ones.
     static func enrol(
         _ count: Int, at manager: ManagerProcess, caFile: String? = nil, from first: Int = 0

@@ -55,13 +55,7 @@ enum ScaleBench {
         let manager = try ManagerProcess(config: ManagerBench.config, database: .postgreSQL)
         defer { manager.stop() }
         let clients = try ManagerBench.enrol(2, at: manager)
-        let hostToken =
-            try manager.admin(["hosts", "add", "scale-host"]).stdout.split(separator: " ").last.map(String.init) ?? ""
-        var configuration = ClientConfiguration()
-        configuration.stateDirectory = manager.directory.file("host")
-        configuration.deviceKey = .software
-        let host = try XignSdk(configuration: configuration, localUser: "root")
-        _ = try host.joinHost(managerURL: manager.url, token: try HostJoinToken(parsing: hostToken))
+        let host = try ManagerBench.joinedHost("scale-host", at: manager, state: manager.directory.file("host"))
         for arguments in [
             ["accounts", "set-login", "bench1@example.org", "scale1"], ["accounts", "keep-open-host-access"],
         ] {
@@ -104,7 +98,7 @@ enum ScaleBench {
         ]
         for figure in figures { sizes.figures[figure.name] = figure }
         sizes.databaseBytes = try manager.databaseSize()
-        if withPeak { try peak(manager, hostState: configuration.stateDirectory) }
+        if withPeak { try peak(manager, hostState: manager.directory.file("host")) }
         return sizes
     }
 

@@ -147,9 +147,7 @@ import XignTestSupport
         let devices = try await api.enrolDevices("claimed", count: 2)
         manager.stop()
         // As a kill in the middle of two PIN checks leaves them: one claimed by this instance, one by another.
-        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8)
-            .trimmingCharacters(
-                in: .whitespacesAndNewlines)
+        let instance = try manager.instanceId
         let until = Int64(Date().timeIntervalSince1970 * 1000) + 30_000
         for (device, owner) in zip(devices, [instance, "another-instance"]) {
             _ = try manager.query(
@@ -181,8 +179,7 @@ import XignTestSupport
         let manager = try ManagerProcess(config: Self.config, database: database)
         let api = API(manager: manager)
         let devices = try await api.enrolDevices("left", count: 2)
-        let instance = try String(contentsOfFile: manager.dataDirectory + "/instance-id", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let instance = try manager.instanceId
         for (device, (owner, waits)) in zip(devices, [(instance, false), ("another-instance", true)]) {
             // Set just before the check, so a loaded machine cannot let the other instance's claim run out first.
             let until = Int64(Date().timeIntervalSince1970 * 1000) + (waits ? 3_000 : 30_000)
