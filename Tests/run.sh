@@ -6,7 +6,9 @@
 set -uo pipefail
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-${SWIFT:-swift} test --skip-build --filter XignManagerTests > "$log" 2>&1 &
+# The failover test kills PostgreSQL and times answers against a client's 10 s: it runs alone (make failover-test),
+# where the load of every other suite does not stretch its waits.
+${SWIFT:-swift} test --skip-build --filter XignManagerTests --skip FailoverTests > "$log" 2>&1 &
 manager=$!
 ${SWIFT:-swift} test --skip-build --skip XignManagerTests
 others=$?
