@@ -166,32 +166,31 @@ struct PINChecker: Sendable {
     /// is charged as soon as the database answers again, as the guess it may have been, so that no other instance
     /// waits for it to run out. A verdict that did commit took the claim with it, and nothing is charged.
     private func chargeWhenTheDatabaseAnswers(_ activationId: String) {
-        Task { await chargeLostClaim(activationId) }
-    }
-
-    private func chargeLostClaim(_ activationId: String) async {
-        let deadline = IdentityManager.now() + Self.claimMilliseconds
-        while IdentityManager.now() < deadline {
-            do {
-                // In the activation's queue: no check of this process runs, so a claim of this instance is the lost
-                // one. Each try has a short budget of its own (not the request's, which it would inherit), so the
-                // queue is not held long while the database does not answer.
-                try await RequestBudget.$deadline.withValue(.now + .seconds(2)) {
-                    try await queue.withLock(activationId) {
-                        try await self.database.transaction { store in
-                            guard let activation = try await store.activation(id: activationId),
-                                activation.pinCheckUntil != 0, activation.pinCheckBy == self.instanceId
-                            else { return }
-                            _ = try await self.chargeFailure(activation.id, after: activation.failedAttempts, in: store)
-                            self.logger.warning(
-                                "a PIN check whose verdict was lost is counted as a failure",
-                                metadata: ["activation": "\(activation.id)"])
+        Task {
+            let deadline = IdentityManager.now() + Self.claimMilliseconds
+            while IdentityManager.now() < deadline {
+                do {
+                    // In the activation's queue: no check of this process runs, so a claim of this instance is the lost
+                    // one. Each try has a short budget of its own (not the request's, which it would inherit), so the
+                    // queue is not held long while the database does not answer.
+                    try await RequestBudget.$deadline.withValue(.now + .seconds(2)) {
+                        try await queue.withLock(activationId) {
+                            try await self.database.transaction { store in
+                                guard let activation = try await store.activation(id: activationId),
+                                    activation.pinCheckUntil != 0, activation.pinCheckBy == self.instanceId
+                                else { return }
+                                _ = try await self.chargeFailure(
+                                    activation.id, after: activation.failedAttempts, in: store)
+                                self.logger.warning(
+                                    "a PIN check whose verdict was lost is counted as a failure",
+                                    metadata: ["activation": "\(activation.id)"])
+                            }
                         }
                     }
+                    return
+                } catch {
+                    try? await Task.sleep(for: .seconds(1))
                 }
-                return
-            } catch {
-                try? await Task.sleep(for: .seconds(1))
             }
         }
     }

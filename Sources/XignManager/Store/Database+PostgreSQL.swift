@@ -181,11 +181,16 @@ final class PostgreSQLPool: Sendable {
     func autocommit<T: Sendable>(
         logger: Logger, _ body: @escaping @Sendable (ManagerStore) async throws -> T
     ) async throws -> T {
+        try await onLeasedConnection(logger: logger) { try await body(ManagerStore(sql: $0)) }
+    }
+
+    /// `body` with a pooled connection's counted SQL, on that connection's event loop (`EventLoopTaskExecutor`).
+    private func onLeasedConnection<T: Sendable>(
+        logger: Logger, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
         try await withLease { connection in
             try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
-                try await body(
-                    ManagerStore(
-                        sql: self.statements.counting(PostgreSQLDatabase(connection: connection, logger: logger))))
+                try await body(self.statements.counting(PostgreSQLDatabase(connection: connection, logger: logger)))
             }
         }
     }
@@ -194,9 +199,9 @@ final class PostgreSQLPool: Sendable {
     static let workLimit: Duration = .seconds(20)
 
     /// `body` on `connection`, which is closed (failing what runs on it; the pool makes a new one) when `body` is not
-    /// done within `workLimit` or what is left of the request's budget. A call that still has not ended a second later is left to
-    /// itself and answered 503: in failover tests one call in a few hundred never ended once its connection closed,
-    /// and it held its activation's PIN checks behind it.
+    /// done within `workLimit` or what is left of the request's budget. A call that still has not ended a second later
+    /// is left to itself and answered 503: in failover tests one call in a few hundred never ended once its connection
+    /// closed, and it held its activation's PIN checks behind it.
     private static func watched<T: Sendable>(
         _ connection: PostgresConnection, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
@@ -231,12 +236,9 @@ final class PostgreSQLPool: Sendable {
         var attempt = 1
         while true {
             do {
-                return try await withLease { connection in
-                    try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
-                        try await Database.inTransaction(
-                            self.statements.counting(PostgreSQLDatabase(connection: connection, logger: logger)),
-                            begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
-                    }
+                return try await onLeasedConnection(logger: logger) { sql in
+                    try await Database.inTransaction(
+                        sql, begin: "BEGIN ISOLATION LEVEL SERIALIZABLE", durability: durability, logger: logger, body)
                 }
             } catch let error as PSQLError where Self.isConflict(error) {
                 guard attempt < Self.maximumAttempts else {

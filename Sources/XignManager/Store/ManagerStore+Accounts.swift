@@ -77,11 +77,16 @@ extension ManagerStore {
 
     /// The attributes of a row with the account's email, login_name and attributes columns.
     static func accountAttributes(in row: any SQLRow) throws -> [String: String] {
-        var values =
-            (try? JSONDecoder().decode(
-                [String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8))) ?? [:]
-        values["email"] = try row.decode(column: "email", as: String.self)
-        values[AttributeValidator.loginName] = try row.decode(column: "login_name", as: String?.self)
+        accountAttributes(
+            email: try row.decode(column: "email", as: String.self),
+            loginName: try row.decode(column: "login_name", as: String?.self),
+            json: try row.decode(column: "attributes", as: String.self))
+    }
+
+    static func accountAttributes(email: String, loginName: String?, json: String) -> [String: String] {
+        var values = (try? JSONDecoder().decode([String: String].self, from: Data(json.utf8))) ?? [:]
+        values["email"] = email
+        values[AttributeValidator.loginName] = loginName
         return values
     }
 

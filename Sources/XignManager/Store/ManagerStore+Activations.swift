@@ -52,8 +52,10 @@ extension ManagerStore {
         var offlineMaxFailures: Int?
         /// An administrator locked the account (when); nil while it is not locked.
         var accountLockedAt: Int64?
-        /// The account's attributes as a service sees them: email, login name and the registered ones.
-        var accountAttributes: [String: String]
+        /// The account's login name and registered attributes (JSON), read with the row; `accountAttributes` decodes them
+        /// when asked, which only a start does, not the PIN check's reads.
+        var accountLoginName: String?
+        var accountAttributesJSON: String
 
         init(_ row: any SQLRow) throws {
             id = try row.decode(column: "id", as: String.self)
@@ -80,7 +82,13 @@ extension ManagerStore {
             offlineGraceMilliseconds = try row.decode(column: "offline_grace", as: Int64?.self)
             offlineMaxFailures = try row.decode(column: "offline_max_failures", as: Int?.self)
             accountLockedAt = try row.decode(column: "locked_at", as: Int64?.self)
-            accountAttributes = try ManagerStore.accountAttributes(in: row)
+            accountLoginName = try row.decode(column: "login_name", as: String?.self)
+            accountAttributesJSON = try row.decode(column: "attributes", as: String.self)
+        }
+
+        /// The account's attributes as a service sees them: email, login name and the registered ones.
+        var accountAttributes: [String: String] {
+            ManagerStore.accountAttributes(email: email, loginName: accountLoginName, json: accountAttributesJSON)
         }
 
         var pendingLock: LockoutMessage? {

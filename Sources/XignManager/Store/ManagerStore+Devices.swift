@@ -195,8 +195,8 @@ extension ManagerStore {
         ).first()?.decode(column: "email", as: String.self)
     }
 
-    /// Stores a challenge for `deviceId`; the expiry service deletes it once it ran out.
-    /// Keeps `challenge` for an enrolled device, in one statement; false when there is no such device.
+    /// Keeps `challenge` for `deviceId` in one statement, if that device is enrolled (false when not); the expiry
+    /// service deletes it once it ran out.
     func insertDeviceChallenge(_ challenge: ChallengeMessage, deviceId: String) async throws -> Bool {
         try await sql.raw(
             """
