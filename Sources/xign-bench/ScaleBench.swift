@@ -95,6 +95,27 @@ enum ScaleBench {
             try Bench.measure("admin: audit of one account", runs: 10) { _ in
                 _ = try manager.admin(["audit", "--email", "bench0@example.org"])
             },
+            try Bench.measure("admin: accounts list, first page (1,000)", runs: 10) { _ in
+                let listed = try manager.admin(["accounts", "list"])
+                guard listed.status == 0, !listed.stdout.isEmpty else {
+                    throw TestFailure("admin \(["accounts", "list"]): \(listed.stderr)")
+                }
+            },
+            try Bench.measure("admin: accounts list, a page mid-way", runs: 10) { _ in
+                let listed = try manager.admin(["accounts", "list", "--after", "scale\(accounts / 2)@example.org"])
+                guard listed.status == 0, !listed.stdout.isEmpty else {
+                    throw TestFailure(
+                        "admin \(["accounts", "list", "--after", "scale\(accounts / 2)@example.org"]): \(listed.stderr)"
+                    )
+                }
+            },
+            try Bench.measure("admin: hosts list, a page mid-way", runs: 10) { _ in
+                let listed = try manager.admin(["hosts", "list", "--after", "host\(accounts / 20).example.org"])
+                guard listed.status == 0, !listed.stdout.isEmpty else {
+                    throw TestFailure(
+                        "admin \(["hosts", "list", "--after", "host\(accounts / 20).example.org"]): \(listed.stderr)")
+                }
+            },
         ]
         for figure in figures { sizes.figures[figure.name] = figure }
         sizes.databaseBytes = try manager.databaseSize()

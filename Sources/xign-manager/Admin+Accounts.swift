@@ -34,14 +34,18 @@ extension Admin {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List accounts.")
+            static let configuration = CommandConfiguration(
+                abstract: "List accounts in address order, a page at a time.")
             @OptionGroup var options: ConfigOptions
+            @OptionGroup var paging: PageOptions
             @Flag(help: "Print JSON.") var json = false
 
             func run() async throws {
-                let accounts = try await options.withManager { try await $0.administration.accounts() }
-                if json { return try printJSON(accounts) }
-                for account in accounts {
+                let page = try paging.page()
+                let accounts = try await options.withManager { try await $0.administration.accounts(page) }
+                defer { paging.reportNext(of: accounts, command: "accounts list") }
+                if json { return try printJSON(accounts.entries) }
+                for account in accounts.entries {
                     let kind = account.isTemporary ? "invited by \(account.organization ?? "?")" : "registered"
                     let hosts =
                         account.hostGroups.contains(IdentityManager.everyHost)

@@ -39,14 +39,18 @@ extension Admin {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the hosts that joined.")
+            static let configuration = CommandConfiguration(
+                abstract: "List the hosts that joined, in name order, a page at a time.")
             @OptionGroup var options: ConfigOptions
+            @OptionGroup var paging: PageOptions
             @Flag(help: "Print JSON.") var json = false
 
             func run() async throws {
-                let hosts = try await options.withManager { try await $0.administration.hosts() }
-                if json { return try printJSON(hosts) }
-                for host in hosts {
+                let page = try paging.page()
+                let hosts = try await options.withManager { try await $0.administration.hosts(page) }
+                defer { paging.reportNext(of: hosts, command: "hosts list") }
+                if json { return try printJSON(hosts.entries) }
+                for host in hosts.entries {
                     print(
                         "\(host.name)\t\(host.id)\t\(host.groups.isEmpty ? "-" : host.groups.joined(separator: ","))\t\(host.keyKind)\(host.ekIssuer.map { " (EK issuer \($0))" } ?? "")\t\(host.keyFingerprint)"
                     )

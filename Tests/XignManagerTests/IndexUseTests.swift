@@ -39,6 +39,28 @@ import XignTestSupport
         }
     }
 
+    @Test func everyStatementOfAListPageUsesAnIndex() async throws {
+        try await InProcessManager.run(database: .postgreSQL) { inProcess in
+            let database = try #require(inProcess.files.postgreSQLDatabase)
+            _ = try await inProcess.api.enrolDevice("listed@example.org")
+            let page = try ListPage(after: "k", limit: 10)
+            let statements = try await inProcess.manager.database.statements.recordingTexts {
+                _ = try await inProcess.manager.administration.accounts(page)
+                _ = try await inProcess.manager.administration.hosts(page)
+                _ = try await inProcess.manager.consoleAccounts(matching: "", page: page)
+            }.filter { sql in
+                // The administrator's mapping of host groups to local groups is a handful of rows, read whole.
+                sql.drop { $0.isWhitespace }.prefix(6).uppercased() == "SELECT"
+                    && !sql.contains("FROM host_group_local_groups")
+            }
+            #expect(statements.count >= 4, "\(statements)")
+            for sql in Set(statements) {
+                let scans = try Self.sequentialScans(sql, database: database)
+                #expect(scans.isEmpty, "\(scans) in: \(sql.prefix(300))")
+            }
+        }
+    }
+
     /// The tables a generic plan of `sql` reads sequentially, with sequential scans priced out.
     static func sequentialScans(_ sql: String, database: String, defining setup: String? = nil) throws -> [String] {
         let parameters = Set(sql.matches(of: /\$([0-9]+)/).compactMap { Int($0.1) }).max() ?? 0

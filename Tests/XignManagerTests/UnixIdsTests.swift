@@ -10,7 +10,7 @@ import XignTestSupport
     static let narrow = ManagerFiles.testConfig + "\n[users]\nuid_range = 70000-70002\n"
 
     func uid(_ blocks: ManagerBlocks, _ email: String) async throws -> Int64? {
-        try await blocks.manager.administration.accounts().first { $0.email == email }?.uid
+        try await blocks.manager.administration.accounts().entries.first { $0.email == email }?.uid
     }
 
     @Test func numbersAreGivenInOrderOnceAndNeverAgain() async throws {
@@ -35,7 +35,7 @@ import XignTestSupport
             await #expect {
                 try await admin.setLoginName("dave", email: "dave@example.org")
             } throws: { "\($0)".contains("widen the range in manager.conf or move it up") }
-            let dave = try await admin.accounts().first { $0.email == "dave@example.org" }
+            let dave = try await admin.accounts().entries.first { $0.email == "dave@example.org" }
             #expect(dave?.loginName == nil && dave?.uid == nil)
         }
     }
@@ -63,7 +63,7 @@ import XignTestSupport
             let refused = try await blocks.read { try await $0.directory(hostName: "db1", loginName: "bob") }
             #expect(byName == [alice] && byNumber == [alice] && refused.isEmpty)
             #expect(
-                try await admin.accounts().first { $0.email == "erin@example.org" }?.localGroups == [
+                try await admin.accounts().entries.first { $0.email == "erin@example.org" }?.localGroups == [
                     "docker", "sudo", "wheel",
                 ])
         }

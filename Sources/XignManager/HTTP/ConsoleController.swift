@@ -25,7 +25,7 @@ struct ConsoleController<Context: RequestContext> {
             try await page(request) { user in try await account(context.parameters.get("id") ?? "", user) }
         }
         router.get(RouterPath(WebPath.consoleHosts)) { request, _ in
-            try await page(request) { user in try await hosts(user) }
+            try await page(request) { user in try await hosts(request, user) }
         }
         router.get(RouterPath(WebPath.consoleWaiting)) { request, _ in
             try await page(request) { user in try await waiting(user) }
@@ -85,6 +85,21 @@ struct ConsoleController<Context: RequestContext> {
         return try await render(user)
     }
 
+    /// The page of a list the request's `after` asks for (cut to a key's length, so it never fails).
+    private static func listPage(_ request: Request, limit: Int) throws -> ListPage {
+        let after = request.uri.queryParameters["after"].map { String(decoding: $0.utf8.prefix(254), as: UTF8.self) }
+        return try ListPage(after: after, limit: limit)
+    }
+
+    /// `path` with `parameters`, each percent-encoded (an address may hold `+` or `&`).
+    private static func link(_ path: String, _ parameters: KeyValuePairs<String, String>) -> String {
+        let unreserved = CharacterSet(
+            charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return path + "?"
+            + parameters.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }
+            .joined(separator: "&")
+    }
+
     private func common(_ title: String, _ user: IdentityManager.ConsoleUser) -> [String: Any] {
         [
             "title": title, "deviceId": user.deviceId,
@@ -94,12 +109,13 @@ struct ConsoleController<Context: RequestContext> {
 
     private func accounts(_ request: Request, _ user: IdentityManager.ConsoleUser) async throws -> Response {
         let query = String((request.uri.queryParameters["q"].map(String.init) ?? "").prefix(254))
-        let found = try await manager.consoleAccounts(matching: query, limit: Self.accountsShown + 1)
+        let found = try await manager.consoleAccounts(
+            matching: query, page: try Self.listPage(request, limit: Self.accountsShown))
         var values = common("Accounts", user)
         values["query"] = DisplayText.marked(query)
-        values["count"] = min(found.count, Self.accountsShown)
-        values["more"] = found.count > Self.accountsShown
-        values["accounts"] = found.prefix(Self.accountsShown).map(Self.row)
+        values["count"] = found.entries.count
+        values["next"] = found.next.map { Self.link(WebPath.consoleAccounts, ["q": query, "after": $0]) }
+        values["accounts"] = found.entries.map(Self.row)
         values["isAdmin"] = user.role == .admin
         return try web.console(.accounts, values)
     }
@@ -144,15 +160,16 @@ struct ConsoleController<Context: RequestContext> {
         return try web.console(.account, values)
     }
 
-    private func hosts(_ user: IdentityManager.ConsoleUser) async throws -> Response {
-        let hosts = try await manager.administration.hosts()
+    private func hosts(_ request: Request, _ user: IdentityManager.ConsoleUser) async throws -> Response {
+        let hosts = try await manager.administration.hosts(try Self.listPage(request, limit: Self.accountsShown))
         var values = common("Hosts", user)
-        values["count"] = hosts.count
+        values["count"] = hosts.entries.count
+        values["next"] = hosts.next.map { Self.link(WebPath.consoleHosts, ["after": $0]) }
         values["isAdmin"] = user.role == .admin
         let pending = try await manager.pendingHostJoins()
         values["hasPending"] = !pending.isEmpty
         values["pending"] = pending.map { ["name": DisplayText.marked($0.name), "until": Self.time($0.expiresAt)] }
-        values["hosts"] = hosts.map { host -> [String: String] in
+        values["hosts"] = hosts.entries.map { host -> [String: String] in
             [
                 "name": host.name, "groups": host.groups.isEmpty ? "none" : host.groups.joined(separator: " "),
                 "key": host.ekIssuer.map { "TPM, EK by \($0)" } ?? host.keyKind, "joined": Self.time(host.joinedAt),

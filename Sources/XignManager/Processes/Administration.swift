@@ -32,14 +32,16 @@ public struct Administration: Sendable {
         try await manager.database.transaction { store in try await store.auditEvents(since: since, limit: limit) }
     }
 
-    public func accounts() async throws -> [IdentityManager.AccountSummary] {
-        try await manager.database.transaction { store in
+    /// One page of the accounts, in address order.
+    public func accounts(_ page: ListPage = .first) async throws -> Page<IdentityManager.AccountSummary> {
+        try await manager.database.read { store in
             let mappings = try await store.localGroupMappings()
-            return try await store.accountSummaries().map { account in
+            let accounts = try await store.accountSummaries(after: page.after, limit: page.limit).map { account in
                 var account = account
                 account.localGroups = Set(account.hostGroups.flatMap { mappings[$0] ?? [] }).sorted()
                 return account
             }
+            return page.cut(accounts, key: \.email)
         }
     }
 
@@ -203,17 +205,20 @@ public struct Administration: Sendable {
         return token
     }
 
-    public func hosts() async throws -> [IdentityManager.HostSummary] {
-        try await manager.database.transaction { store in
-            var summaries: [IdentityManager.HostSummary] = []
-            for host in try await store.hosts() {
-                summaries.append(
-                    IdentityManager.HostSummary(
-                        id: host.id, name: host.name, groups: try await store.groups(hostName: host.name),
-                        keyKind: host.ekIssuer == nil ? host.keyKind.rawValue : "attested", ekIssuer: host.ekIssuer,
-                        keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt))
+    /// One page of the hosts that joined, in name order.
+    public func hosts(_ page: ListPage = .first) async throws -> Page<IdentityManager.HostSummary> {
+        try await manager.database.read { store in
+            let hosts = try await store.hosts(after: page.after, limit: page.limit)
+            let groups = try await hosts.last.asyncMap {
+                try await store.groups(ofHostsAfter: page.after, through: $0.name)
             }
-            return summaries
+            let summaries = hosts.map { host in
+                IdentityManager.HostSummary(
+                    id: host.id, name: host.name, groups: groups?[host.name] ?? [],
+                    keyKind: host.ekIssuer == nil ? host.keyKind.rawValue : "attested", ekIssuer: host.ekIssuer,
+                    keyFingerprint: host.publicKey.fingerprint, joinedAt: host.createdAt)
+            }
+            return page.cut(summaries, key: \.name)
         }
     }
 

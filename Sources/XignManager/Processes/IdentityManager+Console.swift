@@ -192,8 +192,12 @@ extension IdentityManager {
         var hostGroups: [String]
     }
 
-    func consoleAccounts(matching search: String, limit: Int) async throws -> [ManagerStore.ConsoleAccount] {
-        try await database.read { store in try await store.consoleAccounts(matching: search, limit: limit) }
+    func consoleAccounts(matching search: String, page: ListPage) async throws -> Page<ManagerStore.ConsoleAccount> {
+        try await database.read { store in
+            page.cut(
+                try await store.consoleAccounts(matching: search, after: page.after, limit: page.limit + 1),
+                key: \.email)
+        }
     }
 
     func consoleAccountDetail(id: String) async throws -> ConsoleAccountDetail? {

@@ -40,8 +40,9 @@ extension ManagerStore {
                  c.offline_max_failures
         """)
 
-    /// Accounts whose address or login name contains `search` (all when empty), in address order, at most `limit`.
-    func consoleAccounts(matching search: String, limit: Int) async throws -> [ConsoleAccount] {
+    /// Accounts whose address or login name contains `search` (all when empty), in address order after `after`, at most
+    /// `limit`; the page is chosen before the activations are counted, so its cost does not grow with the accounts.
+    func consoleAccounts(matching search: String, after: String, limit: Int) async throws -> [ConsoleAccount] {
         let pattern =
             "%"
             + search.lowercased().replacingOccurrences(of: "\\", with: "\\\\")
@@ -49,8 +50,10 @@ extension ManagerStore {
         return try await sql.raw(
             """
             \(Self.consoleAccountColumns)
-            WHERE c.is_temporary = 0 AND (c.email LIKE \(bind: pattern) ESCAPE '\\' OR c.login_name LIKE \(bind: pattern) ESCAPE '\\')
-            \(Self.consoleAccountGroup) ORDER BY c.email LIMIT \(bind: limit)
+            WHERE c.id IN (SELECT id FROM accounts WHERE is_temporary = 0 AND email > \(bind: after)
+                           AND (email LIKE \(bind: pattern) ESCAPE '\\' OR login_name LIKE \(bind: pattern) ESCAPE '\\')
+                           ORDER BY email LIMIT \(bind: limit))
+            \(Self.consoleAccountGroup) ORDER BY c.email
             """
         ).all().map(ConsoleAccount.init)
     }

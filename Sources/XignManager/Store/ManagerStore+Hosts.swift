@@ -70,11 +70,29 @@ extension ManagerStore {
         .first().map(Self.hostRecord)
     }
 
-    func hosts() async throws -> [HostRecord] {
+    /// One page of the hosts in name order (`limit + 1` of them, so the caller sees whether more follow).
+    func hosts(after: String, limit: Int) async throws -> [HostRecord] {
         try await sql.raw(
-            "SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts ORDER BY name"
-        ).all().map(
-            Self.hostRecord)
+            """
+            SELECT id, name, public_key, key_kind, created_at, ek_issuer, unattested_because FROM hosts
+            WHERE name > \(bind: after) ORDER BY name LIMIT \(bind: limit + 1)
+            """
+        ).all().map(Self.hostRecord)
+    }
+
+    /// The groups of the hosts named after `after` up to `last`, by host name: a page's groups in one statement.
+    func groups(ofHostsAfter after: String, through last: String) async throws -> [String: [String]] {
+        var groups: [String: [String]] = [:]
+        for row in try await sql.raw(
+            """
+            SELECT host_name, group_name FROM host_groups WHERE host_name > \(bind: after) AND host_name <= \(bind: last)
+            ORDER BY host_name, group_name
+            """
+        ).all() {
+            groups[try row.decode(column: "host_name", as: String.self), default: []].append(
+                try row.decode(column: "group_name", as: String.self))
+        }
+        return groups
     }
 
     /// Removes the host, its pending join token and its groups; false when neither host nor token existed.
