@@ -72,6 +72,12 @@ enum ScaleBench {
         let metrics = try ManagerURL("http://127.0.0.1:\(try manager.metricsPort())")
         let http = HTTPClient()
         var registrations = 0
+        func list(_ arguments: [String]) throws {
+            let listed = try manager.admin(arguments)
+            guard listed.status == 0, !listed.stdout.isEmpty else {
+                throw TestFailure("admin \(arguments): \(listed.stderr)")
+            }
+        }
         let figures = [
             try Bench.measure("a login (challenge, start, finish)", runs: 200) { _ in try clients[0].login() },
             try Bench.measure("a host's confirmation (start, approve)", runs: 50) { run in
@@ -96,25 +102,13 @@ enum ScaleBench {
                 _ = try manager.admin(["audit", "--email", "bench0@example.org"])
             },
             try Bench.measure("admin: accounts list, first page (1,000)", runs: 10) { _ in
-                let listed = try manager.admin(["accounts", "list"])
-                guard listed.status == 0, !listed.stdout.isEmpty else {
-                    throw TestFailure("admin \(["accounts", "list"]): \(listed.stderr)")
-                }
+                try list(["accounts", "list"])
             },
             try Bench.measure("admin: accounts list, a page mid-way", runs: 10) { _ in
-                let listed = try manager.admin(["accounts", "list", "--after", "scale\(accounts / 2)@example.org"])
-                guard listed.status == 0, !listed.stdout.isEmpty else {
-                    throw TestFailure(
-                        "admin \(["accounts", "list", "--after", "scale\(accounts / 2)@example.org"]): \(listed.stderr)"
-                    )
-                }
+                try list(["accounts", "list", "--after", "scale\(accounts / 2)@example.org"])
             },
             try Bench.measure("admin: hosts list, a page mid-way", runs: 10) { _ in
-                let listed = try manager.admin(["hosts", "list", "--after", "host\(accounts / 20).example.org"])
-                guard listed.status == 0, !listed.stdout.isEmpty else {
-                    throw TestFailure(
-                        "admin \(["hosts", "list", "--after", "host\(accounts / 20).example.org"]): \(listed.stderr)")
-                }
+                try list(["hosts", "list", "--after", "host\(accounts / 20).example.org"])
             },
         ]
         for figure in figures { sizes.figures[figure.name] = figure }
