@@ -83,6 +83,32 @@ def read_greeter(vm, name, seconds):
     raise TestFailure(f"no QR code and code could be read from the greeter within {seconds} s")
 
 
+def rows(data, table):
+    """How many rows the manager's table holds."""
+    database = os.path.join(data, "manager.sqlite")
+    return int(subprocess.run(["sqlite3", database, f"SELECT count(*) FROM {table}"], capture_output=True, text=True,
+                              check=True).stdout.strip())
+
+
+def type_name(vm, name, count):
+    """Types a user name at GDM until the module has started that login at the manager (`count` grew), at most three
+    times. Under TCG the greeter draws well before it takes keys, after a boot and after a logout alike: a name typed
+    too early is lost, whole or in part; a part is a user GDM does not know, whose password prompt Escape cancels."""
+    before = count()
+    for attempt in range(3):
+        if attempt:
+            vm.key("esc")
+            time.sleep(10)
+        vm.type(name)
+        vm.key("ret")
+        try:
+            vm.wait(f"{name}'s login at the manager", lambda: count() > before, 120, every=5)
+            return
+        except TestFailure:
+            vm.picture(f"{name}-name-lost-{attempt + 1}")
+    raise TestFailure(f"GDM took {name}'s name three times, and the module never started the login at the manager")
+
+
 def module_log(vm):
     """pam_xign's log lines in the VM's journal, one a login."""
     return [line for line in vm.ssh("journalctl -b --no-pager -o cat").splitlines() if "pam_xign(" in line]
@@ -129,27 +155,10 @@ def run(image_dir, release, artifacts, work):
         step("alice is personalized and the pam-auth-update profile is on")
 
         vm.wait("GDM's greeter", lambda: vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
-        # The greeter draws well after gnome-shell starts under TCG, and takes keys later still: a name typed before
-        # is lost. So the name is typed again until the module has started alice's login at the manager (a row in its
-        # authentications), at most three times; the PIN prompt follows that answer.
         vm.drawn("01-greeter", 600)
         time.sleep(10)
 
-        def authentications():
-            database = os.path.join(data, "manager.sqlite")
-            return int(subprocess.run(["sqlite3", database, "SELECT count(*) FROM authentications"], capture_output=True,
-                                      text=True, check=True).stdout.strip())
-        before = authentications()
-        for _ in range(3):
-            vm.type("alice")
-            vm.key("ret")
-            try:
-                vm.wait("alice's login at the manager", lambda: authentications() > before, 120, every=5)
-                break
-            except TestFailure:
-                pass
-        else:
-            raise TestFailure("GDM took alice's name three times, and the module never started her login")
+        type_name(vm, "alice", lambda: rows(data, "authentications"))
         time.sleep(15)
         vm.picture("02-gdm-pin-prompt")
         vm.type(PIN)
@@ -246,8 +255,7 @@ def run(image_dir, release, artifacts, work):
                 vm.ssh("pgrep -u Debian-gdm -x gnome-shell", check=False) != "", 600, every=5)
         vm.drawn("11-greeter-again", 300)
         time.sleep(20)
-        vm.type("bob")
-        vm.key("ret")
+        type_name(vm, "bob", lambda: rows(data, "confirmations"))
         step("bob typed his name at GDM")
         payload, code = read_greeter(vm, "12-gdm-qr-code", 240)
         step(f"read from the greeter's picture: the QR code ({payload[:40]}...) and the code {code}")
