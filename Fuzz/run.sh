@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds the libFuzzer targets with AddressSanitizer and optimization and runs each (or those FUZZ_TARGETS names) for
-# FUZZ_SECONDS on its committed seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz.
+# FUZZ_SECONDS on its committed seed corpus (Fuzz/Corpus/TARGET, read only) plus a working corpus in .build-fuzz,
+# as many at once as there are cores.
 # Prints each target's executions per second and coverage; a crash leaves its input in .build-fuzz/crashes and fails
 # the run.
 set -euo pipefail
@@ -26,22 +27,38 @@ if [ -n "${FUZZ_TARGETS:-}" ]; then
     targets="$FUZZ_TARGETS"
 fi
 mkdir -p "$scratch/crashes"
-failed=0
-printf '%-22s %10s %8s %8s %8s\n' target runs exec/s cov corpus
-for target in $targets; do
-    [ -d "$fuzz/Corpus/$target" ] || { echo "fuzz: $target has no seed corpus in Fuzz/Corpus/$target" >&2; failed=1; continue; }
-    mkdir -p "$scratch/corpus/$target"
-    log="$scratch/$target.log"
+
+# One target for `seconds`; its log is $scratch/TARGET.log, its exit status $scratch/TARGET.exit.
+fuzz_one() {
+    local target=$1 runner="$binary" dictionary=() status=0
     # A dictionary of the tokens the input's format is made of: JSON's field names, the config file's keys.
     case "$target" in
     wire-answers | request-bodies | sealed-pin | daemon-socket) dictionary=(-dict="$fuzz/Dictionaries/json.dict") ;;
     manager-config) dictionary=(-dict="$fuzz/Dictionaries/manager-config.dict") ;;
-    *) dictionary=() ;;
     esac
-    runner="$binary"
     [ "$target" = nss-wire ] && runner="$nss_binary"
-    if ! XIGN_FUZZ_TARGET="$target" "$runner" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" "${dictionary[@]}" \
-        -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" > "$log" 2>&1; then
+    mkdir -p "$scratch/corpus/$target"
+    XIGN_FUZZ_TARGET="$target" "$runner" "$scratch/corpus/$target" "$fuzz/Corpus/$target" -max_total_time="$seconds" "${dictionary[@]}" \
+        -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" \
+        > "$scratch/$target.log" 2>&1 || status=$?
+    echo "$status" > "$scratch/$target.exit"
+}
+
+# As many targets at once as there are cores: each is one process on one core.
+failed=0
+for target in $targets; do
+    [ -d "$fuzz/Corpus/$target" ] || { echo "fuzz: $target has no seed corpus in Fuzz/Corpus/$target" >&2; failed=1; continue; }
+    rm -f "$scratch/$target.exit"
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+    fuzz_one "$target" &
+done
+wait
+
+printf '%-22s %10s %8s %8s %8s\n' target runs exec/s cov corpus
+for target in $targets; do
+    log="$scratch/$target.log"
+    [ -f "$scratch/$target.exit" ] || continue
+    if [ "$(cat "$scratch/$target.exit")" != 0 ]; then
         echo "fuzz: $target FAILED; its log is $log:" >&2
         grep -E "ERROR|Fatal|panic|SUMMARY|Test unit written" "$log" | head -20 >&2
         failed=1
