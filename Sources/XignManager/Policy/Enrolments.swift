@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import XignCrypto
 import XignManagerConfiguration
 import XignProtocol
@@ -175,8 +176,11 @@ struct Enrolments: Sendable {
         guard let kept = try await store.keptAttributes(accountId: accountId) else { return }
         if let service = kept.service, configuration.linkedServices.contains(service) {
             let directory = "\(mail.outbox.path)/linked/\(service)"
-            try AtomicFile.makeDirectory(directory, mode: 0o700)
-            try AtomicFile.write(Data(kept.attributes.utf8), to: "\(directory)/\(accountId).json", mode: 0o600)
+            // The write's fsync waits on the thread pool, not on the event loop the transaction may run on.
+            try await NIOThreadPool.singleton.runIfActive {
+                try AtomicFile.makeDirectory(directory, mode: 0o700)
+                try AtomicFile.write(Data(kept.attributes.utf8), to: "\(directory)/\(accountId).json", mode: 0o600)
+            }
         }
         try await store.forgetKeptAttributes(accountId: accountId)
     }
