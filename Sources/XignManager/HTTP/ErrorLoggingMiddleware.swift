@@ -21,6 +21,10 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
                 error.status, error.status == .notFound ? .notFound : .badRequest,
                 "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))"
             )
+        } catch let error as PSQLError where error.code == .clientClosedConnection {
+            // Closed by the call's watchdog (PostgreSQLPool.watched): the database did not answer in time.
+            logger.warning("request failed: a database call outlived its limit and its connection was closed")
+            throw PostgreSQLPool.noAnswerInTime
         } catch let error as PSQLError where PostgreSQLPool.meansNoWritableDatabase(error) {
             // A connection that broke, or a server that is no primary (yet): a failover, or PostgreSQL restarting.
             logger.warning(

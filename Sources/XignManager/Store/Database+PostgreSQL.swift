@@ -214,9 +214,9 @@ final class PostgreSQLPool: Sendable {
                 try await Task.sleep(for: limit)
                 try? await connection.close()
                 try await Task.sleep(for: .seconds(1))
-                if outcome.finish(.failure(noWritableDatabase)) {
+                if outcome.finish(.failure(noAnswerInTime)) {
                     Logger(label: "xign-manager").error(
-                        "a database call did not end when its connection was closed; left behind")
+                        "a database call did not end within \(limit) nor when its connection was closed; left behind")
                 }
             }
             Task {
@@ -263,6 +263,13 @@ final class PostgreSQLPool: Sendable {
     static let noWritableDatabase = ManagerError(
         .serviceUnavailable, .busy,
         "the manager cannot reach a writable database (it may be failing over to its standby); try again in a moment")
+
+    /// What a request gets when a database call outlived its limit and its connection was closed (the one way this
+    /// manager closes a connection a call runs on): the server is gone without a word, or the database or this machine
+    /// is overloaded.
+    static let noAnswerInTime = ManagerError(
+        .serviceUnavailable, .busy,
+        "the database did not answer in time (it may be overloaded or failing over to its standby); try again in a moment")
 
     /// A broken connection, or a server that cannot take writes now: class 08 (connection exception), 57P01–57P03
     /// (shut down, crashed, starting up or in recovery), 25006 (a standby not yet promoted).
