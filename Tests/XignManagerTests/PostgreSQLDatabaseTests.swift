@@ -126,6 +126,7 @@ import XignTestSupport
     /// The pool connects on an event loop, not on the concurrency threads that tests and handlers share: while those are
     /// all blocked for longer than the lease's 5 s wait, a transaction that needs a new connection still gets one.
     /// (With the pool's work on those threads, the connection waited for them and the lease ran out: the test failed so.)
+    /// It runs in a test process of its own (Tests/run.sh): the blocked threads stall every other test's requests.
     @Test func aLeaseNeedsNoFreeConcurrencyThread() async throws {
         let (cluster, name, database) = try await Self.database()
         _ = try await database.transaction { try await $0.sql.raw("SELECT 1 AS one").first() }
