@@ -269,7 +269,8 @@ final class PostgreSQLPool: Sendable {
     /// is overloaded.
     static let noAnswerInTime = ManagerError(
         .serviceUnavailable, .busy,
-        "the database did not answer in time (it may be overloaded or failing over to its standby); try again in a moment")
+        "the database did not answer in time (it may be overloaded or failing over to its standby); try again in a moment"
+    )
 
     /// A broken connection, or a server that cannot take writes now: class 08 (connection exception), 57P01–57P03
     /// (shut down, crashed, starting up or in recovery), 25006 (a standby not yet promoted).
