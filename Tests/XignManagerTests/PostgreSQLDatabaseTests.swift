@@ -1,4 +1,6 @@
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Logging
 import NIOPosix
 import SQLKit
@@ -155,6 +157,35 @@ import XignTestSupport
             try await database.transaction { try await $0.sql.raw("SELECT 3 AS three").first() }
         }
         _ = try await holding.value
+        await database.close()
+    }
+
+    /// A call that outlives a login's 7 s budget has its connection closed by its watchdog, and the request is
+    /// answered 503 "did not answer in time", not "cannot reach a writable database": no failover happened. The
+    /// control: the same route with a call that fits in the budget answers 200.
+    @Test func aCallPastALoginsBudgetIsAnsweredAsTooSlow() async throws {
+        let (_, _, database) = try await Self.database()
+        let router = Router()
+        router.add(middleware: ErrorLoggingMiddleware(logger: Logger(label: "test")))
+        router.get("sleep/:seconds") { _, context -> String in
+            let seconds = try context.parameters.require("seconds", as: Int.self)
+            return try await RequestBudget.within {
+                try await database.transaction {
+                    try await $0.sql.raw("SELECT pg_sleep(\(bind: seconds)) IS NULL AS slept").first()
+                }
+                return "slept"
+            }
+        }
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/sleep/0", method: .get) { #expect($0.status == .ok) }
+            let started = ContinuousClock.now
+            try await client.execute(uri: "/sleep/12", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(String(buffer: response.body).contains("the database did not answer in time"))
+            }
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .seconds(7) && waited < .seconds(10), "answered after \(waited)")
+        }
         await database.close()
     }
 }
