@@ -1,24 +1,20 @@
 #!/usr/bin/env bash
-# `make test`'s run: the manager's suites (XignManagerTests) in a test process of their own, beside the others. Swift's
-# shared threads are as many as cores, and the synchronous suites of the other targets (PAM, SSH, the desktops) hold
-# them for seconds at a time; the manager's in-process tier runs its handlers and services there, and in one full run
-# a write waited a minute for a thread while another process waited for its lock. Each process has its own threads.
+# `make test`'s run: three test processes, one after the other.
+# - The other targets. Swift's shared threads are as many as cores, and their synchronous suites (PAM, SSH, the
+#   desktops) hold them for seconds at a time.
+# - The manager's suites (XignManagerTests), whose in-process tier runs its handlers and services on those threads:
+#   in a process of its own, so that they are not held there (in one full run a write waited a minute for a thread
+#   while another process waited for its lock). Not beside the other targets: SwiftPM locks .build for a whole
+#   `swift test`, and with the test binary run directly beside it, a LightDM test's 20 s wait ran out under the load.
+# - One test that blocks every concurrency thread of its process for 7 s on purpose: beside it, each request in flight
+#   outlives a login's 7 s budget (RequestBudget) and is answered 503 busy. Two CI runs failed so, in other tests.
+# The failover test kills PostgreSQL and times answers against a client's 10 s: it runs alone (make failover-test).
 set -uo pipefail
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-# Blocks every concurrency thread of its process for 7 s on purpose: beside it, each request in flight outlives the
-# 7 s budget of a login (RequestBudget) and is answered 503 busy. Two CI runs failed so, in tests about something else.
 alone="PostgreSQLDatabaseTests/aLeaseNeedsNoFreeConcurrencyThread"
-# The failover test kills PostgreSQL and times answers against a client's 10 s: it runs alone (make failover-test),
-# where the load of every other suite does not stretch its waits.
-${SWIFT:-swift} test --skip-build --filter XignManagerTests --skip FailoverTests --skip "$alone" > "$log" 2>&1 &
-manager=$!
 ${SWIFT:-swift} test --skip-build --skip XignManagerTests
 others=$?
-wait "$manager"
+${SWIFT:-swift} test --skip-build --filter XignManagerTests --skip FailoverTests --skip "$alone"
 managers=$?
-echo "--- XignManagerTests (its own process) ---"
-cat "$log"
 ${SWIFT:-swift} test --skip-build --filter "$alone"
 managers=$((managers | $?))
 echo "make test: XignManagerTests exit $managers, the other targets exit $others"
