@@ -143,7 +143,7 @@ package-test: package
 	bash packaging/package-test.sh $(DEB_OUT)
 
 # GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM, and a phone (Chromium) approving a
-# login at GDM: about 12 minutes with 2 cores.
+# login at GDM: about 18 minutes with 2 cores.
 desktop-test: package
 	@missing=$$(for p in $(DESKTOP_VM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
