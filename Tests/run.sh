@@ -7,7 +7,8 @@
 #   while another process waited for its lock). Not beside the other targets: SwiftPM locks .build for a whole
 #   `swift test`, and with the test binary run directly beside it, a LightDM test's 20 s wait ran out under the load.
 # - One test that blocks every concurrency thread of its process for 7 s on purpose: beside it, each request in flight
-#   outlives a login's 7 s budget (RequestBudget) and is answered 503 busy. Two CI runs failed so, in other tests.
+#   outlives a login's 7 s budget (RequestBudget) and is answered 503 busy. Three full local runs failed so, in other
+#   tests.
 # The failover test kills PostgreSQL and times answers against a client's 10 s: it runs alone (make failover-test).
 set -uo pipefail
 alone="PostgreSQLDatabaseTests/aLeaseNeedsNoFreeConcurrencyThread"
