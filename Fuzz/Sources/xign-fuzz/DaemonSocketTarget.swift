@@ -13,9 +13,11 @@ import Glibc
 /// SSSD's 2026 CVEs were length bugs in this layer of its responder.
 extension FuzzTarget {
     /// xignd with a state directory of its own and a manager it cannot reach, so no input waits on the network.
-    /// Made once: a daemon per input would open files for each.
+    /// Made once: a daemon per input would open files for each. The directory goes when the run ends (libFuzzer exits).
     nonisolated(unsafe) static let daemon: Daemon = {
         let directory = NSTemporaryDirectory() + "xign-fuzz-daemon-\(getpid())"
+        daemonDirectory = directory
+        atexit { try? FileManager.default.removeItem(atPath: FuzzTarget.daemonDirectory) }
         try! FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: true)
         let config = directory + "/xign.conf"
         try! Data(
@@ -25,6 +27,8 @@ extension FuzzTarget {
         chmod(config, 0o600)
         return try! Daemon(configPath: config)
     }()
+
+    nonisolated(unsafe) private static var daemonDirectory = ""
 
     nonisolated(unsafe) static let daemonSocket = FuzzTarget(name: "daemon-socket") { input in
         var pair: [Int32] = [0, 0]
