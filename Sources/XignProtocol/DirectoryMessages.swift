@@ -33,13 +33,16 @@ public enum DirectoryFiles {
     }
 
     /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
+    /// Split by bytes, as libc reads the file: as Characters, a `:` or a line's end followed by a combining mark
+    /// (or a `\r`) is one Character with it, and no separator.
     public static func entries(in text: String) -> [(name: String, id: Int64)] {
-        text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
-            guard fields.count >= 3, let first = fields[0].first, first != "+", first != "-",
-                let id = Int64(fields[2])
+        text.utf8.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+            guard fields.count >= 3, let first = fields[0].first, first != UInt8(ascii: "+"),
+                first != UInt8(ascii: "-"),
+                let id = Int64(String(decoding: fields[2], as: UTF8.self))
             else { return nil }
-            return (String(fields[0]), id)
+            return (String(decoding: fields[0], as: UTF8.self), id)
         }
     }
 }
