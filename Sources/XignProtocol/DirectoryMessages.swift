@@ -33,8 +33,8 @@ public enum DirectoryFiles {
     }
 
     /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
-    /// Split by bytes, as libc reads the file: as Characters, a `:` or a line's end followed by a combining mark
-    /// (or a `\r`) is one Character with it, and no separator.
+    /// Split by bytes, as libc reads the file: as Characters, a `:` or `\n` with a combining mark after it, or a
+    /// `\r\n`, is one Character and no separator.
     public static func entries(in text: String) -> [(name: String, id: Int64)] {
         text.utf8.split(separator: UInt8(ascii: "\n")).compactMap { line in
             let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
