@@ -21,17 +21,14 @@ struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
                 error.status, error.status == .notFound ? .notFound : .badRequest,
                 "\(request.method) \(request.uri.path.prefix(200)) is not part of the manager's API (\(error.status.code))"
             )
-        } catch let error as PSQLError where error.code == .clientClosedConnection {
-            // Closed by the call's watchdog (PostgreSQLPool.watched): the database did not answer in time.
-            logger.warning("request failed: a database call outlived its limit and its connection was closed")
-            throw PostgreSQLPool.noAnswerInTime
-        } catch let error as PSQLError where PostgreSQLPool.meansNoWritableDatabase(error) {
-            // A connection that broke, or a server that is no primary (yet): a failover, or PostgreSQL restarting.
-            logger.warning(
-                "request failed: no writable PostgreSQL: \(error.serverInfo?[.sqlState] ?? String(describing: error.code))"
-            )
-            throw PostgreSQLPool.noWritableDatabase
         } catch let error as PSQLError {
+            if let answer = PostgreSQLPool.unavailable(error) {
+                // A failover, PostgreSQL restarting, or a call its watchdog cut: busy, try again.
+                logger.warning(
+                    "request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? String(describing: error.code)): \(answer.detail.message)"
+                )
+                throw answer
+            }
             // PostgresNIO's description hides the server's words; the code and message are what an admin needs.
             logger.error(
                 "request failed: PostgreSQL \(error.serverInfo?[.sqlState] ?? "-"): \(error.serverInfo?[.message] ?? String(describing: error.code))"

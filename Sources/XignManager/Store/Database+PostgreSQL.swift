@@ -264,22 +264,24 @@ final class PostgreSQLPool: Sendable {
         .serviceUnavailable, .busy,
         "the manager cannot reach a writable database (it may be failing over to its standby); try again in a moment")
 
-    /// What a request gets when a database call outlived its limit and its connection was closed (the one way this
-    /// manager closes a connection a call runs on): the server is gone without a word, or the database or this machine
-    /// is overloaded.
+    /// What a request gets when a database call outlived its limit and its connection was closed: the server is gone
+    /// without a word, or the database or this machine is overloaded.
     static let noAnswerInTime = ManagerError(
         .serviceUnavailable, .busy,
         "the database did not answer in time (it may be overloaded or failing over to its standby); try again in a moment"
     )
 
-    /// A broken connection, or a server that cannot take writes now: class 08 (connection exception), 57P01–57P03
-    /// (shut down, crashed, starting up or in recovery), 25006 (a standby not yet promoted).
-    static func meansNoWritableDatabase(_ error: PSQLError) -> Bool {
-        if [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(error.code) {
-            return true
+    /// The 503 for an error that is the database's state, not the request's; nil for any other. A connection this
+    /// manager closed was closed by a call's watchdog (`watched`): too slow. A broken connection, or a server that
+    /// cannot take writes now: class 08 (connection exception), 57P01–57P03 (shut down, crashed, starting up or in
+    /// recovery), 25006 (a standby not yet promoted).
+    static func unavailable(_ error: PSQLError) -> ManagerError? {
+        if error.code == .clientClosedConnection { return noAnswerInTime }
+        if [.serverClosedConnection, .connectionError, .uncleanShutdown].contains(error.code) {
+            return noWritableDatabase
         }
-        guard let state = error.serverInfo?[.sqlState] else { return false }
-        return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "25006"].contains(state)
+        guard let state = error.serverInfo?[.sqlState] else { return nil }
+        return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "25006"].contains(state) ? noWritableDatabase : nil
     }
 
     /// Serialization failure or deadlock: the transaction did nothing and may simply run again.
