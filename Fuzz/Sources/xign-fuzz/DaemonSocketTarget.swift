@@ -15,8 +15,7 @@ extension FuzzTarget {
     /// xignd with a state directory of its own and a manager it cannot reach, so no input waits on the network.
     /// Made once: a daemon per input would open files for each. The directory goes when the run ends (libFuzzer exits).
     nonisolated(unsafe) static let daemon: Daemon = {
-        let directory = NSTemporaryDirectory() + "xign-fuzz-daemon-\(getpid())"
-        daemonDirectory = directory
+        let directory = daemonDirectory
         atexit { try? FileManager.default.removeItem(atPath: FuzzTarget.daemonDirectory) }
         try! FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: true)
         let config = directory + "/xign.conf"
@@ -28,7 +27,7 @@ extension FuzzTarget {
         return try! Daemon(configPath: config)
     }()
 
-    nonisolated(unsafe) private static var daemonDirectory = ""
+    private static var daemonDirectory: String { NSTemporaryDirectory() + "xign-fuzz-daemon-\(getpid())" }
 
     nonisolated(unsafe) static let daemonSocket = FuzzTarget(name: "daemon-socket") { input in
         var pair: [Int32] = [0, 0]

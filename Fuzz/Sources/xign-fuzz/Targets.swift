@@ -127,16 +127,17 @@ struct FuzzTarget {
                 (try? directory.checkLimits()) != nil
             else { return }
             for user in directory.users {
+                let line = DirectoryCache.passwdLine(user)
                 // Counted in Unicode scalars, as libc reads the line: a Character may hold a `:` and a combining mark.
-                let line = DirectoryCache.passwdLine(user).unicodeScalars
+                let scalars = line.unicodeScalars
                 precondition(
-                    line.filter { $0 == ":" }.count == 6 && line.filter { Character($0).isNewline }.count == 1
-                        && line.last == "\n",
-                    "a passwd line that is not one entry: \(String(line))")
-                let entries = DirectoryFiles.entries(in: String(line))
+                    scalars.filter { $0 == ":" }.count == 6 && scalars.filter { Character($0).isNewline }.count == 1
+                        && scalars.last == "\n",
+                    "a passwd line that is not one entry: \(line)")
+                let entries = DirectoryFiles.entries(in: line)
                 precondition(
                     entries.count == 1 && entries[0].name == user.loginName && entries[0].id == user.uid,
-                    "a passwd line that reads back as another entry: \(String(line))")
+                    "a passwd line that reads back as another entry: \(line)")
             }
             _ = DirectoryFiles.entries(in: String(decoding: input, as: UTF8.self))
         },
