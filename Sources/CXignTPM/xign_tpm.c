@@ -202,21 +202,29 @@ static uint32_t marshal(const TPM2B_PUBLIC *public_key, const TPM2B_PRIVATE *pri
 }
 
 /* The offline PIN verifier: an HMAC key like the pepper, but not noDA, so wrong values count toward the TPM's lockout,
- * and usable only through its policy (`verifier_policy`): no userWithAuth. */
+ * and usable only through its policy (`verifier_policy`) in both roles: no userWithAuth, and adminWithPolicy, so that
+ * TPM2_ObjectChangeAuth (the ADMIN role), which a password session would authorize without the policy, needs a policy
+ * with TPM2_PolicyCommandCode, which this one has not: nobody can run it, so every try goes through the policy. */
+static const TPMA_OBJECT verifier_attributes = TPMA_OBJECT_ADMINWITHPOLICY | TPMA_OBJECT_FIXEDTPM;
+
 static TPM2B_PUBLIC verifier_template(const TPM2B_DIGEST *policy) {
     TPM2B_PUBLIC template = hmac_key_template();
     template.publicArea.objectAttributes &= ~(TPMA_OBJECT_NODA | TPMA_OBJECT_USERWITHAUTH);
+    template.publicArea.objectAttributes |= TPMA_OBJECT_ADMINWITHPOLICY;
     template.publicArea.authPolicy = *policy;
     return template;
 }
 
 /* The verifier's policy in `session`: the TPM's Clock is below `deadline` (TPMS_TIME_INFO.clockInfo.clock, at offset 8,
- * compared unsigned), then the authorization value. The TPM's Clock never goes back, so no clock on the machine
- * stretches the grace (docs/security.md, "Offline login"). */
+ * compared unsigned) and safe (clockInfo.safe, at offset 24, YES), then the authorization value. The TPM's Clock never
+ * goes back while it is safe; after a reset without TPM2_Shutdown (a power cut) it starts again from the value it last
+ * saved, below what it may have shown, and is not safe until it has passed that (docs/security.md, "Offline login"). */
 static uint32_t verifier_policy(xign_tpm *tpm, ESYS_TR session, uint64_t deadline) {
     TPM2B_OPERAND operand = { .size = 8 };
     for (int i = 0; i < 8; i++) operand.buffer[i] = (uint8_t)(deadline >> (56 - 8 * i));
     TSS2_RC rc = xign_tss2.Esys_PolicyCounterTimer(tpm->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &operand, 8, TPM2_EO_UNSIGNED_LT);
+    TPM2B_OPERAND safe = { .size = 1, .buffer = { TPM2_YES } };
+    if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_PolicyCounterTimer(tpm->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &safe, 24, TPM2_EO_EQ);
     if (rc == TSS2_RC_SUCCESS) rc = xign_tss2.Esys_PolicyAuthValue(tpm->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE);
     return rc;
 }
@@ -410,10 +418,19 @@ uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const
     TPM2B_PUBLIC public_key = { 0 };
     TSS2_RC rc = tpm_unmarshal(blob, &public_key, NULL);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    /* Only a verifier: a key usable without its policy would accept any PIN, or outlive the grace. */
+    /* Only a verifier: a key usable without its policy would accept any PIN, or outlive the grace. One made before
+     * adminWithPolicy (whose authorization root could change in a password session) is not used: the next online
+     * login makes a new one. */
     TPMA_OBJECT attributes = public_key.publicArea.objectAttributes;
     if (public_key.publicArea.type != TPM2_ALG_KEYEDHASH || (attributes & TPMA_OBJECT_NODA) || (attributes & TPMA_OBJECT_USERWITHAUTH) ||
-        !(attributes & TPMA_OBJECT_FIXEDTPM) || public_key.publicArea.authPolicy.size != 32) return XIGN_TPM_RC_BAD_BLOB;
+        public_key.publicArea.authPolicy.size != 32) return XIGN_TPM_RC_BAD_BLOB;
+    if ((attributes & verifier_attributes) != verifier_attributes) return XIGN_TPM_RC_OLD_VERIFIER;
+    /* The policy refuses an unsafe Clock too; asking first says which of its conditions failed. */
+    uint64_t clock = 0;
+    int safe = 0;
+    rc = xign_tpm_read_clock(tpm, &clock, &safe);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    if (!safe) return XIGN_TPM_RC_CLOCK_UNSAFE;
     ESYS_TR key = ESYS_TR_NONE, session = ESYS_TR_NONE;
     rc = tpm_load(tpm, blob, &key, TPM2_SE_POLICY, &session);
     if (rc == TSS2_RC_SUCCESS) {
@@ -436,10 +453,11 @@ uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const
     return rc;
 }
 
-uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock) {
+uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock, int *safe) {
     TPMS_TIME_INFO *time = NULL;
     TSS2_RC rc = xign_tss2.Esys_ReadClock(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &time);
     *clock = rc == TSS2_RC_SUCCESS ? time->clockInfo.clock : 0;
+    *safe = rc == TSS2_RC_SUCCESS && time->clockInfo.safe == TPM2_YES;
     xign_tss2.Esys_Free(time);
     return rc;
 }
@@ -485,6 +503,8 @@ const char *xign_tpm_describe(uint32_t rc) {
     switch (rc) {
     case XIGN_TPM_RC_WRONG_AUTH: return "the TPM refused the authorization value and counted the failure";
     case XIGN_TPM_RC_GRACE_OVER: return "the TPM's clock is past the offline grace";
+    case XIGN_TPM_RC_CLOCK_UNSAFE: return "the TPM's clock is not safe after a reset without shutdown";
+    case XIGN_TPM_RC_OLD_VERIFIER: return "the offline verifier was made before the TPM bound every use to its policy";
     case XIGN_TPM_RC_SRK_MISMATCH: return "the storage root key differs from the one the device key was created under";
     case XIGN_TPM_RC_BAD_BLOB: return "the stored key blob is damaged";
     case XIGN_TPM_RC_MEMORY: return "out of memory";

@@ -16,10 +16,16 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
     case clockBehind(lastOnline: Date)
     /// The TPM's own Clock, which nobody sets back, says the grace is over.
     case tpmGraceOver
+    /// The TPM's Clock is not safe: the machine lost power without a shutdown, and until the Clock passes the value it
+    /// last saved (about 70 minutes of running) it may show less than it did, which would stretch the grace.
+    case tpmClockUnsafe
     /// The TPM would allow only this many more wrong PINs before its lockout, which other programs need too.
     case tpmTriesLow(left: Int)
 
     public var isAvailable: Bool { if case .available = self { true } else { false } }
+
+    /// No verifier of the current kind yet: the next online login makes one.
+    static let notReady = OfflineAvailability.notOffered("not ready: log in once while the manager can be reached")
 
     public var description: String {
         switch self {
@@ -37,6 +43,9 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
         case .tpmGraceOver:
             return
                 "ended: the TPM's clock says the grace after the last online login is over; connect to the network and log in once"
+        case .tpmClockUnsafe:
+            return
+                "refused for now: the machine lost power without shutting down, and the TPM trusts its own clock again only after about 70 minutes of running; connect to the network, or wait"
         case .tpmTriesLow(let left):
             return
                 "refused: the TPM allows only \(left) more wrong PIN(s) before its lockout, which other programs need too; connect to the network and log in once"
@@ -73,6 +82,12 @@ struct OfflineLoginRecord: Codable, Equatable {
         /// The TPM's Clock past which the verifier's policy refuses (milliseconds); nil for a verifier made before
         /// the grace was bound into the TPM, which is not used.
         var deadline: UInt64?
+        /// The kind of TPM object: `current` binds every use, the ADMIN role's too, to the policy, which asks for a
+        /// safe Clock. One of an older kind (nil) is not used, and the next online login replaces it.
+        var kind: Int?
+
+        static let current = 2
+        var isCurrent: Bool { deadline != nil && kind == Self.current }
     }
 
     var policy: OfflinePolicyMessage?
@@ -193,7 +208,7 @@ public struct OfflineLogins {
             return
         }
         let roleKnown = role.map { record.pinSuffices?[$0.name] == $0.pinSuffices } ?? true
-        if record.verifier?.pinGeneration == policy.pinGeneration, record.verifier?.deadline != nil, roleKnown,
+        if record.verifier?.pinGeneration == policy.pinGeneration, record.verifier?.isCurrent == true, roleKnown,
             record.failures == 0,
             now - record.lastOnlineAt < Self.onlineTimeGranularity, now >= record.lastOnlineAt
         {
@@ -205,7 +220,8 @@ public struct OfflineLogins {
             let standing = try self.standing()
             let current = record.verifier
             let wanted = standing.clock + UInt64(max(0, policy.graceMilliseconds))
-            if current?.pinGeneration != policy.pinGeneration || standing.unprotectedBecause != nil
+            if current?.pinGeneration != policy.pinGeneration || current?.isCurrent != true
+                || standing.unprotectedBecause != nil
                 || current?.deadline.map({ max($0, wanted) - min($0, wanted) > UInt64(Self.onlineTimeGranularity) })
                     ?? true
             {
@@ -218,7 +234,7 @@ public struct OfflineLogins {
                 }
                 fresh = .init(
                     reference: made.reference, salt: Base64URL.encode(salt), pinGeneration: policy.pinGeneration,
-                    deadline: made.deadline)
+                    deadline: made.deadline, kind: OfflineLoginRecord.Verifier.current)
             }
         } catch TPMFailure.unprotected {
             // Root here could lift the count of wrong PINs: no verifier may stay.
@@ -287,6 +303,7 @@ public struct OfflineLogins {
     ) -> OfflineAvailability {
         if let why = tpm.unprotectedBecause { return .notOffered("not offered: \(why)") }
         guard tpm.clock < deadline else { return .tpmGraceOver }
+        guard tpm.clockSafe else { return .tpmClockUnsafe }
         let left = tpm.lockout.maxTries - tpm.lockout.failures
         guard left > reservedTPMTries, !tpm.lockout.isLockedOut else { return .tpmTriesLow(left: max(0, left)) }
         return availability
@@ -305,9 +322,7 @@ public struct OfflineLogins {
         guard let record, let policy = record.policy, policy.allowsOfflineLogin else {
             return .notOffered("not allowed by the manager for this account")
         }
-        guard record.verifier?.deadline != nil else {
-            return .notOffered("not ready: log in once while the manager can be reached")
-        }
+        guard record.verifier?.isCurrent == true else { return .notReady }
         if let role, record.pinSuffices?[role] != true {
             return .notOffered(
                 record.pinSuffices?[role] == false
@@ -334,8 +349,7 @@ public struct OfflineLogins {
         let mode = self.mode
         let attempt = try update(entity) { record -> (OfflineLoginRecord.Verifier, Int64)? in
             guard case .available = Self.availability(of: record, entity: entity, role: role, mode: mode, now: at),
-                let verifier = record.verifier,
-                verifier.deadline != nil
+                let verifier = record.verifier
             else {
                 return nil
             }
@@ -369,7 +383,12 @@ public struct OfflineLogins {
                 record.failures -= 1
                 record.events.removeAll { $0.sequence == sequence }
             }
-            if let failure = error as? TPMFailure, failure == .graceOver { return .unavailable(.tpmGraceOver) }
+            switch error as? TPMFailure {
+            case .graceOver: return .unavailable(.tpmGraceOver)
+            case .clockUnsafe: return .unavailable(.tpmClockUnsafe)
+            case .oldVerifier: return .unavailable(.notReady)
+            default: break
+            }
             throw DeviceKeys.error(error, doing: "cannot check the PIN offline")
         }
         let record = try update(entity) { record -> OfflineLoginRecord in

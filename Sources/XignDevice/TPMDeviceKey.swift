@@ -24,6 +24,10 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
     case unprotected(String)
     /// An offline PIN verifier's policy refused: the TPM's Clock is past the grace.
     case graceOver
+    /// The TPM's Clock is not safe: reset without TPM2_Shutdown (a power cut), it may show less than it did.
+    case clockUnsafe
+    /// An offline PIN verifier made before every use of it went through its policy; the next online login replaces it.
+    case oldVerifier
     case other(String)
 
     public var description: String {
@@ -43,6 +47,11 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
                 "the TPM's owner hierarchy has a password, so xign cannot derive its storage key; an administrator can remove it (tpm2_changeauth -c owner -p OLD)"
         case .unprotected(let why): return "offline login is not offered: \(why)"
         case .graceOver: return "the TPM's clock says the offline grace is over; connect to the network and log in once"
+        case .clockUnsafe:
+            return
+                "the TPM's clock is not trusted after the machine lost power without shutting down; offline login comes back within about 70 minutes of running, or connect to the network"
+        case .oldVerifier:
+            return "the offline PIN check of this enrolment is of an older kind; connect to the network and log in once"
         case .other(let why): return "the TPM failed: \(why)"
         }
     }
@@ -54,6 +63,8 @@ public enum TPMFailure: Error, Equatable, CustomStringConvertible {
         switch rc {
         case XIGN_TPM_RC_SRK_MISMATCH: return .cleared
         case XIGN_TPM_RC_GRACE_OVER: return .graceOver
+        case XIGN_TPM_RC_CLOCK_UNSAFE: return .clockUnsafe
+        case XIGN_TPM_RC_OLD_VERIFIER: return .oldVerifier
         case XIGN_TPM_RC_BAD_BLOB: return .keyDoesNotLoad(text)
         case XIGN_TPM_RC_BAD_CREDENTIAL, XIGN_TPM_RC_NO_EK_CERTIFICATE: return .other(text)
         default: break

@@ -42,14 +42,17 @@ public enum TPMLockoutPolicy: String, Sendable, CaseIterable {
 /// this machine could lift the bound.
 public struct TPMStanding: Sendable, Equatable {
     public var lockout: TPMLockoutState
-    /// The TPM's Clock in milliseconds: it runs while the TPM has power and never goes back.
+    /// The TPM's Clock in milliseconds: it runs while the TPM has power and never goes back while it is safe.
     public var clock: UInt64
+    /// False after a reset without TPM2_Shutdown, until the Clock passes the value it last saved.
+    public var clockSafe: Bool
     /// Why root on this machine could reset or switch off the count of wrong PINs; nil when nobody here can.
     public var unprotectedBecause: String?
 
-    public init(lockout: TPMLockoutState, clock: UInt64, unprotectedBecause: String?) {
+    public init(lockout: TPMLockoutState, clock: UInt64, clockSafe: Bool = true, unprotectedBecause: String?) {
         self.lockout = lockout
         self.clock = clock
+        self.clockSafe = clockSafe
         self.unprotectedBecause = unprotectedBecause
     }
 }
@@ -91,7 +94,7 @@ public struct TPMPINVerifierStore: Sendable {
                 state.lockoutAuthorizationSet = true
             }
             if let why = try unprotectedBecause(state, tpm: tpm, policy: policy) { throw TPMFailure.unprotected(why) }
-            let deadline = try Self.clock(tpm) + UInt64(max(0, graceMilliseconds))
+            let deadline = try Self.clock(tpm).milliseconds + UInt64(max(0, graceMilliseconds))
             let rc = [UInt8](authorization).withUnsafeBufferPointer {
                 xign_tpm_create_verifier(tpm, $0.baseAddress, $0.count, deadline, &blob)
             }
@@ -102,8 +105,9 @@ public struct TPMPINVerifierStore: Sendable {
     }
 
     /// Whether the TPM accepts `authorization` before its Clock reaches `deadline`. A wrong one is counted by the TPM;
-    /// past the deadline (`TPMFailure.graceOver`) or in its lockout (`TPMFailure.lockout`) it is not tried, and a
-    /// verifier from another TPM or a cleared one does not load.
+    /// past the deadline (`TPMFailure.graceOver`), with a Clock that is not safe (`.clockUnsafe`), in its lockout
+    /// (`.lockout`) or for a verifier of the older kind (`.oldVerifier`) it is not tried, and a verifier from another
+    /// TPM or a cleared one does not load.
     public func check(_ reference: String, authorization: Data, deadline: UInt64) throws -> Bool {
         var blob = try TPMDeviceKeyStore.decode(try files.read(reference))
         return try TPMDeviceKeyStore.withTPM(tcti) { tpm in
@@ -120,8 +124,9 @@ public struct TPMPINVerifierStore: Sendable {
     public func standing(policy: TPMLockoutPolicy) throws -> TPMStanding {
         try TPMDeviceKeyStore.withTPM(tcti) { tpm in
             let state = try Self.lockoutState(tpm)
+            let clock = try Self.clock(tpm)
             return TPMStanding(
-                lockout: state, clock: try Self.clock(tpm),
+                lockout: state, clock: clock.milliseconds, clockSafe: clock.safe,
                 unprotectedBecause: try unprotectedBecause(state, tpm: tpm, policy: policy))
         }
     }
@@ -159,11 +164,12 @@ public struct TPMPINVerifierStore: Sendable {
             lockoutAuthorizationSet: state.lockout_auth_set != 0)
     }
 
-    private static func clock(_ tpm: OpaquePointer) throws -> UInt64 {
+    private static func clock(_ tpm: OpaquePointer) throws -> (milliseconds: UInt64, safe: Bool) {
         var clock: UInt64 = 0
-        let rc = xign_tpm_read_clock(tpm, &clock)
+        var safe: Int32 = 0
+        let rc = xign_tpm_read_clock(tpm, &clock, &safe)
         guard rc == 0 else { throw TPMFailure.from(rc) }
-        return clock
+        return (clock, safe != 0)
     }
 
     public func delete(_ reference: String) throws { try files.delete(reference) }

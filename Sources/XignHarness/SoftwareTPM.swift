@@ -70,6 +70,30 @@ public final class SoftwareTPM: @unchecked Sendable {
         process = nil
     }
 
+    /// The machine loses power: the simulator dies without TPM2_Shutdown and starts again on its saved state, whose
+    /// Clock is the value it last wrote to NV (it saves about every 70 minutes), and not safe.
+    public func cutPower() throws {
+        process?.kill()
+        process = nil
+        try start()
+    }
+
+    /// A clean reboot: TPM2_Shutdown, as the kernel sends it, then a start on the same state.
+    public func reboot() throws {
+        try tool("tpm2_shutdown", [])
+        stop()
+        try start()
+    }
+
+    /// Whether the TPM's Clock is safe (TPMS_CLOCK_INFO.safe), as tpm2_readclock reads it.
+    public func clockIsSafe() throws -> Bool {
+        let output = try tool("tpm2_readclock", [])
+        guard let line = output.split(separator: "\n").first(where: { $0.contains("safe:") }) else {
+            throw TestFailure("tpm2_readclock printed no safe flag: \(output)")
+        }
+        return line.contains("yes") || line.hasSuffix(" 1")
+    }
+
     /// tpm2_clear with the platform hierarchy, as the firmware's "clear TPM" does: a new storage seed (keys made
     /// before can no longer load) and an empty lockout authorization.
     public func clear() throws { try tool("tpm2_clear", ["-c", "p"]) }
@@ -83,6 +107,67 @@ public final class SoftwareTPM: @unchecked Sendable {
         guard result.status == 0 else { throw TestFailure("\(name) failed (\(result.status)): \(result.stderr)") }
         return result.stdout
     }
+
+    /// xign's storage root key (the TCG template: ECC P-256, AES-128-CFB, a unique field of zeros) as tpm2-tools makes
+    /// it, so that tpm2-tools can load xign's objects; the path of its context.
+    public func storageRootKey() throws -> String {
+        // tpm2-tools reads the unique field as the TPMU_PUBLIC_ID in memory: for each coordinate a little-endian
+        // size and a buffer of TPM2_MAX_ECC_KEY_BYTES (128).
+        let coordinate = Data([32, 0]) + Data(count: 128)
+        let unique = directory.file("srk-unique")
+        try writeTestFile(unique, coordinate + coordinate)
+        try flushTransients()
+        try tool(
+            "tpm2_createprimary",
+            [
+                "-C", "o", "-g", "sha256", "-G", "ecc256:null:aes128cfb", "-a",
+                "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|decrypt", "-u", unique, "-c",
+                directory.file("srk.ctx"),
+            ])
+        return directory.file("srk.ctx")
+    }
+
+    /// Loads an object's public and private areas under `parent` (a context); the path of its context.
+    public func load(publicArea: Data, privateArea: Data, under parent: String) throws -> String {
+        let name = "object-\(UUID().uuidString.prefix(8))"
+        try writeTestFile(directory.file(name + ".pub"), publicArea)
+        try writeTestFile(directory.file(name + ".priv"), privateArea)
+        try flushTransients()
+        try tool(
+            "tpm2_load",
+            [
+                "-C", parent, "-u", directory.file(name + ".pub"), "-r", directory.file(name + ".priv"), "-c",
+                directory.file(name + ".ctx"),
+            ])
+        return directory.file(name + ".ctx")
+    }
+
+    /// The offline verifier's policy as tpm2-tools builds it: the Clock below `deadline` and safe, then the
+    /// authorization value, and with `commandCode` TPM2_PolicyCommandCode(ObjectChangeAuth) as well. A policy session's
+    /// context.
+    public func policySession(clockBelow deadline: UInt64, commandCode: Bool = false) throws -> String {
+        try policy(clockBelow: deadline, commandCode: commandCode, trial: false)
+    }
+
+    /// The digest of that policy, from a trial session; the path of the file that holds it.
+    public func policyDigest(clockBelow deadline: UInt64) throws -> String {
+        try policy(clockBelow: deadline, commandCode: false, trial: true)
+    }
+
+    private func policy(clockBelow deadline: UInt64, commandCode: Bool, trial: Bool) throws -> String {
+        let session = directory.file("session.ctx"), digest = directory.file("policy.digest")
+        _ = try? tool("tpm2_flushcontext", ["--saved-session"])
+        try tool("tpm2_startauthsession", (trial ? [] : ["--policy-session"]) + ["-S", session])
+        try tool("tpm2_policycountertimer", ["-S", session, "--ult", "clock=\(deadline)"])
+        try tool("tpm2_policycountertimer", ["-S", session, "safe"])
+        try tool("tpm2_policyauthvalue", ["-S", session] + (trial && !commandCode ? ["-L", digest] : []))
+        if commandCode { try tool("tpm2_policycommandcode", ["-S", session, "TPM2_CC_ObjectChangeAuth"]) }
+        if trial { try tool("tpm2_flushcontext", [session]) }
+        return trial ? digest : session
+    }
+
+    /// Flushes the transient objects tpm2-tools left loaded: swtpm has no resource manager, and room for three.
+    public func flushTransients() throws { try tool("tpm2_flushcontext", ["--transient-object"]) }
 
     /// Dictionary-attack parameters under which a failure stays counted for the length of a test.
     public func countFailuresStrictly(maxTries: Int = 32) throws {

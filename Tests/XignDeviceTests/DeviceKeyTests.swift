@@ -218,6 +218,101 @@ import XignTestSupport
         #expect(try store.lockoutState().failures == 0, "past the deadline no value reaches the authorization check")
     }
 
+    /// H3: root holding the right value (a guessed PIN) tries it with TPM2_ObjectChangeAuth in a password session, the
+    /// ADMIN role, which runs no policy: no grace and no safe Clock. The verifier's adminWithPolicy refuses that, and
+    /// so does a policy session that satisfies the verifier's policy, which has no TPM2_PolicyCommandCode. Control: an
+    /// object as the verifiers were before (the same policy, no adminWithPolicy), made with tpm2-tools, lets the same
+    /// command through.
+    @Test func objectChangeAuthTestsNoPINPastTheVerifiersPolicy() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32)
+        let (reference, deadline) = try store.create(
+            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        let (publicArea, privateArea) = try Self.parts(ofKeyFile: directory.file("\(reference).pinverifier"))
+        let srk = try tpm.storageRootKey()
+        let verifier = try tpm.load(publicArea: publicArea, privateArea: privateArea, under: srk)
+        let value = "hex:" + right.map { String(format: "%02x", $0) }.joined()
+        func changeAuth(_ object: String, _ authorization: String) throws {
+            try tpm.flushTransients()
+            try tpm.tool(
+                "tpm2_changeauth",
+                ["-c", object, "-C", srk, "-p", authorization, "-r", tpm.directory.file("changed.priv"), "new"])
+        }
+        #expect(throws: TestFailure.self, "a password session") { try changeAuth(verifier, value) }
+        for withCommandCode in [false, true] {
+            let session = try tpm.policySession(clockBelow: deadline, commandCode: withCommandCode)
+            #expect(throws: TestFailure.self, "a policy session, command code \(withCommandCode)") {
+                try changeAuth(verifier, "session:\(session)+\(value)")
+            }
+        }
+        try tpm.flushTransients()
+        #expect(try store.check(reference, authorization: right, deadline: deadline), "the verifier works as before")
+        // Control: the verifiers' shape before this fix.
+        let policy = try tpm.policyDigest(clockBelow: deadline)
+        try tpm.flushTransients()
+        try tpm.tool(
+            "tpm2_create",
+            [
+                "-C", srk, "-G", "hmac", "-a", "fixedtpm|fixedparent|sensitivedataorigin|sign", "-L", policy, "-p",
+                value, "-u", tpm.directory.file("old.pub"), "-r", tpm.directory.file("old.priv"),
+            ])
+        let old = try tpm.load(
+            publicArea: try Data(contentsOf: URL(fileURLWithPath: tpm.directory.file("old.pub"))),
+            privateArea: try Data(contentsOf: URL(fileURLWithPath: tpm.directory.file("old.priv"))), under: srk)
+        #expect(throws: Never.self, "the old kind took a password session") { try changeAuth(old, value) }
+    }
+
+    /// H3: a power cut takes the TPM's Clock back to the value it last saved (on swtpm from a minute to about zero), so
+    /// a thief who knows the PIN and cuts the power again and again would keep offline login past the grace. The
+    /// verifier's policy wants a safe Clock, and the Clock is safe again only once it has passed that value. Control:
+    /// a clean reboot (TPM2_Shutdown first) keeps the Clock safe and the verifier usable.
+    @Test func afterAPowerCutTheVerifierWaitsForTheClockToBeSafe() throws {
+        let tpm = try Self.strictTPM()
+        let directory = TemporaryDirectory()
+        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
+        let (reference, deadline) = try store.create(
+            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        try tpm.advanceClock(byMilliseconds: 60_000)
+        try tpm.reboot()
+        #expect(try tpm.clockIsSafe())
+        #expect(try store.check(reference, authorization: right, deadline: deadline), "control: a clean reboot")
+        let before = try tpm.clock()
+        try tpm.cutPower()
+        #expect(try tpm.clock() < before, "the Clock went back to the value it last saved")
+        #expect(try !tpm.clockIsSafe())
+        #expect(try !store.standing(policy: .organization).clockSafe)
+        // The TPM counts the power cut itself as a failure (TPM2_Startup after no TPM2_Shutdown); the checks add none.
+        let counted = try store.lockoutState().failures
+        #expect(throws: TPMFailure.clockUnsafe) {
+            _ = try store.check(reference, authorization: right, deadline: deadline)
+        }
+        #expect(throws: TPMFailure.clockUnsafe) {
+            _ = try store.check(reference, authorization: wrong, deadline: deadline)
+        }
+        #expect(try store.lockoutState().failures == counted, "nothing reached the authorization check")
+        // Running past the next save (every 2^22 ms), the TPM writes its Clock and trusts it again.
+        try tpm.advanceClock(byMilliseconds: 1 << 22)
+        #expect(try tpm.clockIsSafe())
+        #expect(try store.check(reference, authorization: right, deadline: deadline))
+    }
+
+    /// The TPM2B_PUBLIC and TPM2B_PRIVATE of a key file (TPMDeviceKeyStore's format: magic, then three fields of a
+    /// big-endian UInt16 length and the bytes: the SRK's name, the public area, the private area).
+    static func parts(ofKeyFile path: String) throws -> (Data, Data) {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))[...].dropFirst("XIGNTPM1".count)
+        var fields: [Data] = []
+        while bytes.count >= 2 {
+            let size = Int(bytes[bytes.startIndex]) << 8 | Int(bytes[bytes.startIndex + 1])
+            fields.append(Data(bytes.dropFirst(2).prefix(size)))
+            bytes = bytes.dropFirst(2 + size)
+        }
+        guard fields.count == 3 else { throw TestFailure("\(path) is no key file") }
+        return (fields[1], fields[2])
+    }
+
     @Test func aVerifierIsUselessInAnotherTPM() throws {
         let tpm = try Self.strictTPM(), other = try Self.strictTPM()
         let directory = TemporaryDirectory()

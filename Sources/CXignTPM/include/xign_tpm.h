@@ -16,6 +16,8 @@ typedef struct xign_tpm xign_tpm;
 #define XIGN_TPM_RC_NO_EK_CERTIFICATE 0x58490006u /* the TPM holds no EK certificate of that kind */
 #define XIGN_TPM_RC_BAD_CREDENTIAL 0x58490007u /* the manager's credential does not unmarshal */
 #define XIGN_TPM_RC_GRACE_OVER   0x58490008u /* a verifier's policy refused: the TPM's Clock is past its deadline */
+#define XIGN_TPM_RC_CLOCK_UNSAFE 0x58490009u /* the TPM's Clock is not safe: reset without TPM2_Shutdown, it may show less than it did */
+#define XIGN_TPM_RC_OLD_VERIFIER 0x5849000Au /* a verifier made before adminWithPolicy and the safe Clock: not used */
 
 /* A key as stored: Tss2_MU-marshalled TPM2B_PUBLIC and TPM2B_PRIVATE, and the name of the SRK it lives under. */
 typedef struct xign_tpm_blob {
@@ -53,17 +55,20 @@ uint32_t xign_tpm_blob_point(const xign_tpm_blob *blob, uint8_t point[65]);
 uint32_t xign_tpm_sign(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t digest[32], uint8_t signature[64]);
 
 /* Creates the offline PIN verifier: an HMAC key under the SRK, not noDA (the TPM counts every wrong value in its
- * lockout counter), usable only through a policy: the TPM's Clock below `deadline` (milliseconds), then the
- * authorization value `auth` (1 to 32 bytes). `auth` reaches the TPM encrypted to the SRK. */
+ * lockout counter), usable only through a policy in every role (adminWithPolicy): the TPM's Clock below `deadline`
+ * (milliseconds) and safe, then the authorization value `auth` (1 to 32 bytes). `auth` reaches the TPM encrypted to
+ * the SRK. */
 uint32_t xign_tpm_create_verifier(xign_tpm *tpm, const uint8_t *auth, size_t auth_size, uint64_t deadline, xign_tpm_blob *blob);
 
 /* Proves `auth` to a verifier with one TPM2_HMAC in a policy session salted to the SRK, so the bus never carries a
  * value that a PIN could be guessed against. XIGN_TPM_RC_WRONG_AUTH when the TPM refused it (and counted it);
- * XIGN_TPM_RC_GRACE_OVER when its Clock is at or past `deadline` (nothing counted). */
+ * XIGN_TPM_RC_GRACE_OVER when its Clock is at or past `deadline`, XIGN_TPM_RC_CLOCK_UNSAFE when its Clock is not
+ * safe, XIGN_TPM_RC_OLD_VERIFIER for a verifier without adminWithPolicy (nothing counted). */
 uint32_t xign_tpm_check_verifier(xign_tpm *tpm, const xign_tpm_blob *blob, const uint8_t *auth, size_t auth_size, uint64_t deadline);
 
-/* The TPM's Clock: milliseconds it has run since it was last cleared; it never goes back. */
-uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock);
+/* The TPM's Clock: milliseconds it has run since it was last cleared, and whether it is safe (it never went back
+ * below a value it showed: after a reset without TPM2_Shutdown it is not, until it passes the value it last saved). */
+uint32_t xign_tpm_read_clock(xign_tpm *tpm, uint64_t *clock, int *safe);
 
 /* Sets a random lockout authorization where it is empty and forgets it (docs/security.md, "Offline login"). */
 uint32_t xign_tpm_take_lockout(xign_tpm *tpm);
