@@ -197,6 +197,110 @@ import XignTestSupport
         }
     }
 
+    /// H4: a helpdesk acts only on accounts that hold no role, and lifts only a lock a helpdesk set, so it cannot lock
+    /// an administrator out, clear an administrator's PIN lockout (with that administrator's device, an endless PIN
+    /// search) or mail one new activation data; and no change, not even one from the command line, leaves the manager
+    /// without an unlocked administrator. Each refusal beside the same change of an account without a role.
+    @Test(arguments: TestDatabase.allCases) func aHelpdeskActsOnlyBelowItAndAnAdministratorAlwaysRemains(
+        database: TestDatabase
+    ) async throws {
+        try await InProcessManager.run(database: database) { inProcess in
+            let api = inProcess.api
+            let admin = try await api.enrolDevice("admin@example.org")
+            let helpdesk = try await api.enrolDevice("help@example.org")
+            for email in ["second@example.org", "other-help@example.org", "bob@example.org", "carol@example.org"] {
+                _ = try await api.enrolDevice(email)
+            }
+            let cli = inProcess.manager.administration
+            try await cli.setRole(.admin, email: "admin@example.org")
+            try await cli.setRole(.admin, email: "second@example.org")
+            try await cli.setRole(.helpdesk, email: "help@example.org")
+            try await cli.setRole(.helpdesk, email: "other-help@example.org")
+            let (_, adminToken, _) = try await Self.openSession(inProcess, admin)
+            let (_, helpToken, _) = try await Self.openSession(inProcess, helpdesk)
+            let (second, otherHelp, bob, carol) = (
+                try Self.accountId(inProcess, "second@example.org"),
+                try Self.accountId(inProcess, "other-help@example.org"),
+                try Self.accountId(inProcess, "bob@example.org"),
+                try Self.accountId(inProcess, "carol@example.org")
+            )
+            func activation(_ account: String) throws -> String {
+                try #require(
+                    try inProcess.files.query("SELECT id FROM activations WHERE account_id = '\(account)'").first)
+            }
+            func lockPermanently(_ account: String) throws {
+                _ = try inProcess.files.query(
+                    "UPDATE activations SET failed_attempts = 10, permanently_locked = 1 WHERE account_id = '\(account)'"
+                )
+            }
+            func helpdeskDoes(
+                _ action: ConsoleAction, on account: String, _ change: (inout ConsoleActionRequest) -> Void = { _ in }
+            ) async throws -> APIAnswerLike {
+                try await Self.act(inProcess, helpToken, helpdesk, action, on: account, change: change)
+            }
+
+            // Accounts with a role, administrator or helpdesk, are out of the helpdesk's reach; bob is the control.
+            for target in [second, otherHelp] {
+                for action in [ConsoleAction.lock, .unlock] {
+                    let refused = try await helpdeskDoes(action, on: target)
+                    #expect(
+                        refused.status == 403 && refused.text.contains("a helpdesk acts only on accounts without one"),
+                        "\(action) \(refused.text)")
+                }
+            }
+            let reissue = try await helpdeskDoes(.reissueActivation, on: second) {
+                $0.activationId = try? activation(second)
+            }
+            #expect(reissue.status == 403, "\(reissue.text)")
+            let bobActivation = try activation(bob)
+            #expect(
+                try await helpdeskDoes(.reissueActivation, on: bob) { $0.activationId = bobActivation }.status == 200)
+            // A permanent PIN lockout: the administrator's stays, bob's is the helpdesk's to clear.
+            try lockPermanently(second)
+            try lockPermanently(bob)
+            #expect(try await helpdeskDoes(.unlock, on: second).status == 403)
+            #expect(try await helpdeskDoes(.unlock, on: bob).status == 200)
+            #expect(
+                try inProcess.files.query(
+                    "SELECT permanently_locked FROM activations WHERE account_id IN ('\(second)', '\(bob)') ORDER BY account_id = '\(bob)'"
+                )
+                    == ["1", "0"])
+
+            // A lock an administrator set stays until an administrator lifts it; a helpdesk's own the helpdesk lifts.
+            #expect(try await Self.act(inProcess, adminToken, admin, .lock, on: carol).status == 200)
+            let lifting = try await helpdeskDoes(.unlock, on: carol)
+            #expect(lifting.status == 403 && lifting.text.contains("an administrator locked"), "\(lifting.text)")
+            #expect(try await helpdeskDoes(.lock, on: bob).status == 200)
+            #expect(try await helpdeskDoes(.unlock, on: bob).status == 200)
+            #expect(try await Self.act(inProcess, adminToken, admin, .unlock, on: carol).status == 200)
+
+            // One administrator left unlocked: no lock, demotion or deletion of it goes through, from the console or
+            // the command line; with a second one back, the same lock does.
+            #expect(try await Self.act(inProcess, adminToken, admin, .lock, on: second).status == 200)
+            for (what, change) in [
+                ("lock", { try await cli.lockAccount(email: "admin@example.org") }),
+                ("demote", { try await cli.setRole(.helpdesk, email: "admin@example.org") }),
+                ("delete", { _ = try await cli.deleteAccount(email: "admin@example.org") }),
+            ] as [(String, () async throws -> Void)] {
+                await #expect(throws: ManagerError.self, "\(what)") { try await change() }
+                #expect(
+                    try inProcess.files.query(
+                        "SELECT role, COALESCE(locked_at, 0) FROM accounts WHERE email = 'admin@example.org'") == [
+                            "admin|0"
+                        ],
+                    "\(what)")
+            }
+            do { try await cli.lockAccount(email: "admin@example.org") } catch let error as ManagerError {
+                #expect(error.detail.message.contains("the last unlocked administrator"), "\(error.detail.message)")
+            }
+            try await cli.unlockAccount(email: "second@example.org")
+            try await cli.lockAccount(email: "admin@example.org")
+            #expect(
+                try inProcess.files.query("SELECT locked_by_role FROM accounts WHERE email = 'admin@example.org'")
+                    == ["admin"], "the command line locks as an administrator")
+        }
+    }
+
     @Test func aLockedAccountLogsInAgainOnlyAfterItIsUnlocked() async throws {
         try await InProcessManager.run { inProcess in
             let api = inProcess.api

@@ -9,6 +9,8 @@ public struct Administration: Sendable {
     let manager: IdentityManager
     /// Who acts, for the audit, when it is not the Unix user running the command: "console <email>".
     var actor: String? = nil
+    /// What the actor may do to whom: a console user's role; the command line acts as an administrator.
+    var roles = RoleRules(actor: nil)
 
     /// The pseudonym a deleted account's address has in the audit (ManagerSecrets), for `admin audit --email`.
     public func pseudonym(ofEmail email: String) -> String { manager.secrets.pseudonym(ofEmail: email) }
@@ -55,14 +57,15 @@ public struct Administration: Sendable {
         let secret = Base32.encode(try SecureRandom.bytes(16))
         let validUntil = IdentityManager.now() + manager.configuration.activationDataLifetimeMilliseconds
         let (email, mailId) = try await manager.database.transaction { store -> (String, String) in
-            guard let activation = try await store.activation(id: activationId),
+            let notFound = ManagerError(
+                .notFound, .activationNotFound,
+                "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
+            guard let activation = try await store.activation(id: activationId) else { throw notFound }
+            _ = try await self.target(activation.email, for: .other, in: store)
+            guard
                 try await store.replaceSecret(
                     activationId: activationId, hash: IdentityManager.hashed(secret), validUntil: validUntil)
-            else {
-                throw ManagerError(
-                    .notFound, .activationNotFound,
-                    "no activation \(activationId) that is not revoked; `xign-manager admin activations` lists them")
-            }
+            else { throw notFound }
             let payload = PersonalizationPayload(
                 managerURL: manager.managerURL, activationId: activation.id, activationSecret: secret,
                 managerKeyFingerprint: manager.signer.publicKey.shortFingerprint)
@@ -109,6 +112,7 @@ public struct Administration: Sendable {
     public func setLoginName(_ loginName: String?, email: String) async throws {
         if let loginName { try Self.checkLoginName(loginName) }
         try await manager.database.transaction { store in
+            _ = try await self.target(email, for: .other, in: store)
             if let loginName, try await store.isLoginNameTaken(loginName) {
                 throw ManagerError(.conflict, .conflict, "another account has the login name \(loginName)")
             }
@@ -161,10 +165,7 @@ public struct Administration: Sendable {
     public func deleteAccount(email: String) async throws -> Int {
         let secrets = manager.secrets
         let devices = try await manager.database.transaction { store in
-            guard let accountId = try await store.accountId(email: email.lowercased()) else {
-                throw ManagerError(
-                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
-            }
+            let accountId = try await self.target(email, for: .delete, in: store).id
             let devices = try await store.deleteAccount(accountId, pseudonym: secrets.pseudonym(ofEmail:))
             try await store.recordAudit(
                 self.adminEvent(
@@ -239,10 +240,7 @@ public struct Administration: Sendable {
     public func setHostGroups(_ groups: [String], email: String) async throws {
         try Self.checkGroupNames(groups.filter { $0 != IdentityManager.everyHost })
         try await manager.database.transaction { store in
-            guard let accountId = try await store.accountId(email: email.lowercased()) else {
-                throw ManagerError(
-                    .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
-            }
+            let accountId = try await self.target(email, for: .other, in: store).id
             try await store.setHostGroups(groups, accountId: accountId)
             try await store.recordAudit(
                 self.adminEvent(
@@ -311,6 +309,7 @@ public struct Administration: Sendable {
             throw ManagerError.badRequest("the wrong offline PINs allowed must be from 1 to 20")
         }
         try await manager.database.transaction { store in
+            _ = try await self.target(email, for: .other, in: store)
             guard
                 try await store.setOfflinePolicy(
                     graceMilliseconds: graceMilliseconds, maxFailures: maxFailures, email: email.lowercased())
@@ -328,12 +327,16 @@ public struct Administration: Sendable {
 }
 
 extension Administration {
-    private func accountId(email: String, in store: ManagerStore) async throws -> String {
-        guard let accountId = try await store.accountId(email: email.lowercased()) else {
+    /// The account `email` names, once the actor may make `change` of it (RoleRules).
+    private func target(
+        _ email: String, for change: RoleRules.Change, in store: ManagerStore
+    ) async throws -> ManagerStore.ConsoleAccount {
+        guard let account = try await store.consoleAccount(email: email) else {
             throw ManagerError(
                 .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
         }
-        return accountId
+        try await roles.check(change, of: account, in: store)
+        return account
     }
 
     /// Locks the account: none of its devices logs in or approves until it is unlocked. Offline logins on a laptop
@@ -341,7 +344,8 @@ extension Administration {
     public func lockAccount(email: String) async throws {
         try await manager.database.transaction { store in
             try await store.lockAccount(
-                try await self.accountId(email: email, in: store), at: IdentityManager.now(), by: self.administrator)
+                try await self.target(email, for: .lock, in: store).id, at: IdentityManager.now(),
+                by: self.administrator, role: self.roles.lockingRole)
             try await store.recordAudit(self.adminEvent(.accountLocked, email: email.lowercased()))
         }
         manager.logger.notice("account locked", metadata: ["email": "\(email)", "by": "\(administrator)"])
@@ -350,17 +354,16 @@ extension Administration {
     /// Lifts the account's lock and every PIN lockout of its activations.
     public func unlockAccount(email: String) async throws {
         try await manager.database.transaction { store in
-            try await store.unlockAccount(try await self.accountId(email: email, in: store))
+            try await store.unlockAccount(try await self.target(email, for: .unlock, in: store).id)
             try await store.recordAudit(self.adminEvent(.unlock, email: email.lowercased(), detail: "the account"))
         }
         manager.logger.notice("account unlocked", metadata: ["email": "\(email)", "by": "\(administrator)"])
     }
 
-    /// Gives the account a console role, or takes it (nil). The console keeps an administrator because nobody
-    /// changes their own role there.
+    /// Gives the account a console role, or takes it (nil); never the last unlocked administrator's (RoleRules).
     public func setRole(_ role: ConsoleRole?, email: String) async throws {
         try await manager.database.transaction { store in
-            let accountId = try await self.accountId(email: email, in: store)
+            let accountId = try await self.target(email, for: .setRole(role), in: store).id
             try await store.setRole(role, accountId: accountId)
             try await store.recordAudit(
                 self.adminEvent(.roleSet, email: email.lowercased(), detail: role?.rawValue ?? "none"))
@@ -372,7 +375,7 @@ extension Administration {
     /// Removes a device of the account with `email`, with its activation: a lost or stolen one.
     public func revokeDevice(_ deviceId: String, email: String) async throws {
         let mailId = try await manager.database.transaction { store -> String in
-            let accountId = try await self.accountId(email: email, in: store)
+            let accountId = try await self.target(email, for: .other, in: store).id
             guard let device = try await store.device(deviceId, holdingItsActivation: true),
                 try await store.accountId(ofDevice: deviceId) == accountId,
                 let held = try await store.activation(id: device.activationId)
@@ -401,5 +404,7 @@ extension IdentityManager {
     public var administration: Administration { Administration(manager: self) }
 
     /// The same operations, audited as `actor`'s.
-    func administration(by actor: String) -> Administration { Administration(manager: self, actor: actor) }
+    func administration(by actor: String, role: ConsoleRole) -> Administration {
+        Administration(manager: self, actor: actor, roles: RoleRules(actor: role))
+    }
 }

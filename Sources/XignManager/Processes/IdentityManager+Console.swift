@@ -103,7 +103,7 @@ extension IdentityManager {
             }
             return target
         }
-        let administration = administration(by: "console \(user.email)")
+        let administration = administration(by: "console \(user.email)", role: user.role)
         guard let target else { return try await performFleetAction(request, administration) }
         if target.id == user.accountId, [ConsoleAction.lock, .delete, .setRole].contains(request.action) {
             throw ManagerError(

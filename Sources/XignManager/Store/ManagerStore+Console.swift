@@ -13,6 +13,8 @@ extension ManagerStore {
         /// When an administrator locked the account, and who; nil while it is not locked.
         var lockedAt: Int64?
         var lockedBy: String?
+        /// The role that locked it: a helpdesk lifts only a helpdesk's lock. The command line counts as an administrator.
+        var lockedByRole: ConsoleRole?
         var activations: Int
         /// Wrong PINs since the last good one, over the account's activations.
         var failedAttempts: Int
@@ -28,7 +30,7 @@ extension ManagerStore {
 
     private static let consoleAccountColumns = SQLQueryString(
         """
-        SELECT c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at, c.offline_grace,
+        SELECT c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.locked_by_role, c.created_at, c.offline_grace,
                c.offline_max_failures, COUNT(a.id) AS n,
                CAST(COALESCE(SUM(a.failed_attempts), 0) AS BIGINT) AS failures, COALESCE(MAX(a.locked_until), 0) AS pin_locked_until,
                COALESCE(MAX(a.permanently_locked), 0) AS permanent, MAX(d.last_used_at) AS last_used_at
@@ -36,7 +38,7 @@ extension ManagerStore {
         """)
     private static let consoleAccountGroup = SQLQueryString(
         """
-        GROUP BY c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.created_at, c.offline_grace,
+        GROUP BY c.id, c.email, c.login_name, c.uid, c.role, c.locked_at, c.locked_by, c.locked_by_role, c.created_at, c.offline_grace,
                  c.offline_max_failures
         """)
 
@@ -63,6 +65,22 @@ extension ManagerStore {
             .first().map(ConsoleAccount.init)
     }
 
+    func consoleAccount(email: String) async throws -> ConsoleAccount? {
+        try await sql.raw(
+            "\(Self.consoleAccountColumns) WHERE c.email = \(bind: email.lowercased()) \(Self.consoleAccountGroup)"
+        ).first().map(ConsoleAccount.init)
+    }
+
+    /// The administrators that are not locked, but for `accountId`.
+    func unlockedAdministrators(except accountId: String) async throws -> Int {
+        try await sql.raw(
+            """
+            SELECT COUNT(*) AS n FROM accounts
+            WHERE role = \(bind: ConsoleRole.admin.rawValue) AND locked_at IS NULL AND id <> \(bind: accountId)
+            """
+        ).first()?.decode(column: "n", as: Int.self) ?? 0
+    }
+
     /// The account and role of the device's account, for a console session.
     func consoleAccount(ofDevice deviceId: String) async throws -> ConsoleAccount? {
         try await sql.raw(
@@ -84,15 +102,20 @@ extension ManagerStore {
             .decode(column: "n", as: Int.self) ?? 0
     }
 
-    func lockAccount(_ accountId: String, at: Int64, by actor: String) async throws {
+    func lockAccount(_ accountId: String, at: Int64, by actor: String, role: ConsoleRole) async throws {
         try await sql.raw(
-            "UPDATE accounts SET locked_at = \(bind: at), locked_by = \(bind: actor) WHERE id = \(bind: accountId)"
+            """
+            UPDATE accounts SET locked_at = \(bind: at), locked_by = \(bind: actor), locked_by_role = \(bind: role.rawValue)
+            WHERE id = \(bind: accountId)
+            """
         ).run()
     }
 
     /// Lifts the administrator's lock and every PIN lockout of the account's activations.
     func unlockAccount(_ accountId: String) async throws {
-        try await sql.raw("UPDATE accounts SET locked_at = NULL, locked_by = NULL WHERE id = \(bind: accountId)").run()
+        try await sql.raw(
+            "UPDATE accounts SET locked_at = NULL, locked_by = NULL, locked_by_role = NULL WHERE id = \(bind: accountId)"
+        ).run()
         try await sql.raw(
             """
             UPDATE activations SET failed_attempts = 0, locked_until = 0, permanently_locked = 0, pin_check_until = 0
@@ -175,6 +198,7 @@ extension ManagerStore.ConsoleAccount {
         role = try row.decode(column: "role", as: String?.self).flatMap(ConsoleRole.init(rawValue:))
         lockedAt = try row.decode(column: "locked_at", as: Int64?.self)
         lockedBy = try row.decode(column: "locked_by", as: String?.self)
+        lockedByRole = try row.decode(column: "locked_by_role", as: String?.self).flatMap(ConsoleRole.init(rawValue:))
         activations = try row.decode(column: "n", as: Int.self)
         failedAttempts = try row.decode(column: "failures", as: Int.self)
         pinLockedUntil = try row.decode(column: "pin_locked_until", as: Int64.self)

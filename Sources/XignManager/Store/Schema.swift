@@ -8,7 +8,13 @@ enum Schema {
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
         singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
-        unixIds, console, providerRegistrations, pepperIndex,
+        unixIds, console, providerRegistrations, pepperIndex, lateNovemberReview,
+    ]
+
+    /// The review of late November 2026 (docs/security.md, H1–H13): the role that locked an account (a helpdesk lifts
+    /// only a helpdesk's lock; NULL, as for the locks before, is an administrator's).
+    static let lateNovemberReview = [
+        "ALTER TABLE accounts ADD COLUMN locked_by_role TEXT"
     ]
 
     /// Which PIN peppers the verifiers use, asked at every start (an instance, an admin command): without an index it
