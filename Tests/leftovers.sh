@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: what the test run left behind. `start` marks its beginning; `check` gives the watchdogs (RunEnd) up to
-# 30 s to finish, then lists the temporary directories made since and the processes still running from them (by
-# their arguments or their environment), and fails when there is any.
+# 30 s to finish, then lists the temporary directories made since, the cgroups the tests made, and the processes still
+# running from them (by their arguments or their environment), and fails when there is any.
 set -euo pipefail
 marker=.build/test-run-started
 
 leftovers() {
     find /tmp -maxdepth 1 \( -name 'xign-test-*' -o -name 'xign-pam-harness-*' \) -newer "$marker" 2>/dev/null || true
+    # The cgroups RecordedLogind makes carry "xign" in their names.
+    find /sys/fs/cgroup -mindepth 2 -maxdepth 7 -type d -name '*xign*' 2>/dev/null || true
     local age=$(($(date +%s) - $(stat -c %Y "$marker")))
     # Only what started after the marker (its age in seconds is more than the process's), and not this script.
     ps -eo pid=,etimes= | while read -r pid elapsed; do

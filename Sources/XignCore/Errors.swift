@@ -24,6 +24,9 @@ public enum XignSdkErrorCode: String, Codable, Sendable, CaseIterable {
     case managerKeyMismatch
     case managerRejectedRequest
     case managerInternalError
+    /// The manager answered that it is overloaded or cannot reach its database: an answer, so never a reason to log
+    /// in offline (docs/security.md, H7); the login is unavailable by its fail mode, and trying again later may work.
+    case managerBusy
     // Activation state
     case activationNotFound
     case activationRevoked
@@ -71,6 +74,10 @@ extension XignSdkErrorCode {
         default: false
         }
     }
+
+    /// The manager cannot serve the request now, whether it said so (busy) or was not heard: a login ends by its fail
+    /// mode. Only the second kind may lead offline.
+    public var leavesTheManagerUnavailable: Bool { isTransportFailure || self == .managerBusy }
 }
 
 /// The one error type the SDK throws, so a front end needs one `catch` to tell the user what happened and what to do.

@@ -115,7 +115,7 @@ struct ManagerClient {
         case .registrationRejected: return XignSdkError(rejected: RegistrationRejection(detail), detail.message)
         case .deviceNotFound: return XignSdkError(.deviceNotEnrolled, message)
         case .internalError: return XignSdkError(.managerInternalError, message)
-        case .busy: return XignSdkError(.timeout, message)
+        case .busy: return XignSdkError(.managerBusy, message)
         case .unknownLogin: return XignSdkError(.unknownLoginName, message)
         case .tooManyRequests: return XignSdkError(.tooManyRequests, message)
         case .wrongCode: return XignSdkError(.wrongConfirmationCode, message)

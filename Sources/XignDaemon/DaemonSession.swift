@@ -88,7 +88,7 @@ struct DaemonSession {
         if enrolled { guard charge(target, pamStyle: true) else { return } }
         let caller = LoginCaller(
             user: target.name, service: request.service, ruser: request.ruser, rhost: request.rhost, tty: request.tty,
-            process: peer.pid)
+            process: peer.pid, uid: peer.uid)
         let log: (Int32, String) -> Void = { priority, message in
             daemon.log(priority, "uid=\(peer.uid) pid=\(peer.pid) \(message)")
         }

@@ -18,10 +18,13 @@ public struct LoginCaller: Sendable {
     /// The process whose logind session decides whether the login is at this machine: xignd's caller; nil for the
     /// PAM host itself.
     public var process: Int32?
+    /// That process's uid, from the kernel (SO_PEERCRED); nil for the PAM host, whose real uid is the caller's (for
+    /// sudo and su the user who ran them, not the target). A session counts only when it is this uid's.
+    public var uid: UInt32?
 
     public init(
         user: String, service: String?, ruser: String?, rhost: String?, tty: String? = nil, inSetuidHost: Bool = false,
-        process: Int32? = nil
+        process: Int32? = nil, uid: UInt32? = nil
     ) {
         self.user = user
         self.service = service
@@ -30,6 +33,7 @@ public struct LoginCaller: Sendable {
         self.tty = tty
         self.inSetuidHost = inSetuidHost
         self.process = process
+        self.uid = uid
     }
 }
 
@@ -157,14 +161,18 @@ public struct Login {
             tellLocked(lock)
             return .locked(lock)
         }
-        if error.errorCode.isTransportFailure {
-            log(LOG_ERR, "manager unreachable: \(error.message)")
+        if error.errorCode.leavesTheManagerUnavailable {
+            log(LOG_ERR, "manager \(error.errorCode == .managerBusy ? "busy" : "unreachable"): \(error.message)")
             if options.failMode == .safe { return .ignored(.managerUnreachable) }
             // A certificate the machine cannot trust is for the administrator to fix, so say which check failed.
-            tell(
-                error.errorCode == .tlsFailure
-                    ? "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator."
-                    : "XignIn: the identity manager cannot be reached.", isError: true)
+            switch error.errorCode {
+            case .tlsFailure:
+                tell(
+                    "XignIn: the identity manager's certificate is not trusted (\(error.message)). Ask your administrator.",
+                    isError: true)
+            case .managerBusy: tell("XignIn: the identity manager is busy; try again in a moment.", isError: true)
+            default: tell("XignIn: the identity manager cannot be reached.", isError: true)
+            }
             return .unavailable(.manager)
         }
         switch error.errorCode {

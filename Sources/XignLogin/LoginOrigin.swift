@@ -63,31 +63,27 @@ struct LoginOrigin {
         return (1...63).contains(number)
     }
 
-    /// The logind session the caller runs in: its cgroup's `session-ID.scope`, or, for a process of the user's
-    /// service manager (`user@UID.service`: terminals and apps of a desktop), the user's display session.
+    /// The logind session the caller runs in, only where it is the caller's own: its `session-ID.scope`, or, for a
+    /// process of its service manager (`user@UID.service`, where a desktop starts its terminals), the user's display
+    /// session. For sudo and su the caller is the user who ran them, never the target.
     var callerSession: String? {
         let process = caller.process.map(String.init) ?? "self"
-        guard let data = try? AtomicFile.read("\(records.processDirectory)/\(process)/cgroup", limit: 64 * 1024) else {
-            return nil
-        }
-        var userManager: String?
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            for component in line.split(separator: "/") {
-                if component.hasPrefix("session-") && component.hasSuffix(".scope") {
-                    let id = component.dropFirst("session-".count).dropLast(".scope".count)
-                    if Self.isIdentifier(id) { return String(id) }
-                }
-                if component.hasPrefix("user@") && component.hasSuffix(".service") {
-                    let uid = component.dropFirst("user@".count).dropLast(".service".count)
-                    if !uid.isEmpty, uid.allSatisfy(\.isNumber) { userManager = String(uid) }
-                }
-            }
-        }
-        guard let uid = userManager, let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)"),
-            let display = user["DISPLAY"],
-            Self.isIdentifier(display)
+        guard let data = try? AtomicFile.read("\(records.processDirectory)/\(process)/cgroup", limit: 64 * 1024),
+            let placement = SystemdPlacement(cgroupFile: data)
         else { return nil }
-        return String(display)
+        let uid = caller.uid ?? getuid()
+        switch placement {
+        case .session(let id, let owner):
+            guard owner == uid, Self.fields(at: "\(records.logindSessionsDirectory)/\(id)")?["UID"] == "\(uid)" else {
+                return nil
+            }
+            return id
+        case .userManager(let owner):
+            guard owner == uid, let user = Self.fields(at: "\(records.logindUsersDirectory)/\(uid)"),
+                let display = user["DISPLAY"], Self.isIdentifier(display)
+            else { return nil }
+            return String(display)
+        }
     }
 
     /// Why `session` is not at this machine, or nil when it is.
@@ -115,7 +111,7 @@ struct LoginOrigin {
         return nil
     }
 
-    private static func isIdentifier(_ id: Substring) -> Bool {
+    static func isIdentifier(_ id: Substring) -> Bool {
         !id.isEmpty && id.utf8.count <= 32 && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
     }
 

@@ -55,7 +55,7 @@ func exitCode(for error: any Error, json: Bool) -> ExitCode {
         case .securityInsufficient: status = .securityInsufficient
         // A URL the transport policy refuses is the user's to fix; trying again later does not help.
         case .insecureTransport: status = .failure
-        default: status = sdk.errorCode.isTransportFailure ? .managerUnreachable : .failure
+        default: status = sdk.errorCode.leavesTheManagerUnavailable ? .managerUnreachable : .failure
         }
         message = sdk.message
     default:

@@ -338,7 +338,7 @@ final class PAMFixture: @unchecked Sendable {
     /// The prefix that runs a command in `user`'s session, the active one of seat0 (recorded once per user).
     func atSeat(_ user: String) throws -> [String] {
         let id = "seat\(user.filter { $0.isLetter || $0.isNumber })"
-        if !FileManager.default.fileExists(atPath: logind.sessionsDirectory + "/" + id) {
+        if !logind.records(id) {
             try logind.addSession(id, user: user)
         }
         return try logind.inSession(id)

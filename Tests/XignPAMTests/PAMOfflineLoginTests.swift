@@ -257,16 +257,20 @@ import XignTestSupport
     /// manager that is gone.
     @Test(arguments: [
         "garbled signature", "an answer that is not HTTP", "certificate from another CA",
-        "no certificate (anonymous cipher)",
+        "no certificate (anonymous cipher)", "a busy answer",
     ])
     func aStandInThatAnswersNeverLeadsToOfflineLogin(_ fault: String) throws {
         let tpm = try SoftwareTPM()
         let (fixture, certificates, files) = try PAMTLSTests.fixture(tpm: tpm)
         #expect(try fixture.login().code == PAMCode.success)
+        // H7: a 503 busy is unsigned, and anyone on the path can send one.
+        let busy = #"{"error":{"code":"busy","message":"cannot reach a writable database"}}"#
         let answers = [
             "garbled signature":
                 "HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\nContent-Length: 11\r\n\r\neyJ.garbled",
             "an answer that is not HTTP": "SSH-2.0-OpenSSH_9.2\r\n",
+            "a busy answer":
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(busy.utf8.count)\r\n\r\n\(busy)",
         ]
         var standIn: FaultyServer?
         var anonymous: AnonymousTLSServer?
@@ -282,6 +286,9 @@ import XignTestSupport
         let login = try fixture.login(answers: [])
         #expect(login.code != PAMCode.success, "\(login.conversation)")
         #expect(!login.conversation.contains("offline"), "\(login.conversation)")
+        if fault == "a busy answer" {
+            #expect(login.conversation.contains("the identity manager is busy"), "\(login.conversation)")
+        }
         if let anonymous {
             #expect(login.conversation.contains("TLS failed"), "\(login.conversation)")
             #expect(anonymous.log.contains("no shared cipher"), "the module reached it and refused: \(anonymous.log)")
@@ -293,6 +300,28 @@ import XignTestSupport
             to: "https://127.0.0.1:9", from: standIn?.url ?? anonymous?.url ?? fixture.manager.url.description)
         #expect(try fixture.login().code == PAMCode.success)
         withExtendedLifetime(files) {}
+    }
+
+    /// H7: a local user who holds every connection the manager allows one address (three here, 64 by default) has the
+    /// manager refuse the others from this machine. It answers them 503 busy before it closes, so no login takes it
+    /// for gone and goes offline. Control: with the connections let go the login is online again, and with the
+    /// manager gone it is offline.
+    @Test func aUserHoldingTheConnectionCapSendsNoLoginOffline() throws {
+        let (fixture, _) = try Self.fixture(
+            managerConfig: ManagerProcess.testConfig.replacingOccurrences(
+                of: "[limits]\n", with: "[limits]\nconnections_per_address = 3\n"))
+        let held = (0..<3).compactMap { _ in LoopbackSocket.connect(fixture.manager.port) }
+        #expect(held.count == 3)
+        let refused = try fixture.login(answers: [])
+        held.forEach { close($0) }
+        #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
+        #expect(
+            refused.conversation == "[ERROR_MSG] XignIn: the identity manager is busy; try again in a moment.",
+            "\(refused.conversation)")
+        #expect(try Self.localFailures(fixture) == 0)
+        #expect(try fixture.login().conversation.hasPrefix("[PROMPT_ECHO_OFF] XignIn PIN for"), "control: online")
+        fixture.manager.stop()
+        #expect(try fixture.login().conversation.contains("offline login"), "control: the manager gone")
     }
 
     @Test func aSoftwareKeyIsNeverOfferedOfflineLogin() throws {

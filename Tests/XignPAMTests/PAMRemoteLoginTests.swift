@@ -89,9 +89,23 @@ import XignTestSupport
             #expect(try seat.wait() == 0)
 
             try fixture.logind.addSession("ssh1", user: user, seat: nil, remoteHost: "198.51.100.7")
+            // H2: someone else holds the seat (the greeter, or a colleague's turn), and the user, over SSH, makes
+            // cgroups below their own service manager (systemd delegates that subtree to them) named as that session's
+            // scope, or as that person's service manager, and moves a shell there. systemd reads both as the user's
+            // own service manager, whose user is not at the seat.
+            try fixture.logind.addSession("g1", user: "nobody")
+            let seatHolder = fixture.logind.sessionId("g1")
             let elsewhere = [
                 (try fixture.logind.inUserManager(user), "systemd-run --user --pty from SSH"),
                 (try fixture.logind.inService("atd.service"), "an at job"),
+                (
+                    try fixture.logind.belowUserManager(user, "app.slice/session-\(seatHolder).scope"),
+                    "a cgroup the user made, named as the seat holder's session scope"
+                ),
+                (
+                    try fixture.logind.belowUserManager(user, "app.slice/user@65534.service"),
+                    "a cgroup the user made, named as the seat holder's service manager"
+                ),
             ]
             for (prefix, what) in elsewhere {
                 let refused = try RealSudo.run(as: user, in: prefix)

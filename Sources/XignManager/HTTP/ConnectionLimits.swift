@@ -1,7 +1,9 @@
+import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
+import XignProtocol
 
 /// What is open per client address (connections, or a proxy's requests in flight), shared by one server.
 final class ConnectionsPerAddress: Sendable {
@@ -25,16 +27,24 @@ final class ConnectionsPerAddress: Sendable {
     }
 }
 
-/// Closes a connection whose address has too many open already, so one client cannot use up the file limit. A
+/// Refuses a connection whose address has too many open already, so one client cannot use up the file limit. A
 /// trusted proxy carries many clients, so it has a cap of its own (`connections_per_proxy`); its clients are held to
-/// `connections_per_address` by `ForwardedClientLimitMiddleware`, per request.
+/// `connections_per_address` by `ForwardedClientLimitMiddleware`, per request. A refused connection is not counted:
+/// its request is answered 503 `busy` and it is closed, within `refusalTimeout` whether or not a request came. An
+/// answer, not a closed connection, because a client reads a manager that closes as one it cannot reach, and a local
+/// user who holds the cap must not send a laptop's logins offline (docs/security.md, H7).
 final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
+    typealias OutboundOut = HTTPResponsePart
+
+    static let refusalTimeout: TimeAmount = .seconds(2)
 
     private let connections: ConnectionsPerAddress
     private let perAddress: Int, perProxy: Int
     private let trustedProxies: Set<String>
     private var admitted: String?
+    /// Set while a refused connection waits for its request, to be answered and closed.
+    private var refusal: Scheduled<Void>?
 
     init(_ connections: ConnectionsPerAddress, perAddress: Int, perProxy: Int, trustedProxies: [String]) {
         (self.connections, self.perAddress, self.perProxy, self.trustedProxies) = (
@@ -52,22 +62,48 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
         context.fireChannelActive()
     }
 
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let refusal else { return context.fireChannelRead(data) }
+        guard case .head = unwrapInboundIn(data) else { return }
+        refusal.cancel()
+        let body = ByteBuffer(bytes: Self.busyBody)
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json"
+        fields[.contentLength] = String(body.readableBytes)
+        fields[.connection] = "close"
+        fields[.retryAfter] = "1"
+        context.write(
+            wrapOutboundOut(.head(HTTPResponse(status: .serviceUnavailable, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         if let admitted { connections.release(admitted) }
         admitted = nil
+        refusal?.cancel()
         context.fireChannelInactive()
     }
 
     private func admit(context: ChannelHandlerContext) {
-        guard admitted == nil, let address = context.channel.remoteAddress?.ipAddress else { return }
+        guard admitted == nil, refusal == nil, let address = context.channel.remoteAddress?.ipAddress else { return }
         let isProxy = trustedProxies.contains(address)
         let key = isProxy ? address : AddressKey.key(for: address)
         if connections.admit(key, limit: isProxy ? perProxy : perAddress) {
             admitted = key
         } else {
-            context.close(promise: nil)
+            let channel = context.channel
+            refusal = context.eventLoop.scheduleTask(in: Self.refusalTimeout) { channel.close(promise: nil) }
         }
     }
+
+    private static let busyBody: [UInt8] = Array(
+        (try? JSONEncoder().encode(
+            ErrorBody(
+                .init(
+                    code: .busy,
+                    message: "too many connections from your address are open at the manager; try again in a moment"
+                )))) ?? Data())
 }
 
 /// Deadlines that a slow client cannot stretch: a new connection has `readTimeout` to send a request head, a request
