@@ -28,7 +28,25 @@ struct InProcessManager: Sendable {
         config: String = ManagerFiles.testConfig, database: TestDatabase = .sqlite,
         _ body: @escaping @Sendable (InProcessManager) async throws -> Void
     ) async throws {
-        let files = try ManagerFiles(config: config, database: database)
+        guard !holdsPermit else { return try await opened(config: config, database: database, body) }
+        try await running.holding {
+            try await $holdsPermit.withValue(true) { try await opened(config: config, database: database, body) }
+        }
+    }
+
+    /// In-process managers that run at once. Their handlers and services share this process's concurrency threads (as
+    /// many as cores), and with every suite's managers at once (60 on two cores, a load average of 10) a login's
+    /// requests outlived its 7 s budget and were answered 503 busy.
+    private static let running = Permits(count: 2 * ProcessInfo.processInfo.activeProcessorCount)
+    /// A test that runs a second manager inside the first takes no second permit, which could wait for ever.
+    @TaskLocal private static var holdsPermit = false
+
+    private static func opened(
+        config: String, database: TestDatabase, _ body: @escaping @Sendable (InProcessManager) async throws -> Void
+    ) async throws {
+        // Making a PostgreSQL database (psql, and at the first one initdb) blocks for seconds: not on a shared thread,
+        // where every in-process manager's handlers run and would wait past a login's budget.
+        let files = try await onOwnThread { try ManagerFiles(config: config, database: database) }
         let configuration = try files.configuration()
         // swift-metrics takes one factory per process: /metrics needs a manager of its own (ManagerProcess).
         guard configuration.metricsListen == nil else {

@@ -17,39 +17,45 @@ public struct MachineShare: SuiteTrait, TestTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        await Self.slots.acquire()
-        do {
-            try await onThreadOfItsOwn { try await function() }
-        } catch {
-            await Self.slots.release()
-            throw error
-        }
-        await Self.slots.release()
+        try await Self.slots.holding { try await onThreadOfItsOwn { try await function() } }
     }
 
-    private static let slots = Slots(count: ProcessInfo.processInfo.activeProcessorCount)
+    private static let slots = Permits(count: ProcessInfo.processInfo.activeProcessorCount)
+}
 
-    /// As many permits as cores.
-    private actor Slots {
-        private var free: Int
-        private var waiting: [CheckedContinuation<Void, Never>] = []
+/// At most `count` holders at once; the others wait their turn, first come first served.
+public actor Permits {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
 
-        init(count: Int) { free = max(1, count) }
+    public init(count: Int) { free = max(1, count) }
 
-        func acquire() async {
-            if free > 0 {
-                free -= 1
-                return
-            }
-            await withCheckedContinuation { waiting.append($0) }
+    public func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
         }
+        await withCheckedContinuation { waiting.append($0) }
+    }
 
-        func release() {
-            if waiting.isEmpty {
-                free += 1
-            } else {
-                waiting.removeFirst().resume()
-            }
+    public func release() {
+        if waiting.isEmpty {
+            free += 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+
+    /// Runs `body` while holding a permit.
+    public nonisolated func holding<T>(_ body: () async throws -> T) async throws -> T {
+        await acquire()
+        do {
+            let result = try await body()
+            await release()
+            return result
+        } catch {
+            await release()
+            throw error
         }
     }
 }
