@@ -108,7 +108,8 @@ let package = Package(
                 .embedInCode("Resources/console-account.mustache"), .embedInCode("Resources/console-audit.mustache"),
                 .embedInCode("Resources/console-hosts.mustache"), .embedInCode("Resources/console-health.mustache"),
                 .embedInCode("Resources/notice.mustache"), .embedInCode("Resources/register.mustache"),
-                .embedInCode("Resources/console-waiting.mustache"),
+                .embedInCode("Resources/console-waiting.mustache"), .embedInCode("Resources/register-confirm.mustache"),
+                .embedInCode("Resources/not-me.mustache"),
             ]),
 
         // The identity manager: its configuration file apart, so the libFuzzer targets reach it without the server.

@@ -20,6 +20,9 @@ extension Registry {
         /// A custom provider's first step (`customStepSynchronous`).
         public let customStep: CustomRegistrationStep?
         public let expiresAt: Int64
+        /// What the person who signs in types at the manager's page afterwards: only they can finish it, not someone
+        /// the sign-in link was sent to.
+        public let confirmationCode: String?
         let waitToken: String
         /// The key the manager named at the start; its signed outcome must verify with it.
         let signingKey: P256PublicKey
@@ -48,10 +51,20 @@ extension Registry {
                 pin, to: keys.sealing, for: .providerRegistration(provider: name, nonce: nonce)),
             alias: alias, nonce: nonce)
         let started: ProviderRegistrationStartMessage = try client.post(APIPath.providerRegistrations, request)
+        guard started.authorizationUrl == nil || started.confirmationCode.map(Self.isCode) == true else {
+            throw XignSdkError(
+                .invalidManagerResponse,
+                "the manager started the registration without a code to confirm it with; update xign-manager")
+        }
         return ProviderRegistration(
             managerURL: url, registrationId: started.registrationId, authorizationURL: started.authorizationUrl,
-            customStep: started.customStep, expiresAt: started.expiresAt, waitToken: started.waitToken,
-            signingKey: keys.signing, pin: pin)
+            customStep: started.customStep, expiresAt: started.expiresAt, confirmationCode: started.confirmationCode,
+            waitToken: started.waitToken, signingKey: keys.signing, pin: pin)
+    }
+
+    /// A code a person can type: 4 to 12 digits.
+    static func isCode(_ code: String) -> Bool {
+        (4...12).contains(code.count) && code.allSatisfy { $0.isASCII && $0.isNumber }
     }
 
     /// A custom provider's step with the person's data (OneWelcome's init and finish challenges).
@@ -64,16 +77,17 @@ extension Registry {
                 registrationId: registration.registrationId, waitToken: registration.waitToken, step: step, data: data))
     }
 
-    /// The outcome, or `.pending` after at most `waitMilliseconds` (30 s at most).
+    /// The outcome, or `.pending` after at most `waitMilliseconds` (30 s at most), within this client's timeout.
     public func waitForProviderRegistrationSynchronous(
         _ registration: ProviderRegistration, waitMilliseconds: Int64 = 25_000
     ) throws -> ProviderRegistrationResultMessage {
         let client = ManagerClient(url: registration.managerURL, http: http)
         let nonce = Base64URL.encode(try SecureRandom.bytes(16))
+        let wait = max(0, min(waitMilliseconds, Int64(http.configuration.timeoutMilliseconds) - 1_000))
         let body = try JSONEncoder.canonical.encode(
             ProviderRegistrationWaitRequest(
                 registrationId: registration.registrationId, waitToken: registration.waitToken, nonce: nonce,
-                waitMilliseconds: waitMilliseconds))
+                waitMilliseconds: wait))
         return try ManagerClient.verify(
             try client.postSigned(APIPath.providerRegistrationWait, body: body),
             type: SignedAnswerType.providerRegistration, key: registration.signingKey,

@@ -30,7 +30,11 @@ public struct IDTokenCheck: Sendable {
         let keys = JWTKeyCollection()
         for key in jwks.keys where key.keyIdentifier?.string == kid {
             guard (key.algorithm?.rawValue).map({ $0 == algorithm }) ?? true else { continue }
-            try await keys.add(jwk: key)
+            do { try await keys.add(jwk: key) } catch {
+                throw OpenIDProvider.Failure(
+                    "the identity provider publishes its key \(kid.prefix(64)) in a form xign cannot use (\(error)); ask your administrator to check the provider"
+                )
+            }
         }
         let claims: IDTokenClaims
         do { claims = try await keys.verify(token, as: IDTokenClaims.self) } catch {

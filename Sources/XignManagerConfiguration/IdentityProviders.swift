@@ -20,9 +20,19 @@ public struct IdentityProviderSettings: Sendable, Equatable {
     public var emailClaim: String
     /// The claim that gives the login name on hosts, when the administrator lets the provider set it.
     public var loginNameClaim: String?
-    /// The claim listing the person's groups, and which host groups each of them gives.
+    /// The claim listing the person's groups, and which host groups each of them gives (at registration only).
     public var groupsClaim: String?
     public var hostGroups: [String: [String]]
+    /// Whether an address the provider gives must carry `email_verified: true` (`required`), or the provider's word
+    /// is enough (`trusted`: a provider that vouches for every address it gives, such as the organization's own
+    /// directory). OpenID providers are `required` unless configured otherwise, custom ones `trusted`.
+    public var emailVerified: EmailVerification
+    /// The domains an address may be in; empty: any.
+    public var emailDomains: [String]
+
+    public enum EmailVerification: String, Sendable, Equatable {
+        case required, trusted
+    }
 
     /// "browser" or "custom", as the SDK's `IdentityProvider` names the type.
     public var type: String {
@@ -32,7 +42,7 @@ public struct IdentityProviderSettings: Sendable, Equatable {
 
     static let keys = [
         "name", "type", "issuer", "client_id", "client_secret_file", "scopes", "url", "steps", "secret_file",
-        "email_claim", "login_name_claim", "groups_claim", "host_groups",
+        "email_claim", "login_name_claim", "groups_claim", "host_groups", "email_verified", "email_domains",
     ]
 }
 
@@ -89,12 +99,30 @@ extension ManagerConfiguration {
             guard TextAttributeValidator.validate(name) == .valid else {
                 throw fail(prefix + "name", "must be 1 to \(TextAttributeValidator.maximumLength) printable characters")
             }
+            let emailVerified: IdentityProviderSettings.EmailVerification
+            if let text = file.string(prefix + "email_verified") {
+                guard let value = IdentityProviderSettings.EmailVerification(rawValue: text) else {
+                    throw fail(
+                        prefix + "email_verified",
+                        "must be required (the provider must say email_verified: true) or trusted (its word is enough)")
+                }
+                emailVerified = value
+            } else if case .custom = kind {
+                emailVerified = .trusted
+            } else {
+                emailVerified = .required
+            }
+            let domains = (file.list(prefix + "email_domains") ?? []).map { $0.lowercased() }
+            for domain in domains where !HostNameValidator.isValid(domain) || !domain.contains(".") {
+                throw fail(prefix + "email_domains", "lists domains such as example.org, not '\(domain.prefix(64))'")
+            }
             return IdentityProviderSettings(
                 id: id, name: name, kind: kind,
                 secretFile: file.string(prefix + "client_secret_file") ?? file.string(prefix + "secret_file"),
                 emailClaim: file.string(prefix + "email_claim") ?? "email",
                 loginNameClaim: file.string(prefix + "login_name_claim"),
-                groupsClaim: file.string(prefix + "groups_claim"), hostGroups: hostGroups)
+                groupsClaim: file.string(prefix + "groups_claim"), hostGroups: hostGroups,
+                emailVerified: emailVerified, emailDomains: domains)
         }
         if let chosen = file.string("identity_providers.default") {
             guard identityProviders.contains(where: { $0.id == chosen }) else {

@@ -31,5 +31,7 @@ extension APIPath {
         "webPending": webPending, "webDevices": webDevices, "webSessions": webSessions,
         "consoleSessions": consoleSessions, "consoleSessionEnd": consoleSessionEnd, "consoleActions": consoleActions,
         "identityProviders": identityProviders, "providerRegistrations": providerRegistrations,
+        "providerRegistrationConfirmation": providerRegistrationConfirmation,
+        "registrationCancellations": registrationCancellations,
     ]
 }

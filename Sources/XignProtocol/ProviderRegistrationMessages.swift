@@ -13,6 +13,10 @@ extension APIPath {
     public static let providerRegistrationCallback = "/v1/registrations/identity-provider/callback"
     /// POST: the client waits here for the outcome.
     public static let providerRegistrationWait = "/v1/registrations/identity-provider/wait"
+    /// POST: the browser that came back from the provider sends the code the start showed (or cancels).
+    public static let providerRegistrationConfirmation = "/v1/registrations/identity-provider/confirmation"
+    /// POST: the "not me" link of a registration's notice mail cancels the activation it made.
+    public static let registrationCancellations = "/v1/registrations/cancellations"
 }
 
 extension SignedAnswerType {
@@ -63,12 +67,56 @@ public struct ProviderRegistrationStartMessage: Codable, Equatable, Sendable {
     /// Only the client that started the registration holds it; the outcome is given for it alone.
     public var waitToken: String
     public var expiresAt: Int64
+    /// A browser provider's, from a client that waits (not the web app): the code the person who signs in types at
+    /// the manager's page afterwards, so that a sign-in link sent to someone else makes no account for the sender.
+    public var confirmationCode: String?
     public init(
         registrationId: String, authorizationUrl: String?, customStep: CustomRegistrationStep? = nil,
-        waitToken: String, expiresAt: Int64
+        waitToken: String, expiresAt: Int64, confirmationCode: String? = nil
     ) {
         (self.registrationId, self.authorizationUrl, self.customStep, self.waitToken, self.expiresAt) =
             (registrationId, authorizationUrl, customStep, waitToken, expiresAt)
+        self.confirmationCode = confirmationCode
+    }
+}
+
+/// The browser that signed in at the provider: the code the start showed, or `cancel` (this is not mine). Its cookie
+/// names the registration.
+public struct ProviderRegistrationConfirmationRequest: Codable, Equatable, Sendable {
+    public var code: String?
+    public var cancel: Bool?
+    public init(code: String?, cancel: Bool? = nil) { (self.code, self.cancel) = (code, cancel) }
+}
+
+public struct ProviderRegistrationConfirmationMessage: Codable, Equatable, Sendable {
+    public var outcome: ProviderRegistrationOutcome
+    /// What the page shows: where the activation goes on, or why it ended.
+    public var message: String
+    public init(outcome: ProviderRegistrationOutcome, message: String) {
+        (self.outcome, self.message) = (outcome, message)
+    }
+}
+
+/// The token of a "not me" link, from the fragment of its page.
+public struct RegistrationCancellationRequest: Codable, Equatable, Sendable {
+    public var token: String
+    public init(token: String) { self.token = token }
+}
+
+public struct RegistrationCancellationMessage: Codable, Equatable, Sendable {
+    public var message: String
+    public init(message: String) { self.message = message }
+}
+
+extension ProviderRegistrationConfirmationRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("code", code, maximum: 32, allowsEmpty: true)
+    }
+}
+
+extension RegistrationCancellationRequest: LimitedMessage {
+    public func checkLimits() throws(LimitViolation) {
+        try Limit.text("token", token, maximum: WireLimit.nonce)
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -33,6 +34,25 @@ extension WebApp {
         // Its search forms submit to the console itself, by GET; a POST from a form is refused by the manager.
         return try render(
             page.rawValue, adding: values, status: status, headers: Self.headers(type: Self.html, formAction: "'self'"))
+    }
+
+    /// The page a person who signed in at an identity provider confirms a registration on: who they are, what is to
+    /// become a device of theirs, when and from where it started, and the code. `cookie` binds the browser to it.
+    public func registrationConfirmation(
+        provider: String, email: String, alias: String, startedAt: Int64, startedFrom: String?, cookie: String
+    ) throws -> Response {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
+        var headers = Self.headers(type: Self.html)
+        headers[.setCookie] = cookie
+        var values: [String: Any] = [
+            "provider": provider, "email": email, "alias": alias, "startedAt": startedAt,
+            "startedAtText": formatter.string(from: Date(timeIntervalSince1970: Double(startedAt) / 1000)),
+        ]
+        if let startedFrom { values["startedFrom"] = startedFrom }
+        return try render("register-confirm", adding: values, status: .ok, headers: headers)
     }
 
     /// A page that only says something: the end of a registration at an identity provider.

@@ -36,7 +36,7 @@ public struct WebApp<Context: RequestContext>: Sendable {
     public func addRoutes(to router: Router<Context>) {
         for (path, page) in [
             (WebPath.personalize, "personalize"), (WebPath.approve, "approve"), (WebPath.approveInQRCode, "approve"),
-            (WebPath.account, "account"), (WebPath.register, "register"),
+            (WebPath.account, "account"), (WebPath.register, "register"), (WebPath.notMe, "not-me"),
         ] {
             router.get(RouterPath(path)) { _, _ in try render(page) }
         }
@@ -110,6 +110,8 @@ public enum WebPath {
     public static let account = "/account"
     /// Registration through the organization's identity provider, for a phone without a Linux machine.
     public static let register = "/register"
+    /// A registration notice mail's "not me" link; its token is in the fragment.
+    public static let notMe = "/link/not-me"
     /// The administrator's console: its sign-in page; the others are under it.
     public static let console = "/console"
     public static let consoleAccounts = "/console/accounts"

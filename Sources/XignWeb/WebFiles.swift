@@ -19,6 +19,8 @@ enum WebFiles {
         "console-health": text(PackageResources.console_health_mustache),
         "console-waiting": text(PackageResources.console_waiting_mustache),
         "notice": text(PackageResources.notice_mustache), "register": text(PackageResources.register_mustache),
+        "register-confirm": text(PackageResources.register_confirm_mustache),
+        "not-me": text(PackageResources.not_me_mustache),
     ]
 
     /// Names the script's and the stylesheet's current content in their URLs (`?v=`), so a browser keeps them until

@@ -4,6 +4,10 @@ import XignCore
 import XignProtocol
 import XignTerminal
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension Register {
     /// OneWelcome's browser identity provider from the terminal: the link (and its QR code, for a phone) to the
     /// provider's sign-in, a wait for the person to come back, and then this machine's activation with the PIN chosen
@@ -21,7 +25,9 @@ extension Register {
         }
         switch result.outcome {
         case .pending:
-            throw XignSdkError(.timeout, "nobody signed in at the identity provider in 10 minutes; start again")
+            throw XignSdkError(
+                .sessionExpired,
+                "the registration ran out (10 minutes) before the sign-in was confirmed with the code; start again")
         case .refused:
             throw XignSdkError(
                 .managerRejectedRequest,
@@ -52,22 +58,42 @@ extension Register {
         ])
     }
 
+    /// The link and the code, then a wait for as long as the registration lives (10 minutes): the person may take
+    /// that long at the provider. Each wait is a long poll within the client's timeout; a manager that cannot be
+    /// reached for a moment is asked again until the registration runs out.
     private func waitForBrowserSignIn(
         _ link: String, _ registration: Registry.ProviderRegistration, sdk: XignSdk, output: Output
     ) throws -> ProviderRegistrationResultMessage {
+        let code = registration.confirmationCode ?? ""
+        let spaced = code.count == 6 ? "\(code.prefix(3)) \(code.suffix(3))" : code
         output.say("Sign in at your organization's identity provider: open this link in a browser.")
         output.say(link)
         if !noQr && !common.json {
             drawQR(link, style: .utf8, caption: "Or scan it with your phone:", besideLines: 0)
         }
-        output.emit(["status": .string("waiting"), "authorizationUrl": .string(link)])
-        output.say("Waiting for you to sign in (for up to 10 minutes; Ctrl-C stops)…")
-        var result: ProviderRegistrationResultMessage
-        repeat {
-            result = try sdk.registry.waitForProviderRegistrationSynchronous(registration)
-        } while result.outcome == .pending
-            && Int64(Date().timeIntervalSince1970 * 1000) < registration.expiresAt
-        return result
+        output.say("After the sign-in, the manager's page asks for this code: \(spaced)")
+        output.say("Type it there yourself, and give it to nobody: whoever types it gets this registration.")
+        output.emit([
+            "status": .string("waiting"), "authorizationUrl": .string(link), "confirmationCode": .string(code),
+        ])
+        output.say("Waiting for the sign-in and the code (up to 10 minutes; Ctrl-C stops)…")
+        var unreachableSaid = false
+        while true {
+            do {
+                let result = try sdk.registry.waitForProviderRegistrationSynchronous(registration)
+                if result.outcome != .pending { return result }
+            } catch let error as XignSdkError where error.errorCode.leavesTheManagerUnavailable {
+                if !unreachableSaid {
+                    Terminal.write("The manager does not answer now (\(error.message)); still waiting…\n")
+                    unreachableSaid = true
+                }
+                usleep(2_000_000)
+            }
+            guard Int64(Date().timeIntervalSince1970 * 1000) < registration.expiresAt else {
+                return ProviderRegistrationResultMessage(
+                    nonce: "", registrationId: registration.registrationId, outcome: .pending)
+            }
+        }
     }
 
     /// A custom provider's steps, each with a line the person types (the service's text says what it wants).

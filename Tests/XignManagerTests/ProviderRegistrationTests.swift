@@ -17,7 +17,9 @@ import XignTestSupport
     }
 
     /// Starts a registration through the default provider; the answer.
-    static func start(_ api: API<ManagerFiles>, pin: String = "24680", nonce: String = "r1") async throws -> APIAnswer {
+    static func start<Manager>(
+        _ api: API<Manager>, pin: String = "24680", nonce: String = "r1"
+    ) async throws -> APIAnswer {
         try await api.post(
             APIPath.providerRegistrations,
             ProviderRegistrationRequest(
@@ -26,20 +28,55 @@ import XignTestSupport
                 alias: "Laptop", nonce: nonce))
     }
 
-    /// The browser's return to the manager at `location` (the callback with the provider's query); status and page.
-    static func comeBack(_ inProcess: InProcessManager, _ location: String) async throws -> (Int, String) {
+    /// The browser's return to the manager at `location` (the callback with the provider's query): status, page, and
+    /// the registration cookie it set.
+    static func comeBack(
+        _ inProcess: InProcessManager, _ location: String, cookie: String? = nil
+    ) async throws -> (status: Int, page: String, cookie: String?) {
         let path = String(location.dropFirst(publicURL.count))
-        let response = try await inProcess.execute(.get, path)
-        return (Int(response.status.code), String(buffer: response.body))
+        let response = try await inProcess.execute(
+            .get, path, headers: cookie.map { [.cookie: "__Host-xign-registration=\($0)"] } ?? [:])
+        let set = response.headers[.setCookie].flatMap { $0.split(separator: ";").first }
+            .flatMap { cookie in cookie.firstIndex(of: "=").map { String(cookie[cookie.index(after: $0)...]) } }
+        return (Int(response.status.code), String(buffer: response.body), set?.isEmpty == false ? set : nil)
     }
 
-    static func outcome(_ api: API<ManagerFiles>, _ started: [String: Any]) async throws -> [String: Any] {
+    /// The page's request with the code the start showed (or `cancel`), from the browser with `cookie`.
+    static func confirm(
+        _ inProcess: InProcessManager, cookie: String?, code: String?, cancel: Bool? = nil
+    ) async throws -> (status: Int, json: [String: Any]) {
+        let body = try JSONEncoder.canonical.encode(ProviderRegistrationConfirmationRequest(code: code, cancel: cancel))
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let cookie { headers[.cookie] = "__Host-xign-registration=\(cookie)" }
+        let response = try await inProcess.execute(
+            .post, APIPath.providerRegistrationConfirmation, headers: headers,
+            body: String(decoding: body, as: UTF8.self))
+        let data = Data(buffer: response.body)
+        try APISpec.openAPI.get().validate(
+            path: APIPath.providerRegistrationConfirmation, method: "POST", status: Int(response.status.code),
+            contentType: response.headers[.contentType], body: data)
+        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:])
+    }
+
+    static func outcome<Manager>(_ api: API<Manager>, _ started: [String: Any]) async throws -> [String: Any] {
         let request = ProviderRegistrationWaitRequest(
             registrationId: started["registrationId"] as? String ?? "",
             waitToken: started["waitToken"] as? String ?? "",
             nonce: "w1", waitMilliseconds: 0)
         return try await api.post(APIPath.providerRegistrationWait, request).signedPayload(
             key: try api.managerKey, type: SignedAnswerType.providerRegistration)
+    }
+
+    /// A registration started as a terminal starts it, signed in at the provider by `user`, and come back: the page
+    /// that asks for the code, and its cookie.
+    static func signedIn(
+        _ inProcess: InProcessManager, _ provider: OpenIDProviderServer, _ user: String
+    ) async throws -> (started: [String: Any], page: String, cookie: String?) {
+        let started = try await start(inProcess.api).json
+        let location = try await provider.signIn(
+            user, password: "\(user)-pass-1", at: started["authorizationUrl"] as? String ?? "")
+        let back = try await comeBack(inProcess, location)
+        return (started, back.page, back.cookie)
     }
 
     @Test(arguments: ["ES256", "RS256"]) func aPersonRegistersWithTheMappedLoginNameAndGroupsAndActivates(
@@ -55,11 +92,25 @@ import XignTestSupport
             let started = try await Self.start(api).json
             let url = try #require(started["authorizationUrl"] as? String)
             #expect(url.hasPrefix(provider.issuer + "/auth?") && url.contains("code_challenge_method=S256"), "\(url)")
+            let code = try #require(started["confirmationCode"] as? String)
+            #expect(code.count == 6 && code.allSatisfy(\.isNumber))
             #expect(try await Self.outcome(api, started)["outcome"] as? String == "pending")
 
-            let location = try provider.signIn("nina", password: "nina-pass-1", at: url)
-            let (status, page) = try await Self.comeBack(inProcess, location)
-            #expect(status == 200 && page.contains("Registered as nina@example.org (login name nina)"), "\(page)")
+            // Back from the provider: the page says who signed in and what is being registered, and asks for the code.
+            let location = try await provider.signIn("nina", password: "nina-pass-1", at: url)
+            let back = try await Self.comeBack(inProcess, location)
+            #expect(back.status == 200 && back.page.contains("Is this registration yours?"), "\(back.page)")
+            #expect(back.page.contains("nina@example.org") && back.page.contains("Laptop"), "\(back.page)")
+            let cookie = try #require(back.cookie)
+            #expect(
+                try await Self.outcome(api, started)["outcome"] as? String == "pending", "no account before the code")
+            #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
+            let wrong = try await Self.confirm(inProcess, cookie: cookie, code: code == "000000" ? "111111" : "000000")
+            #expect(wrong.status == 422 && "\(wrong.json)".contains("2 tries left"), "\(wrong.json)")
+            let confirmed = try await Self.confirm(inProcess, cookie: cookie, code: code)
+            #expect(confirmed.json["outcome"] as? String == "registered", "\(confirmed.json)")
+            #expect("\(confirmed.json)".contains("Registered as nina@example.org (login name nina)"))
+
             let outcome = try await Self.outcome(api, started)
             #expect(outcome["outcome"] as? String == "registered" && outcome["loginName"] as? String == "nina")
             let payload = try PersonalizationPayload(parsing: outcome["activationLink"] as? String ?? "")
@@ -81,13 +132,110 @@ import XignTestSupport
             #expect(
                 try inProcess.files.query("SELECT actor FROM audit_events WHERE event = 'accountCreated'")
                     == ["identity provider corp"])
-            #expect(try inProcess.files.query("SELECT COUNT(*) FROM mail_queue") == ["0"], "no mail step")
+            // The address is told, with a link that cancels; the activation data itself is never mailed.
+            let mails = try inProcess.files.mails().map { try String(contentsOfFile: $0, encoding: .utf8) }
+            #expect(mails.count == 1 && mails[0].contains("To: nina@example.org"), "\(mails)")
+            #expect(mails[0].contains(Self.publicURL + "/link/not-me#") && !mails[0].contains("xign://"))
             // The activation data and the PIN chosen at the start personalize a device.
             let device = try await api.personalize(payload, pin: "24680")
             #expect(try await api.authenticate(device, pin: "24680").status == 200)
             // The same return again is refused: a state is answered once.
-            let (replayed, replayPage) = try await Self.comeBack(inProcess, location)
-            #expect(replayed == 400 && replayPage.contains("unknown, was already answered, or ran out"))
+            let replayed = try await Self.comeBack(inProcess, location)
+            #expect(replayed.status == 400 && replayed.page.contains("unknown, was already answered, or ran out"))
+        }
+    }
+
+    /// H1: a terminal's registration becomes an account only when the person who signed in types the code the
+    /// terminal shows, in the browser the provider sent back: wrong codes end it at the third, "Not mine" ends it at
+    /// once, another browser (without the page's cookie) has nothing to confirm, and a terminal that stopped waiting
+    /// gets nothing. Control: the right code from the right browser, beside each.
+    @Test func onlyThePersonWithTheStartsCodeMakesTheAccount() async throws {
+        let provider = try OpenIDProviderServer(callback: Self.callback)
+        try await InProcessManager.run(config: try Self.config(provider)) { inProcess in
+            let api = inProcess.api
+            func accounts() throws -> [String] { try inProcess.files.query("SELECT COUNT(*) FROM accounts") }
+
+            // Three wrong codes: refused, and the right one after them changes nothing.
+            let guessed = try await Self.signedIn(inProcess, provider, "nina")
+            for (guess, expected) in [("000001", "2 tries left"), ("000002", "1 try left")] {
+                let wrong = try await Self.confirm(inProcess, cookie: guessed.cookie, code: guess)
+                #expect(wrong.status == 422 && "\(wrong.json)".contains(expected), "\(wrong.json)")
+            }
+            let third = try await Self.confirm(inProcess, cookie: guessed.cookie, code: "000003")
+            #expect(third.json["outcome"] as? String == "refused" && "\(third.json)".contains("wrong 3 times"))
+            let late = try await Self.confirm(
+                inProcess, cookie: guessed.cookie, code: guessed.started["confirmationCode"] as? String)
+            #expect(late.status == 404, "\(late.json)")
+            #expect(try await Self.outcome(api, guessed.started)["outcome"] as? String == "refused")
+
+            // "Not mine": refused at once, and the terminal hears why.
+            let sent = try await Self.signedIn(inProcess, provider, "nina")
+            let notMine = try await Self.confirm(inProcess, cookie: sent.cookie, code: nil, cancel: true)
+            #expect(notMine.json["outcome"] as? String == "refused", "\(notMine.json)")
+            let told = try await Self.outcome(api, sent.started)
+            #expect((told["message"] as? String ?? "").contains("said it was not theirs"), "\(told)")
+
+            // The right code from a browser without the cookie (another one), or with no cookie at all.
+            let elsewhere = try await Self.signedIn(inProcess, provider, "nina")
+            let code = elsewhere.started["confirmationCode"] as? String
+            #expect(try await Self.confirm(inProcess, cookie: "another-browser", code: code).status == 404)
+            #expect(try await Self.confirm(inProcess, cookie: nil, code: code).status == 404)
+            #expect(try accounts() == ["0"])
+
+            // A terminal that stopped waiting (its last wait a minute ago) gets no account made for it.
+            _ = try inProcess.files.query(
+                "UPDATE provider_registrations SET last_waited_at = 0 WHERE id = '\(elsewhere.started["registrationId"] as? String ?? "")'"
+            )
+            let gone = try await Self.confirm(inProcess, cookie: elsewhere.cookie, code: code)
+            #expect((gone.json["message"] as? String ?? "").contains("stopped waiting"), "\(gone.json)")
+            #expect(try accounts() == ["0"])
+
+            // Control: the right browser and the right code, while the terminal waits.
+            let mine = try await Self.signedIn(inProcess, provider, "nina")
+            let confirmed = try await Self.confirm(
+                inProcess, cookie: mine.cookie, code: mine.started["confirmationCode"] as? String)
+            #expect(confirmed.json["outcome"] as? String == "registered", "\(confirmed.json)")
+            #expect(try accounts() == ["1"])
+        }
+    }
+
+    /// H1: the notice mail's "not me" link cancels the registration: before the activation is used its data stops
+    /// working, and after, its device is removed. Each link works once.
+    @Test func theNoticeMailsLinkCancelsTheRegistrationBeforeAndAfterItsUse() async throws {
+        let provider = try OpenIDProviderServer(callback: Self.callback)
+        try await InProcessManager.run(config: try Self.config(provider)) { inProcess in
+            let api = inProcess.api
+            func register(_ user: String) async throws -> (PersonalizationPayload, token: String) {
+                let signedIn = try await Self.signedIn(inProcess, provider, user)
+                _ = try await Self.confirm(
+                    inProcess, cookie: signedIn.cookie, code: signedIn.started["confirmationCode"] as? String)
+                let outcome = try await Self.outcome(api, signedIn.started)
+                let mail = try String(contentsOfFile: try #require(try inProcess.files.mails().last), encoding: .utf8)
+                let token = try #require(
+                    mail.components(separatedBy: "/link/not-me#").last?.prefix { !$0.isWhitespace })
+                return (try PersonalizationPayload(parsing: outcome["activationLink"] as? String ?? ""), String(token))
+            }
+            func cancel(_ token: String) async throws -> APIAnswer {
+                try await api.post(APIPath.registrationCancellations, RegistrationCancellationRequest(token: token))
+            }
+            let (unused, first) = try await register("nina")
+            let cancelled = try await cancel(first)
+            #expect(cancelled.status == 200 && "\(cancelled.json)".contains("no longer works"), "\(cancelled.json)")
+            await #expect(throws: (any Error).self, "the activation data no longer works") {
+                _ = try await api.personalize(unused, pin: "24680")
+            }
+            #expect(try await cancel(first).status == 404, "once")
+
+            let (used, second) = try await register("olga")
+            let device = try await api.personalize(used, pin: "24680")
+            #expect(try await api.authenticate(device, pin: "24680").status == 200, "control: it works until cancelled")
+            let removed = try await cancel(second)
+            #expect("\(removed.json)".contains("can no longer log in"), "\(removed.json)")
+            await #expect(throws: (any Error).self, "the device was removed") {
+                _ = try await api.authenticate(device, pin: "24680")
+            }
+            #expect(
+                try inProcess.files.query("SELECT COUNT(*) FROM audit_events WHERE detail LIKE '%(not me)%'") == ["2"])
         }
     }
 
@@ -96,30 +244,44 @@ import XignTestSupport
         let provider = try OpenIDProviderServer(callback: Self.callback)
         try await InProcessManager.run(config: try Self.config(provider)) { inProcess in
             let api = inProcess.api
-            func refused(_ user: String, _ password: String, expecting: String) async throws {
+            func refused(_ user: String, expecting: String) async throws {
                 let started = try await Self.start(api).json
-                let location = try provider.signIn(
-                    user, password: password, at: started["authorizationUrl"] as? String ?? "")
-                let (status, page) = try await Self.comeBack(inProcess, location)
-                #expect(status == 400 && page.contains(expecting), "\(user): \(page)")
+                let location = try await provider.signIn(
+                    user, password: "\(user)-pass-1", at: started["authorizationUrl"] as? String ?? "")
+                let back = try await Self.comeBack(inProcess, location)
+                #expect(back.status == 400 && back.page.contains(expecting), "\(user): \(back.page)")
                 let outcome = try await Self.outcome(api, started)
                 #expect(outcome["outcome"] as? String == "refused", "\(outcome)")
                 #expect((outcome["message"] as? String ?? "").contains(expecting), "\(outcome)")
                 #expect(outcome["activationLink"] == nil)
             }
-            // A claimed login name of a system account, and no address at all.
-            try await refused("omar", "omar-pass-1", expecting: "claim login is no login name")
-            try await refused("pat", "pat-pass-1", expecting: "no valid email address")
+            // A claimed login name of a system account, no address at all, and addresses the provider did not verify
+            // (H6: false, and no claim at all).
+            try await refused("omar", expecting: "claim login is no login name")
+            try await refused("pat", expecting: "no valid email address")
+            try await refused("vera", expecting: "has not verified vera@example.org")
+            try await refused("ursula", expecting: "does not say that it verified ursula@example.org")
 
-            // The provider refuses the person: its error comes back instead of a code.
+            // The provider refuses the person: its error code comes back instead of a code. The text beside it is
+            // anyone's (a crafted link on this origin), so it is not shown.
             let started = try await Self.start(api).json
             let state = try #require(
                 URLComponents(string: started["authorizationUrl"] as? String ?? "")?.queryItems?.first {
                     $0.name == "state"
                 }?.value)
-            let (status, page) = try await Self.comeBack(
-                inProcess, Self.callback + "?state=\(state)&error=access_denied&error_description=%3Cb%3Eno%3C%2Fb%3E")
-            #expect(status == 400 && page.contains("refused the sign-in (&lt;b&gt;no&lt;/b&gt;)"), "\(page)")
+            let denied = try await Self.comeBack(
+                inProcess,
+                Self.callback + "?state=\(state)&error=access_denied&error_description=Call%20%2B1%20555%200100%20now")
+            #expect(
+                denied.status == 400 && denied.page.contains("refused the sign-in (access_denied)"), "\(denied.page)")
+            #expect(!denied.page.contains("555"), "\(denied.page)")
+            let other = try await Self.start(api).json
+            let otherState =
+                URLComponents(string: other["authorizationUrl"] as? String ?? "")?.queryItems?.first {
+                    $0.name == "state"
+                }?.value ?? ""
+            let unnamed = try await Self.comeBack(inProcess, Self.callback + "?state=\(otherState)&error=%3Cb%3Eyou")
+            #expect(unnamed.page.contains("an error it did not name") && !unnamed.page.contains("&lt;b&gt;you"))
 
             // A sign-in made for another nonce (its authorization request swapped in, PKCE intact) is refused by the
             // ID token's nonce.
@@ -128,9 +290,9 @@ import XignTestSupport
             swapped.queryItems = swapped.queryItems?.map {
                 $0.name == "nonce" ? URLQueryItem(name: "nonce", value: "attacker") : $0
             }
-            let (nonceStatus, noncePage) = try await Self.comeBack(
-                inProcess, try provider.signIn("nina", password: "nina-pass-1", at: swapped.string ?? ""))
-            #expect(nonceStatus == 400 && noncePage.contains("nonce differs"), "\(noncePage)")
+            let nonce = try await Self.comeBack(
+                inProcess, try await provider.signIn("nina", password: "nina-pass-1", at: swapped.string ?? ""))
+            #expect(nonce.status == 400 && nonce.page.contains("nonce differs"), "\(nonce.page)")
 
             // A PIN against the policy and an unknown provider are refused at the start.
             #expect(try await Self.start(api, pin: "1111").status == 422)
@@ -144,14 +306,30 @@ import XignTestSupport
 
             // The provider down: a start says so, and a sign-in that comes back meanwhile ends refused.
             let pending = try await Self.start(api).json
-            let location = try provider.signIn(
+            let location = try await provider.signIn(
                 "nina", password: "nina-pass-1", at: pending["authorizationUrl"] as? String ?? "")
             provider.stop()
-            let (downStatus, downPage) = try await Self.comeBack(inProcess, location)
-            #expect(downStatus == 400 && downPage.contains("cannot be reached"), "\(downPage)")
-            let down = try await Self.start(api)
-            #expect(down.status == 502 && down.errorCode == "providerUnavailable", "\(down.json)")
+            let down = try await Self.comeBack(inProcess, location)
+            #expect(down.status == 400 && down.page.contains("cannot be reached"), "\(down.page)")
+            let startDown = try await Self.start(api)
+            #expect(startDown.status == 502 && startDown.errorCode == "providerUnavailable", "\(startDown.json)")
             #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
+        }
+    }
+
+    /// H6: `email_verified = trusted` takes the provider's word for an address it does not say it verified, and
+    /// `email_domains` keeps addresses of other domains out. Control: an address in the domain is taken.
+    @Test func aProviderIsTrustedForAddressesOnlyAsConfiguredAndOnlyInItsDomains() async throws {
+        let provider = try OpenIDProviderServer(callback: Self.callback)
+        let config = try Self.config(provider) + "\nemail_verified = trusted\nemail_domains = example.org\n"
+        try await InProcessManager.run(config: config) { inProcess in
+            let unverified = try await Self.signedIn(inProcess, provider, "ursula")
+            #expect(unverified.page.contains("Is this registration yours?"), "trusted: \(unverified.page)")
+            let elsewhere = try await Self.signedIn(inProcess, provider, "olga")
+            #expect(
+                elsewhere.page.contains("olga@elsewhere.example is not in a domain Corp SSO registers (example.org)"),
+                "\(elsewhere.page)")
+            #expect(elsewhere.cookie == nil)
         }
     }
 
@@ -159,10 +337,11 @@ import XignTestSupport
         let provider = try OpenIDProviderServer(callback: Self.callback, clockOffset: "-2h")
         try await InProcessManager.run(config: try Self.config(provider)) { inProcess in
             let started = try await Self.start(inProcess.api).json
-            let (status, page) = try await Self.comeBack(
+            let back = try await Self.comeBack(
                 inProcess,
-                try provider.signIn("nina", password: "nina-pass-1", at: started["authorizationUrl"] as? String ?? ""))
-            #expect(status == 400 && page.contains("has expired"), "\(page)")
+                try await provider.signIn(
+                    "nina", password: "nina-pass-1", at: started["authorizationUrl"] as? String ?? ""))
+            #expect(back.status == 400 && back.page.contains("has expired"), "\(back.page)")
             #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
         }
     }
@@ -177,20 +356,91 @@ import XignTestSupport
             config: try provider.managerConfig(publicURL: url, base: ManagerFiles.testConfig), port: port)
         let phone = Browser(
             in: TemporaryDirectory(), keptIn: OpenAPIValidator.repositoryFile(".build-screenshots/registration"))
-        let atProvider = try phone.registerThroughProvider(url + "/register", pin: "24680")
+        let atProvider = try await onOwnThread { try phone.registerThroughProvider(url + "/register", pin: "24680") }
         #expect(atProvider.list("providers") == ["Corp SSO"], "\(atProvider)")
         // The provider's login page carries the authorization request on; the person signs in there.
         let request = try #require(
             URLComponents(string: atProvider["url"])?.queryItems?.first { $0.name == "callback_url" }?.value)
         #expect(request.hasPrefix(provider.issuer + "/auth?"), "\(atProvider)")
-        let location = try provider.signIn("nina", password: "nina-pass-1", at: request)
-        let activated = try phone.personalize(location, pin: "24680")
+        let location = try await provider.signIn("nina", password: "nina-pass-1", at: request)
+        let activated = try await onOwnThread { try phone.personalize(location, pin: "24680") }
         #expect(activated.error.isEmpty && activated["account"].contains("nina@example.org"), "\(activated)")
         #expect(
             try manager.query(
                 "SELECT d.key_kind, c.login_name FROM devices d JOIN activations a ON a.id = d.activation_id JOIN accounts c ON c.id = a.account_id"
             )
                 == ["passkey|nina"])
+    }
+}
+
+/// H1 as people meet it, in Chromium: the manager's page after the provider's sign-in, and the web app's browser binding.
+@Suite struct ProviderRegistrationBrowserTests {
+    /// Mallory starts a registration at her terminal and sends the sign-in link to Nina, who is signed in at the
+    /// provider. Nina's browser comes back to the manager's page, which shows the device's name and where and when the
+    /// registration started, and asks for the code at Mallory's terminal: guesses end it at the third, and "Not mine"
+    /// ends it at once, with no account either way. Control: the one who started it types the code in the browser that
+    /// signed in, and the account is made. In the web app, a sign-in opened in another browser than the one that
+    /// started is refused; the same browser, in `aPhoneRegistersOnTheWebPageAndGetsAPasskey`, is the control.
+    @Test func aSignInLinkSentToSomeoneElseEndsAtTheCode() async throws {
+        let port = try ManagerProcess.freePort()
+        let url = "http://localhost:\(port)"
+        let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
+        let manager = try ManagerProcess(
+            config: try provider.managerConfig(publicURL: url, base: ManagerFiles.testConfig), port: port)
+        let api = API(manager: manager)
+        let directory = TemporaryDirectory()
+        let kept = OpenAPIValidator.repositoryFile(".build-screenshots/registration")
+        /// A browser of its own for each case, so that each keeps its screenshots.
+        func browser(_ name: String) -> Browser { Browser(in: directory, name: name, keptIn: kept + "/" + name) }
+        /// The person's browser back from the provider at `location`, answering the page: on a thread of its own, as
+        /// it blocks for seconds.
+        func comeBack(in name: String, to location: String, answers: [String]) async throws -> Browser.Page {
+            let browser = browser(name)
+            return try await onOwnThread { try browser.confirmRegistration(location, answers: answers) }
+        }
+        func accounts() throws -> [String] { try manager.query("SELECT COUNT(*) FROM accounts") }
+        func sentToNina() async throws -> (started: [String: Any], location: String) {
+            let started = try await ProviderRegistrationTests.start(api).json
+            return (
+                started,
+                try await provider.signIn(
+                    "nina", password: "nina-pass-1", at: started["authorizationUrl"] as? String ?? "")
+            )
+        }
+
+        let guessed = try await sentToNina()
+        let guesses = try await comeBack(
+            in: "nina-guesses", to: guessed.location, answers: ["123456", "654321", "111111"])
+        #expect(guesses["page"].contains("nina@example.org") && guesses["page"].contains("Laptop"), "\(guesses)")
+        #expect(guesses["page"].contains("from 127.0.0.1") && !guesses["started-at"].isEmpty, "\(guesses)")
+        let attempts = browser("nina-guesses").records(guesses, "attempts").map { $0["error"] as? String ?? "" }
+        #expect(attempts.count == 3 && attempts[0].contains("2 tries left") && attempts[1].contains("1 try left"))
+        #expect(attempts.last?.contains("No account was made: the code was wrong 3 times") == true, "\(attempts)")
+        #expect(try await ProviderRegistrationTests.outcome(api, guessed.started)["outcome"] as? String == "refused")
+
+        let declined = try await sentToNina()
+        let notMine = try await comeBack(in: "nina-declines", to: declined.location, answers: ["not mine"])
+        #expect(notMine.error.contains("said it was not theirs"), "\(notMine)")
+        #expect(try accounts() == ["0"])
+
+        // Control: whoever started it signs in and types the code the terminal shows.
+        let mine = try await sentToNina()
+        let confirmed = try await comeBack(
+            in: "nina-confirms", to: mine.location, answers: [mine.started["confirmationCode"] as? String ?? ""])
+        #expect(confirmed.status.contains("Registered as nina@example.org"), "\(confirmed)")
+        #expect(try await ProviderRegistrationTests.outcome(api, mine.started)["outcome"] as? String == "registered")
+        #expect(try accounts() == ["1"])
+
+        // The web app: Mallory's phone starts at /register and sends the provider's link on; Olga signs in, and her
+        // browser, which has not got the cookie of that start, comes back to a refusal.
+        let mallory = browser("mallory")
+        let atProvider = try await onOwnThread { try mallory.registerThroughProvider(url + "/register", pin: "24680") }
+        let request = try #require(
+            URLComponents(string: atProvider["url"])?.queryItems?.first { $0.name == "callback_url" }?.value)
+        let elsewhere = try await comeBack(
+            in: "olga", to: try await provider.signIn("olga", password: "olga-pass-1", at: request), answers: [])
+        #expect(elsewhere["notice"].contains("started in another browser"), "\(elsewhere)")
+        #expect(try accounts() == ["1"])
     }
 }
 

@@ -123,6 +123,11 @@ public struct Browser: Sendable {
     public func registerThroughProvider(_ url: String, pin: String) throws -> Page {
         try run("register-provider", url, input: pin + "\n")
     }
+    /// Opens `location`, where the identity provider sends the browser back, and answers the page that asks for the
+    /// registration's code with each of `answers` in turn (a code, or "not mine"); `attempts` holds what each showed.
+    public func confirmRegistration(_ location: String, answers: [String]) throws -> Page {
+        try run("confirm-registration", location, input: answers.map { $0 + "\n" }.joined())
+    }
     /// A list of records the step read, such as the pages it opened.
     public func records(_ page: Page, _ field: String) -> [[String: Any]] {
         page.fields[field] as? [[String: Any]] ?? []

@@ -66,6 +66,12 @@ public final class OpenIDProviderServer: @unchecked Sendable {
         return location
     }
 
+    /// The same, for an async test: on a thread of its own, not one of Swift's concurrency threads, which other tests
+    /// share and a blocking wait would hold.
+    public func signIn(_ user: String, password: String, at authorizationURL: String) async throws -> String {
+        try await onOwnThread { try self.signIn(user, password: password, at: authorizationURL) }
+    }
+
     /// Stops the provider, as when it is down.
     public func stop() { process.stop() }
 

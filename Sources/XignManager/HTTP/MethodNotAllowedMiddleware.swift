@@ -15,7 +15,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
         for page in [
             WebPath.personalize, WebPath.approve, WebPath.approveInQRCode, WebPath.account, WebPath.script,
             WebPath.stylesheet, WebPath.console, WebPath.consoleAccounts, WebPath.consoleAudit, WebPath.consoleAuditCSV,
-            WebPath.consoleHosts, WebPath.consoleHealth, WebPath.consoleWaiting, WebPath.register,
+            WebPath.consoleHosts, WebPath.consoleHealth, WebPath.consoleWaiting, WebPath.register, WebPath.notMe,
         ] {
             methods[page] = .get
         }
@@ -31,6 +31,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.webSessions, APIPath.webSessionEnd, APIPath.webPending, APIPath.webDevices, APIPath.attestations,
             APIPath.endorsementChecks, APIPath.consoleSessions, APIPath.consoleSessionEnd, APIPath.consoleActions,
             APIPath.providerRegistrations, APIPath.providerRegistrationWait, APIPath.customRegistrationSteps,
+            APIPath.providerRegistrationConfirmation, APIPath.registrationCancellations,
         ] {
             methods[path] = .post
         }

@@ -52,16 +52,20 @@ struct PasskeyController<Context: RemoteAddressRequestContext> {
 extension Request {
     static let sessionCookieName = "__Host-xign-session"
     static let consoleCookieName = "__Host-xign-console"
+    /// Binds a registration through an identity provider to its browser (H1).
+    static let registrationCookieName = "__Host-xign-registration"
 
     /// Only the manager's own pages send it back, never a request another site starts, and no script reads it. The
     /// `__Host-` prefix makes browsers refuse one that names a Domain, another Path or no Secure, so a sibling
-    /// subdomain cannot plant its own session here (G8).
-    static func setCookie(_ name: String, _ token: String, maxAge: Int64) -> String {
-        "\(name)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
+    /// subdomain cannot plant its own session here (G8). `lax`: sent also when another site links here (the identity
+    /// provider sending the browser back), never with another site's POST.
+    static func setCookie(_ name: String, _ token: String, maxAge: Int64, lax: Bool = false) -> String {
+        "\(name)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=\(lax ? "Lax" : "Strict")"
     }
 
     var sessionCookie: String? { get throws { try cookie(Self.sessionCookieName) } }
     var consoleCookie: String? { get throws { try cookie(Self.consoleCookieName) } }
+    var registrationCookie: String? { get throws { try cookie(Self.registrationCookieName) } }
 
     /// A session's token from the Cookie header, if any. Two are refused: a browser sends a planted cookie beside the
     /// real one, and which one it sends first is not ours to guess.

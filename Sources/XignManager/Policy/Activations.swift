@@ -39,6 +39,27 @@ struct Activations: Sendable {
         by actor: String, mailed: Bool
     ) async throws -> String {
         let chosenAlias = alias ?? "Activation 1"
+        let mailId: String?
+        do {
+            mailId = try await database.transaction { store in
+                try await self.insert(account, activation: activation, alias: chosenAlias, by: actor, in: store)
+                let mail = Outbox.activationMail(
+                    to: account.email, alias: chosenAlias, payload: self.payload(for: activation))
+                return mailed ? try await self.mail.queue(mail, in: store) : nil
+            }
+        } catch {
+            throw try await explained(error, creating: account)
+        }
+        if let mailId { await self.mail.deliver(id: mailId) }
+        return chosenAlias
+    }
+
+    /// Inserts the account with its first activation, its uid and host groups, and audits it, in `store`'s
+    /// transaction.
+    func insert(
+        _ account: IdentityManager.NewAccount, activation: IdentityManager.ActivationSecrets, alias: String,
+        by actor: String, in store: ManagerStore
+    ) async throws {
         let record = ManagerStore.NewAccount(
             id: try SecureRandom.identifier(), email: account.email, loginName: account.loginName,
             attributes: String(decoding: try JSONEncoder.canonical.encode(account.attributes), as: UTF8.self),
@@ -48,47 +69,56 @@ struct Activations: Sendable {
             serviceMappingId: account.serviceMappingId, organization: account.organization,
             createdAt: IdentityManager.now()
         )
-        let mail = Outbox.activationMail(to: account.email, alias: chosenAlias, payload: payload(for: activation))
-        let mailId: String?
-        do {
-            mailId = try await database.transaction { store in
-                try await store.insertAccount(record)
-                if record.loginName != nil {
-                    try await store.assignUnixId(accountId: record.id, range: self.configuration.uidRange)
-                }
-                if !account.hostGroups.isEmpty {
-                    try await store.setHostGroups(account.hostGroups, accountId: record.id)
-                }
-                try await store.insertActivation(
-                    activation.record(
-                        accountId: record.id, alias: chosenAlias, deviceId: nil,
-                        validFor: self.configuration.activationDataLifetimeMilliseconds))
-                try await store.recordAudit(
-                    AuditEvent(
-                        .accountCreated, email: record.email, activationId: activation.id,
-                        detail: account.organization.map { "organization invite from \($0)" } ?? account.origin,
-                        actor: actor
-                    ))
-                return mailed ? try await self.mail.queue(mail, in: store) : nil
-            }
-        } catch let error as ManagerError {
-            throw error
-        } catch {
-            // A UNIQUE constraint (email, login name) lost a race against a concurrent registration.
-            if try await isEmailTaken(account.email) {
-                throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the email address is already registered",
-                    attributes: ["email": .notAvailable])
-            }
-            if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
-                throw ManagerError(
-                    .unprocessableContent, .registrationRejected, "the login name is already taken",
-                    attributes: [AttributeValidator.loginName: .notAvailable])
-            }
-            throw error
+        try await store.insertAccount(record)
+        if record.loginName != nil {
+            try await store.assignUnixId(accountId: record.id, range: configuration.uidRange)
         }
-        if let mailId { await self.mail.deliver(id: mailId) }
-        return chosenAlias
+        if !account.hostGroups.isEmpty {
+            try await store.setHostGroups(account.hostGroups, accountId: record.id)
+        }
+        try await store.insertActivation(
+            activation.record(
+                accountId: record.id, alias: alias, deviceId: nil,
+                validFor: configuration.activationDataLifetimeMilliseconds))
+        try await store.recordAudit(
+            AuditEvent(
+                .accountCreated, email: record.email, activationId: activation.id,
+                detail: account.organization.map { "organization invite from \($0)" } ?? account.origin,
+                actor: actor
+            ))
+    }
+
+    /// Refuses an account whose address or login name another account has, with which.
+    func checkFree(_ account: IdentityManager.NewAccount) async throws {
+        if try await isEmailTaken(account.email) {
+            throw ManagerError(
+                .unprocessableContent, .registrationRejected,
+                "\(account.email) has an account here already; add this device from one of its devices (xign-setup new-activation) or ask your administrator",
+                attributes: ["email": .notAvailable])
+        }
+        if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
+            throw ManagerError(
+                .unprocessableContent, .registrationRejected,
+                "another account has the login name \(loginName); ask your administrator",
+                attributes: [AttributeValidator.loginName: .notAvailable])
+        }
+    }
+
+    /// What a failed insert of `account` means: a UNIQUE constraint (address, login name) that lost a race against a
+    /// concurrent registration is a refusal that says which; anything else is itself.
+    func explained(_ error: any Error, creating account: IdentityManager.NewAccount) async throws -> any Error {
+        if error is ManagerError { return error }
+        if try await isEmailTaken(account.email) {
+            return ManagerError(
+                .unprocessableContent, .registrationRejected, "the email address is already registered",
+                attributes: ["email": .notAvailable])
+        }
+        if let loginName = account.loginName, try await isLoginNameTaken(loginName) {
+            return ManagerError(
+                .unprocessableContent, .registrationRejected, "the login name is already taken",
+                attributes: [AttributeValidator.loginName: .notAvailable])
+        }
+        return error
     }
 
     func makeActivation(pin: String) throws -> IdentityManager.ActivationSecrets {

@@ -18,8 +18,20 @@ struct ClaimMapping: Sendable {
                 "the identity provider gave no valid email address in the claim \(provider.emailClaim); ask your administrator"
             )
         }
-        if claims["email_verified"]?.first == "false" {
-            throw OpenIDProvider.Failure("the identity provider has not verified \(email); verify it there first")
+        // An address the provider did not verify may be anyone's (Entra sends no email_verified, and its mail
+        // attribute can be set by the user): it would name an account here.
+        if provider.emailVerified == .required, claims["email_verified"]?.first != "true" {
+            throw OpenIDProvider.Failure(
+                claims["email_verified"] == nil
+                    ? "the identity provider does not say that it verified \(email); ask your administrator (email_verified in manager.conf)"
+                    : "the identity provider has not verified \(email); verify it there first")
+        }
+        if !provider.emailDomains.isEmpty,
+            !provider.emailDomains.contains(where: { email.hasSuffix("@" + $0) })
+        {
+            throw OpenIDProvider.Failure(
+                "\(email) is not in a domain \(provider.name) registers (\(provider.emailDomains.joined(separator: ", "))); ask your administrator"
+            )
         }
         var loginName: String?
         if let claim = provider.loginNameClaim {

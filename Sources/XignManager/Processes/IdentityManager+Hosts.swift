@@ -98,20 +98,3 @@ extension IdentityManager {
     public static let everyHost = "*"
 
 }
-
-/// Host names as an administrator writes them: DNS-like, so they read well in a prompt and a log line.
-enum HostNameValidator {
-    static func isValid(_ name: String) -> Bool {
-        (1...WireLimit.hostName).contains(name.utf8.count)
-            && name.utf8.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                    UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "."), UInt8(ascii: "-"):
-                    return true
-                default:
-                    return false
-                }
-            } && !name.hasPrefix("-") && !name.hasPrefix(".")
-    }
-}

@@ -90,7 +90,7 @@ extension IdentityManager {
         return RegisterResponse(managerUrl: managerURL.description, activationAlias: alias)
     }
 
-    struct NewAccount: Sendable {
+    struct NewAccount: Sendable, Codable {
         var email: String
         var loginName: String?
         var attributes: [String: String]

@@ -67,6 +67,34 @@ public struct Outbox: Sendable {
             body: body)
     }
 
+    /// A registration through an identity provider made an account for this address: said before the activation is
+    /// handed over, with a link that cancels it, so that a registration the address's owner did not start is noticed
+    /// and undone (docs/security.md, H1).
+    static func registrationNotice(
+        to email: String, alias: String, provider: String, startedAt: Int64, startedFrom: String?, cancelLink: String
+    ) -> Mail {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
+        let started = formatter.string(from: Date(timeIntervalSince1970: Double(startedAt) / 1000))
+        let body = """
+            Hello,
+
+            your sign-in at \(provider) registered "\(alias)" as a device of your XignIn account \(email). The registration
+            was started at \(started)\(startedFrom.map { " from \($0)" } ?? "").
+
+            If this was you, there is nothing to do.
+
+            If it was not you, open this link at once: it cancels the registration, and removes the device if it was
+            activated already. Then tell your administrator.
+
+                \(cancelLink)
+
+            """
+        return Mail(to: email, subject: "A device was registered for your XignIn account", body: body)
+    }
+
     static func activationMail(
         to email: String, alias: String, payload: PersonalizationPayload, backup: Bool = false
     ) -> Mail {

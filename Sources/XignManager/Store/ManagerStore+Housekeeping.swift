@@ -92,6 +92,7 @@ extension ManagerStore {
         case webSessions = "web_sessions"
         case consoleSessions = "console_sessions"
         case providerRegistrations = "provider_registrations"
+        case activationCancellations = "activation_cancellations"
         case attestationChallenges = "attestation_challenges"
 
         var key: String {
@@ -100,7 +101,7 @@ extension ManagerStore {
             case .hostJoinTokens: "name"
             case .rateLimits: "key"
             case .confirmationCooldowns: "account_id || ' ' || source"
-            case .webSessions, .consoleSessions: "token_hash"
+            case .webSessions, .consoleSessions, .activationCancellations: "token_hash"
             default: "id"
             }
         }

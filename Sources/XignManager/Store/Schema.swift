@@ -12,9 +12,26 @@ enum Schema {
     ]
 
     /// The review of late November 2026 (docs/security.md, H1–H13): the role that locked an account (a helpdesk lifts
-    /// only a helpdesk's lock; NULL, as for the locks before, is an administrator's).
+    /// only a helpdesk's lock; NULL, as for the locks before, is an administrator's); what binds a registration through
+    /// an identity provider to the person who signs in (the start's code, the browser's cookie, where and when it
+    /// started, the account waiting for the code, the client's last wait); and the "not me" links of its notice mail.
     static let lateNovemberReview = [
-        "ALTER TABLE accounts ADD COLUMN locked_by_role TEXT"
+        "ALTER TABLE accounts ADD COLUMN locked_by_role TEXT",
+        "ALTER TABLE provider_registrations ADD COLUMN code_hash TEXT",
+        "ALTER TABLE provider_registrations ADD COLUMN code_failures BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE provider_registrations ADD COLUMN browser_hash TEXT",
+        "ALTER TABLE provider_registrations ADD COLUMN started_from TEXT",
+        "ALTER TABLE provider_registrations ADD COLUMN started_at BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE provider_registrations ADD COLUMN account TEXT",
+        "ALTER TABLE provider_registrations ADD COLUMN last_waited_at BIGINT NOT NULL DEFAULT 0",
+        "CREATE INDEX provider_registrations_browser ON provider_registrations (browser_hash)",
+        """
+        CREATE TABLE activation_cancellations (
+            token_hash TEXT PRIMARY KEY,
+            activation_id TEXT NOT NULL,
+            expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// Which PIN peppers the verifiers use, asked at every start (an instance, an admin command): without an index it

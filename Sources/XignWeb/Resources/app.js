@@ -501,8 +501,32 @@ async function register() {
     location.assign(started.authorizationUrl);
   }); });
 }
+// After the provider's sign-in for a registration started elsewhere (a terminal): the person who signed in types
+// the code shown there, or says it is not theirs. The manager knows the registration by this browser's cookie.
+async function confirmRegistration() {
+  const at = $("started-at");
+  at.textContent = when(Number(at.dataset.at));
+  const send = (body) => guarded(async () => {
+    const answer = await call(api.providerRegistrationConfirmation, JSON.stringify(body));
+    for (const form of document.querySelectorAll("form")) form.hidden = true;
+    (answer.outcome === "registered" ? status : fail)(answer.message);
+  });
+  $("confirm-form").addEventListener("submit", (event) => { event.preventDefault(); send({ code: $("code").value.trim() }); });
+  $("not-mine-form").addEventListener("submit", (event) => { event.preventDefault(); send({ cancel: true }); });
+}
+// A registration notice mail's "not me" link: its token is in the fragment, which no server sees.
+async function notMe() {
+  const token = location.hash.slice(1);
+  if (!token) { $("not-me-form").hidden = true; return fail("This page needs the whole link from the mail; open it from there."); }
+  $("not-me-form").addEventListener("submit", (event) => { event.preventDefault(); guarded(async () => {
+    const answer = await call(api.registrationCancellations, JSON.stringify({ token }));
+    $("not-me-form").hidden = true;
+    status(answer.message);
+  }); });
+}
 // Which page runs.
-({ personalize, approve, account, register, notice: async () => {}, console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
+({ personalize, approve, account, register, "register-confirm": confirmRegistration, "not-me": notMe, notice: async () => {},
+   console: consoleSignIn, "console-list": consoleList, "console-account": consoleAccount })[page]()
   .catch((error) => fail(passkeyError(error)));
 // A login link opened in this tab differs only after "#", which loads nothing: show the login it names, never
 // the one the page showed before (its form, its state).

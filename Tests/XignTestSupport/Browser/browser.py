@@ -359,6 +359,34 @@ def register_provider(driver, url, shots):
     return dict(report(driver, shots), url=driver.current_url, providers=providers)
 
 
+def confirm_registration(driver, url, shots):
+    """Opens where the identity provider sends the browser back (URL), then answers the page that asks for the
+    registration's code: each line of stdin is a code to type, or "not mine"."""
+    answers = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+    driver.get(url)
+    wait(driver, lambda: visible(driver, "confirm-form") or text(driver, "notice"))
+    shots(driver, "asked")
+    asked = {"notice": text(driver, "notice"), "page": driver.find_element(By.TAG_NAME, "main").text,
+             "started-at": text(driver, "started-at")}
+    attempts = []
+    for answer in answers:
+        if not visible(driver, "confirm-form"):
+            break
+        driver.execute_script("for (const id of ['status', 'error']) document.getElementById(id).textContent = '';")
+        if answer == "not mine":
+            driver.find_element(By.CSS_SELECTOR, "#not-mine-form button").click()
+        else:
+            field = driver.find_element(By.ID, "code")
+            field.clear()
+            field.send_keys(answer)
+            driver.find_element(By.CSS_SELECTOR, "#confirm-form button").click()
+        wait(driver, lambda: text(driver, "status"))
+        shots(driver, f"answer-{len(attempts) + 1}")
+        attempts.append({"status": text(driver, "status"), "error": text(driver, "error"),
+                         "form": visible(driver, "confirm-form")})
+    return dict(report(driver, shots), attempts=attempts, **asked)
+
+
 def assertion(driver, url, shots):
     request = json.loads(sys.stdin.readline())
     driver.get(url)
@@ -380,7 +408,7 @@ def main():
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
     commands = ["personalize", "approve", "deny", "view", "follow", "page-cost", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
-                "console-signin", "console-act", "console-pages", "register-provider"]
+                "console-signin", "console-act", "console-pages", "register-provider", "confirm-registration"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("url")
     arguments = parser.parse_args()
@@ -418,6 +446,8 @@ def main():
             result = console_pages(driver, arguments.url, shots)
         elif arguments.command == "register-provider":
             result = register_provider(driver, arguments.url, shots)
+        elif arguments.command == "confirm-registration":
+            result = confirm_registration(driver, arguments.url, shots)
         else:
             result = decide(driver, arguments.url, shots, arguments.command)
         result["console"] = [entry["message"] for entry in driver.get_log("browser")] if hasattr(driver, "get_log") else []

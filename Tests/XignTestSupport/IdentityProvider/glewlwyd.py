@@ -25,10 +25,13 @@ import urllib.error
 import urllib.request
 
 PEOPLE = [
-    # username, password, email, name, login, groups
-    ("nina", "nina-pass-1", "nina@example.org", "Nina Example", "nina", ["staff", "web-admins"]),
-    ("omar", "omar-pass-1", "omar@example.org", "Omar Example", "root", ["staff"]),
-    ("pat", "pat-pass-1", "", "Pat Example", "pat", []),
+    # username, password, email, name, login, groups, email_verified ("1", "0", or None for no such claim)
+    ("nina", "nina-pass-1", "nina@example.org", "Nina Example", "nina", ["staff", "web-admins"], "1"),
+    ("omar", "omar-pass-1", "omar@example.org", "Omar Example", "root", ["staff"], "1"),
+    ("pat", "pat-pass-1", "", "Pat Example", "pat", [], "1"),
+    ("vera", "vera-pass-1", "vera@example.org", "Vera Example", "vera", ["staff"], "0"),
+    ("ursula", "ursula-pass-1", "ursula@example.org", "Ursula Example", "ursula", ["staff"], None),
+    ("olga", "olga-pass-1", "olga@elsewhere.example", "Olga Example", "olga", ["staff"], "1"),
 ]
 
 
@@ -38,14 +41,15 @@ def prepare(directory, port):
     schema = subprocess.run(["zcat", "/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz"], check=True,
                             capture_output=True).stdout
     subprocess.run(["sqlite3", database], input=schema, check=True)
-    # The people's login name and groups are properties of the database user module, which the claims read; the
-    # module reads its data format when glewlwyd starts.
+    # The people's login name, groups and whether their address is verified are properties of the database user
+    # module, which the claims read; the module reads its data format when glewlwyd starts.
     connection = sqlite3.connect(database)
     (parameters,) = connection.execute("SELECT gumi_parameters FROM g_user_module_instance WHERE gumi_name = 'database'").fetchone()
     parameters = json.loads(parameters)
     parameters["data-format"].update({
         "login": {"multiple": False, "read": True, "write": True, "profile-read": True, "profile-write": False},
-        "groups": {"multiple": True, "read": True, "write": True, "profile-read": True, "profile-write": False}})
+        "groups": {"multiple": True, "read": True, "write": True, "profile-read": True, "profile-write": False},
+        "email_verified": {"multiple": False, "read": True, "write": True, "profile-read": True, "profile-write": False}})
     connection.execute("UPDATE g_user_module_instance SET gumi_parameters = ? WHERE gumi_name = 'database'", (json.dumps(parameters),))
     connection.commit()
     connection.close()
@@ -117,15 +121,20 @@ def configure(port, callback, algorithm, directory):
         "pkce-allowed": True, "pkce-method-plain-allowed": False, "discovery-enabled": True, "jwks-show": True,
         "allowed-scope": ["openid"], "subject-type": "public", "name-claim": "mandatory", "email-claim": "mandatory",
         "claims": [{"name": "login", "user-property": "login", "type": "string", "mandatory": True, "on-demand": False},
-                   {"name": "groups", "user-property": "groups", "type": "string", "mandatory": True, "on-demand": False}]}}
+                   {"name": "groups", "user-property": "groups", "type": "string", "mandatory": True, "on-demand": False},
+                   {"name": "email_verified", "user-property": "email_verified", "type": "boolean",
+                    "boolean-value-true": "1", "boolean-value-false": "0", "mandatory": True, "on-demand": False}]}}
     check(session.call("POST", api + "/mod/plugin/", plugin), "plugin")
     check(session.call("POST", api + "/client/", {
         "client_id": "xign", "name": "xign", "confidential": True, "password": secret, "redirect_uri": [callback],
         "authorization_type": ["code"], "scope": ["openid"], "enabled": True,
         "token_endpoint_auth_method": ["client_secret_basic"]}), "client")
-    for user, password, email, name, login, groups in PEOPLE:
-        check(session.call("POST", api + "/user/", {"username": user, "password": password, "name": name, "email": email,
-                                                 "login": login, "groups": groups, "scope": ["openid"], "enabled": True}), "user " + user)
+    for user, password, email, name, login, groups, verified in PEOPLE:
+        person = {"username": user, "password": password, "name": name, "email": email, "login": login, "groups": groups,
+                  "scope": ["openid"], "enabled": True}
+        if verified is not None:
+            person["email_verified"] = verified
+        check(session.call("POST", api + "/user/", person), "user " + user)
     return {"issuer": f"http://localhost:{port}/api/oidc"}
 
 
