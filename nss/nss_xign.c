@@ -240,19 +240,20 @@ enum nss_status _nss_xign_getpwuid_r(uid_t uid, struct passwd *result, char *buf
     return status;
 }
 
-/* ---- group ---- */
+/* ---- group: a private group by its number only ---- */
 
-static enum nss_status find_group(
-    const char *name, gid_t gid, struct group *result, char *buffer, size_t length, int *errnop) {
+/* A private group is served by its number, never by its name (docs/security.md, H5): found by name, an account named
+ * like a group a package is about to make would stand in for it (docker.io's postinst runs `getent group docker ||
+ * addgroup docker`), and the account's holder would get what that group guards. `ls -l` and `id` ask by number. */
+static enum nss_status find_group(gid_t gid, struct group *result, char *buffer, size_t length, int *errnop) {
     size_t size, span;
     char *text = read_cache(CACHE_GROUP, &size);
-    const char *line = text != NULL ? matching_line(text, size, name, gid, &span) : NULL;
+    const char *line = text != NULL ? matching_line(text, size, NULL, gid, &span) : NULL;
     FILE *file = line != NULL ? fmemopen((void *)line, span, "r") : NULL;
     enum nss_status status = NSS_STATUS_NOTFOUND;
     struct group *entry;
     int error = ENOENT;
-    if (file != NULL && (error = fgetgrent_r(file, result, buffer, length, &entry)) == 0 &&
-        (name != NULL ? strcmp(entry->gr_name, name) == 0 : entry->gr_gid == gid) &&
+    if (file != NULL && (error = fgetgrent_r(file, result, buffer, length, &entry)) == 0 && entry->gr_gid == gid &&
         !collides(entry->gr_name, entry->gr_gid)) {
         status = NSS_STATUS_SUCCESS;
     }
@@ -268,23 +269,21 @@ static enum nss_status find_group(
 
 enum nss_status _nss_xign_getgrnam_r(const char *name, struct group *result, char *buffer, size_t length,
                                      int *errnop) {
-    enum nss_status status = find_group(name, 0, result, buffer, length, errnop);
-    if (status == NSS_STATUS_NOTFOUND && !local_has(LOCAL_GROUP, name, 0, 0) && ask_name(name)) {
-        status = find_group(name, 0, result, buffer, length, errnop);
-    }
-    return status;
+    (void)name, (void)result, (void)buffer, (void)length;
+    *errnop = ENOENT;
+    return NSS_STATUS_NOTFOUND;
 }
 
 enum nss_status _nss_xign_getgrgid_r(gid_t gid, struct group *result, char *buffer, size_t length, int *errnop) {
-    enum nss_status status = find_group(NULL, gid, result, buffer, length, errnop);
-    if (status == NSS_STATUS_NOTFOUND && ask_id(gid)) status = find_group(NULL, gid, result, buffer, length, errnop);
+    enum nss_status status = find_group(gid, result, buffer, length, errnop);
+    if (status == NSS_STATUS_NOTFOUND && ask_id(gid)) status = find_group(gid, result, buffer, length, errnop);
     return status;
 }
 
 /* ---- Enumeration (getent passwd, lists of users): from the cache only ---- */
 
 static pthread_mutex_t enumeration = PTHREAD_MUTEX_INITIALIZER;
-static FILE *users, *groups;
+static FILE *users;
 
 static enum nss_status start(FILE **file, const char *path) {
     pthread_mutex_lock(&enumeration);
@@ -335,37 +334,18 @@ enum nss_status _nss_xign_getpwent_r(struct passwd *result, char *buffer, size_t
     return status;
 }
 
+/* Private groups are not listed either: a list is read for names, which they are not served by. */
 enum nss_status _nss_xign_setgrent(int stayopen) {
     (void)stayopen;
-    return start(&groups, CACHE_GROUP);
+    return NSS_STATUS_SUCCESS;
 }
 
-enum nss_status _nss_xign_endgrent(void) { return end(&groups); }
+enum nss_status _nss_xign_endgrent(void) { return NSS_STATUS_SUCCESS; }
 
 enum nss_status _nss_xign_getgrent_r(struct group *result, char *buffer, size_t length, int *errnop) {
-    enum nss_status status = NSS_STATUS_NOTFOUND;
-    pthread_mutex_lock(&enumeration);
-    if (groups == NULL) groups = open_cache(CACHE_GROUP);
-    while (groups != NULL) {
-        fpos_t position;
-        fgetpos(groups, &position);
-        struct group *entry;
-        int error = fgetgrent_r(groups, result, buffer, length, &entry);
-        if (error == ERANGE) {
-            fsetpos(groups, &position);
-            *errnop = ERANGE;
-            status = NSS_STATUS_TRYAGAIN;
-            break;
-        }
-        if (error != 0) break;
-        if (!collides(entry->gr_name, entry->gr_gid)) {
-            status = NSS_STATUS_SUCCESS;
-            break;
-        }
-    }
-    if (status == NSS_STATUS_NOTFOUND) *errnop = ENOENT;
-    pthread_mutex_unlock(&enumeration);
-    return status;
+    (void)result, (void)buffer, (void)length;
+    *errnop = ENOENT;
+    return NSS_STATUS_NOTFOUND;
 }
 
 /* ---- initgroups: the local groups the user's host groups join ---- */

@@ -32,6 +32,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var offline = OfflineMode.auto
     /// Whether xign may set the TPM's lockout authorization, which offline login needs out of root's reach.
     public var tpmLockout = TPMLockoutPolicy.leave
+    /// The local groups the manager's accounts may join on this host (`[directory] local_groups`): the manager names
+    /// them, the host grants only these (docs/security.md, H5).
+    public var grantedLocalGroups: Set<String> = ["sudo"]
 
     /// `offline`: `auto` (as the manager's policy allows, with a TPM key) or `never`.
     public enum OfflineMode: String, Sendable, CaseIterable {
@@ -73,7 +76,7 @@ public struct ClientConfiguration: Sendable, Equatable {
                 "fprintd_bus", "fingerprint_timeout", "fprintd_prints", "invalidate_on_new_fingers", "pam.utmp",
                 "pam.logind_sessions",
                 "pam.confirm_system_accounts", "pam.setuid_other_users",
-                "offline", "tpm_lockout",
+                "offline", "tpm_lockout", "directory.local_groups",
             ],
             prefixes: ["pam.role."]
         )
@@ -127,6 +130,16 @@ public struct ClientConfiguration: Sendable, Equatable {
             guard let value = file.string(key) else { continue }
             guard value.hasPrefix("/"), value.utf8.count <= 256 else { throw fail(key, "must be an absolute path") }
             sessionRecords[keyPath: path] = value
+        }
+        if let groups = file.list("directory.local_groups") {
+            for group in groups where !LocalGroupName.isValid(group) || LocalGroupName.rootEquivalent.contains(group) {
+                throw fail(
+                    "directory.local_groups",
+                    LocalGroupName.rootEquivalent.contains(group)
+                        ? "may not grant \(group), which gives what only root has; make such people root instead"
+                        : "lists local group names, not '\(group.prefix(64))'")
+            }
+            grantedLocalGroups = Set(groups)
         }
         confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
         setuidCallersMayUseOtherEnrolments =

@@ -42,6 +42,9 @@ public enum XignSdkErrorCode: String, Codable, Sendable, CaseIterable {
     case tooManyRequests
     /// The account may not log in to this host.
     case hostNotAllowed
+    /// This host's user of the login name is not the account's own (another uid), and the account may not be the
+    /// hosts' local users.
+    case localUserMismatch
     /// An administrator locked the account.
     case accountLocked
     /// The code typed is not the one the host shows.

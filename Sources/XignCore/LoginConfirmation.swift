@@ -72,8 +72,10 @@ extension XignSdk {
     }
 
     /// Asks the manager to have the account with `loginName` approve this login. Signed with the host key.
+    /// `localUid`: this host's user of `loginName`, which the manager confirms only where it is the account's (H5).
     public func startLoginConfirmation(
-        loginName: String, service: String, remoteHost: String?, tty: String?, command: String?
+        loginName: String, service: String, remoteHost: String?, tty: String?, command: String?,
+        localUid: Int64? = nil
     ) throws -> PendingLoginConfirmation {
         guard LoginNameValidator.validate(loginName) == .valid else {
             throw XignSdkError(.unknownLoginName, "'\(loginName.prefix(64))' is not a login name the manager can know")
@@ -87,7 +89,7 @@ extension XignSdk {
         let request = ConfirmationRequest(
             hostId: host.hostId, challenge: challenge, loginName: loginName, service: service,
             remoteHost: remoteHost.map { String($0.prefix(128)) }, tty: tty.map { String($0.prefix(64)) },
-            command: command.map { String($0.prefix(128)) }, nonce: nonce
+            command: command.map { String($0.prefix(128)) }, nonce: nonce, localUid: localUid
         )
         let sentAt = MonotonicClock.now()
         let compact = try client.postDeviceSigned(

@@ -120,6 +120,7 @@ struct ManagerClient {
         case .tooManyRequests: return XignSdkError(.tooManyRequests, message)
         case .wrongCode: return XignSdkError(.wrongConfirmationCode, message)
         case .hostNotAllowed: return XignSdkError(.hostNotAllowed, message)
+        case .localUserMismatch: return XignSdkError(.localUserMismatch, message)
         case .accountLocked: return XignSdkError(.accountLocked, message)
         case .biometricInvalidated: return XignSdkError(.biometricInvalidated, message)
         default: return XignSdkError(.managerRejectedRequest, message)

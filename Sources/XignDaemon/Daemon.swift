@@ -71,7 +71,8 @@ public final class Daemon: @unchecked Sendable {
         let listener = try DaemonSocket.listen(at: directory + "/" + DirectoryFiles.socket)
         let configuration = configuration
         let service = DirectoryService(
-            cache: DirectoryCache(directory: directory),
+            cache: DirectoryCache(
+                directory: directory, grantedGroups: configuration.grantedLocalGroups, nsswitch: "/etc/nsswitch.conf"),
             fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory($0).users },
             refreshMilliseconds: Int64(refreshSeconds) * 1000, log: { [self] in log($0, $1) })
         service.startRefreshing()

@@ -9,9 +9,12 @@ import XignProtocol
 /// The password fields are `*`: no password, and none in /etc/shadow to look for (pam_unix's account check then
 /// passes, as for SSSD's users); people log in with XignIn.
 ///
-/// Local files win: an account whose name or number a local user or group has is left out, and so is a local group
-/// the host does not have (the manager never makes one). The module checks the same at each lookup, so a user added
-/// locally after this write wins at once.
+/// Local users win (docs/security.md, H5): an account whose name or number a local user or group has is left out,
+/// and so is one that another source of the host's (SSSD, LDAP, homed …) names or numbers, or whose name is reserved
+/// (a system user or group, a cloud image's first user, or one the host's sysusers.d declares). An account joins a
+/// local group only where the host has it and grants it (`[directory] local_groups` in xign.conf, `sudo` by default);
+/// the manager never makes one. The module checks the local files again at each lookup, so a user added locally after
+/// this write wins at once.
 public struct DirectoryCache: Sendable {
     static let home = "/home", shell = "/bin/bash"
     /// The most of /etc/passwd or /etc/group read.
@@ -20,11 +23,22 @@ public struct DirectoryCache: Sendable {
     public let directory: String
     let localPasswd: String
     let localGroup: String
+    /// The local groups the manager may have accounts join here.
+    let grantedGroups: Set<String>
+    /// The names this host declares besides `ReservedNames` (its sysusers.d).
+    let reservedNames: Set<String>
+    let otherSources: OtherUserSources?
 
-    public init(directory: String, localPasswd: String = "/etc/passwd", localGroup: String = "/etc/group") {
+    public init(
+        directory: String, localPasswd: String = "/etc/passwd", localGroup: String = "/etc/group",
+        grantedGroups: Set<String> = ["sudo"], reservedNames: Set<String>? = nil, nsswitch: String? = nil
+    ) {
         self.directory = directory
         self.localPasswd = localPasswd
         self.localGroup = localGroup
+        self.grantedGroups = grantedGroups
+        self.reservedNames = reservedNames ?? HostReservedNames.load()
+        otherSources = nsswitch.map { OtherUserSources(nsswitch: $0) }
     }
 
     /// What one write served and left out, for the log.
@@ -34,6 +48,8 @@ public struct DirectoryCache: Sendable {
         public var collisions: [String]
         /// Local groups the manager named that this host does not have.
         public var missingGroups: [String]
+        /// Local groups the manager named that this host does not grant.
+        public var refusedGroups: [String] = []
     }
 
     /// Writes the cache for `users`, leaving out what collides with the local files.
@@ -47,20 +63,18 @@ public struct DirectoryCache: Sendable {
         var seenNames = Set<String>(), seenIds = Set<Int64>()
         var members: [String: [String]] = [:]
         for user in users {
-            let clash =
-                takenNames.contains(user.loginName)
-                ? "a local user or group is named \(user.loginName)"
-                : takenIds.contains(user.uid)
-                    ? "a local user or group has the number \(user.uid)"
-                    : !seenNames.insert(user.loginName).inserted || !seenIds.insert(user.uid).inserted
-                        ? "the manager named it or numbered it twice" : nil
-            if let clash {
+            if let clash = clash(of: user, takenNames: takenNames, takenIds: takenIds)
+                ?? (!seenNames.insert(user.loginName).inserted || !seenIds.insert(user.uid).inserted
+                    ? "the manager named it or numbered it twice" : nil)
+            {
                 written.collisions.append("\(user.loginName) (uid \(user.uid)): \(clash)")
                 continue
             }
             written.served.append(user)
             for group in user.localGroups {
-                if localGroupIds[group] == nil {
+                if !grantedGroups.contains(group) {
+                    if !written.refusedGroups.contains(group) { written.refusedGroups.append(group) }
+                } else if localGroupIds[group] == nil {
                     if !written.missingGroups.contains(group) { written.missingGroups.append(group) }
                 } else {
                     members[group, default: []].append(user.loginName)
@@ -75,6 +89,22 @@ public struct DirectoryCache: Sendable {
         try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: DirectoryFiles.group)
         try publish(served.map(Self.passwdLine), as: DirectoryFiles.passwd)
         return written
+    }
+
+    /// Why `user` is not served here, or nil: a local user or group, a reserved name, another source's user or group.
+    private func clash(of user: DirectoryUser, takenNames: Set<String>, takenIds: Set<Int64>) -> String? {
+        if takenNames.contains(user.loginName) { return "a local user or group is named \(user.loginName)" }
+        if takenIds.contains(user.uid) { return "a local user or group has the number \(user.uid)" }
+        if ReservedNames.contains(user.loginName) || reservedNames.contains(user.loginName) {
+            return "\(user.loginName) is reserved for a system user or group here"
+        }
+        if let source = otherSources?.owner(ofName: user.loginName) {
+            return "the host's source \(source) has a user or group named \(user.loginName)"
+        }
+        if let source = otherSources?.owner(ofId: user.uid) {
+            return "the host's source \(source) has a user or group with the number \(user.uid)"
+        }
+        return nil
     }
 
     /// The accounts the cache serves now (what an earlier xignd wrote), by name and number.

@@ -96,8 +96,11 @@ public final class DirectoryService: @unchecked Sendable {
                 ids = Set(written.served.map(\.uid))
             }
             report(
-                written.collisions.map { "not served, local files win: \($0)" }
-                    + written.missingGroups.map { "local group \($0) does not exist here; its members do not join it" })
+                written.collisions.map { "not served, local users win: \($0)" }
+                    + written.missingGroups.map { "local group \($0) does not exist here; its members do not join it" }
+                    + written.refusedGroups.map {
+                        "local group \($0) is not one this host grants ([directory] local_groups in xign.conf); its members do not join it"
+                    })
         }
     }
 

@@ -122,8 +122,13 @@ public class ManagerFiles: @unchecked Sendable {
     }
 
     /// Gives the account of `email` the login name `name` and access to every host, as an administrator does.
+    /// Gives `email` the login name `name` on every host, as a host whose local users were made by hand needs it (the
+    /// account may be the hosts' own `name`, whatever its uid).
     public func giveLogin(_ email: String, _ name: String) throws {
-        for arguments in [["accounts", "set-login", email, name], ["accounts", "set-host-groups", email, "--all"]] {
+        for arguments in [
+            ["accounts", "set-login", email, name], ["accounts", "set-host-groups", email, "--all"],
+            ["accounts", "set-local-user", email, "yes"],
+        ] {
             let result = try admin(arguments)
             guard result.status == 0 else {
                 throw TestFailure("\(arguments.prefix(2).joined(separator: " ")): \(result.stderr)")

@@ -17,7 +17,7 @@ struct ConfirmLogin {
         let started = MonotonicClock.now()
         let pending = try sdk.startLoginConfirmation(
             loginName: caller.user, service: caller.service ?? "pam", remoteHost: caller.rhost, tty: caller.tty,
-            command: nil)
+            command: nil, localUid: LocalUser(named: caller.user).map { Int64($0.uid) })
         let deadline = min(pending.expiresAt, started.advanced(by: Int64(login.options.totalTimeoutSeconds) * 1000))
         login.debug("confirmation \(pending.confirmationId) for \(caller.user) on host \(pending.hostName)")
         let instructions =

@@ -207,6 +207,12 @@ public struct Login {
         case .tooManyRequests:
             tell("XignIn: \(error.message)", isError: true)
             return .refused(.tooManyRequests)
+        case .localUserMismatch:
+            log(LOG_WARNING, "confirmation refused: \(error.message)")
+            tell(
+                "XignIn: your account at the identity manager is not this server's user \(caller.user); ask your administrator.",
+                isError: true)
+            return .refused(.localUserMismatch)
         case .hostNotAllowed:
             tell("XignIn: your account may not log in to this server.", isError: true)
             return .refused(.hostNotAllowed)

@@ -68,6 +68,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         case notEnrolled = "not-enrolled"
         case tooManyRequests = "too-many-requests"
         case hostNotAllowed = "host-not-allowed"
+        case localUserMismatch = "local-user-mismatch"
         /// xignd refused the request before the login began.
         case byDaemon = "xignd-refused"
         /// Any other refusal from the manager, or an answer that does not fit the request.

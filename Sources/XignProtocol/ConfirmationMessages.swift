@@ -43,11 +43,15 @@ public struct ConfirmationRequest: Codable, Equatable, Sendable {
     /// For sudo: the command, when the host knows it without reading the caller's environment.
     public var command: String?
     public var nonce: String
+    /// The uid of this host's user with `loginName` (nil: it has none). The manager confirms a login only to its own
+    /// account's uid, unless the administrator let the account be the hosts' local user of its name (H5).
+    public var localUid: Int64?
 
     public init(
         hostId: String, challenge: String, loginName: String, service: String, remoteHost: String?, tty: String?,
-        command: String?, nonce: String
+        command: String?, nonce: String, localUid: Int64? = nil
     ) {
+        self.localUid = localUid
         self.hostId = hostId
         self.challenge = challenge
         self.loginName = loginName

@@ -51,8 +51,10 @@ public enum DirectoryFiles {
 /// docs/design.md, "Users on every machine"), below 2^31 because some programs keep a uid in a signed int.
 public enum UnixIdRange {
     public static let allowed: ClosedRange<Int64> = 65_536...2_147_483_646
-    /// 0x70000000 to 0x7FFDFFFF: past the container range (524288 to 1879048191), before systemd's foreign range.
-    public static let standard: ClosedRange<Int64> = 1_879_048_192...2_147_352_575
+    /// 2001000000 to 0x7FFDFFFF: past SSSD's default id-mapping range (200000 to 2000200000, `ldap_idmap_range_*`)
+    /// and the container range (524288 to 1879048191), before systemd's foreign range (0x7FFE0000). Before the review
+    /// of late November 2026 it started at 0x70000000, inside SSSD's; numbers given then stay.
+    public static let standard: ClosedRange<Int64> = 2_001_000_000...2_147_352_575
 }
 
 /// The whole directory, or (a lookup the host's cache missed) only the account with `loginName` or `uid`.
@@ -108,6 +110,10 @@ public enum LocalGroupName {
     public static func isValid(_ name: String) -> Bool {
         LoginNameValidator.validate(name) == .valid
     }
+
+    /// Groups that give what only root has (root's files, raw disks, kernel memory, password hashes): the manager maps
+    /// no host group to one, and no host grants one (docs/security.md, H5).
+    public static let rootEquivalent: Set<String> = ["root", "disk", "kmem", "shadow"]
 }
 
 extension HostDirectoryRequest: LimitedMessage {

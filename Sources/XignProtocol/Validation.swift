@@ -117,19 +117,6 @@ public enum LoginNameValidator {
         }
         return allowed ? .valid : .invalid
     }
-
-    /// Names of system accounts on Debian (base-passwd, common daemons, systemd's and `_` names): an account that
-    /// held one would log in as root or a daemon on every host that confirms it.
-    public static func isSystemAccountName(_ name: String) -> Bool {
-        systemAccountNames.contains(name) || name.hasPrefix("systemd-") || name.hasPrefix("_")
-    }
-
-    static let systemAccountNames: Set<String> = [
-        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
-        "backup", "list", "irc",
-        "gnats", "nobody", "messagebus", "sshd", "postgres", "polkitd", "xign-manager", "admin", "operator", "halt",
-        "shutdown",
-    ]
 }
 
 /// The check for an attribute's value by its name: email and loginName have their own rules, the rest are text.

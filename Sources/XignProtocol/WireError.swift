@@ -36,6 +36,9 @@ public enum WireErrorCode: String, Codable, Sendable, CaseIterable {
     case biometricInvalidated
     /// An administrator locked the account; nothing logs in with it until they unlock it.
     case accountLocked
+    /// The host's user of that login name is not the account's own user (another uid), and the account may not be the
+    /// hosts' local users.
+    case localUserMismatch
     /// The organization's identity provider cannot be reached or answered what OpenID Connect does not define.
     case providerUnavailable
     case unknown

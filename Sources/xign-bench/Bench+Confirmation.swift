@@ -19,6 +19,8 @@ extension Bench {
         let manager = bin + "/xign-manager"
         try run(manager, ["admin", "accounts", "set-login", email, "bench", "--data-dir", work + "/manager"])
         try run(manager, ["admin", "accounts", "set-host-groups", email, "--all", "--data-dir", work + "/manager"])
+        // The bench's host names no local user: the account may be the hosts' own.
+        try run(manager, ["admin", "accounts", "set-local-user", email, "yes", "--data-dir", work + "/manager"])
         let added = try run(manager, ["admin", "hosts", "add", "bench-host", "--data-dir", work + "/manager"])
         var configuration = ClientConfiguration()
         configuration.stateDirectory = work + "/host"
@@ -61,6 +63,9 @@ extension Bench {
         try run(manager, ["admin", "accounts", "set-login", email, "bench-laptop", "--data-dir", work + "/manager"])
         try run(
             manager, ["admin", "accounts", "set-login", "phone@example.org", "bench", "--data-dir", work + "/manager"])
+        try run(
+            manager,
+            ["admin", "accounts", "set-local-user", "phone@example.org", "yes", "--data-dir", work + "/manager"])
         try run(
             manager,
             ["admin", "accounts", "set-host-groups", "phone@example.org", "--all", "--data-dir", work + "/manager"])

@@ -22,7 +22,10 @@ extension Bench {
         guard added.status == 0, let pin = added.stdout.split(separator: " ").last else {
             throw XignSdkError(.invalidInput, "admin accounts add: \(added.stderr)")
         }
-        guard try manager.admin(["accounts", "set-host-groups", email, "--all"]).status == 0 else {
+        // The bench's host names no local user: the account may be the hosts' own.
+        guard try manager.admin(["accounts", "set-host-groups", email, "--all"]).status == 0,
+            try manager.admin(["accounts", "set-local-user", email, "yes"]).status == 0
+        else {
             throw XignSdkError(.invalidInput, "admin accounts set-host-groups failed")
         }
         let directory = TemporaryDirectory()

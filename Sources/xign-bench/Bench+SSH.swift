@@ -40,6 +40,7 @@ extension Bench {
         }
         let user = try SSHServer.user.get()
         try run(manager, ["admin", "accounts", "set-login", email, user, "--data-dir", managerData])
+        try run(manager, ["admin", "accounts", "set-local-user", email, "yes", "--data-dir", managerData])
         try "state_dir = \(hostState)\n".write(toFile: work + "/sshd-xign.conf", atomically: true, encoding: .utf8)
         let stacks = [
             ("pam_permit", "auth required pam_permit.so"),

@@ -84,6 +84,13 @@ extension ManagerBench {
         for account in 1..<waitingAccounts {
             try admin(["accounts", "add", "waiting\(account)@example.org", "--login-name", "waiting\(account)"])
         }
+        // The bench's hosts name no local user: each account may be the hosts' own.
+        for account in 0..<waitingAccounts {
+            try admin([
+                "accounts", "set-local-user", account == 0 ? "bench0@example.org" : "waiting\(account)@example.org",
+                "yes",
+            ])
+        }
         try admin(["accounts", "keep-open-host-access"])
         let host = try joinedHost("bench-waiting", at: first, state: first.directory.file("host"))
         let configuration = host.configuration

@@ -58,6 +58,8 @@ enum ScaleBench {
         let host = try ManagerBench.joinedHost("scale-host", at: manager, state: manager.directory.file("host"))
         for arguments in [
             ["accounts", "set-login", "bench1@example.org", "scale1"], ["accounts", "keep-open-host-access"],
+            // Its copies too: the bench's hosts name no local user.
+            ["accounts", "set-local-user", "bench1@example.org", "yes"],
         ] {
             guard try manager.admin(arguments).status == 0 else { throw TestFailure("admin \(arguments)") }
         }

@@ -12,8 +12,8 @@ extension Admin {
         static let configuration = CommandConfiguration(
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
-                List.self, Add.self, SetLogin.self, SetHostGroups.self, KeepOpenHostAccess.self, SetOffline.self,
-                Delete.self, SetRole.self, Lock.self, Unlock.self, RevokeDevice.self,
+                List.self, Add.self, SetLogin.self, SetLocalUser.self, SetHostGroups.self, KeepOpenHostAccess.self,
+                SetOffline.self, Delete.self, SetRole.self, Lock.self, Unlock.self, RevokeDevice.self,
             ],
             defaultSubcommand: List.self
         )
@@ -57,7 +57,8 @@ extension Admin {
                             account.uid.map { "\(name) (uid=gid=\($0))" } ?? name
                         } ?? account.requestedLoginName.map { "- (asked for \($0))" } ?? "-"
                     let groups =
-                        account.localGroups.isEmpty ? "" : " (joins \(account.localGroups.joined(separator: ",")))"
+                        (account.localGroups.isEmpty ? "" : " (joins \(account.localGroups.joined(separator: ",")))")
+                        + (account.mapsLocalUser ? " (hosts' own local user)" : "")
                     print(
                         "\(account.email)\t\(login)\t\(hosts)\(groups)\t\(kind)\t\(account.activations) activation(s)")
                 }
@@ -127,6 +128,33 @@ extension Admin {
             func run() async throws {
                 try await options.withManager { try await $0.administration.setLoginName(loginName, email: email) }
                 print(loginName.map { "\(email) logs in to hosts as \($0)." } ?? "\(email) has no login name now.")
+            }
+        }
+
+        struct SetLocalUser: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-local-user",
+                abstract:
+                    "Let hosts log an account in as their own local user of its login name, whatever its uid (yes), or not (no).",
+                discussion:
+                    "By default a host confirms a login only to the manager's own user of that name: the account's uid, which hosts with libnss-xign serve. A host whose users were made by hand has them under other uids; set yes for the accounts that log in there. Accounts that had a login name before this check existed were set to yes at the upgrade."
+            )
+            @OptionGroup var options: ConfigOptions
+            @Argument(help: "The account's email address.") var email: String
+            @Argument(help: "yes or no.") var choice: String
+
+            func validate() throws {
+                guard ["yes", "no"].contains(choice) else { throw ValidationError("say yes or no") }
+            }
+
+            func run() async throws {
+                try await options.withManager {
+                    try await $0.administration.setMapsLocalUser(choice == "yes", email: email)
+                }
+                print(
+                    choice == "yes"
+                        ? "Hosts may log \(email) in as their own local user of its login name."
+                        : "Hosts log \(email) in only as the manager's own user, with the account's uid.")
             }
         }
 

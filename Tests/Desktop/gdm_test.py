@@ -242,6 +242,8 @@ def run(image_dir, release, artifacts, work):
         activated = browser(work, "personalize", link, PIN + "\n")
         expect(not activated.get("error"), f"the phone's activation: {activated}")
         admin("accounts", "set-login", "bob@example.org", "bob")
+        # The VM's bob was made by hand (uid 1001), not served by the manager's directory.
+        admin("accounts", "set-local-user", "bob@example.org", "yes")
         admin("accounts", "set-host-groups", "bob@example.org", "--all")
         token = admin("hosts", "add", "xign-vm").split()[-1]
         vm.ssh(f"xign-setup host join --manager {url}", stdin=token + "\n")

@@ -32,11 +32,22 @@ import XignProtocol
         #expect(try load(uncommented).fingerprintReader == FingerprintReader())
     }
 
+    /// H5: the local groups a host grants: sudo by default, what `[directory] local_groups` lists, never a root
+    /// equivalent (below).
+    @Test func aHostGrantsSudoByDefaultAndTheGroupsItLists() throws {
+        #expect(try load("").grantedLocalGroups == ["sudo"])
+        #expect(try load("[directory]\nlocal_groups = sudo, adm\n").grantedLocalGroups == ["sudo", "adm"])
+        #expect(try load("[directory]\nlocal_groups =\n").grantedLocalGroups.isEmpty)
+    }
+
     @Test(arguments: [
         ("fprintd_bus = tcp:host=10.0.0.1,port=5555\n", "xign.conf:1: fprintd_bus must be unix:path=/"),
         ("fprintd_bus = unix:path=relative\n", "fprintd_bus must be unix:path=/"),
         ("fingerprint_timeout = 0s\n", "fingerprint_timeout must be"),
         ("fingerprint_timeout = 10m\n", "fingerprint_timeout must be"),
+        ("[directory]\nlocal_groups = sudo, disk\n", "may not grant disk, which gives what only root has"),
+        ("[directory]\nlocal_groups = root\n", "may not grant root"),
+        ("[directory]\nlocal_groups = Sudo\n", "lists local group names, not 'Sudo'"),
     ])
     func aBadFingerprintSettingNamesTheLine(text: String, message: String) {
         do {

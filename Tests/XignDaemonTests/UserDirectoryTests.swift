@@ -33,13 +33,18 @@ import XignTestSupport
         #expect(try manager.admin(["groups", "set-local", "web", "sudo", "nosuchgroup"]).status == 0)
         let alice = try account("alice", groups: ["web"])
         #expect(UnixIdRange.standard.contains(alice))
-        let hosts = try ["web1", "web2"].map { try JoinedHost($0, groups: ["web"], manager: manager) }
+        // The hosts grant a group they lack: the manager's word cannot make it.
+        let hosts = try ["web1", "web2"].map {
+            try JoinedHost(
+                $0, groups: ["web"], manager: manager, config: "[directory]\nlocal_groups = sudo, nosuchgroup\n")
+        }
         let sudo = try #require(try hosts[0].getent("group", "sudo")?.split(separator: ":")[2])
         for host in hosts {
             #expect(try host.waitForUser("alice", present: true), "\(host.log)")
             #expect(try host.getent("passwd", "alice") == "alice:*:\(alice):\(alice)::/home/alice:/bin/bash")
             #expect(try host.getent("passwd", String(alice))?.hasPrefix("alice:") == true)
-            #expect(try host.getent("group", "alice") == "alice:*:\(alice):")
+            #expect(try host.getent("group", String(alice)) == "alice:*:\(alice):")
+            #expect(try host.getent("group", "alice") == nil, "a private group by its number only")
             let id = try host.run(["/usr/bin/id", "alice"])
             #expect(id.stdout == "uid=\(alice)(alice) gid=\(alice)(alice) groups=\(alice)(alice),\(sudo)(sudo)\n")
             #expect(host.log.contains("local group nosuchgroup does not exist here"), "\(host.log)")
@@ -105,7 +110,7 @@ import XignTestSupport
         #expect(try host.getent("passwd", "alice") == "alice:x:4242:4242::/home/alice:/bin/sh")
         #expect(try host.getent("passwd", String(alice)) == nil)
         #expect(try host.getent("group", String(alice)) == nil)
-        #expect(host.log.contains("not served, local files win: alice (uid \(alice))"), "\(host.log)")
+        #expect(host.log.contains("not served, local users win: alice (uid \(alice))"), "\(host.log)")
         // Control: bob, who collides with nothing, is served by name and number.
         #expect(try host.getent("passwd", String(bob))?.hasPrefix("bob:*:\(bob):") == true)
         // A cache that others may write is not believed (someone could have added a user to it); control: mode 0644.
@@ -127,6 +132,45 @@ import XignTestSupport
         #expect(dead.value == nil)
         print("a missed lookup took \(frozen.milliseconds) ms with xignd frozen, \(dead.milliseconds) ms with it dead")
         #expect(frozen.milliseconds < 5_000 && dead.milliseconds < 5_000, "no lookup hangs")
+    }
+
+    /// H5: names that shadow nothing. A private group is served by its number only, so `getent group NAME` finds none
+    /// of the manager's (the name a package's postinst looks for); the host grants only the local groups its xign.conf
+    /// lists (sudo by default; here adm too), and the manager maps no host group to root, disk, kmem or shadow; an
+    /// account another source of the host names or numbers (extrausers here; SSSD or LDAP elsewhere) is not served.
+    /// Controls beside each: the number, sudo and adm, an account no source has.
+    @Test func namesShadowNothingOnTheHost() throws {
+        for group in ["root", "disk", "shadow"] {
+            let refused = try manager.admin(["groups", "set-local", "web", "sudo", group])
+            #expect(refused.status != 0 && refused.stderr.contains("gives what only root has"), "\(refused.stderr)")
+        }
+        #expect(try manager.admin(["groups", "set-local", "web", "sudo", "adm", "audio"]).status == 0)
+        let webops = try account("webops", groups: ["web"])
+        let erin = try account("erin", groups: ["web"])
+        let fred = try account("fred", groups: ["web"])
+        let host = try JoinedHost(
+            "web1", groups: ["web"], manager: manager, sources: ["extrausers"],
+            varLib: [
+                "extrausers/passwd": "erin:x:3100:3100::/home/erin:/bin/sh\n", "extrausers/group": "ops:x:\(fred):\n",
+            ],
+            config: "[directory]\nlocal_groups = sudo, adm\n")
+        #expect(try host.waitForUser("webops", present: true), "\(host.log)")
+        #expect(try host.getent("group", "webops") == nil, "not by its name")
+        #expect(try host.getent("group", String(webops)) == "webops:*:\(webops):", "by its number")
+        #expect(try host.run(["/usr/bin/getent", "group"]).stdout.contains("webops") == false, "nor in the list")
+        func gid(_ group: String) throws -> String {
+            String(try #require(try host.getent("group", group)?.split(separator: ":")[2]))
+        }
+        let (sudo, adm) = (try gid("sudo"), try gid("adm"))
+        #expect(
+            try host.run(["/usr/bin/id", "webops"]).stdout
+                == "uid=\(webops)(webops) gid=\(webops)(webops) groups=\(webops)(webops),\(adm)(adm),\(sudo)(sudo)\n")
+        #expect(host.log.contains("local group audio is not one this host grants"), "\(host.log)")
+        // Another source has erin, and a group with fred's number: neither account is served.
+        #expect(try host.getent("passwd", "erin") == "erin:x:3100:3100::/home/erin:/bin/sh")
+        #expect(try host.getent("passwd", String(erin)) == nil && host.getent("passwd", String(fred)) == nil)
+        #expect(host.log.contains("the host's source extrausers has a user or group named erin"), "\(host.log)")
+        #expect(host.log.contains("the host's source extrausers has a user or group with the number \(fred)"))
     }
 
     /// How long `body` took, in milliseconds, with its value.

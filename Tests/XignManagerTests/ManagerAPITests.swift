@@ -185,7 +185,8 @@ import XignTestSupport
                         #"{"categoryId":"email","sealedPin":\#(try api.sealedRegistrationPIN("24680")),"attributes":{"email":"a@example.org","loginName":"alice"}}"#
                 ).status == 201)
             // A registrant only asks: no login name until the administrator gives one, and a system account's is refused.
-            for name in ["root", "systemd-network", "_apt"] {
+            // H5: and names of groups packages make or cloud images' first users, which a host would take for its own.
+            for name in ["root", "systemd-network", "_apt", "docker", "ubuntu", "ec2-user", "pi", "vagrant"] {
                 let system = try await api.post(
                     APIPath.registrations,
                     json:
@@ -199,9 +200,11 @@ import XignTestSupport
             #expect(
                 listed?.first?["loginName"] == nil && listed?.first?["requestedLoginName"] as? String == "alice",
                 "\(listed ?? [])")
-            #expect(
-                try api.manager.admin(["accounts", "set-login", "a@example.org", "root"]).stderr.contains(
-                    "system account"))
+            for name in ["root", "docker", "sudo", "ubuntu"] {
+                #expect(
+                    try api.manager.admin(["accounts", "set-login", "a@example.org", name]).stderr.contains(
+                        "is reserved"), "\(name)")
+            }
             #expect(
                 try api.manager.admin(["accounts", "set-login", "a@example.org", "alice"]).status == 0,
                 "honest control: an ordinary name is given")
@@ -649,6 +652,34 @@ import XignTestSupport
         }
     }
 
+    /// H5: a host's user is the account's only with the account's uid, or where the administrator lets the account be
+    /// the hosts' own user of its name; a host that says no uid is believed only then. Refused before any confirmation
+    /// exists. Control: the served uid, and the administrator's yes.
+    @Test(arguments: TestDatabase.allCases) func aHostsOwnUserOfTheNameIsTheAccountOnlyByItsUidOrTheAdministratorsWord(
+        database: TestDatabase
+    ) async throws {
+        try await InProcessManager.run(database: database) { inProcess in
+            let api = inProcess.api
+            _ = try await api.enrolDevice("alice@example.org")
+            try await inProcess.manager.administration.setLoginName("alice", email: "alice@example.org")
+            try await inProcess.manager.administration.setHostGroups(["*"], email: "alice@example.org")
+            let host = try await JoinedHost(api)
+            for local in [JoinedHost<ManagerFiles>.LocalUser.uid(1000), .unnamed] {
+                let refused = try await host.start("alice", localUser: local)
+                #expect(refused.status == 403 && refused.errorCode == "localUserMismatch", "\(local): \(refused.json)")
+            }
+            #expect(try api.manager.query("SELECT COUNT(*) FROM confirmations") == ["0"])
+            #expect(try await host.start("alice", localUser: .served).status == 200, "control: the account's own uid")
+            try await inProcess.manager.administration.setMapsLocalUser(true, email: "alice@example.org")
+            #expect(
+                try await host.start("alice", localUser: .uid(1000)).status == 200, "control: the administrator's yes")
+            #expect(
+                try api.manager.query("SELECT detail FROM audit_events WHERE event = 'localUserSet'") == [
+                    "hosts' own local user of its login name"
+                ])
+        }
+    }
+
     @Test(arguments: TestDatabase.allCases) func aHostStartsWaitsForAndWithdrawsAConfirmationAsTheSchemaSays(
         database: TestDatabase
     ) async throws {
@@ -796,16 +827,35 @@ struct JoinedHost<Manager: ManagerFiles> {
         return [(SignedRequest.signatureHeader, Base64URL.encode(try key.signature(for: message)))]
     }
 
-    func start(_ loginName: String, remoteHost: String = "192.0.2.7") async throws -> APIAnswer {
+    /// The host's user of a login name: the manager's own (a host that serves its directory), one of another uid, or
+    /// none that the host names.
+    enum LocalUser {
+        case served
+        case uid(Int64)
+        case unnamed
+    }
+
+    func start(
+        _ loginName: String, remoteHost: String = "192.0.2.7", localUser: LocalUser = .served
+    ) async throws -> APIAnswer {
         let challenge =
             try await api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"]
             as? String
             ?? ""
+        let localUid: Int64? =
+            switch localUser {
+            case .served:
+                try api.manager.query("SELECT uid FROM accounts WHERE login_name = '\(loginName)'").first.flatMap {
+                    Int64($0)
+                }
+            case .uid(let uid): uid
+            case .unnamed: nil
+            }
         let body = try JSONEncoder.canonical.encode(
             ConfirmationRequest(
                 hostId: hostId, challenge: challenge, loginName: loginName, service: "sshd", remoteHost: remoteHost,
                 tty: "ssh", command: nil,
-                nonce: "n-\(loginName)"))
+                nonce: "n-\(loginName)", localUid: localUid))
         return try await api.call(
             "POST", APIPath.confirmations, body: body,
             headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))

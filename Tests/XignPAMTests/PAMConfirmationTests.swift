@@ -64,6 +64,27 @@ final class ConfirmationFixture: @unchecked Sendable {
 }
 
 @Suite struct PAMConfirmationTests {
+    /// H5: the manager's account alice is not this server's own alice (another uid, made by hand): the login is refused
+    /// before any confirmation exists, with what to do. Control: once the administrator lets the account be the hosts'
+    /// local alice, the same login asks for the approval.
+    @Test func aManagerAccountNamedLikeTheServersOwnUserIsNotThatUser() throws {
+        let fixture = try ConfirmationFixture()
+        #expect(
+            try fixture.laptop.manager.admin(["accounts", "set-local-user", "alice@example.org", "no"]).status == 0)
+        let refused = try fixture.laptop.login(answers: [])
+        #expect(refused.code == PAMCode.authError, "\(refused.output)")
+        #expect(
+            refused.conversation
+                == "[ERROR_MSG] XignIn: your account at the identity manager is not this server's user alice; ask your administrator.",
+            "\(refused.conversation)")
+        #expect(try fixture.laptop.manager.query("SELECT COUNT(*) FROM confirmations") == ["0"])
+        #expect(
+            try fixture.laptop.manager.admin(["accounts", "set-local-user", "alice@example.org", "yes"]).status == 0)
+        let asked = try fixture.laptop.startLogin(answers: [])
+        defer { asked.stop() }
+        #expect(try fixture.code(of: asked).count == 6)
+    }
+
     @Test func anApprovalOnTheEnrolledMachineLetsTheUserIn() throws {
         let fixture = try ConfirmationFixture()
         let login = try fixture.laptop.startLogin(answers: [])

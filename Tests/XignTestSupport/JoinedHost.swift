@@ -31,10 +31,13 @@ public final class JoinedHost: @unchecked Sendable {
     public var configPath: String { directory.file("xign.conf") }
 
     /// Joins `manager` as `name` in `groups` and starts xignd. `localUsers`: lines added to this host's /etc/passwd;
-    /// `mounts`: more shell lines that shape the namespace (each must succeed), such as a pam.d file bound in place.
+    /// `mounts`: more shell lines that shape the namespace (each must succeed), such as a pam.d file bound in place;
+    /// `sources`: NSS sources nsswitch.conf lists between files and xign (`extrausers`), with `varLib` files placed
+    /// under this host's /var/lib; `config`: more lines of its xign.conf.
     public init(
         _ name: String, groups: [String], manager: ManagerProcess, localUsers: [String] = [], refreshSeconds: Int = 5,
-        mounts extraMounts: [String] = []
+        mounts extraMounts: [String] = [], sources: [String] = [], varLib: [String: String] = [:],
+        config more: String = ""
     ) throws {
         self.name = name
         let added = try manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] })
@@ -46,13 +49,20 @@ public final class JoinedHost: @unchecked Sendable {
             managerURL: manager.url,
             token: try HostJoinToken(parsing: String(added.stdout.split(separator: " ").last ?? "")))
         let config = try directory.write(
-            "xign.conf", "state_dir = \(configuration.stateDirectory)\ndevice_key = software\n")
+            "xign.conf", "state_dir = \(configuration.stateDirectory)\ndevice_key = software\n" + more)
         for sub in ["var", "var-work", "lib", "lib-work"] {
             try FileManager.default.createDirectory(atPath: directory.file(sub), withIntermediateDirectories: false)
         }
+        for (path, contents) in varLib {
+            let file = directory.file("var/" + path)
+            try FileManager.default.createDirectory(
+                atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try writeTestFile(file, Data(contents.utf8), mode: 0o644)
+        }
+        let lookups = (["files"] + sources + ["xign"]).joined(separator: " ")
         try FileManager.default.copyItem(atPath: try Self.module, toPath: directory.file("lib/libnss_xign.so.2"))
         _ = try directory.write(
-            "nsswitch.conf", "passwd: files xign\ngroup: files xign\nshadow: files\nhosts: files\n", mode: 0o644)
+            "nsswitch.conf", "passwd: \(lookups)\ngroup: \(lookups)\nshadow: files\nhosts: files\n", mode: 0o644)
         var mounts = [
             "mount -t overlay overlay -o lowerdir=/var/lib,upperdir=\(directory.file("var")),workdir=\(directory.file("var-work")) /var/lib",
             "mount -t overlay overlay -o lowerdir=/usr/lib/x86_64-linux-gnu,upperdir=\(directory.file("lib")),workdir=\(directory.file("lib-work")) /usr/lib/x86_64-linux-gnu",

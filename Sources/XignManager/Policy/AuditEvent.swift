@@ -15,6 +15,8 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case approvalRefused
         /// A login found the user's enrolled fingers changed, so the device's biometric factor was removed.
         case biometricInvalidated
+        /// An administrator let an account be the hosts' own local user of its login name, or took that away.
+        case localUserSet
         /// A row written by a newer manager.
         case unknown
     }

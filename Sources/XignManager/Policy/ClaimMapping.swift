@@ -36,7 +36,7 @@ struct ClaimMapping: Sendable {
         var loginName: String?
         if let claim = provider.loginNameClaim {
             guard let name = claims[claim]?.first, LoginNameValidator.validate(name) == .valid,
-                !LoginNameValidator.isSystemAccountName(name)
+                !ReservedNames.contains(name)
             else {
                 throw OpenIDProvider.Failure(
                     "the identity provider's claim \(claim) is no login name this manager gives; ask your administrator"

@@ -103,8 +103,10 @@ public struct Administration: Sendable {
                 "'\(name.prefix(64))' is not a login name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32"
             )
         }
-        guard !LoginNameValidator.isSystemAccountName(name) else {
-            throw ManagerError.badRequest("'\(name)' is a system account's name; no account may log in to hosts as it")
+        guard !ReservedNames.contains(name) else {
+            throw ManagerError.badRequest(
+                "'\(name)' is reserved: a system account's or group's name, or a cloud image's first user; no account may log in to hosts as it"
+            )
         }
     }
 
@@ -127,6 +129,21 @@ public struct Administration: Sendable {
                 self.adminEvent(.loginNameSet, email: email.lowercased(), detail: loginName ?? "removed"))
         }
         manager.logger.notice("login name set", metadata: ["email": "\(email)", "loginName": "\(loginName ?? "-")"])
+    }
+
+    /// Whether hosts may log the account with `email` in as their own local user of its login name, whatever that
+    /// user's uid (hosts whose users were made by hand); without it only the manager's own user, with the account's uid,
+    /// is confirmed (H5).
+    public func setMapsLocalUser(_ maps: Bool, email: String) async throws {
+        try await manager.database.transaction { store in
+            let accountId = try await self.target(email, for: .other, in: store).id
+            try await store.setMapsLocalUser(maps, accountId: accountId)
+            try await store.recordAudit(
+                self.adminEvent(
+                    .localUserSet, email: email.lowercased(),
+                    detail: maps ? "hosts' own local user of its login name" : "only its own uid"))
+        }
+        manager.logger.notice("local user mapping set", metadata: ["email": "\(email)", "maps": "\(maps)"])
     }
 
     /// An account the administrator creates, for a manager with `registration.open = false` or as an organization
@@ -273,6 +290,10 @@ public struct Administration: Sendable {
             throw ManagerError.badRequest(
                 "'\(group.prefix(64))' is not a local group name: a lower-case letter or _, then lower-case letters, digits, _, - or ., at most 32"
             )
+        }
+        for group in localGroups where LocalGroupName.rootEquivalent.contains(group) {
+            throw ManagerError.badRequest(
+                "\(group) gives what only root has; no host grants it (make such people root on the hosts instead)")
         }
         guard localGroups.count <= WireLimit.localGroups else {
             throw ManagerError.badRequest("a host group maps to at most \(WireLimit.localGroups) local groups")

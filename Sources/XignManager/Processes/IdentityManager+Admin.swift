@@ -9,6 +9,8 @@ extension IdentityManager {
         public var loginName: String?
         /// The uid hosts give the login name; its private group's gid is the same number.
         public var uid: Int64?
+        /// Whether hosts may log the account in as their own local user of its login name, whatever its uid (H5).
+        public var mapsLocalUser = false
         /// The name the registrant asked for, until an administrator gives one.
         public var requestedLoginName: String?
         /// The host groups the account may log in to (`*`: every host); empty means none.

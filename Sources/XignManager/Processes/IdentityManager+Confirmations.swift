@@ -46,9 +46,11 @@ extension IdentityManager {
             let host = try await self.signingHost(
                 id: request.hostId, signature: raw, path: APIPath.confirmations, body: body,
                 challenge: request.challenge, in: store)
-            guard let accountId = try await store.accountId(loginName: request.loginName) else {
+            guard let account = try await store.loginAccount(loginName: request.loginName) else {
                 throw ManagerError(.notFound, .unknownLogin, "no account has the login name \(request.loginName)")
             }
+            try Self.checkLocalUser(request, of: account, on: host.name)
+            let accountId = account.id
             guard try await !store.isAccountLocked(accountId) else { throw ManagerError.accountLocked }
             guard try await store.mayLogIn(accountId: accountId, hostName: host.name) else {
                 throw ManagerError(
@@ -83,6 +85,23 @@ extension IdentityManager {
             expiresAt: confirmation.expiresAt
         )
         return try signer.sign(start, type: SignedAnswerType.confirmationStart)
+    }
+
+    /// A host's user is the account's only where it has the account's uid (served by the host's directory, or made
+    /// with that number), or where the administrator let the account be the hosts' local user of its name (H5): a
+    /// manager account named like a host's own user (`ubuntu`, a colleague's) must not log in as that user. A host
+    /// that does not say (before this check existed) is believed only for an account so marked.
+    static func checkLocalUser(
+        _ request: ConfirmationRequest, of account: ManagerStore.LoginAccount, on host: String
+    ) throws {
+        guard !account.mapsLocalUser else { return }
+        guard let local = request.localUid, local == account.uid else {
+            throw ManagerError(
+                .forbidden, .localUserMismatch,
+                request.localUid.map {
+                    "\(host)'s user \(request.loginName) (uid \($0)) is not the manager's \(request.loginName) (uid \(account.uid.map(String.init) ?? "none")); an administrator lets the account be the hosts' own users with `xign-manager admin accounts set-local-user EMAIL yes`"
+                } ?? "\(host) did not say which uid its user \(request.loginName) has; update xign on it")
+        }
     }
 
     /// The host gives up on its confirmation (its client went away), so no device approves a login nobody waits for.

@@ -60,7 +60,7 @@ extension IdentityManager {
         // (`accounts set-login`), and system accounts' names are not even asked for.
         let requestedLoginName = request.attributes[AttributeValidator.loginName].flatMap { $0.isEmpty ? nil : $0 }
         if let name = requestedLoginName, errors[AttributeValidator.loginName] == nil {
-            if LoginNameValidator.isSystemAccountName(name) {
+            if ReservedNames.contains(name) {
                 errors[AttributeValidator.loginName] = .invalid
             } else if try await activations.isLoginNameTaken(name) {
                 errors[AttributeValidator.loginName] = .notAvailable

@@ -169,7 +169,7 @@ extension ManagerStore {
     func accountSummaries(after: String, limit: Int) async throws -> [IdentityManager.AccountSummary] {
         let rows = try await sql.raw(
             """
-            SELECT c.email, c.login_name, c.uid, c.attributes, c.organization, c.is_temporary, c.created_at,
+            SELECT c.email, c.login_name, c.uid, c.maps_local_user, c.attributes, c.organization, c.is_temporary, c.created_at,
                    (SELECT COUNT(*) FROM activations a WHERE a.account_id = c.id) AS n
             FROM accounts c WHERE c.email > \(bind: after) ORDER BY c.email LIMIT \(bind: limit + 1)
             """
@@ -194,6 +194,7 @@ extension ManagerStore {
                 email: try row.decode(column: "email", as: String.self),
                 loginName: loginName,
                 uid: try row.decode(column: "uid", as: Int64?.self),
+                mapsLocalUser: try row.decode(column: "maps_local_user", as: Int.self) != 0,
                 requestedLoginName: loginName == nil ? attributes?[AttributeValidator.loginName] : nil,
                 hostGroups: hostGroups[try row.decode(column: "email", as: String.self)] ?? [],
                 organization: try row.decode(column: "organization", as: String?.self),

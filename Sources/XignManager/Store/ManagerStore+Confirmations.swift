@@ -39,9 +39,21 @@ extension ManagerStore {
     }
 
     /// The account a host's login name belongs to.
-    func accountId(loginName: String) async throws -> String? {
-        try await sql.raw("SELECT id FROM accounts WHERE login_name = \(bind: loginName)").first()?.decode(
-            column: "id", as: String.self)
+    /// The account a host's login name names: its uid, and whether it may be the hosts' local user of that name.
+    struct LoginAccount: Sendable {
+        var id: String
+        var uid: Int64?
+        var mapsLocalUser: Bool
+    }
+
+    func loginAccount(loginName: String) async throws -> LoginAccount? {
+        try await sql.raw("SELECT id, uid, maps_local_user FROM accounts WHERE login_name = \(bind: loginName)").first()
+            .map {
+                LoginAccount(
+                    id: try $0.decode(column: "id", as: String.self),
+                    uid: try $0.decode(column: "uid", as: Int64?.self),
+                    mapsLocalUser: try $0.decode(column: "maps_local_user", as: Int.self) != 0)
+            }
     }
 
     /// Until when `source` may not start confirmations for the account (a denial's cool-down); 0 when it may.

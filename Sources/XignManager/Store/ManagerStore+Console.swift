@@ -92,6 +92,11 @@ extension ManagerStore {
         ).first().map(ConsoleAccount.init)
     }
 
+    func setMapsLocalUser(_ maps: Bool, accountId: String) async throws {
+        try await sql.raw("UPDATE accounts SET maps_local_user = \(bind: maps ? 1 : 0) WHERE id = \(bind: accountId)")
+            .run()
+    }
+
     func setRole(_ role: ConsoleRole?, accountId: String) async throws {
         try await sql.raw("UPDATE accounts SET role = \(bind: role?.rawValue) WHERE id = \(bind: accountId)").run()
     }

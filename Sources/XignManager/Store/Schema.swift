@@ -12,11 +12,16 @@ enum Schema {
     ]
 
     /// The review of late November 2026 (docs/security.md, H1–H13): the role that locked an account (a helpdesk lifts
-    /// only a helpdesk's lock; NULL, as for the locks before, is an administrator's); what binds a registration through
+    /// only a helpdesk's lock; NULL, as for the locks before, is an administrator's); whether an account may be the hosts'
+    /// local user of its login name (H5); what binds a registration through
     /// an identity provider to the person who signs in (the start's code, the browser's cookie, where and when it
     /// started, the account waiting for the code, the client's last wait); and the "not me" links of its notice mail.
     static let lateNovemberReview = [
         "ALTER TABLE accounts ADD COLUMN locked_by_role TEXT",
+        // Accounts that had a login name logged in to hosts' local users of that name, whatever their uid: they keep
+        // it (an administrator takes it away with set-local-user EMAIL no); new accounts are the manager's own users.
+        "ALTER TABLE accounts ADD COLUMN maps_local_user BIGINT NOT NULL DEFAULT 0",
+        "UPDATE accounts SET maps_local_user = 1 WHERE login_name IS NOT NULL",
         "ALTER TABLE provider_registrations ADD COLUMN code_hash TEXT",
         "ALTER TABLE provider_registrations ADD COLUMN code_failures BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE provider_registrations ADD COLUMN browser_hash TEXT",
