@@ -6,7 +6,7 @@ DEBIAN_PACKAGES := nodejs libcurl4-openssl-dev libssl-dev libqrencode-dev libpam
 	zbar-tools sqlite3 ca-certificates pamtester libpam-wrapper binutils swtpm swtpm-tools tpm2-tools faketime socat openssl openssh-server openssh-client sudo \
 	i3lock xvfb xdotool dunst libnotify-bin dbus-daemon dbus-bin postgresql util-linux python3-prometheus-client python3-venv python3-cryptography \
 	chromium chromium-driver curl sway swaylock grim wtype lightdm lightdm-gtk-greeter sddm sddm-theme-debian-maui imagemagick \
-	libkscreenlocker5 plasma-workspace plasma-framework qml-module-org-kde-kquickcontrolsaddons tesseract-ocr tesseract-ocr-eng glewlwyd
+	libkscreenlocker5 plasma-workspace plasma-framework qml-module-org-kde-kquickcontrolsaddons tesseract-ocr tesseract-ocr-eng glewlwyd libnss-extrausers
 # GDM and GNOME's lock screen run in a Debian 12 VM (qemu, TCG) built from Debian's packages (make desktop-test).
 DESKTOP_VM_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils python3-pil openssh-client tesseract-ocr tesseract-ocr-eng
 DESKTOP_VM := .build-desktop/vm

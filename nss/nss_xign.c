@@ -34,6 +34,7 @@
 #define CACHE_PASSWD XIGN_NSS_DIR "/passwd"
 #define CACHE_GROUP XIGN_NSS_DIR "/group"
 #define CACHE_MEMBERSHIPS XIGN_NSS_DIR "/memberships"
+#define CACHE_VALID_UNTIL XIGN_NSS_DIR "/valid-until"
 #define DAEMON_SOCKET XIGN_NSS_DIR "/socket"
 #define LOCAL_PASSWD "/etc/passwd"
 #define LOCAL_GROUP "/etc/group"
@@ -43,15 +44,40 @@
 
 /* ---- Files ---- */
 
-/* Opens a cache file only when root owns it and nobody else may write it (docs/design.md, invariant 7). */
-static int open_cache_fd(const char *path, struct stat *status) {
+/* Opens a file of the cache only when root owns it and nobody else may write it (docs/design.md, invariant 7). */
+static int open_trusted(const char *path, struct stat *status) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return -1;
     if (fstat(fd, status) != 0 || !S_ISREG(status->st_mode) || status->st_uid != 0 || (status->st_mode & 022) != 0) {
         close(fd);
+        errno = EPERM;
         return -1;
     }
     return fd;
+}
+
+/* Whether the cache still serves: xignd writes, at each refresh, until when (seconds since 1970) it may, which is
+ * `[directory] keep` in xign.conf after it last heard from the manager (docs/security.md, H5). A cache without the
+ * file, as an xignd before it wrote them, serves; one that cannot be read or believed does not. */
+static int cache_in_date(void) {
+    struct stat status;
+    int fd = open_trusted(CACHE_VALID_UNTIL, &status);
+    if (fd < 0) return errno == ENOENT;
+    char text[32] = {0};
+    ssize_t count = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (count <= 0) return 0;
+    char *end = NULL;
+    errno = 0;
+    long long until = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || (*end != '\n' && *end != '\0')) return 0;
+    return (long long)time(NULL) < until;
+}
+
+/* A cache file, when the cache is in date. */
+static int open_cache_fd(const char *path, struct stat *status) {
+    if (!cache_in_date()) return -1;
+    return open_trusted(path, status);
 }
 
 static FILE *open_cache(const char *path) {

@@ -35,6 +35,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// The local groups the manager's accounts may join on this host (`[directory] local_groups`): the manager names
     /// them, the host grants only these (docs/security.md, H5).
     public var grantedLocalGroups: Set<String> = ["sudo"]
+    /// How long a joined host serves its cached directory after it last heard from the manager (`[directory] keep`):
+    /// removed accounts and a removed host end there even if the manager is never reached again.
+    public var directoryKeepMilliseconds: Int64 = 7 * 86_400_000
 
     /// `offline`: `auto` (as the manager's policy allows, with a TPM key) or `never`.
     public enum OfflineMode: String, Sendable, CaseIterable {
@@ -76,7 +79,7 @@ public struct ClientConfiguration: Sendable, Equatable {
                 "fprintd_bus", "fingerprint_timeout", "fprintd_prints", "invalidate_on_new_fingers", "pam.utmp",
                 "pam.logind_sessions",
                 "pam.confirm_system_accounts", "pam.setuid_other_users",
-                "offline", "tpm_lockout", "directory.local_groups",
+                "offline", "tpm_lockout", "directory.local_groups", "directory.keep",
             ],
             prefixes: ["pam.role."]
         )
@@ -141,6 +144,8 @@ public struct ClientConfiguration: Sendable, Equatable {
             }
             grantedLocalGroups = Set(groups)
         }
+        directoryKeepMilliseconds =
+            try file.milliseconds("directory.keep", in: 3_600_000...(365 * 86_400_000)) ?? directoryKeepMilliseconds
         confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
         setuidCallersMayUseOtherEnrolments =
             try file.bool("pam.setuid_other_users") ?? setuidCallersMayUseOtherEnrolments

@@ -74,7 +74,8 @@ public final class Daemon: @unchecked Sendable {
             cache: DirectoryCache(
                 directory: directory, grantedGroups: configuration.grantedLocalGroups, nsswitch: "/etc/nsswitch.conf"),
             fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory($0).users },
-            refreshMilliseconds: Int64(refreshSeconds) * 1000, log: { [self] in log($0, $1) })
+            refreshMilliseconds: Int64(refreshSeconds) * 1000,
+            keepMilliseconds: configuration.directoryKeepMilliseconds, log: { [self] in log($0, $1) })
         service.startRefreshing()
         Thread.detachNewThread { service.serve(listener) }
     }

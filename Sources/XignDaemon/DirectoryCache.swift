@@ -52,8 +52,8 @@ public struct DirectoryCache: Sendable {
         public var refusedGroups: [String] = []
     }
 
-    /// Writes the cache for `users`, leaving out what collides with the local files.
-    public func write(_ users: [DirectoryUser]) throws -> Written {
+    /// Writes the cache for `users`, leaving out what collides, to be served until `validUntil` (seconds since 1970).
+    public func write(_ users: [DirectoryUser], validUntil: Int64 = .max) throws -> Written {
         let localUsers = try Self.entries(of: localPasswd)
         let localGroups = try Self.entries(of: localGroup)
         let localGroupIds = Dictionary(localGroups.map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
@@ -88,6 +88,7 @@ public struct DirectoryCache: Sendable {
             as: DirectoryFiles.memberships)
         try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: DirectoryFiles.group)
         try publish(served.map(Self.passwdLine), as: DirectoryFiles.passwd)
+        try publish(["\(validUntil)\n"], as: DirectoryFiles.validUntil)
         return written
     }
 

@@ -7,7 +7,9 @@ import XignProtocol
 /// `refreshMilliseconds`) and answers the NSS module's misses on a socket of its own. A miss asks the manager for that
 /// one name or number at once, so a person the host has never seen can log in as soon as the account exists; misses
 /// draw from a small budget (`missBurst`, refilled at `missesPerSecond`), so a scan of sshd with made-up names costs
-/// the manager little. A failed fetch leaves the cache as it was: a host that cannot reach its manager keeps its users.
+/// the manager little. Each uid that asks has a budget of its own (the kernel names it, SO_PEERCRED): a local user who
+/// spends theirs leaves sshd's (root's) to the people logging in. A failed fetch leaves the cache as it was, to serve
+/// for `keepMilliseconds` after the manager last answered.
 public final class DirectoryService: @unchecked Sendable {
     /// The whole directory (nil) or the account with one name or number.
     public typealias Fetch = @Sendable (DirectoryQuery?) throws -> [DirectoryUser]
@@ -15,6 +17,8 @@ public final class DirectoryService: @unchecked Sendable {
     let cache: DirectoryCache
     let fetch: Fetch
     let refreshMilliseconds: Int64
+    /// How long the cache serves after the last answer from the manager.
+    let keepMilliseconds: Int64
     let missBurst: Double
     let missesPerSecond: Double
     let maximumConnections: Int
@@ -27,25 +31,26 @@ public final class DirectoryService: @unchecked Sendable {
     private var ids: Set<Int64> = []
     private var refreshing = false
     private var refreshesDone = 0
-    private var missBudget: Double
-    private var budgetRefilled = MonotonicClock.now()
+    /// Per uid that asks: its misses left, and when they were last counted.
+    private var missBudgets: [uid_t: (left: Double, at: MonotonicClock.Instant)] = [:]
     private var reported: [String] = []
     private var open = 0
     /// One cache write at a time, each from the newest list.
     private let writing = NSLock()
 
     public init(
-        cache: DirectoryCache, fetch: @escaping Fetch, refreshMilliseconds: Int64 = 300_000, missBurst: Double = 10,
-        missesPerSecond: Double = 5, maximumConnections: Int = 32, log: @escaping @Sendable (Int32, String) -> Void
+        cache: DirectoryCache, fetch: @escaping Fetch, refreshMilliseconds: Int64 = 300_000,
+        keepMilliseconds: Int64 = 7 * 86_400_000, missBurst: Double = 10, missesPerSecond: Double = 5,
+        maximumConnections: Int = 32, log: @escaping @Sendable (Int32, String) -> Void
     ) {
         self.cache = cache
         self.fetch = fetch
         self.refreshMilliseconds = refreshMilliseconds
+        self.keepMilliseconds = keepMilliseconds
         self.missBurst = missBurst
         self.missesPerSecond = missesPerSecond
         self.maximumConnections = maximumConnections
         self.log = log
-        missBudget = missBurst
         let served = cache.served()
         names = Set(served.map(\.name))
         ids = Set(served.map(\.id))
@@ -85,11 +90,13 @@ public final class DirectoryService: @unchecked Sendable {
         state.unlock()
     }
 
-    /// Writes the cache from `change` applied to the current list, and serves what it wrote.
+    /// Writes the cache from `change` applied to the current list, and serves what it wrote, for `keepMilliseconds`
+    /// from now: it is written only after the manager answered.
     private func publish(_ change: ([DirectoryUser]?) -> [DirectoryUser]) throws {
         try writing.withLock {
             let list = change(state.withLock { users })
-            let written = try cache.write(list)
+            let written = try cache.write(
+                list, validUntil: (Int64(Date().timeIntervalSince1970 * 1000) + keepMilliseconds) / 1000)
             state.withLock {
                 users = list
                 names = Set(written.served.map(\.loginName))
@@ -122,23 +129,31 @@ public final class DirectoryService: @unchecked Sendable {
         }
     }
 
-    /// Takes one miss from the budget; false when it is spent.
-    private func spendMiss() -> Bool {
+    /// Takes one miss from `uid`'s budget; false when it is spent. Budgets that are full again are forgotten, so the
+    /// table holds only the uids that asked lately.
+    private func spendMiss(for uid: uid_t) -> Bool {
         state.withLock {
             let now = MonotonicClock.now()
-            let seconds = Double(now.milliseconds - budgetRefilled.milliseconds) / 1000
-            missBudget = min(missBurst, missBudget + seconds * missesPerSecond)
-            budgetRefilled = now
-            guard missBudget >= 1 else { return false }
-            missBudget -= 1
+            missBudgets = missBudgets.filter { _, budget in
+                budget.left + Double(now.milliseconds - budget.at.milliseconds) / 1000 * missesPerSecond < missBurst
+            }
+            let kept = missBudgets[uid] ?? (missBurst, now)
+            let left = min(
+                missBurst, kept.left + Double(now.milliseconds - kept.at.milliseconds) / 1000 * missesPerSecond)
+            guard left >= 1 else {
+                missBudgets[uid] = (left, now)
+                return false
+            }
+            missBudgets[uid] = (left - 1, now)
             return true
         }
     }
 
-    /// The answer to a miss: asks the manager for that account (for the whole directory while none has come).
-    func answer(_ query: DirectoryQuery) -> DirectoryQuery.Answer {
+    /// The answer to a miss of `uid`'s: asks the manager for that account (for the whole directory while none has
+    /// come).
+    func answer(_ query: DirectoryQuery, for uid: uid_t) -> DirectoryQuery.Answer {
         if serves(query) { return .found }
-        guard spendMiss() else { return .unavailable }
+        guard spendMiss(for: uid) else { return .unavailable }
         if state.withLock({ users == nil }) {
             refresh()
         } else {
@@ -189,7 +204,9 @@ public final class DirectoryService: @unchecked Sendable {
         do {
             let header = try connection.read(DirectoryQuery.headerLength, until: deadline)
             let key = try connection.read(try DirectoryQuery.keyLength(ofHeader: header), until: deadline)
-            answer = self.answer(try DirectoryQuery(parsing: header + key))
+            // A peer the kernel cannot name counts as one uid of its own.
+            answer = self.answer(
+                try DirectoryQuery(parsing: header + key), for: connection.peerCredentials()?.uid ?? uid_t.max)
         } catch {
             log(LOG_NOTICE, "a directory query was dropped: \(error)")
             return

@@ -25,6 +25,9 @@ extension WireLimit {
 public enum DirectoryFiles {
     public static let directory = "/var/lib/xign-nss"
     public static let passwd = "passwd", group = "group", memberships = "memberships", socket = "socket"
+    /// Until when the cache serves (seconds since 1970, one line): `[directory] keep` after xignd last heard from the
+    /// manager.
+    public static let validUntil = "valid-until"
 
     /// The users a host's cache in `directory` serves; none when the cache is missing or not root's alone.
     public static func served(in directory: String = Self.directory) -> [(name: String, id: Int64)] {

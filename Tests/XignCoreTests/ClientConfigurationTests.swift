@@ -48,6 +48,7 @@ import XignProtocol
         ("[directory]\nlocal_groups = sudo, disk\n", "may not grant disk, which gives what only root has"),
         ("[directory]\nlocal_groups = root\n", "may not grant root"),
         ("[directory]\nlocal_groups = Sudo\n", "lists local group names, not 'Sudo'"),
+        ("[directory]\nkeep = 30m\n", "directory.keep must be"),
     ])
     func aBadFingerprintSettingNamesTheLine(text: String, message: String) {
         do {

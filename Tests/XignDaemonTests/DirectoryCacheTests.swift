@@ -38,6 +38,22 @@ import XignTestSupport
         #expect(memberships == "sudo:*:27:alice\n")
     }
 
+    /// Each uid that asks has a budget of misses of its own: a user who spends theirs on made-up names leaves root's
+    /// (sshd's, for the people logging in) whole. The manager is a stand-in here (a fetch that finds nobody, a model);
+    /// UserDirectoryTests asks the real one.
+    @Test func aUsersMissesAreTheirOwn() throws {
+        let directory = TemporaryDirectory()
+        let service = DirectoryService(
+            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []), fetch: { _ in [] },
+            missBurst: 3, missesPerSecond: 0.001, log: { _, _ in })
+        service.refresh()
+        let nobody: uid_t = 65534
+        for index in 0..<3 { #expect(service.answer(.name("nosuch\(index)"), for: nobody) == .notFound) }
+        #expect(service.answer(.name("gina"), for: nobody) == .unavailable, "nobody's budget is spent")
+        #expect(service.answer(.name("gina"), for: 0) == .notFound, "root's is its own")
+        #expect(service.answer(.id(2_001_000_009), for: 1000) == .notFound, "and so is another user's")
+    }
+
     @Test func sysusersLinesNameUsersAndGroups() {
         #expect(
             HostReservedNames.declared(in: "u a 1 \"x\"\nu! b -\ng c -\nm d e\nr - 1-2\n\nbroken\n") == [

@@ -173,6 +173,26 @@ import XignTestSupport
         #expect(host.log.contains("the host's source extrausers has a user or group with the number \(fred)"))
     }
 
+    /// The cache serves for `[directory] keep` after the manager last answered (before, a host that never reached its
+    /// manager again served its last directory for ever): past that, nobody; in date, the accounts.
+    @Test func theCacheServesForItsKeepAfterTheManagerLastAnswered() throws {
+        _ = try account("bob", groups: ["web"])
+        let host = try JoinedHost(
+            "web1", groups: ["web"], manager: manager, refreshSeconds: 3600, config: "[directory]\nkeep = 2h\n")
+        #expect(try host.waitForUser("bob", present: true), "\(host.log)")
+        let file = host.cacheDirectory + "/valid-until"
+        let written = Int64(
+            try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        let now = Int64(Date().timeIntervalSince1970)
+        #expect(written.map { abs($0 - (now + 7_200)) < 300 } == true, "\(written ?? -1) against \(now)")
+        try writeTestFile(file, Data("\(now - 1)\n".utf8), mode: 0o644)
+        #expect(try host.getent("passwd", "bob") == nil, "past its keep the cache serves nobody")
+        try writeTestFile(file, Data("garbled\n".utf8), mode: 0o644)
+        #expect(try host.getent("passwd", "bob") == nil, "nor when it cannot tell")
+        try writeTestFile(file, Data("\(now + 600)\n".utf8), mode: 0o644)
+        #expect(try host.getent("passwd", "bob") != nil, "control: in date")
+    }
+
     /// How long `body` took, in milliseconds, with its value.
     func timed<T>(_ body: () throws -> T) rethrows -> (value: T, milliseconds: Int) {
         let start = DispatchTime.now().uptimeNanoseconds
