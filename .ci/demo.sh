@@ -57,6 +57,8 @@ TOKEN=$("$BIN/xign-manager" admin hosts add demo-server --data-dir "$WORK/manage
 printf '%s\n' "$TOKEN" | "$BIN/xign-setup" host join --manager "$URL" --state-dir "$WORK/server"
 "$BIN/xign-manager" admin accounts set-login demo@example.org demo --data-dir "$WORK/manager"
 "$BIN/xign-manager" admin accounts set-host-groups demo@example.org --all --data-dir "$WORK/manager"
+# The server's user demo is its own (made by hand, not served by libnss-xign): the account may be it.
+"$BIN/xign-manager" admin accounts set-local-user demo@example.org yes --data-dir "$WORK/manager"
 
 step "Logging in to the server (mode=confirm): approve it on the enrolled machine with the code it shows"
 printf 'state_dir = %s\n' "$WORK/server" > "$WORK/server.conf"

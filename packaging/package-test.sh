@@ -85,14 +85,16 @@ systemd-socket-activate -l "$SOCKET" $XIGND_EXEC >/tmp/xignd.log 2>&1 &
 XIGND=$!
 for _ in $(seq 100); do test -S "$SOCKET" && break; sleep 0.1; done
 chmod 0666 "$SOCKET"  # the unit's SocketMode
-# xtest at the machine: logind's records of a seat session (no logind runs here) and a cgroup named as its scope.
+# xtest at the machine: logind's records of a seat session (no logind runs here) and a cgroup where systemd puts its
+# scope (user.slice/user-UID.slice/session-ID.scope), with an id of this run's own.
 XTEST_UID=$(id -u xtest)
+SESSION="pkgxign$$"
 mkdir -p /run/systemd/sessions /run/systemd/users
-printf 'UID=%s\nUSER=xtest\nACTIVE=1\nREMOTE=0\nSEAT=seat0\nCLASS=user\n' "$XTEST_UID" > /run/systemd/sessions/c1
-printf 'NAME=xtest\nSESSIONS=c1\nDISPLAY=c1\n' > /run/systemd/users/"$XTEST_UID"
+printf 'UID=%s\nUSER=xtest\nACTIVE=1\nREMOTE=0\nSEAT=seat0\nCLASS=user\n' "$XTEST_UID" > /run/systemd/sessions/"$SESSION"
+printf 'NAME=xtest\nSESSIONS=%s\nDISPLAY=%s\n' "$SESSION" "$SESSION" > /run/systemd/users/"$XTEST_UID"
 CGROUPS=$(for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do test -e "$d/cgroup.procs" && { echo "$d"; break; }; done)
 [ -n "$CGROUPS" ] || fail "no cgroup hierarchy to run the session in"
-SCOPE="$CGROUPS/xign-package-test-$$/user.slice/session-c1.scope"
+SCOPE="$CGROUPS/user.slice/user-$XTEST_UID.slice/session-$SESSION.scope"
 mkdir -p "$SCOPE"
 at_seat() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$SCOPE" _ "$@"; }
 if printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate; then fail "xignd used the key for a caller in no session at the machine"; fi

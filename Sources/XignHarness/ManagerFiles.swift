@@ -121,7 +121,6 @@ public class ManagerFiles: @unchecked Sendable {
         return try child.wait()
     }
 
-    /// Gives the account of `email` the login name `name` and access to every host, as an administrator does.
     /// Gives `email` the login name `name` on every host, as a host whose local users were made by hand needs it (the
     /// account may be the hosts' own `name`, whatever its uid).
     public func giveLogin(_ email: String, _ name: String) throws {

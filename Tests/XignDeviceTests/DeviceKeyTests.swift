@@ -109,32 +109,50 @@ import XignTestSupport
     }
 
     static let week: Int64 = 7 * 86_400_000
+    static let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
+
+    /// A verifier of `right` in a strict TPM, valid for `grace` on its Clock.
+    struct Verifier {
+        let tpm: SoftwareTPM
+        let directory = TemporaryDirectory()
+        let store: TPMPINVerifierStore
+        let reference: String
+        let deadline: UInt64
+
+        init(grace: Int64 = TPMPINVerifierTests.week) throws {
+            tpm = try TPMPINVerifierTests.strictTPM()
+            store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
+            (reference, deadline) = try store.create(
+                authorization: TPMPINVerifierTests.right, beside: "key", graceMilliseconds: grace,
+                policy: .organization)
+        }
+
+        func check(_ authorization: Data) throws -> Bool {
+            try store.check(reference, authorization: authorization, deadline: deadline)
+        }
+    }
 
     @Test func theTPMCountsEveryWrongValueAndLocksPastItsMaximum() throws {
-        let tpm = try Self.strictTPM()
-        let directory = TemporaryDirectory()
-        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let (reference, deadline) = try store.create(
-            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        let verifier = try Verifier()
+        let (tpm, store, right, wrong) = (verifier.tpm, verifier.store, Self.right, Self.wrong)
         #expect(
             try store.lockoutState()
                 == TPMLockoutState(
                     failures: 0, maxTries: 4, recoverySeconds: 600, lockoutRecoverySeconds: 600, isLockedOut: false,
                     lockoutAuthorizationSet: true))
-        #expect(try store.check(reference, authorization: right, deadline: deadline))
+        #expect(try verifier.check(right))
         #expect(try store.lockoutState().failures == 0)
-        #expect(try !store.check(reference, authorization: wrong, deadline: deadline))
+        #expect(try !verifier.check(wrong))
         #expect(try store.lockoutState().failures == 1)
         // The right value still works below the maximum, and does not reset the TPM's count.
-        #expect(try store.check(reference, authorization: right, deadline: deadline))
+        #expect(try verifier.check(right))
         #expect(try store.lockoutState().failures == 1)
-        for _ in 0..<3 { #expect(try !store.check(reference, authorization: wrong, deadline: deadline)) }
+        for _ in 0..<3 { #expect(try !verifier.check(wrong)) }
         #expect(try store.lockoutState().isLockedOut)
         // In lockout the TPM refuses even the right value, without looking at it.
-        #expect(throws: TPMFailure.lockout) { _ = try store.check(reference, authorization: right, deadline: deadline) }
+        #expect(throws: TPMFailure.lockout) { _ = try verifier.check(right) }
         try tpm.tool("tpm2_dictionarylockout", ["--clear-lockout", "-p", "secret"])
-        #expect(try store.check(reference, authorization: right, deadline: deadline))
+        #expect(try verifier.check(right))
     }
 
     /// G1: with the lockout authorization xign set and forgot, root has no way to reset the count or switch the
@@ -197,24 +215,16 @@ import XignTestSupport
 
     /// G2: the grace is in the verifier's policy on the TPM's Clock, which no clock on the machine sets back.
     @Test func theTPMRefusesTheVerifierPastItsClockDeadlineAndCountsNothing() throws {
-        let tpm = try Self.strictTPM()
-        let directory = TemporaryDirectory()
-        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let (reference, deadline) = try store.create(
-            authorization: right, beside: "key", graceMilliseconds: 3_600_000, policy: .organization)
-        #expect(try store.check(reference, authorization: right, deadline: deadline), "control: within the grace")
+        let verifier = try Verifier(grace: 3_600_000)
+        let (store, reference, deadline) = (verifier.store, verifier.reference, verifier.deadline)
+        #expect(try verifier.check(Self.right), "control: within the grace")
         // A deadline written further out (root editing the state file) is not the policy the verifier carries.
         #expect(throws: TPMFailure.self) {
-            _ = try store.check(reference, authorization: right, deadline: deadline + 86_400_000)
+            _ = try store.check(reference, authorization: Self.right, deadline: deadline + 86_400_000)
         }
-        try tpm.advanceClock(byMilliseconds: 3_600_000)
-        #expect(throws: TPMFailure.graceOver) {
-            _ = try store.check(reference, authorization: right, deadline: deadline)
-        }
-        #expect(throws: TPMFailure.graceOver) {
-            _ = try store.check(reference, authorization: wrong, deadline: deadline)
-        }
+        try verifier.tpm.advanceClock(byMilliseconds: 3_600_000)
+        #expect(throws: TPMFailure.graceOver) { _ = try verifier.check(Self.right) }
+        #expect(throws: TPMFailure.graceOver) { _ = try verifier.check(Self.wrong) }
         #expect(try store.lockoutState().failures == 0, "past the deadline no value reaches the authorization check")
     }
 
@@ -224,15 +234,13 @@ import XignTestSupport
     /// object as the verifiers were before (the same policy, no adminWithPolicy), made with tpm2-tools, lets the same
     /// command through.
     @Test func objectChangeAuthTestsNoPINPastTheVerifiersPolicy() throws {
-        let tpm = try Self.strictTPM()
-        let directory = TemporaryDirectory()
-        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        let right = Data(repeating: 7, count: 32)
-        let (reference, deadline) = try store.create(
-            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        let verifier = try Verifier()
+        let (tpm, directory, right, reference, deadline) = (
+            verifier.tpm, verifier.directory, Self.right, verifier.reference, verifier.deadline
+        )
         let (publicArea, privateArea) = try Self.parts(ofKeyFile: directory.file("\(reference).pinverifier"))
         let srk = try tpm.storageRootKey()
-        let verifier = try tpm.load(publicArea: publicArea, privateArea: privateArea, under: srk)
+        let loaded = try tpm.load(publicArea: publicArea, privateArea: privateArea, under: srk)
         let value = "hex:" + right.map { String(format: "%02x", $0) }.joined()
         func changeAuth(_ object: String, _ authorization: String) throws {
             try tpm.flushTransients()
@@ -240,15 +248,15 @@ import XignTestSupport
                 "tpm2_changeauth",
                 ["-c", object, "-C", srk, "-p", authorization, "-r", tpm.directory.file("changed.priv"), "new"])
         }
-        #expect(throws: TestFailure.self, "a password session") { try changeAuth(verifier, value) }
+        #expect(throws: TestFailure.self, "a password session") { try changeAuth(loaded, value) }
         for withCommandCode in [false, true] {
             let session = try tpm.policySession(clockBelow: deadline, commandCode: withCommandCode)
             #expect(throws: TestFailure.self, "a policy session, command code \(withCommandCode)") {
-                try changeAuth(verifier, "session:\(session)+\(value)")
+                try changeAuth(loaded, "session:\(session)+\(value)")
             }
         }
         try tpm.flushTransients()
-        #expect(try store.check(reference, authorization: right, deadline: deadline), "the verifier works as before")
+        #expect(try verifier.check(right), "the verifier works as before")
         // Control: the verifiers' shape before this fix.
         let policy = try tpm.policyDigest(clockBelow: deadline)
         try tpm.flushTransients()
@@ -269,16 +277,12 @@ import XignTestSupport
     /// verifier's policy wants a safe Clock, and the Clock is safe again only once it has passed that value. Control:
     /// a clean reboot (TPM2_Shutdown first) keeps the Clock safe and the verifier usable.
     @Test func afterAPowerCutTheVerifierWaitsForTheClockToBeSafe() throws {
-        let tpm = try Self.strictTPM()
-        let directory = TemporaryDirectory()
-        let store = TPMPINVerifierStore(directory: directory.path, tcti: tpm.tcti)
-        let right = Data(repeating: 7, count: 32), wrong = Data(repeating: 8, count: 32)
-        let (reference, deadline) = try store.create(
-            authorization: right, beside: "key", graceMilliseconds: Self.week, policy: .organization)
+        let verifier = try Verifier()
+        let (tpm, store) = (verifier.tpm, verifier.store)
         try tpm.advanceClock(byMilliseconds: 60_000)
         try tpm.reboot()
         #expect(try tpm.clockIsSafe())
-        #expect(try store.check(reference, authorization: right, deadline: deadline), "control: a clean reboot")
+        #expect(try verifier.check(Self.right), "control: a clean reboot")
         let before = try tpm.clock()
         try tpm.cutPower()
         #expect(try tpm.clock() < before, "the Clock went back to the value it last saved")
@@ -286,17 +290,13 @@ import XignTestSupport
         #expect(try !store.standing(policy: .organization).clockSafe)
         // The TPM counts the power cut itself as a failure (TPM2_Startup after no TPM2_Shutdown); the checks add none.
         let counted = try store.lockoutState().failures
-        #expect(throws: TPMFailure.clockUnsafe) {
-            _ = try store.check(reference, authorization: right, deadline: deadline)
-        }
-        #expect(throws: TPMFailure.clockUnsafe) {
-            _ = try store.check(reference, authorization: wrong, deadline: deadline)
-        }
+        #expect(throws: TPMFailure.clockUnsafe) { _ = try verifier.check(Self.right) }
+        #expect(throws: TPMFailure.clockUnsafe) { _ = try verifier.check(Self.wrong) }
         #expect(try store.lockoutState().failures == counted, "nothing reached the authorization check")
         // Running past the next save (every 2^22 ms), the TPM writes its Clock and trusts it again.
         try tpm.advanceClock(byMilliseconds: 1 << 22)
         #expect(try tpm.clockIsSafe())
-        #expect(try store.check(reference, authorization: right, deadline: deadline))
+        #expect(try verifier.check(Self.right))
     }
 
     /// The TPM2B_PUBLIC and TPM2B_PRIVATE of a key file (TPMDeviceKeyStore's format: magic, then three fields of a

@@ -192,12 +192,12 @@ import XignTestSupport
         #expect(refused.errorCode == "registrationClosed")
         #expect((refused.error["message"] as? String)?.contains("ask your administrator") == true)
 
-        let added = try manager.admin(["accounts", "add", "staff@example.org", "--login-name", "staff"])
+        let added = try manager.admin(["accounts", "add", "staff@example.org", "--login-name", "sam"])
         #expect(added.status == 0, "\(added.stderr)")
         let pin = try #require(added.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
         let payload = try PersonalizationPayload(parsing: manager.activationLink(for: "staff@example.org"))
         #expect(try await api.decrypt(payload, pin: pin).status == 200)
-        #expect(try manager.query("SELECT login_name, is_temporary FROM accounts") == ["staff|0"])
+        #expect(try manager.query("SELECT login_name, is_temporary FROM accounts") == ["sam|0"])
     }
 
     static func registration(_ email: String, manager: ManagerProcess) throws -> String {

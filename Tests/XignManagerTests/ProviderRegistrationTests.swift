@@ -345,15 +345,26 @@ import XignTestSupport
             #expect(try inProcess.files.query("SELECT COUNT(*) FROM accounts") == ["0"])
         }
     }
+}
 
-    /// A phone with no Linux machine: the manager's registration page in Chromium, the provider's sign-in, and back
-    /// to the activation page, where the passkey is made with the PIN chosen at the start.
-    @Test func aPhoneRegistersOnTheWebPageAndGetsAPasskey() async throws {
+/// Registration through the provider as people meet it, in Chromium: the phone's own registration, the manager's page
+/// after the provider's sign-in, and the web app's browser binding (H1).
+@Suite struct ProviderRegistrationBrowserTests {
+    /// A manager process at `http://localhost:PORT`, which browsers take for a secure origin, registering through
+    /// glewlwyd; its URL.
+    static func managerAndProvider() throws -> (url: String, provider: OpenIDProviderServer, manager: ManagerProcess) {
         let port = try ManagerProcess.freePort()
         let url = "http://localhost:\(port)"
         let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
         let manager = try ManagerProcess(
             config: try provider.managerConfig(publicURL: url, base: ManagerFiles.testConfig), port: port)
+        return (url, provider, manager)
+    }
+
+    /// A phone with no Linux machine: the manager's registration page in Chromium, the provider's sign-in, and back
+    /// to the activation page, where the passkey is made with the PIN chosen at the start.
+    @Test func aPhoneRegistersOnTheWebPageAndGetsAPasskey() async throws {
+        let (url, provider, manager) = try Self.managerAndProvider()
         let phone = Browser(
             in: TemporaryDirectory(), keptIn: OpenAPIValidator.repositoryFile(".build-screenshots/registration"))
         let atProvider = try await onOwnThread { try phone.registerThroughProvider(url + "/register", pin: "24680") }
@@ -371,10 +382,7 @@ import XignTestSupport
             )
                 == ["passkey|nina"])
     }
-}
 
-/// H1 as people meet it, in Chromium: the manager's page after the provider's sign-in, and the web app's browser binding.
-@Suite struct ProviderRegistrationBrowserTests {
     /// Mallory starts a registration at her terminal and sends the sign-in link to Nina, who is signed in at the
     /// provider. Nina's browser comes back to the manager's page, which shows the device's name and where and when the
     /// registration started, and asks for the code at Mallory's terminal: guesses end it at the third, and "Not mine"
@@ -382,11 +390,7 @@ import XignTestSupport
     /// signed in, and the account is made. In the web app, a sign-in opened in another browser than the one that
     /// started is refused; the same browser, in `aPhoneRegistersOnTheWebPageAndGetsAPasskey`, is the control.
     @Test func aSignInLinkSentToSomeoneElseEndsAtTheCode() async throws {
-        let port = try ManagerProcess.freePort()
-        let url = "http://localhost:\(port)"
-        let provider = try OpenIDProviderServer(callback: url + APIPath.providerRegistrationCallback)
-        let manager = try ManagerProcess(
-            config: try provider.managerConfig(publicURL: url, base: ManagerFiles.testConfig), port: port)
+        let (url, provider, manager) = try Self.managerAndProvider()
         let api = API(manager: manager)
         let directory = TemporaryDirectory()
         let kept = OpenAPIValidator.repositoryFile(".build-screenshots/registration")
