@@ -19,13 +19,12 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
     /// The TPM's Clock is not safe: the machine lost power without a shutdown, and until the Clock passes the value it
     /// last saved (about 70 minutes of running) it may show less than it did, which would stretch the grace.
     case tpmClockUnsafe
+    /// No verifier of the current kind yet (one made before an upgrade): the next online login makes one.
+    case notReady
     /// The TPM would allow only this many more wrong PINs before its lockout, which other programs need too.
     case tpmTriesLow(left: Int)
 
     public var isAvailable: Bool { if case .available = self { true } else { false } }
-
-    /// No verifier of the current kind yet: the next online login makes one.
-    static let notReady = OfflineAvailability.notOffered("not ready: log in once while the manager can be reached")
 
     public var description: String {
         switch self {
@@ -46,6 +45,8 @@ public enum OfflineAvailability: Sendable, Equatable, CustomStringConvertible {
         case .tpmClockUnsafe:
             return
                 "refused for now: the machine lost power without shutting down, and the TPM trusts its own clock again only after about 70 minutes of running; connect to the network, or wait"
+        case .notReady:
+            return "not ready on this machine yet; connect to the network and log in once"
         case .tpmTriesLow(let left):
             return
                 "refused: the TPM allows only \(left) more wrong PIN(s) before its lockout, which other programs need too; connect to the network and log in once"
@@ -281,10 +282,12 @@ public struct OfflineLogins {
         case .available:
             guard let deadline = record?.verifier?.deadline else { return availability }
             return Self.judged(availability, by: try standing(), deadline: deadline)
-        case .notOffered where entity.keyKind == .tpm && mode == .auto && record?.policy?.allowsOfflineLogin == true:
+        case .notOffered, .notReady:
             // Say why no verifier was made when it is the TPM's doing.
-            if let why = try? standing().unprotectedBecause { return .notOffered("not offered: \(why)") }
-            return availability
+            guard entity.keyKind == .tpm, mode == .auto, record?.policy?.allowsOfflineLogin == true,
+                let why = try? standing().unprotectedBecause
+            else { return availability }
+            return .notOffered("not offered: \(why)")
         default:
             return availability
         }

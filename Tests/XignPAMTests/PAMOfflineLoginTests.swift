@@ -31,12 +31,19 @@ import XignTestSupport
     static func localFailures(_ fixture: PAMFixture) throws -> Int { try record(fixture)["failures"] as? Int ?? -1 }
 
     /// With the manager gone, the login ends as it did before offline login existed.
-    static func expectNoOfflineLogin(_ fixture: PAMFixture, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    /// `told`: the user hears that offline login is not possible now (it may be again after an online login); else
+    /// it is not offered at all here, and the login ends as an unreachable manager does.
+    static func expectNoOfflineLogin(
+        _ fixture: PAMFixture, told: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         fixture.manager.stop()
         let login = try fixture.login(answers: [])
         #expect(login.code == PAMCode.authInfoUnavailable, sourceLocation: sourceLocation)
         #expect(
-            login.conversation == "[ERROR_MSG] XignIn: the identity manager cannot be reached.",
+            login.conversation
+                == (told
+                    ? PAMOfflineAttackTests.notPossible
+                    : "[ERROR_MSG] XignIn: the identity manager cannot be reached."),
             sourceLocation: sourceLocation)
     }
 
@@ -208,6 +215,51 @@ import XignTestSupport
         #expect(behind.conversation == PAMOfflineAttackTests.notPossible)
     }
 
+    /// H3: after a power cut the TPM's Clock may show less than it did; offline login waits until the TPM trusts its
+    /// Clock again (past the value it last saved), says only that it is not possible now, and charges nothing.
+    /// Control: a clean reboot.
+    @Test func afterAPowerCutOfflineLoginWaitsForTheTPMsClock() throws {
+        let (fixture, tpm) = try Self.fixture()
+        fixture.manager.stop()
+        try tpm.reboot()
+        #expect(try fixture.login().code == PAMCode.success, "control: a clean reboot")
+        try tpm.cutPower()
+        let refused = try fixture.login(answers: [])
+        #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
+        #expect(refused.conversation == PAMOfflineAttackTests.notPossible, "\(refused.conversation)")
+        #expect(try Self.localFailures(fixture) == 0)
+        try tpm.advanceClock(byMilliseconds: 1 << 22)
+        #expect(try fixture.login().code == PAMCode.success, "the Clock is safe again")
+    }
+
+    /// H3: a verifier of the older kind (before every use of it went through its policy) is not used offline; the next
+    /// online login makes one of the current kind, and offline login works again.
+    @Test func aVerifierOfTheOlderKindIsReplacedAtTheNextOnlineLogin() throws {
+        let (fixture, _) = try Self.fixture()
+        let path = fixture.state + "/identity-managers.json"
+        var contents = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        var records = try #require(contents["offline"] as? [String: [String: Any]])
+        for (id, var record) in records {
+            var verifier = try #require(record["verifier"] as? [String: Any])
+            #expect(verifier.removeValue(forKey: "kind") as? Int == 2)
+            record["verifier"] = verifier
+            records[id] = record
+        }
+        contents["offline"] = records
+        try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents))
+        fixture.manager.stop()
+        let refused = try fixture.login(answers: [])
+        #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
+        #expect(refused.conversation == PAMOfflineAttackTests.notPossible, "\(refused.conversation)")
+        #expect(try PAMOfflineAttackTests.doctor(fixture).contains("offline login not ready on this machine yet"))
+        try fixture.manager.start()
+        #expect(try fixture.login().code == PAMCode.success, "online")
+        #expect((try Self.record(fixture)["verifier"] as? [String: Any])?["kind"] as? Int == 2)
+        fixture.manager.stop()
+        #expect(try fixture.login().code == PAMCode.success, "offline again")
+    }
+
     @Test func aPINChangedElsewhereEndsOfflineLoginAtTheNextContact() throws {
         let (fixture, _) = try Self.fixture()
         // Another machine of the account changes the PIN (a copy of this state, so the same device signs there).
@@ -220,7 +272,7 @@ import XignTestSupport
         // Any contact tells it: here a login with the old PIN, which the manager refuses.
         #expect(try fixture.login().code == PAMCode.authError)
         #expect(try Self.record(fixture)["verifier"] == nil, "the verifier of the old PIN is gone")
-        try Self.expectNoOfflineLogin(fixture)
+        try Self.expectNoOfflineLogin(fixture, told: true)
     }
 
     @Test func aDeviceRevokedAtTheManagerCannotLogInOfflineAfterTheNextContact() throws {

@@ -115,13 +115,20 @@ public final class RecordedLogind: @unchecked Sendable {
             }
         }
         for group in all.sorted(by: { $0.count > $1.count }) {
-            if groups.contains(group), let procs = try? String(contentsOfFile: group + "/cgroup.procs", encoding: .utf8)
-            {
-                for pid in procs.split(separator: "\n") {
-                    try? "\(pid)\n".write(toFile: base + "/cgroup.procs", atomically: false, encoding: .utf8)
-                }
+            if groups.contains(group) { empty(group) } else { rmdir(group) }
+        }
+    }
+
+    /// Removes a scope of this run's. A process that is exiting (a locker's helper, not yet reaped) keeps the group
+    /// busy for a moment after its parent returned, so this tries for a few seconds, not once.
+    private func empty(_ group: String) {
+        for _ in 0..<100 {
+            let procs = (try? String(contentsOfFile: group + "/cgroup.procs", encoding: .utf8)) ?? ""
+            for pid in procs.split(separator: "\n") {
+                try? "\(pid)\n".write(toFile: base + "/cgroup.procs", atomically: false, encoding: .utf8)
             }
-            rmdir(group)
+            if rmdir(group) == 0 || errno != EBUSY { return }
+            usleep(50_000)
         }
     }
 }
