@@ -73,19 +73,12 @@ import XignTestSupport
         #expect(try tpm.lockoutCounter() == 0)
         // Root edits the state file: a later deadline and a fresh last login. The TPM holds the policy it was made
         // with, so the PIN is never checked.
-        let path = fixture.state + "/identity-managers.json"
-        var contents = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
-        var records = try #require(contents["offline"] as? [String: [String: Any]])
-        for (id, var record) in records {
+        try PAMOfflineLoginTests.editOfflineRecords(fixture) { record in
             var verifier = try #require(record["verifier"] as? [String: Any])
             verifier["deadline"] = (verifier["deadline"] as? UInt64 ?? 0) + 30 * 86_400_000
             record["verifier"] = verifier
             record["lastOnlineAt"] = Int64(Date().timeIntervalSince1970 * 1000)
-            records[id] = record
         }
-        contents["offline"] = records
-        try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents), mode: 0o600)
         let edited = try fixture.login()
         #expect(edited.code != PAMCode.success, "\(edited.conversation)")
         #expect(try tpm.lockoutCounter() == 0, "no PIN reached the authorization check")

@@ -47,6 +47,20 @@ import XignTestSupport
             sourceLocation: sourceLocation)
     }
 
+    /// Root's edit of the offline records in the state file, as on a stolen laptop.
+    static func editOfflineRecords(_ fixture: PAMFixture, _ edit: (inout [String: Any]) throws -> Void) throws {
+        let path = fixture.state + "/identity-managers.json"
+        var contents = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        var records = try #require(contents["offline"] as? [String: [String: Any]])
+        for (id, var record) in records {
+            try edit(&record)
+            records[id] = record
+        }
+        contents["offline"] = records
+        try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents), mode: 0o600)
+    }
+
     static let offlineNotice =
         "[TEXT_INFO] XignIn: the identity manager cannot be reached; this machine's TPM checks your PIN (offline login)."
 
@@ -236,18 +250,11 @@ import XignTestSupport
     /// online login makes one of the current kind, and offline login works again.
     @Test func aVerifierOfTheOlderKindIsReplacedAtTheNextOnlineLogin() throws {
         let (fixture, _) = try Self.fixture()
-        let path = fixture.state + "/identity-managers.json"
-        var contents = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
-        var records = try #require(contents["offline"] as? [String: [String: Any]])
-        for (id, var record) in records {
+        try Self.editOfflineRecords(fixture) { record in
             var verifier = try #require(record["verifier"] as? [String: Any])
             #expect(verifier.removeValue(forKey: "kind") as? Int == 2)
             record["verifier"] = verifier
-            records[id] = record
         }
-        contents["offline"] = records
-        try writeTestFile(path, try JSONSerialization.data(withJSONObject: contents))
         fixture.manager.stop()
         let refused = try fixture.login(answers: [])
         #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
