@@ -28,17 +28,22 @@ PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linu
 # Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
 PACKAGE_TOOLS := debhelper dh-nss dpkg-dev lintian fakeroot iproute2 systemd
 DEB_OUT := .build-deb/debs
+# DEB_BUILD_OPTIONS=noautodbgsym (CI: nothing installs them there) leaves out the -dbgsym packages and their minutes of xz.
+DBGSYM_DEBS := $(if $(findstring noautodbgsym,$(DEB_BUILD_OPTIONS)),,$(foreach p,libpam-xign libnss-xign xign-setup xign-manager,../$(p)-dbgsym_*.deb))
 
-.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package package-test desktop-test clean
+.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-test desktop-tools desktop-root desktop-test clean
 
 all: build
 
-deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+# Installs those of the Debian packages $(1) that are missing.
+install_missing = @missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "Installing from Debian:" $$missing; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+deps:
+	$(call install_missing,$(DEBIAN_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -129,24 +134,30 @@ bench-scale: deps
 	$(SWIFT) build -c release
 	"$$($(SWIFT) build -c release --show-bin-path)/xign-bench" scale $(BENCH_ACCOUNTS)
 
-package: deps
-	@missing=$$(for p in $(PACKAGE_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
-	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
-	dpkg-buildpackage -us -uc -b
+package-tools:
+	$(call install_missing,$(PACKAGE_TOOLS))
+
+package: deps package-tools
+	DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" dpkg-buildpackage -us -uc -b
 	mkdir -p $(DEB_OUT)
 	rm -f $(DEB_OUT)/*
-	mv ../libpam-xign_*.deb ../libpam-xign-dbgsym_*.deb ../libnss-xign_*.deb ../libnss-xign-dbgsym_*.deb ../xign-setup_*.deb ../xign-setup-dbgsym_*.deb \
-	   ../xign-manager_*.deb ../xign-manager-dbgsym_*.deb ../gnome-shell-extension-xign_*.deb ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
+	mv ../libpam-xign_*.deb ../libnss-xign_*.deb ../xign-setup_*.deb ../xign-manager_*.deb ../gnome-shell-extension-xign_*.deb \
+	   $(DBGSYM_DEBS) ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
 package-test: package
 	bash packaging/package-test.sh $(DEB_OUT)
 
+desktop-tools:
+	$(call install_missing,$(DESKTOP_VM_PACKAGES))
+
+# Debian's part of the VM's image, which needs no package of ours: CI makes it while the packages compile.
+desktop-root: desktop-tools
+	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM)
+
 # GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM, and a phone (Chromium) approving a
 # login at GDM: about 18 minutes with 2 cores.
-desktop-test: package
-	@missing=$$(for p in $(DESKTOP_VM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
-	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+desktop-test: package desktop-root
 	bash Tests/XignTestSupport/Browser/setup.sh
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM) $(DEB_OUT)
 	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release .build-desktop/artifacts
