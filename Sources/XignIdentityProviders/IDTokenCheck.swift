@@ -30,7 +30,7 @@ public struct IDTokenCheck: Sendable {
         let keys = JWTKeyCollection()
         for key in jwks.keys where key.keyIdentifier?.string == kid {
             guard (key.algorithm?.rawValue).map({ $0 == algorithm }) ?? true else { continue }
-            do { try await keys.add(jwk: key) } catch {
+            do { try await keys.add(jwk: key.withFullLengthCoordinates()) } catch {
                 throw OpenIDProvider.Failure(
                     "the identity provider publishes its key \(kid.prefix(64)) in a form xign cannot use (\(error)); ask your administrator to check the provider"
                 )

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import Testing
+import XignCrypto
 import XignIdentityProviders
 
 /// The ID token's checks on tokens signed here: what a real provider never issues (another audience, an unknown key,
@@ -70,5 +71,39 @@ import XignIdentityProviders
             #expect(refused.contains("xign takes RS256 or ES256"), "\(header): \(refused)")
         }
         #expect(await refusal("not a token").contains("not a signed JWT"))
+    }
+
+    /// glewlwyd (through gnutls) publishes a P-256 coordinate without its leading zero bytes: about one key in 128,
+    /// which once failed a CI run. The same number with its zeros, or with one too many, is the same key; a coordinate
+    /// changed in one bit is no point of the curve and still refused (the control).
+    @Test func aP256CoordinateWithoutItsLeadingZerosIsTheSameKey() async throws {
+        func leadsWithZero(_ key: ES256PrivateKey) -> Bool {
+            let (x, y) = key.parameters!
+            return Base64URL.decode(x)!.first == 0 || Base64URL.decode(y)!.first == 0
+        }
+        var key = ES256PrivateKey()
+        while !leadsWithZero(key) { key = ES256PrivateKey() }
+        let signed = try await token(signer: key)
+        func published(_ change: (Data) -> Data) -> JWKS {
+            let (x, y) = key.parameters!
+            func changed(_ text: String) -> String { Base64URL.encode(change(Base64URL.decode(text)!)) }
+            return JWKS(keys: [.ecdsa(.es256, identifier: "k1", x: changed(x), y: changed(y), curve: .p256)])
+        }
+        func verdict(_ keys: JWKS) async -> String {
+            do {
+                _ = try await check.claims(of: signed, keys: keys, nonce: "n1", now: Date())
+                return "accepted"
+            } catch { return "\(error)" }
+        }
+        #expect(await verdict(published { $0 }) == "accepted")
+        #expect(await verdict(published { Data($0.drop { $0 == 0 }) }) == "accepted")
+        #expect(await verdict(published { Data([0]) + $0 }) == "accepted")
+        let refused = await verdict(
+            published {
+                var bytes = $0
+                bytes[bytes.count - 1] ^= 1
+                return bytes
+            })
+        #expect(refused.contains("in a form xign cannot use"), "\(refused)")
     }
 }
