@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import XignCrypto
 
 /// The checks an ID token must pass before its claims make an account: signed by a key of the provider's JWKS with
 /// RS256 or ES256 (never `none`, never an HMAC a public key could be taken for), issued by the configured issuer for
@@ -69,7 +70,7 @@ public struct IDTokenCheck: Sendable {
 
     static func header(of token: String) throws -> Header {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = Data(base64URL: String(parts[0])),
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[0])),
             let header = try? JSONDecoder().decode(Header.self, from: data)
         else {
             throw OpenIDProvider.Failure("the identity provider's ID token is not a signed JWT")
@@ -144,13 +145,5 @@ public struct IDTokenClaims: JWTPayload, Equatable {
         try container.encode(exp, forKey: Key(stringValue: "exp"))
         try container.encodeIfPresent(iat, forKey: Key(stringValue: "iat"))
         try container.encodeIfPresent(nonce, forKey: Key(stringValue: "nonce"))
-    }
-}
-
-extension Data {
-    init?(base64URL text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        self.init(base64Encoded: base64)
     }
 }
