@@ -24,8 +24,14 @@ import XignTestSupport
         }
     }
 
+    /// The manager's lock after one wrong PIN here: long enough that the greeter's immediate new conversation meets it
+    /// on a busy machine too (a CI run met the test config's 300 ms lock already over, 300 ms after the refusal).
+    static let lockAfterAWrongPIN: TimeInterval = 3
+
     @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
-        let fixture = try PAMFixture(users: ["nobody"])
+        let config = ManagerProcess.testConfig.replacingOccurrences(
+            of: "base_delay = 300ms", with: "base_delay = \(Int(Self.lockAfterAWrongPIN))s")
+        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"])
         try Self.services(fixture)
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         defer {
@@ -43,9 +49,10 @@ import XignTestSupport
             try waitUntil(seconds: 20) { greeter.authentications(of: "nobody", ending: "Authentication failure") == 1 },
             "\(greeter.log.suffix(1500))"
         )
+        let refused = Date()
         #expect(try fixture.failedAttempts("nobody@example.org") == 1, "the wrong PIN reached the manager")
-        // lightdm-gtk-greeter starts over for the same user at once, while the manager's lock after a wrong PIN (300 ms
-        // here) still holds: the module says so and ends that conversation (PAM_MAXTRIES) before asking for a PIN.
+        // lightdm-gtk-greeter starts over for the same user at once, while the manager's lock after a wrong PIN still
+        // holds: the module says so and ends that conversation (PAM_MAXTRIES) before asking for a PIN.
         #expect(
             try waitUntil(seconds: 20) {
                 greeter.authentications(of: "nobody", ending: "Have exhausted maximum number of retries for service")
@@ -56,7 +63,10 @@ import XignTestSupport
         try greeter.picture(to: try DesktopArtifacts.path("lightdm-wrong-pin.png"))
 
         // The greeter now waits with no conversation behind its password field (nothing typed there reaches PAM): the
-        // person starts again from the name, which is still in its field, and the PIN is asked.
+        // person starts again from the name, which is still in its field, once the lock (which began before the
+        // refusal was seen) is over, and the PIN is asked.
+        let lockLeft = Self.lockAfterAWrongPIN - Date().timeIntervalSince(refused)
+        if lockLeft > 0 { usleep(UInt32(lockLeft * 1_000_000) + 100_000) }
         #expect(try greeter.startAgain(as: "nobody"), "\(greeter.log.suffix(1500))")
         usleep(500_000)
         try greeter.type("24680")
