@@ -145,7 +145,10 @@ package: deps package-tools
 	   $(DBGSYM_DEBS) ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
-package-test: package
+# The package and desktop tests build the packages first; PACKAGED= takes those in $(DEB_OUT) as they are (CI builds
+# them in the background beside other steps).
+PACKAGED ?= package
+package-test: $(PACKAGED)
 	bash packaging/package-test.sh $(DEB_OUT)
 
 desktop-tools:
@@ -157,7 +160,7 @@ desktop-root: desktop-tools
 
 # GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM, and a phone (Chromium) approving a
 # login at GDM: about 18 minutes with 2 cores.
-desktop-test: package desktop-root
+desktop-test: $(PACKAGED) desktop-root
 	bash Tests/XignTestSupport/Browser/setup.sh
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM) $(DEB_OUT)
 	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release .build-desktop/artifacts
