@@ -26,12 +26,15 @@ PAM_FLAGS := -c release --product pam_xign --scratch-path $(PAM_BUILD) --toolset
 PAM_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 
 # Debian packages: built with dpkg-buildpackage, checked with lintian, tested in a throwaway root.
-PACKAGE_TOOLS := debhelper dh-nss dpkg-dev lintian fakeroot iproute2 systemd
+PACKAGE_TOOLS := debhelper dh-nss dpkg-dev lintian fakeroot iproute2 systemd mmdebstrap
 DEB_OUT := .build-deb/debs
+# Debian 13's packages, and the root they are made and tested in.
+DEB_OUT_TRIXIE := .build-deb/debs-trixie
+TRIXIE_ROOT := .build-deb/trixie-root
 # DEB_BUILD_OPTIONS=noautodbgsym (CI: nothing installs them there) leaves out the -dbgsym packages and their minutes of xz.
 DBGSYM_DEBS := $(if $(findstring noautodbgsym,$(DEB_BUILD_OPTIONS)),,$(foreach p,libpam-xign libnss-xign xign-setup xign-manager,../$(p)-dbgsym_*.deb))
 
-.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-test desktop-tools desktop-root desktop-test clean
+.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-trixie package-test desktop-tools desktop-root desktop-test clean
 
 all: build
 
@@ -98,6 +101,9 @@ lint:
 	swift-format lint --strict --recursive $(FORMATTED)
 	python3 .ci/module-map.py
 	node --check Sources/XignWeb/Resources/app.js
+	cat packaging/gnome-shell/43/prologue.js packaging/gnome-shell/qr-code.js packaging/gnome-shell/43/epilogue.js | node --check
+	cat packaging/gnome-shell/45/prologue.js packaging/gnome-shell/qr-code.js packaging/gnome-shell/45/epilogue.js | \
+		node --check --input-type=module
 
 # schemathesis (PyPI, in .build-api/venv) against a real manager with docs/openapi.yaml: no 5xx, no answer that breaks the spec.
 api-check: build
@@ -145,11 +151,17 @@ package: deps package-tools
 	   $(DBGSYM_DEBS) ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
+# The same binaries packaged for Debian 13 in a Debian 13 root (packaging/trixie.sh): about N minutes, most of it making
+# the root the first time.
+package-trixie: $(PACKAGED) package-tools
+	bash packaging/trixie.sh $(TRIXIE_ROOT) $(DEB_OUT_TRIXIE)
+
 # The package and desktop tests build the packages first; PACKAGED= takes those in $(DEB_OUT) as they are (CI builds
-# them in the background beside other steps).
+# them in the background beside other steps). The test runs on Debian 12 (this machine) and on Debian 13 (the root).
 PACKAGED ?= package
-package-test: $(PACKAGED)
+package-test: $(PACKAGED) package-trixie
 	bash packaging/package-test.sh $(DEB_OUT)
+	bash packaging/package-test.sh $(DEB_OUT_TRIXIE) $(TRIXIE_ROOT)
 
 desktop-tools:
 	$(call install_missing,$(DESKTOP_VM_PACKAGES))

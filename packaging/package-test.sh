@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # Installs, uses, upgrades, removes and purges the Debian packages inside a throwaway root: an overlay
-# of this machine's / in private mount and network namespaces. The machine's own /etc/pam.d and
-# package database are never touched, and nothing survives the test.
-# Usage: package-test.sh DEB_DIR (with libpam-xign, libnss-xign, xign-setup and xign-manager .debs)
+# of this machine's / (Debian 12), or of another system's root such as packaging/trixie.sh's (Debian 13), in
+# private mount and network namespaces. That root's /etc/pam.d and package database are never touched, and
+# nothing survives the test.
+# Usage: package-test.sh DEB_DIR [ROOT] (DEB_DIR with libpam-xign, libnss-xign, xign-setup and xign-manager .debs)
 set -euo pipefail
 
 if [ "${XIGN_PACKAGE_TEST_STAGE:-}" = "" ]; then
-    DEBS=$(readlink -f "${1:?usage: package-test.sh DEB_DIR}")
+    DEBS=$(readlink -f "${1:?usage: package-test.sh DEB_DIR [ROOT]}")
+    LOWER=$(readlink -f "${2:-/}")
     WORK=$(mktemp -d /tmp/xign-package-test.XXXXXX)
     trap 'rm -rf "$WORK"' EXIT
+    echo "package-test: $(. "$LOWER/etc/os-release" && echo "$PRETTY_NAME"), the packages of $DEBS"
     # --mount and --net: a private view of the file systems and of the network (port 8440 is ours alone).
-    XIGN_PACKAGE_TEST_STAGE=namespace unshare --mount --net --fork -- "$0" "$DEBS" "$WORK"
+    XIGN_PACKAGE_TEST_STAGE=namespace unshare --mount --net --fork -- "$0" "$DEBS" "$WORK" "$LOWER"
     exit $?
 fi
 
 if [ "$XIGN_PACKAGE_TEST_STAGE" = namespace ]; then
-    DEBS=$1 WORK=$2
+    DEBS=$1 WORK=$2 LOWER=$3
     mount --make-rprivate /
-    # The upper layer lives on its own tmpfs, so it cannot overlap the lower layer (/).
+    # The upper layer lives on its own tmpfs, so it cannot overlap the lower layer.
     mkdir -p "$WORK/layers" "$WORK/root"
     mount -t tmpfs tmpfs "$WORK/layers"
     mkdir -p "$WORK/layers/upper" "$WORK/layers/work"
-    mount -t overlay overlay -o "lowerdir=/,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
+    mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
     mount -t proc proc "$WORK/root/proc"
     mount --rbind /sys "$WORK/root/sys"  # the cgroups a login's session is told by
     mount --rbind /dev "$WORK/root/dev"
