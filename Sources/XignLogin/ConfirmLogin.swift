@@ -13,6 +13,18 @@ struct ConfirmLogin {
     let sdk: XignSdk
 
     func run() throws -> LoginOutcome {
+        guard login.dialogue.selection != nil else { return try confirm() }
+        // At GNOME's own greeter a refusal after Done would leave it on a spinner: a denied or expired approval is
+        // said, and a new one is offered in the same conversation while the module's time lasts.
+        let deadline = MonotonicClock.now().advanced(by: Int64(login.options.totalTimeoutSeconds) * 1000)
+        while true {
+            let outcome = try confirm()
+            guard outcome == .refused(.denied) || outcome == .refused(.expired), MonotonicClock.now() < deadline
+            else { return outcome }
+        }
+    }
+
+    private func confirm() throws -> LoginOutcome {
         let caller = login.caller
         let started = MonotonicClock.now()
         let pending = try sdk.startLoginConfirmation(
@@ -60,10 +72,12 @@ struct ConfirmLogin {
         }
     }
 
-    /// Waits for the decision until `deadline`: by itself, or (under sshd) each time the user presses Enter.
+    /// Waits for the decision until `deadline`: by itself, (under sshd) each time the user presses Enter, or (at
+    /// GNOME's own greeter) each time the person presses Done under the greeter's own QR code.
     private func waitForDecision(
         _ pending: PendingLoginConfirmation, text: String, inPrompt: Bool, until deadline: MonotonicClock.Instant
     ) throws -> LoginConfirmationDecision {
+        if login.dialogue.selection != nil { return try waitAtGNOMEsGreeter(pending, until: deadline) }
         if !inPrompt { try login.show(text, isError: false) }
         var prompt = text + "\nPress Enter once approved: "
         while MonotonicClock.now() < deadline {
@@ -75,6 +89,27 @@ struct ConfirmLogin {
             // After Enter the approval is usually there already; a short wait covers the last round trip.
             let decision = try sdk.waitForDecision(pending, upTo: inPrompt ? min(remaining, 3_000) : remaining)
             if decision != .pending { return decision }
+        }
+        return .expired
+    }
+
+    /// The greeter draws the link as a QR code with the code, and the person presses Done once approved. "Not yet"
+    /// is said inside the same conversation with the same approval again: the greeter shows it under a new Log In
+    /// button (a refusal after Done would leave it on a spinner). Its timeout, back button or Cancel end the
+    /// conversation, and the caller withdraws the confirmation.
+    private func waitAtGNOMEsGreeter(
+        _ pending: PendingLoginConfirmation, until deadline: MonotonicClock.Instant
+    ) throws -> LoginConfirmationDecision {
+        while MonotonicClock.now() < deadline {
+            let seconds = Int((deadline.milliseconds - MonotonicClock.now().milliseconds + 999) / 1000)
+            _ = try login.dialogue.select(
+                AuthSelection.approval(uri: pending.appLink, code: pending.code, timeout: seconds))
+            let remaining = Int(deadline.milliseconds - MonotonicClock.now().milliseconds)
+            let decision = try sdk.waitForDecision(pending, upTo: max(0, min(remaining, 3_000)))
+            if decision != .pending { return decision }
+            try login.show(
+                "XignIn: not approved yet. Approve the login on your device (code \(pending.code)), then press Done.",
+                isError: true)
         }
         return .expired
     }
