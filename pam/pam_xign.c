@@ -41,11 +41,9 @@ static const char *item(pam_handle_t *pamh, int type) {
     return (const char *)value;
 }
 
-PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    const char *user = NULL;
-    int rc = pam_get_user(pamh, &user, NULL);
-    if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
-    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+/* Calls `run` for user with the caller's items, in an environment of our own inside a setuid host. */
+static int run_isolated(pam_handle_t *pamh, int flags, int argc, const char **argv, const char *user,
+                        int (*run)(const xign_pam_context *)) {
     int isolate = caller_controls_environment();
     xign_pam_context context = {
         .user = user,
@@ -60,9 +58,17 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
         .pamh = pamh,
     };
     if (isolate) leave_host_environment();
-    rc = xign_pam_authenticate(&context);
+    int rc = run(&context);
     if (isolate) return_host_environment();
     return rc;
+}
+
+PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = NULL;
+    int rc = pam_get_user(pamh, &user, NULL);
+    if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
+    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+    return run_isolated(pamh, flags, argc, argv, user, xign_pam_authenticate);
 }
 
 /* Nothing to set: the login proves the user, it grants no credentials. */
@@ -71,10 +77,12 @@ PAM_EXTERN int pam_sm_setcred(pam_handle_t *pamh, int flags, int argc, const cha
     return PAM_SUCCESS;
 }
 
-/* Accounts are managed elsewhere; this module has no say. */
+/* A user the manager serves here comes in only while it says so, however the user was proved (an SSH key too);
+   others are not ours to judge. The user is the one authenticated: no prompt here. */
 PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    (void)pamh; (void)flags; (void)argc; (void)argv;
-    return PAM_IGNORE;
+    const char *user = item(pamh, PAM_USER);
+    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+    return run_isolated(pamh, flags, argc, argv, user, xign_pam_account);
 }
 
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer) {

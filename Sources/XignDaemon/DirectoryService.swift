@@ -95,8 +95,8 @@ public final class DirectoryService: @unchecked Sendable {
     private func publish(_ change: ([DirectoryUser]?) -> [DirectoryUser]) throws {
         try writing.withLock {
             let list = change(state.withLock { users })
-            let written = try cache.write(
-                list, validUntil: (Int64(Date().timeIntervalSince1970 * 1000) + keepMilliseconds) / 1000)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let written = try cache.write(list, validUntil: (now + keepMilliseconds) / 1000, answeredAt: now / 1000)
             state.withLock {
                 users = list
                 names = Set(written.served.map(\.loginName))
@@ -123,7 +123,7 @@ public final class DirectoryService: @unchecked Sendable {
     private func serves(_ query: DirectoryQuery) -> Bool {
         state.withLock {
             switch query {
-            case .name(let name): names.contains(name)
+            case .name(let name), .recheck(let name): names.contains(name)
             case .id(let id): ids.contains(Int64(id))
             }
         }
@@ -150,8 +150,9 @@ public final class DirectoryService: @unchecked Sendable {
     }
 
     /// The answer to a miss of `uid`'s: asks the manager for that account (for the whole directory while none has
-    /// come).
+    /// come). A recheck (root's alone) replaces what the cache holds for the name with the manager's answer.
     func answer(_ query: DirectoryQuery, for uid: uid_t) -> DirectoryQuery.Answer {
+        if case .recheck(let name) = query { return recheck(name, for: uid) }
         if serves(query) { return .found }
         guard spendMiss(for: uid) else { return .unavailable }
         if state.withLock({ users == nil }) {
@@ -172,6 +173,30 @@ public final class DirectoryService: @unchecked Sendable {
             }
         }
         return serves(query) ? .found : .notFound
+    }
+
+    private func recheck(_ name: String, for uid: uid_t) -> DirectoryQuery.Answer {
+        guard uid == 0 else {
+            log(LOG_NOTICE, "a recheck of \(name) from uid \(uid) was refused: only root's account phase asks one")
+            return .unavailable
+        }
+        guard spendMiss(for: uid) else { return .unavailable }
+        if state.withLock({ users == nil }) {
+            refresh()
+            return serves(.name(name)) ? .found : .notFound
+        }
+        do {
+            let found = try fetch(.name(name))
+            try publish { current in
+                (current ?? []).filter { user in
+                    user.loginName != name && !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
+                } + found
+            }
+        } catch {
+            log(LOG_WARNING, "a recheck of \(name) could not ask the manager: \(error)")
+            return .unavailable
+        }
+        return serves(.name(name)) ? .found : .notFound
     }
 
     /// The accept loop of the NSS socket: one short-lived thread per query, at most `maximumConnections` at once.

@@ -42,6 +42,44 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
     return Login(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run().pamCode
 }
 
+/// The entry point the C shim calls from pam_sm_acct_mgmt: whether a user the manager serves here may come in now.
+@_cdecl("xign_pam_account")
+public func xignPAMAccount(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    guard let context = context?.pointee, let user = string(context.user) else { return PAM_USER_UNKNOWN }
+    let pamh = context.pamh
+    let log: (Int32, String) -> Void = { priority, message in xign_pam_log(pamh, priority, LogText.line(message)) }
+    var arguments: [String] = []
+    if let argv = context.argv {
+        for index in 0..<Int(max(0, min(context.argc, 64))) {
+            if let argument = string(argv[index]) { arguments.append(argument) }
+        }
+    }
+    var options: LoginOptions
+    do { options = try LoginOptions(arguments: arguments) } catch {
+        log(LOG_ERR, "configuration error: \(error)")
+        return PAM_SERVICE_ERR
+    }
+    options.silent = context.silent != 0
+    let caller = LoginCaller(
+        user: user, service: string(context.service), ruser: string(context.ruser), rhost: string(context.rhost),
+        tty: string(context.tty), inSetuidHost: context.caller_controls_environment != 0)
+    return AccountCheck(caller: caller, options: options, conversation: PAMConversation(pamh: pamh), log: log).run()
+        .pamCode
+}
+
+extension AccountCheck.Decision {
+    var pamCode: Int32 {
+        switch self {
+        case .notServed, .ignored: PAM_IGNORE
+        case .allowed: PAM_SUCCESS
+        case .refused(.locked): PAM_ACCT_EXPIRED
+        case .refused(.notOnThisHost), .refused(.failed): PAM_PERM_DENIED
+        case .refused(.unchecked): PAM_AUTHINFO_UNAVAIL
+        case .misconfigured: PAM_SERVICE_ERR
+        }
+    }
+}
+
 private func string(_ pointer: UnsafePointer<CChar>?) -> String? {
     guard let pointer else { return nil }
     let bytes = UnsafeBufferPointer(start: pointer, count: strnlen(pointer, 1024)).map { UInt8(bitPattern: $0) }

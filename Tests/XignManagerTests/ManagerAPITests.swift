@@ -804,10 +804,13 @@ struct JoinedHost<Manager: ManagerFiles> {
     let key = try! P256PrivateKey()
     let hostId: String
 
-    init(_ api: API<Manager>, name: String = "web1") async throws {
+    init(_ api: API<Manager>, name: String = "web1", groups: [String] = []) async throws {
         self.api = api
         let token = try HostJoinToken(
-            parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
+            parsing: String(
+                try api.manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] }).stdout.split(
+                    separator: " "
+                ).last ?? ""))
         let join = try JSONEncoder.canonical.encode(
             HostJoinRequest(
                 joinSecret: token.secret, hostKey: Base64URL.encode(key.publicKey.derRepresentation),

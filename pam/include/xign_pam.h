@@ -25,6 +25,9 @@ typedef struct xign_pam_context {
 /* Runs the login; returns a PAM_* code. */
 int xign_pam_authenticate(const xign_pam_context *context);
 
+/* The account phase for context->user: PAM_IGNORE for users the manager does not serve here. */
+int xign_pam_account(const xign_pam_context *context);
+
 /* Shows text, or asks and stores a malloc'd answer in *answer (for prompts). Returns a PAM_* code. */
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer);
 
