@@ -157,7 +157,7 @@ extension CustomRegistrationStepRequest: LimitedMessage {
     public func checkLimits() throws(LimitViolation) {
         try Limit.text("registrationId", registrationId, maximum: WireLimit.identifier)
         try Limit.text("waitToken", waitToken, maximum: WireLimit.nonce)
-        try Limit.text("data", data, maximum: 1024, allowsEmpty: true)
+        if let data { try Limit.line("data", data, maximum: 1024) }
     }
 }
 
