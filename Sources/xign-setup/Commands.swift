@@ -182,10 +182,14 @@ struct Doctor: ParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @Option(help: "Where the PAM service files are.") var pamDir = "/etc/pam.d"
+    @Option(help: "The sshd whose effective configuration (sshd -T) is checked, where it is installed.")
+    var sshd = "/usr/sbin/sshd"
+    @Option(help: "That sshd's configuration file, when not its own default.") var sshdConfig: String?
 
     func run() throws {
         try reportingErrors(json: common.json) {
-            let diagnosis = try common.sdk(user: nil).diagnose(pamDirectory: pamDir)
+            let diagnosis = try common.sdk(user: nil).diagnose(
+                pamDirectory: pamDir, sshdConfiguration: try SSHDConfiguration.effective(sshd, file: sshdConfig))
             if common.json {
                 Output(json: true).emit([
                     "status": .string(diagnosis.status.rawValue),
