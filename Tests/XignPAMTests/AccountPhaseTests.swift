@@ -37,7 +37,7 @@ import XignTestSupport
             "sshd",
             """
             auth required \(method.contains("keyboard-interactive") ? "\(module) config=\(host.configPath) mode=confirm timeout=60" : "pam_deny.so")
-            account required \(module) config=\(host.configPath) timeout=5
+            account required \(module) config=\(host.configPath) timeout=10
             account required pam_permit.so
             session required pam_permit.so
 
