@@ -40,7 +40,8 @@ extension Diagnosis {
                 detail:
                     "\(past.map { $0.joined(separator: ",") }.joined(separator: " or ")) logs in without pam_xign's approval (AuthenticationMethods \(configured))",
                 hint:
-                    "set AuthenticationMethods publickey,keyboard-interactive (the key, then the approval) or keyboard-interactive, and PasswordAuthentication no, in /etc/ssh/sshd_config")
+                    "set AuthenticationMethods publickey,keyboard-interactive (the key, then the approval) or keyboard-interactive, and PasswordAuthentication no, in /etc/ssh/sshd_config"
+            )
         }
         return Item(
             name: "sshd", status: .ok,
@@ -63,6 +64,8 @@ extension Diagnosis {
             name: "account phase", status: .warning,
             detail:
                 "no account line with pam_xign.so: a lock or removal at the manager does not stop an SSH key, su from root or cron here",
-            hint: "sudo pam-auth-update --enable xign, or add `account required pam_xign.so` to /etc/pam.d/common-account")
+            hint:
+                "sudo pam-auth-update --enable xign, or add `account required pam_xign.so` to /etc/pam.d/common-account"
+        )
     }
 }

@@ -98,7 +98,9 @@ public final class SSHServer: @unchecked Sendable {
     }
 
     /// A new ed25519 key pair for a client: the private key's path and the public key's line.
-    public static func clientKey(in directory: TemporaryDirectory, named name: String = "id_ed25519") throws -> (
+    public static func clientKey(
+        in directory: TemporaryDirectory, named name: String = "id_ed25519"
+    ) throws -> (
         privateKey: String, publicKey: String
     ) {
         let path = directory.file(name)

@@ -142,7 +142,8 @@ public struct AccountCheck {
                 "XignIn: your account may no longer log in to this host (it was removed, or its host groups leave this host out); ask your administrator."
             case .unchecked:
                 "XignIn: this host cannot reach the identity manager to check your account, and its copy is too old to decide alone; try again when the manager is back, or ask your administrator."
-            case .failed: "XignIn: this host cannot check your account with the identity manager; ask your administrator."
+            case .failed:
+                "XignIn: this host cannot check your account with the identity manager; ask your administrator."
             }
         // Never a prompt here: sshd's account phase after a key has nobody to answer one (it fails the conversation).
         if !dialogue.silent { try? dialogue.show(text, isError: true) }

@@ -55,7 +55,8 @@ import XignTestSupport
     /// A host clock set back makes the last answer look young: one more than five minutes ahead counts as unknown.
     @Test func aLastAnswerFromTheFutureIsNoAnswer() throws {
         #expect(try check(age: -3600, settings: "offline_accounts = 1d").0 == .refused(.unchecked))
-        #expect(try check(age: -60, settings: "offline_accounts = 1d").0 != .refused(.unchecked), "a clock a minute off")
+        #expect(
+            try check(age: -60, settings: "offline_accounts = 1d").0 != .refused(.unchecked), "a clock a minute off")
     }
 
     @Test func aLockInTheCacheHoldsWhateverItsAge() throws {
@@ -75,7 +76,8 @@ import XignTestSupport
     @Test func aCacheOthersCanWriteServesNobody() throws {
         let cache = directory.file("writable")
         try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: false)
-        try writeTestFile(cache + "/passwd", Data("nina:*:2001000000:2001000000::/home/nina:/bin/bash\n".utf8), mode: 0o666)
+        try writeTestFile(
+            cache + "/passwd", Data("nina:*:2001000000:2001000000::/home/nina:/bin/bash\n".utf8), mode: 0o666)
         #expect(DirectoryFiles.accounts(in: cache).isEmpty)
         chmod(cache + "/passwd", 0o644)
         #expect(DirectoryFiles.accounts(in: cache).map(\.name) == ["nina"], "the control: root's alone")

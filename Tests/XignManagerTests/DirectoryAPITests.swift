@@ -61,7 +61,8 @@ import XignTestSupport
                 return Dictionary(uniqueKeysWithValues: users.map { ($0["loginName"] as? String ?? "", $0) })
             }
             var users = try await entries()
-            #expect(users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
+            #expect(
+                users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
 
             #expect(try api.manager.admin(["accounts", "lock", "alice@example.org"]).status == 0)
             users = try await entries()
@@ -74,7 +75,8 @@ import XignTestSupport
 
             #expect(try api.manager.admin(["accounts", "unlock", "alice@example.org"]).status == 0)
             users = try await entries()
-            #expect(users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
+            #expect(
+                users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
         }
     }
 }

@@ -25,8 +25,9 @@ import XignTestSupport
             throw TestFailure("accounts add: \(added.stderr)")
         }
         self.pin = pin.trimmingCharacters(in: .whitespacesAndNewlines)
-        for arguments in [["accounts", "set-host-groups", "nina@example.org", "web"], ["groups", "set-local", "web", "sudo"]]
-        {
+        for arguments in [
+            ["accounts", "set-host-groups", "nina@example.org", "web"], ["groups", "set-local", "web", "sudo"],
+        ] {
             let result = try manager.admin(arguments)
             guard result.status == 0 else { throw TestFailure("\(arguments): \(result.stderr)") }
         }

@@ -33,7 +33,8 @@ import XignTestSupport
         // The README's old setup: Debian's default takes keys, and nothing asks for more.
         let keys = try sshdItem("UsePAM yes\nKbdInteractiveAuthentication yes\nPasswordAuthentication no\n")
         #expect(keys["status"] as? String == "warning")
-        #expect((keys["detail"] as? String)?.hasPrefix("publickey logs in without pam_xign's approval") == true, "\(keys)")
+        #expect(
+            (keys["detail"] as? String)?.hasPrefix("publickey logs in without pam_xign's approval") == true, "\(keys)")
         #expect((keys["hint"] as? String)?.contains("AuthenticationMethods publickey,keyboard-interactive") == true)
 
         let passwords = try sshdItem(

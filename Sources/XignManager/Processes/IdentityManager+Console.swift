@@ -113,7 +113,9 @@ extension IdentityManager {
         switch request.action {
         case .lock:
             try await administration.lockAccount(email: email)
-            return ConsoleActionMessage(done: "Locked \(email): its devices can no longer log in or approve, and the hosts refuse it at the next login, an SSH key too."
+            return ConsoleActionMessage(
+                done:
+                    "Locked \(email): its devices can no longer log in or approve, and the hosts refuse it at the next login, an SSH key too."
             )
         case .unlock:
             try await administration.unlockAccount(email: email)
