@@ -20,18 +20,24 @@ public class ManagerFiles: @unchecked Sendable {
 
     /// Test settings: short lockout delays so escalation is observable, a cheap PIN hash, rate limits that only the
     /// abuse tests reach; `extraConfig` adds or overrides lines.
-    public static let testConfig = """
+    public static let testConfig = testConfig(firstLock: "300ms")
+
+    /// `testConfig` whose lock after the first wrong PIN is `firstLock` and whose longest lock is `longestLock`
+    /// (durations as manager.conf writes them: 300ms, 3s, 1h).
+    public static func testConfig(firstLock: String, longestLock: String = "5s") -> String {
+        """
         [pin]
         hash_iterations = 2000
         [lockout]
-        base_delay = 300ms
-        max_delay = 5s
+        base_delay = \(firstLock)
+        max_delay = \(longestLock)
         max_attempts = 4
         [limits]
         registrations_per_address = 1000
         registrations_per_email = 1000
         decrypts_per_address = 1000
         """
+    }
 
     /// `testConfig` with the `pam` service configured by `lines` (roles, authenticators, attributes…).
     public static func testConfig(pamService lines: String...) -> String {

@@ -314,7 +314,7 @@ import XignTestSupport
         database: TestDatabase
     ) async throws {
         try await InProcessManager.run(
-            config: ManagerProcess.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 1h"),
+            config: ManagerProcess.testConfig(firstLock: "1h"),
             database: database
         ) { inProcess in
             let api = inProcess.api
@@ -486,7 +486,7 @@ import XignTestSupport
     ) async throws {
         // A lock of 3 s, not the test config's 300 ms: the check that the lock refuses a start must come before it
         // ends, also on a loaded machine.
-        let config = ManagerFiles.testConfig.replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 3s")
+        let config = ManagerFiles.testConfig(firstLock: "3s")
         try await InProcessManager.run(config: config, database: database) { inProcess in
             let api = inProcess.api
             let payload = try await api.register("login@example.org")

@@ -29,9 +29,8 @@ import XignTestSupport
     static let lockAfterAWrongPIN: TimeInterval = 3
 
     @Test func theGreeterAsksForThePINRefusesAWrongOneAndLogsInWithTheRightOne() throws {
-        let config = ManagerProcess.testConfig.replacingOccurrences(
-            of: "base_delay = 300ms", with: "base_delay = \(Int(Self.lockAfterAWrongPIN))s")
-        let fixture = try PAMFixture(managerConfig: config, users: ["nobody"])
+        let fixture = try PAMFixture(
+            managerConfig: ManagerProcess.testConfig(firstLock: "\(Int(Self.lockAfterAWrongPIN))s"), users: ["nobody"])
         try Self.services(fixture)
         let greeter = try LightDM(pamServiceDirectory: fixture.confdir)
         defer {

@@ -7,9 +7,7 @@ import XignTestSupport
 /// The lockout as people meet it: parallel logins, a clock that is off, and a lock someone else tries to plant.
 @Suite struct PAMLockoutTests {
     /// The first failure locks for a minute, so a lock cannot run out while a test looks at it.
-    static let minuteLocks = ManagerProcess.testConfig
-        .replacingOccurrences(of: "base_delay = 300ms", with: "base_delay = 60s").replacingOccurrences(
-            of: "max_delay = 5s", with: "max_delay = 1h")
+    static let minuteLocks = ManagerProcess.testConfig(firstLock: "60s", longestLock: "1h")
 
     /// Runs `count` logins at once, each in its own harness process, and returns them in start order.
     func parallelLogins(
