@@ -1,6 +1,7 @@
 /* pam_xign: the PAM entry points. Everything else happens in XignPAM (Swift) behind xign_pam.h. */
 #include <security/pam_modules.h>
 #include <security/pam_ext.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -83,6 +84,40 @@ PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const c
     const char *user = item(pamh, PAM_USER);
     if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
     return run_isolated(pamh, flags, argc, argv, user, xign_pam_account);
+}
+
+#define APPROVAL_VARIABLE "XIGN_APPROVAL"
+
+void xign_pam_pass_approval(void *pamh, const char *confirmation_id) {
+    char entry[128];
+    if (snprintf(entry, sizeof entry, "%s=%s", APPROVAL_VARIABLE, confirmation_id) < (int)sizeof entry)
+        pam_putenv((pam_handle_t *)pamh, entry);
+}
+
+/* An approved SSH login covers its session where the host's policy says so (SessionCoverPhase). The approval is taken
+   out of the PAM environment here, so it never reaches the user's. */
+PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = item(pamh, PAM_USER);
+    const char *passed = pam_getenv(pamh, APPROVAL_VARIABLE);
+    char approval[128] = "";
+    if (passed != NULL && strlen(passed) < sizeof approval) strcpy(approval, passed);
+    if (passed != NULL) pam_putenv(pamh, APPROVAL_VARIABLE);
+    if (user == NULL || *user == '\0' || approval[0] == '\0') return PAM_IGNORE;
+    xign_pam_context context = {
+        .user = user, .service = item(pamh, PAM_SERVICE), .silent = (flags & PAM_SILENT) != 0,
+        .argc = argc, .argv = argv, .pamh = pamh,
+    };
+    return xign_pam_open_session(&context, approval);
+}
+
+PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = item(pamh, PAM_USER);
+    if (user == NULL || *user == '\0') return PAM_IGNORE;
+    xign_pam_context context = {
+        .user = user, .service = item(pamh, PAM_SERVICE), .silent = (flags & PAM_SILENT) != 0,
+        .argc = argc, .argv = argv, .pamh = pamh,
+    };
+    return xign_pam_close_session(&context);
 }
 
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer) {

@@ -41,7 +41,7 @@ extension XignSdk {
                     hint: "sudo pam-auth-update --enable xign-homes"))
         let services = ((try? Self.directoryEntries(pamDirectory)) ?? []).compactMap { name in
             (try? AtomicFile.read(pamDirectory + "/" + name, limit: 64 * 1024)).map {
-                (name: name, text: String(decoding: $0 ?? Data(), as: UTF8.self))
+                (name: name, text: String(decoding: $0, as: UTF8.self))
             }
         }
         items.append(Diagnosis.accountPhase(in: services))

@@ -53,9 +53,12 @@ public struct DirectoryCache: Sendable {
         public var refusedGroups: [String] = []
     }
 
-    /// Writes the cache for `users`, leaving out what collides, to be served until `validUntil`; the manager answered
-    /// at `answeredAt` (both seconds since 1970).
-    public func write(_ users: [DirectoryUser], validUntil: Int64 = .max, answeredAt: Int64 = 0) throws -> Written {
+    /// Writes the cache for `users`, leaving out what collides, and the host's sudo policies, to be served until
+    /// `validUntil`; the manager answered at `answeredAt` (both seconds since 1970).
+    public func write(
+        _ users: [DirectoryUser], sudoPolicies: [String: SudoPolicy] = [:], validUntil: Int64 = .max,
+        answeredAt: Int64 = 0
+    ) throws -> Written {
         let localUsers = try Self.entries(of: localPasswd)
         let localGroups = try Self.entries(of: localGroup)
         let localGroupIds = Dictionary(localGroups.map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
@@ -90,6 +93,9 @@ public struct DirectoryCache: Sendable {
             as: DirectoryFiles.memberships)
         try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: DirectoryFiles.group)
         try publish(served.map(Self.passwdLine), as: DirectoryFiles.passwd)
+        try publish(
+            sudoPolicies.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.rawValue)\n" },
+            as: DirectoryFiles.sudoPolicies)
         try publish(["\(validUntil)\n"], as: DirectoryFiles.validUntil)
         try publish(["\(answeredAt)\n"], as: DirectoryFiles.answeredAt)
         return written

@@ -11,8 +11,8 @@ import XignProtocol
 /// spends theirs leaves sshd's (root's) to the people logging in. A failed fetch leaves the cache as it was, to serve
 /// for `keepMilliseconds` after the manager last answered.
 public final class DirectoryService: @unchecked Sendable {
-    /// The whole directory (nil) or the account with one name or number.
-    public typealias Fetch = @Sendable (DirectoryQuery?) throws -> [DirectoryUser]
+    /// The whole directory (nil) or the account with one name or number, with the host's sudo policies either way.
+    public typealias Fetch = @Sendable (DirectoryQuery?) throws -> HostDirectory
 
     let cache: DirectoryCache
     let fetch: Fetch
@@ -27,6 +27,7 @@ public final class DirectoryService: @unchecked Sendable {
     private let state = NSCondition()
     /// The last whole directory with what misses brought since; nil until a whole one arrived.
     private var users: [DirectoryUser]?
+    private var sudoPolicies: [String: SudoPolicy] = [:]
     private var names: Set<String> = []
     private var ids: Set<Int64> = []
     private var refreshing = false
@@ -79,7 +80,7 @@ public final class DirectoryService: @unchecked Sendable {
         state.unlock()
         do {
             let fetched = try fetch(nil)
-            try publish { _ in fetched }
+            try publish(fetched.sudoPolicies) { _ in fetched.users }
         } catch {
             report(["the user directory was not refreshed, the cache stays as it was: \(error)"])
         }
@@ -92,13 +93,17 @@ public final class DirectoryService: @unchecked Sendable {
 
     /// Writes the cache from `change` applied to the current list, and serves what it wrote, for `keepMilliseconds`
     /// from now: it is written only after the manager answered.
-    private func publish(_ change: ([DirectoryUser]?) -> [DirectoryUser]) throws {
+    private func publish(
+        _ policies: [String: SudoPolicy], _ change: ([DirectoryUser]?) -> [DirectoryUser]
+    ) throws {
         try writing.withLock {
             let list = change(state.withLock { users })
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let written = try cache.write(list, validUntil: (now + keepMilliseconds) / 1000, answeredAt: now / 1000)
+            let written = try cache.write(
+                list, sudoPolicies: policies, validUntil: (now + keepMilliseconds) / 1000, answeredAt: now / 1000)
             state.withLock {
                 users = list
+                sudoPolicies = policies
                 names = Set(written.served.map(\.loginName))
                 ids = Set(written.served.map(\.uid))
             }
@@ -159,9 +164,10 @@ public final class DirectoryService: @unchecked Sendable {
             refresh()
         } else {
             do {
-                let found = try fetch(query)
+                let answer = try fetch(query)
+                let found = answer.users
                 if !found.isEmpty {
-                    try publish { current in
+                    try publish(answer.sudoPolicies) { current in
                         (current ?? []).filter { user in
                             !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
                         } + found
@@ -186,8 +192,9 @@ public final class DirectoryService: @unchecked Sendable {
             return serves(.name(name)) ? .found : .notFound
         }
         do {
-            let found = try fetch(.name(name))
-            try publish { current in
+            let answer = try fetch(.name(name))
+            let found = answer.users
+            try publish(answer.sudoPolicies) { current in
                 (current ?? []).filter { user in
                     user.loginName != name && !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
                 } + found

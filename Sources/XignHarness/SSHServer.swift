@@ -25,7 +25,8 @@ public final class SSHServer: @unchecked Sendable {
     }
 
     /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt), or
-    /// publickey, or a list sshd's AuthenticationMethods takes (`publickey,keyboard-interactive`: both, in turn).
+    /// publickey, or a list sshd's AuthenticationMethods takes (`publickey,keyboard-interactive`: both, in turn;
+    /// `publickey keyboard-interactive`: either).
     /// `launcher`: what sshd runs under, such as nsenter into a host's mount namespace. `authorizedKeys`: each user's
     /// public keys (`SSHServer.clientKey`), in a directory of the server's own.
     public init(
@@ -41,7 +42,7 @@ public final class SSHServer: @unchecked Sendable {
             atPath: keys, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
         chmod(directory.path, 0o755)
         for (user, key) in authorizedKeys { try writeTestFile(keys + "/" + user, Data((key + "\n").utf8), mode: 0o644) }
-        let methods = Set(method.split(separator: ",").map(String.init))
+        let methods = Set(method.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init))
         let config = try directory.write(
             "sshd_config",
             """

@@ -79,15 +79,10 @@ public struct AccountCheck {
         else { return .notServed }
         // Without root (a screen locker) neither the host key nor the manager is in reach: the cache's lock decides.
         guard geteuid() == 0 else { return entry.locked ? refuse(.locked) : .allowed(cacheAgeSeconds: cacheAge()) }
-        var configuration: ClientConfiguration
-        do { configuration = try ClientConfiguration.load(path: options.configPath) } catch {
+        let configuration: ClientConfiguration
+        do { configuration = try options.clientConfiguration() } catch {
             log(LOG_ERR, "configuration error: \(error)")
             return .misconfigured
-        }
-        if let seconds = options.timeoutSeconds {
-            configuration.http.timeoutMilliseconds = seconds * 1000
-            configuration.http.connectTimeoutMilliseconds = min(
-                configuration.http.connectTimeoutMilliseconds, seconds * 1000)
         }
         do {
             let sdk = try XignSdk(configuration: configuration, localUser: caller.user)

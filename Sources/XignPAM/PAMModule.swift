@@ -13,7 +13,32 @@ import Glibc
 public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
     guard let call = ModuleCall(context) else { return PAM_SERVICE_ERR }
     return call.run(ifTheNameIsNotUTF8: PAM_AUTH_ERR) { caller, options, conversation, log in
-        Login(caller: caller, options: options, conversation: conversation, log: log).run().pamCode
+        var login = Login(caller: caller, options: options, conversation: conversation, log: log)
+        // Only sshd's sessions are covered: a sudo's own session ends with its command.
+        if caller.service == "sshd" {
+            login.onApproval = { xign_pam_pass_approval(context?.pointee.pamh, $0) }
+        }
+        return login.run().pamCode
+    }
+}
+
+/// The entry points the C shim calls from pam_sm_open_session and pam_sm_close_session: an approved SSH login's cover.
+@_cdecl("xign_pam_open_session")
+public func xignPAMOpenSession(
+    _ context: UnsafePointer<xign_pam_context>?, _ approval: UnsafePointer<CChar>?
+) -> Int32 {
+    guard let call = ModuleCall(context) else { return PAM_IGNORE }
+    return call.run(ifTheNameIsNotUTF8: PAM_IGNORE) { caller, options, _, log in
+        SessionCoverPhase(caller: caller, options: options, log: log).open(approval: string(approval))
+            ? PAM_SUCCESS : PAM_IGNORE
+    }
+}
+
+@_cdecl("xign_pam_close_session")
+public func xignPAMCloseSession(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    guard let call = ModuleCall(context) else { return PAM_IGNORE }
+    return call.run(ifTheNameIsNotUTF8: PAM_IGNORE) { caller, options, _, log in
+        SessionCoverPhase(caller: caller, options: options, log: log).close() ? PAM_SUCCESS : PAM_IGNORE
     }
 }
 
@@ -99,7 +124,7 @@ extension LoginOutcome {
     /// The one table from outcomes to what libpam's stack understands.
     var pamCode: Int32 {
         switch self {
-        case .signedIn, .confirmed, .signedInOffline: PAM_SUCCESS
+        case .signedIn, .confirmed, .covered, .signedInOffline: PAM_SUCCESS
         case .wrongOfflinePIN(let left): left == 0 ? PAM_MAXTRIES : PAM_AUTH_ERR
         case .wrongPIN(let lock): lock.isPermanent ? PAM_MAXTRIES : PAM_AUTH_ERR
         case .locked, .attemptLimitReached: PAM_MAXTRIES

@@ -16,6 +16,8 @@ extension WireLimit {
     /// Accounts in one host's directory, and the local groups one account is given on a host.
     public static let directoryUsers = 50_000
     public static let localGroups = 32
+    /// PAM services a host's sudo policies name.
+    public static let sudoPolicies = 32
     /// The largest directory answer a host reads (a full one is about 150 bytes per account, signed).
     public static let directoryBytes = 12 * 1024 * 1024
 }
@@ -30,6 +32,8 @@ public enum DirectoryFiles {
     public static let validUntil = "valid-until"
     /// When the manager last answered (seconds since 1970, one line): how old what the cache says is.
     public static let answeredAt = "answered-at"
+    /// The host's sudo policies, a line `SERVICE POLICY` each (`*` for every other service).
+    public static let sudoPolicies = "sudo-policies"
     /// A locked account's password field in `passwd`, as `passwd -l` marks one.
     public static let lockedPassword = "!"
 
@@ -55,6 +59,19 @@ public enum DirectoryFiles {
     public static func answeredAt(in directory: String = Self.directory) -> Int64? {
         guard let data = try? AtomicFile.readTrusted(directory + "/" + answeredAt, limit: 64) else { return nil }
         return Int64(String(decoding: data.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
+    }
+
+    /// The host's sudo policies by PAM service, as the manager last said; none (every service fresh) without a cache.
+    public static func policies(in directory: String = Self.directory) -> [String: SudoPolicy] {
+        guard let data = try? AtomicFile.readTrusted(directory + "/" + sudoPolicies, limit: 64 * 1024) else {
+            return [:]
+        }
+        var table: [String: SudoPolicy] = [:]
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 2 { table[String(fields[0])] = SudoPolicy(rawValue: String(fields[1])) ?? .fresh }
+        }
+        return table
     }
 
     /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
@@ -146,12 +163,34 @@ public struct HostDirectory: Codable, Equatable, Sendable {
     public var hostId: String
     public var issuedAt: Int64
     public var users: [DirectoryUser]
+    /// What a sudo in an approved session needs here, by PAM service (`*`: every other), the strictest of the host's
+    /// groups; a service not listed is `fresh`.
+    public var sudoPolicies: [String: SudoPolicy]
 
-    public init(nonce: String, hostId: String, issuedAt: Int64, users: [DirectoryUser]) {
+    public init(
+        nonce: String, hostId: String, issuedAt: Int64, users: [DirectoryUser], sudoPolicies: [String: SudoPolicy] = [:]
+    ) {
         self.nonce = nonce
         self.hostId = hostId
         self.issuedAt = issuedAt
         self.users = users
+        self.sudoPolicies = sudoPolicies
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case nonce, hostId, issuedAt, users, sudoPolicies
+    }
+
+    /// A manager from before session covers sends no `sudoPolicies`: every service is fresh.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        nonce = try container.decode(String.self, forKey: .nonce)
+        hostId = try container.decode(String.self, forKey: .hostId)
+        issuedAt = try container.decode(Int64.self, forKey: .issuedAt)
+        users = try container.decode([DirectoryUser].self, forKey: .users)
+        // A policy this host does not know (a newer manager's) counts as the strictest.
+        let policies = try container.decodeIfPresent([String: String].self, forKey: .sudoPolicies) ?? [:]
+        sudoPolicies = policies.mapValues { SudoPolicy(rawValue: $0) ?? .fresh }
     }
 }
 
@@ -197,6 +236,12 @@ extension HostDirectory: LimitedMessage {
         try Limit.plainIdentifier("hostId", hostId)
         try Limit.list("users", users, maximum: WireLimit.directoryUsers) { user throws(LimitViolation) in
             try user.checkLimits()
+        }
+        try Limit.list("sudoPolicies", Array(sudoPolicies.keys), maximum: WireLimit.sudoPolicies) {
+            service throws(LimitViolation) in
+            try Limit.require(
+                service == SudoPolicy.everyService || IdentifierValidator.isValid(service), "sudoPolicies",
+                "names a PAM service that is not 1 to 64 printable ASCII characters without spaces")
         }
     }
 }

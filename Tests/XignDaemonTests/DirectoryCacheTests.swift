@@ -44,7 +44,7 @@ import XignTestSupport
     @Test func aUsersMissesAreTheirOwn() throws {
         let directory = TemporaryDirectory()
         let service = DirectoryService(
-            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []), fetch: { _ in [] },
+            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []), fetch: { _ in Self.answer([]) },
             missBurst: 3, missesPerSecond: 0.001, log: { _, _ in })
         service.refresh()
         let nobody: uid_t = 65534
@@ -76,6 +76,29 @@ import XignTestSupport
         #expect(DirectoryFiles.answeredAt(in: directory.file("cache")) == 1_800_000_000)
     }
 
+    /// The manager's answer with `users`, as xignd's fetch returns it.
+    static func answer(_ users: [DirectoryUser], sudoPolicies: [String: SudoPolicy] = [:]) -> HostDirectory {
+        HostDirectory(nonce: "n", hostId: "h", issuedAt: 0, users: users, sudoPolicies: sudoPolicies)
+    }
+
+    /// The host's sudo policies go with the directory into the cache, where the PAM module reads them; a policy this
+    /// host does not know (a newer manager's) reads as the strictest, and a manager that sends none leaves all fresh.
+    @Test func theSudoPoliciesReachTheCache() throws {
+        let directory = TemporaryDirectory()
+        let service = DirectoryService(
+            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []),
+            fetch: { _ in Self.answer([], sudoPolicies: ["sudo": .session, "su": .fresh]) }, log: { _, _ in })
+        service.refresh()
+        let policies = DirectoryFiles.policies(in: directory.file("cache"))
+        #expect(policies == ["sudo": .session, "su": .fresh])
+        #expect(SudoPolicy.of("sudo", in: policies) == .session && SudoPolicy.of("pkexec", in: policies) == .fresh)
+        let newer = #"{"nonce":"n","hostId":"h","issuedAt":0,"users":[],"sudoPolicies":{"*":"session","sudo":"pin"}}"#
+        let decoded = try JSONDecoder().decode(HostDirectory.self, from: Data(newer.utf8))
+        #expect(decoded.sudoPolicies == ["*": .session, "sudo": .fresh])
+        let older = #"{"nonce":"n","hostId":"h","issuedAt":0,"users":[]}"#
+        #expect(try JSONDecoder().decode(HostDirectory.self, from: Data(older.utf8)).sudoPolicies.isEmpty)
+    }
+
     /// Only root's account phase has xignd take the manager's word about a served name: a user asking for a recheck
     /// is refused and the manager is not asked; root's recheck drops a name the manager no longer serves here.
     @Test func aRecheckIsRootsAlone() throws {
@@ -86,7 +109,7 @@ import XignTestSupport
             cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []),
             fetch: { _ in
                 asked.value += 1
-                return served.value ? [Self.user("nina", 2_001_000_001)] : []
+                return Self.answer(served.value ? [Self.user("nina", 2_001_000_001)] : [])
             }, log: { _, _ in })
         service.refresh()
         #expect(service.answer(.name("nina"), for: 1000) == .found)

@@ -864,6 +864,18 @@ struct JoinedHost<Manager: ManagerFiles> {
             headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
     }
 
+    /// A request `make` builds over a fresh challenge, host-signed (by `key`, or the host's own) and sent to `path`.
+    func signed(
+        _ path: String, key: P256PrivateKey? = nil, _ make: (_ challenge: String) -> some Encodable
+    ) async throws -> APIAnswer {
+        let challenge =
+            try await api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"]
+            as? String ?? ""
+        let body = try JSONEncoder.canonical.encode(make(challenge))
+        return try await api.call(
+            "POST", path, body: body, headers: try Self.signed(key ?? self.key, path, body, challenge: challenge))
+    }
+
     /// The host's directory (POST /v1/hosts/directory), host-signed over a challenge it spends.
     func directory(
         loginName: String? = nil, uid: Int64? = nil, key: P256PrivateKey? = nil
