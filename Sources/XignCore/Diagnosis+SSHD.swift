@@ -48,6 +48,28 @@ extension Diagnosis {
             detail: "every way in asks pam_xign (AuthenticationMethods \(configured))", hint: nil)
     }
 
+    /// sudo's settings (`sudo -V` as root): a timestamp that outlives the sudo lets the next ones past the approval.
+    public static func sudo(settings text: String) -> Item {
+        let prefix = "Authentication timestamp timeout: "
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }),
+            let minutes = Double(line.dropFirst(prefix.count).split(separator: " ").first ?? "")
+        else {
+            return Item(
+                name: "sudo timestamp", status: .warning, detail: "sudo -V did not tell its timestamp timeout",
+                hint: "check that Defaults timestamp_timeout=0 is in /etc/sudoers.d/xign")
+        }
+        guard minutes == 0 else {
+            return Item(
+                name: "sudo timestamp", status: .warning,
+                detail:
+                    "sudo lets a sudo in the next \(line.dropFirst(prefix.count)) after one through without asking pam_xign",
+                hint:
+                    "add Defaults timestamp_timeout=0 to /etc/sudoers.d/xign (visudo -f); an approved SSH session covers its sudos where a host group's sudo policy is session"
+            )
+        }
+        return Item(name: "sudo timestamp", status: .ok, detail: "every sudo asks pam_xign", hint: nil)
+    }
+
     /// A PAM service line of the account phase with pam_xign in `files` (name and text): without one, a lock at the
     /// manager does not stop a login that never meets the auth phase.
     static func accountPhase(in files: [(name: String, text: String)]) -> Item {

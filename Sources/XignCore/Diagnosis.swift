@@ -41,10 +41,12 @@ public struct Diagnosis: Sendable {
 extension XignSdk {
     /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`; with
     /// `sshdConfiguration` (what `sshd -T` printed, or why it could not run), whether SSH logins meet pam_xign's
-    /// approval.
+    /// approval; with `sudoSettings` (what `sudo -V` printed as root), on a joined host, whether sudo's own timestamp
+    /// lets a sudo past the approval.
     public func diagnose(
         pamDirectory: String = "/etc/pam.d", nsswitch: String = "/etc/nsswitch.conf",
-        directory: String = DirectoryFiles.directory, sshdConfiguration: Result<String, any Error>? = nil
+        directory: String = DirectoryFiles.directory, sshdConfiguration: Result<String, any Error>? = nil,
+        sudoSettings: Result<String, any Error>? = nil
     ) -> Diagnosis {
         var items: [Diagnosis.Item] = []
         let wantsTPM = configuration.deviceKey == .tpm
@@ -107,6 +109,7 @@ extension XignSdk {
         items.append(checkPAM(pamDirectory))
         if !((try? hostEnrolments()) ?? []).isEmpty {
             items += checkDirectory(pamDirectory: pamDirectory, nsswitch: nsswitch, directory: directory)
+            if case .success(let text) = sudoSettings { items.append(Diagnosis.sudo(settings: text)) }
         }
         switch sshdConfiguration {
         case .success(let text): items.append(Diagnosis.sshd(effectiveConfiguration: text))

@@ -16,8 +16,10 @@ public struct SessionCover: Sendable, Equatable, Codable {
 
 extension XignSdk {
     /// Asks the manager to let the approval of `loginName`'s login cover its audit session.
-    public func openSessionCover(confirmationId: String, loginName: String, auditSession: Int64) throws -> SessionCover {
-        try hostCall(APIPath.sessionCovers, loginName: loginName, auditSession: auditSession) { host, challenge, nonce in
+    public func openSessionCover(confirmationId: String, loginName: String, auditSession: Int64) throws -> SessionCover
+    {
+        try hostCall(APIPath.sessionCovers, loginName: loginName, auditSession: auditSession) {
+            host, challenge, nonce in
             SessionCoverRequest(
                 hostId: host.hostId, challenge: challenge, nonce: nonce, confirmationId: confirmationId,
                 loginName: loginName, auditSession: auditSession)
@@ -48,7 +50,9 @@ extension XignSdk {
             SessionCoverEndRequest(hostId: host.hostId, challenge: challenge, coverId: cover.coverId))
         _ = try client.exchange(
             "POST", APIPath.sessionCoverEnd, body: body,
-            headers: [try ManagerClient.signatureHeader(APIPath.sessionCoverEnd, body: body, challenge: challenge, key: key)])
+            headers: [
+                try ManagerClient.signatureHeader(APIPath.sessionCoverEnd, body: body, challenge: challenge, key: key)
+            ])
     }
 
     /// A host-signed request over a fresh challenge, and the cover the pinned manager key signed for this host, this

@@ -14,8 +14,9 @@ public struct SessionCoverPhase {
     let options: LoginOptions
     let log: (_ priority: Int32, _ message: String) -> Void
 
-    public init(caller: LoginCaller, options: LoginOptions, log: @escaping (_ priority: Int32, _ message: String) -> Void)
-    {
+    public init(
+        caller: LoginCaller, options: LoginOptions, log: @escaping (_ priority: Int32, _ message: String) -> Void
+    ) {
         self.caller = caller
         self.options = options
         self.log = log
@@ -39,7 +40,9 @@ public struct SessionCoverPhase {
                 confirmationId: approval, loginName: caller.user, auditSession: session)
             try SessionCoverRecords(stateDirectory: configuration.stateDirectory).save(
                 cover, user: caller.user, uid: user.uid)
-            log(LOG_NOTICE, "approval \(approval) covers audit session \(session) of \(caller.user): cover \(cover.coverId)")
+            log(
+                LOG_NOTICE,
+                "approval \(approval) covers audit session \(session) of \(caller.user): cover \(cover.coverId)")
             return true
         } catch {
             log(LOG_WARNING, "no cover for \(caller.user)'s approved login: \(error)")

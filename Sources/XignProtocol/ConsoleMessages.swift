@@ -20,7 +20,7 @@ public enum ConsoleRole: String, Codable, Sendable, CaseIterable {
     public func may(_ action: ConsoleAction) -> Bool {
         switch (self, action) {
         case (.admin, _): true
-        case (.helpdesk, .lock), (.helpdesk, .unlock), (.helpdesk, .reissueActivation): true
+        case (.helpdesk, .lock), (.helpdesk, .unlock), (.helpdesk, .reissueActivation), (.helpdesk, .endCover): true
         case (.helpdesk, _): false
         }
     }
@@ -37,6 +37,8 @@ public enum ConsoleAction: String, Codable, Sendable, CaseIterable {
     case setRole
     case delete
     case setOfflinePolicy
+    /// Ends one of the account's session covers (`coverId`).
+    case endCover
     /// Makes an account and mails its activation data; the answer holds its activation PIN, once.
     case invite
     /// Issues a join token for a new host; the answer holds it, once.
@@ -72,6 +74,8 @@ public struct ConsoleActionRequest: Codable, Equatable, Sendable {
     /// setOfflinePolicy: nil for the manager's own; a grace of 0 turns offline login off.
     public var offlineGraceSeconds: Int64?
     public var offlineMaxFailures: Int?
+    /// endCover.
+    public var coverId: String?
 
     public init(deviceId: String, challenge: String, action: ConsoleAction, accountId: String?) {
         (self.deviceId, self.challenge, self.action, self.accountId) = (deviceId, challenge, action, accountId)
@@ -106,5 +110,6 @@ extension ConsoleActionRequest: LimitedMessage {
         for group in hostGroups ?? [] { try Limit.text("hostGroups[]", group, maximum: WireLimit.identifier) }
         try Limit.text("targetDeviceId", targetDeviceId, maximum: WireLimit.identifier, allowsEmpty: true)
         try Limit.text("activationId", activationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("coverId", coverId, maximum: WireLimit.identifier, allowsEmpty: true)
     }
 }

@@ -4,6 +4,10 @@ import XignCore
 import XignProtocol
 import XignTerminal
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension QRStyle: ExpressibleByArgument {}
 
 struct List: ParsableCommand {
@@ -185,11 +189,15 @@ struct Doctor: ParsableCommand {
     @Option(help: "The sshd whose effective configuration (sshd -T) is checked, where it is installed.")
     var sshd = "/usr/sbin/sshd"
     @Option(help: "That sshd's configuration file, when not its own default.") var sshdConfig: String?
+    @Option(help: "The sudo whose settings (sudo -V, as root) are checked on a joined host, where it is installed.")
+    var sudo = "/usr/bin/sudo"
 
     func run() throws {
         try reportingErrors(json: common.json) {
             let diagnosis = try common.sdk(user: nil).diagnose(
-                pamDirectory: pamDir, sshdConfiguration: try SSHDConfiguration.effective(sshd, file: sshdConfig))
+                pamDirectory: pamDir,
+                sshdConfiguration: ProgramOutput.of(sshd, ["-T"] + (sshdConfig.map { ["-f", $0] } ?? [])),
+                sudoSettings: getuid() == 0 ? ProgramOutput.of(sudo, ["-V"]) : nil)
             if common.json {
                 Output(json: true).emit([
                     "status": .string(diagnosis.status.rawValue),

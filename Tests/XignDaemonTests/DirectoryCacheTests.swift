@@ -44,7 +44,8 @@ import XignTestSupport
     @Test func aUsersMissesAreTheirOwn() throws {
         let directory = TemporaryDirectory()
         let service = DirectoryService(
-            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []), fetch: { _ in Self.answer([]) },
+            cache: DirectoryCache(directory: directory.file("cache"), reservedNames: []),
+            fetch: { _ in Self.answer([]) },
             missBurst: 3, missesPerSecond: 0.001, log: { _, _ in })
         service.refresh()
         let nobody: uid_t = 65534

@@ -15,7 +15,9 @@ import XignTestSupport
             let setup = try await WaitingTests.Waiting(api)
             let host = setup.host
             let other = try await JoinedHost(api, name: "web2")
-            func open(_ confirmation: String, on host: JoinedHost<ManagerFiles> = host, session: Int64 = 41)
+            func open(
+                _ confirmation: String, on host: JoinedHost<ManagerFiles> = host, session: Int64 = 41
+            )
                 async throws -> APIAnswer
             {
                 try await host.signed(APIPath.sessionCovers) {
@@ -71,15 +73,17 @@ import XignTestSupport
             #expect(try api.manager.admin(["accounts", "covers", "alice@example.org", "--end"]).status == 0)
             let ended = try await use(coverId)
             #expect(ended.status == 409 && "\(ended.json)".contains("was ended"), "\(ended.json)")
-            let second = try await open(try await approved(), session: 43).signedPayload(
-                key: try api.managerKey, type: SignedAnswerType.sessionCover)["coverId"] as? String ?? ""
+            let second =
+                try await open(try await approved(), session: 43).signedPayload(
+                    key: try api.managerKey, type: SignedAnswerType.sessionCover)["coverId"] as? String ?? ""
             let closed = try await host.signed(APIPath.sessionCoverEnd) {
                 SessionCoverEndRequest(hostId: host.hostId, challenge: $0, coverId: second)
             }
             #expect(closed.status == 204, "\(closed.json)")
             #expect(try await use(second, session: 43).status == 409)
-            let third = try await open(try await approved(), session: 44).signedPayload(
-                key: try api.managerKey, type: SignedAnswerType.sessionCover)["coverId"] as? String ?? ""
+            let third =
+                try await open(try await approved(), session: 44).signedPayload(
+                    key: try api.managerKey, type: SignedAnswerType.sessionCover)["coverId"] as? String ?? ""
             #expect(try await use(third, session: 44).status == 200, "the control before the lock")
             #expect(try api.manager.admin(["accounts", "lock", "alice@example.org"]).status == 0)
             let locked = try await use(third, session: 44)

@@ -130,7 +130,8 @@ import XignTestSupport
         #expect(try records().count == 1, "the host keeps the session's cover")
 
         // A key's session on the same host: no approval opened it, so its sudo asks.
-        let keyed = try server.ssh("nina", "sudo -k id -un", terminal: true, identity: key.privateKey, methods: "publickey")
+        let keyed = try server.ssh(
+            "nina", "sudo -k id -un", terminal: true, identity: key.privateKey, methods: "publickey")
         try keyed.expect("type the code")
         keyed.send("\u{3}")
         // A process in another audit session (as cron's pam_loginuid makes one), nina's, asks too.
@@ -143,8 +144,15 @@ import XignTestSupport
         try other.expect("type the code")
         other.send("\u{3}")
 
-        // The administrator ends the cover: the next sudo in that session asks, and the phone's approval lets it in.
-        #expect(try manager.admin(["accounts", "covers", "nina@example.org", "--end"]).status == 0)
+        // An administrator ends the cover in the console: the next sudo in that session asks, and the phone's approval
+        // lets it in.
+        let console = ConsoleTests.browser(in: manager.directory, "end-cover")
+        let adminPIN = try ConsoleTests.administrator(manager, console, "root@example.org")
+        let signedIn = try console.consoleSignIn(manager.browserURL + "/console", pin: adminPIN)
+        #expect(signedIn.error.isEmpty, "\(signedIn)")
+        let ended = try console.consoleAct(
+            "endCover", on: "nina@example.org", at: manager.browserURL + "/console/accounts")
+        #expect(ended.status.hasPrefix("Ended the cover"), "\(ended)")
         ssh.send("\r")
         try approveShown(ssh, number: 2)
         try ssh.expect("step-2")

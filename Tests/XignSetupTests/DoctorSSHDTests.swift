@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XignCore
 import XignTestSupport
 
 /// `xign-setup doctor` reads the real sshd's effective configuration (`sshd -T`, defaults and all): a key alone must
@@ -55,5 +56,23 @@ import XignTestSupport
 
         let noPAM = try sshdItem("UsePAM no\nAuthenticationMethods keyboard-interactive\n")
         #expect(noPAM["status"] as? String == "failure", "\(noPAM)")
+    }
+
+    /// On a joined host doctor reads `sudo -V` (as root): Debian's default timestamp of 15 minutes lets sudos past the
+    /// approval and warns; the README's `Defaults timestamp_timeout=0` (in a sudoers of this mount namespace) is ok.
+    @Test func sudosOwnTimestampWarnsUntilItIsZero() throws {
+        let debian = try ChildProcess("/usr/bin/sudo", ["-V"], in: directory).wait()
+        try #require(debian.stdout.contains("Authentication timestamp timeout: 15.0 minutes"), "\(debian.stdout)")
+        let warned = XignCore.Diagnosis.sudo(settings: debian.stdout)
+        #expect(warned.status == .warning && warned.detail.contains("15.0 minutes"), "\(warned)")
+
+        let sudoers = try directory.write(
+            "sudoers",
+            try String(contentsOfFile: "/etc/sudoers", encoding: .utf8) + "Defaults timestamp_timeout=0\n", mode: 0o440)
+        let zero = try ChildProcess(
+            "/usr/bin/unshare",
+            ["--mount", "/bin/sh", "-c", "mount --bind \(sudoers) /etc/sudoers && exec /usr/bin/sudo -V"], in: directory
+        ).wait()
+        #expect(XignCore.Diagnosis.sudo(settings: zero.stdout).status == .ok, "\(zero.stdout)\(zero.stderr)")
     }
 }

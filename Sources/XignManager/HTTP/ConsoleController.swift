@@ -137,6 +137,14 @@ struct ConsoleController<Context: RequestContext> {
         account["offlineFailures"] = detail.account.offlineMaxFailures.map { "\($0)" } ?? ""
         values["account"] = account
         values["isAdmin"] = user.role == .admin
+        values["hasCovers"] = !detail.covers.isEmpty
+        values["covers"] = detail.covers.map { cover -> [String: String] in
+            [
+                "id": cover.id, "host": DisplayText.marked(cover.host), "loginName": cover.loginName,
+                "auditSession": "\(cover.auditSession)", "since": Self.time(cover.openedAt),
+                "until": Self.time(cover.expiresAt),
+            ]
+        }
         values["devices"] = detail.activations.map { activation -> [String: Any] in
             [
                 "name": DisplayText.marked(

@@ -53,11 +53,8 @@ extension Administration {
                 throw ManagerError(
                     .notFound, .notFound, "no account \(email.prefix(254)); `xign-manager admin accounts` lists them")
             }
-            return try await store.activeSessionCovers(accountId: account.id, now: IdentityManager.now()).map {
-                SessionCoverSummary(
-                    id: $0.id, host: $0.hostName, loginName: $0.loginName, approval: $0.confirmationId,
-                    auditSession: $0.auditSession, openedAt: $0.createdAt, expiresAt: $0.expiresAt)
-            }
+            return try await store.activeSessionCovers(accountId: account.id, now: IdentityManager.now()).map(
+                \.summary)
         }
     }
 
@@ -83,5 +80,13 @@ extension Administration {
         }
         manager.logger.notice("session covers ended", metadata: ["email": "\(email)", "count": "\(ended.count)"])
         return ended.count
+    }
+}
+
+extension ManagerStore.SessionCoverRecord {
+    var summary: Administration.SessionCoverSummary {
+        Administration.SessionCoverSummary(
+            id: id, host: hostName, loginName: loginName, approval: confirmationId, auditSession: auditSession,
+            openedAt: createdAt, expiresAt: expiresAt)
     }
 }

@@ -115,7 +115,7 @@ extension IdentityManager {
             try await administration.lockAccount(email: email)
             return ConsoleActionMessage(
                 done:
-                    "Locked \(email): its devices can no longer log in or approve, and the hosts refuse it at the next login, an SSH key too."
+                    "Locked \(email): its devices can no longer log in or approve, the hosts refuse it at the next login, an SSH key too, and its sessions' covers ended."
             )
         case .unlock:
             try await administration.unlockAccount(email: email)
@@ -149,6 +149,13 @@ extension IdentityManager {
                 maxFailures: request.offlineMaxFailures,
                 email: email)
             return ConsoleActionMessage(done: "Offline policy of \(email) set.")
+        case .endCover:
+            let ended = try await administration.endSessionCovers(
+                email: email, coverId: try field(request.coverId, "coverId"))
+            return ConsoleActionMessage(
+                done: ended == 0
+                    ? "That cover had ended already."
+                    : "Ended the cover: the next sudo in that session asks for an approval.")
         case .invite, .addHost, .removeHost: preconditionFailure("not an account's action")
         }
     }
@@ -193,6 +200,7 @@ extension IdentityManager {
         var account: ManagerStore.ConsoleAccount
         var activations: [ActivationSummary]
         var hostGroups: [String]
+        var covers: [Administration.SessionCoverSummary]
     }
 
     func consoleAccounts(matching search: String, page: ListPage) async throws -> Page<ManagerStore.ConsoleAccount> {
@@ -208,7 +216,8 @@ extension IdentityManager {
             guard let account = try await store.consoleAccount(id: id) else { return nil }
             return ConsoleAccountDetail(
                 account: account, activations: try await store.activationSummaries(email: account.email),
-                hostGroups: try await store.hostGroups(accountId: id))
+                hostGroups: try await store.hostGroups(accountId: id),
+                covers: try await store.activeSessionCovers(accountId: id, now: Self.now()).map(\.summary))
         }
     }
 

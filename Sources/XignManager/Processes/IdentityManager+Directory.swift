@@ -20,7 +20,8 @@ extension IdentityManager {
         logger.debug("directory served", metadata: ["host": "\(request.hostId)", "users": "\(users.count)"])
         return try signer.sign(
             HostDirectory(
-                nonce: request.nonce, hostId: request.hostId, issuedAt: Self.now(), users: users, sudoPolicies: policies),
+                nonce: request.nonce, hostId: request.hostId, issuedAt: Self.now(), users: users, sudoPolicies: policies
+            ),
             type: SignedAnswerType.hostDirectory)
     }
 }

@@ -68,7 +68,8 @@ extension ManagerStore {
     }
 
     func isConfirmationCovered(_ confirmationId: String) async throws -> Bool {
-        try await sql.raw("SELECT id FROM session_covers WHERE confirmation_id = \(bind: confirmationId)").first() != nil
+        try await sql.raw("SELECT id FROM session_covers WHERE confirmation_id = \(bind: confirmationId)").first()
+            != nil
     }
 
     func sessionCover(id: String) async throws -> SessionCoverRecord? {

@@ -461,7 +461,8 @@ async function consoleAccount() {
   });
   for (const button of document.querySelectorAll("button[data-action]")) {
     button.addEventListener("click", () => act(button.dataset.action, {
-      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId, hostName: button.dataset.hostName }));
+      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId, hostName: button.dataset.hostName,
+      coverId: button.dataset.coverId }));
   }
   const words = (id) => $(id).value.split(/\s+/).filter((w) => w);
   const number = (id) => ($(id).value === "" ? undefined : Number($(id).value));

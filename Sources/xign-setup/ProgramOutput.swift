@@ -1,17 +1,18 @@
 import Foundation
 
-/// What `sshd -T` prints: sshd's effective configuration, after its defaults and Include files, which doctor checks.
-enum SSHDConfiguration {
+/// What a program that reports a configuration prints, for doctor: `sshd -T` (sshd's effective configuration, after
+/// its defaults and Include files) and `sudo -V` (sudoers' settings, as root).
+enum ProgramOutput {
     struct Unreadable: Error, CustomStringConvertible {
         let description: String
     }
 
-    /// nil where `sshd` is not installed; otherwise what it printed, or why it did not, within five seconds.
-    static func effective(_ sshd: String, file: String?) -> Result<String, any Error>? {
-        guard FileManager.default.isExecutableFile(atPath: sshd) else { return nil }
+    /// nil where `program` is not installed; otherwise what it printed, or why it did not, within five seconds.
+    static func of(_ program: String, _ arguments: [String]) -> Result<String, any Error>? {
+        guard FileManager.default.isExecutableFile(atPath: program) else { return nil }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: sshd)
-        process.arguments = ["-T"] + (file.map { ["-f", $0] } ?? [])
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = arguments
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
@@ -25,7 +26,7 @@ enum SSHDConfiguration {
             timer.cancel()
             guard process.terminationReason == .exit, process.terminationStatus == 0 else {
                 let said = String(decoding: complaint, as: UTF8.self).split(separator: "\n").first.map(String.init)
-                throw Unreadable(description: said ?? "\(sshd) -T ended with \(process.terminationStatus)")
+                throw Unreadable(description: said ?? "\(program) ended with \(process.terminationStatus)")
             }
             return String(decoding: printed, as: UTF8.self)
         }
