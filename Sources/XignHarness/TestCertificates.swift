@@ -14,7 +14,7 @@ public struct TestCertificates: Sendable {
 
     public init(in directory: TemporaryDirectory) throws {
         func openssl(_ arguments: [String], faketime: String? = nil) throws {
-            let command = (faketime.map { ["/usr/bin/faketime", $0] } ?? []) + ["/usr/bin/openssl"] + arguments
+            let command = (faketime.map { FakeClock.command($0) } ?? []) + ["/usr/bin/openssl"] + arguments
             let result = try ChildProcess(command[0], Array(command.dropFirst()), in: directory).wait()
             guard result.status == 0 else { throw TestFailure("openssl \(arguments.first ?? ""): \(result.stderr)") }
         }
@@ -50,7 +50,7 @@ public struct TestCertificates: Sendable {
         otherCAFile = try authority("other-ca")
         valid = try server("valid", signedBy: "ca", altName: "IP:127.0.0.1")
         wrongHost = try server("wrong-host", signedBy: "ca", altName: "DNS:manager.example.org")
-        expired = try server("expired", signedBy: "ca", altName: "IP:127.0.0.1", faketime: "2020-01-01 00:00:00")
+        expired = try server("expired", signedBy: "ca", altName: "IP:127.0.0.1", faketime: "@2020-01-01 00:00:00")
         fromOtherCA = try server("renewed", signedBy: "other-ca", altName: "IP:127.0.0.1")
     }
 }

@@ -113,13 +113,13 @@ import XignTestSupport
 
     @Test(arguments: ["+4m", "-4m", "+2h", "-1d"]) func aHostClockThatIsOffStillLogsIn(offset: String) throws {
         let fixture = try PAMFixture()
-        let login = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", offset])
+        let login = try fixture.login(wrapper: FakeClock.command(offset))
         #expect(login.code == PAMCode.success, "\(login.output)")
     }
 
     @Test func aLockIsCountedFromTheManagersAnswerWhateverTheHostClockSays() throws {
         let fixture = try PAMFixture(managerConfig: Self.minuteLocks)
-        let wrong = try fixture.login(answers: ["13570"], wrapper: ["/usr/bin/faketime", "-f", "-1h"])
+        let wrong = try fixture.login(answers: ["13570"], wrapper: FakeClock.command("-1h"))
         #expect(wrong.code == PAMCode.authError)
         // A host an hour behind would otherwise remember the lock for an hour longer than the manager keeps it.
         let remembered = try pendingLockouts(fixture).values.first?["lockedUntil"] as? Double ?? 0
@@ -141,11 +141,11 @@ import XignTestSupport
         try fixture.redirectEnrolments(to: slow.url)
         try fixture.service("login", arguments: "timeout=10")
         // Four minutes behind: the token's lifetime is the manager's, counted here on the monotonic clock.
-        let late = try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"])
+        let late = try fixture.login(wrapper: FakeClock.command("-4m"))
         #expect(late.code == PAMCode.authError, "\(late.output)")
         try fixture.redirectEnrolments(to: fixture.manager.url.description, from: slow.url)
         #expect(
-            try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "-4m"]).code == PAMCode.success,
+            try fixture.login(wrapper: FakeClock.command("-4m")).code == PAMCode.success,
             "the same login in time is accepted")
     }
 

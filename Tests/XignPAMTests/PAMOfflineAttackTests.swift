@@ -63,9 +63,9 @@ import XignTestSupport
         fixture.manager.stop()
         // Control: six days on, on both clocks, within the seven-day grace.
         try tpm.advanceClock(byMilliseconds: 6 * 86_400_000)
-        #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
+        #expect(try fixture.login(wrapper: FakeClock.command("+6d")).code == PAMCode.success)
         try tpm.advanceClock(byMilliseconds: 2 * 86_400_000)
-        for wall in [[], ["/usr/bin/faketime", "-f", "+6d"], ["/usr/bin/faketime", "-f", "-1d"]] {
+        for wall in [[], FakeClock.command("+6d"), FakeClock.command("-1d")] {
             let login = try fixture.login(answers: [], wrapper: wall)
             #expect(login.code == PAMCode.authInfoUnavailable, "\(wall): \(login.conversation)")
             #expect(login.conversation == Self.notPossible, "\(wall): no PIN asked, no date said")
@@ -84,7 +84,7 @@ import XignTestSupport
         #expect(try tpm.lockoutCounter() == 0, "no PIN reached the authorization check")
         // Control: an online login makes a verifier for a new grace (past the ten minutes in which one that changes
         // nothing else writes nothing, since the edit named the present as the last login).
-        let later = ["/usr/bin/faketime", "-f", "+15m"]
+        let later = FakeClock.command("+15m")
         try fixture.manager.start()
         #expect(try fixture.login(wrapper: later).code == PAMCode.success)
         fixture.manager.stop()

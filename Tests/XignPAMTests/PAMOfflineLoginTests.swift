@@ -216,15 +216,15 @@ import XignTestSupport
     @Test func pastTheGraceOfflineLoginSaysToConnect() throws {
         let (fixture, _) = try Self.fixture()
         fixture.manager.stop()
-        let late = try fixture.login(answers: [], wrapper: ["/usr/bin/faketime", "-f", "+8d"])
+        let late = try fixture.login(answers: [], wrapper: FakeClock.command("+8d"))
         #expect(late.code == PAMCode.authInfoUnavailable)
         #expect(
             late.conversation == PAMOfflineAttackTests.notPossible,
             "no PIN asked, and no date said before one: \(late.conversation)")
         // Control: within the grace.
-        #expect(try fixture.login(wrapper: ["/usr/bin/faketime", "-f", "+6d"]).code == PAMCode.success)
+        #expect(try fixture.login(wrapper: FakeClock.command("+6d")).code == PAMCode.success)
         // A clock set back before the last online login does not stretch the grace.
-        let behind = try fixture.login(answers: [], wrapper: ["/usr/bin/faketime", "-f", "-2d"])
+        let behind = try fixture.login(answers: [], wrapper: FakeClock.command("-2d"))
         #expect(behind.code == PAMCode.authInfoUnavailable)
         #expect(behind.conversation == PAMOfflineAttackTests.notPossible)
     }

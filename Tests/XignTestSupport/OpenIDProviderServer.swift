@@ -23,7 +23,7 @@ public final class OpenIDProviderServer: @unchecked Sendable {
         let state = directory.file("glewlwyd")
         let prepared = try Self.run(["prepare", state, "\(port)"], in: directory)
         let command = ["/usr/bin/glewlwyd", "--config-file=\(prepared["config"] as? String ?? "")"]
-        let launched = clockOffset.map { ["/usr/bin/faketime", "-f", $0] + command } ?? command
+        let launched = clockOffset.map { FakeClock.command($0) + command } ?? command
         process = try ChildProcess(launched[0], Array(launched.dropFirst()), in: directory)
         RunEnd.stop(process.pid)
         guard waitUntil(seconds: 15, { LoopbackSocket.isListening(self.port) }) else {
