@@ -18,7 +18,7 @@ extension XignSdk {
     /// Asks the manager to let the approval of `loginName`'s login cover its audit session.
     public func openSessionCover(confirmationId: String, loginName: String, auditSession: Int64) throws -> SessionCover
     {
-        try hostCall(APIPath.sessionCovers, loginName: loginName, auditSession: auditSession) {
+        try coverCall(APIPath.sessionCovers, loginName: loginName, auditSession: auditSession) {
             host, challenge, nonce in
             SessionCoverRequest(
                 hostId: host.hostId, challenge: challenge, nonce: nonce, confirmationId: confirmationId,
@@ -28,7 +28,8 @@ extension XignSdk {
 
     /// Asks whether `cover` still lets `service` in, for its session; the manager audits the login it stands for.
     public func useSessionCover(_ cover: SessionCover, service: String) throws -> SessionCover {
-        let used = try hostCall(APIPath.sessionCoverUse, loginName: cover.loginName, auditSession: cover.auditSession) {
+        let used = try coverCall(APIPath.sessionCoverUse, loginName: cover.loginName, auditSession: cover.auditSession)
+        {
             host, challenge, nonce in
             SessionCoverUseRequest(
                 hostId: host.hostId, challenge: challenge, nonce: nonce, coverId: cover.coverId,
@@ -42,38 +43,31 @@ extension XignSdk {
 
     /// Tells the manager the session closed.
     public func endSessionCover(_ cover: SessionCover) throws {
-        let host = try hostEnrolment()
-        let key = try keys.load(host.keyKind, host.keyReference, what: "host")
-        let client = ManagerClient(url: host.managerURL, http: http)
-        let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))
+        let call = try hostCall()
         let body = try JSONEncoder.canonical.encode(
-            SessionCoverEndRequest(hostId: host.hostId, challenge: challenge, coverId: cover.coverId))
-        _ = try client.exchange(
+            SessionCoverEndRequest(hostId: call.host.hostId, challenge: call.challenge, coverId: cover.coverId))
+        _ = try call.client.exchange(
             "POST", APIPath.sessionCoverEnd, body: body,
             headers: [
-                try ManagerClient.signatureHeader(APIPath.sessionCoverEnd, body: body, challenge: challenge, key: key)
+                try ManagerClient.signatureHeader(
+                    APIPath.sessionCoverEnd, body: body, challenge: call.challenge, key: call.key)
             ])
     }
 
     /// A host-signed request over a fresh challenge, and the cover the pinned manager key signed for this host, this
     /// login name and this audit session in answer.
-    private func hostCall(
+    private func coverCall(
         _ path: String, loginName: String, auditSession: Int64,
         _ request: (HostEnrolment, _ challenge: String, _ nonce: String) throws -> some Encodable
     ) throws -> SessionCover {
-        let host = try hostEnrolment()
-        let managerKey = try host.pinnedManagerKey()
-        let key = try keys.load(host.keyKind, host.keyReference, what: "host")
-        let client = ManagerClient(url: host.managerURL, http: http)
-        let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))
+        let call = try hostCall()
         let nonce = try ManagerClient.nonce()
-        let compact = try client.postDeviceSigned(
-            path, body: try JSONEncoder.canonical.encode(try request(host, challenge, nonce)), challenge: challenge,
-            key: key)
+        let compact = try call.post(
+            path, try JSONEncoder.canonical.encode(try request(call.host, call.challenge, nonce)))
         let answer = try ManagerClient.verify(
-            compact, type: SignedAnswerType.sessionCover, key: managerKey, as: SessionCoverMessage.self, nonce: nonce,
-            nonceOf: \.nonce)
-        guard answer.hostId == host.hostId, UserName.same(answer.loginName, loginName),
+            compact, type: SignedAnswerType.sessionCover, key: call.managerKey, as: SessionCoverMessage.self,
+            nonce: nonce, nonceOf: \.nonce)
+        guard answer.hostId == call.host.hostId, UserName.same(answer.loginName, loginName),
             answer.auditSession == auditSession
         else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's cover is for another host, user or session")

@@ -20,17 +20,7 @@ import XignTestSupport
     /// the host between refreshes is the account phase's doing. `method`: sshd's AuthenticationMethods.
     init(method: String = "publickey", hostConfig: String = "") throws {
         manager = try ManagerProcess.servingBrowsers()
-        let added = try manager.admin(["accounts", "add", "nina@example.org", "--login-name", "nina"])
-        guard added.status == 0, let pin = added.stdout.split(separator: " ").last else {
-            throw TestFailure("accounts add: \(added.stderr)")
-        }
-        self.pin = pin.trimmingCharacters(in: .whitespacesAndNewlines)
-        for arguments in [
-            ["accounts", "set-host-groups", "nina@example.org", "web"], ["groups", "set-local", "web", "sudo"],
-        ] {
-            let result = try manager.admin(arguments)
-            guard result.status == 0 else { throw TestFailure("\(arguments): \(result.stderr)") }
-        }
+        pin = try Self.addNina(to: manager)
         host = try JoinedHost(
             "web1.example.org", groups: ["web"], manager: manager, refreshSeconds: 3600, config: hostConfig)
         let module = try PAMFixture.module
@@ -47,6 +37,22 @@ import XignTestSupport
         server = try SSHServer(
             pamServices: services.path, method: method, launcher: try host.launcher,
             authorizedKeys: ["nina": key.publicKey, try SSHServer.user.get(): key.publicKey])
+    }
+
+    /// Adds nina@example.org (login name nina) in host group web, which maps to the local group sudo, and then runs
+    /// `more` admin commands; returns her activation PIN, which `accounts add` printed.
+    static func addNina(to manager: ManagerProcess, then more: [[String]] = []) throws -> String {
+        let added = try manager.admin(["accounts", "add", "nina@example.org", "--login-name", "nina"])
+        guard added.status == 0, let pin = added.stdout.split(separator: " ").last else {
+            throw TestFailure("accounts add: \(added.stderr)")
+        }
+        for arguments in [
+            ["accounts", "set-host-groups", "nina@example.org", "web"], ["groups", "set-local", "web", "sudo"],
+        ] + more {
+            let result = try manager.admin(arguments)
+            guard result.status == 0 else { throw TestFailure("\(arguments): \(result.stderr)") }
+        }
+        return pin.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// `id` over SSH with the key alone: its output, or nil when sshd refused.

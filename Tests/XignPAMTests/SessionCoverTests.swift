@@ -23,18 +23,8 @@ import XignTestSupport
     /// confirmation alone, so a key's session is one no approval opened.
     init(policy: String, sudoers: String? = nil) throws {
         manager = try ManagerProcess.servingBrowsers()
-        let added = try manager.admin(["accounts", "add", "nina@example.org", "--login-name", "nina"])
-        guard added.status == 0, let pin = added.stdout.split(separator: " ").last else {
-            throw TestFailure("accounts add: \(added.stderr)")
-        }
-        self.pin = pin.trimmingCharacters(in: .whitespacesAndNewlines)
-        for arguments in [
-            ["accounts", "set-host-groups", "nina@example.org", "web"], ["groups", "set-local", "web", "sudo"],
-            ["groups", "set-sudo", "web", policy, "--service", "sudo"],
-        ] {
-            let result = try manager.admin(arguments)
-            guard result.status == 0 else { throw TestFailure("\(arguments): \(result.stderr)") }
-        }
+        pin = try AccountPhaseTests.addNina(
+            to: manager, then: [["groups", "set-sudo", "web", policy, "--service", "sudo"]])
         phone = Browser(in: manager.directory)
         let activated = try phone.personalize(try manager.activationAppLink(for: "nina@example.org"), pin: self.pin)
         guard activated.error.isEmpty else { throw TestFailure("personalize: \(activated)") }
