@@ -44,7 +44,7 @@ static const char *item(pam_handle_t *pamh, int type) {
 
 /* Calls `run` for user with the caller's items, in an environment of our own inside a setuid host. */
 static int run_isolated(pam_handle_t *pamh, int flags, int argc, const char **argv, const char *user,
-                        int (*run)(const xign_pam_context *)) {
+                        const char *approval, int (*run)(const xign_pam_context *)) {
     int isolate = caller_controls_environment();
     xign_pam_context context = {
         .user = user,
@@ -57,6 +57,7 @@ static int run_isolated(pam_handle_t *pamh, int flags, int argc, const char **ar
         .argc = argc,
         .argv = argv,
         .pamh = pamh,
+        .approval = approval,
     };
     if (isolate) leave_host_environment();
     int rc = run(&context);
@@ -69,7 +70,7 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
     int rc = pam_get_user(pamh, &user, NULL);
     if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
     if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
-    return run_isolated(pamh, flags, argc, argv, user, xign_pam_authenticate);
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_authenticate);
 }
 
 /* Nothing to set: the login proves the user, it grants no credentials. */
@@ -83,7 +84,7 @@ PAM_EXTERN int pam_sm_setcred(pam_handle_t *pamh, int flags, int argc, const cha
 PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const char **argv) {
     const char *user = item(pamh, PAM_USER);
     if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
-    return run_isolated(pamh, flags, argc, argv, user, xign_pam_account);
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_account);
 }
 
 #define APPROVAL_VARIABLE "XIGN_APPROVAL"
@@ -94,30 +95,24 @@ void xign_pam_pass_approval(void *pamh, const char *confirmation_id) {
         pam_putenv((pam_handle_t *)pamh, entry);
 }
 
-/* An approved SSH login covers its session where the host's policy says so (SessionCoverPhase). The approval is taken
-   out of the PAM environment here, so it never reaches the user's. */
+/* An approved SSH login covers its session where the host's policy says so (SessionCoverPhase): only sshd's, the
+   service whose auth phase passes the approval on. The approval is taken out of the PAM environment here, so it never
+   reaches the user's. */
 PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    const char *user = item(pamh, PAM_USER);
+    const char *user = item(pamh, PAM_USER), *service = item(pamh, PAM_SERVICE);
     const char *passed = pam_getenv(pamh, APPROVAL_VARIABLE);
     char approval[128] = "";
     if (passed != NULL && strlen(passed) < sizeof approval) strcpy(approval, passed);
     if (passed != NULL) pam_putenv(pamh, APPROVAL_VARIABLE);
-    if (user == NULL || *user == '\0' || approval[0] == '\0') return PAM_IGNORE;
-    xign_pam_context context = {
-        .user = user, .service = item(pamh, PAM_SERVICE), .silent = (flags & PAM_SILENT) != 0,
-        .argc = argc, .argv = argv, .pamh = pamh,
-    };
-    return xign_pam_open_session(&context, approval);
+    if (user == NULL || *user == '\0' || approval[0] == '\0' || service == NULL || strcmp(service, "sshd") != 0)
+        return PAM_IGNORE;
+    return run_isolated(pamh, flags, argc, argv, user, approval, xign_pam_open_session);
 }
 
 PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    const char *user = item(pamh, PAM_USER);
-    if (user == NULL || *user == '\0') return PAM_IGNORE;
-    xign_pam_context context = {
-        .user = user, .service = item(pamh, PAM_SERVICE), .silent = (flags & PAM_SILENT) != 0,
-        .argc = argc, .argv = argv, .pamh = pamh,
-    };
-    return xign_pam_close_session(&context);
+    const char *user = item(pamh, PAM_USER), *service = item(pamh, PAM_SERVICE);
+    if (user == NULL || *user == '\0' || service == NULL || strcmp(service, "sshd") != 0) return PAM_IGNORE;
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_close_session);
 }
 
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer) {

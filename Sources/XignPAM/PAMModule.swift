@@ -22,24 +22,27 @@ public func xignPAMAuthenticate(_ context: UnsafePointer<xign_pam_context>?) -> 
     }
 }
 
-/// The entry points the C shim calls from pam_sm_open_session and pam_sm_close_session: an approved SSH login's cover.
+/// The entry points the C shim calls from sshd's pam_sm_open_session and pam_sm_close_session: an approved SSH login's
+/// cover. Never a failure, not even for arguments it cannot read: a session goes on whatever the cover does.
 @_cdecl("xign_pam_open_session")
-public func xignPAMOpenSession(
-    _ context: UnsafePointer<xign_pam_context>?, _ approval: UnsafePointer<CChar>?
-) -> Int32 {
-    guard let call = ModuleCall(context) else { return PAM_IGNORE }
-    return call.run(ifTheNameIsNotUTF8: PAM_IGNORE) { caller, options, _, log in
-        SessionCoverPhase(caller: caller, options: options, log: log).open(approval: string(approval))
-            ? PAM_SUCCESS : PAM_IGNORE
-    }
+public func xignPAMOpenSession(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    let approval = string(context?.pointee.approval)
+    return sessionPhase(context) { $0.open(approval: approval) }
 }
 
 @_cdecl("xign_pam_close_session")
 public func xignPAMCloseSession(_ context: UnsafePointer<xign_pam_context>?) -> Int32 {
+    sessionPhase(context) { $0.close() }
+}
+
+private func sessionPhase(
+    _ context: UnsafePointer<xign_pam_context>?, _ body: (SessionCoverPhase) -> Bool
+) -> Int32 {
     guard let call = ModuleCall(context) else { return PAM_IGNORE }
-    return call.run(ifTheNameIsNotUTF8: PAM_IGNORE) { caller, options, _, log in
-        SessionCoverPhase(caller: caller, options: options, log: log).close() ? PAM_SUCCESS : PAM_IGNORE
+    let code = call.run(ifTheNameIsNotUTF8: PAM_IGNORE) { caller, options, _, log in
+        body(SessionCoverPhase(caller: caller, options: options, log: log)) ? PAM_SUCCESS : PAM_IGNORE
     }
+    return code == PAM_SUCCESS ? PAM_SUCCESS : PAM_IGNORE
 }
 
 /// The entry point the C shim calls from pam_sm_acct_mgmt: whether a user the manager serves here may come in now.

@@ -40,11 +40,13 @@ import XignTestSupport
             session required pam_permit.so
 
             """, mode: 0o644)
+        // sudo's own session has pam_xign too (as su's does through common-session): its close must not end the cover.
         let sudo = try host.directory.write(
             "sudo",
             """
             auth required \(module) config=\(host.configPath) mode=confirm timeout=60
             account required pam_permit.so
+            session optional \(module) config=\(host.configPath) timeout=10
             session required pam_permit.so
 
             """, mode: 0o644)
