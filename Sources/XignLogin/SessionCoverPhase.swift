@@ -59,7 +59,9 @@ public struct SessionCoverPhase {
             configuration.http.timeoutMilliseconds = min(configuration.http.timeoutMilliseconds, 5_000)
             configuration.http.connectTimeoutMilliseconds = min(configuration.http.connectTimeoutMilliseconds, 2_000)
             let records = SessionCoverRecords(stateDirectory: configuration.stateDirectory)
-            guard let record = records.record(of: session), UserName.same(record.user, caller.user) else { return false }
+            guard let record = records.record(of: session), UserName.same(record.user, caller.user) else {
+                return false
+            }
             records.remove(session)
             try XignSdk(configuration: configuration, localUser: caller.user).endSessionCover(record.cover)
             log(LOG_NOTICE, "cover \(record.cover.coverId) of audit session \(session) ended: the session closed")
