@@ -27,9 +27,8 @@ extension Administration {
                 "'\(service.prefix(64))' is not a PAM service name (sudo, su, ...) or * for every service")
         }
         try await manager.database.transaction { store in
-            if policy != nil, try await store.sudoPolicies()[hostGroup]?[service] == nil,
-                (try await store.sudoPolicies()[hostGroup]?.count ?? 0) >= WireLimit.sudoPolicies
-            {
+            let lines = try await store.sudoPolicies()[hostGroup] ?? [:]
+            if policy != nil, lines[service] == nil, lines.count >= WireLimit.sudoPolicies {
                 throw ManagerError.badRequest("a host group names at most \(WireLimit.sudoPolicies) PAM services")
             }
             try await store.setSudoPolicy(policy, service: service, hostGroup: hostGroup)
