@@ -27,9 +27,12 @@ extension Administration {
                 "'\(service.prefix(64))' is not a PAM service name (sudo, su, ...) or * for every service")
         }
         try await manager.database.transaction { store in
-            let lines = try await store.sudoPolicies()[hostGroup] ?? [:]
-            if policy != nil, lines[service] == nil, lines.count >= WireLimit.sudoPolicies {
-                throw ManagerError.badRequest("a host group names at most \(WireLimit.sudoPolicies) PAM services")
+            // A host's table names every service any of its groups names: bounded over all groups, so that no host's
+            // directory outgrows what hosts read.
+            let named = Set(try await store.sudoPolicies().values.flatMap(\.keys))
+            if policy != nil, !named.contains(service), named.count >= WireLimit.sudoPolicies {
+                throw ManagerError.badRequest(
+                    "sudo policies name at most \(WireLimit.sudoPolicies) PAM services in all; remove one first")
             }
             try await store.setSudoPolicy(policy, service: service, hostGroup: hostGroup)
             try await store.recordAudit(
