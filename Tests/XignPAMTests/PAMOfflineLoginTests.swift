@@ -371,6 +371,15 @@ import XignTestSupport
                 of: "[limits]\n", with: "[limits]\nconnections_per_address = 3\n"))
         let held = (0..<3).compactMap { _ in LoopbackSocket.connect(fixture.manager.port) }
         #expect(held.count == 3)
+        // The manager counts a connection once it has taken it, which a busy machine delays: the login goes only once
+        // a fourth connection is answered busy (curl's, which then closes).
+        let capped = try waitUntil(seconds: 20) {
+            try ChildProcess(
+                "/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(fixture.manager.url)/health"],
+                in: fixture.directory
+            ).wait().stdout == "503"
+        }
+        #expect(capped, "the manager never counted the three held connections")
         let refused = try fixture.login(answers: [])
         held.forEach { close($0) }
         #expect(refused.code == PAMCode.authInfoUnavailable, "\(refused.output)")
