@@ -115,13 +115,15 @@ import XignTestSupport
         // manager knows no account of that name, so it ends without an approval.
         let local = try SSHServer.user.get()
         let ssh = try approvedLogin(
-            "sudo -k id -un; echo step-1; sudo -k -u \(local) sudo -k id -un; echo other-user=$?; read a; sudo -k id -un; echo step-2; read b; exit 0"
+            "s=$(date +%s%N); sudo -k id -un; e=$(date +%s%N); echo step-1 covered-ms=$(( (e - s) / 1000000 )); sudo -k -u \(local) sudo -k id -un; echo other-user=$?; read a; sudo -k id -un; echo step-2; read b; exit 0"
         )
         try ssh.expect("step-1")
         try ssh.expect("other-user=")
         #expect(!ssh.output.contains("other-user=0"), "another user's sudo was covered: \(ssh.output.suffix(1500))")
         #expect(codesShown(ssh) == 1, "sudo asked again in the approved session: \(ssh.output.suffix(1500))")
         #expect(ssh.output.contains("root\r\nstep-1"), "\(ssh.output.suffix(1500))\n\(server.log.suffix(1500))")
+        let covered = try ssh.expect(matching: #"covered-ms=\d+"#)
+        print("session cover: the covered sudo (id -un) took \(covered.dropFirst(11)) ms, the manager's check included")
         let audit = try manager.admin(["audit"]).stdout
         #expect(audit.contains("sudo in session of approval"), "\(audit.suffix(2000))")
         #expect(try covers().contains("web1.example.org\tnina\taudit session"))
