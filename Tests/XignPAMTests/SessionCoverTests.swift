@@ -122,8 +122,10 @@ import XignTestSupport
         #expect(!ssh.output.contains("other-user=0"), "another user's sudo was covered: \(ssh.output.suffix(1500))")
         #expect(codesShown(ssh) == 1, "sudo asked again in the approved session: \(ssh.output.suffix(1500))")
         #expect(ssh.output.contains("root\r\nstep-1"), "\(ssh.output.suffix(1500))\n\(server.log.suffix(1500))")
-        let covered = try ssh.expect(matching: #"covered-ms=\d+"#)
-        print("session cover: the covered sudo (id -un) took \(covered.dropFirst(11)) ms, the manager's check included")
+        let covered = try ssh.expect(matching: #"covered-ms=\d+\r"#)
+        print(
+            "session cover: the covered sudo (id -un) took \(covered.dropFirst(11).dropLast()) ms, the manager's check included"
+        )
         let audit = try manager.admin(["audit"]).stdout
         #expect(audit.contains("sudo in session of approval"), "\(audit.suffix(2000))")
         #expect(try covers().contains("web1.example.org\tnina\taudit session"))
