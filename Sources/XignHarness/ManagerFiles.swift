@@ -23,15 +23,18 @@ public class ManagerFiles: @unchecked Sendable {
     public static let testConfig = testConfig(firstLock: "300ms")
 
     /// `testConfig` whose lock after the first wrong PIN is `firstLock` and whose longest lock is `longestLock`
-    /// (durations as manager.conf writes them: 300ms, 3s, 1h).
-    public static func testConfig(firstLock: String, longestLock: String = "5s") -> String {
+    /// (durations as manager.conf writes them: 300ms, 3s, 1h), with a permanent lock at `maxAttempts` failures and,
+    /// where given, `freeAttempts` failures that lock nothing.
+    public static func testConfig(
+        firstLock: String, longestLock: String = "5s", maxAttempts: Int = 4, freeAttempts: Int? = nil
+    ) -> String {
         """
         [pin]
         hash_iterations = 2000
         [lockout]
         base_delay = \(firstLock)
         max_delay = \(longestLock)
-        max_attempts = 4
+        max_attempts = \(maxAttempts)\(freeAttempts.map { "\nfree_attempts = \($0)" } ?? "")
         [limits]
         registrations_per_address = 1000
         registrations_per_email = 1000

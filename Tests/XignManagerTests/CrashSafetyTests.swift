@@ -108,8 +108,7 @@ import XignTestSupport
         }
     }
 
-    static let config = ManagerProcess.testConfig.replacingOccurrences(
-        of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
+    static let config = ManagerProcess.testConfig(firstLock: "300ms", maxAttempts: 50, freeAttempts: 20)
 
     @Test func sqliteKeepsEveryAnsweredChargeAndRegistrationThroughAKill() async throws {
         let manager = try ManagerProcess(config: Self.config)

@@ -11,8 +11,8 @@ import XignTestSupport
 /// managers answer 503 with what to do, and they find the new primary by themselves.
 @Suite(.machineShare) struct FailoverTests {
     /// 20 free wrong PINs, then 100 ms between them, and a permanent lock at 40: the clients stay below it.
-    static let config = ManagerProcess.testConfig(firstLock: "100ms", longestLock: "100ms")
-        .replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 40\nfree_attempts = 20")
+    static let config = ManagerProcess.testConfig(
+        firstLock: "100ms", longestLock: "100ms", maxAttempts: 40, freeAttempts: 20)
     static let wrongPIN = "13579"
     /// A wrong-PIN client stops at this many counted failures, below the permanent lock.
     static let wrongPINsPerAccount = 28

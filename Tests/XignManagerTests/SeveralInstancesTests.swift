@@ -10,8 +10,7 @@ import XignTestSupport
 /// needs is a row, so any instance answers any step, and the lockout counts every guess whichever instance took it.
 @Suite(.machineShare) struct SeveralInstancesTests {
     /// No delay for the first 20 failures, so every parallel guess is checked and must be counted.
-    static let countingConfig = ManagerProcess.testConfig
-        .replacingOccurrences(of: "max_attempts = 4", with: "max_attempts = 50\nfree_attempts = 20")
+    static let countingConfig = ManagerProcess.testConfig(firstLock: "300ms", maxAttempts: 50, freeAttempts: 20)
 
     @Test func aChallengeIssuedByOneInstanceIsFinishedByTheOtherAndThenRefusedAsReplayed() async throws {
         let first = try ManagerProcess(database: .postgreSQL)

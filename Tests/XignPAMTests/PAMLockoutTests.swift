@@ -39,8 +39,7 @@ import XignTestSupport
     @Test func parallelWrongPINsAreEachCountedWhenNoLockStopsThem() throws {
         // Free attempts: no failure locks, so every guess reaches the PIN check, and each must be charged.
         let fixture = try PAMFixture(
-            managerConfig: ManagerProcess.testConfig.replacingOccurrences(
-                of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20"))
+            managerConfig: ManagerProcess.testConfig(firstLock: "300ms", maxAttempts: 30, freeAttempts: 20))
         let codes = try codes(parallelLogins(fixture, count: 20) { _ in ["13570"] })
         #expect(codes == Array(repeating: PAMCode.authError, count: 20))
         #expect(try fixture.activation("alice@example.org")["failedAttempts"] as? Int == 20)

@@ -89,8 +89,7 @@ import XignTestSupport
     /// `setuid_other_users = yes`: another user's enrolment, with xignd's limit per caller and target (5, then one
     /// every 30 s), counted here before any PIN reaches the manager.
     @Test func withTheAdministratorsConsentAnothersEnrolmentHasALimitPerCallerAndTarget() throws {
-        let free = ManagerProcess.testConfig.replacingOccurrences(
-            of: "max_attempts = 4", with: "max_attempts = 30\nfree_attempts = 20")
+        let free = ManagerProcess.testConfig(firstLock: "300ms", maxAttempts: 30, freeAttempts: 20)
         let consenting = try PAMFixture(managerConfig: free, users: ["nobody", "root"])
         try consenting.writeConfig(pam: "setuid_other_users = yes\n")
         #expect(
