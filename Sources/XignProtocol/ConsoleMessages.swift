@@ -44,9 +44,11 @@ public enum ConsoleAction: String, Codable, Sendable, CaseIterable {
     /// Issues a join token for a new host; the answer holds it, once.
     case addHost
     case removeHost
+    /// Sets what a sudo needs on a host group's hosts (`hostGroup`, `service`, `sudoPolicy`).
+    case setSudoPolicy
 
     /// Whether the action changes one account, named by `accountId`.
-    public var concernsAnAccount: Bool { ![.invite, .addHost, .removeHost].contains(self) }
+    public var concernsAnAccount: Bool { ![.invite, .addHost, .removeHost, .setSudoPolicy].contains(self) }
 }
 
 /// A change made in the console. `accountId` names the account it is made to; the other fields belong to one action
@@ -76,6 +78,11 @@ public struct ConsoleActionRequest: Codable, Equatable, Sendable {
     public var offlineMaxFailures: Int?
     /// endCover.
     public var coverId: String?
+    /// setSudoPolicy: the host group (`*` for every host) and PAM service (`*` or nil for every service); a nil policy
+    /// removes the line.
+    public var hostGroup: String?
+    public var service: String?
+    public var sudoPolicy: SudoPolicy?
 
     public init(deviceId: String, challenge: String, action: ConsoleAction, accountId: String?) {
         (self.deviceId, self.challenge, self.action, self.accountId) = (deviceId, challenge, action, accountId)

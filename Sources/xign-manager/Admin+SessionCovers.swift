@@ -33,9 +33,7 @@ extension Admin.Groups {
             try await options.withManager {
                 try await $0.administration.setSudoPolicy(chosen, service: service, hostGroup: hostGroup)
             }
-            print(
-                chosen.map { "\(service) on the hosts of \(hostGroup): \($0.rawValue)." }
-                    ?? "\(hostGroup) says nothing about \(service) now.")
+            print(Administration.sudoPolicySet(chosen, service: service, hostGroup: hostGroup))
         }
     }
 }

@@ -22,7 +22,13 @@ extension Administration {
         else {
             throw ManagerError.badRequest("'\(hostGroup.prefix(64))' is not a host group name (or * for every host)")
         }
-        guard service == SudoPolicy.everyService || IdentifierValidator.isValid(service) else {
+        // A PAM service is a file in /etc/pam.d.
+        let serviceCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        guard
+            service == SudoPolicy.everyService
+                || ((1...64).contains(service.count) && service.allSatisfy(serviceCharacters.contains)
+                    && service.first != ".")
+        else {
             throw ManagerError.badRequest(
                 "'\(service.prefix(64))' is not a PAM service name (sudo, su, ...) or * for every service")
         }
@@ -41,6 +47,14 @@ extension Administration {
         manager.logger.notice(
             "sudo policy set",
             metadata: ["hostGroup": "\(hostGroup)", "service": "\(service)", "policy": "\(policy?.rawValue ?? "-")"])
+    }
+
+    /// What `setSudoPolicy` did, in a sentence for the administrator.
+    public static func sudoPolicySet(_ policy: SudoPolicy?, service: String, hostGroup: String) -> String {
+        let line =
+            policy.map { "\(service) on the hosts of \(hostGroup): \($0.rawValue)." }
+            ?? "\(hostGroup) says nothing about \(service) now."
+        return line + " A cover in use obeys it at once; hosts read it at their next directory refresh."
     }
 
     /// Every host group's sudo policies, by host group and PAM service.

@@ -156,11 +156,11 @@ extension IdentityManager {
                 done: ended == 0
                     ? "That cover had ended already."
                     : "Ended the cover: the next sudo in that session asks for an approval.")
-        case .invite, .addHost, .removeHost: preconditionFailure("not an account's action")
+        case .invite, .addHost, .removeHost, .setSudoPolicy: preconditionFailure("not an account's action")
         }
     }
 
-    /// The changes that concern no one account: an invitation, and the hosts.
+    /// The changes that concern no one account: an invitation, the hosts and their sudo policies.
     private func performFleetAction(
         _ request: ConsoleActionRequest, _ administration: Administration
     ) async throws -> ConsoleActionMessage {
@@ -184,6 +184,12 @@ extension IdentityManager {
             let name = try field(request.hostName, "hostName")
             try await administration.removeHost(name: name)
             return ConsoleActionMessage(done: "Removed the host \(name); its logins stop at once.")
+        case .setSudoPolicy:
+            let group = try field(request.hostGroup, "hostGroup")
+            let service = request.service.flatMap { $0.isEmpty ? nil : $0 } ?? SudoPolicy.everyService
+            try await administration.setSudoPolicy(request.sudoPolicy, service: service, hostGroup: group)
+            return ConsoleActionMessage(
+                done: Administration.sudoPolicySet(request.sudoPolicy, service: service, hostGroup: group))
         default: preconditionFailure("an account's action")
         }
     }

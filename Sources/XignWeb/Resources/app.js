@@ -472,7 +472,9 @@ async function consoleAccount() {
                   setOfflinePolicy: () => ({ offlineGraceSeconds: number("offlineHours") === undefined ? undefined : number("offlineHours") * 3600,
                                              offlineMaxFailures: number("offlineFailures") }),
                   invite: () => ({ email: $("invite-email").value.trim(), loginName: $("invite-login").value.trim() || undefined }),
-                  addHost: () => ({ hostName: $("hostName").value.trim(), hostGroups: words("hostGroups") }) };
+                  addHost: () => ({ hostName: $("hostName").value.trim(), hostGroups: words("hostGroups") }),
+                  setSudoPolicy: () => ({ hostGroup: $("sudoHostGroup").value.trim(), service: $("sudoService").value.trim(),
+                                          sudoPolicy: $("sudoPolicy").value || undefined }) };
   for (const form of document.querySelectorAll("form[data-action]")) {
     form.addEventListener("submit", (event) => { event.preventDefault(); act(form.dataset.action, forms[form.dataset.action]()); });
   }
