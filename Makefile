@@ -34,7 +34,7 @@ TRIXIE_ROOT := .build-deb/trixie-root
 # DEB_BUILD_OPTIONS=noautodbgsym (CI: nothing installs them there) leaves out the -dbgsym packages and their minutes of xz.
 DBGSYM_DEBS := $(if $(findstring noautodbgsym,$(DEB_BUILD_OPTIONS)),,$(foreach p,libpam-xign libnss-xign xign-setup xign-manager,../$(p)-dbgsym_*.deb))
 
-.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-trixie package-test desktop-tools desktop-root desktop-test clean
+.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-trixie package-test desktop-tools desktop-root desktop-test desktop-test-trixie clean
 
 all: build
 
@@ -177,6 +177,14 @@ desktop-test: $(PACKAGED) desktop-root
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM) $(DEB_OUT)
 	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release .build-desktop/artifacts
 	rm -rf $(DESKTOP_VM)
+
+# GDM 48 and GNOME 48's lock screen on Debian 13 (Wayland), with the packages of `make package-trixie`: the same test.
+DESKTOP_VM_TRIXIE := .build-desktop/vm-trixie
+desktop-test-trixie: package-trixie desktop-tools
+	bash Tests/XignTestSupport/Browser/setup.sh
+	SUITE=trixie bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM_TRIXIE) $(DEB_OUT_TRIXIE)
+	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM_TRIXIE) .build-deb/release .build-desktop/artifacts-trixie
+	rm -rf $(DESKTOP_VM_TRIXIE)
 
 clean:
 	rm -rf .build $(PAM_BUILD)

@@ -13,18 +13,6 @@ struct ConfirmLogin {
     let sdk: XignSdk
 
     func run() throws -> LoginOutcome {
-        guard login.dialogue.selection != nil else { return try confirm() }
-        // At GNOME's own greeter a refusal after Done would leave it on a spinner: a denied or expired approval is
-        // said, and a new one is offered in the same conversation while the module's time lasts.
-        let deadline = MonotonicClock.now().advanced(by: Int64(login.options.totalTimeoutSeconds) * 1000)
-        while true {
-            let outcome = try confirm()
-            guard outcome == .refused(.denied) || outcome == .refused(.expired), MonotonicClock.now() < deadline
-            else { return outcome }
-        }
-    }
-
-    private func confirm() throws -> LoginOutcome {
         let caller = login.caller
         let started = MonotonicClock.now()
         let pending = try sdk.startLoginConfirmation(
@@ -96,8 +84,7 @@ struct ConfirmLogin {
 
     /// The greeter draws the link as a QR code with the code, and the person presses Done once approved. "Not yet"
     /// is said inside the same conversation with the same approval again: the greeter shows it under a new Log In
-    /// button (a refusal after Done would leave it on a spinner). Its timeout, back button or Cancel end the
-    /// conversation, and the caller withdraws the confirmation.
+    /// button. Its timeout and back button end the conversation, and the caller withdraws the confirmation.
     private func waitAtGNOMEsGreeter(
         _ pending: PendingLoginConfirmation, until deadline: MonotonicClock.Instant
     ) throws -> LoginConfirmationDecision {

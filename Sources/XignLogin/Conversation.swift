@@ -32,6 +32,10 @@ struct LoginDialogue {
         do { return try conversation.ask(DisplayText.sanitized(text), echo: echo) } catch { throw ConversationFailed() }
     }
 
+    /// How many JSON messages the greeter was sent.
+    let exchanges = Exchanges()
+    final class Exchanges { var count = 0 }
+
     /// GNOME's own greeter (gnome-shell 51), where GDM offers JSON: nil elsewhere.
     var selection: (any AuthSelectionConversation)? { conversation as? any AuthSelectionConversation }
 
@@ -39,6 +43,7 @@ struct LoginDialogue {
     /// (its back button, its timeout) or answered anything else.
     func select(_ mechanism: (id: String, AuthSelection.Mechanism)) throws -> AuthSelection.Reply.Selection {
         guard let selection else { throw ConversationFailed() }
+        exchanges.count += 1
         let reply: String
         do { reply = try selection.select(try AuthSelection.request(mechanism)) } catch { throw ConversationFailed() }
         guard let chosen = AuthSelection.reply(reply, for: mechanism.id) else { throw ConversationFailed() }

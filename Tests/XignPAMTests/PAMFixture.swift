@@ -321,9 +321,10 @@ final class PAMFixture: @unchecked Sendable {
     /// `asUser` runs it as that user (setpriv), as a screen locker runs: in that user's session at the seat, unless
     /// `session` names another prefix (`logind.inUserManager`, …) or none.
     func pamtester(
-        _ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil, session: [String]? = nil
+        _ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil, session: [String]? = nil,
+        environment extra: [String: String] = [:]
     ) throws -> ChildProcess.Result {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = confdir

@@ -21,6 +21,7 @@ typedef struct xign_pam_context {
     const char *const *argv;
     void *pamh;
     const char *approval; /* pam_sm_open_session: the confirmation the auth phase passed on, or NULL */
+    int custom_json_type; /* GNOME's own greeter takes JSON: GDM's number for its CustomJSON extension; -1 elsewhere */
 } xign_pam_context;
 
 /* Runs the login; returns a PAM_* code. */
@@ -40,6 +41,11 @@ void xign_pam_pass_approval(void *pamh, const char *confirmation_id);
 
 /* Shows text, or asks and stores a malloc'd answer in *answer (for prompts). Returns a PAM_* code. */
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer);
+
+/* Sends `json` (GDM's CustomJSON message of type `type`, protocol auth-mechanisms, version 1) and stores the greeter's
+   reply JSON, malloc'd, in *reply. Returns a PAM_* code: PAM_CONV_ERR when the greeter reset or replied with
+   something else. */
+int xign_pam_converse_json(void *pamh, int type, const char *json, char **reply);
 
 /* Zeroes and frees an answer from xign_pam_converse. */
 void xign_pam_free_answer(char *answer);

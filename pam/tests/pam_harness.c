@@ -9,12 +9,14 @@
  * gdm=EXTENSIONS plays GDM's session worker for GNOME's greeter: GDM_SUPPORTED_PAM_EXTENSIONS=EXTENSIONS in the
  * process environment (GDM puts it only there), and a PAM_BINARY_PROMPT read as GDM reads one: its type byte names
  * CustomJSON among those extensions, its length is the JSON message's. It prints "[JSON protocol version] json"; the
- * next line of stdin is the greeter's reply JSON, or "CANCEL" for a greeter that resets (the conversation fails). */
+ * next line of stdin is the greeter's reply JSON, or "CANCEL" for a greeter that resets (the conversation fails);
+ * "after=SECONDS " before either is a person who answers that much later. */
 #define _GNU_SOURCE
 #include <endian.h>
 #include <security/pam_appl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,7 +71,13 @@ static int answer_json(const struct pam_message *message, struct pam_response *r
     size_t size = 0;
     ssize_t n = getline(&line, &size, stdin);
     if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
-    if (n < 0 || strcmp(line, "CANCEL") == 0) {
+    /* "after=SECONDS JSON": a person who answers after that long. */
+    char *json = line;
+    if (n > 0 && strncmp(line, "after=", 6) == 0) {
+        sleep((unsigned)atoi(line + 6));
+        json = strchr(line, ' ') != NULL ? strchr(line, ' ') + 1 : line + n;
+    }
+    if (n < 0 || strcmp(json, "CANCEL") == 0) {
         free(line);
         return PAM_CONV_ERR;
     }
@@ -82,7 +90,8 @@ static int answer_json(const struct pam_message *message, struct pam_response *r
     reply->header.type = (unsigned char)custom_json_type();
     memcpy((char *)reply->protocol_name, request->protocol_name, strlen(request->protocol_name) + 1);
     reply->version = request->version;
-    reply->json = line;
+    reply->json = strdup(json);
+    free(line);
     response->resp = (char *)(void *)reply;
     return PAM_SUCCESS;
 }
