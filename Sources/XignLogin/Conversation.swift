@@ -24,7 +24,7 @@ struct LoginDialogue {
     func ask(_ text: String, echo: Bool) throws -> String {
         // GNOME's own greeter takes no plain question once it was sent JSON, and JSON must come first: every question
         // goes as a PIN entry (the shell hides what is typed; the module asks nothing else that needs echo there).
-        if let selection {
+        if selection != nil {
             let answer = try select(AuthSelection.pin(DisplayText.sanitized(text)))
             guard let pin = answer.pin?.password else { throw ConversationFailed() }
             return pin
