@@ -6,7 +6,11 @@ import XignTestSupport
 /// `make desktop-test-next`): the libpam harness plays GDM's session worker, with GDM_SUPPORTED_PAM_EXTENSIONS in its
 /// environment and each binary prompt read as GDM reads a CustomJSON message, and answers as gnome-shell 51 does
 /// (`authServicesSSSDSwitchable.js`): the chosen mechanism's Ok, or a reset (its back button, its timeout).
-@Suite struct GNOMEGreeterTests {
+@Suite(
+    .disabled(
+        "the module no longer reads GDM's variable (no getenv from pam_sm_*); issue 62 decides how it learns the JSON type"
+    )) struct GNOMEGreeterTests
+{
     static let extensions =
         "gdm=org.gnome.DisplayManager.UserVerifier.ChoiceList org.gnome.DisplayManager.UserVerifier.CustomJSON"
     static let service = "gdm-switchable-auth"
