@@ -49,18 +49,12 @@ static const char *item(pam_handle_t *pamh, int type) {
 
 /*
  * GNOME's own greeter and lock screen (gnome-shell 51, GDM 50 or later) run the PAM service gdm-switchable-auth and
- * draw a PIN entry or a web login from JSON, GDM's CustomJSON extension, whose message type is its index in the list
- * GDM puts only in the process environment (GDM_SUPPORTED_PAM_EXTENSIONS). Nothing reachable from pam_sm_* reads the
- * process environment (docs/design.md), so the module does not learn that number yet and speaks plainly everywhere:
- * GNOME 51 then falls back to gdm-password. Issue 62 leaves how the number reaches the module open.
+ * draw a PIN entry or a web login from JSON, GDM's CustomJSON extension. Its message type is its index in the list GDM
+ * puts only in the process environment (GDM_SUPPORTED_PAM_EXTENSIONS); nothing reachable from pam_sm_* reads the
+ * process environment (docs/design.md), so the number comes from the module argument gdm_json=.
  */
 #define CUSTOM_JSON_PROTOCOL "auth-mechanisms"
 #define CUSTOM_JSON_REPLY_LIMIT 65536
-
-static int custom_json_type(pam_handle_t *pamh) {
-    (void)pamh;
-    return -1;
-}
 
 /* GDM's CustomJSON message (gdm-custom-json-pam-extension.h): a header of a big-endian length and the type, then the
    protocol's name and version and a pointer to the JSON, in the worker's own memory. */
@@ -124,7 +118,6 @@ static int run_isolated(pam_handle_t *pamh, int flags, int argc, const char **ar
         .argv = argv,
         .pamh = pamh,
         .approval = approval,
-        .custom_json_type = custom_json_type(pamh),
     };
     if (isolate) leave_host_environment();
     int rc = run(&context);

@@ -101,11 +101,10 @@ private struct ModuleCall {
             rhost: string(context.rhost), tty: string(context.tty),
             inSetuidHost: context.caller_controls_environment != 0)
         let conversation = PAMConversation(pamh: context.pamh)
-        return body(
-            caller, options,
-            context.custom_json_type < 0
-                ? conversation : GreeterConversation(conversation: conversation, type: context.custom_json_type),
-            log)
+        let greeter = options.greeterJSONType(service: caller.service).map {
+            GreeterConversation(conversation: conversation, type: $0)
+        }
+        return body(caller, options, greeter ?? conversation, log)
     }
 }
 
@@ -171,8 +170,8 @@ struct PAMConversation: Conversation {
     }
 }
 
-/// GNOME's own greeter, where GDM offers JSON (the shim found its CustomJSON extension): plain text as elsewhere, and
-/// the `auth-mechanisms` messages.
+/// GNOME's own greeter, where GDM takes JSON (`gdm_json=` under gdm-switchable-auth): plain text as elsewhere, and the
+/// `auth-mechanisms` messages.
 struct GreeterConversation: AuthSelectionConversation {
     let conversation: PAMConversation
     /// GDM's number for the extension.

@@ -5,14 +5,12 @@ import XignTestSupport
 /// GNOME 51's own greeter and lock screen, as a contract (a model of their side; the real ones run in the VM of
 /// `make desktop-test-next`): the libpam harness plays GDM's session worker, with GDM_SUPPORTED_PAM_EXTENSIONS in its
 /// environment and each binary prompt read as GDM reads a CustomJSON message, and answers as gnome-shell 51 does
-/// (`authServicesSSSDSwitchable.js`): the chosen mechanism's Ok, or a reset (its back button, its timeout).
-@Suite(
-    .disabled(
-        "the module no longer reads GDM's variable (no getenv from pam_sm_*); issue 62 decides how it learns the JSON type"
-    )) struct GNOMEGreeterTests
-{
+/// (`authServicesSSSDSwitchable.js`): the chosen mechanism's Ok, or a reset (its back button, its timeout). The module
+/// reads no environment: the extension's number (here 1, the second of the list) is its argument `gdm_json=`.
+struct GNOMEGreeterTests {
     static let extensions =
         "gdm=org.gnome.DisplayManager.UserVerifier.ChoiceList org.gnome.DisplayManager.UserVerifier.CustomJSON"
+    static let json = "gdm_json=1"
     static let service = "gdm-switchable-auth"
     /// GDM's worker names the virtual terminal of the greeter's seat.
     static let atTheMachine = "tty=/dev/tty1"
@@ -32,7 +30,7 @@ import XignTestSupport
 
     @Test func theGreeterAsksForThePINAsItsOwnPasswordEntry() throws {
         let fixture = try PAMFixture()
-        try fixture.service(Self.service, arguments: "")
+        try fixture.service(Self.service, arguments: Self.json)
         let login = try fixture.login(
             service: Self.service, answers: [Self.pin("24680")], items: [Self.atTheMachine, Self.extensions])
         #expect(login.code == PAMCode.success, "\(login.output)")
@@ -41,12 +39,12 @@ import XignTestSupport
         #expect(pin["role"] as? String == "password" && (pin["prompt"] as? String ?? "").contains("PIN"), "\(pin)")
         #expect(try fixture.completedLogins("alice") == 1)
 
-        // Controls: without GDM's variable, and under gdm-password with it, the same PIN goes through a plain prompt.
-        for (service, items) in [
-            (Self.service, [Self.atTheMachine]), ("gdm-password", [Self.atTheMachine, Self.extensions]),
-        ] {
-            try fixture.service(service, arguments: "")
-            let plain = try fixture.login(service: service, answers: ["24680"], items: items)
+        // Controls: without the argument, and under gdm-password with it (GDM 43 to 49, where the same common-auth
+        // line runs), the same PIN goes through a plain prompt.
+        for (service, arguments) in [(Self.service, ""), ("gdm-password", Self.json)] {
+            try fixture.service(service, arguments: arguments)
+            let plain = try fixture.login(
+                service: service, answers: ["24680"], items: [Self.atTheMachine, Self.extensions])
             #expect(plain.code == PAMCode.success, "\(service): \(plain.output)")
             #expect(plain.conversation.hasPrefix("[PROMPT_ECHO_OFF] "), "\(service): \(plain.conversation)")
             #expect(!plain.conversation.contains("[JSON"), "\(service): \(plain.conversation)")
@@ -59,7 +57,7 @@ import XignTestSupport
     /// it logs in.
     @Test func aWrongPINIsSaidAndTheEntryComesBack() throws {
         let fixture = try PAMFixture(managerConfig: ManagerFiles.testConfig(firstLock: "100ms"))
-        try fixture.service(Self.service, arguments: "")
+        try fixture.service(Self.service, arguments: Self.json)
         let login = try fixture.login(
             service: Self.service,
             answers: [Self.pin("13570")] + Array(repeating: "after=1 " + Self.pin("24680"), count: 5),
@@ -75,18 +73,31 @@ import XignTestSupport
     /// The greeter resets (its back button, or its timeout): the conversation fails and the login ends.
     @Test func aGreeterThatResetsEndsTheLogin() throws {
         let fixture = try PAMFixture()
-        try fixture.service(Self.service, arguments: "")
+        try fixture.service(Self.service, arguments: Self.json)
         let login = try fixture.login(
             service: Self.service, answers: ["CANCEL"], items: [Self.atTheMachine, Self.extensions])
         #expect(login.code == PAMCode.conversationError, "\(login.output)")
         #expect(try fixture.failedAttempts("alice@example.org") == 0, "no PIN was checked")
     }
 
+    /// A number that names another of GDM's extensions is refused by the greeter's side (GDM would read the message as
+    /// that extension's), so the login ends there and no PIN is checked.
+    @Test func aNumberThatIsNotCustomJSONsEndsTheLogin() throws {
+        let fixture = try PAMFixture()
+        try fixture.service(Self.service, arguments: "gdm_json=0")
+        let login = try fixture.login(
+            service: Self.service, answers: [Self.pin("24680")], items: [Self.atTheMachine, Self.extensions],
+            unusedAnswersAllowed: true)
+        #expect(login.code == PAMCode.conversationError, "\(login.output)")
+        #expect(login.conversation.hasPrefix("[BINARY_PROMPT] not GDM's CustomJSON"), "\(login.conversation)")
+        #expect(try fixture.completedLogins("alice") == 0)
+    }
+
     /// Where the person holds no key: the greeter draws the approval link as a QR code with the code. Done before the
     /// approval is answered "not yet" with the same approval shown again, and Done after it logs the person in.
     @Test func aPersonWithoutAKeyHereApprovesFromTheGreetersOwnQRCode() throws {
         let fixture = try ConfirmationFixture()
-        try fixture.service(Self.service, arguments: "mode=confirm timeout=30")
+        try fixture.service(Self.service, arguments: "mode=confirm timeout=30 \(Self.json)")
         let login = try fixture.laptop.startLogin(
             service: Self.service, answers: Array(repeating: Self.done, count: 40),
             items: [Self.atTheMachine, Self.extensions])
@@ -110,7 +121,7 @@ import XignTestSupport
     /// The greeter's timeout or back button while the approval waits: nothing is left for the phone to approve.
     @Test func aResetWithdrawsTheApproval() throws {
         let fixture = try ConfirmationFixture()
-        try fixture.service(Self.service, arguments: "mode=confirm timeout=30")
+        try fixture.service(Self.service, arguments: "mode=confirm timeout=30 \(Self.json)")
         let login = try fixture.laptop.login(
             service: Self.service, answers: ["CANCEL"], items: [Self.atTheMachine, Self.extensions])
         #expect(login.code == PAMCode.conversationError, "\(login.output)")
@@ -118,19 +129,6 @@ import XignTestSupport
         #expect(
             try fixture.laptop.manager.query("SELECT state FROM confirmations") == ["withdrawn"],
             "the reset withdrew the confirmation")
-    }
-
-    /// The variable counts only in GDM's own worker: the same harness as a user that is not root (as a locker runs)
-    /// never reads it.
-    @Test func onlyARootProcessReadsGDMsVariable() throws {
-        let (fixture, daemon) = try PAMFixture.locker(service: Self.service)
-        _ = daemon
-        let user = try fixture.pamtester(
-            ["-v", Self.service, "nobody", "authenticate"], stdin: "24680\n", asUser: "nobody",
-            environment: [
-                "GDM_SUPPORTED_PAM_EXTENSIONS": "org.gnome.DisplayManager.UserVerifier.CustomJSON"
-            ])
-        #expect(user.status == 0, "\(user.stdout)\n\(user.stderr)")
     }
 
     /// The code the greeter was sent, once it was.

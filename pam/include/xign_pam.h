@@ -21,7 +21,6 @@ typedef struct xign_pam_context {
     const char *const *argv;
     void *pamh;
     const char *approval; /* pam_sm_open_session: the confirmation the auth phase passed on, or NULL */
-    int custom_json_type; /* GNOME's own greeter takes JSON: GDM's number for its CustomJSON extension; -1 elsewhere */
 } xign_pam_context;
 
 /* Runs the login; returns a PAM_* code. */
