@@ -65,7 +65,9 @@ make_root() {
 DEBS=$(readlink -f "$2")
 rm -f "$OUT/base.raw"
 mkdir -p "$ROOTFS/tmp/debs"
-cp "$DEBS"/libpam-xign_*.deb "$DEBS"/xign-setup_*.deb "$DEBS"/gnome-shell-extension-xign_*.deb "$ROOTFS/tmp/debs/"
+cp "$DEBS"/libpam-xign_*.deb "$DEBS"/xign-setup_*.deb "$ROOTFS/tmp/debs/"
+# GNOME 51 draws the QR code itself: the extension is for GNOME Shell 43 to 50.
+[ "$SUITE" = sid ] || cp "$DEBS"/gnome-shell-extension-xign_*.deb "$ROOTFS/tmp/debs/"
 # As mmdebstrap's hooks ran: /proc and /dev in the root, in a mount namespace of its own so nothing stays mounted, and
 # no service started by a maintainer script (policy-rc.d).
 printf '#!/bin/sh\nexit 101\n' > "$ROOTFS/usr/sbin/policy-rc.d"
