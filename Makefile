@@ -36,7 +36,7 @@ TRIXIE_ROOT := .build-deb/trixie-root
 # DEB_BUILD_OPTIONS=noautodbgsym (CI: nothing installs them there) leaves out the -dbgsym packages and their minutes of xz.
 DBGSYM_DEBS := $(if $(findstring noautodbgsym,$(DEB_BUILD_OPTIONS)),,$(foreach p,libpam-xign libnss-xign xign-setup xign-manager,../$(p)-dbgsym_*.deb))
 
-.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package package-trixie package-test desktop-tools desktop-root desktop-test desktop-test-trixie desktop-test-next clean
+.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package trixie-root package-trixie package-test desktop-tools desktop-root desktop-test desktop-test-trixie desktop-test-next clean
 
 all: build
 
@@ -153,15 +153,23 @@ package: deps package-tools
 	   $(DBGSYM_DEBS) ../xign_*.buildinfo ../xign_*.changes $(DEB_OUT)/
 	lintian --fail-on error,warning $(DEB_OUT)/xign_*.changes
 
+# The package and desktop tests build the packages first; PACKAGED= takes those in $(DEB_OUT) as they are and
+# PACKAGED_TRIXIE= those in $(DEB_OUT_TRIXIE) (CI builds them in the background beside other steps). Set before the
+# rules that name them: make expands a rule's prerequisites as it reads it.
+PACKAGED ?= package
+PACKAGED_TRIXIE ?= package-trixie
+
+# Debian 13's root (packaging/trixie.sh), which needs no package of ours: CI makes it while the packages compile.
+trixie-root: package-tools
+	bash packaging/trixie.sh $(TRIXIE_ROOT)
+
 # The same binaries packaged for Debian 13 in a Debian 13 root (packaging/trixie.sh): the root once (165-250 s here,
 # mostly downloading), then about 3 minutes (stripping, xz and lintian of the same large binaries).
 package-trixie: $(PACKAGED) package-tools
 	bash packaging/trixie.sh $(TRIXIE_ROOT) $(DEB_OUT_TRIXIE)
 
-# The package and desktop tests build the packages first; PACKAGED= takes those in $(DEB_OUT) as they are (CI builds
-# them in the background beside other steps). The test runs on Debian 12 (this machine) and on Debian 13 (the root).
-PACKAGED ?= package
-package-test: $(PACKAGED) package-trixie
+# The test runs on Debian 12 (this machine) and on Debian 13 (the root).
+package-test: $(PACKAGED) $(PACKAGED_TRIXIE)
 	bash packaging/package-test.sh $(DEB_OUT)
 	bash packaging/package-test.sh $(DEB_OUT_TRIXIE) $(TRIXIE_ROOT)
 

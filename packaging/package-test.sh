@@ -112,6 +112,25 @@ if printf '%s\n' "$PIN" | runuser -u nobody -- pamtester login xtest authenticat
 kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
 rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true
 
+step "A TPM device key (swtpm) through the installed libtss2: personalized, the right PIN, a wrong one"
+TPM=$(mktemp -d)
+swtpm socket --tpm2 --server type=unixio,path="$TPM/s" --ctrl type=unixio,path="$TPM/ctrl" --tpmstate dir="$TPM" \
+    --flags not-need-init,startup-clear >/tmp/swtpm.log 2>&1 &
+SWTPM=$!
+for _ in $(seq 100); do test -S "$TPM/s" && break; sleep 0.1; done
+cp /etc/xign/xign.conf /tmp/xign.conf.before
+sed -i "s|^#device_key = auto$|device_key = tpm|; s|^#tcti = device:/dev/tpmrm0$|tcti = swtpm:path=$TPM/s|" /etc/xign/xign.conf
+grep -q '^device_key = tpm' /etc/xign/xign.conf || fail "cannot set device_key in xign.conf"
+id xtpm >/dev/null 2>&1 || useradd --create-home xtpm
+printf '%s\n' "$PIN" | xign-setup register --manager http://127.0.0.1:8440 --email xtpm@example.org --pin-stdin
+MAIL=$(grep -l 'To: xtpm@example.org' /var/lib/xign-manager/outbox/new/*)
+printf '%s\n' "$PIN" | xign-setup personalize --mail "$MAIL" --user xtpm --pin-stdin --no-qr | tee /tmp/personalize-tpm.log
+grep -q '(tpm key' /tmp/personalize-tpm.log || fail "the key was not made in the TPM"
+printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtpm authenticate || fail "the right PIN was refused with a TPM key"
+if printf '13570\n' | pamtester -I tty=tty1 login xtpm authenticate; then fail "a wrong PIN was accepted with a TPM key"; fi
+cp /tmp/xign.conf.before /etc/xign/xign.conf
+kill "$SWTPM"; wait "$SWTPM" 2>/dev/null || true
+
 step "The manager's users on a joined host, through the installed libnss-xign and glibc's own NSS"
 admin() { runuser -u xign-manager -- xign-manager admin "$@"; }
 TOKEN=$(admin hosts add pkg-host.example.org --group web | awk '{print $NF}')

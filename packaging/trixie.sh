@@ -5,10 +5,10 @@
 # Debian 13's lintian checks them. A binary compiled against Debian 12's glibc runs on 13's; compiling again there
 # would cost the 20 minutes of a release build for the same code. Nothing compiles here, so the build dependencies are
 # not checked (-d).
-# Usage: trixie.sh ROOT OUT_DIR   (ROOT is kept, for the package test and the next run; OUT_DIR gets the .debs)
+# Usage: trixie.sh ROOT [OUT_DIR]   (ROOT is kept, for the package test and the next run; OUT_DIR gets the .debs;
+# without it only the root is made, so CI can make it while the packages compile)
 set -euo pipefail
-ROOT=$(readlink -f "${1:?usage: trixie.sh ROOT OUT_DIR}")
-OUT=$(readlink -f "${2:?usage: trixie.sh ROOT OUT_DIR}")
+ROOT=$(readlink -f "${1:?usage: trixie.sh ROOT [OUT_DIR]}")
 cd "$(dirname "$0")/.."
 # Written last, so a root cut short by a failure or a signal is made again.
 DONE="$ROOT.done"
@@ -32,6 +32,8 @@ make_root() {
     flock 9
     [ -f "$DONE" ] || make_root
 } 9> "$ROOT.lock"
+[ -n "${2:-}" ] || exit 0
+OUT=$(readlink -f "$2")
 
 # The source's packaging and what the Debian 12 build left, in a build directory inside the root.
 BUILD="$ROOT/build"
