@@ -212,7 +212,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignTestSupport"]),
+        .testTarget(
+            name: "XignLoginTests", dependencies: ["XignLogin", "XignCore", "XignProtocol", "XignTestSupport"]),
         .testTarget(
             name: "XignPAMTests",
             dependencies: ["XignCore", "XignCrypto", "XignDevice", "XignLogin", "XignProtocol", "XignTestSupport"],

@@ -71,6 +71,11 @@ ID=$(xign-setup list --json | sed -n 's/.*"idmIdentifier" : "\([0-9a-f]*\)".*/\1
 step "Enable the module with pam-auth-update"
 pam-auth-update --enable xign
 grep pam_xign /etc/pam.d/common-auth || fail "pam-auth-update did not add the module"
+grep pam_xign /etc/pam.d/common-account || fail "pam-auth-update did not add the module's account line"
+pamtester login xtest acct_mgmt || fail "the account phase judged a local user"
+grep pam_xign /etc/pam.d/common-session || fail "pam-auth-update did not add the module's session line"
+grep -q pam_xign /etc/pam.d/common-session-noninteractive && fail "the session line is in sudo's noninteractive stack"
+pamtester login xtest open_session close_session || fail "the session phase failed a local user's session"
 
 step "Log in through the real /etc/pam.d stack: the right PIN"
 printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtest authenticate || fail "the right PIN was refused"
@@ -145,7 +150,7 @@ if printf '13570\n' | pamtester -I tty=tty1 login xtest authenticate; then fail 
 step "Remove: the module leaves the PAM stack, the enrolment stays"
 kill "$MANAGER"; wait "$MANAGER" 2>/dev/null || true
 apt-get remove -y -q libpam-xign libnss-xign xign-setup xign-manager
-grep -q pam_xign /etc/pam.d/common-auth && fail "the removed module is still in common-auth"
+grep -q pam_xign /etc/pam.d/common-auth /etc/pam.d/common-account /etc/pam.d/common-session && fail "the removed module is still in common-auth, common-account or common-session"
 grep -q xign /etc/nsswitch.conf && fail "the removed module is still in nsswitch.conf"
 grep -q pam_mkhomedir /etc/pam.d/common-session && fail "the removed homes profile is still in common-session"
 test -d /var/lib/xign || fail "remove deleted the enrolments"

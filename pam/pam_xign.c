@@ -1,6 +1,7 @@
 /* pam_xign: the PAM entry points. Everything else happens in XignPAM (Swift) behind xign_pam.h. */
 #include <security/pam_modules.h>
 #include <security/pam_ext.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -41,11 +42,9 @@ static const char *item(pam_handle_t *pamh, int type) {
     return (const char *)value;
 }
 
-PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    const char *user = NULL;
-    int rc = pam_get_user(pamh, &user, NULL);
-    if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
-    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+/* Calls `run` for user with the caller's items, in an environment of our own inside a setuid host. */
+static int run_isolated(pam_handle_t *pamh, int flags, int argc, const char **argv, const char *user,
+                        const char *approval, int (*run)(const xign_pam_context *)) {
     int isolate = caller_controls_environment();
     xign_pam_context context = {
         .user = user,
@@ -58,11 +57,20 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
         .argc = argc,
         .argv = argv,
         .pamh = pamh,
+        .approval = approval,
     };
     if (isolate) leave_host_environment();
-    rc = xign_pam_authenticate(&context);
+    int rc = run(&context);
     if (isolate) return_host_environment();
     return rc;
+}
+
+PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = NULL;
+    int rc = pam_get_user(pamh, &user, NULL);
+    if (rc != PAM_SUCCESS) return rc == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rc;
+    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_authenticate);
 }
 
 /* Nothing to set: the login proves the user, it grants no credentials. */
@@ -71,10 +79,40 @@ PAM_EXTERN int pam_sm_setcred(pam_handle_t *pamh, int flags, int argc, const cha
     return PAM_SUCCESS;
 }
 
-/* Accounts are managed elsewhere; this module has no say. */
+/* A user the manager serves here comes in only while it says so, however the user was proved (an SSH key too);
+   others are not ours to judge. The user is the one authenticated: no prompt here. */
 PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    (void)pamh; (void)flags; (void)argc; (void)argv;
-    return PAM_IGNORE;
+    const char *user = item(pamh, PAM_USER);
+    if (user == NULL || *user == '\0') return PAM_USER_UNKNOWN;
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_account);
+}
+
+#define APPROVAL_VARIABLE "XIGN_APPROVAL"
+
+void xign_pam_pass_approval(void *pamh, const char *confirmation_id) {
+    char entry[128];
+    if (snprintf(entry, sizeof entry, "%s=%s", APPROVAL_VARIABLE, confirmation_id) < (int)sizeof entry)
+        pam_putenv((pam_handle_t *)pamh, entry);
+}
+
+/* An approved SSH login covers its session where the host's policy says so (SessionCoverPhase): only sshd's, the
+   service whose auth phase passes the approval on. The approval is taken out of the PAM environment here, so it never
+   reaches the user's. */
+PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = item(pamh, PAM_USER), *service = item(pamh, PAM_SERVICE);
+    const char *passed = pam_getenv(pamh, APPROVAL_VARIABLE);
+    char approval[128] = "";
+    if (passed != NULL && strlen(passed) < sizeof approval) strcpy(approval, passed);
+    if (passed != NULL) pam_putenv(pamh, APPROVAL_VARIABLE);
+    if (user == NULL || *user == '\0' || approval[0] == '\0' || service == NULL || strcmp(service, "sshd") != 0)
+        return PAM_IGNORE;
+    return run_isolated(pamh, flags, argc, argv, user, approval, xign_pam_open_session);
+}
+
+PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+    const char *user = item(pamh, PAM_USER), *service = item(pamh, PAM_SERVICE);
+    if (user == NULL || *user == '\0' || service == NULL || strcmp(service, "sshd") != 0) return PAM_IGNORE;
+    return run_isolated(pamh, flags, argc, argv, user, NULL, xign_pam_close_session);
 }
 
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer) {

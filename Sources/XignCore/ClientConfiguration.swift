@@ -38,6 +38,9 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// How long a joined host serves its cached directory after it last heard from the manager (`[directory] keep`):
     /// removed accounts and a removed host end there even if the manager is never reached again.
     public var directoryKeepMilliseconds: Int64 = 7 * 86_400_000
+    /// How long after the manager last answered the account phase still admits, from the cache, the users the
+    /// manager serves here while it cannot ask (`[directory] offline_accounts`; 0: never).
+    public var offlineAccountsMilliseconds: Int64 = 86_400_000
 
     /// `offline`: `auto` (as the manager's policy allows, with a TPM key) or `never`.
     public enum OfflineMode: String, Sendable, CaseIterable {
@@ -80,6 +83,7 @@ public struct ClientConfiguration: Sendable, Equatable {
                 "pam.logind_sessions",
                 "pam.confirm_system_accounts", "pam.setuid_other_users",
                 "offline", "tpm_lockout", "directory.local_groups", "directory.keep",
+                "directory.offline_accounts",
             ],
             prefixes: ["pam.role."]
         )
@@ -146,6 +150,9 @@ public struct ClientConfiguration: Sendable, Equatable {
         }
         directoryKeepMilliseconds =
             try file.milliseconds("directory.keep", in: 3_600_000...(365 * 86_400_000)) ?? directoryKeepMilliseconds
+        offlineAccountsMilliseconds =
+            try file.milliseconds("directory.offline_accounts", in: 0...(365 * 86_400_000))
+            ?? offlineAccountsMilliseconds
         confirmsSystemAccounts = try file.bool("pam.confirm_system_accounts") ?? confirmsSystemAccounts
         setuidCallersMayUseOtherEnrolments =
             try file.bool("pam.setuid_other_users") ?? setuidCallersMayUseOtherEnrolments

@@ -9,7 +9,8 @@ extension XignSdk {
     /// How old the directory cache may be before doctor says xignd is not refreshing it (its default is 5 minutes).
     static let staleDirectoryMilliseconds: Int64 = 30 * 60 * 1000
 
-    /// On a joined host: libnss_xign in nsswitch.conf, the homes' PAM line, and a cache xignd keeps fresh.
+    /// On a joined host: libnss_xign in nsswitch.conf, the homes' and the account phase's PAM lines, and a cache xignd
+    /// keeps fresh.
     func checkDirectory(pamDirectory: String, nsswitch: String, directory: String) -> [Diagnosis.Item] {
         var items: [Diagnosis.Item] = []
         let lines =
@@ -38,6 +39,12 @@ extension XignSdk {
                     name: "homes", status: .warning,
                     detail: "no pam_mkhomedir in \(pamDirectory)/common-session: a first login finds no home",
                     hint: "sudo pam-auth-update --enable xign-homes"))
+        let services = ((try? Self.directoryEntries(pamDirectory)) ?? []).compactMap { name in
+            (try? AtomicFile.read(pamDirectory + "/" + name, limit: 64 * 1024)).map {
+                (name: name, text: String(decoding: $0, as: UTF8.self))
+            }
+        }
+        items.append(Diagnosis.accountPhase(in: services))
         let path = directory + "/" + DirectoryFiles.passwd
         var status = stat()
         guard stat(path, &status) == 0 else {

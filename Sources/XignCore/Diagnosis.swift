@@ -39,10 +39,14 @@ public struct Diagnosis: Sendable {
 }
 
 extension XignSdk {
-    /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`.
+    /// Checks the TPM, the device keys, the managers and the PAM configuration in `pamDirectory`; with
+    /// `sshdConfiguration` (what `sshd -T` printed, or why it could not run), whether SSH logins meet pam_xign's
+    /// approval; with `sudoSettings` (what `sudo -V` printed as root), on a joined host, whether sudo's own timestamp
+    /// lets a sudo past the approval.
     public func diagnose(
         pamDirectory: String = "/etc/pam.d", nsswitch: String = "/etc/nsswitch.conf",
-        directory: String = DirectoryFiles.directory
+        directory: String = DirectoryFiles.directory, sshdConfiguration: Result<String, any Error>? = nil,
+        sudoSettings: Result<String, any Error>? = nil
     ) -> Diagnosis {
         var items: [Diagnosis.Item] = []
         let wantsTPM = configuration.deviceKey == .tpm
@@ -105,6 +109,16 @@ extension XignSdk {
         items.append(checkPAM(pamDirectory))
         if !((try? hostEnrolments()) ?? []).isEmpty {
             items += checkDirectory(pamDirectory: pamDirectory, nsswitch: nsswitch, directory: directory)
+            if case .success(let text) = sudoSettings { items.append(Diagnosis.sudo(settings: text)) }
+        }
+        switch sshdConfiguration {
+        case .success(let text): items.append(Diagnosis.sshd(effectiveConfiguration: text))
+        case .failure(let error):
+            items.append(
+                .init(
+                    name: "sshd", status: .warning, detail: "sshd -T could not tell its configuration: \(error)",
+                    hint: "run doctor as root; fix what sshd -T says"))
+        case nil: break
         }
         return Diagnosis(items: items)
     }

@@ -8,25 +8,20 @@ extension XignSdk {
     /// the pinned manager key for this host and a fresh nonce, so neither a man in the middle nor a replay of an older
     /// directory (an account since removed) is believed. With `query`, only the account with that name or number.
     public func fetchHostDirectory(_ query: DirectoryQuery? = nil) throws -> HostDirectory {
-        let host = try hostEnrolment()
-        let managerKey = try host.pinnedManagerKey()
-        let key = try keys.load(host.keyKind, host.keyReference, what: "host")
         var large = http
         large.configuration.maximumResponseBytes = WireLimit.directoryBytes
-        let client = ManagerClient(url: host.managerURL, http: large)
-        let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))
+        let call = try hostCall(through: large)
         let nonce = try ManagerClient.nonce()
-        let compact = try client.postDeviceSigned(
+        let compact = try call.post(
             APIPath.hostDirectory,
-            body: try JSONEncoder.canonical.encode(
+            try JSONEncoder.canonical.encode(
                 HostDirectoryRequest(
-                    hostId: host.hostId, challenge: challenge, nonce: nonce, loginName: query?.loginName,
-                    uid: query?.number.map(Int64.init))),
-            challenge: challenge, key: key)
+                    hostId: call.host.hostId, challenge: call.challenge, nonce: nonce, loginName: query?.loginName,
+                    uid: query?.number.map(Int64.init))))
         let directory = try ManagerClient.verify(
-            compact, type: SignedAnswerType.hostDirectory, key: managerKey, as: HostDirectory.self, nonce: nonce,
+            compact, type: SignedAnswerType.hostDirectory, key: call.managerKey, as: HostDirectory.self, nonce: nonce,
             nonceOf: \.nonce)
-        guard directory.hostId == host.hostId else {
+        guard directory.hostId == call.host.hostId else {
             throw XignSdkError(.managerSignatureInvalid, "the manager's directory is for another host")
         }
         return directory

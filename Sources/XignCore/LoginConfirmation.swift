@@ -80,20 +80,16 @@ extension XignSdk {
         guard LoginNameValidator.validate(loginName) == .valid else {
             throw XignSdkError(.unknownLoginName, "'\(loginName.prefix(64))' is not a login name the manager can know")
         }
-        let host = try hostEnrolment()
-        let managerKey = try host.pinnedManagerKey()
-        let key = try keys.load(host.keyKind, host.keyReference, what: "host")
-        let client = ManagerClient(url: host.managerURL, http: http)
-        let challenge = try client.challenge(APIPath.hostChallenges, HostChallengeRequest(hostId: host.hostId))
+        let call = try hostCall()
+        let (host, managerKey) = (call.host, call.managerKey)
         let nonce = try ManagerClient.nonce()
         let request = ConfirmationRequest(
-            hostId: host.hostId, challenge: challenge, loginName: loginName, service: service,
+            hostId: host.hostId, challenge: call.challenge, loginName: loginName, service: service,
             remoteHost: remoteHost.map { String($0.prefix(128)) }, tty: tty.map { String($0.prefix(64)) },
             command: command.map { String($0.prefix(128)) }, nonce: nonce, localUid: localUid
         )
         let sentAt = MonotonicClock.now()
-        let compact = try client.postDeviceSigned(
-            APIPath.confirmations, body: try JSONEncoder.canonical.encode(request), challenge: challenge, key: key)
+        let compact = try call.post(APIPath.confirmations, try JSONEncoder.canonical.encode(request))
         let start = try ManagerClient.verify(
             compact, type: SignedAnswerType.confirmationStart, key: managerKey, as: ConfirmationStartMessage.self,
             nonce: nonce, nonceOf: \.nonce)

@@ -73,7 +73,7 @@ public final class Daemon: @unchecked Sendable {
         let service = DirectoryService(
             cache: DirectoryCache(
                 directory: directory, grantedGroups: configuration.grantedLocalGroups, nsswitch: "/etc/nsswitch.conf"),
-            fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory($0).users },
+            fetch: { try XignSdk(configuration: configuration, localUser: "root").fetchHostDirectory($0) },
             refreshMilliseconds: Int64(refreshSeconds) * 1000,
             keepMilliseconds: configuration.directoryKeepMilliseconds, log: { [self] in log($0, $1) })
         service.startRefreshing()

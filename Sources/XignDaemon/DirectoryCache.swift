@@ -7,7 +7,8 @@ import XignProtocol
 /// like /etc/passwd.
 ///
 /// The password fields are `*`: no password, and none in /etc/shadow to look for (pam_unix's account check then
-/// passes, as for SSSD's users); people log in with XignIn.
+/// passes, as for SSSD's users); people log in with XignIn. A locked account's is `!`, as `passwd -l` marks one, and it
+/// joins no local group; pam_xign's account phase refuses it (AccountCheck).
 ///
 /// Local users win (docs/security.md, H5): an account whose name or number a local user or group has is left out,
 /// and so is one that another source of the host's (SSSD, LDAP, homed …) names or numbers, or whose name is reserved
@@ -52,8 +53,12 @@ public struct DirectoryCache: Sendable {
         public var refusedGroups: [String] = []
     }
 
-    /// Writes the cache for `users`, leaving out what collides, to be served until `validUntil` (seconds since 1970).
-    public func write(_ users: [DirectoryUser], validUntil: Int64 = .max) throws -> Written {
+    /// Writes the cache for `users`, leaving out what collides, and the host's sudo policies, to be served until
+    /// `validUntil`; the manager answered at `answeredAt` (both seconds since 1970).
+    public func write(
+        _ users: [DirectoryUser], sudoPolicies: [String: SudoPolicy] = [:], validUntil: Int64 = .max,
+        answeredAt: Int64 = 0
+    ) throws -> Written {
         let localUsers = try Self.entries(of: localPasswd)
         let localGroups = try Self.entries(of: localGroup)
         let localGroupIds = Dictionary(localGroups.map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
@@ -71,7 +76,7 @@ public struct DirectoryCache: Sendable {
                 continue
             }
             written.served.append(user)
-            for group in user.localGroups {
+            for group in user.locked ? [] : user.localGroups {
                 if !grantedGroups.contains(group) {
                     if !written.refusedGroups.contains(group) { written.refusedGroups.append(group) }
                 } else if localGroupIds[group] == nil {
@@ -88,7 +93,11 @@ public struct DirectoryCache: Sendable {
             as: DirectoryFiles.memberships)
         try publish(served.map { "\($0.loginName):*:\($0.uid):\n" }, as: DirectoryFiles.group)
         try publish(served.map(Self.passwdLine), as: DirectoryFiles.passwd)
+        try publish(
+            sudoPolicies.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.rawValue)\n" },
+            as: DirectoryFiles.sudoPolicies)
         try publish(["\(validUntil)\n"], as: DirectoryFiles.validUntil)
+        try publish(["\(answeredAt)\n"], as: DirectoryFiles.answeredAt)
         return written
     }
 
@@ -118,7 +127,9 @@ public struct DirectoryCache: Sendable {
     /// The account's line in `passwd`: one line of seven fields whatever the manager sent (a name is a login name,
     /// checked with the answer; the comment is filtered here).
     static func passwdLine(_ user: DirectoryUser) -> String {
-        "\(user.loginName):*:\(user.uid):\(user.uid):\(gecos(user.displayName)):\(home)/\(user.loginName):\(shell)\n"
+        let password = user.locked ? DirectoryFiles.lockedPassword : "*"
+        return
+            "\(user.loginName):\(password):\(user.uid):\(user.uid):\(gecos(user.displayName)):\(home)/\(user.loginName):\(shell)\n"
     }
 
     /// The comment field: no separator of the passwd format (`:`, a line), no sub-field separator (`,`).

@@ -11,8 +11,8 @@ import XignProtocol
 /// spends theirs leaves sshd's (root's) to the people logging in. A failed fetch leaves the cache as it was, to serve
 /// for `keepMilliseconds` after the manager last answered.
 public final class DirectoryService: @unchecked Sendable {
-    /// The whole directory (nil) or the account with one name or number.
-    public typealias Fetch = @Sendable (DirectoryQuery?) throws -> [DirectoryUser]
+    /// The whole directory (nil) or the account with one name or number, with the host's sudo policies either way.
+    public typealias Fetch = @Sendable (DirectoryQuery?) throws -> HostDirectory
 
     let cache: DirectoryCache
     let fetch: Fetch
@@ -27,6 +27,7 @@ public final class DirectoryService: @unchecked Sendable {
     private let state = NSCondition()
     /// The last whole directory with what misses brought since; nil until a whole one arrived.
     private var users: [DirectoryUser]?
+    private var sudoPolicies: [String: SudoPolicy] = [:]
     private var names: Set<String> = []
     private var ids: Set<Int64> = []
     private var refreshing = false
@@ -79,7 +80,7 @@ public final class DirectoryService: @unchecked Sendable {
         state.unlock()
         do {
             let fetched = try fetch(nil)
-            try publish { _ in fetched }
+            try publish(fetched.sudoPolicies) { _ in fetched.users }
         } catch {
             report(["the user directory was not refreshed, the cache stays as it was: \(error)"])
         }
@@ -92,13 +93,17 @@ public final class DirectoryService: @unchecked Sendable {
 
     /// Writes the cache from `change` applied to the current list, and serves what it wrote, for `keepMilliseconds`
     /// from now: it is written only after the manager answered.
-    private func publish(_ change: ([DirectoryUser]?) -> [DirectoryUser]) throws {
+    private func publish(
+        _ policies: [String: SudoPolicy], _ change: ([DirectoryUser]?) -> [DirectoryUser]
+    ) throws {
         try writing.withLock {
             let list = change(state.withLock { users })
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
             let written = try cache.write(
-                list, validUntil: (Int64(Date().timeIntervalSince1970 * 1000) + keepMilliseconds) / 1000)
+                list, sudoPolicies: policies, validUntil: (now + keepMilliseconds) / 1000, answeredAt: now / 1000)
             state.withLock {
                 users = list
+                sudoPolicies = policies
                 names = Set(written.served.map(\.loginName))
                 ids = Set(written.served.map(\.uid))
             }
@@ -123,7 +128,7 @@ public final class DirectoryService: @unchecked Sendable {
     private func serves(_ query: DirectoryQuery) -> Bool {
         state.withLock {
             switch query {
-            case .name(let name): names.contains(name)
+            case .name(let name), .recheck(let name): names.contains(name)
             case .id(let id): ids.contains(Int64(id))
             }
         }
@@ -150,17 +155,19 @@ public final class DirectoryService: @unchecked Sendable {
     }
 
     /// The answer to a miss of `uid`'s: asks the manager for that account (for the whole directory while none has
-    /// come).
+    /// come). A recheck (root's alone) replaces what the cache holds for the name with the manager's answer.
     func answer(_ query: DirectoryQuery, for uid: uid_t) -> DirectoryQuery.Answer {
+        if case .recheck(let name) = query { return recheck(name, for: uid) }
         if serves(query) { return .found }
         guard spendMiss(for: uid) else { return .unavailable }
         if state.withLock({ users == nil }) {
             refresh()
         } else {
             do {
-                let found = try fetch(query)
+                let answer = try fetch(query)
+                let found = answer.users
                 if !found.isEmpty {
-                    try publish { current in
+                    try publish(answer.sudoPolicies) { current in
                         (current ?? []).filter { user in
                             !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
                         } + found
@@ -172,6 +179,31 @@ public final class DirectoryService: @unchecked Sendable {
             }
         }
         return serves(query) ? .found : .notFound
+    }
+
+    private func recheck(_ name: String, for uid: uid_t) -> DirectoryQuery.Answer {
+        guard uid == 0 else {
+            log(LOG_NOTICE, "a recheck of \(name) from uid \(uid) was refused: only root's account phase asks one")
+            return .unavailable
+        }
+        guard spendMiss(for: uid) else { return .unavailable }
+        if state.withLock({ users == nil }) {
+            refresh()
+            return serves(.name(name)) ? .found : .notFound
+        }
+        do {
+            let answer = try fetch(.name(name))
+            let found = answer.users
+            try publish(answer.sudoPolicies) { current in
+                (current ?? []).filter { user in
+                    user.loginName != name && !found.contains { $0.loginName == user.loginName || $0.uid == user.uid }
+                } + found
+            }
+        } catch {
+            log(LOG_WARNING, "a recheck of \(name) could not ask the manager: \(error)")
+            return .unavailable
+        }
+        return serves(.name(name)) ? .found : .notFound
     }
 
     /// The accept loop of the NSS socket: one short-lived thread per query, at most `maximumConnections` at once.

@@ -24,16 +24,25 @@ public final class SSHServer: @unchecked Sendable {
         return name
     }
 
-    /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt).
-    /// `launcher`: what sshd runs under, such as nsenter into a host's mount namespace.
-    public init(pamServices: String, method: String = "keyboard-interactive", launcher: [String] = []) throws {
+    /// `method`: keyboard-interactive, or password (sshd then feeds the typed password to every PAM prompt), or
+    /// publickey, or a list sshd's AuthenticationMethods takes (`publickey,keyboard-interactive`: both, in turn;
+    /// `publickey keyboard-interactive`: either).
+    /// `launcher`: what sshd runs under, such as nsenter into a host's mount namespace. `authorizedKeys`: each user's
+    /// public keys (`SSHServer.clientKey`), in a directory of the server's own.
+    public init(
+        pamServices: String, method: String = "keyboard-interactive", launcher: [String] = [],
+        authorizedKeys: [String: String] = [:]
+    ) throws {
         self.method = method
-        let keygen = try ChildProcess(
-            "/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", directory.file("host_key")], in: directory
-        )
-        .wait()
-        guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
+        try Self.keygen(directory.file("host_key"))
         port = try LoopbackSocket.unusedPort()
+        // sshd reads a user's keys as that user: the directory is open to all, each file readable.
+        let keys = directory.file("authorized_keys")
+        try FileManager.default.createDirectory(
+            atPath: keys, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        chmod(directory.path, 0o755)
+        for (user, key) in authorizedKeys { try writeTestFile(keys + "/" + user, Data((key + "\n").utf8), mode: 0o644) }
+        let methods = Set(method.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init))
         let config = try directory.write(
             "sshd_config",
             """
@@ -42,10 +51,11 @@ public final class SSHServer: @unchecked Sendable {
             HostKey \(directory.file("host_key"))
             PidFile \(directory.file("sshd.pid"))
             UsePAM yes
-            KbdInteractiveAuthentication \(method == "password" ? "no" : "yes")
-            PasswordAuthentication \(method == "password" ? "yes" : "no")
+            KbdInteractiveAuthentication \(methods.contains("keyboard-interactive") ? "yes" : "no")
+            PasswordAuthentication \(methods.contains("password") ? "yes" : "no")
             PermitEmptyPasswords no
-            PubkeyAuthentication no
+            PubkeyAuthentication \(methods.contains("publickey") ? "yes" : "no")
+            AuthorizedKeysFile \(keys)/%u
             AuthenticationMethods \(method)
             PermitRootLogin no
             StrictModes no
@@ -70,18 +80,40 @@ public final class SSHServer: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "" }
 
-    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, with the server's one method, and no known-hosts file;
-    /// `terminal`: ask for a terminal on the server too (`-t`), as sudo there needs.
-    public func ssh(_ user: String, _ command: String, terminal: Bool = false) throws -> PseudoTerminal {
+    /// `ssh user@127.0.0.1 COMMAND` in a pseudo-terminal, with the server's methods (or `methods`), and no
+    /// known-hosts file; `terminal`: ask for a terminal on the server too (`-t`), as sudo there needs; `identity`: the
+    /// private key file to offer, and no other.
+    public func ssh(
+        _ user: String, _ command: String, terminal: Bool = false, identity: String? = nil, methods: String? = nil
+    ) throws -> PseudoTerminal {
         try PseudoTerminal(
             "/usr/bin/ssh",
             [
                 "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
                 "LogLevel=ERROR",
-                "-o", "PreferredAuthentications=\(method)", "-o", "NumberOfPasswordPrompts=1",
-            ] + (terminal ? ["-t"] : []) + [
-                "\(user)@127.0.0.1", command,
-            ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+                "-o", "PreferredAuthentications=\(methods ?? method)", "-o", "NumberOfPasswordPrompts=1",
+            ] + (identity.map { ["-i", $0, "-o", "IdentitiesOnly=yes"] } ?? ["-o", "PubkeyAuthentication=no"])
+                + (terminal ? ["-t"] : []) + [
+                    "\(user)@127.0.0.1", command,
+                ], environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm"])
+    }
+
+    /// A new ed25519 key pair for a client: the private key's path and the public key's line.
+    public static func clientKey(
+        in directory: TemporaryDirectory, named name: String = "id_ed25519"
+    ) throws -> (
+        privateKey: String, publicKey: String
+    ) {
+        let path = directory.file(name)
+        try keygen(path)
+        return (path, try String(contentsOfFile: path + ".pub", encoding: .utf8).trimmingCharacters(in: .newlines))
+    }
+
+    private static func keygen(_ path: String) throws {
+        let keygen = try ChildProcess(
+            "/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path], in: TemporaryDirectory()
+        ).wait()
+        guard keygen.status == 0 else { throw TestFailure("ssh-keygen: \(keygen.stderr)") }
     }
 
     /// The listening sshd; each connection is a child of it.

@@ -44,6 +44,7 @@ struct ConfirmLogin {
         switch decision {
         case .approved(let device):
             login.debug("confirmation \(pending.confirmationId) approved by device \(device)")
+            login.onApproval?(pending.confirmationId)
             return .confirmed
         case .denied(.wrongCodes):
             login.tell(

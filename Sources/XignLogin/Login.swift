@@ -45,6 +45,8 @@ public struct Login {
     let options: LoginOptions
     let dialogue: LoginDialogue
     let log: (_ priority: Int32, _ message: String) -> Void
+    /// Told the approval of a confirmed login, so its session can be covered (the PAM module, under sshd).
+    public var onApproval: ((_ confirmationId: String) -> Void)?
 
     public init(
         caller: LoginCaller, options: LoginOptions, conversation: any Conversation,
@@ -76,18 +78,13 @@ public struct Login {
     private func authenticate() -> LoginOutcome {
         // Without root the state and the TPM are out of reach (screen lockers): xignd does the login.
         if geteuid() != 0 { return DaemonLogin(login: self).run() }
-        var configuration: ClientConfiguration
-        do { configuration = try ClientConfiguration.load(path: options.configPath) } catch {
+        let configuration: ClientConfiguration
+        do { configuration = try options.clientConfiguration() } catch {
             log(LOG_ERR, "configuration error: \(error)")
             if let error = error as? XignSdkError, error.errorCode == .untrustedFile {
                 tell("XignIn: \(error.message). Ask your administrator.", isError: true)
             }
             return .misconfigured(.configuration)
-        }
-        if let seconds = options.timeoutSeconds {
-            configuration.http.timeoutMilliseconds = seconds * 1000
-            configuration.http.connectTimeoutMilliseconds = min(
-                configuration.http.connectTimeoutMilliseconds, seconds * 1000)
         }
         let sdk: XignSdk
         let enrolment: IdentityManagerEntity?
@@ -136,6 +133,9 @@ public struct Login {
                 )
                 tell("XignIn: logins to \(caller.user) are not confirmed on this host.", isError: true)
                 return .refused(.systemAccount)
+            }
+            if let covered = try CoverLogin(login: self, sdk: sdk, stateDirectory: configuration.stateDirectory).run() {
+                return covered
             }
             return try ConfirmLogin(login: self, sdk: sdk).run()
         } catch {

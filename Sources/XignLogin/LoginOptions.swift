@@ -129,3 +129,16 @@ public struct LoginOptions: Equatable {
 
     public init() {}
 }
+
+extension LoginOptions {
+    /// The machine's configuration (`config=`), with `timeout=` over its HTTP timeouts.
+    func clientConfiguration() throws -> ClientConfiguration {
+        var configuration = try ClientConfiguration.load(path: configPath)
+        if let seconds = timeoutSeconds {
+            configuration.http.timeoutMilliseconds = seconds * 1000
+            configuration.http.connectTimeoutMilliseconds = min(
+                configuration.http.connectTimeoutMilliseconds, seconds * 1000)
+        }
+        return configuration
+    }
+}

@@ -8,6 +8,8 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
     case signedIn
     /// The user approved the login on an enrolled device.
     case confirmed
+    /// A sudo in a session whose SSH login the user approved, where the host's policy lets that approval cover it.
+    case covered
     /// The manager could not be reached, and this machine's TPM accepted the PIN (offline login).
     case signedInOffline
     /// Offline, the TPM refused the PIN; how many more wrong ones offline login allows.
@@ -92,6 +94,7 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         switch self {
         case .signedIn: "success"
         case .confirmed: "confirmed"
+        case .covered: "covered"
         case .signedInOffline: "offline-success"
         case .wrongOfflinePIN: "offline-wrong-pin"
         case .wrongPIN(let lock): lock.isPermanent ? "locked-permanently" : "wrong-pin"
@@ -106,5 +109,5 @@ public enum LoginOutcome: Codable, Sendable, Equatable {
         }
     }
 
-    public var isSuccess: Bool { self == .signedIn || self == .confirmed || self == .signedInOffline }
+    public var isSuccess: Bool { [.signedIn, .confirmed, .covered, .signedInOffline].contains(self) }
 }

@@ -82,6 +82,9 @@ public struct ManagerConfiguration: Sendable {
         public var denialCooldownMilliseconds: Int64 = 30_000
         /// Wrong codes typed before the confirmation is denied.
         public var maxCodeFailures = 3
+        /// The longest an approved SSH login covers its session where a host group's sudo policy is `session`.
+        public var sessionCoverMilliseconds: Int64 = 8 * 3_600_000
+        public static let longestSessionCover: Int64 = 8 * 3_600_000
 
         public init() {}
     }
@@ -209,7 +212,7 @@ public struct ManagerConfiguration: Sendable {
             "lockout.free_attempts", "lockout.base_delay", "lockout.max_delay", "lockout.max_attempts",
             "session.lifetime", "policy.require_hardware_key", "attestation.ca_directory", "audit.keep",
             "confirmation.lifetime", "confirmation.max_pending", "confirmation.max_pending_per_account",
-            "confirmation.denial_cooldown",
+            "confirmation.denial_cooldown", "confirmation.session_cover",
             "confirmation.max_code_failures", "offline.grace", "offline.max_failures", "users.uid_range",
         ])
         let fail = file.fail
@@ -325,6 +328,9 @@ public struct ManagerConfiguration: Sendable {
         confirmation.lifetimeMilliseconds =
             try file.milliseconds("confirmation.lifetime", in: 5_000...600_000) ?? confirmation.lifetimeMilliseconds
         confirmation.maxPending = try file.integer("confirmation.max_pending", in: 1...20) ?? confirmation.maxPending
+        confirmation.sessionCoverMilliseconds =
+            try file.milliseconds("confirmation.session_cover", in: 60_000...Confirmation.longestSessionCover)
+            ?? confirmation.sessionCoverMilliseconds
         confirmation.maxPendingPerAccount =
             try file.integer("confirmation.max_pending_per_account", in: 1...100)
             ?? max(confirmation.maxPendingPerAccount, confirmation.maxPending)

@@ -20,7 +20,7 @@ public enum ConsoleRole: String, Codable, Sendable, CaseIterable {
     public func may(_ action: ConsoleAction) -> Bool {
         switch (self, action) {
         case (.admin, _): true
-        case (.helpdesk, .lock), (.helpdesk, .unlock), (.helpdesk, .reissueActivation): true
+        case (.helpdesk, .lock), (.helpdesk, .unlock), (.helpdesk, .reissueActivation), (.helpdesk, .endCover): true
         case (.helpdesk, _): false
         }
     }
@@ -37,14 +37,18 @@ public enum ConsoleAction: String, Codable, Sendable, CaseIterable {
     case setRole
     case delete
     case setOfflinePolicy
+    /// Ends one of the account's session covers (`coverId`).
+    case endCover
     /// Makes an account and mails its activation data; the answer holds its activation PIN, once.
     case invite
     /// Issues a join token for a new host; the answer holds it, once.
     case addHost
     case removeHost
+    /// Sets what a sudo needs on a host group's hosts (`hostGroup`, `service`, `sudoPolicy`).
+    case setSudoPolicy
 
     /// Whether the action changes one account, named by `accountId`.
-    public var concernsAnAccount: Bool { ![.invite, .addHost, .removeHost].contains(self) }
+    public var concernsAnAccount: Bool { ![.invite, .addHost, .removeHost, .setSudoPolicy].contains(self) }
 }
 
 /// A change made in the console. `accountId` names the account it is made to; the other fields belong to one action
@@ -72,6 +76,13 @@ public struct ConsoleActionRequest: Codable, Equatable, Sendable {
     /// setOfflinePolicy: nil for the manager's own; a grace of 0 turns offline login off.
     public var offlineGraceSeconds: Int64?
     public var offlineMaxFailures: Int?
+    /// endCover.
+    public var coverId: String?
+    /// setSudoPolicy: the host group (`*` for every host) and PAM service (`*` or nil for every service); a nil policy
+    /// removes the line.
+    public var hostGroup: String?
+    public var service: String?
+    public var sudoPolicy: SudoPolicy?
 
     public init(deviceId: String, challenge: String, action: ConsoleAction, accountId: String?) {
         (self.deviceId, self.challenge, self.action, self.accountId) = (deviceId, challenge, action, accountId)
@@ -106,5 +117,6 @@ extension ConsoleActionRequest: LimitedMessage {
         for group in hostGroups ?? [] { try Limit.text("hostGroups[]", group, maximum: WireLimit.identifier) }
         try Limit.text("targetDeviceId", targetDeviceId, maximum: WireLimit.identifier, allowsEmpty: true)
         try Limit.text("activationId", activationId, maximum: WireLimit.identifier, allowsEmpty: true)
+        try Limit.text("coverId", coverId, maximum: WireLimit.identifier, allowsEmpty: true)
     }
 }

@@ -16,6 +16,8 @@ extension WireLimit {
     /// Accounts in one host's directory, and the local groups one account is given on a host.
     public static let directoryUsers = 50_000
     public static let localGroups = 32
+    /// PAM services a host's sudo policies name.
+    public static let sudoPolicies = 32
     /// The largest directory answer a host reads (a full one is about 150 bytes per account, signed).
     public static let directoryBytes = 12 * 1024 * 1024
 }
@@ -28,24 +30,67 @@ public enum DirectoryFiles {
     /// Until when the cache serves (seconds since 1970, one line): `[directory] keep` after xignd last heard from the
     /// manager.
     public static let validUntil = "valid-until"
+    /// When the manager last answered (seconds since 1970, one line): how old what the cache says is.
+    public static let answeredAt = "answered-at"
+    /// The host's sudo policies, a line `SERVICE POLICY` each (`*` for every other service).
+    public static let sudoPolicies = "sudo-policies"
+    /// A locked account's password field in `passwd`, as `passwd -l` marks one.
+    public static let lockedPassword = "!"
+
+    /// One account as the cache serves it.
+    public struct Entry: Equatable, Sendable {
+        public var name: String
+        public var id: Int64
+        public var locked: Bool
+    }
 
     /// The users a host's cache in `directory` serves; none when the cache is missing or not root's alone.
     public static func served(in directory: String = Self.directory) -> [(name: String, id: Int64)] {
+        accounts(in: directory).map { ($0.name, $0.id) }
+    }
+
+    /// As `served(in:)`, with each account's lock.
+    public static func accounts(in directory: String = Self.directory) -> [Entry] {
         guard let data = try? AtomicFile.readTrusted(directory + "/" + passwd, limit: 16 << 20) else { return [] }
-        return entries(in: String(decoding: data, as: UTF8.self))
+        return records(in: String(decoding: data, as: UTF8.self))
+    }
+
+    /// When the manager last answered the host's xignd, or nil (no cache, or one that is not root's alone).
+    public static func answeredAt(in directory: String = Self.directory) -> Int64? {
+        guard let data = try? AtomicFile.readTrusted(directory + "/" + answeredAt, limit: 64) else { return nil }
+        return Int64(String(decoding: data.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
+    }
+
+    /// The host's sudo policies by PAM service, as the manager last said; none (every service fresh) without a cache.
+    public static func policies(in directory: String = Self.directory) -> [String: SudoPolicy] {
+        guard let data = try? AtomicFile.readTrusted(directory + "/" + sudoPolicies, limit: 64 * 1024) else {
+            return [:]
+        }
+        var table: [String: SudoPolicy] = [:]
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 2 { table[String(fields[0])] = SudoPolicy(rawValue: String(fields[1])) ?? .fresh }
+        }
+        return table
     }
 
     /// The login names and uids in a passwd file's text; NIS's `+` and `-` lines and broken lines are skipped.
-    /// Split by bytes, as libc reads the file: as Characters, a `:` or `\n` with a combining mark after it, or a
-    /// `\r\n`, is one Character and no separator.
     public static func entries(in text: String) -> [(name: String, id: Int64)] {
+        records(in: text).map { ($0.name, $0.id) }
+    }
+
+    /// As `entries(in:)`, with the lock. Split by bytes, as libc reads the file: as Characters, a `:` or `\n` with a
+    /// combining mark after it, or a `\r\n`, is one Character and no separator.
+    static func records(in text: String) -> [Entry] {
         text.utf8.split(separator: UInt8(ascii: "\n")).compactMap { line in
             let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
             guard fields.count >= 3, let first = fields[0].first, first != UInt8(ascii: "+"),
                 first != UInt8(ascii: "-"),
                 let id = Int64(String(decoding: fields[2], as: UTF8.self))
             else { return nil }
-            return (String(decoding: fields[0], as: UTF8.self), id)
+            return Entry(
+                name: String(decoding: fields[0], as: UTF8.self), id: id,
+                locked: fields[1].elementsEqual(lockedPassword.utf8))
         }
     }
 }
@@ -79,17 +124,36 @@ public struct HostDirectoryRequest: Codable, Equatable, Sendable {
 
 /// One account as a host serves it: its login name, its uid (its private group has the same number as gid), the
 /// name people read, and the host's local groups (`sudo`, `docker`, ...) its host groups map to.
+///
+/// A locked account stays in the directory, so its files keep their owner's name, but with no local group, and the
+/// host's account phase refuses it whatever proved the person (docs/design.md, "The account phase").
 public struct DirectoryUser: Codable, Equatable, Sendable {
     public var loginName: String
     public var uid: Int64
     public var displayName: String
     public var localGroups: [String]
+    public var locked: Bool
 
-    public init(loginName: String, uid: Int64, displayName: String, localGroups: [String]) {
+    public init(loginName: String, uid: Int64, displayName: String, localGroups: [String], locked: Bool = false) {
         self.loginName = loginName
         self.uid = uid
         self.displayName = displayName
         self.localGroups = localGroups
+        self.locked = locked
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case loginName, uid, displayName, localGroups, locked
+    }
+
+    /// A manager from before locks reached hosts sends no `locked`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        loginName = try container.decode(String.self, forKey: .loginName)
+        uid = try container.decode(Int64.self, forKey: .uid)
+        displayName = try container.decode(String.self, forKey: .displayName)
+        localGroups = try container.decode([String].self, forKey: .localGroups)
+        locked = try container.decodeIfPresent(Bool.self, forKey: .locked) ?? false
     }
 }
 
@@ -99,12 +163,34 @@ public struct HostDirectory: Codable, Equatable, Sendable {
     public var hostId: String
     public var issuedAt: Int64
     public var users: [DirectoryUser]
+    /// What a sudo in an approved session needs here, by PAM service (`*`: every other), the strictest of the host's
+    /// groups; a service not listed is `fresh`.
+    public var sudoPolicies: [String: SudoPolicy]
 
-    public init(nonce: String, hostId: String, issuedAt: Int64, users: [DirectoryUser]) {
+    public init(
+        nonce: String, hostId: String, issuedAt: Int64, users: [DirectoryUser], sudoPolicies: [String: SudoPolicy] = [:]
+    ) {
         self.nonce = nonce
         self.hostId = hostId
         self.issuedAt = issuedAt
         self.users = users
+        self.sudoPolicies = sudoPolicies
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case nonce, hostId, issuedAt, users, sudoPolicies
+    }
+
+    /// A manager from before session covers sends no `sudoPolicies`: every service is fresh.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        nonce = try container.decode(String.self, forKey: .nonce)
+        hostId = try container.decode(String.self, forKey: .hostId)
+        issuedAt = try container.decode(Int64.self, forKey: .issuedAt)
+        users = try container.decode([DirectoryUser].self, forKey: .users)
+        // A policy this host does not know (a newer manager's) counts as the strictest.
+        let policies = try container.decodeIfPresent([String: String].self, forKey: .sudoPolicies) ?? [:]
+        sudoPolicies = policies.mapValues { SudoPolicy(rawValue: $0) ?? .fresh }
     }
 }
 
@@ -141,6 +227,7 @@ extension DirectoryUser: LimitedMessage {
         try Limit.list("localGroups", localGroups, maximum: WireLimit.localGroups) { group throws(LimitViolation) in
             try Limit.require(LocalGroupName.isValid(group), "localGroups", "holds a name that is not a group name")
         }
+        try Limit.require(!locked || localGroups.isEmpty, "localGroups", "are given to a locked account")
     }
 }
 
@@ -149,6 +236,12 @@ extension HostDirectory: LimitedMessage {
         try Limit.plainIdentifier("hostId", hostId)
         try Limit.list("users", users, maximum: WireLimit.directoryUsers) { user throws(LimitViolation) in
             try user.checkLimits()
+        }
+        try Limit.list("sudoPolicies", Array(sudoPolicies.keys), maximum: WireLimit.sudoPolicies) {
+            service throws(LimitViolation) in
+            try Limit.require(
+                service == SudoPolicy.everyService || IdentifierValidator.isValid(service), "sudoPolicies",
+                "names a PAM service that is not 1 to 64 printable ASCII characters without spaces")
         }
     }
 }

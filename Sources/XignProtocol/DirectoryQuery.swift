@@ -4,11 +4,15 @@
 ///     query:  "xn" version kind length(2, big-endian) key(length bytes)
 ///     answer: "xn" version status 0 0
 ///
-/// kind 1 asks for a user or group name (a login name), kind 2 for a uid or gid (4 bytes, big-endian). A found answer
-/// means the cache now holds it, and the module reads the cache again.
+/// kind 1 asks for a user or group name (a login name), kind 2 for a uid or gid (4 bytes, big-endian); kind 3 (root's
+/// account phase only) has xignd take the manager's word about a name the cache holds. A found answer means the cache
+/// now holds it, and the module reads the cache again.
 public enum DirectoryQuery: Equatable, Sendable {
     case name(String)
     case id(UInt32)
+    /// From root's account phase (pam_xign): the manager's answer about this name differs from the cache; take it now
+    /// (a lock drops the account's local groups at once on the host where the person tried).
+    case recheck(String)
 
     public static let version: UInt8 = 1
     public static let headerLength = 6
@@ -39,7 +43,7 @@ public enum DirectoryQuery: Equatable, Sendable {
         guard header[2] == version else { throw .version(header[2]) }
         let length = Int(header[4]) << 8 | Int(header[5])
         switch header[3] {
-        case 1: guard (1...maximumKeyLength).contains(length) else { throw .key }
+        case 1, 3: guard (1...maximumKeyLength).contains(length) else { throw .key }
         case 2: guard length == 4 else { throw .key }
         default: throw .kind(header[3])
         }
@@ -59,18 +63,25 @@ public enum DirectoryQuery: Equatable, Sendable {
         guard let name = String(validating: key, as: UTF8.self), LoginNameValidator.validate(name) == .valid else {
             throw .key
         }
-        self = .name(name)
+        self = bytes[3] == 3 ? .recheck(name) : .name(name)
     }
 
-    public var loginName: String? { if case .name(let name) = self { name } else { nil } }
+    public var loginName: String? {
+        switch self {
+        case .name(let name), .recheck(let name): name
+        case .id: nil
+        }
+    }
     public var number: UInt32? { if case .id(let id) = self { id } else { nil } }
 
     public var encoded: [UInt8] {
         switch self {
-        case .name(let name):
+        case .name(let name), .recheck(let name):
             let key = Array(name.utf8)
+            let kind: UInt8 = if case .recheck = self { 3 } else { 1 }
             return [
-                UInt8(ascii: "x"), UInt8(ascii: "n"), Self.version, 1, UInt8(key.count >> 8), UInt8(key.count & 0xFF),
+                UInt8(ascii: "x"), UInt8(ascii: "n"), Self.version, kind, UInt8(key.count >> 8),
+                UInt8(key.count & 0xFF),
             ]
                 + key
         case .id(let id):

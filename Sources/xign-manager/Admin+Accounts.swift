@@ -13,7 +13,7 @@ extension Admin {
             abstract: "List and add accounts, or give one the login name hosts ask for.",
             subcommands: [
                 List.self, Add.self, SetLogin.self, SetLocalUser.self, SetHostGroups.self, KeepOpenHostAccess.self,
-                SetOffline.self, Delete.self, SetRole.self, Lock.self, Unlock.self, RevokeDevice.self,
+                SetOffline.self, Delete.self, SetRole.self, Lock.self, Unlock.self, RevokeDevice.self, Covers.self,
             ],
             defaultSubcommand: List.self
         )

@@ -1,5 +1,6 @@
 import ArgumentParser
 import XignManager
+import XignProtocol
 
 /// `xign-manager admin hosts`: servers that ask their users to confirm logins.
 extension Admin {
@@ -77,23 +78,36 @@ extension Admin {
     struct Groups: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract:
-                "Map host groups to the local groups (sudo, docker, ...) their members join on the hosts in them.",
-            subcommands: [List.self, SetLocal.self]
+                "Map host groups to the local groups (sudo, docker, ...) their members join on the hosts in them, and set what sudo needs there.",
+            subcommands: [List.self, SetLocal.self, SetSudo.self]
         )
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List each host group's local groups.")
+            static let configuration = CommandConfiguration(
+                abstract: "List each host group's local groups and sudo policies.")
+
+            struct Listing: Encodable {
+                var localGroups: [String: [String]]
+                var sudoPolicies: [String: [String: SudoPolicy]]
+            }
+
             @OptionGroup var options: ConfigOptions
             @Flag(help: "Print JSON.") var json = false
 
             func run() async throws {
-                let mappings = try await options.withManager { try await $0.administration.localGroups() }
-                if json { return try printJSON(mappings) }
+                let (mappings, policies) = try await options.withManager {
+                    (try await $0.administration.localGroups(), try await $0.administration.sudoPolicies())
+                }
+                if json { return try printJSON(Listing(localGroups: mappings, sudoPolicies: policies)) }
                 if mappings.isEmpty {
                     print("No host group maps to local groups. Add one with `admin groups set-local`.")
                 }
                 for (group, local) in mappings.sorted(by: { $0.key < $1.key }) {
                     print("\(group)\t\(local.joined(separator: ","))")
+                }
+                for (group, services) in policies.sorted(by: { $0.key < $1.key }) {
+                    let lines = services.sorted(by: { $0.key < $1.key }).map { "\($0.key)=\($0.value.rawValue)" }
+                    print("\(group)\tsudo policy \(lines.joined(separator: ","))")
                 }
             }
         }

@@ -4,6 +4,10 @@ import XignCore
 import XignProtocol
 import XignTerminal
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension QRStyle: ExpressibleByArgument {}
 
 struct List: ParsableCommand {
@@ -182,10 +186,18 @@ struct Doctor: ParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @Option(help: "Where the PAM service files are.") var pamDir = "/etc/pam.d"
+    @Option(help: "The sshd whose effective configuration (sshd -T) is checked, where it is installed.")
+    var sshd = "/usr/sbin/sshd"
+    @Option(help: "That sshd's configuration file, when not its own default.") var sshdConfig: String?
+    @Option(help: "The sudo whose settings (sudo -V, as root) are checked on a joined host, where it is installed.")
+    var sudo = "/usr/bin/sudo"
 
     func run() throws {
         try reportingErrors(json: common.json) {
-            let diagnosis = try common.sdk(user: nil).diagnose(pamDirectory: pamDir)
+            let diagnosis = try common.sdk(user: nil).diagnose(
+                pamDirectory: pamDir,
+                sshdConfiguration: ProgramOutput.of(sshd, ["-T"] + (sshdConfig.map { ["-f", $0] } ?? [])),
+                sudoSettings: getuid() == 0 ? ProgramOutput.of(sudo, ["-V"]) : nil)
             if common.json {
                 Output(json: true).emit([
                     "status": .string(diagnosis.status.rawValue),

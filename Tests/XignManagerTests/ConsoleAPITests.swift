@@ -197,6 +197,76 @@ import XignTestSupport
         }
     }
 
+    /// The hosts page shows each host group's sudo policies and lets an administrator (only) set them; a bad group or
+    /// service is refused with what to type, and nothing is written.
+    @Test(arguments: TestDatabase.allCases) func anAdministratorSetsASudoPolicyInTheConsole(
+        database: TestDatabase
+    ) async throws {
+        try await InProcessManager.run(database: database) { inProcess in
+            let admin = try await inProcess.api.enrolDevice("admin@example.org")
+            let helpdesk = try await inProcess.api.enrolDevice("help@example.org")
+            try await inProcess.manager.administration.setRole(.admin, email: "admin@example.org")
+            try await inProcess.manager.administration.setRole(.helpdesk, email: "help@example.org")
+            let (_, adminToken, _) = try await Self.openSession(inProcess, admin)
+            let (_, helpToken, _) = try await Self.openSession(inProcess, helpdesk)
+            let rows = { try inProcess.files.query("SELECT group_name, service, policy FROM host_group_sudo_policies") }
+            let (_, _, before) = try await Self.page(inProcess, "/console/hosts", token: adminToken)
+            #expect(before.contains("No group sets one"), "\(before)")
+
+            let byHelpdesk = try await Self.act(inProcess, helpToken, helpdesk, .setSudoPolicy, on: nil) {
+                $0.hostGroup = "web"
+                $0.sudoPolicy = .session
+            }
+            #expect(byHelpdesk.status == 403 && byHelpdesk.text.contains("may not setSudoPolicy"), "\(byHelpdesk.text)")
+            let noGroup = try await Self.act(inProcess, adminToken, admin, .setSudoPolicy, on: nil) {
+                $0.sudoPolicy = .session
+            }
+            #expect(noGroup.status == 400 && noGroup.text.contains("needs the field hostGroup"), "\(noGroup.text)")
+            let badService = try await Self.act(inProcess, adminToken, admin, .setSudoPolicy, on: nil) {
+                $0.hostGroup = "web"
+                $0.service = "sudo;rm"
+                $0.sudoPolicy = .session
+            }
+            #expect(
+                badService.status == 400 && badService.text.contains("not a PAM service name"), "\(badService.text)")
+            #expect(try rows().isEmpty)
+
+            // The control: the administrator's line is kept, shown on the page and audited with who set it.
+            let set = try await Self.act(inProcess, adminToken, admin, .setSudoPolicy, on: nil) {
+                $0.hostGroup = "web"
+                $0.service = "sudo"
+                $0.sudoPolicy = .session
+            }
+            #expect(set.status == 200 && set.text.contains("sudo on the hosts of web: session."), "\(set.text)")
+            let everywhere = try await Self.act(inProcess, adminToken, admin, .setSudoPolicy, on: nil) {
+                $0.hostGroup = "*"
+                $0.sudoPolicy = .fresh
+            }
+            #expect(everywhere.status == 200, "\(everywhere.text)")
+            #expect(try rows().sorted() == ["*|*|fresh", "web|sudo|session"])
+            let (_, _, shown) = try await Self.page(inProcess, "/console/hosts", token: helpToken)
+            #expect(
+                shown.contains(
+                    "<td data-label=\"Host group\">web</td><td data-label=\"PAM service\">sudo</td><td data-label=\"Policy\">session</td>"
+                ), "\(shown)")
+            #expect(
+                shown.contains("every host (*)") && !shown.contains("id=\"sudo-form\""), "the helpdesk sees no form")
+
+            // No policy removes the line.
+            let removed = try await Self.act(inProcess, adminToken, admin, .setSudoPolicy, on: nil) {
+                $0.hostGroup = "web"
+                $0.service = "sudo"
+            }
+            #expect(
+                removed.status == 200 && removed.text.contains("web says nothing about sudo now"), "\(removed.text)")
+            #expect(try rows() == ["*|*|fresh"])
+            #expect(
+                try inProcess.files.query("SELECT actor FROM audit_events WHERE event = 'sudoPolicySet'")
+                    == Array(
+                        repeating: "console admin@example.org", count: 3))
+        }
+    }
+
     /// H4: a helpdesk acts only on accounts that hold no role, and lifts only a lock a helpdesk set, so it cannot lock
     /// an administrator out, clear an administrator's PIN lockout (with that administrator's device, an endless PIN
     /// search) or mail one new activation data; and no change, not even one from the command line, leaves the manager

@@ -37,4 +37,46 @@ import XignTestSupport
             #expect(both.status == 400, "\(both.json)")
         }
     }
+
+    /// A lock reaches the hosts through the directory: the account stays (its files keep their owner's name), marked
+    /// locked and with no local group; unlocked, its groups come back. Beside it, bob in the same host group keeps his.
+    @Test(arguments: TestDatabase.allCases) func aLockedAccountStaysMarkedAndLosesItsLocalGroups(
+        database: TestDatabase
+    ) async throws {
+        try await InProcessManager.run(database: database) { inProcess in
+            let api = inProcess.api
+            for (email, name) in [("alice@example.org", "alice"), ("bob@example.org", "bob")] {
+                _ = try await api.enrolDevice(email)
+                try api.manager.giveLogin(email, name)
+            }
+            #expect(try api.manager.admin(["groups", "set-local", "web", "sudo"]).status == 0)
+            let host = try await JoinedHost(api, groups: ["web"])
+            for email in ["alice@example.org", "bob@example.org"] {
+                #expect(try api.manager.admin(["accounts", "set-host-groups", email, "web"]).status == 0)
+            }
+            func entries() async throws -> [String: [String: Any]] {
+                let payload = try await host.directory().answer.signedPayload(
+                    key: try api.managerKey, type: SignedAnswerType.hostDirectory)
+                let users = payload["users"] as? [[String: Any]] ?? []
+                return Dictionary(uniqueKeysWithValues: users.map { ($0["loginName"] as? String ?? "", $0) })
+            }
+            var users = try await entries()
+            #expect(
+                users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
+
+            #expect(try api.manager.admin(["accounts", "lock", "alice@example.org"]).status == 0)
+            users = try await entries()
+            #expect(users["alice"]?["locked"] as? Bool == true, "\(users)")
+            #expect(users["alice"]?["localGroups"] as? [String] == [], "\(users)")
+            #expect(users["bob"]?["localGroups"] as? [String] == ["sudo"] && users["bob"]?["locked"] as? Bool == false)
+            let one = try await host.directory(loginName: "alice").answer.signedPayload(
+                key: try api.managerKey, type: SignedAnswerType.hostDirectory)
+            #expect((one["users"] as? [[String: Any]])?.first?["locked"] as? Bool == true)
+
+            #expect(try api.manager.admin(["accounts", "unlock", "alice@example.org"]).status == 0)
+            users = try await entries()
+            #expect(
+                users["alice"]?["localGroups"] as? [String] == ["sudo"] && users["alice"]?["locked"] as? Bool == false)
+        }
+    }
 }

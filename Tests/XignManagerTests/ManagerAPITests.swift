@@ -804,10 +804,13 @@ struct JoinedHost<Manager: ManagerFiles> {
     let key = try! P256PrivateKey()
     let hostId: String
 
-    init(_ api: API<Manager>, name: String = "web1") async throws {
+    init(_ api: API<Manager>, name: String = "web1", groups: [String] = []) async throws {
         self.api = api
         let token = try HostJoinToken(
-            parsing: String(try api.manager.admin(["hosts", "add", name]).stdout.split(separator: " ").last ?? ""))
+            parsing: String(
+                try api.manager.admin(["hosts", "add", name] + groups.flatMap { ["--group", $0] }).stdout.split(
+                    separator: " "
+                ).last ?? ""))
         let join = try JSONEncoder.canonical.encode(
             HostJoinRequest(
                 joinSecret: token.secret, hostKey: Base64URL.encode(key.publicKey.derRepresentation),
@@ -859,6 +862,18 @@ struct JoinedHost<Manager: ManagerFiles> {
         return try await api.call(
             "POST", APIPath.confirmations, body: body,
             headers: try Self.signed(key, APIPath.confirmations, body, challenge: challenge))
+    }
+
+    /// A request `make` builds over a fresh challenge, host-signed (by `key`, or the host's own) and sent to `path`.
+    func signed(
+        _ path: String, key: P256PrivateKey? = nil, _ make: (_ challenge: String) -> some Encodable
+    ) async throws -> APIAnswer {
+        let challenge =
+            try await api.post(APIPath.hostChallenges, HostChallengeRequest(hostId: hostId)).json["challenge"]
+            as? String ?? ""
+        let body = try JSONEncoder.canonical.encode(make(challenge))
+        return try await api.call(
+            "POST", path, body: body, headers: try Self.signed(key ?? self.key, path, body, challenge: challenge))
     }
 
     /// The host's directory (POST /v1/hosts/directory), host-signed over a challenge it spends.

@@ -65,6 +65,32 @@ import XignTestSupport
             ], "\(audit)")
     }
 
+    /// The hosts page's form sets a host group's sudo policy, and its "none" takes the line away; the manager's table
+    /// (what the directory carries to hosts) holds what the page said.
+    @Test func aSudoPolicySetOnTheHostsPageIsTheManagers() throws {
+        let manager = try ManagerProcess.servingBrowsers()
+        let directory = TemporaryDirectory()
+        let browser = Self.browser(in: directory, "sudo-policy")
+        let pin = try Self.administrator(manager, browser, "root@example.org")
+        #expect(try browser.consoleSignIn(manager.browserURL + "/console", pin: pin).error.isEmpty)
+        let hosts = manager.browserURL + "/console/hosts"
+        let policies = { try manager.query("SELECT group_name, service, policy FROM host_group_sudo_policies") }
+
+        let set = try browser.consoleForm(
+            "setSudoPolicy", ["sudoHostGroup": "web", "sudoService": "sudo", "sudoPolicy": "session"], at: hosts)
+        #expect(set.status.hasPrefix("sudo on the hosts of web: session."), "\(set)")
+        #expect(try policies() == ["web|sudo|session"])
+        // A name that is no host group is refused with what to type; nothing is written.
+        let bad = try browser.consoleForm(
+            "setSudoPolicy", ["sudoHostGroup": "web servers", "sudoPolicy": "fresh"], at: hosts)
+        #expect(bad.error.contains("is not a host group name"), "\(bad)")
+        #expect(try policies() == ["web|sudo|session"])
+        let removed = try browser.consoleForm(
+            "setSudoPolicy", ["sudoHostGroup": "web", "sudoService": "sudo", "sudoPolicy": ""], at: hosts)
+        #expect(removed.status.hasPrefix("web says nothing about sudo now."), "\(removed)")
+        #expect(try policies().isEmpty)
+    }
+
     @Test func everyPageAtPhoneAndDesktopSizeShowsHostileTextAsText() throws {
         let manager = try ManagerProcess.servingBrowsers()
         let directory = TemporaryDirectory()

@@ -127,7 +127,7 @@ import XignTestSupport
         #expect(
             try waitUntil(seconds: 10, every: 300_000) {
                 try greeter.picture(to: picture)
-                shown = try Self.text(in: picture, directory: fixture.directory)
+                shown = try ScreenText.read(picture, in: fixture.directory)
                 return shown.contains("Touch the fingerprint reader")
             }, "\(shown)")
         try reader.scan("mallory")
@@ -173,7 +173,7 @@ import XignTestSupport
         #expect(
             try waitUntil(seconds: 20, every: 500_000) {
                 try greeter.picture(to: picture)
-                shown = try Self.text(in: picture, directory: fixture.laptop.directory)
+                shown = try ScreenText.read(picture, in: fixture.laptop.directory)
                 return shown.contains("/account")
             }, "\(shown)")
         let code = try #require(shown.firstMatch(of: /code (\d{6})/).map { String($0.1) }, "\(shown)")
@@ -187,20 +187,6 @@ import XignTestSupport
         #expect(
             try waitUntil(seconds: 20) { greeter.authentications(of: user, ending: "Success") == 1 },
             "\(greeter.log.suffix(1500))")
-    }
-
-    /// The text on a picture, read by tesseract from a grey copy three times the size (the greeter's small text).
-    static func text(in picture: String, directory: TemporaryDirectory) throws -> String {
-        let large = directory.file("ocr.png")
-        let converted = try ChildProcess(
-            "/usr/bin/convert", [picture, "-colorspace", "Gray", "-resize", "300%", large], in: directory
-        ).wait(
-            timeout: 60)
-        guard converted.status == 0 else { throw TestFailure("convert: \(converted.stderr)") }
-        let result = try ChildProcess("/usr/bin/tesseract", [large, "-", "--psm", "11"], in: directory).wait(
-            timeout: 60)
-        guard result.status == 0 else { throw TestFailure("tesseract: \(result.stderr)") }
-        return result.stdout
     }
 
     /// The laptop at its greeter with the network gone: the TPM checks the PIN. A wrong one is refused and counted by the

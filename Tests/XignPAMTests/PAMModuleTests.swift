@@ -329,7 +329,11 @@ import XignTestSupport
             .compactMap {
                 $0.split(separator: " ").last.map(String.init)
             }
-        #expect(symbols.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
+        #expect(
+            symbols.sorted() == [
+                "pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_close_session", "pam_sm_open_session",
+                "pam_sm_setcred",
+            ])
     }
 
     @Test func itNeedsNoSwiftRuntimeAndHasNoRPATHAndStaysLoaded() throws {

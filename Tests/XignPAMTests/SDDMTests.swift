@@ -33,7 +33,7 @@ import XignTestSupport
         #expect(!greeter.sessionStarted)
         // The module's error message reached SDDM, which logs it and shows only "Login failed".
         #expect(greeter.log.contains("Authentication error: \"Wrong PIN."), "\(greeter.log.suffix(1500))")
-        usleep(1_000_000)
+        #expect(try greeter.waitForFailureShown(), "\(greeter.log.suffix(1500))")
         try greeter.picture(to: try DesktopArtifacts.path("sddm-wrong-pin.png"))
 
         usleep(500_000)  // past the manager's lock after a wrong PIN (300 ms here)
@@ -96,6 +96,7 @@ import XignTestSupport
         try reader.scan("mallory")
         #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(!greeter.sessionStarted)
+        #expect(try greeter.waitForFailureShown(), "\(greeter.log.suffix(1500))")
         try greeter.type("24680")
         try reader.scan("nobody-right")
         #expect(waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
@@ -108,6 +109,7 @@ import XignTestSupport
         try greeter.type("13570")
         #expect(waitUntil(seconds: 20) { greeter.failedLogins == 1 }, "\(greeter.log.suffix(1500))")
         #expect(try tpm.lockoutCounter() == 1, "the TPM judged the wrong PIN")
+        #expect(try greeter.waitForFailureShown(), "\(greeter.log.suffix(1500))")
         try greeter.type("24680")
         #expect(waitUntil(seconds: 20) { greeter.sessionStarted }, "\(greeter.log.suffix(1500))")
         let events = (try PAMOfflineLoginTests.record(fixture)["events"] as? [[String: Any]] ?? []).map {

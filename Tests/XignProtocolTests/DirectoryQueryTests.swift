@@ -4,7 +4,7 @@ import XignProtocol
 /// The NSS module's query to xignd: what parses is exactly what encodes, and every other byte string is refused.
 @Suite struct DirectoryQueryTests {
     @Test func queriesRoundTripAndEverythingElseIsRefused() throws {
-        for query in [DirectoryQuery.name("alice"), .name("_a.b-c9"), .id(1_879_048_192), .id(0)] {
+        for query in [DirectoryQuery.name("alice"), .name("_a.b-c9"), .id(1_879_048_192), .id(0), .recheck("alice")] {
             #expect(try DirectoryQuery(parsing: query.encoded) == query)
         }
         let alice = DirectoryQuery.name("alice").encoded
@@ -18,6 +18,7 @@ import XignProtocol
             (DirectoryQuery.name("Alice").encoded, .key),
             (DirectoryQuery.name("al:ce").encoded, .key),
             (DirectoryQuery.name(String(repeating: "a", count: 33)).encoded, .key),
+            (DirectoryQuery.recheck("al:ce").encoded, .key),
             (Array(DirectoryQuery.id(7).encoded.dropLast()), .key),
         ]
         for (bytes, expected) in refused {

@@ -115,6 +115,12 @@ public struct Browser: Sendable {
     public func consoleAct(_ action: String, on email: String, at url: String) throws -> Page {
         try run("console-act", url, input: "\(email)\n\(action)\n")
     }
+    /// Fills the console's form for `action` on the page at `url` with `fields` (element id and value) and submits it.
+    public func consoleForm(_ action: String, _ fields: KeyValuePairs<String, String>, at url: String) throws -> Page {
+        try run(
+            "console-form", url,
+            input: ([action] + fields.map { "\($0.key)=\($0.value)" }).joined(separator: "\n") + "\n")
+    }
     /// Opens each of `paths` under `origin` at phone and desktop size, with a screenshot of each.
     public func consolePages(_ paths: [String], at origin: String) throws -> Page {
         try run("console-pages", origin, input: paths.joined(separator: "\n") + "\n")

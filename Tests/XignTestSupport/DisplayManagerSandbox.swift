@@ -122,11 +122,34 @@ struct XDisplayInput {
         guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
     }
 
+    /// The text on the screen (ScreenText).
+    func text() throws -> String {
+        let picture = directory.file("screen.png")
+        try self.picture(to: picture)
+        return try ScreenText.read(picture, in: directory)
+    }
+
     private var processEnvironment: [String: String] { environment.merging(["PATH": "/usr/bin:/bin"]) { $1 } }
 
     private func xdotool(_ arguments: [String]) throws {
         let result = try ChildProcess("/usr/bin/xdotool", arguments, environment: processEnvironment, in: directory)
             .wait(timeout: 30)
         guard result.status == 0 else { throw TestFailure("xdotool: \(result.stderr)") }
+    }
+}
+
+/// What a person reads on a greeter's picture.
+public enum ScreenText {
+    /// The text on `picture`, read by tesseract from a grey copy three times the size (greeters' text is small).
+    public static func read(_ picture: String, in directory: TemporaryDirectory) throws -> String {
+        let large = directory.file("ocr.png")
+        let converted = try ChildProcess(
+            "/usr/bin/convert", [picture, "-colorspace", "Gray", "-resize", "300%", large], in: directory
+        ).wait(timeout: 60)
+        guard converted.status == 0 else { throw TestFailure("convert: \(converted.stderr)") }
+        let result = try ChildProcess("/usr/bin/tesseract", [large, "-", "--psm", "11"], in: directory).wait(
+            timeout: 60)
+        guard result.status == 0 else { throw TestFailure("tesseract: \(result.stderr)") }
+        return result.stdout
     }
 }

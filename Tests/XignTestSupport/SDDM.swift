@@ -102,4 +102,10 @@ public final class SDDM: @unchecked Sendable {
     public func type(_ text: String) throws { try input().type(text) }
 
     public func picture(to path: String) throws { try input().picture(to: path) }
+
+    /// Waits until the greeter shows that a login failed. Its theme empties the password field in the same step, so
+    /// keys typed before it shows are lost: type the next PIN only after this.
+    public func waitForFailureShown() throws -> Bool {
+        try waitUntil(seconds: 60) { try self.input().text().contains("Login failed") }
+    }
 }

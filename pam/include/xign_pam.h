@@ -20,10 +20,23 @@ typedef struct xign_pam_context {
     int argc;
     const char *const *argv;
     void *pamh;
+    const char *approval; /* pam_sm_open_session: the confirmation the auth phase passed on, or NULL */
 } xign_pam_context;
 
 /* Runs the login; returns a PAM_* code. */
 int xign_pam_authenticate(const xign_pam_context *context);
+
+/* The account phase for context->user: PAM_IGNORE for users the manager does not serve here. */
+int xign_pam_account(const xign_pam_context *context);
+
+/* The session phase: opens the cover of context->approval, or ends this session's cover. Return PAM_SUCCESS or
+   PAM_IGNORE, never a failure. */
+int xign_pam_open_session(const xign_pam_context *context);
+int xign_pam_close_session(const xign_pam_context *context);
+
+/* Passes an approved login's confirmation on to the session phase (the PAM environment: sshd runs keyboard-interactive
+   authentication in a child and carries only that back). */
+void xign_pam_pass_approval(void *pamh, const char *confirmation_id);
 
 /* Shows text, or asks and stores a malloc'd answer in *answer (for prompts). Returns a PAM_* code. */
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer);

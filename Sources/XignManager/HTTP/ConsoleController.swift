@@ -137,6 +137,14 @@ struct ConsoleController<Context: RequestContext> {
         account["offlineFailures"] = detail.account.offlineMaxFailures.map { "\($0)" } ?? ""
         values["account"] = account
         values["isAdmin"] = user.role == .admin
+        values["hasCovers"] = !detail.covers.isEmpty
+        values["covers"] = detail.covers.map { cover -> [String: String] in
+            [
+                "id": cover.id, "host": DisplayText.marked(cover.host), "loginName": cover.loginName,
+                "auditSession": "\(cover.auditSession)", "since": Self.time(cover.openedAt),
+                "until": Self.time(cover.expiresAt),
+            ]
+        }
         values["devices"] = detail.activations.map { activation -> [String: Any] in
             [
                 "name": DisplayText.marked(
@@ -169,6 +177,17 @@ struct ConsoleController<Context: RequestContext> {
         let pending = try await manager.pendingHostJoins()
         values["hasPending"] = !pending.isEmpty
         values["pending"] = pending.map { ["name": DisplayText.marked($0.name), "until": Self.time($0.expiresAt)] }
+        let policies = try await manager.administration.sudoPolicies()
+        values["hasPolicies"] = !policies.isEmpty
+        values["policies"] = policies.sorted { $0.key < $1.key }.flatMap { group, services in
+            services.sorted { $0.key < $1.key }.map { service, policy in
+                [
+                    "group": group == IdentityManager.everyHost ? "every host (*)" : group,
+                    "service": service == SudoPolicy.everyService ? "every service (*)" : service,
+                    "policy": policy.rawValue,
+                ].mapValues(DisplayText.marked)
+            }
+        }
         values["hosts"] = hosts.entries.map { host -> [String: String] in
             [
                 "name": host.name, "groups": host.groups.isEmpty ? "none" : host.groups.joined(separator: " "),

@@ -23,7 +23,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             APIPath.registrations, APIPath.personalizationDecrypt, APIPath.personalizations, APIPath.challenges,
             APIPath.deviceRevocations,
             APIPath.authentications, APIPath.authenticationFinish, APIPath.token, APIPath.hosts, APIPath.hostChallenges,
-            APIPath.hostDirectory,
+            APIPath.hostDirectory, APIPath.sessionCovers, APIPath.sessionCoverUse, APIPath.sessionCoverEnd,
             APIPath.confirmations, APIPath.confirmationWait, APIPath.confirmationWithdrawal,
             APIPath.confirmationsPending, APIPath.confirmationDenial,
             APIPath.apiAccess, APIPath.accountDevices, APIPath.passkeyPersonalizations, APIPath.confirmationView,

@@ -17,6 +17,11 @@ public struct AuditEvent: Codable, Sendable, Equatable {
         case biometricInvalidated
         /// An administrator let an account be the hosts' own local user of its login name, or took that away.
         case localUserSet
+        /// An approved SSH login covered its audit session, and the cover ended (the session closed, an administrator
+        /// ended it, a lock); a sudo it covered is a `login` whose detail names the approval.
+        case sessionCoverOpened, sessionCoverEnded
+        /// An administrator set a host group's sudo policy for a PAM service.
+        case sudoPolicySet
         /// A row written by a newer manager.
         case unknown
     }

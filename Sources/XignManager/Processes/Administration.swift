@@ -349,7 +349,7 @@ public struct Administration: Sendable {
 
 extension Administration {
     /// The account `email` names, once the actor may make `change` of it (RoleRules).
-    private func target(
+    func target(
         _ email: String, for change: RoleRules.Change, in store: ManagerStore
     ) async throws -> ManagerStore.ConsoleAccount {
         guard let account = try await store.consoleAccount(email: email) else {
@@ -364,10 +364,15 @@ extension Administration {
     /// go on for their grace, by design (docs/design.md).
     public func lockAccount(email: String) async throws {
         try await manager.database.transaction { store in
+            let accountId = try await self.target(email, for: .lock, in: store).id
             try await store.lockAccount(
-                try await self.target(email, for: .lock, in: store).id, at: IdentityManager.now(),
-                by: self.administrator, role: self.roles.lockingRole)
-            try await store.recordAudit(self.adminEvent(.accountLocked, email: email.lowercased()))
+                accountId, at: IdentityManager.now(), by: self.administrator, role: self.roles.lockingRole)
+            let ended = try await store.endSessionCovers(
+                accountId: accountId, at: IdentityManager.now(), because: "the account was locked")
+            try await store.recordAudit(
+                self.adminEvent(
+                    .accountLocked, email: email.lowercased(),
+                    detail: ended.isEmpty ? nil : "ended \(ended.count) session cover(s)"))
         }
         manager.logger.notice("account locked", metadata: ["email": "\(email)", "by": "\(administrator)"])
     }

@@ -113,7 +113,10 @@ extension IdentityManager {
         switch request.action {
         case .lock:
             try await administration.lockAccount(email: email)
-            return ConsoleActionMessage(done: "Locked \(email): its devices can no longer log in or approve.")
+            return ConsoleActionMessage(
+                done:
+                    "Locked \(email): its devices can no longer log in or approve, the hosts refuse it at the next login, an SSH key too, and its sessions' covers ended."
+            )
         case .unlock:
             try await administration.unlockAccount(email: email)
             return ConsoleActionMessage(done: "Unlocked \(email), and cleared its wrong PINs.")
@@ -146,11 +149,18 @@ extension IdentityManager {
                 maxFailures: request.offlineMaxFailures,
                 email: email)
             return ConsoleActionMessage(done: "Offline policy of \(email) set.")
-        case .invite, .addHost, .removeHost: preconditionFailure("not an account's action")
+        case .endCover:
+            let ended = try await administration.endSessionCovers(
+                email: email, coverId: try field(request.coverId, "coverId"))
+            return ConsoleActionMessage(
+                done: ended == 0
+                    ? "That cover had ended already."
+                    : "Ended the cover: the next sudo in that session asks for an approval.")
+        case .invite, .addHost, .removeHost, .setSudoPolicy: preconditionFailure("not an account's action")
         }
     }
 
-    /// The changes that concern no one account: an invitation, and the hosts.
+    /// The changes that concern no one account: an invitation, the hosts and their sudo policies.
     private func performFleetAction(
         _ request: ConsoleActionRequest, _ administration: Administration
     ) async throws -> ConsoleActionMessage {
@@ -174,6 +184,12 @@ extension IdentityManager {
             let name = try field(request.hostName, "hostName")
             try await administration.removeHost(name: name)
             return ConsoleActionMessage(done: "Removed the host \(name); its logins stop at once.")
+        case .setSudoPolicy:
+            let group = try field(request.hostGroup, "hostGroup")
+            let service = request.service.flatMap { $0.isEmpty ? nil : $0 } ?? SudoPolicy.everyService
+            try await administration.setSudoPolicy(request.sudoPolicy, service: service, hostGroup: group)
+            return ConsoleActionMessage(
+                done: Administration.sudoPolicySet(request.sudoPolicy, service: service, hostGroup: group))
         default: preconditionFailure("an account's action")
         }
     }
@@ -190,6 +206,7 @@ extension IdentityManager {
         var account: ManagerStore.ConsoleAccount
         var activations: [ActivationSummary]
         var hostGroups: [String]
+        var covers: [Administration.SessionCoverSummary]
     }
 
     func consoleAccounts(matching search: String, page: ListPage) async throws -> Page<ManagerStore.ConsoleAccount> {
@@ -205,7 +222,8 @@ extension IdentityManager {
             guard let account = try await store.consoleAccount(id: id) else { return nil }
             return ConsoleAccountDetail(
                 account: account, activations: try await store.activationSummaries(email: account.email),
-                hostGroups: try await store.hostGroups(accountId: id))
+                hostGroups: try await store.hostGroups(accountId: id),
+                covers: try await store.activeSessionCovers(accountId: id, now: Self.now()).map(\.summary))
         }
     }
 

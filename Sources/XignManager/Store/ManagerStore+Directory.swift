@@ -50,7 +50,8 @@ extension ManagerStore {
     }
 
     /// The accounts that may log in to `hostName` (the access rule of `mayLogIn`), with the local groups of the host
-    /// groups they share with it, ordered by uid; only the one with `loginName` or `uid` when either is given.
+    /// groups they share with it, ordered by uid; only the one with `loginName` or `uid` when either is given. A locked
+    /// account is there, marked, with no local group.
     func directory(hostName: String, loginName: String? = nil, uid: Int64? = nil) async throws -> [DirectoryUser] {
         let only: SQLQueryString =
             if let loginName { "AND c.login_name = \(bind: loginName)" } else if let uid {
@@ -58,7 +59,7 @@ extension ManagerStore {
             } else { "" }
         let accounts = try await sql.raw(
             """
-            SELECT c.id, c.login_name, c.uid, c.attributes FROM accounts c
+            SELECT c.id, c.login_name, c.uid, c.attributes, c.locked_at FROM accounts c
             WHERE c.login_name IS NOT NULL AND c.uid IS NOT NULL \(only) AND EXISTS (
                 SELECT 1 FROM account_host_groups g WHERE g.account_id = c.id AND (g.group_name = \(bind: IdentityManager.everyHost)
                     OR g.group_name IN (SELECT group_name FROM host_groups WHERE host_name = \(bind: hostName))))
@@ -84,6 +85,7 @@ extension ManagerStore {
         }
         return try accounts.map { row in
             let id = try row.decode(column: "id", as: String.self)
+            let locked = try row.decode(column: "locked_at", as: Int64?.self) != nil
             let attributes =
                 (try? JSONDecoder().decode(
                     [String: String].self, from: Data(try row.decode(column: "attributes", as: String.self).utf8)))
@@ -96,7 +98,7 @@ extension ManagerStore {
                         [attributes["givenName"], attributes["familyName"]].compactMap { $0 }.joined(separator: " "),
                         keepingLineFeeds: false
                     ).unicodeScalars.prefix(WireLimit.attributeValue)),
-                localGroups: localGroups[id] ?? [])
+                localGroups: locked ? [] : localGroups[id] ?? [], locked: locked)
         }
     }
 }

@@ -94,6 +94,7 @@ extension ManagerStore {
         case providerRegistrations = "provider_registrations"
         case activationCancellations = "activation_cancellations"
         case attestationChallenges = "attestation_challenges"
+        case sessionCovers = "session_covers"
 
         var key: String {
             switch self {

@@ -8,7 +8,36 @@ enum Schema {
         initial, authentications, merges, pinChecks, hosts, scale, observability, deviceInformation,
         singleUseActivationData,
         confirmationSources, authenticationPurposes, passkeys, offlineLogin, wakeUps, attestation, fingerEnrolment,
-        unixIds, console, providerRegistrations, pepperIndex, lateNovemberReview,
+        unixIds, console, providerRegistrations, pepperIndex, lateNovemberReview, sessionCovers,
+    ]
+
+    /// Session covers (docs/design.md, "An approval covers its session"): each host group's sudo policy per PAM service
+    /// (`*` for the rest), and the covers approved SSH logins opened, ended or not.
+    static let sessionCovers = [
+        """
+        CREATE TABLE host_group_sudo_policies (
+            group_name TEXT NOT NULL,
+            service TEXT NOT NULL,
+            policy TEXT NOT NULL,
+            PRIMARY KEY (group_name, service)
+        )
+        """,
+        """
+        CREATE TABLE session_covers (
+            id TEXT PRIMARY KEY,
+            confirmation_id TEXT NOT NULL UNIQUE,
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+            host_id TEXT NOT NULL REFERENCES hosts(id) ON DELETE CASCADE,
+            login_name TEXT NOT NULL,
+            audit_session BIGINT NOT NULL,
+            created_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            ended_at BIGINT,
+            ended_because TEXT
+        )
+        """,
+        "CREATE INDEX session_covers_account ON session_covers (account_id, ended_at)",
+        "CREATE INDEX session_covers_expiry ON session_covers (expires_at)",
     ]
 
     /// The review of late November 2026 (docs/security.md, H1–H13): the role that locked an account (a helpdesk lifts

@@ -461,7 +461,8 @@ async function consoleAccount() {
   });
   for (const button of document.querySelectorAll("button[data-action]")) {
     button.addEventListener("click", () => act(button.dataset.action, {
-      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId, hostName: button.dataset.hostName }));
+      targetDeviceId: button.dataset.targetDeviceId, activationId: button.dataset.activationId, hostName: button.dataset.hostName,
+      coverId: button.dataset.coverId }));
   }
   const words = (id) => $(id).value.split(/\s+/).filter((w) => w);
   const number = (id) => ($(id).value === "" ? undefined : Number($(id).value));
@@ -471,7 +472,9 @@ async function consoleAccount() {
                   setOfflinePolicy: () => ({ offlineGraceSeconds: number("offlineHours") === undefined ? undefined : number("offlineHours") * 3600,
                                              offlineMaxFailures: number("offlineFailures") }),
                   invite: () => ({ email: $("invite-email").value.trim(), loginName: $("invite-login").value.trim() || undefined }),
-                  addHost: () => ({ hostName: $("hostName").value.trim(), hostGroups: words("hostGroups") }) };
+                  addHost: () => ({ hostName: $("hostName").value.trim(), hostGroups: words("hostGroups") }),
+                  setSudoPolicy: () => ({ hostGroup: $("sudoHostGroup").value.trim(), service: $("sudoService").value.trim(),
+                                          sudoPolicy: $("sudoPolicy").value || undefined }) };
   for (const form of document.querySelectorAll("form[data-action]")) {
     form.addEventListener("submit", (event) => { event.preventDefault(); act(form.dataset.action, forms[form.dataset.action]()); });
   }

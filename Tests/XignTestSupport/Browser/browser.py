@@ -16,6 +16,8 @@ Usage: browser.py --profile DIR [--screenshots DIR] [--synced] COMMAND URL
   console-signin URL  reads the PIN from stdin; signs in to the console at URL (the manager's /console)
   console-act URL   reads an account's address and an action's button (lock, unlock, delete...) from stdin; finds the
                     account from the list at URL, opens it and presses the button; reports when it was pressed
+  console-form URL  reads a form's action (addHost, setSudoPolicy...) and then its fields as ID=VALUE lines from stdin;
+                    fills that form on the console page at URL and submits it; reports what the page says then
   console-pages URL reads paths (one per line) from stdin; opens each at phone and desktop size and reports what it shows
   register-provider URL  reads the PIN from stdin; on the manager's /register page, chooses it and goes on to the
                     provider's sign-in; reports where the browser is then
@@ -39,6 +41,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
 
 PHONE = (390, 844)
 
@@ -326,6 +329,27 @@ def console_act(driver, url, shots):
                 state=text(driver, "account-state"), url=driver.current_url, before=before)
 
 
+def console_form(driver, url, shots):
+    action = sys.stdin.readline().strip()
+    fields = [line.rstrip("\n").split("=", 1) for line in sys.stdin if "=" in line]
+    driver.get(url)
+    forms = driver.find_elements(By.CSS_SELECTOR, f"form[data-action='{action}']")
+    if not forms:
+        return dict(report(driver, shots), error=f"no {action} form")
+    for element_id, value in fields:
+        element = driver.find_element(By.ID, element_id)
+        if element.tag_name == "select":
+            Select(element).select_by_value(value)
+        else:
+            element.clear()
+            element.send_keys(value)
+    shots(driver, "filled")
+    forms[0].find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+    wait(driver, lambda: text(driver, "status") and not text(driver, "status").startswith("Waiting"))
+    shots(driver, "done")
+    return dict(report(driver, shots), url=driver.current_url)
+
+
 def console_pages(driver, url, shots):
     pages = []
     for path in [line.strip() for line in sys.stdin if line.strip()]:
@@ -408,7 +432,7 @@ def main():
     parser.add_argument("--screenshots")
     parser.add_argument("--synced", action="store_true")
     commands = ["personalize", "approve", "deny", "view", "follow", "page-cost", "assert", "account", "inbox", "approve-waiting", "revoke", "change-pin",
-                "console-signin", "console-act", "console-pages", "register-provider", "confirm-registration"]
+                "console-signin", "console-act", "console-form", "console-pages", "register-provider", "confirm-registration"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("url")
     arguments = parser.parse_args()
@@ -442,6 +466,8 @@ def main():
             result = console_signin(driver, arguments.url, shots)
         elif arguments.command == "console-act":
             result = console_act(driver, arguments.url, shots)
+        elif arguments.command == "console-form":
+            result = console_form(driver, arguments.url, shots)
         elif arguments.command == "console-pages":
             result = console_pages(driver, arguments.url, shots)
         elif arguments.command == "register-provider":
