@@ -202,7 +202,9 @@ final class PAMFixture: @unchecked Sendable {
     }
 
     /// A locker's fixture on an offline laptop: the TPM checks the PIN, through xignd.
-    static func offlineLocker(service: String, user: String = "nobody") throws -> (
+    static func offlineLocker(
+        service: String, user: String = "nobody"
+    ) throws -> (
         PAMFixture, DaemonProcess, SoftwareTPM
     ) {
         let (fixture, tpm) = try offlineLaptop(user: user)
@@ -214,7 +216,9 @@ final class PAMFixture: @unchecked Sendable {
 
     /// A locker's fixture whose manager stalls: the module gives up after 3 s and `failmode` decides; with safe,
     /// pam_permit stands in for the password line after it.
-    static func stalledLocker(service: String, failmode: String, user: String = "nobody") throws -> (
+    static func stalledLocker(
+        service: String, failmode: String, user: String = "nobody"
+    ) throws -> (
         PAMFixture, DaemonProcess, FaultyServer
     ) {
         let (fixture, daemon) = try locker(service: service, user: user)

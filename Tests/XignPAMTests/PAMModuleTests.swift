@@ -181,7 +181,8 @@ import XignTestSupport
     @Test func badArgumentsAndConfigAreServiceErrors() throws {
         let fixture = try PAMFixture()
         for arguments in [
-            "timeout=0", "failmode=maybe", "nonsense", "config=relative.conf", "role=", "gdm_json=", "gdm_json=16", "gdm_json=-1",
+            "timeout=0", "failmode=maybe", "nonsense", "config=relative.conf", "role=", "gdm_json=", "gdm_json=16",
+            "gdm_json=-1",
         ] {
             try fixture.service("login", arguments: arguments)
             #expect(try fixture.login(answers: []).code == PAMCode.serviceError, "\(arguments)")

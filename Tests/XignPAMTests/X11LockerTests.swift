@@ -40,7 +40,8 @@ struct X11Locker {
 
         /// What locks the screen, as the desktop's lock shortcut does.
         var lock: [String] {
-            self == .xscreensaver ? ["/usr/bin/xscreensaver-command", "-lock"] : ["/usr/bin/cinnamon-screensaver-command", "--lock"]
+            self == .xscreensaver
+                ? ["/usr/bin/xscreensaver-command", "-lock"] : ["/usr/bin/cinnamon-screensaver-command", "--lock"]
         }
     }
 
@@ -174,7 +175,10 @@ struct X11Locker {
         guard getpwnam(user) == nil else { return }
         _ = try ChildProcess(
             "/usr/sbin/useradd",
-            ["--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", user],
+            [
+                "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                "/usr/sbin/nologin", user,
+            ],
             in: TemporaryDirectory()
         ).wait(timeout: 30)
         // Another test may have made it at the same moment.

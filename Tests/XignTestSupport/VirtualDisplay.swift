@@ -60,7 +60,8 @@ public final class VirtualDisplay: @unchecked Sendable {
             throw TestFailure("no \(windowClass) window on \(name) to photograph")
         }
         let result = try ChildProcess(
-            "/usr/bin/import", ["-window", String(window), path], environment: ["DISPLAY": name, "PATH": "/usr/bin:/bin"],
+            "/usr/bin/import", ["-window", String(window), path],
+            environment: ["DISPLAY": name, "PATH": "/usr/bin:/bin"],
             in: directory
         )
         .wait(timeout: 30)
