@@ -113,8 +113,9 @@ kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
 rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true
 
 step "A TPM device key (swtpm) through the installed libtss2: personalized, the right PIN, a wrong one"
+# The swtpm TCTI finds the control socket at the data socket's path with .ctrl.
 TPM=$(mktemp -d)
-swtpm socket --tpm2 --server type=unixio,path="$TPM/s" --ctrl type=unixio,path="$TPM/ctrl" --tpmstate dir="$TPM" \
+swtpm socket --tpm2 --server type=unixio,path="$TPM/s" --ctrl type=unixio,path="$TPM/s.ctrl" --tpmstate dir="$TPM" \
     --flags not-need-init,startup-clear >/tmp/swtpm.log 2>&1 &
 SWTPM=$!
 for _ in $(seq 100); do test -S "$TPM/s" && break; sleep 0.1; done

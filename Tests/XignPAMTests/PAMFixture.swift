@@ -261,6 +261,8 @@ final class PAMFixture: @unchecked Sendable {
         let threadsBefore: Int
         let threadsAfter: Int
         let output: String
+        /// What the module and the libraries it calls wrote to the host's stderr (a terminal under login).
+        let errors: String
     }
 
     /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`, each of which a prompt
@@ -323,7 +325,7 @@ final class PAMFixture: @unchecked Sendable {
         return Login(
             code: number("result"), conversation: conversation, threadsBefore: number("threads_before"),
             threadsAfter: number("threads_after"),
-            output: result.stdout)
+            output: result.stdout, errors: result.stderr)
     }
 
     /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
