@@ -74,17 +74,21 @@ struct X11Locker {
             command[0], Array(command.dropFirst()), environment: environment, in: fixture.directory)
         // Until it locks: a request made while the daemon still starts is lost.
         var asked = Date.distantPast
+        var answers: [String] = []
         let locked = try waitUntil(seconds: 90) {
             if Date().timeIntervalSince(asked) > 5, let bus = try busEnvironment() {
                 let lock = PAMFixture.runAs(Self.user) + kind.lock
-                _ = try ChildProcess(
+                let answer = try ChildProcess(
                     lock[0], Array(lock.dropFirst()), environment: environment.merging(bus) { $1 }, in: home
                 ).wait(timeout: 20)
+                answers.append("\(answer.status): \(answer.stdout) \(answer.stderr)")
                 asked = Date()
             }
             return try isLocked
         }
-        guard locked else { throw TestFailure("\(kind.service) did not lock the screen: \(said)") }
+        guard locked else {
+            throw TestFailure("\(kind.service) did not lock the screen; lock said \(answers); it said: \(said)")
+        }
     }
 
     /// The session bus of cinnamon-screensaver once it is up; none needed for xscreensaver.
@@ -159,7 +163,7 @@ struct X11Locker {
 
     /// Waits until the screen is unlocked. xscreensaver shows the module's last word (offline: until when offline login
     /// lasts) with an OK before it unlocks, so Return takes it away, as a person would.
-    func unlocked(within seconds: Double = 30) throws -> Bool {
+    func unlocked(within seconds: Double = 60) throws -> Bool {
         var acknowledged = Date()
         return try waitUntil(seconds: seconds) {
             if !kind.takesThePINBeforePAM && Date().timeIntervalSince(acknowledged) > 5 {
@@ -202,7 +206,7 @@ struct X11Locker {
         #expect(try locker.isLocked, "a wrong PIN keeps the screen locked")
 
         try locker.typePIN("24680")
-        #expect(try locker.unlocked(), "the locker unlocked: \(daemon.log)")
+        #expect(try locker.unlocked(), "the locker unlocked: \(daemon.log)\n\(locker.said)")
         #expect(try fixture.completedLogins(X11Locker.user) == 1, "the manager recorded the login")
     }
 
