@@ -36,7 +36,7 @@ TRIXIE_ROOT := .build-deb/trixie-root
 # DEB_BUILD_OPTIONS=noautodbgsym (CI: nothing installs them there) leaves out the -dbgsym packages and their minutes of xz.
 DBGSYM_DEBS := $(if $(findstring noautodbgsym,$(DEB_BUILD_OPTIONS)),,$(foreach p,libpam-xign libnss-xign xign-setup xign-manager,../$(p)-dbgsym_*.deb))
 
-.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package trixie-root package-trixie package-test desktop-tools desktop-root desktop-test desktop-test-trixie desktop-test-next clean
+.PHONY: all deps build pam nss install test failover-test lint api-check fuzz sanitize demo bench bench-manager bench-scale package-tools package trixie-root package-trixie package-test desktop-tools desktop-root desktop-test desktop-test-bookworm desktop-test-trixie desktop-test-next clean
 
 all: build
 
@@ -180,9 +180,12 @@ desktop-tools:
 desktop-root: desktop-tools
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM)
 
+# GDM and GNOME's lock screen in a VM on Debian 12 and on Debian 13; CI runs Debian 12's alone (it has room for one VM).
+desktop-test: desktop-test-bookworm desktop-test-trixie
+
 # GDM 43 and GNOME's lock screen with the packages from `make package`, in a VM, and a phone (Chromium) approving a
 # login at GDM: about 18 minutes with 2 cores.
-desktop-test: $(PACKAGED) desktop-root
+desktop-test-bookworm: $(PACKAGED) desktop-root
 	bash Tests/XignTestSupport/Browser/setup.sh
 	bash Tests/Desktop/gdm-image.sh $(DESKTOP_VM) $(DEB_OUT)
 	/usr/bin/python3 Tests/Desktop/gdm_test.py $(DESKTOP_VM) .build-deb/release .build-desktop/artifacts
