@@ -104,6 +104,8 @@ CGROUPS=$(for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup;
 [ -n "$CGROUPS" ] || fail "no cgroup hierarchy to run the session in"
 SCOPE="$CGROUPS/user.slice/user-$XTEST_UID.slice/session-$SESSION.scope"
 mkdir -p "$SCOPE"
+# Gone even when a step fails: a cgroup left behind is what make test's leftover check reports.
+trap 'rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true' EXIT
 at_seat() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$SCOPE" _ "$@"; }
 if printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate; then fail "xignd used the key for a caller in no session at the machine"; fi
 printf '%s\n' "$PIN" | at_seat runuser -u xtest -- pamtester login xtest authenticate || { cat /tmp/xignd.log; fail "the user's own login through xignd was refused"; }
