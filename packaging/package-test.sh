@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # Installs, uses, upgrades, removes and purges the Debian packages inside a throwaway root: an overlay
-# of this machine's / in private mount and network namespaces. The machine's own /etc/pam.d and
-# package database are never touched, and nothing survives the test.
-# Usage: package-test.sh DEB_DIR (with libpam-xign, libnss-xign, xign-setup and xign-manager .debs)
+# of this machine's / (Debian 12), or of another system's root such as packaging/trixie.sh's (Debian 13), in
+# private mount and network namespaces. That root's /etc/pam.d and package database are never touched, and
+# nothing survives the test.
+# Usage: package-test.sh DEB_DIR [ROOT] (DEB_DIR with libpam-xign, libnss-xign, xign-setup and xign-manager .debs)
 set -euo pipefail
 
 if [ "${XIGN_PACKAGE_TEST_STAGE:-}" = "" ]; then
-    DEBS=$(readlink -f "${1:?usage: package-test.sh DEB_DIR}")
+    DEBS=$(readlink -f "${1:?usage: package-test.sh DEB_DIR [ROOT]}")
+    LOWER=$(readlink -f "${2:-/}")
     WORK=$(mktemp -d /tmp/xign-package-test.XXXXXX)
     trap 'rm -rf "$WORK"' EXIT
+    echo "package-test: $(. "$LOWER/etc/os-release" && echo "$PRETTY_NAME"), the packages of $DEBS"
     # --mount and --net: a private view of the file systems and of the network (port 8440 is ours alone).
-    XIGN_PACKAGE_TEST_STAGE=namespace unshare --mount --net --fork -- "$0" "$DEBS" "$WORK"
+    XIGN_PACKAGE_TEST_STAGE=namespace unshare --mount --net --fork -- "$0" "$DEBS" "$WORK" "$LOWER"
     exit $?
 fi
 
 if [ "$XIGN_PACKAGE_TEST_STAGE" = namespace ]; then
-    DEBS=$1 WORK=$2
+    DEBS=$1 WORK=$2 LOWER=$3
     mount --make-rprivate /
-    # The upper layer lives on its own tmpfs, so it cannot overlap the lower layer (/).
+    # The upper layer lives on its own tmpfs, so it cannot overlap the lower layer.
     mkdir -p "$WORK/layers" "$WORK/root"
     mount -t tmpfs tmpfs "$WORK/layers"
     mkdir -p "$WORK/layers/upper" "$WORK/layers/work"
-    mount -t overlay overlay -o "lowerdir=/,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
+    mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$WORK/layers/upper,workdir=$WORK/layers/work" "$WORK/root"
     mount -t proc proc "$WORK/root/proc"
     mount --rbind /sys "$WORK/root/sys"  # the cgroups a login's session is told by
     mount --rbind /dev "$WORK/root/dev"
@@ -101,6 +104,8 @@ CGROUPS=$(for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup;
 [ -n "$CGROUPS" ] || fail "no cgroup hierarchy to run the session in"
 SCOPE="$CGROUPS/user.slice/user-$XTEST_UID.slice/session-$SESSION.scope"
 mkdir -p "$SCOPE"
+# Gone even when a step fails: a cgroup left behind is what make test's leftover check reports.
+trap 'rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true' EXIT
 at_seat() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$SCOPE" _ "$@"; }
 if printf '%s\n' "$PIN" | runuser -u xtest -- pamtester login xtest authenticate; then fail "xignd used the key for a caller in no session at the machine"; fi
 printf '%s\n' "$PIN" | at_seat runuser -u xtest -- pamtester login xtest authenticate || { cat /tmp/xignd.log; fail "the user's own login through xignd was refused"; }
@@ -108,6 +113,26 @@ grep -q "uid=$(id -u xtest) .*result=success" /tmp/xignd.log || { cat /tmp/xignd
 if printf '%s\n' "$PIN" | runuser -u nobody -- pamtester login xtest authenticate; then fail "nobody logged in as xtest through xignd"; fi
 kill "$XIGND"; wait "$XIGND" 2>/dev/null || true
 rmdir "$SCOPE" "$(dirname "$SCOPE")" "$(dirname "$(dirname "$SCOPE")")" 2>/dev/null || true
+
+step "A TPM device key (swtpm) through the installed libtss2: personalized, the right PIN, a wrong one"
+# The swtpm TCTI finds the control socket at the data socket's path with .ctrl.
+TPM=$(mktemp -d)
+swtpm socket --tpm2 --server type=unixio,path="$TPM/s" --ctrl type=unixio,path="$TPM/s.ctrl" --tpmstate dir="$TPM" \
+    --flags not-need-init,startup-clear >/tmp/swtpm.log 2>&1 &
+SWTPM=$!
+for _ in $(seq 100); do test -S "$TPM/s" && break; sleep 0.1; done
+cp /etc/xign/xign.conf /tmp/xign.conf.before
+sed -i "s|^#device_key = auto$|device_key = tpm|; s|^#tcti = device:/dev/tpmrm0$|tcti = swtpm:path=$TPM/s|" /etc/xign/xign.conf
+grep -q '^device_key = tpm' /etc/xign/xign.conf || fail "cannot set device_key in xign.conf"
+id xtpm >/dev/null 2>&1 || useradd --create-home xtpm
+printf '%s\n' "$PIN" | xign-setup register --manager http://127.0.0.1:8440 --email xtpm@example.org --pin-stdin
+MAIL=$(grep -l 'To: xtpm@example.org' /var/lib/xign-manager/outbox/new/*)
+printf '%s\n' "$PIN" | xign-setup personalize --mail "$MAIL" --user xtpm --pin-stdin --no-qr | tee /tmp/personalize-tpm.log
+grep -q '(tpm key' /tmp/personalize-tpm.log || fail "the key was not made in the TPM"
+printf '%s\n' "$PIN" | pamtester -I tty=tty1 login xtpm authenticate || fail "the right PIN was refused with a TPM key"
+if printf '13570\n' | pamtester -I tty=tty1 login xtpm authenticate; then fail "a wrong PIN was accepted with a TPM key"; fi
+cp /tmp/xign.conf.before /etc/xign/xign.conf
+kill "$SWTPM"; wait "$SWTPM" 2>/dev/null || true
 
 step "The manager's users on a joined host, through the installed libnss-xign and glibc's own NSS"
 admin() { runuser -u xign-manager -- xign-manager admin "$@"; }

@@ -1,6 +1,11 @@
 /* pam_xign: the PAM entry points. Everything else happens in XignPAM (Swift) behind xign_pam.h. */
+#define _GNU_SOURCE /* strndup, explicit_bzero */
+#include <endian.h>
+#include <limits.h>
 #include <security/pam_modules.h>
 #include <security/pam_ext.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,61 @@ static const char *item(pam_handle_t *pamh, int type) {
     const void *value = NULL;
     if (pam_get_item(pamh, type, &value) != PAM_SUCCESS) return NULL;
     return (const char *)value;
+}
+
+/*
+ * GNOME's own greeter and lock screen (gnome-shell 51, GDM 50 or later) run the PAM service gdm-switchable-auth and
+ * draw a PIN entry or a web login from JSON, GDM's CustomJSON extension. Its message type is its index in the list GDM
+ * puts only in the process environment (GDM_SUPPORTED_PAM_EXTENSIONS); nothing reachable from pam_sm_* reads the
+ * process environment (docs/design.md), so the number comes from the module argument gdm_json=.
+ */
+#define CUSTOM_JSON_PROTOCOL "auth-mechanisms"
+#define CUSTOM_JSON_REPLY_LIMIT 65536
+
+/* GDM's CustomJSON message (gdm-custom-json-pam-extension.h): a header of a big-endian length and the type, then the
+   protocol's name and version and a pointer to the JSON, in the worker's own memory. */
+struct custom_json_message {
+    uint32_t length;
+    unsigned char type;
+    unsigned char padding[3];
+    char protocol_name[64];
+    unsigned int version;
+    char *json;
+};
+_Static_assert(offsetof(struct custom_json_message, protocol_name) == 8, "GDM's header is 8 bytes");
+_Static_assert(offsetof(struct custom_json_message, version) == 72, "GDM's version follows the name");
+_Static_assert(offsetof(struct custom_json_message, json) == 80, "GDM's JSON pointer is aligned");
+
+int xign_pam_converse_json(void *pamh, int type, const char *json, char **reply) {
+    *reply = NULL;
+    if (type < 0 || type > UCHAR_MAX) return PAM_CONV_ERR;
+    const struct pam_conv *conversation = NULL;
+    if (pam_get_item((pam_handle_t *)pamh, PAM_CONV, (const void **)&conversation) != PAM_SUCCESS
+        || conversation == NULL || conversation->conv == NULL)
+        return PAM_CONV_ERR;
+    struct custom_json_message request = {
+        .length = htobe32(sizeof request), .type = (unsigned char)type, .version = 1, .json = (char *)json,
+    };
+    memcpy(request.protocol_name, CUSTOM_JSON_PROTOCOL, sizeof CUSTOM_JSON_PROTOCOL);
+    struct pam_message message = { .msg_style = PAM_BINARY_PROMPT, .msg = (const char *)(const void *)&request };
+    const struct pam_message *messages[] = { &message };
+    struct pam_response *responses = NULL;
+    int isolated = host_environment != NULL;
+    if (isolated) return_host_environment();
+    int rc = conversation->conv(1, messages, &responses, conversation->appdata_ptr);
+    if (isolated) leave_host_environment();
+    struct custom_json_message *answer = responses == NULL ? NULL : (struct custom_json_message *)(void *)responses->resp;
+    free(responses);
+    if (answer == NULL) return rc == PAM_SUCCESS ? PAM_CONV_ERR : rc;
+    size_t length = answer->json == NULL ? 0 : strnlen(answer->json, CUSTOM_JSON_REPLY_LIMIT);
+    if (rc == PAM_SUCCESS && be32toh(answer->length) == sizeof *answer
+        && memchr(answer->protocol_name, '\0', sizeof answer->protocol_name) != NULL
+        && strcmp(answer->protocol_name, CUSTOM_JSON_PROTOCOL) == 0 && length > 0
+        && length < CUSTOM_JSON_REPLY_LIMIT)
+        *reply = strndup(answer->json, length);
+    if (answer->json != NULL) xign_pam_free_answer(answer->json);
+    free(answer);
+    return *reply != NULL ? PAM_SUCCESS : PAM_CONV_ERR;
 }
 
 /* Calls `run` for user with the caller's items, in an environment of our own inside a setuid host. */

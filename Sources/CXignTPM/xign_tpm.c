@@ -140,6 +140,19 @@ uint32_t tpm_create_primary(xign_tpm *tpm, ESYS_TR hierarchy, TPM2B_PUBLIC templ
     return rc;
 }
 
+/* Whether `handle` holds a persistent object. Asked first, because libtss2 writes an error to stderr for a handle that
+ * holds none, and the module's host (login on a terminal, GDM's worker) keeps its stderr. */
+static int persistent_handle_exists(xign_tpm *tpm, TPM2_HANDLE handle) {
+    TPMI_YES_NO more = 0;
+    TPMS_CAPABILITY_DATA *data = NULL;
+    if (xign_tss2.Esys_GetCapability(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_HANDLES, handle, 1, &more,
+                                     &data) != TSS2_RC_SUCCESS)
+        return 0;
+    int exists = data->data.handles.count > 0 && data->data.handles.handle[0] == handle;
+    xign_tss2.Esys_Free(data);
+    return exists;
+}
+
 /* The SRK: the persistent one if its name is `expected`, else created from the template.
  * *transient says whether the caller must flush it. With `expected`, a different SRK is an error. */
 static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size, ESYS_TR *handle, int *transient) {
@@ -147,7 +160,7 @@ static uint32_t srk(xign_tpm *tpm, const uint8_t *expected, size_t expected_size
     size_t name_size = 0;
     ESYS_TR persistent = ESYS_TR_NONE;
     *transient = 0;
-    if (expected != NULL &&
+    if (expected != NULL && persistent_handle_exists(tpm, SRK_PERSISTENT_HANDLE) &&
         xign_tss2.Esys_TR_FromTPMPublic(tpm->esys, SRK_PERSISTENT_HANDLE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &persistent) == TSS2_RC_SUCCESS) {
         if (tpm_name_of(tpm, persistent, name, &name_size) == TSS2_RC_SUCCESS && name_size == expected_size &&
             memcmp(name, expected, name_size) == 0) {

@@ -47,12 +47,20 @@ public final class SoftwareTPM: @unchecked Sendable {
         // restart finds them kept, and the lockout authorization perhaps taken.
         guard !started else { return }
         started = true
-        try tool(
-            "tpm2_dictionarylockout",
-            [
-                "--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1",
-                "--clear-lockout",
-            ])
+        // The socket appears at bind(), a moment before swtpm accepts on it: in a full make test on a busy machine the
+        // first tool once found nothing to connect to ("Could not load tcti"), so the first call is tried again.
+        let setUp = [
+            "--setup-parameters", "--max-tries=32", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout",
+        ]
+        for attempt in 1... {
+            do {
+                _ = try tool("tpm2_dictionarylockout", setUp)
+                return
+            } catch let failure as TestFailure where failure.description.contains("Could not load tcti") && attempt < 20
+            {
+                usleep(100_000)
+            }
+        }
     }
 
     private var started = false

@@ -61,10 +61,12 @@ struct ConfirmLogin {
         }
     }
 
-    /// Waits for the decision until `deadline`: by itself, or (under sshd) each time the user presses Enter.
+    /// Waits for the decision until `deadline`: by itself, (under sshd) each time the user presses Enter, or (at
+    /// GNOME's own greeter) each time the person presses Done under the greeter's own QR code.
     private func waitForDecision(
         _ pending: PendingLoginConfirmation, text: String, inPrompt: Bool, until deadline: MonotonicClock.Instant
     ) throws -> LoginConfirmationDecision {
+        if login.dialogue.selection != nil { return try waitAtGNOMEsGreeter(pending, until: deadline) }
         if !inPrompt { try login.show(text, isError: false) }
         var prompt = text + "\nPress Enter once approved: "
         while MonotonicClock.now() < deadline {
@@ -76,6 +78,26 @@ struct ConfirmLogin {
             // After Enter the approval is usually there already; a short wait covers the last round trip.
             let decision = try sdk.waitForDecision(pending, upTo: inPrompt ? min(remaining, 3_000) : remaining)
             if decision != .pending { return decision }
+        }
+        return .expired
+    }
+
+    /// The greeter draws the link as a QR code with the code, and the person presses Done once approved. "Not yet"
+    /// is said inside the same conversation with the same approval again: the greeter shows it under a new Log In
+    /// button. Its timeout and back button end the conversation, and the caller withdraws the confirmation.
+    private func waitAtGNOMEsGreeter(
+        _ pending: PendingLoginConfirmation, until deadline: MonotonicClock.Instant
+    ) throws -> LoginConfirmationDecision {
+        while MonotonicClock.now() < deadline {
+            let seconds = Int((deadline.milliseconds - MonotonicClock.now().milliseconds + 999) / 1000)
+            _ = try login.dialogue.select(
+                AuthSelection.approval(uri: pending.appLink, code: pending.code, timeout: seconds))
+            let remaining = Int(deadline.milliseconds - MonotonicClock.now().milliseconds)
+            let decision = try sdk.waitForDecision(pending, upTo: max(0, min(remaining, 3_000)))
+            if decision != .pending { return decision }
+            try login.show(
+                "XignIn: not approved yet. Approve the login on your device (code \(pending.code)), then press Done.",
+                isError: true)
         }
         return .expired
     }

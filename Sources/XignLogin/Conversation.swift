@@ -22,7 +22,32 @@ struct LoginDialogue {
     let silent: Bool
 
     func ask(_ text: String, echo: Bool) throws -> String {
+        // GNOME's own greeter takes no plain question once it was sent JSON, and JSON must come first: every question
+        // goes as a PIN entry (the shell hides what is typed; the module asks nothing else that needs echo there).
+        if selection != nil {
+            let answer = try select(AuthSelection.pin(DisplayText.sanitized(text)))
+            guard let pin = answer.pin?.password else { throw ConversationFailed() }
+            return pin
+        }
         do { return try conversation.ask(DisplayText.sanitized(text), echo: echo) } catch { throw ConversationFailed() }
+    }
+
+    /// How many JSON messages the greeter was sent.
+    let exchanges = Exchanges()
+    final class Exchanges { var count = 0 }
+
+    /// GNOME's own greeter (gnome-shell 51), where GDM offers JSON: nil elsewhere.
+    var selection: (any AuthSelectionConversation)? { conversation as? any AuthSelectionConversation }
+
+    /// Shows `mechanism` on GNOME's own greeter and returns the greeter's `Ok` for it; throws when the greeter reset
+    /// (its back button, its timeout) or answered anything else.
+    func select(_ mechanism: (id: String, AuthSelection.Mechanism)) throws -> AuthSelection.Reply.Selection {
+        guard let selection else { throw ConversationFailed() }
+        exchanges.count += 1
+        let reply: String
+        do { reply = try selection.select(try AuthSelection.request(mechanism)) } catch { throw ConversationFailed() }
+        guard let chosen = AuthSelection.reply(reply, for: mechanism.id) else { throw ConversationFailed() }
+        return chosen
     }
 
     func show(_ text: String, isError: Bool) throws {

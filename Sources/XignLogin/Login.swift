@@ -61,7 +61,7 @@ public struct Login {
     /// Runs the login and logs one line with the outcome, the service, the user, ruser and rhost; never the PIN.
     /// The caller chose every field but the outcome (through xignd, even bytes PAM could not carry, such as NUL).
     public func run() -> LoginOutcome {
-        let outcome = authenticate()
+        let outcome = dialogue.selection == nil ? authenticate() : authenticateAtGNOMEsGreeter()
         func field(_ value: String?) -> String { value.map { LogText.field($0, maximumLength: 128) } ?? "-" }
         let fields = [
             "result=\(outcome.logWord)", "service=\(field(caller.service))", "user=\(field(caller.user))",
@@ -70,6 +70,29 @@ public struct Login {
         log(outcome.isSuccess ? LOG_NOTICE : LOG_WARNING, fields.joined(separator: " "))
         return outcome
     }
+
+    /// GNOME's own greeter takes no plain question once it was sent JSON, so a module after this one in the stack
+    /// (pam_unix's password) would leave it waiting: once the greeter was sent JSON, a failure (a wrong PIN, a lock, a
+    /// denied or expired approval) is said and the login starts over in the same conversation, after the person asks
+    /// for it where the round asked them nothing (a lock refused it at once). It ends on success, when the greeter
+    /// resets (its back button, its timeout), or on a failure before the greeter was sent anything: then the greeter
+    /// falls back to gdm-password, where the module runs as elsewhere.
+    private func authenticateAtGNOMEsGreeter() -> LoginOutcome {
+        for _ in 0..<Self.roundsAtGNOMEsGreeter {
+            let asked = dialogue.exchanges.count
+            let outcome = authenticate()
+            if outcome.isSuccess || outcome == .conversationFailed || dialogue.exchanges.count == 0 { return outcome }
+            if dialogue.exchanges.count == asked {
+                do { _ = try dialogue.select(AuthSelection.pin("XignIn: press Enter to try again")) } catch {
+                    return .conversationFailed
+                }
+            }
+        }
+        return .refused(.expired)
+    }
+
+    /// A bound on rounds each of which waits for the person: never reached by a person, only by a loop gone wrong.
+    static let roundsAtGNOMEsGreeter = 100
 
     func debug(_ message: String) {
         if options.debug { log(LOG_DEBUG, message) }

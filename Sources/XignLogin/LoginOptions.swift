@@ -56,6 +56,9 @@ public struct LoginOptions: Equatable {
     var prompt = "XignIn PIN for %a: "
     var failMode = FailMode.secure
     var ignoreUnknownUser = false
+    /// `gdm_json=`: GDM's number for its CustomJSON extension (its index in the list GDM gives only in the process
+    /// environment, which the module does not read), set in the `gdm-switchable-auth` file that GNOME 51's greeter runs.
+    var gdmJSONType: Int32?
 
     struct Invalid: Error, Equatable, CustomStringConvertible {
         let description: String
@@ -98,6 +101,12 @@ public struct LoginOptions: Equatable {
                     throw Invalid(description: "failmode=\(mode.prefix(20)) must be secure or safe")
                 }
                 failMode = parsed
+            case ("gdm_json", let number?):
+                guard let type = Int32(number), (0...15).contains(type) else {
+                    throw Invalid(
+                        description: "gdm_json=\(number.prefix(20)) must be GDM's number for CustomJSON, 0 to 15")
+                }
+                gdmJSONType = type
             case ("ignore_unknown_user", nil):
                 ignoreUnknownUser = true
             case ("mode", let value?):
@@ -131,6 +140,12 @@ public struct LoginOptions: Equatable {
 }
 
 extension LoginOptions {
+    /// GNOME's own greeter takes JSON only under its service: the same line in gdm-password (GDM 43 to 49, whose list
+    /// has no CustomJSON) speaks plainly.
+    public func greeterJSONType(service: String?) -> Int32? {
+        service == "gdm-switchable-auth" ? gdmJSONType : nil
+    }
+
     /// The machine's configuration (`config=`), with `timeout=` over its HTTP timeouts.
     func clientConfiguration() throws -> ClientConfiguration {
         var configuration = try ClientConfiguration.load(path: configPath)

@@ -21,7 +21,7 @@ struct LoginOrigin {
 
     /// PAM services of programs that run at the console before a session exists.
     static let consoleServices: Set<String> = [
-        "login", "gdm-password", "gdm-fingerprint", "gdm-smartcard", "lightdm", "sddm",
+        "login", "gdm-password", "gdm-fingerprint", "gdm-smartcard", "gdm-switchable-auth", "lightdm", "sddm",
     ]
 
     /// Why the login counts as remote, for the log; nil for a login at this machine.

@@ -70,7 +70,7 @@ private struct ModuleCall {
 
     func run(
         ifTheNameIsNotUTF8 refusal: Int32,
-        _ body: (LoginCaller, LoginOptions, PAMConversation, @escaping (Int32, String) -> Void) -> Int32
+        _ body: (LoginCaller, LoginOptions, any Conversation, @escaping (Int32, String) -> Void) -> Int32
     ) -> Int32 {
         var arguments: [String] = []
         if let argv = context.argv {
@@ -100,7 +100,11 @@ private struct ModuleCall {
             user: userName, service: string(context.service), ruser: string(context.ruser),
             rhost: string(context.rhost), tty: string(context.tty),
             inSetuidHost: context.caller_controls_environment != 0)
-        return body(caller, options, PAMConversation(pamh: context.pamh), log)
+        let conversation = PAMConversation(pamh: context.pamh)
+        let greeter = options.greeterJSONType(service: caller.service).map {
+            GreeterConversation(conversation: conversation, type: $0)
+        }
+        return body(caller, options, greeter ?? conversation, log)
     }
 }
 
@@ -163,5 +167,25 @@ struct PAMConversation: Conversation {
         else {
             throw ConversationFailed()
         }
+    }
+}
+
+/// GNOME's own greeter, where GDM takes JSON (`gdm_json=` under gdm-switchable-auth): plain text as elsewhere, and the
+/// `auth-mechanisms` messages.
+struct GreeterConversation: AuthSelectionConversation {
+    let conversation: PAMConversation
+    /// GDM's number for the extension.
+    let type: Int32
+
+    func ask(_ text: String, echo: Bool) throws -> String { try conversation.ask(text, echo: echo) }
+    func show(_ text: String, isError: Bool) throws { try conversation.show(text, isError: isError) }
+
+    func select(_ request: String) throws -> String {
+        var reply: UnsafeMutablePointer<CChar>?
+        guard xign_pam_converse_json(conversation.pamh, type, request, &reply) == PAM_SUCCESS, let reply else {
+            throw ConversationFailed()
+        }
+        defer { xign_pam_free_answer(reply) }
+        return String(decoding: UnsafeRawBufferPointer(start: reply, count: strlen(reply)), as: UTF8.self)
     }
 }

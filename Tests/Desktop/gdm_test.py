@@ -1,11 +1,12 @@
-"""GDM 43 and GNOME Shell 43's lock screen with pam_xign, for real, in a Debian 12 VM with xign's packages.
+"""GDM 43 or 48 and GNOME Shell's lock screen with pam_xign, for real, in a Debian 12 or 13 VM with xign's packages.
 
 On the host: xign-manager on 127.0.0.1 (the VM reaches it through an ssh tunnel, as loopback). In the VM:
 alice registers and personalizes with xign-setup, the packaged pam-auth-update profile is enabled (so
 gdm-password reaches pam_xign through common-auth, with failmode=safe), and a person types at GDM:
 her name, the PIN, and she is in; the screen is locked; a wrong PIN at the lock screen is refused with
 the module's message, and the right one unlocks it. The VM has a TPM (swtpm on the host): with the tunnel to
-the manager gone, the lock screen says so, the TPM refuses a wrong PIN and accepts the right one.
+the manager gone, the lock screen says so, the TPM refuses a wrong PIN and accepts the right one (unless
+XIGN_DESKTOP_OFFLINE=no). Debian 13 (GDM 48, Wayland) runs the same test.
 
 Then bob, who holds no key on this machine, only a passkey in his phone's browser (Chromium with its virtual
 authenticator), logs in at GDM in confirm mode: gnome-shell-extension-xign draws the login's QR code as an
@@ -234,17 +235,19 @@ def run(image_dir, release, artifacts, work):
         vm.picture("07-unlocked")
         step("the right PIN unlocked GNOME's lock screen")
 
-        # The laptop loses the network to the manager: the TPM checks the PIN at the lock screen.
-        tunnel.terminate()
-        tunnel.wait()
-        tunnel = None
-        vm.wait("the manager out of reach", lambda: vm.ssh(f"curl -s -m 5 http://127.0.0.1:{port}/health", check=False) == "", 30)
-        refuse_at_lock_screen(["08-offline-pin-prompt", "09-offline-wrong-pin"], "offline-wrong-pin")
-        unlock_after_refusal("10-offline-pin-again", "offline-success")
-        step("offline, the TPM refused a wrong PIN and the right one unlocked")
-        tunnel = vm.tunnel(port, port)
-        vm.wait("the tunnel to the manager again", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20),
-                30)
+        # The laptop loses the network to the manager: the TPM checks the PIN at the lock screen. CI leaves it out
+        # (XIGN_DESKTOP_OFFLINE=no) to stay within its time; make test runs the same module path offline in its lockers.
+        if os.environ.get("XIGN_DESKTOP_OFFLINE", "yes") == "yes":
+            tunnel.terminate()
+            tunnel.wait()
+            tunnel = None
+            vm.wait("the manager out of reach", lambda: vm.ssh(f"curl -s -m 5 http://127.0.0.1:{port}/health", check=False) == "", 30)
+            refuse_at_lock_screen(["08-offline-pin-prompt", "09-offline-wrong-pin"], "offline-wrong-pin")
+            unlock_after_refusal("10-offline-pin-again", "offline-success")
+            step("offline, the TPM refused a wrong PIN and the right one unlocked")
+            tunnel = vm.tunnel(port, port)
+            vm.wait("the tunnel to the manager again", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20),
+                    30)
 
         # Bob's phone: a passkey made at the manager's web app from his activation mail.
         subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",

@@ -43,8 +43,10 @@ class VM:
             if time.monotonic() > deadline:
                 raise TestFailure("swtpm did not start")
             time.sleep(0.1)
+        # XIGN_VM_CPU: Nehalem for GNOME 48 and later (see the Makefile).
         self.process = subprocess.Popen([
-            "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "3G", "-vga", "std",
+            "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", os.environ.get("XIGN_VM_CPU", "max"),
+            "-smp", "2", "-m", "3G", "-vga", "std",
             "-display", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
             "-kernel", os.path.join(image_dir, "vmlinuz"), "-initrd", os.path.join(image_dir, "initrd.img"),
             "-append", "root=/dev/vda rw console=ttyS0,115200",

@@ -180,29 +180,34 @@ final class PAMFixture: @unchecked Sendable {
             "pam.d/\(name)", "auth required \(module) config=\(configPath) \(arguments)\n\(then)\n", mode: 0o644)
     }
 
-    /// A fixture for a screen locker: nobody is enrolled, runs `service` and reaches the key through its own xignd.
-    static func locker(service: String) throws -> (PAMFixture, DaemonProcess) {
-        let fixture = try PAMFixture(users: ["nobody"])
+    /// A fixture for a screen locker: `user` (nobody) is enrolled, runs `service` and reaches the key through its own
+    /// xignd.
+    static func locker(service: String, user: String = "nobody") throws -> (PAMFixture, DaemonProcess) {
+        let fixture = try PAMFixture(users: [user])
         try fixture.allowHostsWithoutRoot()
         let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
         try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
         return (fixture, daemon)
     }
 
-    /// A laptop whose manager is gone after one online login of nobody: its TPM (counting every wrong PIN) checks the PIN.
-    static func offlineLaptop() throws -> (PAMFixture, SoftwareTPM) {
+    /// A laptop whose manager is gone after one online login of `user`: its TPM (counting every wrong PIN) checks the PIN.
+    static func offlineLaptop(user: String = "nobody") throws -> (PAMFixture, SoftwareTPM) {
         let tpm = try SoftwareTPM()
         try tpm.countFailuresStrictly()
-        let fixture = try PAMFixture(users: ["nobody"], tpm: tpm)
-        let online = try fixture.login("nobody")
+        let fixture = try PAMFixture(users: [user], tpm: tpm)
+        let online = try fixture.login(user)
         guard online.code == PAMCode.success else { throw TestFailure("the online login failed: \(online.output)") }
         fixture.manager.stop()
         return (fixture, tpm)
     }
 
     /// A locker's fixture on an offline laptop: the TPM checks the PIN, through xignd.
-    static func offlineLocker(service: String) throws -> (PAMFixture, DaemonProcess, SoftwareTPM) {
-        let (fixture, tpm) = try offlineLaptop()
+    static func offlineLocker(
+        service: String, user: String = "nobody"
+    ) throws -> (
+        PAMFixture, DaemonProcess, SoftwareTPM
+    ) {
+        let (fixture, tpm) = try offlineLaptop(user: user)
         try fixture.allowHostsWithoutRoot()
         let daemon = try DaemonProcess(configPath: fixture.configPath, directory: fixture.directory)
         try fixture.service(service, arguments: "socket=\(daemon.socketPath)")
@@ -211,8 +216,12 @@ final class PAMFixture: @unchecked Sendable {
 
     /// A locker's fixture whose manager stalls: the module gives up after 3 s and `failmode` decides; with safe,
     /// pam_permit stands in for the password line after it.
-    static func stalledLocker(service: String, failmode: String) throws -> (PAMFixture, DaemonProcess, FaultyServer) {
-        let (fixture, daemon) = try locker(service: service)
+    static func stalledLocker(
+        service: String, failmode: String, user: String = "nobody"
+    ) throws -> (
+        PAMFixture, DaemonProcess, FaultyServer
+    ) {
+        let (fixture, daemon) = try locker(service: service, user: user)
         let stalled = try FaultyServer.delaying(60, to: fixture.manager.port)
         try fixture.redirectEnrolments(to: stalled.url)
         try fixture.service(
@@ -252,6 +261,8 @@ final class PAMFixture: @unchecked Sendable {
         let threadsBefore: Int
         let threadsAfter: Int
         let output: String
+        /// What the module and the libraries it calls wrote to the host's stderr (a terminal under login).
+        let errors: String
     }
 
     /// Runs pam_authenticate for `user` through `service`, answering prompts with `answers`, each of which a prompt
@@ -314,16 +325,17 @@ final class PAMFixture: @unchecked Sendable {
         return Login(
             code: number("result"), conversation: conversation, threadsBefore: number("threads_before"),
             threadsAfter: number("threads_after"),
-            output: result.stdout)
+            output: result.stdout, errors: result.stderr)
     }
 
     /// pamtester under pam_wrapper with this fixture's service files; `debugLevel` 3 shows what modules log.
     /// `asUser` runs it as that user (setpriv), as a screen locker runs: in that user's session at the seat, unless
     /// `session` names another prefix (`logind.inUserManager`, …) or none.
     func pamtester(
-        _ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil, session: [String]? = nil
+        _ arguments: [String], stdin: String, debugLevel: Int? = nil, asUser: String? = nil, session: [String]? = nil,
+        environment extra: [String: String] = [:]
     ) throws -> ChildProcess.Result {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["LD_PRELOAD"] = "libpam_wrapper.so"
         environment["PAM_WRAPPER"] = "1"
         environment["PAM_WRAPPER_SERVICE_DIR"] = confdir

@@ -53,5 +53,25 @@ public final class VirtualDisplay: @unchecked Sendable {
         guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
     }
 
+    /// Saves the top window of `windowClass` as a PNG: a locker that draws for a compositor reads black from the root.
+    public func picture(ofWindow windowClass: String, to path: String) throws {
+        let found = try xdotool(["search", "--onlyvisible", "--class", windowClass])
+        guard found.status == 0, let window = found.stdout.split(separator: "\n").last else {
+            throw TestFailure("no \(windowClass) window on \(name) to photograph")
+        }
+        let result = try ChildProcess(
+            "/usr/bin/import", ["-window", String(window), path],
+            environment: ["DISPLAY": name, "PATH": "/usr/bin:/bin"],
+            in: directory
+        )
+        .wait(timeout: 30)
+        guard result.status == 0 else { throw TestFailure("import: \(result.stderr)") }
+    }
+
+    /// Whether a window of `windowClass` is mapped.
+    public func shows(class windowClass: String) throws -> Bool {
+        try xdotool(["search", "--onlyvisible", "--class", windowClass]).status == 0
+    }
+
     deinit { process.stop() }
 }

@@ -41,6 +41,11 @@ void xign_pam_pass_approval(void *pamh, const char *confirmation_id);
 /* Shows text, or asks and stores a malloc'd answer in *answer (for prompts). Returns a PAM_* code. */
 int xign_pam_converse(void *pamh, int style, const char *text, char **answer);
 
+/* Sends `json` (GDM's CustomJSON message of type `type`, protocol auth-mechanisms, version 1) and stores the greeter's
+   reply JSON, malloc'd, in *reply. Returns a PAM_* code: PAM_CONV_ERR when the greeter reset or replied with
+   something else. */
+int xign_pam_converse_json(void *pamh, int type, const char *json, char **reply);
+
 /* Zeroes and frees an answer from xign_pam_converse. */
 void xign_pam_free_answer(char *answer);
 

@@ -1,9 +1,8 @@
-/* exported init */
 // pam_xign sends the QR code of a login to approve as text: half-block characters, two modules a character. GDM and
 // the lock screen show messages in a proportional font, where no camera can read it. This draws the same modules as
 // an image under the message, and leaves the message's words (the host, the link, the code) as they are.
-const { Clutter, St } = imports.gi;
-const AuthPrompt = imports.gdm.authPrompt;
+// The packages' build puts the shell's own prologue (imports) before this and its epilogue (the extension) after it:
+// 43/ for GNOME Shell 43-44, a script; 45/ for 45-50, an ECMAScript module.
 
 // What each character paints: the upper module and the lower one, dark where the character is drawn.
 const GLYPHS = new Map([[' ', [false, false]], ['\u2580', [true, false]], ['\u2584', [false, true]], ['\u2588', [true, true]]]);
@@ -54,28 +53,21 @@ function codeImage(modules) {
     return image;
 }
 
-class Extension {
-    enable() {
-        this._setMessage = AuthPrompt.AuthPrompt.prototype.setMessage;
-        const setMessage = this._setMessage;
-        AuthPrompt.AuthPrompt.prototype.setMessage = function (message, ...rest) {
-            this._xignCode?.destroy();
-            this._xignCode = null;
-            const code = message ? splitCode(message) : null;
-            if (code) {
-                this._xignCode = codeImage(code.modules);
-                this.add_child(this._xignCode);
-                message = code.text;
-            }
-            return setMessage.call(this, message, ...rest);
-        };
-    }
-
-    disable() {
-        AuthPrompt.AuthPrompt.prototype.setMessage = this._setMessage;
-    }
-}
-
-function init() {
-    return new Extension();
+/** Makes `prompt` (AuthPrompt's prototype) draw codes; returns what undoes it. */
+function drawCodes(prompt) {
+    const setMessage = prompt.setMessage;
+    prompt.setMessage = function (message, ...rest) {
+        this._xignCode?.destroy();
+        this._xignCode = null;
+        const code = message ? splitCode(message) : null;
+        if (code) {
+            this._xignCode = codeImage(code.modules);
+            this.add_child(this._xignCode);
+            message = code.text;
+        }
+        return setMessage.call(this, message, ...rest);
+    };
+    return () => {
+        prompt.setMessage = setMessage;
+    };
 }

@@ -1,0 +1,4 @@
+/* exported init */
+const { Clutter, St } = imports.gi;
+const AuthPrompt = imports.gdm.authPrompt;
+
