@@ -130,6 +130,42 @@ def module_log(vm):
     return [line for line in vm.ssh("journalctl -b --no-pager -o cat").splitlines() if "pam_xign(" in line]
 
 
+def enrol_bobs_phone_and_join(vm, work, release, data, url, admin):
+    """Bob's phone: a passkey made at the manager's web app from his activation mail. The VM joins the manager as a
+    host, where bob (made by hand in the image, uid 1001, not served by the manager's directory) may log in."""
+    subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",
+                    "Bob's phone", "--pin-stdin", "--state-dir", os.path.join(work, "bob")], input=PIN + "\n", text=True,
+                   capture_output=True, check=True)
+    mail = [m for m in sorted(glob.glob(os.path.join(data, "outbox", "new", "*"))) if "To: bob@example.org" in open(m).read()][-1]
+    link = next(line[line.index("http"):].strip() for line in open(mail).read().splitlines() if "/link/personalize#" in line)
+    activated = browser(work, "personalize", link, PIN + "\n")
+    expect(not activated.get("error"), f"the phone's activation: {activated}")
+    admin("accounts", "set-login", "bob@example.org", "bob")
+    admin("accounts", "set-local-user", "bob@example.org", "yes")
+    admin("accounts", "set-host-groups", "bob@example.org", "--all")
+    token = admin("hosts", "add", "xign-vm").split()[-1]
+    vm.ssh(f"xign-setup host join --manager {url}", stdin=token + "\n")
+
+
+def keep_the_failure(vm, work):
+    """The journal's end and a picture of the screen, where a test failed."""
+    try:
+        open(os.path.join(work, "journal.txt"), "w").write(vm.ssh("journalctl -b --no-pager | tail -n 400", check=False))
+        vm.picture("99-at-failure")
+    except Exception:
+        pass
+
+
+def keep_the_pictures(work, artifacts):
+    """The pictures and logs of the work directory, and the phone's pictures, in the artifacts."""
+    os.makedirs(artifacts, exist_ok=True)
+    for name in os.listdir(work):
+        if re.search(r"\.(png|log|txt)$", name):
+            shutil.copy(os.path.join(work, name), artifacts)
+    if os.path.isdir(os.path.join(work, "phone-pictures")):
+        shutil.copytree(os.path.join(work, "phone-pictures"), os.path.join(artifacts, "phone"), dirs_exist_ok=True)
+
+
 def expect(condition, message):
     if not condition:
         raise TestFailure(message)
@@ -249,20 +285,7 @@ def run(image_dir, release, artifacts, work):
             vm.wait("the tunnel to the manager again", lambda: "managerKeyFingerprint" in vm.ssh(f"curl -s http://127.0.0.1:{port}/health", timeout=20),
                     30)
 
-        # Bob's phone: a passkey made at the manager's web app from his activation mail.
-        subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",
-                        "Bob's phone", "--pin-stdin", "--state-dir", os.path.join(work, "bob")], input=PIN + "\n", text=True,
-                       capture_output=True, check=True)
-        mail = [m for m in sorted(glob.glob(os.path.join(data, "outbox", "new", "*"))) if "To: bob@example.org" in open(m).read()][-1]
-        link = next(line[line.index("http"):].strip() for line in open(mail).read().splitlines() if "/link/personalize#" in line)
-        activated = browser(work, "personalize", link, PIN + "\n")
-        expect(not activated.get("error"), f"the phone's activation: {activated}")
-        admin("accounts", "set-login", "bob@example.org", "bob")
-        # The VM's bob was made by hand (uid 1001), not served by the manager's directory.
-        admin("accounts", "set-local-user", "bob@example.org", "yes")
-        admin("accounts", "set-host-groups", "bob@example.org", "--all")
-        token = admin("hosts", "add", "xign-vm").split()[-1]
-        vm.ssh(f"xign-setup host join --manager {url}", stdin=token + "\n")
+        enrol_bobs_phone_and_join(vm, work, release, data, url, admin)
         # This machine confirms logins of users who hold no key here; alice's own key keeps her PIN.
         vm.ssh("sed -i '1i auth [success=done default=ignore] pam_xign.so mode=confirm qr=always ignore_unknown_user timeout_total=300' "
                "/etc/pam.d/gdm-password")
@@ -285,32 +308,25 @@ def run(image_dir, release, artifacts, work):
         expect(confirmed, f"no confirmed login of bob: {module_log(vm)}")
         step("the phone approved bob's login at GDM and his session started")
     except Exception:
-        try:
-            open(os.path.join(work, "journal.txt"), "w").write(vm.ssh("journalctl -b --no-pager | tail -n 400", check=False))
-            vm.picture("99-at-failure")
-        except Exception:
-            pass
+        keep_the_failure(vm, work)
         raise
     finally:
         if tunnel:
             tunnel.terminate()
         vm.stop()
         manager.terminate()
-        os.makedirs(artifacts, exist_ok=True)
-        for name in os.listdir(work):
-            if re.search(r"\.(png|log|txt)$", name):
-                shutil.copy(os.path.join(work, name), artifacts)
-        if os.path.isdir(os.path.join(work, "phone-pictures")):
-            shutil.copytree(os.path.join(work, "phone-pictures"), os.path.join(artifacts, "phone"), dirs_exist_ok=True)
+        keep_the_pictures(work, artifacts)
 
 
-def main():
+def main(test=None, name="GDM and GNOME's lock screen"):
+    """Runs `test` (this file's run) with IMAGE_DIR RELEASE_DIR ARTIFACT_DIR from the command line in a work directory
+    of its own."""
     # Absolute: qemu-img takes a relative backing file as relative to the overlay's directory.
     image_dir, release, artifacts = (os.path.abspath(argument) for argument in sys.argv[1:4])
-    work = tempfile.mkdtemp(prefix="xign-gdm.")
+    work = tempfile.mkdtemp(prefix="xign-desktop.")
     try:
-        run(image_dir, release, artifacts, work)
-        print(f"GDM and GNOME's lock screen: passed; pictures in {artifacts}")
+        (test or run)(image_dir, release, artifacts, work)
+        print(f"{name}: passed; pictures in {artifacts}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -16,11 +16,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
 
-from gdm_test import PIN, browser, expect, module_log, rows, start_manager, type_name, wait_for_pin_prompt
+from gdm_test import (PIN, browser, enrol_bobs_phone_and_join, expect, keep_the_failure, keep_the_pictures, main,
+                      module_log, rows, start_manager, type_name, wait_for_pin_prompt)
 from vm import VM, TestFailure
 
 # GDM 51's greeter runs as a dynamic user whose name starts so (gdm-greeter, then gdm-greeter-2 after a logout).
@@ -80,20 +79,7 @@ def run(image_dir, release, artifacts, work):
         vm.ssh("cat > /root/activation.eml", stdin=open(mail).read())
         print(vm.ssh(f"printf '{PIN}\\n' | xign-setup personalize --mail /root/activation.eml --user alice --pin-stdin --no-qr 2>&1"))
 
-        # Bob's phone: a passkey made at the manager's web app from his activation mail.
-        subprocess.run([os.path.join(release, "xign-setup"), "register", "--manager", url, "--email", "bob@example.org", "--alias",
-                        "Bob's phone", "--pin-stdin", "--state-dir", os.path.join(work, "bob")], input=PIN + "\n", text=True,
-                       capture_output=True, check=True)
-        mail = [m for m in sorted(glob.glob(os.path.join(data, "outbox", "new", "*"))) if "To: bob@example.org" in open(m).read()][-1]
-        link = next(line[line.index("http"):].strip() for line in open(mail).read().splitlines() if "/link/personalize#" in line)
-        activated = browser(work, "personalize", link, PIN + "\n")
-        expect(not activated.get("error"), f"the phone's activation: {activated}")
-        admin("accounts", "set-login", "bob@example.org", "bob")
-        # The VM's bob was made by hand (uid 1001), not served by the manager's directory.
-        admin("accounts", "set-local-user", "bob@example.org", "yes")
-        admin("accounts", "set-host-groups", "bob@example.org", "--all")
-        token = admin("hosts", "add", "xign-vm").split()[-1]
-        vm.ssh(f"xign-setup host join --manager {url}", stdin=token + "\n")
+        enrol_bobs_phone_and_join(vm, work, release, data, url, admin)
         # The packaged profile, with mode=auto: alice's own key takes her PIN, a person without one here approves.
         vm.ssh("pam-auth-update --enable xign")
         vm.ssh("sed -i 's/pam_xign.so ignore_unknown_user/pam_xign.so mode=auto ignore_unknown_user/' /etc/pam.d/common-auth")
@@ -134,34 +120,15 @@ def run(image_dir, release, artifacts, work):
                f"no PIN login of alice under gdm-switchable-auth: {logins}")
         step("GNOME 51's greeter logged alice in with her PIN")
     except Exception:
-        try:
-            open(os.path.join(work, "journal.txt"), "w").write(vm.ssh("journalctl -b --no-pager | tail -n 400", check=False))
-            vm.picture("99-at-failure")
-        except Exception:
-            pass
+        keep_the_failure(vm, work)
         raise
     finally:
         if tunnel:
             tunnel.terminate()
         vm.stop()
         manager.terminate()
-        os.makedirs(artifacts, exist_ok=True)
-        for name in os.listdir(work):
-            if re.search(r"\.(png|log|txt)$", name):
-                shutil.copy(os.path.join(work, name), artifacts)
-        if os.path.isdir(os.path.join(work, "phone-pictures")):
-            shutil.copytree(os.path.join(work, "phone-pictures"), os.path.join(artifacts, "phone"), dirs_exist_ok=True)
-
-
-def main():
-    image_dir, release, artifacts = (os.path.abspath(argument) for argument in sys.argv[1:4])
-    work = tempfile.mkdtemp(prefix="xign-gnome51.")
-    try:
-        run(image_dir, release, artifacts, work)
-        print(f"GNOME 51's own login screen: passed; pictures in {artifacts}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        keep_the_pictures(work, artifacts)
 
 
 if __name__ == "__main__":
-    main()
+    main(run, "GNOME 51's own login screen")
